@@ -1,0 +1,36 @@
+// Bundles the CLI and the daemon with esbuild.
+// The CLI is one self-contained file (fast cold start: ~10 ms of module loading instead of ~65 ms);
+// the daemon keeps its dependencies external (better-sqlite3 is native; start-up time matters less).
+import { build } from 'esbuild';
+import { readFileSync } from 'node:fs';
+
+const root = new URL('..', import.meta.url).pathname;
+const { version } = JSON.parse(readFileSync(`${root}package.json`, 'utf8'));
+const common = {
+  platform: 'node',
+  target: 'node20',
+  format: 'esm',
+  bundle: true,
+  sourcemap: true,
+  logLevel: 'warning',
+  absWorkingDir: root,
+  define: { __COMBINE_VERSION__: JSON.stringify(version) },
+  // Bundled CommonJS dependencies call require(); give the ESM bundle one.
+  banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+};
+
+await Promise.all([
+  build({
+    ...common,
+    entryPoints: { cli: 'src/cli/main.ts' },
+    outdir: 'dist',
+    // ws's optional native speed-ups are not installed; the daemon and simulator are loaded lazily.
+    external: ['bufferutil', 'utf-8-validate', './daemon.js', './sim.js'],
+  }),
+  build({
+    ...common,
+    entryPoints: { daemon: 'src/daemon/main.ts', sim: 'src/sim/main.ts' },
+    outdir: 'dist',
+    packages: 'external',
+  }),
+]);

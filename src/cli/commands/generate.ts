@@ -1,0 +1,72 @@
+/** `combine generate-epic` and `combine generate-all`. */
+import { Command } from 'commander';
+import type { CommandView } from '../../daemon/views.js';
+import { exitCodeFor, parseDeadline, withCommonOptions, type CommonOptions } from '../common.js';
+import { withDaemon } from '../daemon-control.js';
+import { followThread } from '../follow.js';
+import { print, printJsonLine } from '../output.js';
+
+interface GenerateOptions extends CommonOptions {
+  project: string;
+  epic?: string;
+  force?: boolean;
+  follow?: boolean;
+  deadline?: string;
+}
+
+function describeResult(r: CommandView): string {
+  if (!r.deduplicated) return `thread ${r.thread_id} ${r.status}`;
+  if (r.status === 'complete') return `thread ${r.thread_id} already complete: nothing to do (use --force to generate again)`;
+  return `thread ${r.thread_id} already ${r.status}: not started twice`;
+}
+
+/** Prints the command's answer, then follows the thread when asked. Returns the exit code. */
+export async function reportAndFollow(home: string, r: CommandView, opts: GenerateOptions): Promise<number> {
+  if (!opts.follow) {
+    print(opts, r, () => describeResult(r));
+    return 0;
+  }
+  if (opts.json) printJsonLine(r);
+  else process.stdout.write(`${describeResult(r)}\n`);
+  const final = await followThread(home, r.thread_id, opts);
+  if (!opts.json) process.stdout.write(`thread ${final.thread_id} ${final.status}\n`);
+  return exitCodeFor(final);
+}
+
+export function generateCommands(getHome: () => string): Command[] {
+  const epic = withCommonOptions(
+    new Command('generate-epic')
+      .description('generate the stories of one epic (idempotent: a second request returns the same thread)')
+      .requiredOption('--project <id>', 'project id')
+      .requiredOption('--epic <id>', 'epic id')
+      .option('--force', 'generate again even if a previous run completed')
+      .option('--follow', 'stream the thread until it ends (exit 1 if it fails)')
+      .option('--deadline <duration>', 'fail with SKIPPED_DEADLINE if not started within this time (e.g. 10m)')
+      .addHelpText('after', '\nExamples:\n  combine generate-epic --project acme --epic checkout --follow\n  combine generate-epic --project acme --epic checkout --force --json'),
+  ).action(async (opts: GenerateOptions) => {
+    const home = getHome();
+    const deadline_ms = parseDeadline(opts.deadline);
+    const r = await withDaemon(home, opts, ({ client }, signal) =>
+      client.generate.epic.mutate({ project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null }, { signal }),
+    );
+    process.exitCode = await reportAndFollow(home, r, opts);
+  });
+
+  const all = withCommonOptions(
+    new Command('generate-all')
+      .description('generate the stories of every epic of a project: one child thread per epic, continuing past failures')
+      .requiredOption('--project <id>', 'project id')
+      .option('--force', 'generate again even if a previous run completed')
+      .option('--follow', 'show a progress bar of the children until all end (exit 1 if any failed)')
+      .option('--deadline <duration>', 'fail children not started within this time (e.g. 1h)')
+      .addHelpText('after', '\nExamples:\n  combine generate-all --project acme --follow\n  combine generate-all --project acme --follow --json'),
+  ).action(async (opts: GenerateOptions) => {
+    const home = getHome();
+    const deadline_ms = parseDeadline(opts.deadline);
+    const r = await withDaemon(home, opts, ({ client }, signal) =>
+      client.generate.all.mutate({ project_id: opts.project, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null }, { signal }),
+    );
+    process.exitCode = await reportAndFollow(home, r, opts);
+  });
+  return [epic, all];
+}

@@ -1,0 +1,48 @@
+/** Options every command shares, and the bits of rendering several commands use. */
+import type { Command } from 'commander';
+import type { ThreadView } from '../daemon/views.js';
+import { parseDurationMs } from '../domain/duration.js';
+import { CliError, EXIT, shortId, shortTime, table } from './output.js';
+
+export interface CommonOptions {
+  json?: boolean;
+  autostart?: boolean;
+}
+
+/** --json everywhere; --no-autostart on commands that talk to the daemon. */
+export function withCommonOptions(cmd: Command, talksToDaemon = true): Command {
+  cmd.option('--json', 'print machine-readable JSON');
+  if (talksToDaemon) cmd.option('--no-autostart', 'exit 3 instead of starting the daemon when it is not running');
+  return cmd;
+}
+
+export function parseDeadline(value: string | undefined): number | null {
+  if (value === undefined) return null;
+  const ms = parseDurationMs(value);
+  if (ms === null || ms <= 0) throw new CliError(`--deadline: "${value}" is not a duration (use e.g. 90s, 10m, 2h)`, EXIT.USAGE);
+  return ms;
+}
+
+export function describeTarget(t: ThreadView): string {
+  return t.target_ref.epic_id ? `${t.target_ref.project_id}/${t.target_ref.epic_id}` : `${t.target_ref.project_id} (all epics)`;
+}
+
+export function describeChildren(t: ThreadView): string {
+  if (!t.child_summary) return '';
+  return Object.entries(t.child_summary)
+    .map(([status, n]) => `${n} ${status}`)
+    .join(', ');
+}
+
+export function threadsTable(threads: ThreadView[]): string {
+  if (threads.length === 0) return 'no threads';
+  return table([
+    ['THREAD', 'KIND', 'STATUS', 'TARGET', 'CREATED', 'CHILDREN'],
+    ...threads.map((t) => [shortId(t.thread_id), t.kind, t.status, describeTarget(t), shortTime(t.created_at), describeChildren(t)]),
+  ]);
+}
+
+/** Exit code for a followed thread: 0 when it completed, 1 otherwise. */
+export function exitCodeFor(t: ThreadView): number {
+  return t.status === 'complete' ? EXIT.OK : EXIT.FAILED;
+}

@@ -1,0 +1,114 @@
+/**
+ * Starting, finding and stopping the daemon from the CLI. A command that needs the daemon starts it in
+ * the background when it is not running (unless --no-autostart); the daemon outlives the CLI.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { connectHttp, probeSocket, toCliError, type Connection } from './client.js';
+import { homeFiles } from './home.js';
+import { CliError, EXIT } from './output.js';
+
+const START_TIMEOUT_MS = 15_000;
+/** Deadline for an ordinary call: a daemon that does not answer in this time is unreachable (exit 3). */
+export const CALL_TIMEOUT_MS = 4_000;
+
+function sleep(ms: number) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** The last lines of daemon.log, for error messages. */
+export function logTail(home: string, lines = 8): string {
+  try {
+    return readFileSync(homeFiles(home).log, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no daemon.log)';
+  }
+}
+
+/**
+ * Starts `combine daemon run` detached and waits until its socket answers. If another daemon already
+ * serves this home, returns without starting a second one.
+ */
+export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env): Promise<{ started: boolean }> {
+  const files = homeFiles(home);
+  if (await probeSocket(files.socket)) return { started: false };
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const log = openSync(files.log, 'a', 0o600);
+  const cli = fileURLToPath(new URL('./cli.js', import.meta.url));
+  const child = spawn(process.execPath, [cli, 'daemon', 'run'], {
+    detached: true,
+    stdio: ['ignore', log, log],
+    env: { ...env, COMBINE_HOME: home },
+  });
+  closeSync(log);
+  let exited: number | null = null;
+  child.once('exit', (code) => (exited = code ?? 1));
+  child.unref();
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (await probeSocket(files.socket)) return { started: exited === null };
+    // Exit 1 with a live lock means another start won the race: keep waiting for its socket.
+    if (exited !== null && exited !== 1) {
+      throw new CliError(`the daemon failed to start (exit ${exited}):\n${logTail(home)}`, exited === 2 ? EXIT.USAGE : EXIT.FAILED);
+    }
+    await sleep(exited === null ? 20 : 100);
+  }
+  throw new CliError(`the daemon did not start within ${START_TIMEOUT_MS / 1000}s:\n${logTail(home)}`, EXIT.UNREACHABLE);
+}
+
+/** Connects to the daemon, starting it first when allowed. Exit 3 if it is down and may not be started. */
+export async function connectDaemon(home: string, opts: { autostart?: boolean }): Promise<Connection> {
+  const files = homeFiles(home);
+  if (!(await probeSocket(files.socket))) {
+    if (opts.autostart === false) {
+      throw new CliError(`the combine daemon is not running (no answer on ${files.socket}); start it with \`combine daemon start\``, EXIT.UNREACHABLE);
+    }
+    await startDaemon(home);
+  }
+  return connectHttp(files.socket);
+}
+
+/** Runs `fn` with a connected client and a deadline; maps every failure to the CLI's exit codes. */
+export async function withDaemon<T>(
+  home: string,
+  opts: { autostart?: boolean },
+  fn: (c: Connection, signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const conn = await connectDaemon(home, opts);
+  try {
+    return await fn(conn, AbortSignal.timeout(CALL_TIMEOUT_MS));
+  } catch (err) {
+    throw toCliError(err);
+  } finally {
+    conn.close();
+  }
+}
+
+export function readDaemonPid(home: string): number | null {
+  try {
+    const pid = Number(readFileSync(homeFiles(home).pid, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Waits for a process to exit; false if it is still alive at the deadline. */
+export async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isAlive(pid)) return true;
+    await sleep(50);
+  }
+  return !isAlive(pid);
+}

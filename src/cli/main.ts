@@ -1,0 +1,71 @@
+/**
+ * The `combine` CLI: parse, call the daemon, print. Exit codes: 0 ok, 1 the operation failed,
+ * 2 bad usage or input, 3 daemon unreachable.
+ */
+import { Command, CommanderError } from 'commander';
+import { daemonCommand } from './commands/daemon.js';
+import { demoCommands } from './commands/demo.js';
+import { generateCommands } from './commands/generate.js';
+import { infoCommands } from './commands/info.js';
+import { ledgerCommand } from './commands/ledger.js';
+import { projectCommand } from './commands/project.js';
+import { threadCommands } from './commands/threads.js';
+import { resolveHome } from './home.js';
+import { CliError, EXIT } from './output.js';
+
+declare const __COMBINE_VERSION__: string;
+
+function buildProgram(): Command {
+  const getHome = () => resolveHome();
+  const program = new Command('combine')
+    .description('Durable, audited execution of paid LLM operations: no lost answers, no double payment, no corrupt documents.')
+    .version(typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : 'dev')
+    .showHelpAfterError('(run with --help for usage)')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Environment: COMBINE_HOME (state directory), OPENAI_BASE_URL, OPENAI_API_KEY, COMBINE_MODEL.',
+        'Exit codes: 0 ok, 1 operation failed, 2 bad usage or input, 3 daemon unreachable.',
+        '',
+        'Try it offline:  combine demo',
+      ].join('\n'),
+    );
+  const commands = [
+    daemonCommand(getHome),
+    projectCommand(getHome),
+    ...generateCommands(getHome),
+    ...threadCommands(getHome),
+    ledgerCommand(getHome),
+    ...infoCommands(getHome),
+    ...demoCommands(),
+  ];
+  for (const c of commands) program.addCommand(c);
+  // Usage errors anywhere in the tree exit 2, not commander's default 1.
+  const exitOverride = (cmd: Command) => {
+    cmd.exitOverride();
+    cmd.commands.forEach(exitOverride);
+  };
+  exitOverride(program);
+  return program;
+}
+
+async function main(): Promise<void> {
+  try {
+    await buildProgram().parseAsync(process.argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? EXIT.OK : EXIT.USAGE;
+      return;
+    }
+    if (err instanceof CliError) {
+      process.stderr.write(`combine: ${err.message}\n`);
+      process.exitCode = err.exitCode;
+      return;
+    }
+    process.stderr.write(`combine: unexpected error: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.exitCode = EXIT.FAILED;
+  }
+}
+
+void main();

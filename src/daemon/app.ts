@@ -1,0 +1,278 @@
+/**
+ * The daemon's application object: the database, its single writer, the engine and the event bus for
+ * one COMBINE_HOME, and the operations the router exposes. Transport-free, so tests and benchmarks can
+ * drive it in-process.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../db/connection.js';
+import { openDatabase } from '../db/connection.js';
+import { countLedgerEntries } from '../db/ledger.js';
+import { applyMigrations } from '../db/migrate.js';
+import { listProjects } from '../db/projects.js';
+import { sumCallUsage } from '../db/call-records.js';
+import { countThreadsByStatus, getThread, listThreads } from '../db/threads.js';
+import { countWorkItemsByStatus } from '../db/work-items.js';
+import { Writer } from '../db/writer.js';
+import { isTerminalThread } from '../domain/states.js';
+import { cancelThread, CommandError, generateAll, generateEpic, importProject, retryThread, type GenerateOptions } from './commands.js';
+import type { DaemonConfig } from './config.js';
+import type { CompleterContext } from './engine/completer.js';
+import { Engine, systemClock, type Clock } from './engine/engine.js';
+import type { Tx } from './engine/tx.js';
+import { EventBus, type EngineEvent } from './events.js';
+import { verifyLedger } from './ledger-verify.js';
+import type { Logger } from './logger.js';
+import { Metrics } from './metrics.js';
+import { createOpenAIProvider, type Provider } from './provider.js';
+import { backlogView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+
+declare const __COMBINE_VERSION__: string;
+export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
+
+export interface AppOptions {
+  config: DaemonConfig;
+  logger: Logger;
+  clock?: Clock;
+  provider?: Provider;
+  random?: () => number;
+}
+
+/** An engine event as streamed to a follower: its `type` renamed to `event`. */
+type EventMessage = EngineEvent extends infer E ? (E extends { type: infer T } ? Omit<E, 'type'> & { event: T } : never) : never;
+
+export type FollowMessage =
+  | EventMessage
+  | { event: 'snapshot'; thread: ThreadView }
+  | { event: 'end'; thread: ThreadView };
+
+export class App {
+  readonly db: Db;
+  readonly writer: Writer<EngineEvent>;
+  readonly bus = new EventBus();
+  readonly engine: Engine;
+  readonly metrics: Metrics;
+  readonly owner = randomUUID();
+  readonly startedAt = Date.now();
+  private readonly clock: Clock;
+  private readonly ctx: CompleterContext;
+  infraHealthy = true;
+
+  constructor(private readonly o: AppOptions) {
+    this.clock = o.clock ?? systemClock;
+    this.db = openDatabase(o.config.dbPath);
+    applyMigrations(this.db);
+    this.metrics = new Metrics(this);
+    this.writer = new Writer<EngineEvent>(this.db, {
+      publish: (events) => this.bus.publish(events),
+      onCommit: (info) => this.metrics.observeCommit(info.commitMs),
+      onInfraFailure: (err) => {
+        this.infraHealthy = false;
+        o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
+      },
+      onInfraRecovered: () => {
+        this.infraHealthy = true;
+        o.logger.warn('storage recovered; health is ready again');
+      },
+    });
+    const provider = o.provider ?? createOpenAIProvider(o.config.provider);
+    const policyFor = (kind: string) => o.config.operationRetry[kind] ?? o.config.retry;
+    const modelParams = {
+      model: o.config.provider.model,
+      temperature: o.config.provider.temperature,
+      maxTokens: o.config.provider.maxTokens,
+    };
+    this.ctx = { owner: this.owner, endpoint: provider.endpoint, modelParams, policyFor, random: o.random ?? Math.random };
+    this.engine = new Engine({
+      db: this.db,
+      writer: this.writer,
+      provider,
+      clock: this.clock,
+      logger: o.logger,
+      owner: this.owner,
+      maxInFlight: o.config.maxInFlight,
+      callTimeoutMs: o.config.provider.callTimeoutMs,
+      modelParams,
+      policyFor,
+      recoveryIntervalMs: o.config.recoveryIntervalMs,
+      random: this.ctx.random,
+      crashAt: o.config.crashAt,
+    });
+    this.bus.subscribe((e) => this.logEvent(e));
+    this.bus.subscribe((e) => this.metrics.observeEvent(e));
+  }
+
+  get config(): DaemonConfig {
+    return this.o.config;
+  }
+
+  async start(): Promise<void> {
+    await this.engine.start();
+  }
+
+  /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
+  async shutdown(drainMs: number): Promise<{ abandoned: number }> {
+    const result = await this.engine.stop(drainMs);
+    await this.writer.close();
+    this.db.close();
+    return result;
+  }
+
+  private write<T>(fn: (tx: Tx) => T): Promise<T> {
+    return this.writer.write((db, emit) => fn({ db, emit, now: this.clock.now() }));
+  }
+
+  private logEvent(e: EngineEvent): void {
+    const { type, ...fields } = e;
+    this.o.logger.info({ component: 'engine', event: type, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
+  }
+
+  private commandView(r: { thread: { id: string; status: string }; deduplicated: boolean }): CommandView {
+    return { thread_id: r.thread.id, status: r.thread.status, deduplicated: r.deduplicated };
+  }
+
+  // --- commands -------------------------------------------------------------------------------
+
+  importProject(file: unknown) {
+    return this.write((tx) => importProject(tx, file));
+  }
+
+  async generateEpic(projectId: string, epicId: string, o: GenerateOptions): Promise<CommandView> {
+    const r = await this.write((tx) => generateEpic(tx, this.ctx.policyFor('story_generate_epic'), projectId, epicId, o));
+    if (!r.deduplicated) this.engine.wake();
+    return this.commandView(r);
+  }
+
+  async generateAll(projectId: string, o: GenerateOptions): Promise<CommandView> {
+    const r = await this.write((tx) => generateAll(tx, this.ctx.policyFor('story_generate_epic'), projectId, o));
+    if (!r.deduplicated) this.engine.wake();
+    return this.commandView(r);
+  }
+
+  async retry(threadId: string): Promise<ThreadView> {
+    const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId));
+    this.engine.wake();
+    return threadView(this.db, t);
+  }
+
+  async cancel(threadId: string): Promise<ThreadView> {
+    const r = await this.write((tx) => cancelThread(tx, this.ctx, threadId));
+    this.engine.abort(r.abort);
+    return threadView(this.db, r.thread);
+  }
+
+  // --- queries --------------------------------------------------------------------------------
+
+  thread(threadId: string) {
+    const t = getThread(this.db, threadId);
+    if (!t) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
+    return threadDetailView(this.db, t);
+  }
+
+  threads(f: { active: boolean; projectId: string | null; limit: number }): ThreadView[] {
+    return listThreads(this.db, f).map((t) => threadView(this.db, t));
+  }
+
+  ledger(threadId: string) {
+    if (!getThread(this.db, threadId)) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
+    return threadLedgerView(this.db, threadId);
+  }
+
+  verifyLedger() {
+    return verifyLedger(this.db);
+  }
+
+  projects() {
+    return listProjects(this.db).map((p) => projectView(this.db, p.id)!);
+  }
+
+  project(projectId: string) {
+    const view = projectView(this.db, projectId);
+    if (!view) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+    return view;
+  }
+
+  backlog(projectId: string) {
+    const view = backlogView(this.db, projectId);
+    if (!view) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+    return view;
+  }
+
+  status() {
+    return {
+      pid: process.pid,
+      socket: this.o.config.socketPath,
+      version: VERSION,
+      uptime_s: Math.round((Date.now() - this.startedAt) / 1000),
+      db_path: this.o.config.dbPath,
+    };
+  }
+
+  health() {
+    let writable = true;
+    try {
+      this.db.prepare('SELECT 1').get();
+    } catch {
+      writable = false;
+    }
+    const checks = {
+      database: writable && this.infraHealthy,
+      migrations_applied: true,
+      recovery_scan_done: this.engine.recoveryDone,
+    };
+    const ready = Object.values(checks).every(Boolean);
+    return { live: true, ready, status: ready ? 'ready' : 'unready', checks, breakers: {} as Record<string, unknown> };
+  }
+
+  stats() {
+    const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    const usage = sumCallUsage(this.db);
+    return {
+      threads: byStatus(countThreadsByStatus(this.db)),
+      work_items: byStatus(countWorkItemsByStatus(this.db)),
+      in_flight: this.engine.inFlightCount,
+      ledger_entries: countLedgerEntries(this.db),
+      calls: usage.calls,
+      tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
+    };
+  }
+
+  /**
+   * Streams a thread's events (and its children's) until it ends. The subscription starts before the
+   * snapshot is read, so no event between the two is lost; the last message carries the final thread.
+   */
+  async *follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+    const queue: EngineEvent[] = [];
+    let wakeUp: (() => void) | null = null;
+    const unsubscribe = this.bus.subscribe((e) => {
+      if (e.thread_id !== threadId && e.parent_thread_id !== threadId) return;
+      queue.push(e);
+      wakeUp?.();
+    });
+    const onAbort = () => wakeUp?.();
+    signal?.addEventListener('abort', onAbort);
+    try {
+      const initial = getThread(this.db, threadId);
+      if (!initial) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
+      yield { event: 'snapshot', thread: threadView(this.db, initial) };
+      if (isTerminalThread(initial.status)) {
+        yield { event: 'end', thread: threadView(this.db, initial) };
+        return;
+      }
+      while (!signal?.aborted) {
+        if (queue.length === 0) await new Promise<void>((r) => (wakeUp = r));
+        wakeUp = null;
+        for (const e of queue.splice(0)) {
+          const { type, ...rest } = e;
+          yield { event: type, ...rest } as FollowMessage;
+          if (e.type === 'thread' && e.thread_id === threadId && isTerminalThread(e.status)) {
+            yield { event: 'end', thread: threadView(this.db, getThread(this.db, threadId)!) };
+            return;
+          }
+        }
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      unsubscribe();
+    }
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * The daemon's effective configuration: defaults, then `COMBINE_HOME/config.json` (validated; an error
+ * names the field), then environment variables. The API key is held here and nowhere else: it is never
+ * logged or written to the ledger (see `redactedConfig`).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { parseDurationMs } from '../domain/duration.js';
+import { describeZodIssues } from '../domain/project.js';
+import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
+
+const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {
+  const ms = parseDurationMs(v);
+  if (ms === null) {
+    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 30s, 5m)` });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+const retrySchema = z
+  .object({
+    base: duration.optional(),
+    cap: duration.optional(),
+    jitter: z.number().min(0).max(1).optional(),
+    max_attempts: z.number().int().min(1).max(100).optional(),
+    repair_attempts: z.number().int().min(0).max(10).optional(),
+  })
+  .strict();
+
+export const configFileSchema = z
+  .object({
+    provider: z
+      .object({
+        base_url: z.url().optional(),
+        model: z.string().min(1).optional(),
+        temperature: z.number().min(0).max(2).optional(),
+        max_tokens: z.number().int().min(1).optional(),
+        timeout: duration.optional(),
+      })
+      .strict()
+      .optional(),
+    engine: z
+      .object({
+        max_in_flight: z.number().int().min(1).max(100_000).optional(),
+        recovery_interval: duration.optional(),
+        drain_timeout: duration.optional(),
+      })
+      .strict()
+      .optional(),
+    retry: retrySchema.optional(),
+    /** Per-operation retry overrides, e.g. {"story_generate_epic": {"max_attempts": 5}}. */
+    operations: z.record(z.string(), z.object({ retry: retrySchema.optional() }).strict()).optional(),
+  })
+  .strict();
+export type ConfigFile = z.infer<typeof configFileSchema>;
+
+export interface ProviderConfig {
+  baseURL: string;
+  apiKey: string | null;
+  model: string;
+  temperature: number;
+  maxTokens: number;
+  callTimeoutMs: number;
+}
+
+export interface DaemonConfig {
+  home: string;
+  dbPath: string;
+  socketPath: string;
+  logPath: string;
+  pidPath: string;
+  provider: ProviderConfig;
+  maxInFlight: number;
+  recoveryIntervalMs: number;
+  drainTimeoutMs: number;
+  retry: RetryPolicy;
+  operationRetry: Record<string, RetryPolicy>;
+  /** Debug switch for crash tests: exit abruptly at this point of the pipeline. */
+  crashAt: string | null;
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+
+export function homePaths(home: string) {
+  return {
+    home,
+    dbPath: join(home, 'combine.db'),
+    socketPath: join(home, 'combine.sock'),
+    logPath: join(home, 'daemon.log'),
+    pidPath: join(home, 'daemon.pid'),
+    configPath: join(home, 'config.json'),
+  };
+}
+
+/** Reads and validates `config.json` (absent → {}). Throws ConfigError naming each bad field. */
+export function readConfigFile(path: string): ConfigFile {
+  if (!existsSync(path)) return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`${path}: not valid JSON (${(err as Error).message})`);
+  }
+  const parsed = configFileSchema.safeParse(json);
+  if (!parsed.success) throw new ConfigError(`${path}: ${describeZodIssues(parsed.error).join('; ')}`);
+  return parsed.data;
+}
+
+function mergeRetry(base: RetryPolicy, o: z.infer<typeof retrySchema> | undefined): RetryPolicy {
+  return {
+    baseMs: o?.base ?? base.baseMs,
+    capMs: o?.cap ?? base.capMs,
+    jitter: o?.jitter ?? base.jitter,
+    maxAttempts: o?.max_attempts ?? base.maxAttempts,
+    repairAttempts: o?.repair_attempts ?? base.repairAttempts,
+  };
+}
+
+function envDuration(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const ms = parseDurationMs(raw);
+  if (ms === null) throw new ConfigError(`${name}: "${raw}" is not a duration (use e.g. 500ms, 30s, 5m)`);
+  return ms;
+}
+
+function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${name}: "${raw}" is not a positive integer`);
+  return n;
+}
+
+/** The effective configuration for a daemon serving `home`. */
+export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): DaemonConfig {
+  const paths = homePaths(home);
+  const file = readConfigFile(paths.configPath);
+  const retry = mergeRetry(DEFAULT_RETRY_POLICY, file.retry);
+  const operationRetry: Record<string, RetryPolicy> = {};
+  for (const [op, o] of Object.entries(file.operations ?? {})) operationRetry[op] = mergeRetry(retry, o.retry);
+  return {
+    ...paths,
+    provider: {
+      baseURL: env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL,
+      apiKey: env.OPENAI_API_KEY || null,
+      model: env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini',
+      temperature: file.provider?.temperature ?? 0.2,
+      maxTokens: file.provider?.max_tokens ?? 2048,
+      callTimeoutMs: envDuration(env, 'COMBINE_CALL_TIMEOUT') ?? file.provider?.timeout ?? 60_000,
+    },
+    maxInFlight: envInt(env, 'COMBINE_MAX_IN_FLIGHT') ?? file.engine?.max_in_flight ?? 8,
+    recoveryIntervalMs: file.engine?.recovery_interval ?? 30_000,
+    drainTimeoutMs: file.engine?.drain_timeout ?? 10_000,
+    retry,
+    operationRetry,
+    crashAt: env.COMBINE_CRASH_AT || null,
+  };
+}
+
+/** The configuration as shown to people and logs: the API key is reduced to whether one is set. */
+export function redactedConfig(c: DaemonConfig) {
+  const { apiKey, ...provider } = c.provider;
+  return { ...c, provider: { ...provider, api_key: apiKey ? 'set (redacted)' : 'not set' } };
+}

@@ -1,0 +1,301 @@
+/**
+ * The completer: each function applies one step's outcome in one transaction (it runs inside a writer
+ * closure). Together they are the only code that moves a leased work item forward:
+ *
+ *   startWorkItem   claimed → running, with the `prompt` entry (committed before any call is made)
+ *   recordResponse  the `response` entry and telemetry, committed the moment the call returns
+ *   finishAnswer    `parse_report`, then the mutation (→ applied) or a repair / dead_letter
+ *   failAttempt     an `error` entry, then retry with backoff, dead_letter, or canceled
+ *
+ * Every status change is guarded by status and lease owner, so a worker that lost its lease fails
+ * loudly (StaleStateError) instead of completing an item twice.
+ */
+import { insertCallRecord } from '../../db/call-records.js';
+import { getLastLedgerEntryOfType } from '../../db/ledger.js';
+import { releaseLock } from '../../db/locks.js';
+import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
+import { StaleStateError } from '../../db/statements.js';
+import { getThread } from '../../db/threads.js';
+import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
+import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
+import type { ClassifiedError } from '../../domain/errors.js';
+import { renderRepairPrompt, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
+import { backoffDelayMs, type RetryPolicy } from '../../domain/retry.js';
+import type { WorkItemStatus } from '../../domain/states.js';
+import type { CallOutcome } from './executor.js';
+import { applyStoryAnswer, buildStoryRequest, parseStoryAnswer } from './story-operation.js';
+import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
+
+export interface CompleterContext {
+  /** This daemon's lease owner id. */
+  owner: string;
+  endpoint: string;
+  modelParams: ModelParams;
+  policyFor(kind: string): RetryPolicy;
+  random: () => number;
+  /** Debug hook for crash tests: runs inside the mutation transaction, before it commits. */
+  inMutation?: () => void;
+}
+
+/** Reads the item and checks we still hold its lease in the expected status. */
+function leasedItem(tx: Tx, ctx: CompleterContext, id: string, status: 'claimed' | 'running'): WorkItemRow {
+  const item = getWorkItem(tx.db, id);
+  if (!item || item.status !== status || item.lease_owner !== ctx.owner) {
+    throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
+  }
+  return item;
+}
+
+function threadOf(tx: Tx, item: WorkItemRow): ThreadRow {
+  const thread = getThread(tx.db, item.thread_id);
+  if (!thread) throw new Error(`work item ${item.id} has no thread ${item.thread_id}`);
+  return thread;
+}
+
+/**
+ * Records the prompt and moves claimed → running. Returns the exact request to send, or null when the
+ * item ended instead (its thread was canceled, or its target no longer exists).
+ */
+export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): ChatRequest | null {
+  const item = leasedItem(tx, ctx, itemId, 'claimed');
+  let thread = threadOf(tx, item);
+  if (thread.status === 'canceled') {
+    failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
+    return null;
+  }
+  const built = buildStoryRequest(tx.db, thread, ctx.modelParams);
+  if (!built.ok) {
+    failAttempt(tx, ctx, item, built.error);
+    return null;
+  }
+  const request = item.repair_count > 0 ? repairRequest(tx, item) ?? built.request : built.request;
+  thread = markThreadStarted(tx, thread);
+  appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
+    request,
+    attempt: item.attempt,
+    repair: item.repair_count,
+    endpoint: ctx.endpoint,
+  });
+  markWorkItemRunning(tx.db, item.id, ctx.owner);
+  emitWorkItem(tx, thread, { ...item, status: 'running' });
+  return request;
+}
+
+/** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */
+function repairRequest(tx: Tx, item: WorkItemRow): ChatRequest | null {
+  const prompt = getLastLedgerEntryOfType(tx.db, item.id, 'prompt');
+  const response = getLastLedgerEntryOfType(tx.db, item.id, 'response');
+  const report = getLastLedgerEntryOfType(tx.db, item.id, 'parse_report');
+  if (!prompt || !response || !report) return null;
+  const original = (JSON.parse(prompt.payload) as { request: ChatRequest }).request;
+  const envelope = readCompletionBody(JSON.parse(response.payload).body);
+  const answer = envelope.ok ? (envelope.content ?? '') : '';
+  const errors = (JSON.parse(report.payload) as { errors: string[] }).errors;
+  return renderRepairPrompt(original, answer, errors);
+}
+
+/** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry. */
+export function recordResponse(
+  tx: Tx,
+  ctx: CompleterContext,
+  itemId: string,
+  outcome: Extract<CallOutcome, { kind: 'response' }>,
+  model: string,
+): LedgerRow {
+  const item = leasedItem(tx, ctx, itemId, 'running');
+  const thread = threadOf(tx, item);
+  const envelope = parseCompletionEnvelope(outcome.bodyText);
+  const usage = envelope.ok ? envelope.usage : null;
+  const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
+    http_status: outcome.httpStatus,
+    request_id: outcome.requestId,
+    latency_ms: outcome.latencyMs,
+    usage,
+    rate_limit: outcome.rateLimit,
+    // The body as received; kept as text only when it is not JSON.
+    body: envelope.body,
+    ...(envelope.body === null ? { body_text: outcome.bodyText } : {}),
+  });
+  insertCallRecord(tx.db, {
+    thread_id: thread.id,
+    work_item_id: item.id,
+    model,
+    outcome: 'ok',
+    http_status: outcome.httpStatus,
+    latency_ms: outcome.latencyMs,
+    prompt_tokens: usage?.prompt_tokens ?? null,
+    completion_tokens: usage?.completion_tokens ?? null,
+    total_tokens: usage?.total_tokens ?? null,
+    provider_request_id: outcome.requestId,
+    created_at: tx.now,
+  });
+  return entry;
+}
+
+export type AnswerResult = 'applied' | 'repair' | 'retry' | 'dead_letter' | 'canceled';
+
+/**
+ * Validates a recorded response and acts on it in this one transaction: parse_report, then either the
+ * mutation (document version, mutation row, mutation_report, item applied, thread complete, lock
+ * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart.
+ */
+export function finishAnswer(
+  tx: Tx,
+  ctx: CompleterContext,
+  itemId: string,
+  response: LedgerRow,
+  resumed: boolean,
+): AnswerResult {
+  const item = leasedItem(tx, ctx, itemId, 'running');
+  const thread = threadOf(tx, item);
+  if (thread.status === 'canceled') {
+    return failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
+  }
+  const provenance = { response_seq: response.seq, ...(resumed ? { resumed: true } : {}) };
+  const envelope = readCompletionBody(JSON.parse(response.payload).body);
+  if (!envelope.ok) {
+    appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
+    return failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
+  }
+  const parsed = parseStoryAnswer(envelope.content);
+  if (!parsed.ok) {
+    appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: parsed.errors, ...provenance });
+    return rejectAnswer(tx, ctx, item, thread, parsed.errors);
+  }
+  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: parsed.value.stories.length, errors: [], ...provenance });
+  const mutation = applyStoryAnswer(tx.db, thread, item, parsed.value, tx.now);
+  appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, { ...mutation });
+  markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
+  releaseLock(tx.db, item.lock_scope, item.id);
+  emitWorkItem(tx, thread, { ...item, status: 'applied' });
+  ctx.inMutation?.();
+  endThread(tx, thread.id, 'complete');
+  return 'applied';
+}
+
+/** An answer that failed the schema: ask again with the errors while repairs remain, else dead_letter. */
+function rejectAnswer(tx: Tx, ctx: CompleterContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): AnswerResult {
+  const policy = ctx.policyFor(thread.kind);
+  const message = `the answer does not match the schema: ${errors.slice(0, 5).join('; ')}`;
+  if (item.repair_count < policy.repairAttempts) {
+    appendEntry(tx, thread, item.id, 'error', item.attempt, {
+      code: 'SCHEMA_INVALID',
+      class: 'permanent',
+      message,
+      attempt: item.attempt,
+      repair: item.repair_count + 1,
+      next: 'repair',
+    });
+    requeueWorkItem(tx.db, {
+      id: item.id,
+      from: 'running',
+      owner: ctx.owner,
+      attempt: item.attempt,
+      repair_count: item.repair_count + 1,
+      not_before: tx.now,
+      error_code: 'SCHEMA_INVALID',
+      error_message: message,
+    });
+    releaseLock(tx.db, item.lock_scope, item.id);
+    emitWorkItem(tx, thread, { ...item, status: 'queued', repair_count: item.repair_count + 1, not_before: tx.now, error_code: 'SCHEMA_INVALID' });
+    return 'repair';
+  }
+  return deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
+}
+
+/** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
+export function failLeasedAttempt(
+  tx: Tx,
+  ctx: CompleterContext,
+  itemId: string,
+  error: ClassifiedError,
+  latencyMs: number,
+  model: string,
+): AnswerResult {
+  const item = leasedItem(tx, ctx, itemId, 'running');
+  insertCallRecord(tx.db, {
+    thread_id: item.thread_id,
+    work_item_id: item.id,
+    model,
+    outcome: error.code,
+    http_status: error.httpStatus ?? null,
+    latency_ms: latencyMs,
+    prompt_tokens: null,
+    completion_tokens: null,
+    total_tokens: null,
+    provider_request_id: null,
+    created_at: tx.now,
+  });
+  return failAttempt(tx, ctx, item, error);
+}
+
+/**
+ * A failed attempt: appends the `error` entry and decides the next state. Transient failures with
+ * attempts left go back to the queue after a capped, jittered backoff (at least the provider's
+ * Retry-After); the rest end the item. A canceled thread never retries.
+ */
+export function failAttempt(tx: Tx, ctx: CompleterContext, item: WorkItemRow, error: ClassifiedError): AnswerResult {
+  const thread = threadOf(tx, item);
+  const owner = item.status === 'queued' ? null : item.lease_owner;
+  if (error.class === 'canceled' || thread.status === 'canceled') {
+    const canceled: ClassifiedError = error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
+    appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
+    endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'failed', owner, error_code: canceled.code, error_message: canceled.message, now: tx.now });
+    releaseLock(tx.db, item.lock_scope, item.id);
+    emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
+    endThread(tx, thread.id, 'canceled');
+    return 'canceled';
+  }
+  const retryable = error.class === 'transient' || error.class === 'infra';
+  if (retryable && item.attempt < item.max_attempts && item.status !== 'queued') {
+    const delayMs = backoffDelayMs(ctx.policyFor(thread.kind), item.attempt, ctx.random, error.retryAfterMs);
+    const notBefore = tx.now + delayMs;
+    appendEntry(tx, thread, item.id, 'error', item.attempt, {
+      ...errorPayload(error, item),
+      next: 'retry',
+      delay_ms: delayMs,
+      not_before: notBefore,
+    });
+    requeueWorkItem(tx.db, {
+      id: item.id,
+      from: item.status as 'claimed' | 'running',
+      owner,
+      attempt: item.attempt + 1,
+      repair_count: item.repair_count,
+      not_before: notBefore,
+      error_code: error.code,
+      error_message: error.message,
+    });
+    releaseLock(tx.db, item.lock_scope, item.id);
+    emitWorkItem(tx, thread, { ...item, status: 'queued', attempt: item.attempt + 1, not_before: notBefore, error_code: error.code });
+    return 'retry';
+  }
+  return deadLetter(tx, ctx, item, thread, error);
+}
+
+function deadLetter(tx: Tx, _ctx: CompleterContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): AnswerResult {
+  const owner = item.status === 'queued' ? null : item.lease_owner;
+  const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
+  appendEntry(tx, thread, item.id, 'error', item.attempt, {
+    ...errorPayload(error, item),
+    next: 'dead_letter',
+    ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),
+  });
+  endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'dead_letter', owner, error_code: error.code, error_message: error.message, now: tx.now });
+  releaseLock(tx.db, item.lock_scope, item.id);
+  emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
+  endThread(tx, thread.id, 'failed');
+  return 'dead_letter';
+}
+
+function errorPayload(error: ClassifiedError, item: WorkItemRow) {
+  return {
+    code: error.code,
+    class: error.class,
+    message: error.message,
+    attempt: item.attempt,
+    repair: item.repair_count,
+    ...(error.httpStatus !== undefined ? { http_status: error.httpStatus } : {}),
+    ...(error.retryAfterMs !== undefined ? { retry_after_ms: error.retryAfterMs } : {}),
+  };
+}

@@ -1,0 +1,283 @@
+/**
+ * The engine loop: claim (producer) → prompt → call (executor) → record → validate/apply (completer),
+ * with the recovery scan (rescuer) at start and on an interval. It holds no state that matters for
+ * correctness: everything it knows is in the database, so a killed engine resumes from there.
+ *
+ * Wake-ups are event-driven: a new command, a finished item or the next due time wakes it; nothing
+ * polls on a fixed delay.
+ */
+import type { Db } from '../../db/connection.js';
+import { InfraError } from '../../db/errors.js';
+import { extendLock } from '../../db/locks.js';
+import type { LedgerRow } from '../../db/schema.js';
+import { extendLease, getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDueAt } from '../../db/work-items.js';
+import type { Writer } from '../../db/writer.js';
+import type { ModelParams } from '../../domain/prompts.js';
+import type { RetryPolicy } from '../../domain/retry.js';
+import type { EngineEvent } from '../events.js';
+import type { Logger } from '../logger.js';
+import type { Provider } from '../provider.js';
+import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type CompleterContext } from './completer.js';
+import { executeCall } from './executor.js';
+import { claimWorkItems, skipItemsPastDeadline } from './producer.js';
+import { rescueLeases, sweepLocksAndParents } from './rescuer.js';
+import type { Tx } from './tx.js';
+
+export interface Clock {
+  now(): number;
+}
+export const systemClock: Clock = { now: () => Date.now() };
+
+export type CrashPoint = 'after_claim' | 'during_call' | 'after_response' | 'in_mutation';
+
+export interface EngineOptions {
+  db: Db;
+  writer: Writer<EngineEvent>;
+  provider: Provider;
+  clock: Clock;
+  logger: Logger;
+  /** Lease owner id: unique per daemon process. */
+  owner: string;
+  maxInFlight: number;
+  callTimeoutMs: number;
+  modelParams: ModelParams;
+  policyFor(kind: string): RetryPolicy;
+  recoveryIntervalMs: number;
+  random?: () => number;
+  /** Debug switch for crash tests (COMBINE_CRASH_AT). */
+  crashAt?: string | null;
+}
+
+interface InFlight {
+  cancel: AbortController;
+  lockScope: string;
+}
+
+export class Engine {
+  private readonly inFlight = new Map<string, InFlight>();
+  private readonly ctx: CompleterContext;
+  /** Lease length: a call can run to its timeout and the lease still covers it. */
+  private readonly leaseMs: number;
+  private stopping = false;
+  private ticking = false;
+  private tickAgain = false;
+  private tickScheduled = false;
+  private dueTimer: NodeJS.Timeout | null = null;
+  private timers: NodeJS.Timeout[] = [];
+  private idleWaiters: (() => void)[] = [];
+  recoveryDone = false;
+
+  constructor(private readonly o: EngineOptions) {
+    this.leaseMs = o.callTimeoutMs + 30_000;
+    this.ctx = {
+      owner: o.owner,
+      endpoint: o.provider.endpoint,
+      modelParams: o.modelParams,
+      policyFor: o.policyFor,
+      random: o.random ?? Math.random,
+      ...(o.crashAt === 'in_mutation' ? { inMutation: () => this.crash('in_mutation') } : {}),
+    };
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  /** Runs the start-up recovery scan, then starts claiming, heartbeats and periodic recovery. */
+  async start(): Promise<void> {
+    await this.recover(true);
+    this.recoveryDone = true;
+    this.timers.push(setInterval(() => void this.heartbeat(), Math.max(1000, Math.floor(this.leaseMs / 3))));
+    this.timers.push(setInterval(() => void this.recover(false), this.o.recoveryIntervalMs));
+    for (const t of this.timers) t.unref();
+    this.wake();
+  }
+
+  /** Asks the engine to look for claimable work now. Cheap and idempotent. */
+  wake(): void {
+    if (this.stopping) return;
+    if (this.ticking) {
+      this.tickAgain = true;
+      return;
+    }
+    if (this.tickScheduled) return;
+    this.tickScheduled = true;
+    setImmediate(() => {
+      this.tickScheduled = false;
+      void this.tick();
+    });
+  }
+
+  /** Aborts the in-flight calls of these work items (a user's cancel). */
+  abort(workItemIds: string[]): void {
+    for (const id of workItemIds) this.inFlight.get(id)?.cancel.abort();
+  }
+
+  /**
+   * Stops claiming and waits up to `drainMs` for in-flight items to finish. Items still running after
+   * that are left to the next start's recovery scan (their calls may have been paid: INTERRUPTED).
+   */
+  async stop(drainMs: number): Promise<{ abandoned: number }> {
+    this.stopping = true;
+    if (this.dueTimer) clearTimeout(this.dueTimer);
+    for (const t of this.timers) clearInterval(t);
+    if (this.inFlight.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, drainMs);
+        this.idleWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    return { abandoned: this.inFlight.size };
+  }
+
+  private write<T>(fn: (tx: Tx) => T): Promise<T> {
+    return this.o.writer.write((db, emit) => fn({ db, emit, now: this.o.clock.now() }));
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopping) return;
+    this.ticking = true;
+    try {
+      await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
+      const free = this.o.maxInFlight - this.inFlight.size;
+      if (free > 0) {
+        const claimed = await this.write((tx) => claimWorkItems(tx, this.o.owner, free, this.leaseMs));
+        if (claimed.length > 0) this.crash('after_claim');
+        for (const item of claimed) this.launch(item.id, item.lock_scope, null);
+        // A full batch means more may be waiting; otherwise sleep until the next item is due.
+        if (claimed.length === free) this.tickAgain = true;
+      }
+      this.scheduleNextDue();
+    } catch (err) {
+      this.o.logger.error({ err }, 'claim failed; retrying in 1s');
+      this.scheduleAt(this.o.clock.now() + 1000);
+    } finally {
+      this.ticking = false;
+      if (this.tickAgain) {
+        this.tickAgain = false;
+        this.wake();
+      }
+    }
+  }
+
+  private scheduleNextDue(): void {
+    const due = nextQueuedDueAt(this.o.db);
+    if (due !== null && due > this.o.clock.now()) this.scheduleAt(due);
+  }
+
+  private scheduleAt(at: number): void {
+    if (this.stopping) return;
+    if (this.dueTimer) clearTimeout(this.dueTimer);
+    this.dueTimer = setTimeout(() => {
+      this.dueTimer = null;
+      this.wake();
+    }, Math.max(0, at - this.o.clock.now()));
+    this.dueTimer.unref();
+  }
+
+  private launch(itemId: string, lockScope: string, resumeFrom: LedgerRow | null): void {
+    const entry: InFlight = { cancel: new AbortController(), lockScope };
+    this.inFlight.set(itemId, entry);
+    this.runItem(itemId, entry.cancel.signal, resumeFrom)
+      .catch((err) => this.o.logger.error({ err, work_item_id: itemId }, 'work item step failed; recovery will resume it'))
+      .finally(() => {
+        this.inFlight.delete(itemId);
+        if (this.inFlight.size === 0) for (const w of this.idleWaiters.splice(0)) w();
+        this.wake();
+      });
+  }
+
+  /** One item from its lease to its outcome. A recorded response is never requested again. */
+  private async runItem(itemId: string, cancel: AbortSignal, resumeFrom: LedgerRow | null): Promise<void> {
+    let response = resumeFrom;
+    if (!response) {
+      const request = await this.write((tx) => startWorkItem(tx, this.ctx, itemId));
+      if (!request) return;
+      if (this.o.crashAt === 'during_call') setTimeout(() => this.crash('during_call'), 200);
+      const outcome = await executeCall(this.o.provider, request, {
+        cancel,
+        timeoutMs: this.o.callTimeoutMs,
+        now: () => this.o.clock.now(),
+      });
+      if (outcome.kind === 'error') {
+        await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
+        return;
+      }
+      // Paid work: keep trying to record it through storage trouble rather than lose it.
+      response = await this.persistently(() => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model)));
+      this.crash('after_response');
+    }
+    const recorded = response;
+    await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
+  }
+
+  private async persistently<T>(fn: () => Promise<T>): Promise<T> {
+    for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (!(err instanceof InfraError) || this.stopping) throw err;
+        this.o.logger.error({ err }, `storage failing; retrying the write of a paid response in ${delay} ms`);
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  /** Extends the leases (and epic locks) of every in-flight item in one write. */
+  private async heartbeat(): Promise<void> {
+    if (this.inFlight.size === 0) return;
+    const items = [...this.inFlight.entries()];
+    try {
+      const lost = await this.write((tx) => {
+        const until = tx.now + this.leaseMs;
+        const gone: string[] = [];
+        for (const [id, f] of items) {
+          if (extendLease(tx.db, id, this.o.owner, until)) extendLock(tx.db, f.lockScope, id, until);
+          else if (getWorkItem(tx.db, id)?.lease_owner !== this.o.owner) gone.push(id);
+        }
+        return gone;
+      });
+      for (const id of lost) this.o.logger.warn({ work_item_id: id }, 'lease lost while the item was in flight');
+    } catch (err) {
+      this.o.logger.error({ err }, 'lease heartbeat failed');
+    }
+  }
+
+  /**
+   * The recovery scan. At start every lease held by another owner is stale: one daemon serves a home,
+   * so that owner is a previous, dead process. Later scans take only expired leases not in flight here.
+   */
+  async recover(startup: boolean): Promise<void> {
+    try {
+      const now = this.o.clock.now();
+      const stale = startup
+        ? listLeasesNotOwnedBy(this.o.db, this.o.owner)
+        : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
+      const result = await this.write((tx) => ({
+        ...rescueLeases(tx, this.ctx, stale, this.leaseMs),
+        ...sweepLocksAndParents(tx),
+      }));
+      for (const r of result.resume) {
+        const item = getWorkItem(this.o.db, r.itemId);
+        if (item) this.launch(item.id, item.lock_scope, r.response);
+      }
+      const { resume, ...counts } = result;
+      if (stale.length > 0 || counts.locksReleased.length > 0 || counts.parentsClosed > 0) {
+        this.o.logger.info({ ...counts, resumed: resume.length, startup }, 'recovery scan');
+      }
+      this.wake();
+    } catch (err) {
+      this.o.logger.error({ err }, 'recovery scan failed');
+    }
+  }
+
+  private crash(point: CrashPoint): void {
+    if (this.o.crashAt !== point) return;
+    this.o.logger.warn({ point }, 'COMBINE_CRASH_AT: exiting abruptly');
+    process.kill(process.pid, 'SIGKILL');
+  }
+}
+

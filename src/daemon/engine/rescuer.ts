@@ -1,0 +1,74 @@
+/**
+ * The rescuer: the recovery scan, run at start and periodically. It finds work whose lease expired
+ * (its worker died or stalled) and continues it from what the ledger proves happened:
+ *
+ *   claimed, no prompt           nothing was sent or paid: back to the queue, same attempt
+ *   running, last entry response the answer was paid for and recorded: resume at validation, no new call
+ *   running, last entry prompt   the call was in flight: `INTERRUPTED` (it may have been paid), retry by policy
+ *
+ * It also releases locks whose owner is gone and closes orchestrations whose children have all ended.
+ */
+import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
+import { extendLock, releaseOrphanedLocks } from '../../db/locks.js';
+import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
+import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
+import { getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
+import { failAttempt, type CompleterContext } from './completer.js';
+import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
+
+export interface RescueResult {
+  /** Items whose recorded response must be validated and applied (now leased by us). */
+  resume: { itemId: string; response: LedgerRow }[];
+  requeued: number;
+  interrupted: number;
+}
+
+export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[], leaseMs: number): RescueResult {
+  const result: RescueResult = { resume: [], requeued: 0, interrupted: 0 };
+  for (const stale of items) {
+    // Re-read inside the transaction: the listing may be older than this write.
+    const item = getWorkItem(tx.db, stale.id);
+    if (!item || item.lease_owner !== stale.lease_owner || (item.status !== 'claimed' && item.status !== 'running')) continue;
+    const thread = getThread(tx.db, item.thread_id);
+    if (!thread) continue;
+    if (item.status === 'claimed') {
+      requeueWorkItem(tx.db, {
+        id: item.id,
+        from: 'claimed',
+        owner: item.lease_owner,
+        attempt: item.attempt,
+        repair_count: item.repair_count,
+        not_before: tx.now,
+        error_code: item.error_code,
+        error_message: item.error_message,
+      });
+      emitWorkItem(tx, thread, { ...item, status: 'queued', not_before: tx.now });
+      result.requeued++;
+      continue;
+    }
+    const leaseUntil = tx.now + leaseMs;
+    takeOverLease(tx.db, { id: item.id, status: 'running', old_owner: item.lease_owner, owner: ctx.owner, lease_until: leaseUntil });
+    extendLock(tx.db, item.lock_scope, item.id, leaseUntil);
+    const mine = { ...item, lease_owner: ctx.owner, lease_expires_at: leaseUntil };
+    const last = getLastLedgerEntryForWorkItem(tx.db, item.id);
+    if (last?.entry_type === 'response') {
+      result.resume.push({ itemId: item.id, response: last });
+    } else {
+      failAttempt(tx, ctx, mine, {
+        code: 'INTERRUPTED',
+        class: 'transient',
+        message: 'the daemon stopped while the call was in flight; the provider may have been paid for it',
+      });
+      result.interrupted++;
+    }
+  }
+  return result;
+}
+
+/** Releases orphaned locks and closes parents whose children have all ended. */
+export function sweepLocksAndParents(tx: Tx): { locksReleased: string[]; parentsClosed: number } {
+  const locksReleased = releaseOrphanedLocks(tx.db);
+  const parents = listParentsWithAllChildrenTerminal(tx.db);
+  for (const p of parents) closeParentIfDone(tx, p.id);
+  return { locksReleased, parentsClosed: parents.length };
+}

@@ -1,0 +1,104 @@
+/**
+ * `story_generate_epic` wired to storage: build the request from the stored epic, and apply a valid
+ * answer to the project's story backlog. The pure parts (prompt, schema, merge) live in src/domain.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../../db/connection.js';
+import { insertMutation } from '../../db/mutations.js';
+import { getDocument, getProject, updateDocumentContent } from '../../db/projects.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import { applyStoriesToBacklog, parseStoriesAnswer, storyBacklogSchema, type StoriesAnswer } from '../../domain/backlog.js';
+import type { ClassifiedError } from '../../domain/errors.js';
+import { EPIC_ARCHITECTURE, STORY_BACKLOG, type TargetRef } from '../../domain/operations.js';
+import { epicArchitectureSchema, type Epic, type ParseResult } from '../../domain/project.js';
+import { renderStoryPrompt, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
+
+export function readTargetRef(thread: ThreadRow): TargetRef {
+  return JSON.parse(thread.target_ref) as TargetRef;
+}
+
+function loadEpics(db: Db, projectId: string): Epic[] {
+  const doc = getDocument(db, projectId, EPIC_ARCHITECTURE);
+  return doc ? epicArchitectureSchema.parse(JSON.parse(doc.content)).epics : [];
+}
+
+/** The request for one epic, or a permanent error when the project or epic no longer exists. */
+export function buildStoryRequest(
+  db: Db,
+  thread: ThreadRow,
+  params: ModelParams,
+): { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError } {
+  const target = readTargetRef(thread);
+  const project = getProject(db, target.project_id);
+  const epic = loadEpics(db, target.project_id).find((e) => e.id === target.epic_id);
+  if (!project || !epic) {
+    return {
+      ok: false,
+      error: {
+        code: 'UNKNOWN',
+        class: 'permanent',
+        message: `epic ${target.epic_id} of project ${target.project_id} no longer exists`,
+      },
+    };
+  }
+  return { ok: true, request: renderStoryPrompt(project, epic, params) };
+}
+
+export function parseStoryAnswer(content: string | null): ParseResult<StoriesAnswer> {
+  return parseStoriesAnswer(content);
+}
+
+export interface AppliedMutation {
+  mutation_id: string;
+  document_id: string;
+  doc_type: string;
+  from_version: number;
+  to_version: number;
+  summary: Record<string, unknown>;
+}
+
+/**
+ * Writes the answer into the backlog as the document's next version and records the mutation row,
+ * which is unique per work item: a second application of the same item fails instead of applying twice.
+ */
+export function applyStoryAnswer(
+  db: Db,
+  thread: ThreadRow,
+  item: WorkItemRow,
+  answer: StoriesAnswer,
+  now: number,
+): AppliedMutation {
+  const target = readTargetRef(thread);
+  const epics = loadEpics(db, target.project_id);
+  const epic = epics.find((e) => e.id === target.epic_id);
+  const doc = getDocument(db, target.project_id, STORY_BACKLOG);
+  if (!epic || !doc) throw new Error(`the backlog or epic ${target.epic_id} of ${target.project_id} is gone`);
+  const backlog = storyBacklogSchema.parse(JSON.parse(doc.content));
+  const change = applyStoriesToBacklog(
+    backlog,
+    epic,
+    epics.map((e) => e.id),
+    answer.stories,
+    { thread_id: thread.id, work_item_id: item.id, generated_at: now },
+  );
+  updateDocumentContent(db, { id: doc.id, from_version: doc.version, content: JSON.stringify(change.content), updated_at: now });
+  const mutation = {
+    mutation_id: randomUUID(),
+    document_id: doc.id,
+    doc_type: STORY_BACKLOG,
+    from_version: doc.version,
+    to_version: doc.version + 1,
+    summary: change.summary,
+  };
+  insertMutation(db, {
+    id: mutation.mutation_id,
+    work_item_id: item.id,
+    thread_id: thread.id,
+    document_id: doc.id,
+    from_version: mutation.from_version,
+    to_version: mutation.to_version,
+    summary: JSON.stringify(change.summary),
+    created_at: now,
+  });
+  return mutation;
+}

@@ -1,0 +1,119 @@
+/**
+ * Helpers for code that runs inside one writer transaction: append a ledger entry, move a thread, close a
+ * finished orchestration. Each emits the matching event, published only if the transaction commits.
+ */
+import type { Db } from '../../db/connection.js';
+import { appendLedgerEntry, type LedgerEntryType } from '../../db/ledger.js';
+import { releaseLock } from '../../db/locks.js';
+import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
+import { countChildThreadsByStatus, getThread, transitionThread } from '../../db/threads.js';
+import type { Emit } from '../../db/writer.js';
+import { summarizeLedgerEntry } from '../../domain/ledger-summary.js';
+import { projectLockScope, type TargetRef } from '../../domain/operations.js';
+import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
+import type { EngineEvent } from '../events.js';
+
+/** What a write closure works with: the connection, the event sink and the transaction's `now`. */
+export interface Tx {
+  db: Db;
+  emit: Emit<EngineEvent>;
+  now: number;
+}
+
+export function appendEntry(
+  tx: Tx,
+  thread: ThreadRow,
+  workItemId: string | null,
+  entryType: LedgerEntryType,
+  attempt: number | null,
+  payload: Record<string, unknown>,
+): LedgerRow {
+  const row = appendLedgerEntry(tx.db, {
+    thread_id: thread.id,
+    work_item_id: workItemId,
+    entry_type: entryType,
+    attempt,
+    payload,
+    created_at: tx.now,
+  });
+  tx.emit({
+    type: 'ledger',
+    thread_id: thread.id,
+    parent_thread_id: thread.parent_thread_id,
+    work_item_id: workItemId,
+    seq: row.seq,
+    entry_type: entryType,
+    attempt,
+    code: typeof payload.code === 'string' ? payload.code : null,
+    summary: summarizeLedgerEntry(entryType, payload),
+  });
+  return row;
+}
+
+export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void {
+  tx.emit({
+    type: 'work_item',
+    thread_id: thread.id,
+    parent_thread_id: thread.parent_thread_id,
+    work_item_id: item.id,
+    status: item.status,
+    attempt: item.attempt,
+    error_code: item.error_code,
+    not_before: item.status === 'queued' ? item.not_before : null,
+  });
+}
+
+/**
+ * Moves the thread to `to` (guarded by its current status) and, when that ends a child, closes the
+ * parent if it was the last one running. Returns the updated row.
+ */
+export function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): ThreadRow {
+  transitionThread(tx.db, thread.id, thread.status as ThreadStatus, to, tx.now);
+  const updated: ThreadRow = { ...thread, status: to, closed_at: isTerminalThread(to) ? tx.now : null };
+  emitThread(tx, updated);
+  if (isTerminalThread(to) && thread.parent_thread_id) closeParentIfDone(tx, thread.parent_thread_id);
+  return updated;
+}
+
+export function emitThread(tx: Tx, thread: ThreadRow): void {
+  tx.emit({
+    type: 'thread',
+    thread_id: thread.id,
+    parent_thread_id: thread.parent_thread_id,
+    status: thread.status,
+    kind: thread.kind,
+    target_ref: JSON.parse(thread.target_ref) as TargetRef,
+  });
+}
+
+/** open → running on first claim; no-op when already running. */
+export function markThreadStarted(tx: Tx, thread: ThreadRow): ThreadRow {
+  if (thread.status !== 'open') return thread;
+  const updated = moveThread(tx, thread, 'running');
+  if (thread.parent_thread_id) {
+    const parent = getThread(tx.db, thread.parent_thread_id);
+    if (parent?.status === 'open') moveThread(tx, parent, 'running');
+  }
+  return updated;
+}
+
+/** Ends a thread because its work item ended; a thread already ended (e.g. canceled) is left as is. */
+export function endThread(tx: Tx, threadId: string, to: 'complete' | 'failed' | 'canceled'): void {
+  const thread = getThread(tx.db, threadId);
+  if (!thread || isTerminalThread(thread.status)) return;
+  moveThread(tx, thread, to);
+}
+
+/**
+ * Closes an orchestration once every child has ended: `complete` if all completed, else `failed`
+ * (continue_on_error: one failed child does not stop the others). Releases its project lock.
+ */
+export function closeParentIfDone(tx: Tx, parentId: string): void {
+  const parent = getThread(tx.db, parentId);
+  if (!parent || isTerminalThread(parent.status)) return;
+  const counts = countChildThreadsByStatus(tx.db, parentId);
+  if (counts.length === 0 || counts.some((c) => !isTerminalThread(c.status))) return;
+  const allComplete = counts.every((c) => c.status === 'complete');
+  moveThread(tx, parent, allComplete ? 'complete' : 'failed');
+  releaseLock(tx.db, projectLockScope(parent.space_id), parent.id);
+}

@@ -1,0 +1,132 @@
+/**
+ * The daemon process (`combine daemon run`): one per COMBINE_HOME, the only writer of its database.
+ *
+ * Start-up order: single-daemon lock → config → logs → database + migrations → socket → pid file →
+ * recovery scan → engine. Shutdown (SIGTERM, SIGINT, `combine daemon stop`): stop claiming, drain
+ * in-flight calls up to the drain timeout, leave the rest to the next start's recovery, exit 0.
+ */
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { App } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+import { createLogger, type Logger } from './logger.js';
+import { startApiServer } from './server.js';
+
+/** sockaddr_un.sun_path is 104 bytes on macOS and 108 on Linux, including the terminating NUL. */
+export const MAX_SOCKET_PATH_BYTES = 103;
+
+export class DaemonStartError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+    this.name = 'DaemonStartError';
+  }
+}
+
+/** Creates the home 0700 (or tightens a home we created earlier with looser bits). */
+export function ensureHome(home: string): void {
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const mode = statSync(home).mode & 0o777;
+  if (mode & 0o077) chmodSync(home, 0o700);
+}
+
+/**
+ * Holds a Linux abstract-namespace socket named after the home: the kernel releases it when the
+ * process dies (even by SIGKILL), so it is a crash-proof "one daemon per home" lock with no stale file.
+ */
+function acquireHomeLock(home: string): Promise<net.Server | null> {
+  if (process.platform !== 'linux') return Promise.resolve(net.createServer());
+  const name = `\0combine-daemon-${createHash('sha256').update(realpathSync(home)).digest('hex').slice(0, 32)}`;
+  return new Promise((resolve, reject) => {
+    const lock = net.createServer();
+    lock.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? resolve(null) : reject(err)));
+    lock.listen(name, () => {
+      lock.unref();
+      resolve(lock);
+    });
+  });
+}
+
+function readPid(pidPath: string): number | null {
+  try {
+    const pid = Number(readFileSync(pidPath, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+export interface RunOptions {
+  home: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Runs the daemon in this process until it is stopped. Throws DaemonStartError if it cannot start. */
+export async function runDaemon(opts: RunOptions): Promise<void> {
+  const env = opts.env ?? process.env;
+  ensureHome(opts.home);
+  let config;
+  try {
+    config = loadConfig(opts.home, env);
+  } catch (err) {
+    if (err instanceof ConfigError) throw new DaemonStartError(`invalid configuration: ${err.message}`, 2);
+    throw err;
+  }
+  if (Buffer.byteLength(config.socketPath) > MAX_SOCKET_PATH_BYTES) {
+    throw new DaemonStartError(
+      `the socket path ${config.socketPath} is ${Buffer.byteLength(config.socketPath)} bytes, over the ${MAX_SOCKET_PATH_BYTES}-byte limit of Unix sockets; choose a shorter COMBINE_HOME`,
+      2,
+    );
+  }
+  const lock = await acquireHomeLock(opts.home);
+  if (!lock) {
+    const pid = readPid(config.pidPath);
+    throw new DaemonStartError(`a daemon is already running for ${opts.home}${pid ? ` (pid ${pid})` : ''}`, 1);
+  }
+
+  const logger = createLogger(config.logPath, env.COMBINE_LOG_LEVEL || 'info');
+  let app: App;
+  try {
+    app = new App({ config, logger });
+  } catch (err) {
+    logger.fatal({ err }, 'cannot open or migrate the database');
+    lock.close();
+    throw new DaemonStartError(`cannot open or migrate ${config.dbPath}: ${(err as Error).message}`, 1);
+  }
+
+  let stopping: Promise<void> | null = null;
+  const stop = (reason: string) => {
+    stopping ??= (async () => {
+      logger.info({ reason }, 'shutting down: no new claims, draining in-flight calls');
+      const { abandoned } = await app.shutdown(config.drainTimeoutMs);
+      if (abandoned > 0) logger.warn({ abandoned }, 'calls still in flight at exit; the recovery scan will resume them');
+      await server.close();
+      for (const f of [config.socketPath, config.pidPath]) if (existsSync(f)) unlinkSync(f);
+      logger.info('stopped');
+      lock.close();
+      process.exit(0);
+    })();
+    return stopping;
+  };
+
+  const server = await startApiServer(config.socketPath, { app, requestStop: () => void stop('stop command') });
+  writeFileSync(config.pidPath, `${process.pid}\n`, { mode: 0o600 });
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('uncaughtException', (err) => crash(logger, err));
+  process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled rejection'));
+
+  logger.info(
+    { socket: config.socketPath, db: config.dbPath, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
+    'daemon started',
+  );
+  await app.start();
+}
+
+function crash(logger: Logger, err: unknown): never {
+  logger.fatal({ err }, 'uncaught exception; exiting (the recovery scan resumes work at the next start)');
+  process.exit(1);
+}

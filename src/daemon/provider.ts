@@ -1,0 +1,61 @@
+/**
+ * The provider client: one HTTP call through the `openai` SDK to any OpenAI-compatible endpoint.
+ * The SDK's own retries are off (`maxRetries: 0`): the engine owns retries so that every attempt is in
+ * the ledger. Errors are thrown as the SDK's types and classified at one boundary (engine/classify.ts).
+ */
+import OpenAI from 'openai';
+import type { ChatRequest } from '../domain/prompts.js';
+import type { ProviderConfig } from './config.js';
+
+/** A 2xx answer, body unread by anyone but us. */
+export interface RawResponse {
+  httpStatus: number;
+  bodyText: string;
+  requestId: string | null;
+  /** Rate-limit headers (`x-ratelimit-*`), kept for the limiter and the ledger. */
+  rateLimit: Record<string, string>;
+}
+
+export interface Provider {
+  /** Identifies the endpoint (for breakers and the ledger); never contains credentials. */
+  readonly endpoint: string;
+  send(request: ChatRequest, signal: AbortSignal, timeoutMs: number): Promise<RawResponse>;
+}
+
+/** Thrown when no API key is configured for a provider that needs one. */
+export class MissingApiKeyError extends Error {
+  constructor() {
+    super('no OPENAI_API_KEY is set (set it, point OPENAI_BASE_URL at a local server, or try `combine demo`)');
+    this.name = 'MissingApiKeyError';
+  }
+}
+
+export function createOpenAIProvider(cfg: ProviderConfig): Provider {
+  // Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) need no key; api.openai.com does.
+  const needsKey = /(^|\.)openai\.com$/.test(new URL(cfg.baseURL).hostname);
+  const client = new OpenAI({
+    apiKey: cfg.apiKey ?? 'no-key',
+    baseURL: cfg.baseURL,
+    maxRetries: 0,
+    timeout: cfg.callTimeoutMs,
+  });
+  return {
+    endpoint: cfg.baseURL,
+    async send(request, signal, timeoutMs) {
+      if (needsKey && !cfg.apiKey) throw new MissingApiKeyError();
+      const response = await client.chat.completions
+        .create(request as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming, { signal, timeout: timeoutMs })
+        .asResponse();
+      const rateLimit: Record<string, string> = {};
+      response.headers.forEach((value, name) => {
+        if (name.startsWith('x-ratelimit-')) rateLimit[name] = value;
+      });
+      return {
+        httpStatus: response.status,
+        bodyText: await response.text(),
+        requestId: response.headers.get('x-request-id'),
+        rateLimit,
+      };
+    },
+  };
+}

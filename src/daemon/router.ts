@@ -1,0 +1,85 @@
+/**
+ * The tRPC router: the daemon's whole API. Queries and mutations travel over HTTP on the Unix socket,
+ * subscriptions (`follow`) over WebSocket on the same socket. Input is validated here (zod); errors a
+ * user caused carry `data.combine` = {kind, code} so the CLI can choose its exit code.
+ */
+import { initTRPC } from '@trpc/server';
+import { z } from 'zod';
+import type { App } from './app.js';
+import { CommandError } from './commands.js';
+
+export interface RouterContext {
+  app: App;
+  /** Asks the daemon to shut down gracefully after answering. */
+  requestStop: () => void;
+}
+
+const t = initTRPC.context<RouterContext>().create({
+  errorFormatter({ shape, error }) {
+    const cause = error.cause;
+    const combine = cause instanceof CommandError ? { kind: cause.kind, code: cause.code ?? null } : null;
+    return { ...shape, data: { ...shape.data, combine } };
+  },
+});
+
+const id = z.string().min(1).max(200);
+const generateInput = z.object({
+  project_id: id,
+  force: z.boolean().default(false),
+  deadline_ms: z.number().int().positive().nullable().default(null),
+  created_by: z.string().max(200).nullable().default(null),
+});
+
+export const appRouter = t.router({
+  daemon: t.router({
+    status: t.procedure.query(({ ctx }) => ctx.app.status()),
+    stop: t.procedure.mutation(({ ctx }) => {
+      ctx.requestStop();
+      return { stopping: true, pid: process.pid };
+    }),
+  }),
+  health: t.procedure.query(({ ctx }) => ctx.app.health()),
+  stats: t.procedure.query(({ ctx }) => ctx.app.stats()),
+  metrics: t.procedure.query(({ ctx }) => ctx.app.metrics.text()),
+
+  project: t.router({
+    import: t.procedure.input(z.object({ file: z.unknown() })).mutation(({ ctx, input }) => ctx.app.importProject(input.file)),
+    list: t.procedure.query(({ ctx }) => ctx.app.projects()),
+    show: t.procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.project(input.project_id)),
+  }),
+  backlog: t.procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.backlog(input.project_id)),
+
+  generate: t.router({
+    epic: t.procedure.input(generateInput.extend({ epic_id: id })).mutation(({ ctx, input }) =>
+      ctx.app.generateEpic(input.project_id, input.epic_id, {
+        force: input.force,
+        deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms,
+        createdBy: input.created_by,
+      }),
+    ),
+    all: t.procedure.input(generateInput).mutation(({ ctx, input }) =>
+      ctx.app.generateAll(input.project_id, {
+        force: input.force,
+        deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms,
+        createdBy: input.created_by,
+      }),
+    ),
+  }),
+
+  thread: t.procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.thread(input.thread_id)),
+  threads: t.procedure
+    .input(z.object({ active: z.boolean().default(false), project_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(100) }))
+    .query(({ ctx, input }) => ctx.app.threads({ active: input.active, projectId: input.project_id, limit: input.limit })),
+  follow: t.procedure.input(z.object({ thread_id: id })).subscription(async function* ({ ctx, input, signal }) {
+    yield* ctx.app.follow(input.thread_id, signal);
+  }),
+  retry: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.retry(input.thread_id)),
+  cancel: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.cancel(input.thread_id)),
+
+  ledger: t.router({
+    thread: t.procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),
+    verify: t.procedure.query(({ ctx }) => ctx.app.verifyLedger()),
+  }),
+});
+
+export type AppRouter = typeof appRouter;

@@ -1,0 +1,134 @@
+/**
+ * The public JSON shapes (design.md "CLI contract"). `--json` output is stable: add fields, never
+ * rename or remove them.
+ */
+import type { Db } from '../db/connection.js';
+import { listLedgerForThread } from '../db/ledger.js';
+import { getDocument, getProject } from '../db/projects.js';
+import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
+import { countChildThreadsByStatus } from '../db/threads.js';
+import { listWorkItemsForThread } from '../db/work-items.js';
+import { storyBacklogSchema } from '../domain/backlog.js';
+import { summarizeLedgerEntry } from '../domain/ledger-summary.js';
+import { EPIC_ARCHITECTURE, STORY_BACKLOG, STORY_GENERATE_ALL, type TargetRef } from '../domain/operations.js';
+import { epicArchitectureSchema } from '../domain/project.js';
+
+export interface ThreadView {
+  thread_id: string;
+  kind: string;
+  status: string;
+  target_ref: TargetRef;
+  parent_thread_id: string | null;
+  created_at: string;
+  closed_at: string | null;
+  /** Counts by status of an orchestration's children (non-zero counts only); null for other threads. */
+  child_summary: Record<string, number> | null;
+}
+
+export interface CommandView {
+  thread_id: string;
+  status: string;
+  deduplicated: boolean;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function threadView(db: Db, t: ThreadRow): ThreadView {
+  let child_summary: Record<string, number> | null = null;
+  if (t.kind === STORY_GENERATE_ALL) {
+    child_summary = {};
+    for (const c of countChildThreadsByStatus(db, t.id)) child_summary[c.status] = c.n;
+  }
+  return {
+    thread_id: t.id,
+    kind: t.kind,
+    status: t.status,
+    target_ref: JSON.parse(t.target_ref) as TargetRef,
+    parent_thread_id: t.parent_thread_id,
+    created_at: iso(t.created_at)!,
+    closed_at: iso(t.closed_at),
+    child_summary,
+  };
+}
+
+export function workItemView(w: WorkItemRow) {
+  return {
+    work_item_id: w.id,
+    sequence: w.sequence,
+    status: w.status,
+    attempt: w.attempt,
+    max_attempts: w.max_attempts,
+    repair_count: w.repair_count,
+    lock_scope: w.lock_scope,
+    not_before: iso(w.not_before),
+    deadline_at: iso(w.deadline_at),
+    error_code: w.error_code,
+    error_message: w.error_message,
+    started_at: iso(w.started_at),
+    finished_at: iso(w.finished_at),
+  };
+}
+
+/** The thread plus what a person wants to see about it: its work items. */
+export function threadDetailView(db: Db, t: ThreadRow) {
+  return { ...threadView(db, t), work_items: listWorkItemsForThread(db, t.id).map(workItemView) };
+}
+
+export function ledgerEntryView(e: LedgerRow) {
+  const payload = JSON.parse(e.payload) as Record<string, unknown>;
+  return {
+    seq: e.seq,
+    thread_id: e.thread_id,
+    work_item_id: e.work_item_id,
+    entry_type: e.entry_type,
+    attempt: e.attempt,
+    created_at: iso(e.created_at),
+    summary: summarizeLedgerEntry(e.entry_type, payload),
+    payload,
+    prev_hash: e.prev_hash,
+    hash: e.hash,
+  };
+}
+
+export function threadLedgerView(db: Db, threadId: string) {
+  return listLedgerForThread(db, threadId).map(ledgerEntryView);
+}
+
+export function backlogView(db: Db, projectId: string) {
+  const project = getProject(db, projectId);
+  const doc = getDocument(db, projectId, STORY_BACKLOG);
+  if (!project || !doc) return null;
+  const backlog = storyBacklogSchema.parse(JSON.parse(doc.content));
+  const arch = getDocument(db, projectId, EPIC_ARCHITECTURE);
+  const epics = arch ? epicArchitectureSchema.parse(JSON.parse(arch.content)).epics : [];
+  return {
+    project_id: project.id,
+    project_name: project.name,
+    version: doc.version,
+    updated_at: iso(doc.updated_at),
+    epics: epics.map((e) => {
+      const generated = backlog.epics.find((b) => b.epic_id === e.id);
+      return {
+        epic_id: e.id,
+        title: e.title,
+        stories: generated?.stories ?? [],
+        thread_id: generated?.thread_id ?? null,
+        generated_at: iso(generated?.generated_at ?? null),
+      };
+    }),
+  };
+}
+
+export function projectView(db: Db, projectId: string) {
+  const project = getProject(db, projectId);
+  if (!project) return null;
+  const arch = getDocument(db, projectId, EPIC_ARCHITECTURE);
+  const epics = arch ? epicArchitectureSchema.parse(JSON.parse(arch.content)).epics : [];
+  return {
+    project_id: project.id,
+    name: project.name,
+    created_at: iso(project.created_at),
+    architecture_version: arch?.version ?? null,
+    epics,
+  };
+}

@@ -1,0 +1,23 @@
+/** Opening the database: one place for the pragmas every connection needs. */
+import Database from 'better-sqlite3';
+
+export type Db = Database.Database;
+
+export interface OpenOptions {
+  readonly?: boolean;
+  /** How long a statement waits for another process's write lock before SQLITE_BUSY. */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * Opens (creating if needed) the database with WAL and synchronous=FULL: a committed transaction is on
+ * disk before the commit returns. PRAGMAs do not work inside migrations, so they are set here.
+ */
+export function openDatabase(path: string, opts: OpenOptions = {}): Db {
+  const db = new Database(path, { readonly: opts.readonly ?? false });
+  if (!opts.readonly) db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+  db.pragma('foreign_keys = ON');
+  return db;
+}

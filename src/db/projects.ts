@@ -1,0 +1,50 @@
+/** Projects and their documents (epic_architecture, story_backlog). */
+import type { Db } from './connection.js';
+import type { DocumentRow, ProjectRow } from './schema.js';
+import { expectOneChange, prepared } from './statements.js';
+
+export function insertProject(db: Db, row: ProjectRow): void {
+  prepared(db, 'INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)').run(row);
+}
+
+export function renameProject(db: Db, id: string, name: string): void {
+  prepared(db, 'UPDATE projects SET name = ? WHERE id = ?').run(name, id);
+}
+
+export function getProject(db: Db, id: string): ProjectRow | undefined {
+  return prepared(db, 'SELECT * FROM projects WHERE id = ?').get(id) as ProjectRow | undefined;
+}
+
+export function listProjects(db: Db): ProjectRow[] {
+  return prepared(db, 'SELECT * FROM projects ORDER BY created_at, id').all() as ProjectRow[];
+}
+
+export function insertDocument(db: Db, row: DocumentRow): void {
+  prepared(
+    db,
+    `INSERT INTO documents (id, project_id, doc_type, version, content, updated_at)
+     VALUES (@id, @project_id, @doc_type, @version, @content, @updated_at)`,
+  ).run(row);
+}
+
+export function getDocument(db: Db, projectId: string, docType: string): DocumentRow | undefined {
+  return prepared(db, 'SELECT * FROM documents WHERE project_id = ? AND doc_type = ?').get(projectId, docType) as
+    | DocumentRow
+    | undefined;
+}
+
+/**
+ * Writes a document's next version. Guarded by the version it was read at (optimistic concurrency):
+ * throws StaleStateError if the document changed in between.
+ */
+export function updateDocumentContent(
+  db: Db,
+  p: { id: string; from_version: number; content: string; updated_at: number },
+): void {
+  const result = prepared(
+    db,
+    `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at
+     WHERE id = @id AND version = @from_version`,
+  ).run(p);
+  expectOneChange(result, `document ${p.id} is no longer at version ${p.from_version}`);
+}

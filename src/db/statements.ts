@@ -1,0 +1,35 @@
+/**
+ * A per-connection cache of prepared statements: each query function names its SQL once and pays for
+ * preparing it once, so the hot path is one `run`/`get` on an already-compiled statement.
+ */
+import type Database from 'better-sqlite3';
+import type { Db } from './connection.js';
+
+const caches = new WeakMap<Db, Map<string, Database.Statement>>();
+
+export function prepared(db: Db, sql: string): Database.Statement {
+  let cache = caches.get(db);
+  if (!cache) {
+    cache = new Map();
+    caches.set(db, cache);
+  }
+  let stmt = cache.get(sql);
+  if (!stmt) {
+    stmt = db.prepare(sql);
+    cache.set(sql, stmt);
+  }
+  return stmt;
+}
+
+/** Thrown when a guarded state change matched no row: someone else changed the row first. */
+export class StaleStateError extends Error {
+  constructor(what: string) {
+    super(`stale state: ${what}`);
+    this.name = 'StaleStateError';
+  }
+}
+
+/** Asserts a guarded statement changed exactly one row. */
+export function expectOneChange(result: Database.RunResult, what: string): void {
+  if (result.changes !== 1) throw new StaleStateError(what);
+}

@@ -1,0 +1,124 @@
+/** llm_threads: intent containers. Every status change is one guarded UPDATE. */
+import type { ThreadStatus } from '../domain/states.js';
+import { assertThreadTransition } from '../domain/states.js';
+import type { Db } from './connection.js';
+import type { ThreadRow } from './schema.js';
+import { expectOneChange, prepared } from './statements.js';
+
+export function insertThread(db: Db, row: ThreadRow): void {
+  prepared(
+    db,
+    `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, parent_thread_id,
+       idempotency_key, created_by, created_at, closed_at)
+     VALUES (@id, @kind, @space_type, @space_id, @target_ref, @status, @parent_thread_id,
+       @idempotency_key, @created_by, @created_at, @closed_at)`,
+  ).run(row);
+}
+
+export function getThread(db: Db, id: string): ThreadRow | undefined {
+  return prepared(db, 'SELECT * FROM llm_threads WHERE id = ?').get(id) as ThreadRow | undefined;
+}
+
+/** The open or running thread for a semantic request, if any (at most one, by the partial unique index). */
+export function findActiveThreadByKey(db: Db, key: string): ThreadRow | undefined {
+  return prepared(db, "SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')").get(
+    key,
+  ) as ThreadRow | undefined;
+}
+
+/** The most recent thread for a semantic request that ended with `status`. */
+export function findLatestThreadByKeyAndStatus(db: Db, key: string, status: ThreadStatus): ThreadRow | undefined {
+  return prepared(
+    db,
+    'SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT 1',
+  ).get(key, status) as ThreadRow | undefined;
+}
+
+export interface ThreadListFilter {
+  active: boolean;
+  projectId: string | null;
+  limit: number;
+}
+
+/** Newest first. `active` reads the partial index, so its cost does not grow with closed threads. */
+export function listThreads(db: Db, f: ThreadListFilter): ThreadRow[] {
+  if (f.active && f.projectId !== null) {
+    return prepared(
+      db,
+      `SELECT * FROM llm_threads INDEXED BY idx_threads_active
+       WHERE status IN ('open', 'running') AND space_id = ? ORDER BY created_at DESC LIMIT ?`,
+    ).all(f.projectId, f.limit) as ThreadRow[];
+  }
+  if (f.active) {
+    return prepared(
+      db,
+      `SELECT * FROM llm_threads INDEXED BY idx_threads_active
+       WHERE status IN ('open', 'running') ORDER BY created_at DESC LIMIT ?`,
+    ).all(f.limit) as ThreadRow[];
+  }
+  if (f.projectId !== null) {
+    return prepared(db, 'SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at DESC LIMIT ?').all(
+      f.projectId,
+      f.limit,
+    ) as ThreadRow[];
+  }
+  return prepared(db, 'SELECT * FROM llm_threads ORDER BY created_at DESC LIMIT ?').all(f.limit) as ThreadRow[];
+}
+
+export function listChildThreads(db: Db, parentId: string): ThreadRow[] {
+  return prepared(db, 'SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid').all(
+    parentId,
+  ) as ThreadRow[];
+}
+
+export function countChildThreadsByStatus(db: Db, parentId: string): { status: string; n: number }[] {
+  return prepared(
+    db,
+    'SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status',
+  ).all(parentId) as { status: string; n: number }[];
+}
+
+export function countThreadsByStatus(db: Db): { status: string; n: number }[] {
+  return prepared(db, 'SELECT status, count(*) AS n FROM llm_threads GROUP BY status').all() as {
+    status: string;
+    n: number;
+  }[];
+}
+
+/** Parents still open or running whose every child has ended: the recovery scan closes them. */
+export function listParentsWithAllChildrenTerminal(db: Db): ThreadRow[] {
+  return prepared(
+    db,
+    `SELECT p.* FROM llm_threads p INDEXED BY idx_threads_active
+     WHERE p.status IN ('open', 'running')
+       AND EXISTS (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id)
+       AND NOT EXISTS (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running'))`,
+  ).all() as ThreadRow[];
+}
+
+/**
+ * Moves a thread from `from` to `to`; a terminal `to` also stamps closed_at, a reopening clears it.
+ * Throws on a transition the table forbids, and StaleStateError if the thread was not in `from`.
+ */
+export function transitionThread(db: Db, id: string, from: ThreadStatus, to: ThreadStatus, now: number): void {
+  assertThreadTransition(from, to);
+  const closing = to === 'complete' || to === 'failed' || to === 'canceled';
+  const result = prepared(
+    db,
+    'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from',
+  ).run({ id, from, to, closed_at: closing ? now : null });
+  expectOneChange(result, `thread ${id} is not ${from}`);
+}
+
+/**
+ * Makes an active thread with no parent a child of an orchestration (generate-all adopts the epic run
+ * already in progress instead of paying for a second one).
+ */
+export function adoptThread(db: Db, id: string, parentId: string): void {
+  const result = prepared(
+    db,
+    `UPDATE llm_threads SET parent_thread_id = @parentId
+     WHERE id = @id AND parent_thread_id IS NULL AND status IN ('open', 'running')`,
+  ).run({ id, parentId });
+  expectOneChange(result, `thread ${id} cannot be adopted`);
+}

@@ -1,0 +1,210 @@
+/**
+ * llm_work_items: execution units. Claiming is a lease (owner + expiry) taken by one guarded UPDATE;
+ * every later state change is guarded by the status it expects and, while leased, by the lease owner,
+ * so a worker that lost its lease can never complete an item.
+ */
+import type { WorkItemStatus } from '../domain/states.js';
+import { assertWorkItemTransition } from '../domain/states.js';
+import type { Db } from './connection.js';
+import type { WorkItemRow } from './schema.js';
+import { expectOneChange, prepared } from './statements.js';
+
+export function insertWorkItem(db: Db, row: WorkItemRow): void {
+  prepared(
+    db,
+    `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, lock_scope,
+       priority, not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at,
+       started_at, finished_at)
+     VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @lock_scope,
+       @priority, @not_before, @deadline_at, @lease_owner, @lease_expires_at, @error_code, @error_message, @created_at,
+       @started_at, @finished_at)`,
+  ).run(row);
+}
+
+export function getWorkItem(db: Db, id: string): WorkItemRow | undefined {
+  return prepared(db, 'SELECT * FROM llm_work_items WHERE id = ?').get(id) as WorkItemRow | undefined;
+}
+
+export function listWorkItemsForThread(db: Db, threadId: string): WorkItemRow[] {
+  return prepared(db, 'SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence').all(threadId) as WorkItemRow[];
+}
+
+/** The thread's newest work item (highest sequence). */
+export function getLatestWorkItem(db: Db, threadId: string): WorkItemRow | undefined {
+  return prepared(db, 'SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence DESC LIMIT 1').get(threadId) as
+    | WorkItemRow
+    | undefined;
+}
+
+/**
+ * Leases the next claimable item: queued, due, not past its deadline, and whose lock scope no live
+ * holder has (so two mutations of one epic never overlap). One guarded UPDATE: of two claimers racing
+ * for the same row, exactly one sees a changed row.
+ */
+export function claimNextWorkItem(
+  db: Db,
+  p: { owner: string; now: number; lease_until: number },
+): WorkItemRow | undefined {
+  return prepared(
+    db,
+    `UPDATE llm_work_items
+     SET status = 'claimed', lease_owner = @owner, lease_expires_at = @lease_until,
+         started_at = COALESCE(started_at, @now)
+     WHERE id = (
+       SELECT w.id FROM llm_work_items w INDEXED BY idx_work_items_claimable
+       WHERE w.status = 'queued' AND w.not_before <= @now
+         AND (w.deadline_at IS NULL OR w.deadline_at > @now)
+         AND NOT EXISTS (
+           SELECT 1 FROM locks l
+           WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
+       ORDER BY w.priority, w.not_before
+       LIMIT 1)
+     AND status = 'queued'
+     RETURNING *`,
+  ).get(p) as WorkItemRow | undefined;
+}
+
+/** Queued items whose deadline passed before they started. */
+export function listQueuedPastDeadline(db: Db, now: number, limit: number): WorkItemRow[] {
+  return prepared(
+    db,
+    `SELECT * FROM llm_work_items INDEXED BY idx_work_items_claimable
+     WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= ? LIMIT ?`,
+  ).all(now, limit) as WorkItemRow[];
+}
+
+/** When the earliest queued item becomes due (null if none is queued). */
+export function nextQueuedDueAt(db: Db): number | null {
+  const row = prepared(
+    db,
+    `SELECT min(not_before) AS t FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued'`,
+  ).get() as { t: number | null };
+  return row.t;
+}
+
+/** Leased items whose lease has expired (their worker died or stalled). */
+export function listExpiredLeases(db: Db, now: number): WorkItemRow[] {
+  return prepared(
+    db,
+    `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased
+     WHERE status IN ('claimed', 'running') AND lease_expires_at <= ?`,
+  ).all(now) as WorkItemRow[];
+}
+
+/** Leased items held by a lease owner other than `owner`: at daemon start, the previous process's items. */
+export function listLeasesNotOwnedBy(db: Db, owner: string): WorkItemRow[] {
+  return prepared(
+    db,
+    `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased
+     WHERE status IN ('claimed', 'running') AND lease_owner IS NOT ?`,
+  ).all(owner) as WorkItemRow[];
+}
+
+export function countWorkItemsByStatus(db: Db): { status: string; n: number }[] {
+  return prepared(db, 'SELECT status, count(*) AS n FROM llm_work_items GROUP BY status').all() as {
+    status: string;
+    n: number;
+  }[];
+}
+
+/** Extends a live lease (heartbeat). Returns false if the lease is no longer ours. */
+export function extendLease(db: Db, id: string, owner: string, leaseUntil: number): boolean {
+  return (
+    prepared(
+      db,
+      `UPDATE llm_work_items SET lease_expires_at = ?
+       WHERE id = ? AND lease_owner = ? AND status IN ('claimed', 'running')`,
+    ).run(leaseUntil, id, owner).changes === 1
+  );
+}
+
+/** Takes over an expired lease (recovery), keeping the item's status. */
+export function takeOverLease(
+  db: Db,
+  p: { id: string; status: WorkItemStatus; old_owner: string | null; owner: string; lease_until: number },
+): void {
+  const result = prepared(
+    db,
+    `UPDATE llm_work_items SET lease_owner = @owner, lease_expires_at = @lease_until
+     WHERE id = @id AND status = @status AND lease_owner IS @old_owner`,
+  ).run(p);
+  expectOneChange(result, `work item ${p.id} lease changed hands`);
+}
+
+/** claimed → running: the prompt is recorded and the call is about to start. */
+export function markWorkItemRunning(db: Db, id: string, owner: string): void {
+  assertWorkItemTransition('claimed', 'running');
+  const result = prepared(
+    db,
+    "UPDATE llm_work_items SET status = 'running' WHERE id = ? AND status = 'claimed' AND lease_owner = ?",
+  ).run(id, owner);
+  expectOneChange(result, `work item ${id} is not claimed by ${owner}`);
+}
+
+/** running → applied: the mutation committed in this same transaction. Clears the lease. */
+export function markWorkItemApplied(db: Db, id: string, owner: string, now: number): void {
+  assertWorkItemTransition('running', 'applied');
+  const result = prepared(
+    db,
+    `UPDATE llm_work_items
+     SET status = 'applied', finished_at = ?, lease_owner = NULL, lease_expires_at = NULL,
+         error_code = NULL, error_message = NULL
+     WHERE id = ? AND status = 'running' AND lease_owner = ?`,
+  ).run(now, id, owner);
+  expectOneChange(result, `work item ${id} is not running under ${owner}`);
+}
+
+/**
+ * Back to the queue with a new attempt number (transient failure, repair, or a claim that never
+ * reached the provider), due at `not_before`. Clears the lease.
+ */
+export function requeueWorkItem(
+  db: Db,
+  p: {
+    id: string;
+    from: 'claimed' | 'running';
+    owner: string | null;
+    attempt: number;
+    repair_count: number;
+    not_before: number;
+    error_code: string | null;
+    error_message: string | null;
+  },
+): void {
+  assertWorkItemTransition(p.from, 'queued');
+  const result = prepared(
+    db,
+    `UPDATE llm_work_items
+     SET status = 'queued', attempt = @attempt, repair_count = @repair_count, not_before = @not_before,
+         error_code = @error_code, error_message = @error_message, lease_owner = NULL, lease_expires_at = NULL
+     WHERE id = @id AND status = @from AND lease_owner IS @owner`,
+  ).run(p);
+  expectOneChange(result, `work item ${p.id} is not ${p.from} under ${p.owner}`);
+}
+
+/**
+ * To a terminal failure state (`dead_letter`, or `failed` when canceled). `owner` guards leased items;
+ * pass null for a queued item (it has no lease).
+ */
+export function endWorkItem(
+  db: Db,
+  p: {
+    id: string;
+    from: WorkItemStatus;
+    to: 'failed' | 'dead_letter';
+    owner: string | null;
+    error_code: string;
+    error_message: string;
+    now: number;
+  },
+): void {
+  assertWorkItemTransition(p.from, p.to);
+  const result = prepared(
+    db,
+    `UPDATE llm_work_items
+     SET status = @to, error_code = @error_code, error_message = @error_message, finished_at = @now,
+         lease_owner = NULL, lease_expires_at = NULL
+     WHERE id = @id AND status = @from AND lease_owner IS @owner`,
+  ).run(p);
+  expectOneChange(result, `work item ${p.id} is not ${p.from}`);
+}

@@ -1,0 +1,154 @@
+/**
+ * The single writer. Every write in the daemon goes through `write()`, which implements group commit:
+ * the writes that arrive in the same turn of the event loop share one transaction, hence one fsync,
+ * and each caller's promise settles only after that COMMIT (durable under synchronous=FULL).
+ *
+ * Isolation between callers: each write runs inside its own SAVEPOINT, so a write that throws is rolled
+ * back alone and only its caller sees the error. Events a write emits are published after the commit
+ * that made them true, never for a write that was rolled back.
+ *
+ * Failure behaviour: if BEGIN, COMMIT or a statement fails with an infrastructure error (busy beyond
+ * busy_timeout, disk full, I/O error), the whole batch is rolled back and retried a bounded number of
+ * times; after that every caller in the batch gets an InfraError and `onInfraFailure` is called (health
+ * turns unready). Nothing is ever half-applied: a batch commits entirely or not at all.
+ */
+import type { Db } from './connection.js';
+import { InfraError, isInfraSqliteError } from './errors.js';
+
+export type Emit<E> = (event: E) => void;
+export type WriteFn<T, E> = (db: Db, emit: Emit<E>) => T;
+
+interface Job<E> {
+  fn: WriteFn<unknown, E>;
+  resolve: (value: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
+export interface WriterOptions<E> {
+  /** Receives the events of each committed batch, in order. */
+  publish?: (events: E[]) => void;
+  /** Upper bound on writes per transaction. */
+  maxBatch?: number;
+  /** Attempts for a batch that hits an infrastructure error. */
+  infraAttempts?: number;
+  infraRetryDelayMs?: number;
+  onCommit?: (info: { writes: number; commitMs: number }) => void;
+  onInfraFailure?: (err: unknown) => void;
+  onInfraRecovered?: () => void;
+}
+
+export class Writer<E = never> {
+  private queue: Job<E>[] = [];
+  private flushing = false;
+  private scheduled = false;
+  private infraFailed = false;
+  private closed = false;
+
+  constructor(
+    readonly db: Db,
+    private readonly opts: WriterOptions<E> = {},
+  ) {}
+
+  /** Runs `fn` in a transaction shared with concurrent writes; resolves with its result once committed. */
+  write<T>(fn: WriteFn<T, E>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('writer is closed'));
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      this.schedule();
+    });
+  }
+
+  /** Writes still waiting for a transaction. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  /** Refuses new writes; writes already queued are still committed. */
+  async close(): Promise<void> {
+    this.closed = true;
+    while (this.queue.length > 0 || this.flushing) await new Promise((r) => setImmediate(r));
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.flushing) return;
+    this.scheduled = true;
+    // setImmediate, not a microtask: requests already read from sockets in this turn join the batch.
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, this.opts.maxBatch ?? 1024);
+        await this.commitBatch(batch);
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  private async commitBatch(batch: Job<E>[]): Promise<void> {
+    const attempts = this.opts.infraAttempts ?? 4;
+    let lastErr: unknown;
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      try {
+        const { outcomes, events, commitMs } = this.runBatch(batch);
+        if (this.infraFailed) {
+          this.infraFailed = false;
+          this.opts.onInfraRecovered?.();
+        }
+        this.opts.onCommit?.({ writes: batch.length, commitMs });
+        if (events.length > 0) this.opts.publish?.(events);
+        outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.value) : batch[i]!.reject(o.error)));
+        return;
+      } catch (err) {
+        lastErr = err;
+        if (!isInfraSqliteError(err)) break;
+        if (attempt < attempts) await sleep((this.opts.infraRetryDelayMs ?? 50) * 2 ** (attempt - 1));
+      }
+    }
+    const failure = isInfraSqliteError(lastErr) ? new InfraError(lastErr) : lastErr;
+    this.infraFailed = true;
+    this.opts.onInfraFailure?.(lastErr);
+    for (const job of batch) job.reject(failure);
+  }
+
+  /** One transaction for the batch; throws (after ROLLBACK) only for errors that doom the whole batch. */
+  private runBatch(batch: Job<E>[]) {
+    const db = this.db;
+    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    const events: E[] = [];
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      for (const job of batch) {
+        const jobEvents: E[] = [];
+        db.exec('SAVEPOINT write');
+        try {
+          const value = job.fn(db, (e) => jobEvents.push(e));
+          db.exec('RELEASE write');
+          outcomes.push({ ok: true, value });
+          events.push(...jobEvents);
+        } catch (error) {
+          if (isInfraSqliteError(error)) throw error;
+          db.exec('ROLLBACK TO write');
+          db.exec('RELEASE write');
+          outcomes.push({ ok: false, error });
+        }
+      }
+      const started = performance.now();
+      db.exec('COMMIT');
+      return { outcomes, events, commitMs: performance.now() - started };
+    } catch (err) {
+      if (db.inTransaction) db.exec('ROLLBACK');
+      throw err;
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,38 @@
+/**
+ * Error codes (WS-ADR-035 plus ours) and the failure classes that decide what the engine does.
+ * The mapping from a concrete error (an SDK exception, an SQLite code) to a code lives at one boundary
+ * in the daemon (`daemon/engine/classify.ts`); this module only names them.
+ */
+
+export const ERROR_CODES = [
+  'LOCKED',
+  'PROVIDER_RATE_LIMIT',
+  'PROVIDER_TIMEOUT',
+  'PROVIDER_ERROR',
+  'PROVIDER_AUTH',
+  'SCHEMA_INVALID',
+  'MUTATION_CONFLICT',
+  'BUDGET_EXCEEDED',
+  'INTERRUPTED',
+  'CANCELED',
+  'SKIPPED_DEADLINE',
+  'INFRA',
+  'UNKNOWN',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/**
+ * transient: retry with backoff up to max_attempts. permanent: dead_letter at once.
+ * infra: our own storage failed; bounded retries, health unready. canceled: stop, no retry.
+ */
+export type ErrorClass = 'transient' | 'permanent' | 'infra' | 'canceled';
+
+/** A failure after classification: everything the engine needs to decide the next state. */
+export interface ClassifiedError {
+  code: ErrorCode;
+  class: ErrorClass;
+  message: string;
+  /** A provider-imposed minimum delay (Retry-After, retry-after-ms). */
+  retryAfterMs?: number;
+  httpStatus?: number;
+}

@@ -1,0 +1,79 @@
+/**
+ * Prompt rendering. The rendered request is recorded verbatim in the `prompt` ledger entry and sent
+ * as-is, so what the ledger says was asked is exactly what was asked. A golden file under test/ pins
+ * the rendering: a prompt change shows in review.
+ */
+import { STORIES_JSON_SCHEMA } from './backlog.js';
+import type { Epic } from './project.js';
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** An OpenAI-compatible chat completion request body. */
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  response_format: {
+    type: 'json_schema';
+    json_schema: { name: string; strict: boolean; schema: Record<string, unknown> };
+  };
+  temperature: number;
+  max_tokens: number;
+}
+
+export interface ModelParams {
+  model: string;
+  temperature: number;
+  maxTokens: number;
+}
+
+const STORY_SYSTEM_PROMPT = [
+  'You are a senior product manager writing a story backlog.',
+  'Write user stories for exactly one epic. Each story has a short title, a description in the form',
+  '"As a <role>, I want <capability>, so that <benefit>", and concrete, testable acceptance criteria.',
+  'Answer with one JSON object only: {"stories":[{"title","description","acceptance_criteria":[...]}]}.',
+].join('\n');
+
+/** The request for `story_generate_epic`: the epic's id, title and description, and the answer schema. */
+export function renderStoryPrompt(project: { id: string; name: string }, epic: Epic, params: ModelParams): ChatRequest {
+  const user = [
+    `Project: ${project.name} (id: ${project.id})`,
+    `Epic id: ${epic.id}`,
+    `Epic title: ${epic.title}`,
+    'Epic description:',
+    epic.description.trim() === '' ? '(none given)' : epic.description.trim(),
+    '',
+    'Write between 3 and 8 user stories that together deliver this epic.',
+  ].join('\n');
+  return {
+    model: params.model,
+    messages: [
+      { role: 'system', content: STORY_SYSTEM_PROMPT },
+      { role: 'user', content: user },
+    ],
+    response_format: {
+      type: 'json_schema',
+      json_schema: { name: 'story_list', strict: false, schema: STORIES_JSON_SCHEMA as unknown as Record<string, unknown> },
+    },
+    temperature: params.temperature,
+    max_tokens: params.maxTokens,
+  };
+}
+
+/**
+ * A repair request: the original conversation, the model's invalid answer, and the validation errors,
+ * asking for a corrected answer. Each repair is its own prompt/response pair in the ledger.
+ */
+export function renderRepairPrompt(original: ChatRequest, invalidAnswer: string, errors: readonly string[]): ChatRequest {
+  const feedback = [
+    'Your previous answer does not match the required JSON schema:',
+    ...errors.map((e) => `- ${e}`),
+    'Answer again with the complete, corrected JSON object and nothing else.',
+  ].join('\n');
+  return {
+    ...original,
+    messages: [...original.messages, { role: 'assistant', content: invalidAnswer }, { role: 'user', content: feedback }],
+  };
+}

@@ -1,0 +1,70 @@
+/**
+ * The two state machines of ADR-035, written down as transition tables. Every status change in the
+ * database goes through a guarded UPDATE (`WHERE id = ? AND status = ?`) whose target was first checked
+ * here, so an illegal transition is a thrown error, never a silent write.
+ */
+
+export const THREAD_STATUSES = ['open', 'running', 'complete', 'failed', 'canceled'] as const;
+export type ThreadStatus = (typeof THREAD_STATUSES)[number];
+
+export const WORK_ITEM_STATUSES = ['queued', 'claimed', 'running', 'applied', 'failed', 'dead_letter'] as const;
+export type WorkItemStatus = (typeof WORK_ITEM_STATUSES)[number];
+
+export const THREAD_TRANSITIONS: Record<ThreadStatus, readonly ThreadStatus[]> = {
+  // open → complete/failed: an orchestration whose children all ended before any of its own work ran.
+  open: ['running', 'complete', 'failed', 'canceled'],
+  running: ['complete', 'failed', 'canceled'],
+  // `combine retry` reopens a failed thread with a new work item.
+  failed: ['open', 'running'],
+  complete: [],
+  canceled: [],
+};
+
+export const WORK_ITEM_TRANSITIONS: Record<WorkItemStatus, readonly WorkItemStatus[]> = {
+  // queued → failed: canceled before it ran; queued → dead_letter: its deadline passed before it started.
+  queued: ['claimed', 'failed', 'dead_letter'],
+  // claimed → queued: the lease expired before any prompt was recorded (nothing was paid).
+  claimed: ['running', 'queued', 'failed', 'dead_letter'],
+  // running → queued: a transient failure or a repair with attempts left.
+  running: ['applied', 'queued', 'failed', 'dead_letter'],
+  applied: [],
+  failed: [],
+  dead_letter: [],
+};
+
+export const TERMINAL_THREAD_STATUSES: readonly ThreadStatus[] = ['complete', 'failed', 'canceled'];
+export const ACTIVE_THREAD_STATUSES: readonly ThreadStatus[] = ['open', 'running'];
+export const TERMINAL_WORK_ITEM_STATUSES: readonly WorkItemStatus[] = ['applied', 'failed', 'dead_letter'];
+
+export class IllegalTransitionError extends Error {
+  constructor(
+    readonly entity: 'thread' | 'work_item',
+    readonly from: string,
+    readonly to: string,
+  ) {
+    super(`illegal ${entity} transition ${from} → ${to}`);
+    this.name = 'IllegalTransitionError';
+  }
+}
+
+export function canTransitionThread(from: ThreadStatus, to: ThreadStatus): boolean {
+  return THREAD_TRANSITIONS[from].includes(to);
+}
+
+export function canTransitionWorkItem(from: WorkItemStatus, to: WorkItemStatus): boolean {
+  return WORK_ITEM_TRANSITIONS[from].includes(to);
+}
+
+/** Throws IllegalTransitionError unless the thread transition is in the table. */
+export function assertThreadTransition(from: string, to: ThreadStatus): void {
+  if (!canTransitionThread(from as ThreadStatus, to)) throw new IllegalTransitionError('thread', from, to);
+}
+
+/** Throws IllegalTransitionError unless the work item transition is in the table. */
+export function assertWorkItemTransition(from: string, to: WorkItemStatus): void {
+  if (!canTransitionWorkItem(from as WorkItemStatus, to)) throw new IllegalTransitionError('work_item', from, to);
+}
+
+export function isTerminalThread(status: string): boolean {
+  return TERMINAL_THREAD_STATUSES.includes(status as ThreadStatus);
+}

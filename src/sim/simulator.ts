@@ -1,0 +1,266 @@
+/**
+ * A deterministic OpenAI-compatible chat completions server for the demo and the tests, with fault
+ * injection: 429 + Retry-After, 5xx, hangs, connection drops, 401/400, malformed bodies and
+ * schema-invalid answers. The same prompt always gets the same answer.
+ *
+ * Control endpoints (JSON): GET /_sim/stats, POST /_sim/faults (replace the rules), POST /_sim/reset.
+ */
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export const FAULT_KINDS = [
+  'rate_limit',
+  'server_error',
+  'hang',
+  'disconnect',
+  'malformed',
+  'schema_invalid',
+  'not_json',
+  'auth',
+  'bad_request',
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+export interface FaultRule {
+  kind: FaultKind;
+  /** Applies to requests whose messages contain this text (e.g. "Epic id: E3"); all requests if absent. */
+  match?: string;
+  /** How many matching requests get the fault; unlimited if absent. */
+  times?: number;
+  /** For rate_limit: the Retry-After header, in seconds. */
+  retry_after_s?: number;
+  /** For hang: answer normally after this long; never answer if absent. */
+  hang_ms?: number;
+}
+
+export interface SimulatorOptions {
+  port?: number;
+  host?: string;
+  /** Delay before every answer. */
+  latencyMs?: number;
+  /** Share of requests (0–1) that get a random transient fault, chosen by a seeded generator. */
+  faultRate?: number;
+  seed?: number;
+  faults?: FaultRule[];
+}
+
+export interface SimCall {
+  n: number;
+  epic_id: string | null;
+  fault: FaultKind | null;
+  repair: boolean;
+  at: number;
+}
+
+export interface Simulator {
+  url: string;
+  port: number;
+  calls: SimCall[];
+  setFaults(rules: FaultRule[]): void;
+  setLatency(ms: number): void;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+/** mulberry32: a tiny seeded PRNG, so fault sequences repeat across runs. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const ROLES = ['a shopper', 'an administrator', 'a support agent', 'a new user', 'a returning customer', 'an analyst'];
+const BENEFITS = ['I save time', 'I can trust the result', 'I stay in control', 'nothing is lost', 'I can act on it quickly'];
+
+/** Deterministic stories for an epic: the same epic always yields the same backlog. */
+export function simulatedStories(epicId: string, epicTitle: string) {
+  const h = createHash('sha256').update(`${epicId}\n${epicTitle}`).digest();
+  const count = 3 + (h[0]! % 3);
+  const subject = epicTitle.toLowerCase();
+  return Array.from({ length: count }, (_, i) => {
+    const role = ROLES[h[i + 1]! % ROLES.length]!;
+    const benefit = BENEFITS[h[i + 7]! % BENEFITS.length]!;
+    return {
+      title: `${epicTitle}: part ${i + 1}`,
+      description: `As ${role}, I want ${subject} (step ${i + 1} of ${count}), so that ${benefit}.`,
+      acceptance_criteria: [
+        `Given ${role}, when they use step ${i + 1} of "${epicTitle}", then the outcome is saved`,
+        `Errors in step ${i + 1} are shown with a clear message`,
+      ],
+      estimate_points: 1 + (h[i + 13]! % 8),
+    };
+  });
+}
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
+  let rules: (FaultRule & { used: number })[] = (opts.faults ?? []).map((r) => ({ ...r, used: 0 }));
+  let latencyMs = opts.latencyMs ?? 0;
+  const random = seeded(opts.seed ?? 42);
+  const calls: SimCall[] = [];
+  const hanging = new Set<http.ServerResponse>();
+
+  function pickFault(text: string): FaultRule | null {
+    for (const r of rules) {
+      if (r.match !== undefined && !text.includes(r.match)) continue;
+      if (r.times !== undefined && r.used >= r.times) continue;
+      r.used++;
+      return r;
+    }
+    const rate = opts.faultRate ?? 0;
+    if (rate > 0 && random() < rate) {
+      const transient: FaultKind[] = ['rate_limit', 'server_error', 'disconnect', 'malformed', 'schema_invalid'];
+      return { kind: transient[Math.floor(random() * transient.length)]!, retry_after_s: 1 };
+    }
+    return null;
+  }
+
+  async function completions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const raw = await readBody(req);
+    let body: { model?: string; messages?: { role: string; content: string }[] };
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      return sendJson(res, 400, { error: { message: 'request body is not JSON', type: 'invalid_request_error' } });
+    }
+    const messages = body.messages ?? [];
+    const text = messages.map((m) => m.content).join('\n');
+    const epicId = /Epic id: (.+)/.exec(text)?.[1]?.trim() ?? null;
+    const epicTitle = /Epic title: (.+)/.exec(text)?.[1]?.trim() ?? 'Untitled';
+    const repair = messages.some((m) => m.role === 'assistant');
+    const fault = pickFault(text);
+    const n = calls.length + 1;
+    calls.push({ n, epic_id: epicId, fault: fault?.kind ?? null, repair, at: Date.now() });
+    if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
+    const requestId = `sim-req-${n}`;
+    const headers = {
+      'x-request-id': requestId,
+      'x-ratelimit-limit-requests': '10000',
+      'x-ratelimit-remaining-requests': '9999',
+      'x-ratelimit-reset-requests': '6ms',
+    };
+
+    switch (fault?.kind) {
+      case 'rate_limit':
+        return sendJson(res, 429, { error: { message: 'Rate limit reached (simulated)', type: 'rate_limit_error' } }, {
+          ...headers,
+          'retry-after': String(fault.retry_after_s ?? 1),
+        });
+      case 'server_error':
+        return sendJson(res, 500, { error: { message: 'The server had an error (simulated)', type: 'server_error' } }, headers);
+      case 'auth':
+        return sendJson(res, 401, { error: { message: 'Incorrect API key provided (simulated)', type: 'invalid_request_error' } }, headers);
+      case 'bad_request':
+        return sendJson(res, 400, { error: { message: 'Invalid request (simulated)', type: 'invalid_request_error' } }, headers);
+      case 'disconnect':
+        req.socket.destroy();
+        return;
+      case 'hang':
+        if (fault.hang_ms === undefined) {
+          hanging.add(res);
+          res.on('close', () => hanging.delete(res));
+          return;
+        }
+        await new Promise((r) => setTimeout(r, fault.hang_ms));
+        break;
+      case 'malformed': {
+        const text = '{"id":"chatcmpl-sim","choices":[{"message":{"role":"assistant","content":';
+        res.writeHead(200, { 'content-type': 'application/json', ...headers });
+        res.end(text);
+        return;
+      }
+      default:
+        break;
+    }
+
+    const stories = simulatedStories(epicId ?? 'unknown', epicTitle);
+    const content =
+      fault?.kind === 'schema_invalid'
+        ? JSON.stringify({ stories: stories.map((s) => ({ title: s.title, acceptance_criteria: 'not-a-list' })) })
+        : fault?.kind === 'not_json'
+          ? `Here are your stories: ${stories.map((s) => s.title).join(', ')}`
+          : JSON.stringify({ stories });
+    const promptTokens = Math.ceil(text.length / 4);
+    const completionTokens = Math.ceil(content.length / 4);
+    sendJson(
+      res,
+      200,
+      {
+        id: `chatcmpl-sim-${n}`,
+        object: 'chat.completion',
+        created: Math.floor(Date.now() / 1000),
+        model: body.model ?? 'sim',
+        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+      },
+      headers,
+    );
+  }
+
+  const server = http.createServer((req, res) => {
+    const url = req.url ?? '/';
+    const handle = async () => {
+      if (req.method === 'POST' && url.endsWith('/chat/completions')) return completions(req, res);
+      if (req.method === 'GET' && url.endsWith('/models')) {
+        return sendJson(res, 200, { object: 'list', data: [{ id: 'sim-model', object: 'model', owned_by: 'combine-sim' }] });
+      }
+      if (url === '/_sim/stats') return sendJson(res, 200, { calls: calls.length, log: calls });
+      if (req.method === 'POST' && url === '/_sim/faults') {
+        rules = (JSON.parse(await readBody(req)) as FaultRule[]).map((r) => ({ ...r, used: 0 }));
+        return sendJson(res, 200, { ok: true });
+      }
+      if (req.method === 'POST' && url === '/_sim/reset') {
+        rules = [];
+        calls.length = 0;
+        return sendJson(res, 200, { ok: true });
+      }
+      sendJson(res, 404, { error: { message: `no route ${req.method} ${url}` } });
+    };
+    handle().catch((err) => {
+      if (!res.headersSent) sendJson(res, 500, { error: { message: String(err) } });
+    });
+  });
+
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    port,
+    calls,
+    setFaults(r) {
+      rules = r.map((x) => ({ ...x, used: 0 }));
+    },
+    setLatency(ms) {
+      latencyMs = ms;
+    },
+    reset() {
+      rules = [];
+      calls.length = 0;
+    },
+    async close() {
+      for (const res of hanging) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}

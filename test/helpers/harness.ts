@@ -1,0 +1,175 @@
+/**
+ * Integration harness: a temporary COMBINE_HOME, the simulator (in this process, over HTTP), and the real
+ * CLI bundle run as a child process (which starts the real daemon on a real Unix socket).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { createSimulator, type FaultRule, type Simulator, type SimulatorOptions } from '../../src/sim/simulator.js';
+
+export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+export const CLI = join(ROOT, 'dist', 'cli.js');
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+export interface ThreadJson {
+  thread_id: string;
+  kind: string;
+  status: string;
+  target_ref: { doc_type: string; project_id: string; epic_id?: string };
+  parent_thread_id: string | null;
+  created_at: string;
+  closed_at: string | null;
+  child_summary: Record<string, number> | null;
+}
+
+export interface CommandJson {
+  thread_id: string;
+  status: string;
+  deduplicated: boolean;
+}
+
+export function project(id: string, epicCount: number) {
+  return {
+    id,
+    name: `Project ${id}`,
+    epics: Array.from({ length: epicCount }, (_, i) => ({ id: `E${i + 1}`, title: `Epic number ${i + 1}`, description: `Everything about epic ${i + 1}.` })),
+  };
+}
+
+export class Harness {
+  readonly home = mkdtempSync(join(tmpdir(), 'cmb-'));
+  env: NodeJS.ProcessEnv;
+
+  private constructor(readonly sim: Simulator) {
+    this.env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      COMBINE_HOME: this.home,
+      OPENAI_BASE_URL: sim.url,
+      OPENAI_API_KEY: 'sk-test-SECRET-0123456789abcdef',
+      COMBINE_MODEL: 'test-model',
+    };
+  }
+
+  static async start(sim: SimulatorOptions = {}): Promise<Harness> {
+    return new Harness(await createSimulator(sim));
+  }
+
+  /** Runs the CLI; never throws on a non-zero exit. */
+  cli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+    const started = performance.now();
+    return new Promise((resolvePromise, reject) => {
+      const child = spawn(process.execPath, [CLI, ...args], { env: { ...this.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 45_000);
+      child.on('error', reject);
+      child.on('close', (code, signal) => {
+        clearTimeout(timer);
+        resolvePromise({ code: code ?? (signal ? 128 : 1), stdout, stderr, ms: performance.now() - started });
+      });
+    });
+  }
+
+  /** Runs the CLI with --json, expects exit 0, and parses stdout. */
+  async json<T = any>(args: string[], opts: { env?: NodeJS.ProcessEnv } = {}): Promise<T> {
+    const r = await this.cli([...args, '--json'], opts);
+    if (r.code !== 0) throw new Error(`combine ${args.join(' ')} exited ${r.code}: ${r.stderr}${r.stdout}`);
+    return JSON.parse(r.stdout) as T;
+  }
+
+  /** Follows a thread until it ends (event-driven: the CLI returns when the daemon says so). */
+  async waitForEnd(threadId: string): Promise<ThreadJson> {
+    const r = await this.cli(['thread', threadId, '--follow', '--json']);
+    const lines = r.stdout.trim().split('\n');
+    if (r.code > 1) throw new Error(`follow failed (${r.code}): ${r.stderr}`);
+    return JSON.parse(lines[lines.length - 1]!) as ThreadJson;
+  }
+
+  async importProject(p: unknown): Promise<void> {
+    const file = join(this.home, `project-${Math.random().toString(36).slice(2)}.json`);
+    writeFileSync(file, JSON.stringify(p));
+    await this.json(['project', 'import', file]);
+  }
+
+  writeConfig(config: unknown): void {
+    writeFileSync(join(this.home, 'config.json'), JSON.stringify(config));
+  }
+
+  setFaults(rules: FaultRule[]): void {
+    this.sim.setFaults(rules);
+  }
+
+  daemonPid(): number | null {
+    try {
+      return Number(readFileSync(join(this.home, 'daemon.pid'), 'utf8').trim()) || null;
+    } catch {
+      return null;
+    }
+  }
+
+  async startDaemon(env: NodeJS.ProcessEnv = {}): Promise<number> {
+    const r = await this.cli(['daemon', 'start', '--json'], { env });
+    if (r.code !== 0) throw new Error(`daemon start failed: ${r.stderr}`);
+    return (JSON.parse(r.stdout) as { pid: number }).pid;
+  }
+
+  /** SIGKILL, as a crash would. Waits until the process is gone. */
+  async killDaemon(): Promise<void> {
+    const pid = this.daemonPid();
+    if (!pid) return;
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      return;
+    }
+    await waitForExit(pid);
+  }
+
+  async stopDaemon(): Promise<void> {
+    await this.cli(['daemon', 'stop']);
+  }
+
+  /** A read-only connection for asserting on stored state. */
+  openDb(): Database.Database {
+    return new Database(join(this.home, 'combine.db'), { readonly: true, fileMustExist: true });
+  }
+
+  logText(): string {
+    try {
+      return readFileSync(join(this.home, 'daemon.log'), 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  async cleanup(): Promise<void> {
+    await this.killDaemon();
+    await this.sim.close();
+    rmSync(this.home, { recursive: true, force: true });
+  }
+}
+
+export async function waitForExit(pid: number, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`process ${pid} did not exit within ${timeoutMs} ms`);
+}
