@@ -114,4 +114,5 @@ CREATE TABLE `llm_work_items` (
 --> statement-breakpoint
 CREATE UNIQUE INDEX `uq_work_items_thread_sequence` ON `llm_work_items` (`thread_id`,`sequence`);--> statement-breakpoint
 CREATE INDEX `idx_work_items_claimable` ON `llm_work_items` (`priority`,`not_before`,`lock_scope`) WHERE status = 'queued';--> statement-breakpoint
+CREATE INDEX `idx_work_items_deadline` ON `llm_work_items` (`deadline_at`) WHERE status = 'queued' AND deadline_at IS NOT NULL;--> statement-breakpoint
 CREATE INDEX `idx_work_items_leased` ON `llm_work_items` (`lease_expires_at`) WHERE status IN ('claimed', 'running');

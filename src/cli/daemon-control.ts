@@ -94,7 +94,15 @@ export function readDaemonPid(home: string): number | null {
   }
 }
 
-function isAlive(pid: number): boolean {
+/** A zombie (exited, not yet reaped by its parent) counts as gone: it holds nothing any more. */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    // No /proc entry: gone on Linux; elsewhere ask the kernel.
+  }
+  if (process.platform === 'linux') return false;
   try {
     process.kill(pid, 0);
     return true;

@@ -89,6 +89,10 @@ export const workItems = sqliteTable(
     index('idx_work_items_claimable')
       .on(t.priority, t.not_before, t.lock_scope)
       .where(sql`status = 'queued'`),
+    // Deadline sweeps read only queued items that have a deadline.
+    index('idx_work_items_deadline')
+      .on(t.deadline_at)
+      .where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
     // The recovery scan reads only leased items, by expiry.
     index('idx_work_items_leased')
       .on(t.lease_expires_at)

@@ -68,7 +68,7 @@ export function claimNextWorkItem(
 export function listQueuedPastDeadline(db: Db, now: number, limit: number): WorkItemRow[] {
   return prepared(
     db,
-    `SELECT * FROM llm_work_items INDEXED BY idx_work_items_claimable
+    `SELECT * FROM llm_work_items INDEXED BY idx_work_items_deadline
      WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= ? LIMIT ?`,
   ).all(now, limit) as WorkItemRow[];
 }

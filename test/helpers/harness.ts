@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { isAlive } from '../../src/cli/daemon-control.js';
 import { createSimulator, type FaultRule, type Simulator, type SimulatorOptions } from '../../src/sim/simulator.js';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -164,11 +165,7 @@ export class Harness {
 export async function waitForExit(pid: number, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    try {
-      process.kill(pid, 0);
-    } catch {
-      return;
-    }
+    if (!isAlive(pid)) return;
     await new Promise((r) => setTimeout(r, 20));
   }
   throw new Error(`process ${pid} did not exit within ${timeoutMs} ms`);

@@ -1,0 +1,174 @@
+-- index idx_call_records_thread
+CREATE INDEX `idx_call_records_thread` ON `llm_call_records` (`thread_id`);
+
+-- index idx_ledger_thread
+CREATE INDEX `idx_ledger_thread` ON `llm_ledger_entries` (`thread_id`,`seq`);
+
+-- index idx_ledger_work_item
+CREATE INDEX `idx_ledger_work_item` ON `llm_ledger_entries` (`work_item_id`,`seq`);
+
+-- index idx_threads_active
+CREATE INDEX `idx_threads_active` ON `llm_threads` (`created_at`) WHERE status IN ('open', 'running');
+
+-- index idx_threads_created
+CREATE INDEX `idx_threads_created` ON `llm_threads` (`created_at`);
+
+-- index idx_threads_key_created
+CREATE INDEX `idx_threads_key_created` ON `llm_threads` (`idempotency_key`,`created_at`);
+
+-- index idx_threads_parent
+CREATE INDEX `idx_threads_parent` ON `llm_threads` (`parent_thread_id`) WHERE parent_thread_id IS NOT NULL;
+
+-- index idx_threads_space_created
+CREATE INDEX `idx_threads_space_created` ON `llm_threads` (`space_id`,`created_at`);
+
+-- index idx_work_items_claimable
+CREATE INDEX `idx_work_items_claimable` ON `llm_work_items` (`priority`,`not_before`,`lock_scope`) WHERE status = 'queued';
+
+-- index idx_work_items_deadline
+CREATE INDEX `idx_work_items_deadline` ON `llm_work_items` (`deadline_at`) WHERE status = 'queued' AND deadline_at IS NOT NULL;
+
+-- index idx_work_items_leased
+CREATE INDEX `idx_work_items_leased` ON `llm_work_items` (`lease_expires_at`) WHERE status IN ('claimed', 'running');
+
+-- index mutations_work_item_id_unique
+CREATE UNIQUE INDEX `mutations_work_item_id_unique` ON `mutations` (`work_item_id`);
+
+-- index uq_documents_project_type
+CREATE UNIQUE INDEX `uq_documents_project_type` ON `documents` (`project_id`,`doc_type`);
+
+-- index uq_threads_idempotency_active
+CREATE UNIQUE INDEX `uq_threads_idempotency_active` ON `llm_threads` (`idempotency_key`) WHERE status IN ('open', 'running');
+
+-- index uq_work_items_thread_sequence
+CREATE UNIQUE INDEX `uq_work_items_thread_sequence` ON `llm_work_items` (`thread_id`,`sequence`);
+
+-- table __drizzle_migrations
+CREATE TABLE "__drizzle_migrations" (
+				id SERIAL PRIMARY KEY,
+				hash text NOT NULL,
+				created_at numeric
+			);
+
+-- table documents
+CREATE TABLE `documents` (
+	`id` text PRIMARY KEY NOT NULL,
+	`project_id` text NOT NULL,
+	`doc_type` text NOT NULL,
+	`version` integer NOT NULL,
+	`content` text NOT NULL,
+	`updated_at` integer NOT NULL,
+	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE no action
+);
+
+-- table llm_call_records
+CREATE TABLE `llm_call_records` (
+	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
+	`thread_id` text NOT NULL,
+	`work_item_id` text NOT NULL,
+	`model` text NOT NULL,
+	`outcome` text NOT NULL,
+	`http_status` integer,
+	`latency_ms` integer NOT NULL,
+	`prompt_tokens` integer,
+	`completion_tokens` integer,
+	`total_tokens` integer,
+	`provider_request_id` text,
+	`created_at` integer NOT NULL
+);
+
+-- table llm_ledger_entries
+CREATE TABLE `llm_ledger_entries` (
+	`seq` integer PRIMARY KEY NOT NULL,
+	`thread_id` text NOT NULL,
+	`work_item_id` text,
+	`entry_type` text NOT NULL,
+	`attempt` integer,
+	`payload` text NOT NULL,
+	`prev_hash` text NOT NULL,
+	`hash` text NOT NULL,
+	`created_at` integer NOT NULL,
+	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action,
+	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action
+);
+
+-- table llm_threads
+CREATE TABLE `llm_threads` (
+	`id` text PRIMARY KEY NOT NULL,
+	`kind` text NOT NULL,
+	`space_type` text NOT NULL,
+	`space_id` text NOT NULL,
+	`target_ref` text NOT NULL,
+	`status` text DEFAULT 'open' NOT NULL,
+	`parent_thread_id` text,
+	`idempotency_key` text NOT NULL,
+	`created_by` text,
+	`created_at` integer NOT NULL,
+	`closed_at` integer,
+	FOREIGN KEY (`parent_thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
+);
+
+-- table llm_work_items
+CREATE TABLE `llm_work_items` (
+	`id` text PRIMARY KEY NOT NULL,
+	`thread_id` text NOT NULL,
+	`sequence` integer DEFAULT 1 NOT NULL,
+	`status` text DEFAULT 'queued' NOT NULL,
+	`attempt` integer DEFAULT 1 NOT NULL,
+	`max_attempts` integer DEFAULT 3 NOT NULL,
+	`repair_count` integer DEFAULT 0 NOT NULL,
+	`lock_scope` text NOT NULL,
+	`priority` integer DEFAULT 0 NOT NULL,
+	`not_before` integer NOT NULL,
+	`deadline_at` integer,
+	`lease_owner` text,
+	`lease_expires_at` integer,
+	`error_code` text,
+	`error_message` text,
+	`created_at` integer NOT NULL,
+	`started_at` integer,
+	`finished_at` integer,
+	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
+);
+
+-- table locks
+CREATE TABLE `locks` (
+	`scope` text PRIMARY KEY NOT NULL,
+	`owner` text NOT NULL,
+	`acquired_at` integer NOT NULL,
+	`expires_at` integer
+);
+
+-- table mutations
+CREATE TABLE `mutations` (
+	`id` text PRIMARY KEY NOT NULL,
+	`work_item_id` text NOT NULL,
+	`thread_id` text NOT NULL,
+	`document_id` text NOT NULL,
+	`from_version` integer NOT NULL,
+	`to_version` integer NOT NULL,
+	`summary` text NOT NULL,
+	`created_at` integer NOT NULL,
+	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action,
+	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action,
+	FOREIGN KEY (`document_id`) REFERENCES `documents`(`id`) ON UPDATE no action ON DELETE no action
+);
+
+-- table projects
+CREATE TABLE `projects` (
+	`id` text PRIMARY KEY NOT NULL,
+	`name` text NOT NULL,
+	`created_at` integer NOT NULL
+);
+
+-- trigger ledger_entries_no_delete
+CREATE TRIGGER `ledger_entries_no_delete` BEFORE DELETE ON `llm_ledger_entries`
+BEGIN
+  SELECT RAISE(ABORT, 'llm_ledger_entries is append-only: DELETE refused');
+END;
+
+-- trigger ledger_entries_no_update
+CREATE TRIGGER `ledger_entries_no_update` BEFORE UPDATE ON `llm_ledger_entries`
+BEGIN
+  SELECT RAISE(ABORT, 'llm_ledger_entries is append-only: UPDATE refused');
+END;

@@ -1,0 +1,106 @@
+/** The daemon as a process: one per home, restarts keep everything, a dead one is detected fast. */
+import { spawn } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, Harness, project, waitForExit, type CommandJson } from '../helpers/harness.js';
+
+describe('daemon lifecycle', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await Harness.start();
+  });
+  afterAll(() => h.cleanup());
+
+  it('exits 3 within 5 s when the daemon is down and autostart is off', async () => {
+    const r = await h.cli(['threads', '--no-autostart']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('combine daemon start');
+    expect(r.ms).toBeLessThan(5000);
+    const status = await h.cli(['daemon', 'status']);
+    expect(status.code).toBe(3);
+  });
+
+  it('starts on demand, with a private home and a 0600 socket, and reports its status', async () => {
+    await h.importProject(project('p', 2)); // autostarts
+    expect(statSync(join(h.home, 'combine.sock')).mode & 0o777).toBe(0o600);
+    expect(statSync(h.home).mode & 0o777).toBe(0o700);
+    const status = await h.json(['daemon', 'status']);
+    expect(Object.keys(status).sort()).toEqual(['db_path', 'pid', 'socket', 'uptime_s', 'version']);
+    expect(status.pid).toBe(h.daemonPid());
+    expect(status.db_path).toBe(join(h.home, 'combine.db'));
+  });
+
+  it('never runs a second writer on the same home', async () => {
+    const pid = h.daemonPid();
+    const again = await h.json(['daemon', 'start']);
+    expect(again).toMatchObject({ pid, started: false });
+    // Even a foreground run that bypasses the socket check is refused by the home lock.
+    const run = await h.cli(['daemon', 'run']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('already running');
+    expect(h.daemonPid()).toBe(pid);
+  });
+
+  it('keeps everything across stop and start', async () => {
+    const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
+    await h.waitForEnd(r.thread_id);
+    const before = { threads: await h.json(['threads']), backlog: await h.json(['backlog', 'p']) };
+    const stop = await h.cli(['daemon', 'stop', '--json']);
+    expect(stop.code).toBe(0);
+    expect((await h.cli(['daemon', 'status'])).code).toBe(3);
+    await h.startDaemon();
+    expect(await h.json(['threads'])).toEqual(before.threads);
+    expect(await h.json(['backlog', 'p'])).toEqual(before.backlog);
+    expect((await h.json(['ledger', 'verify'])).ok).toBe(true);
+  });
+
+  it('replaces the stale socket of a SIGKILLed daemon', async () => {
+    const oldPid = h.daemonPid()!;
+    await h.killDaemon();
+    const r = await h.cli(['threads', '--json']); // autostart must get past the stale socket
+    expect(r.code).toBe(0);
+    expect(h.daemonPid()).not.toBe(oldPid);
+  });
+
+  it('two concurrent starts leave exactly one daemon', async () => {
+    await h.stopDaemon();
+    const runs = await Promise.all([h.cli(['daemon', 'start', '--json']), h.cli(['daemon', 'start', '--json'])]);
+    for (const r of runs) expect(r.code, r.stderr).toBe(0);
+    const pids = runs.map((r) => JSON.parse(r.stdout).pid);
+    expect(pids[0]).toBe(pids[1]);
+  });
+});
+
+describe('daemon run (foreground)', () => {
+  it('serves commands and exits 0 on SIGTERM', async () => {
+    const h = await Harness.start();
+    try {
+      const child = spawn(process.execPath, [CLI, 'daemon', 'run'], { env: h.env, stdio: 'ignore' });
+      let ready = false;
+      for (let i = 0; i < 200 && !ready; i++) {
+        ready = (await h.cli(['daemon', 'status', '--json'])).code === 0;
+        if (!ready) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(ready).toBe(true);
+      const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+      child.kill('SIGTERM');
+      expect(await exit).toBe(0);
+      await waitForExit(child.pid!);
+    } finally {
+      await h.cleanup();
+    }
+  });
+
+  it('refuses a config file with a bad field, naming it (exit 2)', async () => {
+    const h = await Harness.start();
+    try {
+      h.writeConfig({ retry: { max_attempts: 'three' } });
+      const r = await h.cli(['daemon', 'start']);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('retry.max_attempts');
+    } finally {
+      await h.cleanup();
+    }
+  });
+});

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { canonicalJson, findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/domain/ledger-hash.js';
+
+function chain(n: number) {
+  const out = [];
+  let prev = GENESIS_HASH;
+  for (let seq = 1; seq <= n; seq++) {
+    const e = { seq, thread_id: 't', work_item_id: 'w', entry_type: 'prompt', attempt: 1, created_at: seq, payload: canonicalJson({ n: seq }), prev_hash: prev };
+    const hash = ledgerEntryHash(e);
+    out.push({ ...e, hash });
+    prev = hash;
+  }
+  return out;
+}
+
+describe('ledger hash chain', () => {
+  it('canonical JSON does not depend on key order', () => {
+    expect(canonicalJson({ b: 1, a: [2, { d: 3, c: 4 }] })).toBe(canonicalJson({ a: [2, { c: 4, d: 3 }], b: 1 }));
+  });
+
+  it('verifies an intact chain', () => {
+    expect(findChainBreak(chain(5), GENESIS_HASH)).toBeNull();
+  });
+
+  it('names the entry whose payload changed', () => {
+    const c = chain(5);
+    c[2] = { ...c[2]!, payload: canonicalJson({ n: 999 }) };
+    expect(findChainBreak(c, GENESIS_HASH)).toEqual({ seq: 3, reason: 'hash does not match the entry contents' });
+  });
+
+  it('detects a removed entry at the next link', () => {
+    const c = chain(5);
+    c.splice(1, 1);
+    expect(findChainBreak(c, GENESIS_HASH)?.seq).toBe(3);
+  });
+
+  it('covers the metadata, not only the payload', () => {
+    const c = chain(3);
+    c[1] = { ...c[1]!, entry_type: 'response' };
+    expect(findChainBreak(c, GENESIS_HASH)?.seq).toBe(2);
+  });
+});
