@@ -59,7 +59,7 @@ export class App {
 
   constructor(private readonly o: AppOptions) {
     this.clock = o.clock ?? systemClock;
-    this.db = openDatabase(o.config.dbPath);
+    this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
     applyMigrations(this.db);
     this.metrics = new Metrics(this);
     this.writer = new Writer<EngineEvent>(this.db, {
@@ -94,6 +94,8 @@ export class App {
       modelParams,
       policyFor,
       recoveryIntervalMs: o.config.recoveryIntervalMs,
+      breaker: o.config.breaker,
+      secrets: o.config.provider.apiKey ? [o.config.provider.apiKey] : [],
       random: this.ctx.random,
       crashAt: o.config.crashAt,
     });
@@ -214,13 +216,15 @@ export class App {
     } catch {
       writable = false;
     }
+    const breaker = this.engine.breaker.snapshot();
     const checks = {
       database: writable && this.infraHealthy,
       migrations_applied: true,
       recovery_scan_done: this.engine.recoveryDone,
+      provider_breakers_closed: breaker.state !== 'open',
     };
     const ready = Object.values(checks).every(Boolean);
-    return { live: true, ready, status: ready ? 'ready' : 'unready', checks, breakers: {} as Record<string, unknown> };
+    return { live: true, ready, status: ready ? 'ready' : 'unready', checks, breakers: { [this.engine.endpoint]: breaker } };
   }
 
   stats() {

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { parseDurationMs } from '../domain/duration.js';
 import { describeZodIssues } from '../domain/project.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
+import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
 
 const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {
   const ms = parseDurationMs(v);
@@ -50,6 +51,14 @@ export const configFileSchema = z
       .strict()
       .optional(),
     retry: retrySchema.optional(),
+    breaker: z
+      .object({
+        failure_threshold: z.number().int().min(1).max(1000).optional(),
+        open: duration.optional(),
+        max_open: duration.optional(),
+      })
+      .strict()
+      .optional(),
     /** Per-operation retry overrides, e.g. {"story_generate_epic": {"max_attempts": 5}}. */
     operations: z.record(z.string(), z.object({ retry: retrySchema.optional() }).strict()).optional(),
   })
@@ -77,6 +86,9 @@ export interface DaemonConfig {
   drainTimeoutMs: number;
   retry: RetryPolicy;
   operationRetry: Record<string, RetryPolicy>;
+  breaker: BreakerPolicy;
+  /** How long a write waits for another process's lock before it counts as an infrastructure failure. */
+  busyTimeoutMs: number;
   /** Debug switch for crash tests: exit abruptly at this point of the pipeline. */
   crashAt: string | null;
 }
@@ -163,6 +175,12 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     drainTimeoutMs: file.engine?.drain_timeout ?? 10_000,
     retry,
     operationRetry,
+    breaker: {
+      failureThreshold: file.breaker?.failure_threshold ?? DEFAULT_BREAKER_POLICY.failureThreshold,
+      openMs: file.breaker?.open ?? DEFAULT_BREAKER_POLICY.openMs,
+      maxOpenMs: file.breaker?.max_open ?? DEFAULT_BREAKER_POLICY.maxOpenMs,
+    },
+    busyTimeoutMs: envDuration(env, 'COMBINE_BUSY_TIMEOUT') ?? 5000,
     crashAt: env.COMBINE_CRASH_AT || null,
   };
 }

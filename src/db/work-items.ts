@@ -82,6 +82,16 @@ export function nextQueuedDueAt(db: Db): number | null {
   return row.t;
 }
 
+/** The earliest deadline among queued items (null if none has one). */
+export function nextQueuedDeadline(db: Db): number | null {
+  const row = prepared(
+    db,
+    `SELECT min(deadline_at) AS t FROM llm_work_items INDEXED BY idx_work_items_deadline
+     WHERE status = 'queued' AND deadline_at IS NOT NULL`,
+  ).get() as { t: number | null };
+  return row.t;
+}
+
 /** Leased items whose lease has expired (their worker died or stalled). */
 export function listExpiredLeases(db: Db, now: number): WorkItemRow[] {
   return prepared(

@@ -36,3 +36,15 @@ export interface ClassifiedError {
   retryAfterMs?: number;
   httpStatus?: number;
 }
+
+/**
+ * Removes anything that looks like a credential from a message before it reaches a log or the ledger
+ * (providers sometimes echo a masked key in 401 messages).
+ */
+export function redactSecrets(text: string, secrets: readonly string[] = []): string {
+  let out = text;
+  for (const s of secrets) if (s.length >= 8) out = out.split(s).join('[redacted]');
+  return out
+    .replace(/\b(sk|rk|pk|sess)-[A-Za-z0-9_*.-]{6,}/g, '[redacted]')
+    .replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, '$1[redacted]');
+}

@@ -168,8 +168,11 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         });
       case 'server_error':
         return sendJson(res, 500, { error: { message: 'The server had an error (simulated)', type: 'server_error' } }, headers);
-      case 'auth':
-        return sendJson(res, 401, { error: { message: 'Incorrect API key provided (simulated)', type: 'invalid_request_error' } }, headers);
+      case 'auth': {
+        // Like real providers, echo the key that was sent: redaction must keep it out of logs and the ledger.
+        const key = String(req.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
+        return sendJson(res, 401, { error: { message: `Incorrect API key provided: ${key} (simulated)`, type: 'invalid_request_error' } }, headers);
+      }
       case 'bad_request':
         return sendJson(res, 400, { error: { message: 'Invalid request (simulated)', type: 'invalid_request_error' } }, headers);
       case 'disconnect':

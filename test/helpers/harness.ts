@@ -162,6 +162,20 @@ export class Harness {
   }
 }
 
+/** Polls a condition until it holds (for states with no event to follow, e.g. "the call has started"). */
+export async function waitUntil<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as T;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Fast retries for tests: the schedule's shape is unit-tested; here only its outcome matters. */
+export const FAST_RETRY = { retry: { base: '50ms', cap: '200ms' } };
+
 export async function waitForExit(pid: number, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {

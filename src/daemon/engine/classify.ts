@@ -4,7 +4,7 @@
  * attempt limit rather than silently dropped or retried forever.
  */
 import OpenAI from 'openai';
-import type { ClassifiedError } from '../../domain/errors.js';
+import { redactSecrets, type ClassifiedError } from '../../domain/errors.js';
 import { parseRetryAfterMs } from '../../domain/retry.js';
 import { MissingApiKeyError } from '../provider.js';
 
@@ -15,8 +15,9 @@ export interface AbortState {
   timedOut: boolean;
 }
 
-export function classifyCallError(err: unknown, aborts: AbortState, now: number): ClassifiedError {
-  const message = (err as Error)?.message ?? String(err);
+/** Classifies a failed call. `secrets` (the API key) are scrubbed from every message kept. */
+export function classifyCallError(err: unknown, aborts: AbortState, now: number, secrets: readonly string[] = []): ClassifiedError {
+  const message = redactSecrets((err as Error)?.message ?? String(err), secrets);
   if (aborts.canceled) return { code: 'CANCELED', class: 'canceled', message: 'canceled by the user' };
   if (aborts.timedOut || err instanceof OpenAI.APIConnectionTimeoutError) {
     return { code: 'PROVIDER_TIMEOUT', class: 'transient', message: `the provider did not answer in time: ${message}` };

@@ -10,7 +10,14 @@ import type { Db } from '../../db/connection.js';
 import { InfraError } from '../../db/errors.js';
 import { extendLock } from '../../db/locks.js';
 import type { LedgerRow } from '../../db/schema.js';
-import { extendLease, getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDueAt } from '../../db/work-items.js';
+import {
+  extendLease,
+  getWorkItem,
+  listExpiredLeases,
+  listLeasesNotOwnedBy,
+  nextQueuedDeadline,
+  nextQueuedDueAt,
+} from '../../db/work-items.js';
 import type { Writer } from '../../db/writer.js';
 import type { ModelParams } from '../../domain/prompts.js';
 import type { RetryPolicy } from '../../domain/retry.js';
@@ -18,7 +25,8 @@ import type { EngineEvent } from '../events.js';
 import type { Logger } from '../logger.js';
 import type { Provider } from '../provider.js';
 import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type CompleterContext } from './completer.js';
-import { executeCall } from './executor.js';
+import { CircuitBreaker, type BreakerPolicy } from './breaker.js';
+import { executeCall, type CallOutcome } from './executor.js';
 import { claimWorkItems, skipItemsPastDeadline } from './producer.js';
 import { rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { Tx } from './tx.js';
@@ -43,6 +51,9 @@ export interface EngineOptions {
   modelParams: ModelParams;
   policyFor(kind: string): RetryPolicy;
   recoveryIntervalMs: number;
+  breaker: BreakerPolicy;
+  /** Credentials to scrub from error messages before they are logged or recorded. */
+  secrets: readonly string[];
   random?: () => number;
   /** Debug switch for crash tests (COMBINE_CRASH_AT). */
   crashAt?: string | null;
@@ -65,10 +76,13 @@ export class Engine {
   private dueTimer: NodeJS.Timeout | null = null;
   private timers: NodeJS.Timeout[] = [];
   private idleWaiters: (() => void)[] = [];
+  /** One breaker: this engine talks to one provider endpoint. */
+  readonly breaker: CircuitBreaker;
   recoveryDone = false;
 
   constructor(private readonly o: EngineOptions) {
     this.leaseMs = o.callTimeoutMs + 30_000;
+    this.breaker = new CircuitBreaker(o.breaker);
     this.ctx = {
       owner: o.owner,
       endpoint: o.provider.endpoint,
@@ -77,6 +91,10 @@ export class Engine {
       random: o.random ?? Math.random,
       ...(o.crashAt === 'in_mutation' ? { inMutation: () => this.crash('in_mutation') } : {}),
     };
+  }
+
+  get endpoint(): string {
+    return this.o.provider.endpoint;
   }
 
   get inFlightCount(): number {
@@ -142,13 +160,16 @@ export class Engine {
     this.ticking = true;
     try {
       await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
-      const free = this.o.maxInFlight - this.inFlight.size;
+      const wanted = this.o.maxInFlight - this.inFlight.size;
+      // An open breaker admits nothing: items stay queued and no attempt is burned.
+      const free = this.breaker.admit(wanted, this.o.clock.now());
       if (free > 0) {
         const claimed = await this.write((tx) => claimWorkItems(tx, this.o.owner, free, this.leaseMs));
+        if (claimed.length === 0) this.breaker.onInconclusive();
         if (claimed.length > 0) this.crash('after_claim');
         for (const item of claimed) this.launch(item.id, item.lock_scope, null);
         // A full batch means more may be waiting; otherwise sleep until the next item is due.
-        if (claimed.length === free) this.tickAgain = true;
+        if (claimed.length === free && free === wanted) this.tickAgain = true;
       }
       this.scheduleNextDue();
     } catch (err) {
@@ -163,9 +184,13 @@ export class Engine {
     }
   }
 
+  /** Sleeps until the next queued item is due, a deadline passes, or the breaker lets a probe through. */
   private scheduleNextDue(): void {
-    const due = nextQueuedDueAt(this.o.db);
-    if (due !== null && due > this.o.clock.now()) this.scheduleAt(due);
+    const now = this.o.clock.now();
+    const candidates = [nextQueuedDueAt(this.o.db), nextQueuedDeadline(this.o.db), this.breaker.reopensAt()].filter(
+      (t): t is number => t !== null && t > now,
+    );
+    if (candidates.length > 0) this.scheduleAt(Math.min(...candidates));
   }
 
   private scheduleAt(at: number): void {
@@ -195,13 +220,15 @@ export class Engine {
     let response = resumeFrom;
     if (!response) {
       const request = await this.write((tx) => startWorkItem(tx, this.ctx, itemId));
-      if (!request) return;
+      if (!request) return this.breaker.onInconclusive();
       if (this.o.crashAt === 'during_call') setTimeout(() => this.crash('during_call'), 200);
       const outcome = await executeCall(this.o.provider, request, {
         cancel,
         timeoutMs: this.o.callTimeoutMs,
         now: () => this.o.clock.now(),
+        secrets: this.o.secrets,
       });
+      this.observeProvider(outcome);
       if (outcome.kind === 'error') {
         await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
         return;
@@ -212,6 +239,17 @@ export class Engine {
     }
     const recorded = response;
     await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
+  }
+
+  /** Feeds the breaker: transient provider failures count, any answer from the provider resets it. */
+  private observeProvider(outcome: CallOutcome): void {
+    if (outcome.kind === 'response' || outcome.error.class === 'permanent') return this.breaker.onSuccess();
+    if (outcome.error.class !== 'transient') return this.breaker.onInconclusive();
+    if (this.breaker.onTransientFailure(this.o.clock.now())) {
+      const s = this.breaker.snapshot();
+      this.o.logger.warn({ endpoint: this.o.provider.endpoint, ...s }, `circuit breaker opened: no calls start until ${s.open_until}`);
+      this.scheduleAt(this.breaker.reopensAt()!);
+    }
   }
 
   private async persistently<T>(fn: () => Promise<T>): Promise<T> {

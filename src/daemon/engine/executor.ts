@@ -18,7 +18,7 @@ export type CallOutcome =
 export async function executeCall(
   provider: Provider,
   request: ChatRequest,
-  opts: { cancel: AbortSignal; timeoutMs: number; now: () => number },
+  opts: { cancel: AbortSignal; timeoutMs: number; now: () => number; secrets?: readonly string[] },
 ): Promise<CallOutcome> {
   const deadline = AbortSignal.timeout(opts.timeoutMs);
   const signal = AbortSignal.any([opts.cancel, deadline]);
@@ -27,7 +27,7 @@ export async function executeCall(
     const raw = await provider.send(request, signal, opts.timeoutMs);
     return { kind: 'response', latencyMs: Math.round(performance.now() - started), ...raw };
   } catch (err) {
-    const error = classifyCallError(err, { canceled: opts.cancel.aborted, timedOut: deadline.aborted }, opts.now());
+    const error = classifyCallError(err, { canceled: opts.cancel.aborted, timedOut: deadline.aborted }, opts.now(), opts.secrets);
     return { kind: 'error', error, latencyMs: Math.round(performance.now() - started) };
   }
 }
