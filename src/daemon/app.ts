@@ -66,8 +66,9 @@ export class App {
       publish: (events) => this.bus.publish(events),
       onCommit: (info) => this.metrics.observeCommit(info.commitMs),
       onInfraFailure: (err) => {
+        // One line per outage, not one per failed batch.
+        if (this.infraHealthy) o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
         this.infraHealthy = false;
-        o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
       },
       onInfraRecovered: () => {
         this.infraHealthy = true;

@@ -51,6 +51,8 @@ export interface SimCall {
   fault: FaultKind | null;
   repair: boolean;
   at: number;
+  /** The HTTP status answered (200 = a paid answer), or null while unanswered / when the connection was dropped. */
+  status: number | null;
 }
 
 export interface Simulator {
@@ -107,7 +109,8 @@ function readBody(req: http.IncomingMessage): Promise<string> {
   });
 }
 
-function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}, call?: SimCall): void {
+  if (call) call.status = status;
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
@@ -150,7 +153,8 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     const repair = messages.some((m) => m.role === 'assistant');
     const fault = pickFault(text);
     const n = calls.length + 1;
-    calls.push({ n, epic_id: epicId, fault: fault?.kind ?? null, repair, at: Date.now() });
+    const call: SimCall = { n, epic_id: epicId, fault: fault?.kind ?? null, repair, at: Date.now(), status: null };
+    calls.push(call);
     if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
     const requestId = `sim-req-${n}`;
     const headers = {
@@ -165,16 +169,16 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         return sendJson(res, 429, { error: { message: 'Rate limit reached (simulated)', type: 'rate_limit_error' } }, {
           ...headers,
           'retry-after': String(fault.retry_after_s ?? 1),
-        });
+        }, call);
       case 'server_error':
-        return sendJson(res, 500, { error: { message: 'The server had an error (simulated)', type: 'server_error' } }, headers);
+        return sendJson(res, 500, { error: { message: 'The server had an error (simulated)', type: 'server_error' } }, headers, call);
       case 'auth': {
         // Like real providers, echo the key that was sent: redaction must keep it out of logs and the ledger.
         const key = String(req.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
-        return sendJson(res, 401, { error: { message: `Incorrect API key provided: ${key} (simulated)`, type: 'invalid_request_error' } }, headers);
+        return sendJson(res, 401, { error: { message: `Incorrect API key provided: ${key} (simulated)`, type: 'invalid_request_error' } }, headers, call);
       }
       case 'bad_request':
-        return sendJson(res, 400, { error: { message: 'Invalid request (simulated)', type: 'invalid_request_error' } }, headers);
+        return sendJson(res, 400, { error: { message: 'Invalid request (simulated)', type: 'invalid_request_error' } }, headers, call);
       case 'disconnect':
         req.socket.destroy();
         return;
@@ -188,6 +192,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         break;
       case 'malformed': {
         const text = '{"id":"chatcmpl-sim","choices":[{"message":{"role":"assistant","content":';
+        call.status = 200;
         res.writeHead(200, { 'content-type': 'application/json', ...headers });
         res.end(text);
         return;
@@ -217,6 +222,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
       },
       headers,
+      call,
     );
   }
 

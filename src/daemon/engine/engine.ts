@@ -126,6 +126,12 @@ export class Engine {
     });
   }
 
+  /** Claims whatever is due now and returns how many items it started (what `wake` does, awaitable). */
+  async claimDue(): Promise<number> {
+    while (this.ticking) await new Promise((r) => setImmediate(r));
+    return this.tick();
+  }
+
   /** Aborts the in-flight calls of these work items (a user's cancel). */
   abort(workItemIds: string[]): void {
     for (const id of workItemIds) this.inFlight.get(id)?.cancel.abort();
@@ -155,9 +161,10 @@ export class Engine {
     return this.o.writer.write((db, emit) => fn({ db, emit, now: this.o.clock.now() }));
   }
 
-  private async tick(): Promise<void> {
-    if (this.stopping) return;
+  private async tick(): Promise<number> {
+    if (this.stopping) return 0;
     this.ticking = true;
+    let started = 0;
     try {
       await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
       const wanted = this.o.maxInFlight - this.inFlight.size;
@@ -168,6 +175,7 @@ export class Engine {
         if (claimed.length === 0) this.breaker.onInconclusive();
         if (claimed.length > 0) this.crash('after_claim');
         for (const item of claimed) this.launch(item.id, item.lock_scope, null);
+        started = claimed.length;
         // A full batch means more may be waiting; otherwise sleep until the next item is due.
         if (claimed.length === free && free === wanted) this.tickAgain = true;
       }
@@ -182,6 +190,7 @@ export class Engine {
         this.wake();
       }
     }
+    return started;
   }
 
   /** Sleeps until the next queued item is due, a deadline passes, or the breaker lets a probe through. */

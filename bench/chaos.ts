@@ -1,0 +1,116 @@
+/**
+ * `npm run chaos`: 200 epics against a provider with 20% faults and 300 ms latency, while the daemon is
+ * SIGKILLed every 1–3 s for 10 rounds and restarted; then everything runs to completion.
+ *
+ * Prints: threads lost (must be 0), mutations applied twice (must be 0), repeated paid calls (answers the
+ * provider sent — paid — that never reached the ledger; at most the calls in flight at the kills), and
+ * the ledger verification. Exit 1 if a guarantee failed.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { createSimulator } from '../src/sim/simulator.js';
+
+const EPICS = Number(process.env.CHAOS_EPICS ?? 200);
+const ROUNDS = Number(process.env.CHAOS_ROUNDS ?? 10);
+const FAULT_RATE = 0.2;
+const LATENCY_MS = 300;
+const MAX_IN_FLIGHT = 4;
+const root = new URL('..', import.meta.url).pathname;
+const cli = join(root, 'dist', 'cli.js');
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function combine(env: NodeJS.ProcessEnv, args: string[]): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [cli, ...args], { env, encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
+}
+
+function json(env: NodeJS.ProcessEnv, args: string[]): any {
+  const r = combine(env, [...args, '--json']);
+  if (r.code !== 0) throw new Error(`combine ${args.join(' ')}: exit ${r.code}: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+async function main(): Promise<void> {
+  execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { stdio: 'inherit' });
+  const sim = await createSimulator({ latencyMs: LATENCY_MS, faultRate: FAULT_RATE, seed: 7 });
+  const home = mkdtempSync(join(tmpdir(), 'combine-chaos-'));
+  const env = { ...process.env, COMBINE_HOME: home, OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'chaos', COMBINE_MODEL: 'sim' };
+  writeFileSync(join(home, 'config.json'), JSON.stringify({ engine: { max_in_flight: MAX_IN_FLIGHT }, retry: { base: '200ms', cap: '2s' } }));
+  const projectFile = join(home, 'project.json');
+  writeFileSync(
+    projectFile,
+    JSON.stringify({
+      id: 'chaos',
+      name: 'Chaos',
+      epics: Array.from({ length: EPICS }, (_, i) => ({ id: `E${i + 1}`, title: `Epic ${i + 1}`, description: `Epic number ${i + 1}` })),
+    }),
+  );
+  const started = Date.now();
+  json(env, ['project', 'import', projectFile]);
+  const parent = json(env, ['generate-all', '--project', 'chaos']);
+  console.log(`chaos: ${EPICS} epics, ${FAULT_RATE * 100}% faults, ${LATENCY_MS} ms latency, ${MAX_IN_FLIGHT} in flight; parent ${parent.thread_id}`);
+
+  let inFlightAtKills = 0;
+  for (let round = 1; round <= ROUNDS; round++) {
+    await sleep(1000 + Math.random() * 2000);
+    const stats = combine(env, ['stats', '--json', '--no-autostart']);
+    const inFlight = stats.code === 0 ? JSON.parse(stats.stdout).in_flight : 0;
+    const pid = Number(readFileSync(join(home, 'daemon.pid'), 'utf8'));
+    process.kill(pid, 'SIGKILL');
+    inFlightAtKills += inFlight;
+    const done = json(env, ['daemon', 'start']);
+    console.log(`round ${round}: killed pid ${pid} with ${inFlight} calls in flight; restarted as pid ${done.pid}`);
+  }
+
+  const follow = combine(env, ['thread', parent.thread_id, '--follow', '--json']);
+  const lines = follow.stdout.trim().split('\n');
+  const final = JSON.parse(lines[lines.length - 1]!);
+  const verify = combine(env, ['ledger', 'verify', '--json']);
+  combine(env, ['daemon', 'stop']);
+
+  const db = new Database(join(home, 'combine.db'), { readonly: true });
+  const children = db.prepare('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status').all(parent.thread_id) as { status: string; n: number }[];
+  const byStatus = Object.fromEntries(children.map((c) => [c.status, c.n]));
+  const terminal = (byStatus.complete ?? 0) + (byStatus.failed ?? 0) + (byStatus.canceled ?? 0);
+  const threadsLost = EPICS - terminal;
+  const twiceByItem = (db.prepare('SELECT count(*) AS n FROM (SELECT work_item_id FROM mutations GROUP BY work_item_id HAVING count(*) > 1)').get() as { n: number }).n;
+  const twiceByThread = (db.prepare('SELECT count(*) AS n FROM (SELECT thread_id FROM mutations GROUP BY thread_id HAVING count(*) > 1)').get() as { n: number }).n;
+  const mutations = (db.prepare('SELECT count(*) AS n FROM mutations').get() as { n: number }).n;
+  const docVersion = (db.prepare("SELECT version FROM documents WHERE project_id = 'chaos' AND doc_type = 'story_backlog'").get() as { version: number }).version;
+  const recordedAnswers = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'response'").get() as { n: number }).n;
+  const interrupted = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'error' AND payload LIKE '%\"INTERRUPTED\"%'").get() as { n: number }).n;
+  db.close();
+  const paidAnswers = sim.calls.filter((c) => c.status === 200).length;
+  const repeatedPaid = paidAnswers - recordedAnswers;
+  const verifyResult = JSON.parse(verify.stdout);
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+
+  const rows = [
+    ['epics / child threads terminal', `${EPICS} / ${terminal} (${JSON.stringify(byStatus)})`],
+    ['parent thread', `${final.status} ${JSON.stringify(final.child_summary)}`],
+    ['threads lost', String(threadsLost)],
+    ['mutations applied twice', String(twiceByItem + twiceByThread + (docVersion - 1 - mutations))],
+    ['provider calls / paid answers / answers in ledger', `${sim.calls.length} / ${paidAnswers} / ${recordedAnswers}`],
+    ['repeated paid calls (paid, not in ledger)', `${repeatedPaid} (bound: ${inFlightAtKills} calls in flight at the kills)`],
+    ['INTERRUPTED entries (calls in doubt)', String(interrupted)],
+    ['ledger verify', verifyResult.ok ? `ok (${verifyResult.entries} entries)` : `FAILED ${JSON.stringify(verifyResult.first_break ?? verifyResult.incomplete[0])}`],
+    ['wall time', `${seconds} s on ${cpus().length} cores`],
+  ];
+  console.log('\n| measure | result |\n| --- | --- |');
+  for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
+
+  await sim.close();
+  rmSync(home, { recursive: true, force: true });
+  const ok = threadsLost === 0 && twiceByItem + twiceByThread === 0 && docVersion - 1 === mutations && repeatedPaid <= inFlightAtKills && verifyResult.ok;
+  console.log(ok ? '\nchaos: all guarantees held' : '\nchaos: A GUARANTEE FAILED');
+  process.exit(ok ? 0 : 1);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
