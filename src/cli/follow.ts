@@ -53,11 +53,11 @@ class ChildProgress {
   }
 }
 
-/** Follows `threadId` until it ends; resolves with the terminal thread. */
-export function followThread(home: string, threadId: string, opts: { json?: boolean }): Promise<ThreadView> {
+/** Streams a thread's events until it is terminal and resolves with its final view; `quiet` prints nothing. */
+export function followThread(home: string, threadId: string, opts: { json?: boolean; quiet?: boolean }): Promise<ThreadView> {
   let ended = false;
   const conn = connectWithSubscriptions(homeFiles(home).socket, () => {
-    if (!opts.json && !ended) process.stderr.write('  (connection to the daemon lost; reconnecting…)\n');
+    if (!opts.json && !opts.quiet && !ended) process.stderr.write('  (connection to the daemon lost; reconnecting…)\n');
   });
   let progress: ChildProgress | null = null;
   return new Promise<ThreadView>((resolve, reject) => {
@@ -73,6 +73,7 @@ export function followThread(home: string, threadId: string, opts: { json?: bool
             resolve(msg.thread);
             return;
           }
+          if (opts.quiet) return;
           if (opts.json) return printJsonLine(msg);
           if (msg.event === 'snapshot') {
             const s = msg.thread.child_summary;

@@ -17,11 +17,11 @@ async function loadSim(): Promise<typeof SimModule> {
   return (await import(new URL('./sim.js', import.meta.url).href)) as typeof SimModule;
 }
 
-function say(line = ''): void {
-  process.stdout.write(`${line}\n`);
-}
-
-async function runDemo(opts: { keep?: boolean; latency: string }): Promise<void> {
+async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }): Promise<void> {
+  // With --json the narration is dropped and one summary object is printed at the end.
+  const say = (line = ''): void => {
+    if (!opts.json) process.stdout.write(`${line}\n`);
+  };
   const { createSimulator } = await loadSim();
   const sim = await createSimulator({ latencyMs: Number(opts.latency) });
   const home = mkdtempSync(join(tmpdir(), 'combine-demo-'));
@@ -42,17 +42,32 @@ async function runDemo(opts: { keep?: boolean; latency: string }): Promise<void>
     say(`$ combine generate-all --project ${imported.project_id} --follow`);
     const r = await client.generate.all.mutate({ project_id: imported.project_id });
     say(`thread ${r.thread_id} ${r.status}`);
-    const final = await followThread(home, r.thread_id, {});
+    const final = await followThread(home, r.thread_id, { quiet: opts.json });
     say(`thread ${final.thread_id} ${final.status}`);
     say();
     say(`$ combine backlog ${imported.project_id}`);
-    say(renderBacklog(await client.backlog.query({ project_id: imported.project_id })));
+    const backlog = await client.backlog.query({ project_id: imported.project_id });
+    say(renderBacklog(backlog));
     say();
     const verify = await client.ledger.verify.query();
     say(`$ combine ledger verify`);
     say(verify.ok ? `ledger ok: ${verify.entries} entries, chain head ${verify.head_hash}` : 'ledger verification FAILED');
     say();
     say(`done in ${((Date.now() - started) / 1000).toFixed(1)}s; ${sim.calls.length} simulated provider calls.`);
+    if (opts.json) {
+      const summary = {
+        simulated: true,
+        project_id: imported.project_id,
+        thread_id: final.thread_id,
+        status: final.status,
+        child_summary: final.child_summary,
+        epics: backlog.epics.map((e) => ({ epic_id: e.epic_id, title: e.title, stories: e.stories.length })),
+        ledger_ok: verify.ok,
+        provider_calls: sim.calls.length,
+        duration_ms: Date.now() - started,
+      };
+      process.stdout.write(`${JSON.stringify(summary)}\n`);
+    }
     const pid = readDaemonPid(home);
     await client.daemon.stop.mutate();
     if (pid) await waitForExit(pid, 15_000);
@@ -74,6 +89,8 @@ export function demoCommands(): Command[] {
     .description('run the whole flow offline: simulator, temporary home, import, generate-all, backlog')
     .option('--keep', 'keep the temporary COMBINE_HOME to explore afterwards')
     .option('--latency <ms>', 'simulated model latency per call', '150')
+    .option('--json', 'print one JSON summary instead of the narration')
+    .addHelpText('after', '\nExamples:\n  combine demo\n  combine demo --keep        # then explore with the printed COMBINE_HOME\n  combine demo --json')
     .action(runDemo);
 
   const sim = new Command('sim')
