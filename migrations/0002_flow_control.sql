@@ -26,6 +26,14 @@ CREATE UNIQUE INDEX `uq_charges_response` ON `llm_charges` (`response_seq`) WHER
 CREATE UNIQUE INDEX `uq_charges_open_reservation` ON `llm_charges` (`work_item_id`) WHERE status = 'reserved';--> statement-breakpoint
 CREATE INDEX `idx_charges_project_day` ON `llm_charges` (`project_id`,`day`);--> statement-breakpoint
 CREATE INDEX `idx_charges_thread` ON `llm_charges` (`thread_id`);--> statement-breakpoint
+CREATE TABLE `llm_project_spend` (
+	`project_id` text NOT NULL,
+	`day` text NOT NULL,
+	`tokens` integer NOT NULL,
+	`cost_usd` real NOT NULL,
+	PRIMARY KEY(`project_id`, `day`)
+);
+--> statement-breakpoint
 ALTER TABLE `llm_work_items` ADD `project_id` text DEFAULT '' NOT NULL;--> statement-breakpoint
 CREATE INDEX `idx_work_items_fair` ON `llm_work_items` (`project_id`,`priority`,`not_before`) WHERE status = 'queued';--> statement-breakpoint
 -- Backfill: a work item's project is its thread's space.

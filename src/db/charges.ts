@@ -65,16 +65,29 @@ export function markChargeApplied(db: Db, responseSeq: number): void {
 }
 
 /**
+ * Moves a project's budgeted spend for one day by a delta (positive when a call is reserved, the
+ * difference when it settles, negative when it is released). Called in the same transaction as the
+ * charge change it mirrors (engine/charges.ts).
+ */
+export function addProjectSpend(db: Db, p: { project_id: string; day: string; tokens: number; cost_usd: number }): void {
+  prepared(
+    db,
+    `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
+     ON CONFLICT (project_id, day) DO UPDATE
+       SET tokens = tokens + excluded.tokens, cost_usd = cost_usd + excluded.cost_usd`,
+  ).run(p);
+}
+
+/**
  * What a project has spent or may have spent: settled calls at their usage, reserved and in-doubt calls
- * at their maximum; released calls count nothing. `day` null sums every day.
+ * at their maximum; released calls count nothing. `day` null sums every day. Reads the running totals
+ * (one row per day), not the call history.
  */
 export function sumProjectSpend(db: Db, projectId: string, day: string | null): { tokens: number; cost_usd: number } {
   return prepared(
     db,
-    `SELECT coalesce(sum(CASE status WHEN 'settled' THEN total_tokens ELSE reserved_tokens END), 0) AS tokens,
-            coalesce(sum(CASE status WHEN 'settled' THEN cost_usd ELSE reserved_cost_usd END), 0) AS cost_usd
-     FROM llm_charges INDEXED BY idx_charges_project_day
-     WHERE project_id = @projectId AND (@day IS NULL OR day = @day) AND status != 'released'`,
+    `SELECT coalesce(sum(tokens), 0) AS tokens, coalesce(sum(cost_usd), 0) AS cost_usd
+     FROM llm_project_spend WHERE project_id = @projectId AND (@day IS NULL OR day = @day)`,
   ).get({ projectId, day }) as { tokens: number; cost_usd: number };
 }
 

@@ -7,7 +7,7 @@
  * exactly the inferred types below.
  */
 import { sql } from 'drizzle-orm';
-import { index, integer, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
 export const projects = sqliteTable('projects', {
   id: text('id').primaryKey(),
@@ -224,6 +224,22 @@ export const charges = sqliteTable(
     index('idx_charges_project_day').on(t.project_id, t.day),
     index('idx_charges_thread').on(t.thread_id),
   ],
+);
+
+/**
+ * What each project has spent or may have spent per UTC day, as budgets count it (settled calls at
+ * their usage, reserved and in-doubt calls at their maximum). Derived from llm_charges and kept in
+ * step with it in the same transactions, so a budget check reads a few rows instead of the history.
+ */
+export const projectSpend = sqliteTable(
+  'llm_project_spend',
+  {
+    project_id: text('project_id').notNull(),
+    day: text('day').notNull(),
+    tokens: integer('tokens').notNull(),
+    cost_usd: real('cost_usd').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.project_id, t.day] })],
 );
 
 export type ProjectRow = typeof projects.$inferSelect;

@@ -36,28 +36,62 @@ export function getLatestWorkItem(db: Db, threadId: string): WorkItemRow | undef
     | undefined;
 }
 
+type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
+type QueueGroup = Pick<WorkItemRow, 'project_id' | 'priority'>;
+
 /**
- * The fair scheduler's candidates: for each (project, priority) with due queued items, the oldest one
- * that can run now — not past its deadline, and whose lock scope no live holder has (so two mutations
- * of one epic never overlap). Few rows (projects × priority classes); each is one index seek on
- * idx_work_items_fair, which walks past held or late items in due order.
+ * The fair scheduler's candidates: for each (project, priority) with queued items, the oldest one that
+ * can run now — due, not past its deadline, and whose lock scope no live holder has (so two mutations
+ * of one epic never overlap). Few rows (projects × priority classes).
+ *
+ * The groups are found by a skip-scan: each step is one seek on idx_work_items_fair to the next
+ * (project, priority) pair, so the cost grows with the number of groups, not with the queue (a plain
+ * DISTINCT reads every queued entry: ~0.4 ms per claim at 10,000 queued).
  */
-export function listClaimHeads(db: Db, now: number): Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>[] {
+export function listClaimHeads(db: Db, now: number): ClaimHead[] {
+  const heads: ClaimHead[] = [];
+  for (let g = firstQueueGroup(db); g; g = nextQueueGroup(db, g)) {
+    const head = groupHead(db, g, now);
+    if (head) heads.push(head);
+  }
+  return heads;
+}
+
+function firstQueueGroup(db: Db): QueueGroup | undefined {
   return prepared(
     db,
-    `SELECT h.id, h.project_id, h.priority, h.not_before FROM (
-       SELECT (SELECT w.id FROM llm_work_items w INDEXED BY idx_work_items_fair
-               WHERE w.status = 'queued' AND w.project_id = g.project_id AND w.priority = g.priority
-                 AND w.not_before <= @now
-                 AND (w.deadline_at IS NULL OR w.deadline_at > @now)
-                 AND NOT EXISTS (
-                   SELECT 1 FROM locks l
-                   WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
-               ORDER BY w.not_before LIMIT 1) AS head_id
-       FROM (SELECT DISTINCT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
-             WHERE status = 'queued' AND not_before <= @now) g
-     ) x JOIN llm_work_items h ON h.id = x.head_id`,
-  ).all({ now }) as Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>[];
+    `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' ORDER BY project_id, priority LIMIT 1`,
+  ).get() as QueueGroup | undefined;
+}
+
+/** The next group after `g` in index order: a higher priority of the same project, else the next project. */
+function nextQueueGroup(db: Db, g: QueueGroup): QueueGroup | undefined {
+  const samePriority = prepared(
+    db,
+    `SELECT priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' AND project_id = ? AND priority > ? ORDER BY priority LIMIT 1`,
+  ).get(g.project_id, g.priority) as { priority: number } | undefined;
+  if (samePriority) return { project_id: g.project_id, priority: samePriority.priority };
+  return prepared(
+    db,
+    `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' AND project_id > ? ORDER BY project_id, priority LIMIT 1`,
+  ).get(g.project_id) as QueueGroup | undefined;
+}
+
+/** The group's oldest item that can run now; one index seek walking past held or late items in due order. */
+function groupHead(db: Db, g: QueueGroup, now: number): ClaimHead | undefined {
+  return prepared(
+    db,
+    `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
+     WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
+       AND (w.deadline_at IS NULL OR w.deadline_at > @now)
+       AND NOT EXISTS (
+         SELECT 1 FROM locks l
+         WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
+     ORDER BY w.not_before LIMIT 1`,
+  ).get({ ...g, now }) as ClaimHead | undefined;
 }
 
 /**

@@ -132,6 +132,15 @@ CREATE TABLE `llm_ledger_entries` (
 	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action
 );
 
+-- table llm_project_spend
+CREATE TABLE `llm_project_spend` (
+	`project_id` text NOT NULL,
+	`day` text NOT NULL,
+	`tokens` integer NOT NULL,
+	`cost_usd` real NOT NULL,
+	PRIMARY KEY(`project_id`, `day`)
+);
+
 -- table llm_threads
 CREATE TABLE `llm_threads` (
 	`id` text PRIMARY KEY NOT NULL,

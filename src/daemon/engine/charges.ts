@@ -12,8 +12,8 @@
  * once, however often the item is retried or the daemon restarted.
  */
 import { randomUUID } from 'node:crypto';
-import { closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
-import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
+import { addProjectSpend, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
+import type { ChargeRow, LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
 import type { Usage } from '../../domain/completion.js';
@@ -23,6 +23,8 @@ import type { Tx } from './tx.js';
 export type PriceOf = (model: string) => ModelPrice | undefined;
 
 export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate: CallEstimate): void {
+  const day = utcDay(tx.now);
+  addProjectSpend(tx.db, { project_id: item.project_id, day, tokens: estimate.tokens, cost_usd: estimate.cost_usd });
   insertCharge(tx.db, {
     id: randomUUID(),
     work_item_id: item.id,
@@ -32,7 +34,7 @@ export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate
     attempt: item.attempt,
     repair: item.repair_count,
     status: 'reserved',
-    day: utcDay(tx.now),
+    day,
     reserved_tokens: estimate.tokens,
     reserved_cost_usd: estimate.cost_usd,
     prompt_tokens: null,
@@ -53,17 +55,26 @@ export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate
 export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRow, usage: Usage | null, priceOf: PriceOf): void {
   const charge = getOpenCharge(tx.db, item.id);
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
+  const cost = usage ? costUsd(priceOf(charge.model), usage.prompt_tokens, usage.completion_tokens) : null;
   settleChargeFromResponse(tx.db, {
     id: charge.id,
     status: usage ? 'settled' : 'in_doubt',
     prompt_tokens: usage?.prompt_tokens ?? null,
     completion_tokens: usage?.completion_tokens ?? null,
     total_tokens: usage?.total_tokens ?? null,
-    cost_usd: usage ? costUsd(priceOf(charge.model), usage.prompt_tokens, usage.completion_tokens) : null,
+    cost_usd: cost,
     response_seq: response.seq,
     now: tx.now,
   });
-  if (!usage || usage.total_tokens < charge.reserved_tokens) freeHeadroom(tx, item);
+  if (!usage) return; // in doubt: stays counted at its maximum
+  // Budgets now count the real usage instead of the maximum (a call can exceed its estimate slightly).
+  addProjectSpend(tx.db, {
+    project_id: charge.project_id,
+    day: charge.day,
+    tokens: usage.total_tokens - charge.reserved_tokens,
+    cost_usd: cost! - charge.reserved_cost_usd,
+  });
+  if (usage.total_tokens < charge.reserved_tokens) freeHeadroom(tx, item);
 }
 
 /**
@@ -76,7 +87,7 @@ export function closeAfterError(tx: Tx, item: WorkItemRow, error: ClassifiedErro
   if (!charge) return;
   const billed = error.httpStatus === undefined && !error.notSent;
   closeChargeWithoutResponse(tx.db, { id: charge.id, status: billed ? 'in_doubt' : 'released', now: tx.now });
-  if (!billed) freeHeadroom(tx, item);
+  if (!billed) unreserve(tx, item, charge);
 }
 
 /** No call was made for this lease (canceled, target gone, lease expired before the prompt). */
@@ -84,6 +95,12 @@ export function releaseUnsent(tx: Tx, item: WorkItemRow): void {
   const charge = getOpenCharge(tx.db, item.id);
   if (!charge) return;
   closeChargeWithoutResponse(tx.db, { id: charge.id, status: 'released', now: tx.now });
+  unreserve(tx, item, charge);
+}
+
+/** A released charge gives its whole reservation back to the budget. */
+function unreserve(tx: Tx, item: WorkItemRow, charge: ChargeRow): void {
+  addProjectSpend(tx.db, { project_id: charge.project_id, day: charge.day, tokens: -charge.reserved_tokens, cost_usd: -charge.reserved_cost_usd });
   freeHeadroom(tx, item);
 }
 
