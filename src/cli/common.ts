@@ -37,8 +37,17 @@ export function describeChildren(t: ThreadView): string {
 export function threadsTable(threads: ThreadView[]): string {
   if (threads.length === 0) return 'no threads';
   return table([
-    ['THREAD', 'KIND', 'STATUS', 'TARGET', 'CREATED', 'CHILDREN'],
-    ...threads.map((t) => [shortId(t.thread_id), t.kind, t.status, describeTarget(t), shortTime(t.created_at), describeChildren(t)]),
+    ['THREAD', 'KIND', 'STATUS', 'TARGET', 'CREATED', 'TOKENS', 'COST', 'CHILDREN'],
+    ...threads.map((t) => [
+      shortId(t.thread_id),
+      t.kind,
+      t.status,
+      describeTarget(t),
+      shortTime(t.created_at),
+      String(t.usage.total_tokens),
+      `$${t.usage.cost_usd.toFixed(4)}`,
+      describeChildren(t),
+    ]),
   ]);
 }
 

@@ -10,6 +10,7 @@ import { infoCommands } from './commands/info.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { projectCommand } from './commands/project.js';
 import { threadCommands } from './commands/threads.js';
+import { usageCommands } from './commands/usage.js';
 import { resolveHome } from './home.js';
 import { CliError, EXIT } from './output.js';
 
@@ -38,6 +39,7 @@ function buildProgram(): Command {
     ...threadCommands(getHome),
     ledgerCommand(getHome),
     ...infoCommands(getHome),
+    ...usageCommands(getHome),
     ...demoCommands(),
   ];
   for (const c of commands) program.addCommand(c);

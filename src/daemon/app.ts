@@ -24,10 +24,17 @@ import { verifyLedger } from './ledger-verify.js';
 import type { Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { createOpenAIProvider, type Provider } from './provider.js';
+import { FairScheduler } from '../domain/fair-scheduler.js';
+import { RateLimiter } from '../domain/rate-limit.js';
+import { budgetFor, rateLimitsFor } from './flow-config.js';
+import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
 import { backlogView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
+
+/** What a user's generate request says; the daemon adds its own limits (max_queued). */
+export type RequestOptions = Omit<GenerateOptions, 'maxQueued'>;
 
 export interface AppOptions {
   config: DaemonConfig;
@@ -82,7 +89,9 @@ export class App {
       temperature: o.config.provider.temperature,
       maxTokens: o.config.provider.maxTokens,
     };
-    this.ctx = { owner: this.owner, endpoint: provider.endpoint, modelParams, policyFor, random: o.random ?? Math.random };
+    const flow = o.config.flow;
+    const priceOf = (model: string) => flow.prices[model];
+    this.ctx = { owner: this.owner, endpoint: provider.endpoint, modelParams, policyFor, random: o.random ?? Math.random, priceOf };
     this.engine = new Engine({
       db: this.db,
       writer: this.writer,
@@ -96,6 +105,13 @@ export class App {
       policyFor,
       recoveryIntervalMs: o.config.recoveryIntervalMs,
       breaker: o.config.breaker,
+      flow: {
+        scheduler: new FairScheduler({ weights: flow.projectWeights, defaultWeight: flow.defaultWeight, agingStepMs: flow.agingStepMs }),
+        limiter: new RateLimiter((model) => rateLimitsFor(flow, model)),
+        budgetFor: (projectId) => budgetFor(flow, projectId),
+        priceOf,
+        modelParams,
+      },
       secrets: o.config.provider.apiKey ? [o.config.provider.apiKey] : [],
       random: this.ctx.random,
       crashAt: o.config.crashAt,
@@ -139,20 +155,22 @@ export class App {
     return this.write((tx) => importProject(tx, file));
   }
 
-  async generateEpic(projectId: string, epicId: string, o: GenerateOptions): Promise<CommandView> {
+  async generateEpic(projectId: string, epicId: string, opts: RequestOptions): Promise<CommandView> {
+    const o = { ...opts, maxQueued: this.config.flow.maxQueued };
     const r = await this.write((tx) => generateEpic(tx, this.ctx.policyFor('story_generate_epic'), projectId, epicId, o));
     if (!r.deduplicated) this.engine.wake();
     return this.commandView(r);
   }
 
-  async generateAll(projectId: string, o: GenerateOptions): Promise<CommandView> {
+  async generateAll(projectId: string, opts: RequestOptions): Promise<CommandView> {
+    const o = { ...opts, maxQueued: this.config.flow.maxQueued };
     const r = await this.write((tx) => generateAll(tx, this.ctx.policyFor('story_generate_epic'), projectId, o));
     if (!r.deduplicated) this.engine.wake();
     return this.commandView(r);
   }
 
   async retry(threadId: string): Promise<ThreadView> {
-    const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId));
+    const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId, this.config.flow.maxQueued));
     this.engine.wake();
     return threadView(this.db, t);
   }
@@ -164,6 +182,18 @@ export class App {
   }
 
   // --- queries --------------------------------------------------------------------------------
+
+  usage(projectId: string | null) {
+    return usageReport(this.db, this.config, projectId, this.clock.now());
+  }
+
+  dryRunGenerateAll(projectId: string) {
+    return dryRunGenerateAll(this.db, this.ctx.modelParams, this.config, projectId);
+  }
+
+  configShow() {
+    return configView(this.config);
+  }
 
   thread(threadId: string) {
     const t = getThread(this.db, threadId);
@@ -238,6 +268,7 @@ export class App {
       ledger_entries: countLedgerEntries(this.db),
       calls: usage.calls,
       tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
+      rate_limits: this.engine.rateLimitSnapshot(),
     };
   }
 

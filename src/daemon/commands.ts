@@ -17,7 +17,7 @@ import {
   insertThread,
   listChildThreads,
 } from '../db/threads.js';
-import { getLatestWorkItem, insertWorkItem, listWorkItemsForThread } from '../db/work-items.js';
+import { countQueuedWorkItems, getLatestWorkItem, insertWorkItem, listWorkItemsForThread } from '../db/work-items.js';
 import { EMPTY_BACKLOG } from '../domain/backlog.js';
 import {
   EPIC_ARCHITECTURE,
@@ -57,9 +57,26 @@ export interface CommandResult {
 
 export interface GenerateOptions {
   force: boolean;
+  /** Backpressure: refuse (QUEUE_FULL) when the command would leave more than this many items queued. */
+  maxQueued: number;
   /** Absolute time after which unstarted work fails with SKIPPED_DEADLINE. */
   deadlineAt: number | null;
   createdBy: string | null;
+}
+
+/**
+ * Backpressure (ADR-002 §4-2): called after a command's inserts, inside its transaction. Throwing rolls
+ * the whole command back, so a refused command stores nothing, and an accepted one never leaves more
+ * than `maxQueued` items queued.
+ */
+function assertQueueHasRoom(tx: Tx, maxQueued: number): void {
+  const queued = countQueuedWorkItems(tx.db);
+  if (queued <= maxQueued) return;
+  throw new CommandError(
+    'CONFLICT',
+    `QUEUE_FULL: the queue holds at most ${maxQueued} work items (engine.max_queued) and this command would make it ${queued}; nothing was stored, try again when work has drained`,
+    'QUEUE_FULL',
+  );
 }
 
 function epicsOf(tx: Tx, projectId: string): Epic[] {
@@ -127,6 +144,7 @@ function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockS
     max_attempts: p.policy.maxAttempts,
     repair_count: 0,
     lock_scope: p.lockScope,
+    project_id: thread.space_id,
     priority: p.priority,
     not_before: tx.now,
     deadline_at: p.deadlineAt,
@@ -162,6 +180,7 @@ export function generateEpic(tx: Tx, policy: RetryPolicy, projectId: string, epi
     createdBy: o.createdBy,
   });
   enqueueWorkItem(tx, thread, { sequence: 1, lockScope: epicLockScope(projectId, epicId), priority: PRIORITY_INTERACTIVE, policy, deadlineAt: o.deadlineAt });
+  assertQueueHasRoom(tx, o.maxQueued);
   return { thread, deduplicated: false };
 }
 
@@ -209,6 +228,8 @@ export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: G
     moveThread(tx, parent, 'complete');
     releaseLock(tx.db, scope, parent.id);
   }
+  // After the inserts, so the whole orchestration is refused as one: the savepoint rolls all of it back.
+  assertQueueHasRoom(tx, o.maxQueued);
   return { thread: getThread(tx.db, parent.id)!, deduplicated: false };
 }
 
@@ -216,7 +237,7 @@ export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: G
  * `combine retry`: a failed thread gets a new work item (next sequence) and reopens; a failed
  * orchestration retries each failed child. Active, complete and canceled threads are refused.
  */
-export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, threadId: string): ThreadRow {
+export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, threadId: string, maxQueued: number): ThreadRow {
   const thread = getThread(tx.db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.status !== 'failed') {
@@ -234,6 +255,7 @@ export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, th
     const reopened = moveThread(tx, thread, 'running');
     for (const child of failedChildren) retryChild(tx, policyFor, child);
     closeParentIfDone(tx, reopened.id);
+    assertQueueHasRoom(tx, maxQueued);
     return getThread(tx.db, thread.id)!;
   }
   if (thread.parent_thread_id) {
@@ -247,6 +269,7 @@ export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, th
     }
   }
   retryChild(tx, policyFor, thread);
+  assertQueueHasRoom(tx, maxQueued);
   return getThread(tx.db, thread.id)!;
 }
 

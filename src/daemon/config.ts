@@ -10,6 +10,7 @@ import { parseDurationMs } from '../domain/duration.js';
 import { describeZodIssues } from '../domain/project.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
 import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
+import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow-config.js';
 
 const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {
   const ms = parseDurationMs(v);
@@ -45,6 +46,7 @@ export const configFileSchema = z
     engine: z
       .object({
         max_in_flight: z.number().int().min(1).max(100_000).optional(),
+        max_queued: z.number().int().min(1).max(10_000_000).optional(),
         recovery_interval: duration.optional(),
         drain_timeout: duration.optional(),
       })
@@ -61,6 +63,8 @@ export const configFileSchema = z
       .optional(),
     /** Per-operation retry overrides, e.g. {"story_generate_epic": {"max_attempts": 5}}. */
     operations: z.record(z.string(), z.object({ retry: retrySchema.optional() }).strict()).optional(),
+    ...flowConfigFileSchema,
+    scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof configFileSchema>;
@@ -87,6 +91,7 @@ export interface DaemonConfig {
   retry: RetryPolicy;
   operationRetry: Record<string, RetryPolicy>;
   breaker: BreakerPolicy;
+  flow: FlowConfig;
   /** How long a write waits for another process's lock before it counts as an infrastructure failure. */
   busyTimeoutMs: number;
   /** Debug switch for crash tests: exit abruptly at this point of the pipeline. */
@@ -145,6 +150,14 @@ function envDuration(env: NodeJS.ProcessEnv, name: string): number | undefined {
   return ms;
 }
 
+function envNumber(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new ConfigError(`${name}: "${raw}" is not a positive number`);
+  return n;
+}
+
 function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
@@ -160,12 +173,16 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   const retry = mergeRetry(DEFAULT_RETRY_POLICY, file.retry);
   const operationRetry: Record<string, RetryPolicy> = {};
   for (const [op, o] of Object.entries(file.operations ?? {})) operationRetry[op] = mergeRetry(retry, o.retry);
+  const model = env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini';
+  const flow = flowConfig(file, env, model);
+  const problem = checkPricesCoverBudgets(flow, model);
+  if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
   return {
     ...paths,
     provider: {
       baseURL: env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL,
       apiKey: env.OPENAI_API_KEY || null,
-      model: env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini',
+      model,
       temperature: file.provider?.temperature ?? 0.2,
       maxTokens: file.provider?.max_tokens ?? 2048,
       callTimeoutMs: envDuration(env, 'COMBINE_CALL_TIMEOUT') ?? file.provider?.timeout ?? 60_000,
@@ -180,8 +197,35 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
       openMs: file.breaker?.open ?? DEFAULT_BREAKER_POLICY.openMs,
       maxOpenMs: file.breaker?.max_open ?? DEFAULT_BREAKER_POLICY.maxOpenMs,
     },
+    flow,
     busyTimeoutMs: envDuration(env, 'COMBINE_BUSY_TIMEOUT') ?? 5000,
     crashAt: env.COMBINE_CRASH_AT || null,
+  };
+}
+
+/**
+ * Backpressure, rate limits, scheduling, prices and budgets. Environment overrides:
+ * COMBINE_MAX_QUEUED, and COMBINE_REQUESTS_PER_MINUTE / COMBINE_TOKENS_PER_MINUTE for the configured model.
+ */
+function flowConfig(file: ConfigFile, env: NodeJS.ProcessEnv, model: string): FlowConfig {
+  const rateLimits: FlowConfig['rateLimits'] = {};
+  for (const [m, l] of Object.entries(file.rate_limits ?? {})) {
+    rateLimits[m] = { requestsPerMinute: l.requests_per_minute ?? null, tokensPerMinute: l.tokens_per_minute ?? null };
+  }
+  const rpm = envNumber(env, 'COMBINE_REQUESTS_PER_MINUTE');
+  const tpm = envNumber(env, 'COMBINE_TOKENS_PER_MINUTE');
+  if (rpm !== undefined || tpm !== undefined) {
+    const base = rateLimits[model] ?? { requestsPerMinute: null, tokensPerMinute: null };
+    rateLimits[model] = { requestsPerMinute: rpm ?? base.requestsPerMinute, tokensPerMinute: tpm ?? base.tokensPerMinute };
+  }
+  return {
+    maxQueued: envInt(env, 'COMBINE_MAX_QUEUED') ?? file.engine?.max_queued ?? DEFAULT_MAX_QUEUED,
+    rateLimits,
+    projectWeights: file.scheduling?.project_weights ?? {},
+    defaultWeight: file.scheduling?.default_weight ?? 1,
+    agingStepMs: file.scheduling?.aging_step ?? DEFAULT_AGING_STEP_MS,
+    prices: file.prices ?? {},
+    budgets: { default: file.budgets?.default ?? {}, projects: file.budgets?.projects ?? {} },
   };
 }
 

@@ -57,6 +57,8 @@ export const appRouter = t.router({
         createdBy: input.created_by,
       }),
     ),
+    /** What generate-all would cost at most; enqueues nothing. */
+    allDryRun: t.procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.dryRunGenerateAll(input.project_id)),
     all: t.procedure.input(generateInput).mutation(({ ctx, input }) =>
       ctx.app.generateAll(input.project_id, {
         force: input.force,
@@ -75,6 +77,13 @@ export const appRouter = t.router({
   }),
   retry: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.retry(input.thread_id)),
   cancel: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.cancel(input.thread_id)),
+
+  usage: t.procedure
+    .input(z.object({ project_id: id.nullable().default(null) }))
+    .query(({ ctx, input }) => ctx.app.usage(input.project_id)),
+  config: t.router({
+    show: t.procedure.query(({ ctx }) => ctx.app.configShow()),
+  }),
 
   ledger: t.router({
     thread: t.procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),

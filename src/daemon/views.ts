@@ -2,6 +2,7 @@
  * The public JSON shapes (design.md "CLI contract"). `--json` output is stable: add fields, never
  * rename or remove them.
  */
+import { sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
 import { listLedgerForThread } from '../db/ledger.js';
 import { getDocument, getProject } from '../db/projects.js';
@@ -23,6 +24,16 @@ export interface ThreadView {
   closed_at: string | null;
   /** Counts by status of an orchestration's children (non-zero counts only); null for other threads. */
   child_summary: Record<string, number> | null;
+  /** Tokens and cost of the thread's provider calls (an orchestration's: its children's), wasted attempts included. */
+  usage: UsageView;
+}
+
+export type UsageView = UsageTotals;
+
+/** Costs are sums of floats: rounded to a millionth of a dollar for display and JSON. */
+export function usageView(u: UsageTotals): UsageView {
+  const usd = (n: number) => Math.round(n * 1e6) / 1e6;
+  return { ...u, cost_usd: usd(u.cost_usd), wasted_cost_usd: usd(u.wasted_cost_usd), in_doubt_cost_usd: usd(u.in_doubt_cost_usd) };
 }
 
 export interface CommandView {
@@ -48,6 +59,7 @@ export function threadView(db: Db, t: ThreadRow): ThreadView {
     created_at: iso(t.created_at)!,
     closed_at: iso(t.closed_at),
     child_summary,
+    usage: usageView(sumThreadUsage(db, t.id)),
   };
 }
 

@@ -27,6 +27,13 @@ export function insertDocument(db: Db, row: DocumentRow): void {
   ).run(row);
 }
 
+/** A document's identity and version without its content (cheap: the content can be megabytes). */
+export function getDocumentStamp(db: Db, projectId: string, docType: string): Pick<DocumentRow, 'id' | 'version' | 'updated_at'> | undefined {
+  return prepared(db, 'SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ?').get(projectId, docType) as
+    | Pick<DocumentRow, 'id' | 'version' | 'updated_at'>
+    | undefined;
+}
+
 export function getDocument(db: Db, projectId: string, docType: string): DocumentRow | undefined {
   return prepared(db, 'SELECT * FROM documents WHERE project_id = ? AND doc_type = ?').get(projectId, docType) as
     | DocumentRow

@@ -7,7 +7,7 @@
  * exactly the inferred types below.
  */
 import { sql } from 'drizzle-orm';
-import { index, integer, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
 export const projects = sqliteTable('projects', {
   id: text('id').primaryKey(),
@@ -72,6 +72,8 @@ export const workItems = sqliteTable(
     max_attempts: integer('max_attempts').notNull().default(3),
     repair_count: integer('repair_count').notNull().default(0),
     lock_scope: text('lock_scope').notNull(),
+    /** The thread's project (llm_threads.space_id), copied so the fair scheduler can rotate projects by index. */
+    project_id: text('project_id').notNull().default(''),
     priority: integer('priority').notNull().default(0),
     not_before: integer('not_before').notNull(),
     deadline_at: integer('deadline_at'),
@@ -88,6 +90,10 @@ export const workItems = sqliteTable(
     // The claim scan reads only queued items, in claim order.
     index('idx_work_items_claimable')
       .on(t.priority, t.not_before, t.lock_scope)
+      .where(sql`status = 'queued'`),
+    // The fair scheduler reads, per project and priority, the oldest queued item (see listClaimHeads).
+    index('idx_work_items_fair')
+      .on(t.project_id, t.priority, t.not_before)
       .where(sql`status = 'queued'`),
     // Deadline sweeps read only queued items that have a deadline.
     index('idx_work_items_deadline')
@@ -171,6 +177,71 @@ export const callRecords = sqliteTable(
   (t) => [index('idx_call_records_thread').on(t.thread_id)],
 );
 
+/**
+ * One row per provider call (a charge): reserved in the claim's transaction before the call, settled
+ * from the `response` entry in the transaction that records it, or released / kept `in_doubt` when the
+ * call failed. Budgets and `combine usage` read this table; it is correctness data, not telemetry.
+ *
+ *   reserved  the call may be in flight: counts its estimated maximum (prompt + max_tokens)
+ *   settled   the provider answered: counts the answer's usage (copied from the response entry)
+ *   in_doubt  the outcome is unknown (INTERRUPTED, timeout, no usage reported): counts the maximum
+ *   released  the provider certainly did not bill (an HTTP error answer, never sent): counts nothing
+ */
+export const charges = sqliteTable(
+  'llm_charges',
+  {
+    id: text('id').primaryKey(),
+    work_item_id: text('work_item_id')
+      .notNull()
+      .references(() => workItems.id),
+    thread_id: text('thread_id')
+      .notNull()
+      .references(() => threads.id),
+    project_id: text('project_id').notNull(),
+    model: text('model').notNull(),
+    attempt: integer('attempt').notNull(),
+    repair: integer('repair').notNull(),
+    status: text('status').notNull(),
+    /** UTC day (YYYY-MM-DD) of the reservation: the day budgets charge it to. */
+    day: text('day').notNull(),
+    reserved_tokens: integer('reserved_tokens').notNull(),
+    reserved_cost_usd: real('reserved_cost_usd').notNull(),
+    prompt_tokens: integer('prompt_tokens'),
+    completion_tokens: integer('completion_tokens'),
+    total_tokens: integer('total_tokens'),
+    cost_usd: real('cost_usd'),
+    /** The `response` ledger entry this charge was settled from; unique, so a response is never counted twice. */
+    response_seq: integer('response_seq'),
+    /** 1 when this call's answer was applied; settled calls with 0 are wasted (retries, repairs, failures). */
+    applied: integer('applied').notNull().default(0),
+    created_at: integer('created_at').notNull(),
+    settled_at: integer('settled_at'),
+  },
+  (t) => [
+    uniqueIndex('uq_charges_response').on(t.response_seq).where(sql`response_seq IS NOT NULL`),
+    // A work item holds at most one open reservation: the one of its current lease.
+    uniqueIndex('uq_charges_open_reservation').on(t.work_item_id).where(sql`status = 'reserved'`),
+    index('idx_charges_project_day').on(t.project_id, t.day),
+    index('idx_charges_thread').on(t.thread_id),
+  ],
+);
+
+/**
+ * What each project has spent or may have spent per UTC day, as budgets count it (settled calls at
+ * their usage, reserved and in-doubt calls at their maximum). Derived from llm_charges and kept in
+ * step with it in the same transactions, so a budget check reads a few rows instead of the history.
+ */
+export const projectSpend = sqliteTable(
+  'llm_project_spend',
+  {
+    project_id: text('project_id').notNull(),
+    day: text('day').notNull(),
+    tokens: integer('tokens').notNull(),
+    cost_usd: real('cost_usd').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.project_id, t.day] })],
+);
+
 export type ProjectRow = typeof projects.$inferSelect;
 export type DocumentRow = typeof documents.$inferSelect;
 export type ThreadRow = typeof threads.$inferSelect;
@@ -179,3 +250,4 @@ export type LedgerRow = typeof ledgerEntries.$inferSelect;
 export type MutationRow = typeof mutations.$inferSelect;
 export type LockRow = typeof locks.$inferSelect;
 export type CallRecordRow = typeof callRecords.$inferSelect;
+export type ChargeRow = typeof charges.$inferSelect;

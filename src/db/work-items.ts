@@ -13,10 +13,10 @@ export function insertWorkItem(db: Db, row: WorkItemRow): void {
   prepared(
     db,
     `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, lock_scope,
-       priority, not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at,
+       project_id, priority, not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at,
        started_at, finished_at)
      VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @lock_scope,
-       @priority, @not_before, @deadline_at, @lease_owner, @lease_expires_at, @error_code, @error_message, @created_at,
+       @project_id, @priority, @not_before, @deadline_at, @lease_owner, @lease_expires_at, @error_code, @error_message, @created_at,
        @started_at, @finished_at)`,
   ).run(row);
 }
@@ -36,32 +36,114 @@ export function getLatestWorkItem(db: Db, threadId: string): WorkItemRow | undef
     | undefined;
 }
 
+type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
+type QueueGroup = Pick<WorkItemRow, 'project_id' | 'priority'>;
+
 /**
- * Leases the next claimable item: queued, due, not past its deadline, and whose lock scope no live
- * holder has (so two mutations of one epic never overlap). One guarded UPDATE: of two claimers racing
- * for the same row, exactly one sees a changed row.
+ * The fair scheduler's candidates: for each (project, priority) with queued items, the oldest one that
+ * can run now — due, not past its deadline, and whose lock scope no live holder has (so two mutations
+ * of one epic never overlap). Few rows (projects × priority classes).
+ *
+ * The groups are found by a skip-scan: each step is one seek on idx_work_items_fair to the next
+ * (project, priority) pair, so the cost grows with the number of groups, not with the queue (a plain
+ * DISTINCT reads every queued entry: ~0.4 ms per claim at 10,000 queued).
  */
-export function claimNextWorkItem(
-  db: Db,
-  p: { owner: string; now: number; lease_until: number },
-): WorkItemRow | undefined {
+export function listClaimHeads(db: Db, now: number): ClaimHead[] {
+  const heads: ClaimHead[] = [];
+  for (let g = firstQueueGroup(db); g; g = nextQueueGroup(db, g)) {
+    const head = groupHead(db, g, now);
+    if (head) heads.push(head);
+  }
+  return heads;
+}
+
+function firstQueueGroup(db: Db): QueueGroup | undefined {
+  return prepared(
+    db,
+    `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' ORDER BY project_id, priority LIMIT 1`,
+  ).get() as QueueGroup | undefined;
+}
+
+/** The next group after `g` in index order: a higher priority of the same project, else the next project. */
+function nextQueueGroup(db: Db, g: QueueGroup): QueueGroup | undefined {
+  const samePriority = prepared(
+    db,
+    `SELECT priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' AND project_id = ? AND priority > ? ORDER BY priority LIMIT 1`,
+  ).get(g.project_id, g.priority) as { priority: number } | undefined;
+  if (samePriority) return { project_id: g.project_id, priority: samePriority.priority };
+  return prepared(
+    db,
+    `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' AND project_id > ? ORDER BY project_id, priority LIMIT 1`,
+  ).get(g.project_id) as QueueGroup | undefined;
+}
+
+/** The group's oldest item that can run now; one index seek walking past held or late items in due order. */
+function groupHead(db: Db, g: QueueGroup, now: number): ClaimHead | undefined {
+  return prepared(
+    db,
+    `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
+     WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
+       AND (w.deadline_at IS NULL OR w.deadline_at > @now)
+       AND NOT EXISTS (
+         SELECT 1 FROM locks l
+         WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
+     ORDER BY w.not_before LIMIT 1`,
+  ).get({ ...g, now }) as ClaimHead | undefined;
+}
+
+/**
+ * Leases one chosen item: queued → claimed. One guarded UPDATE: of two claimers racing for the same
+ * row, exactly one sees a changed row; `not_before` in the guard keeps a parked item parked.
+ */
+export function claimWorkItem(db: Db, p: { id: string; owner: string; now: number; lease_until: number }): WorkItemRow | undefined {
+  assertWorkItemTransition('queued', 'claimed');
   return prepared(
     db,
     `UPDATE llm_work_items
      SET status = 'claimed', lease_owner = @owner, lease_expires_at = @lease_until,
-         started_at = COALESCE(started_at, @now)
-     WHERE id = (
-       SELECT w.id FROM llm_work_items w INDEXED BY idx_work_items_claimable
-       WHERE w.status = 'queued' AND w.not_before <= @now
-         AND (w.deadline_at IS NULL OR w.deadline_at > @now)
-         AND NOT EXISTS (
-           SELECT 1 FROM locks l
-           WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
-       ORDER BY w.priority, w.not_before
-       LIMIT 1)
-     AND status = 'queued'
+         started_at = COALESCE(started_at, @now),
+         -- a park is over once the item runs; other codes stay: they explain the last failed attempt
+         error_code = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_code END,
+         error_message = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_message END
+     WHERE id = @id AND status = 'queued' AND not_before <= @now
      RETURNING *`,
   ).get(p) as WorkItemRow | undefined;
+}
+
+/**
+ * Parks a project's due queued items until `until` (BUDGET_EXCEEDED): they stay queued, keep their
+ * attempt, and are not candidates until then or until `unparkProjectItems`. Returns the parked rows.
+ */
+export function parkProjectItems(db: Db, p: { project_id: string; now: number; until: number; message: string }): WorkItemRow[] {
+  return prepared(
+    db,
+    `UPDATE llm_work_items INDEXED BY idx_work_items_fair
+     SET not_before = @until, error_code = 'BUDGET_EXCEEDED', error_message = @message
+     WHERE status = 'queued' AND project_id = @project_id AND not_before <= @now
+     RETURNING *`,
+  ).all(p) as WorkItemRow[];
+}
+
+/**
+ * Makes a project's budget-parked items due again (the budget may allow them now: a reservation was
+ * settled below its maximum or released). The claim re-checks the budget and parks them again if not.
+ * `project_id` null: every project's (at start, when the configuration may have changed).
+ */
+export function unparkBudgetItems(db: Db, p: { project_id: string | null; now: number }): number {
+  return prepared(
+    db,
+    `UPDATE llm_work_items SET not_before = @now
+     WHERE status = 'queued' AND error_code = 'BUDGET_EXCEEDED' AND not_before > @now
+       AND (@project_id IS NULL OR project_id = @project_id)`,
+  ).run(p).changes;
+}
+
+/** Queue depth for backpressure: every queued item, due or not (parked and backing-off items included). */
+export function countQueuedWorkItems(db: Db): number {
+  return (prepared(db, "SELECT count(*) AS n FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued'").get() as { n: number }).n;
 }
 
 /** Queued items whose deadline passed before they started. */

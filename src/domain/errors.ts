@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   'INTERRUPTED',
   'CANCELED',
   'SKIPPED_DEADLINE',
+  'QUEUE_FULL',
   'INFRA',
   'UNKNOWN',
 ] as const;
@@ -32,8 +33,10 @@ export interface ClassifiedError {
   code: ErrorCode;
   class: ErrorClass;
   message: string;
-  /** A provider-imposed minimum delay (Retry-After, retry-after-ms). */
+  /** A provider-imposed minimum delay (Retry-After, retry-after-ms, or the rate-limit reset headers). */
   retryAfterMs?: number;
+  /** The request certainly never reached the provider (no key, connection refused): nothing can have been billed. */
+  notSent?: boolean;
   httpStatus?: number;
 }
 

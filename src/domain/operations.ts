@@ -46,8 +46,11 @@ export function projectLockScope(projectId: string): string {
 }
 
 /**
- * Claim order: lower runs first. Interactive commands outrank generate-all children, so a user's
- * single request is not stuck behind a bulk run.
+ * Claim order: lower runs first. Interactive commands outrank generate-all children, which outrank
+ * scheduled work, so a user's single request is not stuck behind a bulk run. Waiting items age toward
+ * PRIORITY_INTERACTIVE (see domain/fair-scheduler.ts), so no class starves.
  */
 export const PRIORITY_INTERACTIVE = 0;
 export const PRIORITY_BULK = 10;
+/** Work enqueued by a schedule (not by a person waiting for it): below generate-all children. */
+export const PRIORITY_SCHEDULED = 20;

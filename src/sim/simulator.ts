@@ -32,7 +32,17 @@ export interface FaultRule {
   retry_after_s?: number;
   /** For hang: answer normally after this long; never answer if absent. */
   hang_ms?: number;
+  /**
+   * For rate_limit: send `x-ratelimit-remaining-requests: 0` and this `x-ratelimit-reset-requests`
+   * (e.g. "2s", "1m30s") — without Retry-After, as some providers do.
+   */
+  reset_requests?: string;
 }
+
+/** The `x-ratelimit-*` headers every answer carries (OpenAI's names); values are sent as given. */
+export type RateLimitHeaderValues = Partial<
+  Record<'limit-requests' | 'remaining-requests' | 'reset-requests' | 'limit-tokens' | 'remaining-tokens' | 'reset-tokens', string>
+>;
 
 export interface SimulatorOptions {
   port?: number;
@@ -43,6 +53,7 @@ export interface SimulatorOptions {
   faultRate?: number;
   seed?: number;
   faults?: FaultRule[];
+  rateLimitHeaders?: RateLimitHeaderValues;
 }
 
 export interface SimCall {
@@ -61,6 +72,7 @@ export interface Simulator {
   calls: SimCall[];
   setFaults(rules: FaultRule[]): void;
   setLatency(ms: number): void;
+  setRateLimitHeaders(values: RateLimitHeaderValues): void;
   reset(): void;
   close(): Promise<void>;
 }
@@ -119,6 +131,11 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown, heade
 export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
   let rules: (FaultRule & { used: number })[] = (opts.faults ?? []).map((r) => ({ ...r, used: 0 }));
   let latencyMs = opts.latencyMs ?? 0;
+  let rateLimitValues: RateLimitHeaderValues = opts.rateLimitHeaders ?? {
+    'limit-requests': '10000',
+    'remaining-requests': '9999',
+    'reset-requests': '6ms',
+  };
   const random = seeded(opts.seed ?? 42);
   const calls: SimCall[] = [];
   const hanging = new Set<http.ServerResponse>();
@@ -157,18 +174,16 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     calls.push(call);
     if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
     const requestId = `sim-req-${n}`;
-    const headers = {
-      'x-request-id': requestId,
-      'x-ratelimit-limit-requests': '10000',
-      'x-ratelimit-remaining-requests': '9999',
-      'x-ratelimit-reset-requests': '6ms',
-    };
+    const headers: Record<string, string> = { 'x-request-id': requestId };
+    for (const [k, v] of Object.entries(rateLimitValues)) headers[`x-ratelimit-${k}`] = v;
 
     switch (fault?.kind) {
       case 'rate_limit':
         return sendJson(res, 429, { error: { message: 'Rate limit reached (simulated)', type: 'rate_limit_error' } }, {
           ...headers,
-          'retry-after': String(fault.retry_after_s ?? 1),
+          ...(fault.reset_requests !== undefined
+            ? { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': fault.reset_requests }
+            : { 'retry-after': String(fault.retry_after_s ?? 1) }),
         }, call);
       case 'server_error':
         return sendJson(res, 500, { error: { message: 'The server had an error (simulated)', type: 'server_error' } }, headers, call);
@@ -261,6 +276,9 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     },
     setLatency(ms) {
       latencyMs = ms;
+    },
+    setRateLimitHeaders(values) {
+      rateLimitValues = values;
     },
     reset() {
       rules = [];

@@ -1,6 +1,12 @@
 -- index idx_call_records_thread
 CREATE INDEX `idx_call_records_thread` ON `llm_call_records` (`thread_id`);
 
+-- index idx_charges_project_day
+CREATE INDEX `idx_charges_project_day` ON `llm_charges` (`project_id`,`day`);
+
+-- index idx_charges_thread
+CREATE INDEX `idx_charges_thread` ON `llm_charges` (`thread_id`);
+
 -- index idx_ledger_thread
 CREATE INDEX `idx_ledger_thread` ON `llm_ledger_entries` (`thread_id`,`seq`);
 
@@ -28,11 +34,20 @@ CREATE INDEX `idx_work_items_claimable` ON `llm_work_items` (`priority`,`not_bef
 -- index idx_work_items_deadline
 CREATE INDEX `idx_work_items_deadline` ON `llm_work_items` (`deadline_at`) WHERE status = 'queued' AND deadline_at IS NOT NULL;
 
+-- index idx_work_items_fair
+CREATE INDEX `idx_work_items_fair` ON `llm_work_items` (`project_id`,`priority`,`not_before`) WHERE status = 'queued';
+
 -- index idx_work_items_leased
 CREATE INDEX `idx_work_items_leased` ON `llm_work_items` (`lease_expires_at`) WHERE status IN ('claimed', 'running');
 
 -- index mutations_work_item_id_unique
 CREATE UNIQUE INDEX `mutations_work_item_id_unique` ON `mutations` (`work_item_id`);
+
+-- index uq_charges_open_reservation
+CREATE UNIQUE INDEX `uq_charges_open_reservation` ON `llm_charges` (`work_item_id`) WHERE status = 'reserved';
+
+-- index uq_charges_response
+CREATE UNIQUE INDEX `uq_charges_response` ON `llm_charges` (`response_seq`) WHERE response_seq IS NOT NULL;
 
 -- index uq_documents_project_type
 CREATE UNIQUE INDEX `uq_documents_project_type` ON `documents` (`project_id`,`doc_type`);
@@ -77,6 +92,31 @@ CREATE TABLE `llm_call_records` (
 	`created_at` integer NOT NULL
 );
 
+-- table llm_charges
+CREATE TABLE `llm_charges` (
+	`id` text PRIMARY KEY NOT NULL,
+	`work_item_id` text NOT NULL,
+	`thread_id` text NOT NULL,
+	`project_id` text NOT NULL,
+	`model` text NOT NULL,
+	`attempt` integer NOT NULL,
+	`repair` integer NOT NULL,
+	`status` text NOT NULL,
+	`day` text NOT NULL,
+	`reserved_tokens` integer NOT NULL,
+	`reserved_cost_usd` real NOT NULL,
+	`prompt_tokens` integer,
+	`completion_tokens` integer,
+	`total_tokens` integer,
+	`cost_usd` real,
+	`response_seq` integer,
+	`applied` integer DEFAULT 0 NOT NULL,
+	`created_at` integer NOT NULL,
+	`settled_at` integer,
+	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action,
+	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
+);
+
 -- table llm_ledger_entries
 CREATE TABLE `llm_ledger_entries` (
 	`seq` integer PRIMARY KEY NOT NULL,
@@ -90,6 +130,15 @@ CREATE TABLE `llm_ledger_entries` (
 	`created_at` integer NOT NULL,
 	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action,
 	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action
+);
+
+-- table llm_project_spend
+CREATE TABLE `llm_project_spend` (
+	`project_id` text NOT NULL,
+	`day` text NOT NULL,
+	`tokens` integer NOT NULL,
+	`cost_usd` real NOT NULL,
+	PRIMARY KEY(`project_id`, `day`)
 );
 
 -- table llm_threads
@@ -127,7 +176,7 @@ CREATE TABLE `llm_work_items` (
 	`error_message` text,
 	`created_at` integer NOT NULL,
 	`started_at` integer,
-	`finished_at` integer,
+	`finished_at` integer, `project_id` text DEFAULT '' NOT NULL,
 	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
 );
 

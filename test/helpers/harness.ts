@@ -30,6 +30,23 @@ export interface ThreadJson {
   created_at: string;
   closed_at: string | null;
   child_summary: Record<string, number> | null;
+  usage: UsageJson;
+}
+
+export interface UsageJson {
+  calls: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cost_usd: number;
+  wasted_calls: number;
+  wasted_tokens: number;
+  wasted_cost_usd: number;
+  in_doubt_calls: number;
+  in_doubt_tokens: number;
+  in_doubt_cost_usd: number;
+  reserved_calls: number;
+  reserved_tokens: number;
 }
 
 export interface CommandJson {

@@ -26,8 +26,11 @@ describe('generate-epic end to end', () => {
     expect(final).toMatchObject({ thread_id: first.thread_id, kind: 'story_generate_epic', status: 'complete', child_summary: null });
     expect(final.closed_at).not.toBeNull();
     expect(Object.keys(final).sort()).toEqual(
-      ['child_summary', 'closed_at', 'created_at', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id'].sort(),
+      ['child_summary', 'closed_at', 'created_at', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage'].sort(),
     );
+    // One paid call, applied: its tokens are the thread's, nothing wasted.
+    expect(final.usage).toMatchObject({ calls: 1, wasted_calls: 0, in_doubt_calls: 0 });
+    expect(final.usage.total_tokens).toBeGreaterThan(0);
     expect(h.sim.calls.filter((c) => c.epic_id === 'E1')).toHaveLength(1);
 
     const backlog = await h.json(['backlog', 'shop']);

@@ -4,7 +4,7 @@ import type { CommandView } from '../../daemon/views.js';
 import { exitCodeFor, parseDeadline, withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { followThread } from '../follow.js';
-import { print, printJsonLine } from '../output.js';
+import { CliError, EXIT, print, printJsonLine } from '../output.js';
 
 interface GenerateOptions extends CommonOptions {
   project: string;
@@ -12,6 +12,7 @@ interface GenerateOptions extends CommonOptions {
   force?: boolean;
   follow?: boolean;
   deadline?: string;
+  dryRun?: boolean;
 }
 
 function describeResult(r: CommandView): string {
@@ -59,9 +60,26 @@ export function generateCommands(getHome: () => string): Command[] {
       .option('--force', 'generate again even if a previous run completed')
       .option('--follow', 'show a progress bar of the children until all end (exit 1 if any failed)')
       .option('--deadline <duration>', 'fail children not started within this time (e.g. 1h)')
-      .addHelpText('after', '\nExamples:\n  combine generate-all --project acme --follow\n  combine generate-all --project acme --follow --json'),
+      .option('--dry-run', 'print the calls and the most they can cost ({calls, estimated_max_cost, estimated_max_tokens}); enqueue nothing')
+      .addHelpText(
+        'after',
+        '\nExamples:\n  combine generate-all --project acme --follow\n  combine generate-all --project acme --follow --json\n  combine generate-all --project acme --dry-run',
+      ),
   ).action(async (opts: GenerateOptions) => {
     const home = getHome();
+    if (opts.dryRun) {
+      if (opts.follow) throw new CliError('--dry-run and --follow cannot be combined: a dry run starts nothing', EXIT.USAGE);
+      const d = await withDaemon(home, opts, ({ client }, signal) => client.generate.allDryRun.query({ project_id: opts.project }, { signal }));
+      print(opts, d, () =>
+        [
+          `dry run for ${d.project_id} (model ${d.model}): nothing was enqueued`,
+          `  calls                 ${d.calls} (one per epic; retries and repairs not included)`,
+          `  estimated max tokens  ${d.estimated_max_tokens} (prompt estimate + max_tokens ${d.max_tokens_per_call} per call)`,
+          `  estimated max cost    ${d.priced ? `$${d.estimated_max_cost.toFixed(4)}` : `unknown: no price for ${d.model} in config.json "prices"`}`,
+        ].join('\n'),
+      );
+      return;
+    }
     const deadline_ms = parseDeadline(opts.deadline);
     const r = await withDaemon(home, opts, ({ client }, signal) =>
       client.generate.all.mutate({ project_id: opts.project, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null }, { signal }),

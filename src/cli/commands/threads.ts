@@ -4,6 +4,7 @@ import { describeChildren, describeTarget, exitCodeFor, threadsTable, withCommon
 import { withDaemon } from '../daemon-control.js';
 import { followThread } from '../follow.js';
 import { CliError, EXIT, print, shortTime, table } from '../output.js';
+import { describeUsage } from './usage.js';
 
 interface ThreadsOptions extends CommonOptions {
   active?: boolean;
@@ -49,6 +50,7 @@ export function threadCommands(getHome: () => string): Command[] {
         `  kind      ${t.kind}`,
         `  status    ${t.status}${t.child_summary ? ` (children: ${describeChildren(t) || 'none'})` : ''}`,
         `  target    ${describeTarget(t)}`,
+        `  usage     ${describeUsage(t.usage)}`,
         ...(t.parent_thread_id ? [`  parent    ${t.parent_thread_id}`] : []),
         `  created   ${shortTime(t.created_at)}`,
         `  closed    ${shortTime(t.closed_at)}`,

@@ -11,7 +11,7 @@
  * loudly (StaleStateError) instead of completing an item twice.
  */
 import { insertCallRecord } from '../../db/call-records.js';
-import { getLastLedgerEntryOfType } from '../../db/ledger.js';
+import { markChargeApplied } from '../../db/charges.js';
 import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { StaleStateError } from '../../db/statements.js';
@@ -19,11 +19,13 @@ import { getThread } from '../../db/threads.js';
 import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import { renderRepairPrompt, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
+import type { ChatRequest, ModelParams } from '../../domain/prompts.js';
 import { backoffDelayMs, type RetryPolicy } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
-import { applyStoryAnswer, buildStoryRequest, parseStoryAnswer } from './story-operation.js';
+import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
+import { buildItemRequest } from './request.js';
+import { applyStoryAnswer, parseStoryAnswer } from './story-operation.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
 
 export interface CompleterContext {
@@ -33,6 +35,8 @@ export interface CompleterContext {
   modelParams: ModelParams;
   policyFor(kind: string): RetryPolicy;
   random: () => number;
+  /** The price table, to settle a call's cost from its usage. */
+  priceOf: PriceOf;
   /** Debug hook for crash tests: runs inside the mutation transaction, before it commits. */
   inMutation?: () => void;
 }
@@ -60,15 +64,17 @@ export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): Ch
   const item = leasedItem(tx, ctx, itemId, 'claimed');
   let thread = threadOf(tx, item);
   if (thread.status === 'canceled') {
+    releaseUnsent(tx, item);
     failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
     return null;
   }
-  const built = buildStoryRequest(tx.db, thread, ctx.modelParams);
+  const built = buildItemRequest(tx.db, ctx.modelParams, thread, item);
   if (!built.ok) {
+    releaseUnsent(tx, item);
     failAttempt(tx, ctx, item, built.error);
     return null;
   }
-  const request = item.repair_count > 0 ? repairRequest(tx, item) ?? built.request : built.request;
+  const request = built.request;
   thread = markThreadStarted(tx, thread);
   appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
     request,
@@ -79,19 +85,6 @@ export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): Ch
   markWorkItemRunning(tx.db, item.id, ctx.owner);
   emitWorkItem(tx, thread, { ...item, status: 'running' });
   return request;
-}
-
-/** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */
-function repairRequest(tx: Tx, item: WorkItemRow): ChatRequest | null {
-  const prompt = getLastLedgerEntryOfType(tx.db, item.id, 'prompt');
-  const response = getLastLedgerEntryOfType(tx.db, item.id, 'response');
-  const report = getLastLedgerEntryOfType(tx.db, item.id, 'parse_report');
-  if (!prompt || !response || !report) return null;
-  const original = (JSON.parse(prompt.payload) as { request: ChatRequest }).request;
-  const envelope = readCompletionBody(JSON.parse(response.payload).body);
-  const answer = envelope.ok ? (envelope.content ?? '') : '';
-  const errors = (JSON.parse(report.payload) as { errors: string[] }).errors;
-  return renderRepairPrompt(original, answer, errors);
 }
 
 /** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry. */
@@ -116,6 +109,7 @@ export function recordResponse(
     body: envelope.body,
     ...(envelope.body === null ? { body_text: outcome.bodyText } : {}),
   });
+  settleFromResponse(tx, item, entry, usage, ctx.priceOf);
   insertCallRecord(tx.db, {
     thread_id: thread.id,
     work_item_id: item.id,
@@ -165,6 +159,7 @@ export function finishAnswer(
   appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: parsed.value.stories.length, errors: [], ...provenance });
   const mutation = applyStoryAnswer(tx.db, thread, item, parsed.value, tx.now);
   appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, { ...mutation });
+  markChargeApplied(tx.db, response.seq);
   markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
   releaseLock(tx.db, item.lock_scope, item.id);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
@@ -213,6 +208,7 @@ export function failLeasedAttempt(
   model: string,
 ): AnswerResult {
   const item = leasedItem(tx, ctx, itemId, 'running');
+  closeAfterError(tx, item, error);
   insertCallRecord(tx.db, {
     thread_id: item.thread_id,
     work_item_id: item.id,

@@ -17,6 +17,7 @@ import {
   listLeasesNotOwnedBy,
   nextQueuedDeadline,
   nextQueuedDueAt,
+  unparkBudgetItems,
 } from '../../db/work-items.js';
 import type { Writer } from '../../db/writer.js';
 import type { ModelParams } from '../../domain/prompts.js';
@@ -27,7 +28,7 @@ import type { Provider } from '../provider.js';
 import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type CompleterContext } from './completer.js';
 import { CircuitBreaker, type BreakerPolicy } from './breaker.js';
 import { executeCall, type CallOutcome } from './executor.js';
-import { claimWorkItems, skipItemsPastDeadline } from './producer.js';
+import { claimWorkItems, skipItemsPastDeadline, type FlowControl } from './producer.js';
 import { rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { Tx } from './tx.js';
 
@@ -35,6 +36,9 @@ export interface Clock {
   now(): number;
 }
 export const systemClock: Clock = { now: () => Date.now() };
+
+/** The longest the engine sleeps before looking at the queue again. */
+const MAX_SLEEP_MS = 3_600_000;
 
 export type CrashPoint = 'after_claim' | 'during_call' | 'after_response' | 'in_mutation';
 
@@ -52,6 +56,8 @@ export interface EngineOptions {
   policyFor(kind: string): RetryPolicy;
   recoveryIntervalMs: number;
   breaker: BreakerPolicy;
+  /** Fair scheduler, rate limiter, budgets and prices (see producer.ts). */
+  flow: FlowControl;
   /** Credentials to scrub from error messages before they are logged or recorded. */
   secrets: readonly string[];
   random?: () => number;
@@ -74,6 +80,8 @@ export class Engine {
   private tickAgain = false;
   private tickScheduled = false;
   private dueTimer: NodeJS.Timeout | null = null;
+  /** The rate limiter refused a claim: the earliest time to try again. */
+  private limitedUntil: number | null = null;
   private timers: NodeJS.Timeout[] = [];
   private idleWaiters: (() => void)[] = [];
   /** One breaker: this engine talks to one provider endpoint. */
@@ -89,6 +97,7 @@ export class Engine {
       modelParams: o.modelParams,
       policyFor: o.policyFor,
       random: o.random ?? Math.random,
+      priceOf: o.flow.priceOf,
       ...(o.crashAt === 'in_mutation' ? { inMutation: () => this.crash('in_mutation') } : {}),
     };
   }
@@ -97,12 +106,19 @@ export class Engine {
     return this.o.provider.endpoint;
   }
 
+  /** Per model: whether a 429 has parked it, and until when. */
+  rateLimitSnapshot() {
+    return this.o.flow.limiter.snapshot(this.o.clock.now());
+  }
+
   get inFlightCount(): number {
     return this.inFlight.size;
   }
 
   /** Runs the start-up recovery scan, then starts claiming, heartbeats and periodic recovery. */
   async start(): Promise<void> {
+    // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
+    await this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now }));
     await this.recover(true);
     this.recoveryDone = true;
     this.timers.push(setInterval(() => void this.heartbeat(), Math.max(1000, Math.floor(this.leaseMs / 3))));
@@ -171,13 +187,16 @@ export class Engine {
       // An open breaker admits nothing: items stay queued and no attempt is burned.
       const free = this.breaker.admit(wanted, this.o.clock.now());
       if (free > 0) {
-        const claimed = await this.write((tx) => claimWorkItems(tx, this.o.owner, free, this.leaseMs));
+        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.o.owner, free, this.leaseMs));
+        const claimed = round.claimed;
         if (claimed.length === 0) this.breaker.onInconclusive();
         if (claimed.length > 0) this.crash('after_claim');
         for (const item of claimed) this.launch(item.id, item.lock_scope, null);
         started = claimed.length;
-        // A full batch means more may be waiting; otherwise sleep until the next item is due.
+        // A full batch means more may be waiting; otherwise sleep until the next item is due, or until
+        // the rate limiter lets the next call through.
         if (claimed.length === free && free === wanted) this.tickAgain = true;
+        if (round.limitedUntil !== null) this.limitedUntil = round.limitedUntil;
       }
       this.scheduleNextDue();
     } catch (err) {
@@ -196,7 +215,7 @@ export class Engine {
   /** Sleeps until the next queued item is due, a deadline passes, or the breaker lets a probe through. */
   private scheduleNextDue(): void {
     const now = this.o.clock.now();
-    const candidates = [nextQueuedDueAt(this.o.db), nextQueuedDeadline(this.o.db), this.breaker.reopensAt()].filter(
+    const candidates = [nextQueuedDueAt(this.o.db), nextQueuedDeadline(this.o.db), this.breaker.reopensAt(), this.limitedUntil].filter(
       (t): t is number => t !== null && t > now,
     );
     if (candidates.length > 0) this.scheduleAt(Math.min(...candidates));
@@ -205,10 +224,12 @@ export class Engine {
   private scheduleAt(at: number): void {
     if (this.stopping) return;
     if (this.dueTimer) clearTimeout(this.dueTimer);
+    // Capped: a parked item's far-future not_before must not overflow setTimeout (it would fire at once),
+    // and a long sleep re-checks now and then anyway.
     this.dueTimer = setTimeout(() => {
       this.dueTimer = null;
       this.wake();
-    }, Math.max(0, at - this.o.clock.now()));
+    }, Math.min(MAX_SLEEP_MS, Math.max(0, at - this.o.clock.now())));
     this.dueTimer.unref();
   }
 
@@ -238,6 +259,7 @@ export class Engine {
         secrets: this.o.secrets,
       });
       this.observeProvider(outcome);
+      this.observeRateLimits(request.model, outcome);
       if (outcome.kind === 'error') {
         await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
         return;
@@ -248,6 +270,21 @@ export class Engine {
     }
     const recorded = response;
     await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
+  }
+
+  /**
+   * Feeds the rate limiter: an answer's x-ratelimit-* headers correct the model's buckets, and a 429
+   * parks the model until its reset for every queued item, not only the one that got it.
+   */
+  private observeRateLimits(model: string, outcome: CallOutcome): void {
+    const now = this.o.clock.now();
+    if (outcome.kind === 'response') return this.o.flow.limiter.observe(model, outcome.rateLimit, now);
+    if (outcome.error.code !== 'PROVIDER_RATE_LIMIT') return;
+    const until = now + (outcome.error.retryAfterMs ?? this.o.policyFor('').baseMs);
+    this.o.flow.limiter.park(model, until, now);
+    this.o.logger.warn({ model, until: new Date(until).toISOString() }, 'rate limited by the provider (429): no new calls of this model until the reset');
+    this.limitedUntil = Math.max(this.limitedUntil ?? 0, until);
+    this.scheduleAt(until);
   }
 
   /** Feeds the breaker: transient provider failures count, any answer from the provider resets it. */

@@ -1,30 +1,112 @@
 /**
- * The producer: leases up to the number of free slots in one transaction. Each claim is one guarded
- * UPDATE plus the item's lock scope, so an item is never leased twice and two mutations of one epic
- * never run at the same time.
+ * The producer: leases up to the number of free slots in one transaction. For each slot it
+ *
+ *   1. asks the fair scheduler which due item goes next (class, aging, weighted round robin),
+ *   2. estimates that call's maximum (prompt + max_tokens) and checks the project's budget — an item
+ *      that does not fit parks its project's due items as BUDGET_EXCEEDED, with no call made,
+ *   3. takes a request and the tokens from the model's rate limiter — when it says wait, nothing
+ *      more is claimed and the engine sleeps until it allows,
+ *   4. leases the item (one guarded UPDATE), takes its lock scope and reserves the charge.
+ *
+ * All of it commits together, before any provider call: an item is never leased twice, two mutations
+ * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
 import { acquireLock } from '../../db/locks.js';
+import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
-import { claimNextWorkItem, listQueuedPastDeadline } from '../../db/work-items.js';
+import { claimWorkItem, getWorkItem, listClaimHeads, listQueuedPastDeadline, parkProjectItems } from '../../db/work-items.js';
+import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
+import type { FairScheduler } from '../../domain/fair-scheduler.js';
+import type { ModelParams } from '../../domain/prompts.js';
+import type { RateLimiter } from '../../domain/rate-limit.js';
+import { reserveCharge, type PriceOf } from './charges.js';
 import { failAttempt, type CompleterContext } from './completer.js';
+import { buildItemRequest } from './request.js';
 import { emitWorkItem, type Tx } from './tx.js';
 
-export function claimWorkItems(tx: Tx, owner: string, limit: number, leaseMs: number): WorkItemRow[] {
-  const claimed: WorkItemRow[] = [];
+/** Until when a project over a total budget stays parked: until the budget is raised (and the daemon restarted). */
+export const PARKED_UNTIL_RAISED = Date.UTC(9999, 11, 31);
+
+export interface FlowControl {
+  scheduler: FairScheduler;
+  limiter: RateLimiter;
+  budgetFor(projectId: string): BudgetLimits;
+  priceOf: PriceOf;
+  modelParams: ModelParams;
+}
+
+export interface ClaimRound {
+  claimed: WorkItemRow[];
+  /** Items parked for their budget in this round. */
+  parked: number;
+  /** The rate limiter stopped the round: claim again at this time. */
+  limitedUntil: number | null;
+}
+
+export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: number, leaseMs: number): ClaimRound {
+  const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null };
   const leaseUntil = tx.now + leaseMs;
-  while (claimed.length < limit) {
-    const item = claimNextWorkItem(tx.db, { owner, now: tx.now, lease_until: leaseUntil });
-    if (!item) break;
-    // The claim query skipped held scopes, so this cannot fail unless the table is inconsistent.
-    if (!acquireLock(tx.db, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: leaseUntil })) {
-      throw new Error(`lock ${item.lock_scope} is held although the claim found it free`);
+  while (round.claimed.length < limit) {
+    const pick = flow.scheduler.pick(listClaimHeads(tx.db, tx.now), tx.now);
+    if (!pick) break;
+    const item = getWorkItem(tx.db, pick.id)!;
+    const estimate = estimateFor(tx, flow, item);
+    if (!fitsBudget(tx, flow, item, estimate, round)) continue;
+    const admission = flow.limiter.admit(flow.modelParams.model, estimate.tokens, tx.now);
+    if (!admission.ok) {
+      round.limitedUntil = admission.retryAt;
+      break;
     }
-    const thread = getThread(tx.db, item.thread_id);
-    if (thread) emitWorkItem(tx, thread, item);
-    claimed.push(item);
+    const leased = claimWorkItem(tx.db, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
+    // The heads query read this transaction's own state, so the item is still queued and due.
+    if (!leased) throw new Error(`work item ${item.id} was not claimable although the scheduler chose it`);
+    // The heads query skipped held scopes, so this cannot fail unless the table is inconsistent.
+    if (!acquireLock(tx.db, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil })) {
+      throw new Error(`lock ${leased.lock_scope} is held although the claim found it free`);
+    }
+    reserveCharge(tx, leased, flow.modelParams.model, estimate);
+    const thread = getThread(tx.db, leased.thread_id);
+    if (thread) emitWorkItem(tx, thread, leased);
+    round.claimed.push(leased);
   }
-  return claimed;
+  return round;
+}
+
+/** The most the item's next call can bill; a request that cannot be built (target gone) reserves max_tokens. */
+function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): CallEstimate {
+  const thread = getThread(tx.db, item.thread_id);
+  const built = thread ? buildItemRequest(tx.db, flow.modelParams, thread, item) : null;
+  if (built?.ok) return estimateCall(built.request, flow.priceOf(flow.modelParams.model));
+  return { tokens: flow.modelParams.maxTokens, cost_usd: 0 };
+}
+
+/**
+ * Whether the project can afford the call. If not, its due items are parked — until the next UTC
+ * midnight when only a daily limit is in the way, else until the budget is raised — and the scheduler
+ * no longer sees them. A settled or released reservation of the project unparks them (engine/charges.ts).
+ */
+function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate: CallEstimate, round: ClaimRound): boolean {
+  const limits = flow.budgetFor(item.project_id);
+  if (Object.values(limits).every((v) => v === undefined)) return true;
+  const spent = {
+    today: sumProjectSpend(tx.db, item.project_id, utcDay(tx.now)),
+    total: sumProjectSpend(tx.db, item.project_id, null),
+  };
+  const verdict = checkBudget(limits, spent, estimate, tx.now);
+  if (verdict.ok) return true;
+  const until = verdict.retryAt ?? PARKED_UNTIL_RAISED;
+  const resume = verdict.retryAt ? `resumes at ${new Date(verdict.retryAt).toISOString()}` : 'resumes when the budget is raised';
+  const message = `project ${item.project_id} is over budget (${verdict.reason}); no call was made, the item ${resume}`;
+  const parkedItems = parkProjectItems(tx.db, { project_id: item.project_id, now: tx.now, until, message });
+  // The chosen item was due, so it is among them; without this the round would pick it forever.
+  if (parkedItems.length === 0) throw new Error(`work item ${item.id} could not be parked`);
+  for (const parked of parkedItems) {
+    const thread = getThread(tx.db, parked.thread_id);
+    if (thread) emitWorkItem(tx, thread, parked);
+    round.parked++;
+  }
+  return false;
 }
 
 /** Ends queued items whose deadline passed before they could start (SKIPPED_DEADLINE). */

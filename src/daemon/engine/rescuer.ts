@@ -13,6 +13,7 @@ import { extendLock, releaseOrphanedLocks } from '../../db/locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
 import { getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
+import { closeAfterError, releaseUnsent } from './charges.js';
 import { failAttempt, type CompleterContext } from './completer.js';
 import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
 
@@ -32,6 +33,8 @@ export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[]
     const thread = getThread(tx.db, item.thread_id);
     if (!thread) continue;
     if (item.status === 'claimed') {
+      // No prompt was recorded, so no call was made: the reservation goes back to the budget.
+      releaseUnsent(tx, item);
       requeueWorkItem(tx.db, {
         id: item.id,
         from: 'claimed',
@@ -54,6 +57,8 @@ export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[]
     if (last?.entry_type === 'response') {
       result.resume.push({ itemId: item.id, response: last });
     } else {
+      // The call was in flight: it may have been billed, so its reservation counts as spent.
+      closeAfterError(tx, mine, { code: 'INTERRUPTED', class: 'transient', message: 'interrupted' });
       failAttempt(tx, ctx, mine, {
         code: 'INTERRUPTED',
         class: 'transient',

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../db/connection.js';
 import { insertMutation } from '../../db/mutations.js';
-import { getDocument, getProject, updateDocumentContent } from '../../db/projects.js';
+import { getDocument, getDocumentStamp, getProject, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { applyStoriesToBacklog, parseStoriesAnswer, storyBacklogSchema, type StoriesAnswer } from '../../domain/backlog.js';
 import type { ClassifiedError } from '../../domain/errors.js';
@@ -17,9 +17,27 @@ export function readTargetRef(thread: ThreadRow): TargetRef {
   return JSON.parse(thread.target_ref) as TargetRef;
 }
 
+/**
+ * Parsed epic architectures by document id and version. A version's content never changes, so the
+ * cache cannot go stale; without it every claim (to estimate its cost) and every start would parse and
+ * validate the whole architecture — milliseconds for a project of thousands of epics.
+ */
+const parsedEpics = new Map<string, Epic[]>();
+const PARSED_EPICS_MAX = 64;
+
 function loadEpics(db: Db, projectId: string): Epic[] {
-  const doc = getDocument(db, projectId, EPIC_ARCHITECTURE);
-  return doc ? epicArchitectureSchema.parse(JSON.parse(doc.content)).epics : [];
+  const stamp = getDocumentStamp(db, projectId, EPIC_ARCHITECTURE);
+  if (!stamp) return [];
+  // updated_at too: a version number written by a rolled-back transaction may be reused by another write.
+  const key = `${stamp.id}@${stamp.version}@${stamp.updated_at}`;
+  let epics = parsedEpics.get(key);
+  if (!epics) {
+    const doc = getDocument(db, projectId, EPIC_ARCHITECTURE)!;
+    epics = epicArchitectureSchema.parse(JSON.parse(doc.content)).epics;
+    if (parsedEpics.size >= PARSED_EPICS_MAX) parsedEpics.delete(parsedEpics.keys().next().value!);
+    parsedEpics.set(key, epics);
+  }
+  return epics;
 }
 
 /** The request for one epic, or a permanent error when the project or epic no longer exists. */

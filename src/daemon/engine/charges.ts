@@ -1,0 +1,110 @@
+/**
+ * The life of a call's charge, inside the engine's transactions (lease-then-pay, ADR-0023):
+ *
+ *   reserveCharge              in the claim's transaction, before any call: the estimated maximum
+ *   settleChargeFromResponse   in the transaction that records the `response` entry: the real usage
+ *   closeChargeAfterError      the call failed: released if the provider certainly did not bill it,
+ *                              otherwise in doubt (counted at its maximum)
+ *   releaseUnsentCharge        the item ended or went back to the queue before any call was made
+ *
+ * Usage is copied from the response entry in the same transaction that appends it, and the charge
+ * row is guarded by `status = 'reserved'` and a unique `response_seq`: a paid call is counted exactly
+ * once, however often the item is retried or the daemon restarted.
+ */
+import { randomUUID } from 'node:crypto';
+import { addProjectSpend, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
+import type { ChargeRow, LedgerRow, WorkItemRow } from '../../db/schema.js';
+import { unparkBudgetItems } from '../../db/work-items.js';
+import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
+import type { Usage } from '../../domain/completion.js';
+import type { ClassifiedError } from '../../domain/errors.js';
+import type { Tx } from './tx.js';
+
+export type PriceOf = (model: string) => ModelPrice | undefined;
+
+export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate: CallEstimate): void {
+  const day = utcDay(tx.now);
+  addProjectSpend(tx.db, { project_id: item.project_id, day, tokens: estimate.tokens, cost_usd: estimate.cost_usd });
+  insertCharge(tx.db, {
+    id: randomUUID(),
+    work_item_id: item.id,
+    thread_id: item.thread_id,
+    project_id: item.project_id,
+    model,
+    attempt: item.attempt,
+    repair: item.repair_count,
+    status: 'reserved',
+    day,
+    reserved_tokens: estimate.tokens,
+    reserved_cost_usd: estimate.cost_usd,
+    prompt_tokens: null,
+    completion_tokens: null,
+    total_tokens: null,
+    cost_usd: null,
+    response_seq: null,
+    applied: 0,
+    created_at: tx.now,
+    settled_at: null,
+  });
+}
+
+/**
+ * The response was recorded (`response` = its ledger entry): settle at its usage. A response without
+ * usage was paid for an unknown amount, so it stays counted at its maximum (in doubt).
+ */
+export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRow, usage: Usage | null, priceOf: PriceOf): void {
+  const charge = getOpenCharge(tx.db, item.id);
+  if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
+  const cost = usage ? costUsd(priceOf(charge.model), usage.prompt_tokens, usage.completion_tokens) : null;
+  settleChargeFromResponse(tx.db, {
+    id: charge.id,
+    status: usage ? 'settled' : 'in_doubt',
+    prompt_tokens: usage?.prompt_tokens ?? null,
+    completion_tokens: usage?.completion_tokens ?? null,
+    total_tokens: usage?.total_tokens ?? null,
+    cost_usd: cost,
+    response_seq: response.seq,
+    now: tx.now,
+  });
+  if (!usage) return; // in doubt: stays counted at its maximum
+  // Budgets now count the real usage instead of the maximum (a call can exceed its estimate slightly).
+  addProjectSpend(tx.db, {
+    project_id: charge.project_id,
+    day: charge.day,
+    tokens: usage.total_tokens - charge.reserved_tokens,
+    cost_usd: cost! - charge.reserved_cost_usd,
+  });
+  if (usage.total_tokens < charge.reserved_tokens) freeHeadroom(tx, item);
+}
+
+/**
+ * The call failed without a recorded response. An HTTP error answer (4xx/5xx, 429 included) is not
+ * billed, nor is a request that never left; anything else (timeout, dropped connection, abort,
+ * INTERRUPTED by a crash) may have been, so it counts as spent.
+ */
+export function closeAfterError(tx: Tx, item: WorkItemRow, error: ClassifiedError): void {
+  const charge = getOpenCharge(tx.db, item.id);
+  if (!charge) return;
+  const billed = error.httpStatus === undefined && !error.notSent;
+  closeChargeWithoutResponse(tx.db, { id: charge.id, status: billed ? 'in_doubt' : 'released', now: tx.now });
+  if (!billed) unreserve(tx, item, charge);
+}
+
+/** No call was made for this lease (canceled, target gone, lease expired before the prompt). */
+export function releaseUnsent(tx: Tx, item: WorkItemRow): void {
+  const charge = getOpenCharge(tx.db, item.id);
+  if (!charge) return;
+  closeChargeWithoutResponse(tx.db, { id: charge.id, status: 'released', now: tx.now });
+  unreserve(tx, item, charge);
+}
+
+/** A released charge gives its whole reservation back to the budget. */
+function unreserve(tx: Tx, item: WorkItemRow, charge: ChargeRow): void {
+  addProjectSpend(tx.db, { project_id: charge.project_id, day: charge.day, tokens: -charge.reserved_tokens, cost_usd: -charge.reserved_cost_usd });
+  freeHeadroom(tx, item);
+}
+
+/** Part of a reservation came back: the project's budget-parked items may fit now; the claim re-checks. */
+function freeHeadroom(tx: Tx, item: WorkItemRow): void {
+  unparkBudgetItems(tx.db, { project_id: item.project_id, now: tx.now });
+}

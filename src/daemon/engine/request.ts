@@ -1,0 +1,36 @@
+/**
+ * The exact request a work item's next call sends: the story prompt, or for a repair the last prompt,
+ * the invalid answer and what was wrong with it. Used by the claim (to reserve its cost) and by
+ * `startWorkItem` (to record and send it); both read the same stored state, so they agree.
+ */
+import type { Db } from '../../db/connection.js';
+import { getLastLedgerEntryOfType } from '../../db/ledger.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import { readCompletionBody } from '../../domain/completion.js';
+import type { ClassifiedError } from '../../domain/errors.js';
+import { renderRepairPrompt, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
+import { buildStoryRequest } from './story-operation.js';
+
+export function buildItemRequest(
+  db: Db,
+  params: ModelParams,
+  thread: ThreadRow,
+  item: WorkItemRow,
+): { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError } {
+  const built = buildStoryRequest(db, thread, params);
+  if (!built.ok || item.repair_count === 0) return built;
+  return { ok: true, request: repairRequest(db, item) ?? built.request };
+}
+
+/** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */
+function repairRequest(db: Db, item: WorkItemRow): ChatRequest | null {
+  const prompt = getLastLedgerEntryOfType(db, item.id, 'prompt');
+  const response = getLastLedgerEntryOfType(db, item.id, 'response');
+  const report = getLastLedgerEntryOfType(db, item.id, 'parse_report');
+  if (!prompt || !response || !report) return null;
+  const original = (JSON.parse(prompt.payload) as { request: ChatRequest }).request;
+  const envelope = readCompletionBody(JSON.parse(response.payload).body);
+  const answer = envelope.ok ? (envelope.content ?? '') : '';
+  const errors = (JSON.parse(report.payload) as { errors: string[] }).errors;
+  return renderRepairPrompt(original, answer, errors);
+}

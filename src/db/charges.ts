@@ -1,0 +1,148 @@
+/**
+ * llm_charges: one row per provider call, reserved before the call and settled after it (see the
+ * table's comment in schema.ts). Every state change is guarded by `status = 'reserved'`, so a call is
+ * settled at most once, and `response_seq` is unique, so one response is never counted twice.
+ */
+import type { Db } from './connection.js';
+import type { ChargeRow } from './schema.js';
+import { expectOneChange, prepared } from './statements.js';
+
+export function insertCharge(db: Db, row: ChargeRow): void {
+  prepared(
+    db,
+    `INSERT INTO llm_charges (id, work_item_id, thread_id, project_id, model, attempt, repair, status, day,
+       reserved_tokens, reserved_cost_usd, prompt_tokens, completion_tokens, total_tokens, cost_usd, response_seq,
+       applied, created_at, settled_at)
+     VALUES (@id, @work_item_id, @thread_id, @project_id, @model, @attempt, @repair, @status, @day,
+       @reserved_tokens, @reserved_cost_usd, @prompt_tokens, @completion_tokens, @total_tokens, @cost_usd, @response_seq,
+       @applied, @created_at, @settled_at)`,
+  ).run(row);
+}
+
+/** The work item's open reservation (at most one, by a partial unique index). */
+export function getOpenCharge(db: Db, workItemId: string): ChargeRow | undefined {
+  return prepared(db, "SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'").get(workItemId) as
+    | ChargeRow
+    | undefined;
+}
+
+/** reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. */
+export function settleChargeFromResponse(
+  db: Db,
+  p: {
+    id: string;
+    status: 'settled' | 'in_doubt';
+    prompt_tokens: number | null;
+    completion_tokens: number | null;
+    total_tokens: number | null;
+    cost_usd: number | null;
+    response_seq: number;
+    now: number;
+  },
+): void {
+  const result = prepared(
+    db,
+    `UPDATE llm_charges
+     SET status = @status, prompt_tokens = @prompt_tokens, completion_tokens = @completion_tokens,
+         total_tokens = @total_tokens, cost_usd = @cost_usd, response_seq = @response_seq, settled_at = @now
+     WHERE id = @id AND status = 'reserved'`,
+  ).run(p);
+  expectOneChange(result, `charge ${p.id} is not reserved`);
+}
+
+/** reserved → released (certainly not billed) or in_doubt (may have been billed): no response. */
+export function closeChargeWithoutResponse(db: Db, p: { id: string; status: 'released' | 'in_doubt'; now: number }): void {
+  const result = prepared(
+    db,
+    "UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'",
+  ).run(p);
+  expectOneChange(result, `charge ${p.id} is not reserved`);
+}
+
+/** Marks the call whose answer was applied: the one paid call of the thread that was not wasted. */
+export function markChargeApplied(db: Db, responseSeq: number): void {
+  prepared(db, 'UPDATE llm_charges SET applied = 1 WHERE response_seq = ?').run(responseSeq);
+}
+
+/**
+ * Moves a project's budgeted spend for one day by a delta (positive when a call is reserved, the
+ * difference when it settles, negative when it is released). Called in the same transaction as the
+ * charge change it mirrors (engine/charges.ts).
+ */
+export function addProjectSpend(db: Db, p: { project_id: string; day: string; tokens: number; cost_usd: number }): void {
+  prepared(
+    db,
+    `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
+     ON CONFLICT (project_id, day) DO UPDATE
+       SET tokens = tokens + excluded.tokens, cost_usd = cost_usd + excluded.cost_usd`,
+  ).run(p);
+}
+
+/**
+ * What a project has spent or may have spent: settled calls at their usage, reserved and in-doubt calls
+ * at their maximum; released calls count nothing. `day` null sums every day. Reads the running totals
+ * (one row per day), not the call history.
+ */
+export function sumProjectSpend(db: Db, projectId: string, day: string | null): { tokens: number; cost_usd: number } {
+  return prepared(
+    db,
+    `SELECT coalesce(sum(tokens), 0) AS tokens, coalesce(sum(cost_usd), 0) AS cost_usd
+     FROM llm_project_spend WHERE project_id = @projectId AND (@day IS NULL OR day = @day)`,
+  ).get({ projectId, day }) as { tokens: number; cost_usd: number };
+}
+
+export interface UsageTotals {
+  /** Calls that reached the provider and may have been billed (settled + in doubt). */
+  calls: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cost_usd: number;
+  /** Settled calls whose answer was not applied: retries of bad answers, repairs, failed threads. */
+  wasted_calls: number;
+  wasted_tokens: number;
+  wasted_cost_usd: number;
+  /** Calls whose outcome is unknown, counted at their reserved maximum. */
+  in_doubt_calls: number;
+  in_doubt_tokens: number;
+  in_doubt_cost_usd: number;
+  /** Calls in flight now, at their reserved maximum. */
+  reserved_calls: number;
+  reserved_tokens: number;
+}
+
+const TOTALS_COLUMNS = `
+  coalesce(sum(status IN ('settled', 'in_doubt')), 0) AS calls,
+  coalesce(sum(CASE WHEN status = 'settled' THEN prompt_tokens END), 0) AS prompt_tokens,
+  coalesce(sum(CASE WHEN status = 'settled' THEN completion_tokens END), 0) AS completion_tokens,
+  coalesce(sum(CASE WHEN status = 'settled' THEN total_tokens END), 0) AS total_tokens,
+  coalesce(sum(CASE WHEN status = 'settled' THEN cost_usd END), 0) AS cost_usd,
+  coalesce(sum(status = 'settled' AND applied = 0), 0) AS wasted_calls,
+  coalesce(sum(CASE WHEN status = 'settled' AND applied = 0 THEN total_tokens END), 0) AS wasted_tokens,
+  coalesce(sum(CASE WHEN status = 'settled' AND applied = 0 THEN cost_usd END), 0) AS wasted_cost_usd,
+  coalesce(sum(status = 'in_doubt'), 0) AS in_doubt_calls,
+  coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_tokens END), 0) AS in_doubt_tokens,
+  coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_cost_usd END), 0) AS in_doubt_cost_usd,
+  coalesce(sum(status = 'reserved'), 0) AS reserved_calls,
+  coalesce(sum(CASE WHEN status = 'reserved' THEN reserved_tokens END), 0) AS reserved_tokens`;
+
+/** A thread's usage; for an orchestration, its children's too (children are one level deep). */
+export function sumThreadUsage(db: Db, threadId: string): UsageTotals {
+  return prepared(
+    db,
+    `SELECT ${TOTALS_COLUMNS} FROM llm_charges
+     WHERE thread_id = @id OR thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @id)`,
+  ).get({ id: threadId }) as UsageTotals;
+}
+
+export type UsageRow = UsageTotals & { project_id: string; day: string };
+
+/** Usage per project and UTC day, newest day first; `projectId` null for every project. */
+export function listUsageByProjectDay(db: Db, projectId: string | null): UsageRow[] {
+  return prepared(
+    db,
+    `SELECT project_id, day, ${TOTALS_COLUMNS} FROM llm_charges
+     WHERE (@projectId IS NULL OR project_id = @projectId)
+     GROUP BY project_id, day ORDER BY day DESC, project_id`,
+  ).all({ projectId }) as UsageRow[];
+}

@@ -1,0 +1,72 @@
+/**
+ * The fair scheduler: which due item to claim next (ADR-002 §5-1).
+ *
+ * 1. Class first: the lowest effective priority wins (interactive 0 < generate-all children 10 <
+ *    scheduled 20). Waiting ages an item: every `agingStepMs` it has been due lowers its effective
+ *    priority by one, down to 0, so bulk and scheduled work eventually compete as equals and never starve.
+ * 2. Within a class, projects take turns by smooth weighted round robin (the nginx algorithm): each
+ *    competing project gains its weight, the richest is chosen and pays the sum of the weights. With
+ *    weights 3 and 1, the rotation is A A B A A A B A … without bursts, and a project that appears
+ *    starts competing at once instead of waiting for another project's backlog to drain.
+ *
+ * Pure and in memory: the rotation state matters for fairness only, never for correctness, so a
+ * restart simply starts a new rotation.
+ */
+
+export interface Candidate {
+  id: string;
+  project_id: string;
+  priority: number;
+  /** When the item became due (its `not_before`): waiting starts here. */
+  not_before: number;
+}
+
+export interface FairSchedulerOptions {
+  /** Weight per project id; absent projects weigh `defaultWeight`. */
+  weights: Readonly<Record<string, number>>;
+  defaultWeight: number;
+  agingStepMs: number;
+}
+
+export class FairScheduler {
+  private readonly credit = new Map<string, number>();
+
+  constructor(private readonly o: FairSchedulerOptions) {}
+
+  weightOf(projectId: string): number {
+    return this.o.weights[projectId] ?? this.o.defaultWeight;
+  }
+
+  /** The priority an item competes with now: its own, lowered by one per aging step waited, not below 0. */
+  effectivePriority(c: Candidate, now: number): number {
+    const steps = this.o.agingStepMs > 0 ? Math.floor(Math.max(0, now - c.not_before) / this.o.agingStepMs) : 0;
+    return Math.max(0, c.priority - steps);
+  }
+
+  /**
+   * Picks the next item among `candidates` and advances the rotation. Candidates may hold several
+   * items per project; a project's oldest item of the winning class is the one returned.
+   */
+  pick(candidates: readonly Candidate[], now: number): Candidate | null {
+    if (candidates.length === 0) return null;
+    const ranked = candidates.map((c) => ({ c, p: this.effectivePriority(c, now) }));
+    const best = Math.min(...ranked.map((r) => r.p));
+    const byProject = new Map<string, Candidate>();
+    for (const { c, p } of ranked) {
+      if (p !== best) continue;
+      const seen = byProject.get(c.project_id);
+      if (!seen || c.not_before < seen.not_before) byProject.set(c.project_id, c);
+    }
+    let chosen: string | null = null;
+    let total = 0;
+    for (const project of [...byProject.keys()].sort()) {
+      const w = this.weightOf(project);
+      total += w;
+      const credit = (this.credit.get(project) ?? 0) + w;
+      this.credit.set(project, credit);
+      if (chosen === null || credit > this.credit.get(chosen)!) chosen = project;
+    }
+    this.credit.set(chosen!, this.credit.get(chosen!)! - total);
+    return byProject.get(chosen!)!;
+  }
+}
