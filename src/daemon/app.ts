@@ -13,6 +13,7 @@ import { sumCallUsage } from '../db/call-records.js';
 import { countThreadsByStatus, getThread, listThreads } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
+import { NO_ANSWER_RULES } from '../domain/answer-rules.js';
 import { isTerminalThread } from '../domain/states.js';
 import { cancelThread, CommandError, generateAll, generateEpic, importProject, retryThread, type GenerateOptions } from './commands.js';
 import type { DaemonConfig } from './config.js';
@@ -21,6 +22,7 @@ import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { verifyLedger } from './ledger-verify.js';
+import { applyReplay, planReplay, type ReplayReport } from './replay.js';
 import type { Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { createOpenAIProvider, type Provider } from './provider.js';
@@ -77,12 +79,21 @@ export class App {
     });
     const provider = o.provider ?? createOpenAIProvider(o.config.provider);
     const policyFor = (kind: string) => o.config.operationRetry[kind] ?? o.config.retry;
+    const rulesFor = (kind: string) => o.config.operationRules[kind] ?? NO_ANSWER_RULES;
     const modelParams = {
       model: o.config.provider.model,
       temperature: o.config.provider.temperature,
       maxTokens: o.config.provider.maxTokens,
     };
-    this.ctx = { owner: this.owner, endpoint: provider.endpoint, modelParams, policyFor, random: o.random ?? Math.random };
+    this.ctx = {
+      owner: this.owner,
+      endpoint: provider.endpoint,
+      modelParams,
+      policyFor,
+      rulesFor,
+      cache: o.config.cache,
+      random: o.random ?? Math.random,
+    };
     this.engine = new Engine({
       db: this.db,
       writer: this.writer,
@@ -94,6 +105,8 @@ export class App {
       callTimeoutMs: o.config.provider.callTimeoutMs,
       modelParams,
       policyFor,
+      rulesFor,
+      cache: o.config.cache,
       recoveryIntervalMs: o.config.recoveryIntervalMs,
       breaker: o.config.breaker,
       secrets: o.config.provider.apiKey ? [o.config.provider.apiKey] : [],
@@ -155,6 +168,15 @@ export class App {
     const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId));
     this.engine.wake();
     return threadView(this.db, t);
+  }
+
+  /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
+  async replay(threadId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+    const rulesFor = (t: string) => this.ctx.rulesFor(getThread(this.db, t)?.kind ?? '');
+    if (!o.apply) return planReplay(this.db, rulesFor(threadId), threadId, o.responseSeq);
+    const r = await this.write((tx) => applyReplay(tx, rulesFor(threadId), this.ctx.policyFor, threadId, o.responseSeq));
+    this.engine.wake();
+    return r;
   }
 
   async cancel(threadId: string): Promise<ThreadView> {

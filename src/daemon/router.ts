@@ -74,6 +74,9 @@ export const appRouter = t.router({
     yield* ctx.app.follow(input.thread_id, signal);
   }),
   retry: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.retry(input.thread_id)),
+  replay: t.procedure
+    .input(z.object({ thread_id: id, apply: z.boolean().default(false), response_seq: z.number().int().positive().nullable().default(null) }))
+    .mutation(({ ctx, input }) => ctx.app.replay(input.thread_id, { apply: input.apply, responseSeq: input.response_seq })),
   cancel: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.cancel(input.thread_id)),
 
   ledger: t.router({

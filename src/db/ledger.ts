@@ -52,6 +52,10 @@ export function appendLedgerEntry(db: Db, e: NewLedgerEntry): LedgerRow {
   return full;
 }
 
+export function getLedgerEntry(db: Db, seq: number): LedgerRow | undefined {
+  return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE seq = ?').get(seq) as LedgerRow | undefined;
+}
+
 export function listLedgerForThread(db: Db, threadId: string): LedgerRow[] {
   return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE thread_id = ? ORDER BY seq').all(threadId) as LedgerRow[];
 }

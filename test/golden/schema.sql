@@ -1,6 +1,9 @@
 -- index idx_call_records_thread
 CREATE INDEX `idx_call_records_thread` ON `llm_call_records` (`thread_id`);
 
+-- index idx_ledger_imports_import
+CREATE INDEX `idx_ledger_imports_import` ON `llm_ledger_imports` (`import_id`);
+
 -- index idx_ledger_thread
 CREATE INDEX `idx_ledger_thread` ON `llm_ledger_entries` (`thread_id`,`seq`);
 
@@ -90,6 +93,23 @@ CREATE TABLE `llm_ledger_entries` (
 	`created_at` integer NOT NULL,
 	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action,
 	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action
+);
+
+-- table llm_ledger_imports
+CREATE TABLE `llm_ledger_imports` (
+	`seq` integer PRIMARY KEY NOT NULL,
+	`import_id` text NOT NULL,
+	`source_seq` integer NOT NULL,
+	`source_prev_hash` text NOT NULL,
+	`source_hash` text NOT NULL
+);
+
+-- table llm_response_cache
+CREATE TABLE `llm_response_cache` (
+	`request_hash` text PRIMARY KEY NOT NULL,
+	`prompt_seq` integer NOT NULL,
+	`response_seq` integer NOT NULL,
+	`created_at` integer NOT NULL
 );
 
 -- table llm_threads

@@ -11,18 +11,20 @@
  * loudly (StaleStateError) instead of completing an item twice.
  */
 import { insertCallRecord } from '../../db/call-records.js';
-import { getLastLedgerEntryOfType } from '../../db/ledger.js';
+import { getLastLedgerEntryForWorkItem, getLastLedgerEntryOfType } from '../../db/ledger.js';
 import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { StaleStateError } from '../../db/statements.js';
 import { getThread } from '../../db/threads.js';
 import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
+import type { AnswerRules } from '../../domain/answer-rules.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { renderRepairPrompt, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
 import { backoffDelayMs, type RetryPolicy } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
+import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
 import { applyStoryAnswer, buildStoryRequest, parseStoryAnswer } from './story-operation.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
 
@@ -32,6 +34,10 @@ export interface CompleterContext {
   endpoint: string;
   modelParams: ModelParams;
   policyFor(kind: string): RetryPolicy;
+  /** Extra acceptance rules for an operation's answers (config `operations.<kind>.validation`). */
+  rulesFor(kind: string): AnswerRules;
+  /** Answer identical temperature-0 requests from recorded answers (config `cache`). */
+  cache: boolean;
   random: () => number;
   /** Debug hook for crash tests: runs inside the mutation transaction, before it commits. */
   inMutation?: () => void;
@@ -52,16 +58,26 @@ function threadOf(tx: Tx, item: WorkItemRow): ThreadRow {
   return thread;
 }
 
+/** What a started item does next: send this request, or finish from an answer already recorded. */
+export type StartResult = { kind: 'call'; request: ChatRequest } | { kind: 'recorded'; response: LedgerRow };
+
 /**
- * Records the prompt and moves claimed → running. Returns the exact request to send, or null when the
- * item ended instead (its thread was canceled, or its target no longer exists).
+ * Moves claimed → running. Normally records the prompt and returns the exact request to send. Returns
+ * a recorded answer instead when one exists: the item's last entry is already a `response` (a replay
+ * queued it with the answer), or the cache holds a valid answer to this exact request. Returns null
+ * when the item ended instead (its thread was canceled, or its target no longer exists).
  */
-export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): ChatRequest | null {
+export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): StartResult | null {
   const item = leasedItem(tx, ctx, itemId, 'claimed');
   let thread = threadOf(tx, item);
   if (thread.status === 'canceled') {
     failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
     return null;
+  }
+  const pending = getLastLedgerEntryForWorkItem(tx.db, item.id);
+  if (pending?.entry_type === 'response') {
+    markRunning(tx, ctx, markThreadStarted(tx, thread), item);
+    return { kind: 'recorded', response: pending };
   }
   const built = buildStoryRequest(tx.db, thread, ctx.modelParams);
   if (!built.ok) {
@@ -76,9 +92,15 @@ export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): Ch
     repair: item.repair_count,
     endpoint: ctx.endpoint,
   });
+  markRunning(tx, ctx, thread, item);
+  const cached = ctx.cache ? findCachedAnswer(tx.db, ctx.endpoint, request) : null;
+  if (cached) return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
+  return { kind: 'call', request };
+}
+
+function markRunning(tx: Tx, ctx: CompleterContext, thread: ThreadRow, item: WorkItemRow): void {
   markWorkItemRunning(tx.db, item.id, ctx.owner);
   emitWorkItem(tx, thread, { ...item, status: 'running' });
-  return request;
 }
 
 /** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */
@@ -151,20 +173,30 @@ export function finishAnswer(
   if (thread.status === 'canceled') {
     return failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }
-  const provenance = { response_seq: response.seq, ...(resumed ? { resumed: true } : {}) };
-  const envelope = readCompletionBody(JSON.parse(response.payload).body);
+  const recorded = JSON.parse(response.payload) as { body: unknown; replay_of?: number; cached_from?: number };
+  const provenance = {
+    response_seq: response.seq,
+    ...(resumed ? { resumed: true } : {}),
+    ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
+    ...(recorded.cached_from !== undefined ? { cached_from: recorded.cached_from } : {}),
+  };
+  const envelope = readCompletionBody(recorded.body);
   if (!envelope.ok) {
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
     return failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
-  const parsed = parseStoryAnswer(envelope.content);
+  const parsed = parseStoryAnswer(envelope.content, ctx.rulesFor(thread.kind));
   if (!parsed.ok) {
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: parsed.errors, ...provenance });
     return rejectAnswer(tx, ctx, item, thread, parsed.errors);
   }
   appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: parsed.value.stories.length, errors: [], ...provenance });
+  rememberValidAnswer(tx, item, response);
   const mutation = applyStoryAnswer(tx.db, thread, item, parsed.value, tx.now);
-  appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, { ...mutation });
+  appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
+    ...mutation,
+    ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
+  });
   markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
   releaseLock(tx.db, item.lock_scope, item.id);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
