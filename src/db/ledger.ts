@@ -101,3 +101,21 @@ export function listAppliedWithoutMutationReport(db: Db): string[] {
     ).all() as { id: string }[]
   ).map((r) => r.id);
 }
+
+/** Complete threads that have work items but no applied one: a completion the ledger cannot explain. */
+export function listCompleteThreadsWithoutAppliedItem(db: Db): string[] {
+  return (
+    prepared(
+      db,
+      `SELECT t.id FROM llm_threads t
+       WHERE t.status = 'complete'
+         AND EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id)
+         AND NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id AND w.status = 'applied')`,
+    ).all() as { id: string }[]
+  ).map((r) => r.id);
+}
+
+export function getLatestLedgerEntrySeqForThread(db: Db, threadId: string): number | null {
+  const row = prepared(db, 'SELECT max(seq) AS seq FROM llm_ledger_entries WHERE thread_id = ?').get(threadId) as { seq: number | null };
+  return row.seq;
+}

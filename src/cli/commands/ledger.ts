@@ -30,7 +30,11 @@ export function ledgerCommand(getHome: () => string): Command {
         if (r.ok) return `ledger ok: ${r.entries} entries, chain head ${r.head_hash ?? '(empty)'}`;
         const lines = ['ledger verification FAILED'];
         if (r.first_break) lines.push(`  entry ${r.first_break.seq}: ${r.first_break.reason}`);
-        for (const i of r.incomplete.slice(0, 20)) lines.push(`  work item ${i.work_item_id}: ${i.reason}`);
+        for (const i of r.incomplete.slice(0, 20)) {
+          const where = [`thread ${i.thread_id}`, ...(i.work_item_id ? [`work item ${i.work_item_id}`] : [])].join(', ');
+          lines.push(`  ${i.seq === null ? 'no entry' : `entry ${i.seq}`} (${where}): ${i.reason}`);
+        }
+        if (r.incomplete.length > 20) lines.push(`  … and ${r.incomplete.length - 20} more (see --json)`);
         return lines.join('\n');
       });
       if (!r.ok) process.exitCode = EXIT.FAILED;
