@@ -22,6 +22,7 @@ import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { verifyLedger } from './ledger-verify.js';
+import { exportLedger, importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
 import type { Logger } from './logger.js';
 import { Metrics } from './metrics.js';
@@ -204,6 +205,14 @@ export class App {
 
   verifyLedger() {
     return verifyLedger(this.db);
+  }
+
+  exportLedger(scope: { threadId: string | null; projectId: string | null }) {
+    return exportLedger(this.db, scope, this.clock.now());
+  }
+
+  importLedger(text: string) {
+    return this.write((tx) => importLedger(tx, text));
   }
 
   projects() {

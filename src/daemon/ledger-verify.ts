@@ -7,6 +7,7 @@ import { iterateLedger } from '../db/ledger.js';
 import { GENESIS_HASH, ledgerEntryHash } from '../domain/ledger-hash.js';
 import type { IncompleteRecord } from '../domain/ledger-completeness.js';
 import { createCompletenessCheck } from './ledger-completeness.js';
+import { verifyImportedEntries, type ImportsReport } from './ledger-imports-verify.js';
 
 export interface VerifyReport {
   ok: boolean;
@@ -16,6 +17,8 @@ export interface VerifyReport {
   first_break: { seq: number; reason: string } | null;
   /** Holes in threads' records, in chain order (`seq`: the entry that shows the hole). */
   incomplete: IncompleteRecord[];
+  /** Entries imported from another home, checked against their hashes there. */
+  imported: ImportsReport;
 }
 
 export function verifyLedger(db: Db): VerifyReport {
@@ -36,11 +39,13 @@ export function verifyLedger(db: Db): VerifyReport {
     completeness.observe(e);
   }
   const incomplete = completeness.finish();
+  const imported = verifyImportedEntries(db);
   return {
-    ok: firstBreak === null && incomplete.length === 0,
+    ok: firstBreak === null && incomplete.length === 0 && imported.first_mismatch === null,
     entries,
     head_hash: entries > 0 ? prev : null,
     first_break: firstBreak,
     incomplete,
+    imported,
   };
 }
