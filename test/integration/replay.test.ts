@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { simulatedStories } from '../../src/sim/simulator.js';
-import { FAST_RETRY, Harness, project, type CommandJson, type ThreadJson } from '../helpers/harness.js';
+import { FAST_RETRY, Harness, project, waitForExit, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 
 let h: Harness;
 afterEach(() => h?.cleanup());
@@ -109,6 +109,35 @@ describe('replay', () => {
     expect(h.sim.calls).toHaveLength(calls);
     const backlog = await h.json(['backlog', 'p']);
     expect(backlog.epics.map((e: { stories: unknown[] }) => e.stories.length)).toEqual(counts);
+  });
+
+  it('a replay killed right after its claim or inside its mutation completes after restart, applied once, no call', async () => {
+    h = await Harness.start();
+    h.writeConfig(strict(9));
+    await h.importProject(project('p', 2));
+    const threads: string[] = [];
+    for (const epic of ['E1', 'E2']) {
+      const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', epic]);
+      expect((await h.waitForEnd(r.thread_id)).status).toBe('failed');
+      threads.push(r.thread_id);
+    }
+    const calls = h.sim.calls.length;
+    h.writeConfig(FAST_RETRY);
+    for (const [i, point] of (['after_claim', 'in_mutation'] as const).entries()) {
+      await h.stopDaemon();
+      const pid = await h.startDaemon({ COMBINE_CRASH_AT: point });
+      await h.json(['replay', threads[i]!, '--apply', '--no-autostart']);
+      await waitForExit(pid);
+      expect(h.logText()).toContain(`"point":"${point}"`);
+      await h.startDaemon();
+      expect((await h.waitForEnd(threads[i]!)).status).toBe('complete');
+    }
+    expect(h.sim.calls).toHaveLength(calls);
+    const db = h.openDb();
+    const mutations = db.prepare('SELECT thread_id, count(*) AS n FROM mutations GROUP BY thread_id ORDER BY thread_id').all();
+    db.close();
+    expect(mutations).toEqual(threads.map((t) => ({ thread_id: t, n: 1 })).sort((x, y) => x.thread_id.localeCompare(y.thread_id)));
+    expect(await h.json(['ledger', 'verify'])).toMatchObject({ ok: true, incomplete: [] });
   });
 
   it('names what is wrong: unknown thread, a seq that is not a response of the thread', async () => {
