@@ -74,10 +74,11 @@ export async function withDaemon<T>(
   home: string,
   opts: { autostart?: boolean },
   fn: (c: Connection, signal: AbortSignal) => Promise<T>,
+  timeoutMs: number = CALL_TIMEOUT_MS,
 ): Promise<T> {
   const conn = await connectDaemon(home, opts);
   try {
-    return await fn(conn, AbortSignal.timeout(CALL_TIMEOUT_MS));
+    return await fn(conn, AbortSignal.timeout(timeoutMs));
   } catch (err) {
     throw toCliError(err);
   } finally {

@@ -9,6 +9,7 @@ import { generateCommands } from './commands/generate.js';
 import { infoCommands } from './commands/info.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { projectCommand } from './commands/project.js';
+import { replayCommand } from './commands/replay.js';
 import { threadCommands } from './commands/threads.js';
 import { usageCommands } from './commands/usage.js';
 import { resolveHome } from './home.js';
@@ -38,6 +39,7 @@ function buildProgram(): Command {
     ...generateCommands(getHome),
     ...threadCommands(getHome),
     ledgerCommand(getHome),
+    replayCommand(getHome),
     ...infoCommands(getHome),
     ...usageCommands(getHome),
     ...demoCommands(),

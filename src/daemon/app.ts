@@ -13,6 +13,7 @@ import { sumCallUsage } from '../db/call-records.js';
 import { countThreadsByStatus, getThread, listThreads } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
+import { NO_ANSWER_RULES } from '../domain/answer-rules.js';
 import { isTerminalThread } from '../domain/states.js';
 import { cancelThread, CommandError, generateAll, generateEpic, importProject, retryThread, type GenerateOptions } from './commands.js';
 import type { DaemonConfig } from './config.js';
@@ -21,6 +22,8 @@ import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { verifyLedger } from './ledger-verify.js';
+import { exportLedger, importLedger } from './ledger-transfer.js';
+import { applyReplay, planReplay, type ReplayReport } from './replay.js';
 import type { Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { createOpenAIProvider, type Provider } from './provider.js';
@@ -84,6 +87,7 @@ export class App {
     });
     const provider = o.provider ?? createOpenAIProvider(o.config.provider);
     const policyFor = (kind: string) => o.config.operationRetry[kind] ?? o.config.retry;
+    const rulesFor = (kind: string) => o.config.operationRules[kind] ?? NO_ANSWER_RULES;
     const modelParams = {
       model: o.config.provider.model,
       temperature: o.config.provider.temperature,
@@ -91,7 +95,16 @@ export class App {
     };
     const flow = o.config.flow;
     const priceOf = (model: string) => flow.prices[model];
-    this.ctx = { owner: this.owner, endpoint: provider.endpoint, modelParams, policyFor, random: o.random ?? Math.random, priceOf };
+    this.ctx = {
+      owner: this.owner,
+      endpoint: provider.endpoint,
+      modelParams,
+      policyFor,
+      rulesFor,
+      cache: o.config.cache,
+      random: o.random ?? Math.random,
+      priceOf,
+    };
     this.engine = new Engine({
       db: this.db,
       writer: this.writer,
@@ -103,6 +116,8 @@ export class App {
       callTimeoutMs: o.config.provider.callTimeoutMs,
       modelParams,
       policyFor,
+      rulesFor,
+      cache: o.config.cache,
       recoveryIntervalMs: o.config.recoveryIntervalMs,
       breaker: o.config.breaker,
       flow: {
@@ -175,6 +190,15 @@ export class App {
     return threadView(this.db, t);
   }
 
+  /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
+  async replay(threadId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+    const rulesFor = (t: string) => this.ctx.rulesFor(getThread(this.db, t)?.kind ?? '');
+    if (!o.apply) return planReplay(this.db, rulesFor(threadId), threadId, o.responseSeq);
+    const r = await this.write((tx) => applyReplay(tx, rulesFor(threadId), this.ctx.policyFor, threadId, o.responseSeq));
+    this.engine.wake();
+    return r;
+  }
+
   async cancel(threadId: string): Promise<ThreadView> {
     const r = await this.write((tx) => cancelThread(tx, this.ctx, threadId));
     this.engine.abort(r.abort);
@@ -212,6 +236,14 @@ export class App {
 
   verifyLedger() {
     return verifyLedger(this.db);
+  }
+
+  exportLedger(scope: { threadId: string | null; projectId: string | null }) {
+    return exportLedger(this.db, scope, this.clock.now());
+  }
+
+  importLedger(text: string) {
+    return this.write((tx) => importLedger(tx, text));
   }
 
   projects() {

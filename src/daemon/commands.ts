@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { acquireLock, getLock, releaseLock } from '../db/locks.js';
 import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../db/projects.js';
-import type { ThreadRow } from '../db/schema.js';
+import type { ThreadRow, WorkItemRow } from '../db/schema.js';
 import {
   adoptThread,
   findActiveThreadByKey,
@@ -134,8 +134,8 @@ function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetR
   return row;
 }
 
-function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): void {
-  const item = {
+function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
+  const item: WorkItemRow = {
     id: randomUUID(),
     thread_id: thread.id,
     sequence: p.sequence,
@@ -158,6 +158,7 @@ function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockS
   };
   insertWorkItem(tx.db, item);
   emitWorkItem(tx, thread, item);
+  return item;
 }
 
 /** The existing thread that answers this request, if idempotency says one does. */
@@ -258,26 +259,30 @@ export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, th
     assertQueueHasRoom(tx, maxQueued);
     return getThread(tx.db, thread.id)!;
   }
-  if (thread.parent_thread_id) {
-    const parent = getThread(tx.db, thread.parent_thread_id);
-    if (parent?.status === 'failed') {
-      if (findActiveThreadByKey(tx.db, parent.idempotency_key)) {
-        throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: a newer orchestration for project "${parent.space_id}" is running`);
-      }
-      moveThread(tx, parent, 'running');
-      acquireLock(tx.db, { scope: projectLockScope(parent.space_id), owner: parent.id, now: tx.now, expires_at: null });
-    }
-  }
+  reopenFailedParent(tx, thread, 'retry');
   retryChild(tx, policyFor, thread);
   assertQueueHasRoom(tx, maxQueued);
   return getThread(tx.db, thread.id)!;
 }
 
-function retryChild(tx: Tx, policyFor: (kind: string) => RetryPolicy, thread: ThreadRow): void {
+/** A failed child reopening reopens its failed orchestration too (and takes its project lock back). */
+export function reopenFailedParent(tx: Tx, thread: ThreadRow, verb: string): void {
+  if (!thread.parent_thread_id) return;
+  const parent = getThread(tx.db, thread.parent_thread_id);
+  if (parent?.status !== 'failed') return;
+  if (findActiveThreadByKey(tx.db, parent.idempotency_key)) {
+    throw new CommandError('CONFLICT', `cannot ${verb} thread ${thread.id}: a newer orchestration for project "${parent.space_id}" is running`);
+  }
+  moveThread(tx, parent, 'running');
+  acquireLock(tx.db, { scope: projectLockScope(parent.space_id), owner: parent.id, now: tx.now, expires_at: null });
+}
+
+/** Reopens a failed epic thread with a new work item (next sequence), queued now. */
+export function retryChild(tx: Tx, policyFor: (kind: string) => RetryPolicy, thread: ThreadRow): WorkItemRow {
   const last = getLatestWorkItem(tx.db, thread.id);
   if (!last) throw new Error(`thread ${thread.id} has no work item to retry`);
   const reopened = moveThread(tx, thread, 'open');
-  enqueueWorkItem(tx, reopened, {
+  return enqueueWorkItem(tx, reopened, {
     sequence: last.sequence + 1,
     lockScope: last.lock_scope,
     priority: last.priority,

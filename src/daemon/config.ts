@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { parseDurationMs } from '../domain/duration.js';
+import { NO_ANSWER_RULES, type AnswerRules } from '../domain/answer-rules.js';
 import { describeZodIssues } from '../domain/project.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
 import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
@@ -21,6 +22,8 @@ const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {
   return ms;
 });
 
+const DEFAULT_TEMPERATURE = 0.2;
+
 const retrySchema = z
   .object({
     base: duration.optional(),
@@ -30,6 +33,18 @@ const retrySchema = z
     repair_attempts: z.number().int().min(0).max(10).optional(),
   })
   .strict();
+
+/** Extra acceptance rules for an operation's answers (see domain/answer-rules.ts). */
+const validationSchema = z
+  .object({
+    min_stories: z.number().int().min(1).max(1000).optional(),
+    max_stories: z.number().int().min(1).max(1000).optional(),
+    required_story_fields: z.array(z.string().min(1)).max(50).optional(),
+  })
+  .strict()
+  .refine((v) => v.min_stories === undefined || v.max_stories === undefined || v.min_stories <= v.max_stories, {
+    message: 'min_stories must not exceed max_stories',
+  });
 
 export const configFileSchema = z
   .object({
@@ -61,12 +76,24 @@ export const configFileSchema = z
       })
       .strict()
       .optional(),
-    /** Per-operation retry overrides, e.g. {"story_generate_epic": {"max_attempts": 5}}. */
-    operations: z.record(z.string(), z.object({ retry: retrySchema.optional() }).strict()).optional(),
+    /** Per-operation overrides, e.g. {"story_generate_epic": {"retry": {"max_attempts": 5}, "validation": {"min_stories": 4}}}. */
+    operations: z.record(z.string(), z.object({ retry: retrySchema.optional(), validation: validationSchema.optional() }).strict()).optional(),
+    /** Reuse a recorded answer for an identical request instead of paying again (temperature 0 only). */
+    cache: z.boolean().optional(),
     ...flowConfigFileSchema,
     scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    // A cached answer stands in for a new call only when the call is deterministic.
+    if (c.cache === true && (c.provider?.temperature ?? DEFAULT_TEMPERATURE) !== 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['cache'],
+        message: `needs provider.temperature 0 (it is ${c.provider?.temperature ?? `${DEFAULT_TEMPERATURE} by default`}): answers at a higher temperature vary, a cached one would hide that`,
+      });
+    }
+  });
 export type ConfigFile = z.infer<typeof configFileSchema>;
 
 export interface ProviderConfig {
@@ -90,6 +117,10 @@ export interface DaemonConfig {
   drainTimeoutMs: number;
   retry: RetryPolicy;
   operationRetry: Record<string, RetryPolicy>;
+  /** Extra answer acceptance rules per operation kind (absent: none). */
+  operationRules: Record<string, AnswerRules>;
+  /** Opt-in response cache (only allowed with temperature 0). */
+  cache: boolean;
   breaker: BreakerPolicy;
   flow: FlowConfig;
   /** How long a write waits for another process's lock before it counts as an infrastructure failure. */
@@ -172,7 +203,17 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   const file = readConfigFile(paths.configPath);
   const retry = mergeRetry(DEFAULT_RETRY_POLICY, file.retry);
   const operationRetry: Record<string, RetryPolicy> = {};
-  for (const [op, o] of Object.entries(file.operations ?? {})) operationRetry[op] = mergeRetry(retry, o.retry);
+  const operationRules: Record<string, AnswerRules> = {};
+  for (const [op, o] of Object.entries(file.operations ?? {})) {
+    operationRetry[op] = mergeRetry(retry, o.retry);
+    if (o.validation) {
+      operationRules[op] = {
+        minStories: o.validation.min_stories ?? NO_ANSWER_RULES.minStories,
+        maxStories: o.validation.max_stories ?? NO_ANSWER_RULES.maxStories,
+        requiredStoryFields: o.validation.required_story_fields ?? NO_ANSWER_RULES.requiredStoryFields,
+      };
+    }
+  }
   const model = env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini';
   const flow = flowConfig(file, env, model);
   const problem = checkPricesCoverBudgets(flow, model);
@@ -183,7 +224,7 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
       baseURL: env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL,
       apiKey: env.OPENAI_API_KEY || null,
       model,
-      temperature: file.provider?.temperature ?? 0.2,
+      temperature: file.provider?.temperature ?? DEFAULT_TEMPERATURE,
       maxTokens: file.provider?.max_tokens ?? 2048,
       callTimeoutMs: envDuration(env, 'COMBINE_CALL_TIMEOUT') ?? file.provider?.timeout ?? 60_000,
     },
@@ -192,6 +233,8 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     drainTimeoutMs: file.engine?.drain_timeout ?? 10_000,
     retry,
     operationRetry,
+    operationRules,
+    cache: file.cache ?? false,
     breaker: {
       failureThreshold: file.breaker?.failure_threshold ?? DEFAULT_BREAKER_POLICY.failureThreshold,
       openMs: file.breaker?.open ?? DEFAULT_BREAKER_POLICY.openMs,

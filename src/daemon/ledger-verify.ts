@@ -1,12 +1,13 @@
 /**
  * `combine ledger verify`: the hash chain holds from the first entry to the last, and every thread's
- * record is complete (each prompt is answered by a response or an error unless its call is in flight
- * now; each applied work item has a mutation report).
+ * record is complete (ledger-completeness.ts). A report names the first entry that does not verify.
  */
 import type { Db } from '../db/connection.js';
-import { iterateLedger, listAppliedWithoutMutationReport } from '../db/ledger.js';
-import { getWorkItem } from '../db/work-items.js';
+import { iterateLedger } from '../db/ledger.js';
 import { GENESIS_HASH, ledgerEntryHash } from '../domain/ledger-hash.js';
+import type { IncompleteRecord } from '../domain/ledger-completeness.js';
+import { createCompletenessCheck } from './ledger-completeness.js';
+import { verifyImportedEntries, type ImportsReport } from './ledger-imports-verify.js';
 
 export interface VerifyReport {
   ok: boolean;
@@ -14,7 +15,10 @@ export interface VerifyReport {
   head_hash: string | null;
   /** The first entry whose link or contents do not verify. */
   first_break: { seq: number; reason: string } | null;
-  incomplete: { work_item_id: string; reason: string }[];
+  /** Holes in threads' records, in chain order (`seq`: the entry that shows the hole). */
+  incomplete: IncompleteRecord[];
+  /** Entries imported from another home, checked against their hashes there. */
+  imported: ImportsReport;
 }
 
 export function verifyLedger(db: Db): VerifyReport {
@@ -22,8 +26,7 @@ export function verifyLedger(db: Db): VerifyReport {
   let entries = 0;
   let expectedSeq = 1;
   let firstBreak: VerifyReport['first_break'] = null;
-  /** Work items whose last prompt has no response or error yet. */
-  const openPrompts = new Set<string>();
+  const completeness = createCompletenessCheck(db);
   for (const e of iterateLedger(db)) {
     entries++;
     if (!firstBreak) {
@@ -33,22 +36,16 @@ export function verifyLedger(db: Db): VerifyReport {
     }
     prev = e.hash;
     expectedSeq = e.seq + 1;
-    if (e.work_item_id === null) continue;
-    if (e.entry_type === 'prompt') openPrompts.add(e.work_item_id);
-    else if (e.entry_type === 'response' || e.entry_type === 'error') openPrompts.delete(e.work_item_id);
+    completeness.observe(e);
   }
-  const incomplete: VerifyReport['incomplete'] = [];
-  for (const id of openPrompts) {
-    if (getWorkItem(db, id)?.status !== 'running') incomplete.push({ work_item_id: id, reason: 'a prompt has no response or error' });
-  }
-  for (const id of listAppliedWithoutMutationReport(db)) {
-    incomplete.push({ work_item_id: id, reason: 'applied without a mutation_report entry' });
-  }
+  const incomplete = completeness.finish();
+  const imported = verifyImportedEntries(db);
   return {
-    ok: firstBreak === null && incomplete.length === 0,
+    ok: firstBreak === null && incomplete.length === 0 && imported.first_mismatch === null,
     entries,
     head_hash: entries > 0 ? prev : null,
     first_break: firstBreak,
     incomplete,
+    imported,
   };
 }

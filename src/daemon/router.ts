@@ -76,6 +76,9 @@ export const appRouter = t.router({
     yield* ctx.app.follow(input.thread_id, signal);
   }),
   retry: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.retry(input.thread_id)),
+  replay: t.procedure
+    .input(z.object({ thread_id: id, apply: z.boolean().default(false), response_seq: z.number().int().positive().nullable().default(null) }))
+    .mutation(({ ctx, input }) => ctx.app.replay(input.thread_id, { apply: input.apply, responseSeq: input.response_seq })),
   cancel: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.cancel(input.thread_id)),
 
   usage: t.procedure
@@ -88,6 +91,14 @@ export const appRouter = t.router({
   ledger: t.router({
     thread: t.procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),
     verify: t.procedure.query(({ ctx }) => ctx.app.verifyLedger()),
+    export: t.procedure
+      .input(
+        z
+          .object({ thread_id: id.nullable().default(null), project_id: id.nullable().default(null) })
+          .refine((v) => (v.thread_id === null) !== (v.project_id === null), { message: 'give a thread id or --project, not both' }),
+      )
+      .query(({ ctx, input }) => ctx.app.exportLedger({ threadId: input.thread_id, projectId: input.project_id })),
+    import: t.procedure.input(z.object({ text: z.string() })).mutation(({ ctx, input }) => ctx.app.importLedger(input.text)),
   }),
 });
 

@@ -6,7 +6,8 @@ import { sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
 import { listLedgerForThread } from '../db/ledger.js';
 import { getDocument, getProject } from '../db/projects.js';
-import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
+import { listImportsForThread } from '../db/ledger-imports.js';
+import type { LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { countChildThreadsByStatus } from '../db/threads.js';
 import { listWorkItemsForThread } from '../db/work-items.js';
 import { storyBacklogSchema } from '../domain/backlog.js';
@@ -86,7 +87,7 @@ export function threadDetailView(db: Db, t: ThreadRow) {
   return { ...threadView(db, t), work_items: listWorkItemsForThread(db, t.id).map(workItemView) };
 }
 
-export function ledgerEntryView(e: LedgerRow) {
+export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow) {
   const payload = JSON.parse(e.payload) as Record<string, unknown>;
   return {
     seq: e.seq,
@@ -99,11 +100,14 @@ export function ledgerEntryView(e: LedgerRow) {
     payload,
     prev_hash: e.prev_hash,
     hash: e.hash,
+    // Present only for entries imported from another home: their place in that home's chain.
+    ...(imported ? { imported_from: { seq: imported.source_seq, prev_hash: imported.source_prev_hash, hash: imported.source_hash } } : {}),
   };
 }
 
 export function threadLedgerView(db: Db, threadId: string) {
-  return listLedgerForThread(db, threadId).map(ledgerEntryView);
+  const imports = new Map(listImportsForThread(db, threadId).map((i) => [i.seq, i]));
+  return listLedgerForThread(db, threadId).map((e) => ledgerEntryView(e, imports.get(e.seq)));
 }
 
 export function backlogView(db: Db, projectId: string) {

@@ -52,6 +52,10 @@ export function appendLedgerEntry(db: Db, e: NewLedgerEntry): LedgerRow {
   return full;
 }
 
+export function getLedgerEntry(db: Db, seq: number): LedgerRow | undefined {
+  return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE seq = ?').get(seq) as LedgerRow | undefined;
+}
+
 export function listLedgerForThread(db: Db, threadId: string): LedgerRow[] {
   return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE thread_id = ? ORDER BY seq').all(threadId) as LedgerRow[];
 }
@@ -96,4 +100,22 @@ export function listAppliedWithoutMutationReport(db: Db): string[] {
          SELECT 1 FROM llm_ledger_entries l WHERE l.work_item_id = w.id AND l.entry_type = 'mutation_report')`,
     ).all() as { id: string }[]
   ).map((r) => r.id);
+}
+
+/** Complete threads that have work items but no applied one: a completion the ledger cannot explain. */
+export function listCompleteThreadsWithoutAppliedItem(db: Db): string[] {
+  return (
+    prepared(
+      db,
+      `SELECT t.id FROM llm_threads t
+       WHERE t.status = 'complete'
+         AND EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id)
+         AND NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id AND w.status = 'applied')`,
+    ).all() as { id: string }[]
+  ).map((r) => r.id);
+}
+
+export function getLatestLedgerEntrySeqForThread(db: Db, threadId: string): number | null {
+  const row = prepared(db, 'SELECT max(seq) AS seq FROM llm_ledger_entries WHERE thread_id = ?').get(threadId) as { seq: number | null };
+  return row.seq;
 }

@@ -242,6 +242,36 @@ export const projectSpend = sqliteTable(
   (t) => [primaryKey({ columns: [t.project_id, t.day] })],
 );
 
+/**
+ * The response cache's index: the newest valid answer for each request hash (`sha256` of the endpoint
+ * and the canonical request). Derived data: the ledger is the truth, so a hit is re-checked against the
+ * ledger entries it names, and a seq that no longer exists is a miss. No foreign key, for that reason.
+ */
+export const responseCache = sqliteTable('llm_response_cache', {
+  request_hash: text('request_hash').primaryKey(),
+  prompt_seq: integer('prompt_seq').notNull(),
+  response_seq: integer('response_seq').notNull(),
+  created_at: integer('created_at').notNull(),
+});
+
+/**
+ * Where an imported ledger entry came from: its seq, prev_hash and hash in the exporting home's chain.
+ * With the entry's own fields these let anyone recompute the original hash (`combine ledger verify`).
+ */
+export const ledgerImports = sqliteTable(
+  'llm_ledger_imports',
+  {
+    /** The entry's seq in this home's chain. */
+    seq: integer('seq').primaryKey(),
+    /** sha256 of the export file: importing the same file twice is recognised. */
+    import_id: text('import_id').notNull(),
+    source_seq: integer('source_seq').notNull(),
+    source_prev_hash: text('source_prev_hash').notNull(),
+    source_hash: text('source_hash').notNull(),
+  },
+  (t) => [index('idx_ledger_imports_import').on(t.import_id)],
+);
+
 export type ProjectRow = typeof projects.$inferSelect;
 export type DocumentRow = typeof documents.$inferSelect;
 export type ThreadRow = typeof threads.$inferSelect;
@@ -251,3 +281,5 @@ export type MutationRow = typeof mutations.$inferSelect;
 export type LockRow = typeof locks.$inferSelect;
 export type CallRecordRow = typeof callRecords.$inferSelect;
 export type ChargeRow = typeof charges.$inferSelect;
+export type ResponseCacheRow = typeof responseCache.$inferSelect;
+export type LedgerImportRow = typeof ledgerImports.$inferSelect;

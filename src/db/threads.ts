@@ -122,3 +122,8 @@ export function adoptThread(db: Db, id: string, parentId: string): void {
   ).run({ id, parentId });
   expectOneChange(result, `thread ${id} cannot be adopted`);
 }
+
+/** Every thread of a space (project), oldest first: what `ledger export --project` walks. */
+export function listThreadsForSpace(db: Db, spaceId: string): ThreadRow[] {
+  return prepared(db, 'SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at, rowid').all(spaceId) as ThreadRow[];
+}

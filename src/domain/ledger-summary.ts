@@ -10,17 +10,24 @@ export function summarizeLedgerEntry(entryType: string, payload: Record<string, 
     case 'response': {
       const u = payload.usage;
       const tokens = u ? `, ${u.prompt_tokens}+${u.completion_tokens} tokens` : '';
-      const cached = payload.cached_from ? `, cached from #${payload.cached_from}` : '';
-      return `HTTP ${payload.http_status} in ${payload.latency_ms} ms${tokens}${cached}`;
+      if (payload.replay_of) return `HTTP ${payload.http_status}, replay of #${payload.replay_of} (no call, not paid again)`;
+      if (payload.cached_from) return `HTTP ${payload.http_status}, cached from #${payload.cached_from} (no call, not paid again)`;
+      return `HTTP ${payload.http_status} in ${payload.latency_ms} ms${tokens}`;
     }
     case 'parse_report': {
-      const resumed = payload.resumed ? ' (resumed after restart from the recorded response)' : '';
+      const resumed = payload.resumed
+        ? ' (resumed after restart from the recorded response)'
+        : payload.replay_of
+          ? ` (replay of #${payload.replay_of})`
+          : payload.cached_from
+            ? ` (cached from #${payload.cached_from})`
+            : '';
       return payload.ok
         ? `valid: ${payload.items ?? 0} stories${resumed}`
         : `invalid: ${(payload.errors ?? []).slice(0, 3).join('; ')}${resumed}`;
     }
     case 'mutation_report':
-      return `${payload.doc_type} v${payload.from_version} → v${payload.to_version}`;
+      return `${payload.doc_type} v${payload.from_version} → v${payload.to_version}${payload.replay_of ? ` (replay of #${payload.replay_of})` : ''}`;
     case 'error': {
       const next =
         payload.next === 'retry'

@@ -7,6 +7,9 @@ CREATE INDEX `idx_charges_project_day` ON `llm_charges` (`project_id`,`day`);
 -- index idx_charges_thread
 CREATE INDEX `idx_charges_thread` ON `llm_charges` (`thread_id`);
 
+-- index idx_ledger_imports_import
+CREATE INDEX `idx_ledger_imports_import` ON `llm_ledger_imports` (`import_id`);
+
 -- index idx_ledger_thread
 CREATE INDEX `idx_ledger_thread` ON `llm_ledger_entries` (`thread_id`,`seq`);
 
@@ -132,6 +135,15 @@ CREATE TABLE `llm_ledger_entries` (
 	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action
 );
 
+-- table llm_ledger_imports
+CREATE TABLE `llm_ledger_imports` (
+	`seq` integer PRIMARY KEY NOT NULL,
+	`import_id` text NOT NULL,
+	`source_seq` integer NOT NULL,
+	`source_prev_hash` text NOT NULL,
+	`source_hash` text NOT NULL
+);
+
 -- table llm_project_spend
 CREATE TABLE `llm_project_spend` (
 	`project_id` text NOT NULL,
@@ -139,6 +151,14 @@ CREATE TABLE `llm_project_spend` (
 	`tokens` integer NOT NULL,
 	`cost_usd` real NOT NULL,
 	PRIMARY KEY(`project_id`, `day`)
+);
+
+-- table llm_response_cache
+CREATE TABLE `llm_response_cache` (
+	`request_hash` text PRIMARY KEY NOT NULL,
+	`prompt_seq` integer NOT NULL,
+	`response_seq` integer NOT NULL,
+	`created_at` integer NOT NULL
 );
 
 -- table llm_threads

@@ -1,13 +1,28 @@
-/** `combine ledger <thread-id>` and `combine ledger verify`. */
+/** `combine ledger <thread-id>`, `combine ledger verify`, `combine ledger export` and `combine ledger import`. */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { EXIT, print, shortTime, table } from '../output.js';
+import { CliError, EXIT, print, shortTime, table } from '../output.js';
+
+/** Export and import move whole threads' records; give them more time than an ordinary call. */
+const TRANSFER_TIMEOUT_MS = 120_000;
 
 export function ledgerCommand(getHome: () => string): Command {
   const cmd = new Command('ledger')
     .description("a thread's execution record (what was asked, paid, received, validated and applied), or verify the whole chain")
-    .addHelpText('after', '\nExamples:\n  combine ledger 3f2a9c1e-…          # one thread\n  combine ledger verify              # hash chain + completeness');
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Examples:',
+        '  combine ledger 3f2a9c1e-…                          # one thread',
+        '  combine ledger verify                              # hash chain + completeness',
+        '  combine ledger export 3f2a9c1e-… --out t.jsonl     # one thread (a generate-all with its children)',
+        '  combine ledger export --project acme --out acme.jsonl',
+        '  COMBINE_HOME=/other combine ledger import acme.jsonl',
+      ].join('\n'),
+    );
 
   withCommonOptions(cmd.command('show', { isDefault: true }).argument('<thread-id>').description("show a thread's ledger entries")).action(
     async (threadId: string, opts: CommonOptions) => {
@@ -27,14 +42,73 @@ export function ledgerCommand(getHome: () => string): Command {
     async (opts: CommonOptions) => {
       const r = await withDaemon(getHome(), opts, ({ client }, signal) => client.ledger.verify.query(undefined, { signal }));
       print(opts, r, () => {
-        if (r.ok) return `ledger ok: ${r.entries} entries, chain head ${r.head_hash ?? '(empty)'}`;
+        if (r.ok) {
+          const imported = r.imported.entries > 0 ? ` (${r.imported.entries} imported, each matching its source hash)` : '';
+          return `ledger ok: ${r.entries} entries${imported}, chain head ${r.head_hash ?? '(empty)'}`;
+        }
         const lines = ['ledger verification FAILED'];
         if (r.first_break) lines.push(`  entry ${r.first_break.seq}: ${r.first_break.reason}`);
-        for (const i of r.incomplete.slice(0, 20)) lines.push(`  work item ${i.work_item_id}: ${i.reason}`);
+        for (const i of r.incomplete.slice(0, 20)) {
+          const where = [`thread ${i.thread_id}`, ...(i.work_item_id ? [`work item ${i.work_item_id}`] : [])].join(', ');
+          lines.push(`  ${i.seq === null ? 'no entry' : `entry ${i.seq}`} (${where}): ${i.reason}`);
+        }
+        if (r.imported.first_mismatch) lines.push(`  imported entry ${r.imported.first_mismatch.seq}: ${r.imported.first_mismatch.reason}`);
+        if (r.incomplete.length > 20) lines.push(`  … and ${r.incomplete.length - 20} more (see --json)`);
         return lines.join('\n');
       });
       if (!r.ok) process.exitCode = EXIT.FAILED;
     },
   );
+  withCommonOptions(
+    cmd
+      .command('export')
+      .argument('[thread-id]', 'the thread to export (a generate-all exports its children too)')
+      .option('--project <id>', 'export every finished thread of this project instead')
+      .option('--out <file>', 'write the JSONL here (default: standard output)')
+      .description('write finished threads and their ledger entries as self-verifying JSONL')
+      .addHelpText('after', '\nExamples:\n  combine ledger export 3f2a9c1e-… > thread.jsonl\n  combine ledger export --project acme --out acme.jsonl'),
+  ).action(async (threadId: string | undefined, opts: CommonOptions & { project?: string; out?: string }) => {
+    if ((threadId === undefined) === (opts.project === undefined)) throw new CliError('give a thread id or --project <id> (one of them)', EXIT.USAGE);
+    const r = await withDaemon(
+      getHome(),
+      opts,
+      ({ client }, signal) => client.ledger.export.query({ thread_id: threadId ?? null, project_id: opts.project ?? null }, { signal }),
+      TRANSFER_TIMEOUT_MS,
+    );
+    const text = r.lines.join('\n') + '\n';
+    for (const id of r.skipped) process.stderr.write(`combine: skipped thread ${id}: it is still running\n`);
+    if (opts.out === undefined) {
+      process.stdout.write(text);
+      return;
+    }
+    try {
+      writeFileSync(opts.out, text, { mode: 0o600 });
+    } catch (err) {
+      throw new CliError(`--out: cannot write ${opts.out}: ${(err as Error).message}`, EXIT.USAGE);
+    }
+    const { lines: _lines, ...summary } = r;
+    print(opts, { file: opts.out, ...summary }, () => `exported ${r.threads} threads, ${r.work_items} work items, ${r.entries} ledger entries to ${opts.out}`);
+  });
+
+  withCommonOptions(
+    cmd
+      .command('import')
+      .argument('<file>', 'a file written by `combine ledger export`')
+      .description('verify an export and add its threads and ledger entries to this home (nothing is written if any check fails)')
+      .addHelpText('after', '\nExit codes: 0 imported (or already imported), 1 the file does not verify, 2 not an export file.\n\nExample:\n  COMBINE_HOME=/backup combine ledger import acme.jsonl'),
+  ).action(async (file: string, opts: CommonOptions) => {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new CliError(`cannot read ${file}: ${(err as Error).message}`, EXIT.USAGE);
+    }
+    const r = await withDaemon(getHome(), opts, ({ client }, signal) => client.ledger.import.mutate({ text }, { signal }), TRANSFER_TIMEOUT_MS);
+    print(opts, r, () =>
+      r.result === 'already_imported'
+        ? `already imported (${r.import_id.slice(0, 12)}): nothing to do`
+        : `verified and imported ${r.threads} threads, ${r.work_items} work items, ${r.entries} ledger entries (${r.linked} links checked) as entries ${r.first_seq}–${r.last_seq}`,
+    );
+  });
   return cmd;
 }

@@ -12,11 +12,13 @@
  */
 import { insertCallRecord } from '../../db/call-records.js';
 import { markChargeApplied } from '../../db/charges.js';
+import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
 import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { StaleStateError } from '../../db/statements.js';
 import { getThread } from '../../db/threads.js';
 import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
+import type { AnswerRules } from '../../domain/answer-rules.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import type { ChatRequest, ModelParams } from '../../domain/prompts.js';
@@ -25,6 +27,7 @@ import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
 import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
 import { buildItemRequest } from './request.js';
+import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
 import { applyStoryAnswer, parseStoryAnswer } from './story-operation.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
 
@@ -34,6 +37,10 @@ export interface CompleterContext {
   endpoint: string;
   modelParams: ModelParams;
   policyFor(kind: string): RetryPolicy;
+  /** Extra acceptance rules for an operation's answers (config `operations.<kind>.validation`). */
+  rulesFor(kind: string): AnswerRules;
+  /** Answer identical temperature-0 requests from recorded answers (config `cache`). */
+  cache: boolean;
   random: () => number;
   /** The price table, to settle a call's cost from its usage. */
   priceOf: PriceOf;
@@ -56,17 +63,29 @@ function threadOf(tx: Tx, item: WorkItemRow): ThreadRow {
   return thread;
 }
 
+/** What a started item does next: send this request, or finish from an answer already recorded. */
+export type StartResult = { kind: 'call'; request: ChatRequest } | { kind: 'recorded'; response: LedgerRow };
+
 /**
- * Records the prompt and moves claimed → running. Returns the exact request to send, or null when the
- * item ended instead (its thread was canceled, or its target no longer exists).
+ * Moves claimed → running. Normally records the prompt and returns the exact request to send. Returns
+ * a recorded answer instead when one exists: the item's last entry is already a `response` (a replay
+ * queued it with the answer), or the cache holds a valid answer to this exact request. Returns null
+ * when the item ended instead (its thread was canceled, or its target no longer exists).
  */
-export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): ChatRequest | null {
+export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): StartResult | null {
   const item = leasedItem(tx, ctx, itemId, 'claimed');
   let thread = threadOf(tx, item);
   if (thread.status === 'canceled') {
     releaseUnsent(tx, item);
     failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
     return null;
+  }
+  const pending = getLastLedgerEntryForWorkItem(tx.db, item.id);
+  if (pending?.entry_type === 'response') {
+    // A replay queued this item with its answer: nothing will be sent, so nothing stays reserved.
+    releaseUnsent(tx, item);
+    markRunning(tx, ctx, markThreadStarted(tx, thread), item);
+    return { kind: 'recorded', response: pending };
   }
   const built = buildItemRequest(tx.db, ctx.modelParams, thread, item);
   if (!built.ok) {
@@ -82,9 +101,19 @@ export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): Ch
     repair: item.repair_count,
     endpoint: ctx.endpoint,
   });
+  markRunning(tx, ctx, thread, item);
+  const cached = ctx.cache ? findCachedAnswer(tx.db, ctx.endpoint, request) : null;
+  if (cached) {
+    // Served from the ledger: no call, so the claim's reservation goes back to the budget.
+    releaseUnsent(tx, item);
+    return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
+  }
+  return { kind: 'call', request };
+}
+
+function markRunning(tx: Tx, ctx: CompleterContext, thread: ThreadRow, item: WorkItemRow): void {
   markWorkItemRunning(tx.db, item.id, ctx.owner);
   emitWorkItem(tx, thread, { ...item, status: 'running' });
-  return request;
 }
 
 /** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry. */
@@ -145,20 +174,30 @@ export function finishAnswer(
   if (thread.status === 'canceled') {
     return failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }
-  const provenance = { response_seq: response.seq, ...(resumed ? { resumed: true } : {}) };
-  const envelope = readCompletionBody(JSON.parse(response.payload).body);
+  const recorded = JSON.parse(response.payload) as { body: unknown; replay_of?: number; cached_from?: number };
+  const provenance = {
+    response_seq: response.seq,
+    ...(resumed ? { resumed: true } : {}),
+    ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
+    ...(recorded.cached_from !== undefined ? { cached_from: recorded.cached_from } : {}),
+  };
+  const envelope = readCompletionBody(recorded.body);
   if (!envelope.ok) {
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
     return failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
-  const parsed = parseStoryAnswer(envelope.content);
+  const parsed = parseStoryAnswer(envelope.content, ctx.rulesFor(thread.kind));
   if (!parsed.ok) {
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: parsed.errors, ...provenance });
     return rejectAnswer(tx, ctx, item, thread, parsed.errors);
   }
   appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: parsed.value.stories.length, errors: [], ...provenance });
+  rememberValidAnswer(tx, item, response);
   const mutation = applyStoryAnswer(tx.db, thread, item, parsed.value, tx.now);
-  appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, { ...mutation });
+  appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
+    ...mutation,
+    ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
+  });
   markChargeApplied(tx.db, response.seq);
   markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
   releaseLock(tx.db, item.lock_scope, item.id);

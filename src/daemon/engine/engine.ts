@@ -20,6 +20,7 @@ import {
   unparkBudgetItems,
 } from '../../db/work-items.js';
 import type { Writer } from '../../db/writer.js';
+import type { AnswerRules } from '../../domain/answer-rules.js';
 import type { ModelParams } from '../../domain/prompts.js';
 import type { RetryPolicy } from '../../domain/retry.js';
 import type { EngineEvent } from '../events.js';
@@ -54,6 +55,8 @@ export interface EngineOptions {
   callTimeoutMs: number;
   modelParams: ModelParams;
   policyFor(kind: string): RetryPolicy;
+  rulesFor(kind: string): AnswerRules;
+  cache: boolean;
   recoveryIntervalMs: number;
   breaker: BreakerPolicy;
   /** Fair scheduler, rate limiter, budgets and prices (see producer.ts). */
@@ -96,6 +99,8 @@ export class Engine {
       endpoint: o.provider.endpoint,
       modelParams: o.modelParams,
       policyFor: o.policyFor,
+      rulesFor: o.rulesFor,
+      cache: o.cache,
       random: o.random ?? Math.random,
       priceOf: o.flow.priceOf,
       ...(o.crashAt === 'in_mutation' ? { inMutation: () => this.crash('in_mutation') } : {}),
@@ -249,8 +254,15 @@ export class Engine {
   private async runItem(itemId: string, cancel: AbortSignal, resumeFrom: LedgerRow | null): Promise<void> {
     let response = resumeFrom;
     if (!response) {
-      const request = await this.write((tx) => startWorkItem(tx, this.ctx, itemId));
-      if (!request) return this.breaker.onInconclusive();
+      const started = await this.write((tx) => startWorkItem(tx, this.ctx, itemId));
+      if (!started) return this.breaker.onInconclusive();
+      if (started.kind === 'recorded') {
+        // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
+        const recorded = started.response;
+        await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, false));
+        return;
+      }
+      const request = started.request;
       if (this.o.crashAt === 'during_call') setTimeout(() => this.crash('during_call'), 200);
       const outcome = await executeCall(this.o.provider, request, {
         cancel,

@@ -8,6 +8,7 @@ import { insertMutation } from '../../db/mutations.js';
 import { getDocument, getDocumentStamp, getProject, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { applyStoriesToBacklog, parseStoriesAnswer, storyBacklogSchema, type StoriesAnswer } from '../../domain/backlog.js';
+import { checkAnswerRules, type AnswerRules } from '../../domain/answer-rules.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { EPIC_ARCHITECTURE, STORY_BACKLOG, type TargetRef } from '../../domain/operations.js';
 import { epicArchitectureSchema, type Epic, type ParseResult } from '../../domain/project.js';
@@ -62,8 +63,12 @@ export function buildStoryRequest(
   return { ok: true, request: renderStoryPrompt(project, epic, params) };
 }
 
-export function parseStoryAnswer(content: string | null): ParseResult<StoriesAnswer> {
-  return parseStoriesAnswer(content);
+/** The answer schema, then the operator's acceptance rules; errors name each bad field. */
+export function parseStoryAnswer(content: string | null, rules: AnswerRules): ParseResult<StoriesAnswer> {
+  const parsed = parseStoriesAnswer(content);
+  if (!parsed.ok) return parsed;
+  const violations = checkAnswerRules(parsed.value, rules);
+  return violations.length === 0 ? parsed : { ok: false, errors: violations };
 }
 
 export interface AppliedMutation {

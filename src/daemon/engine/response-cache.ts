@@ -1,0 +1,67 @@
+/**
+ * The opt-in response cache (config `cache: true`, temperature 0 only). A request whose hash matches a
+ * recorded valid answer gets that answer copied into a new `response` entry marked `cached_from`, with
+ * no usage and no telemetry row: nothing was called, nothing was paid. Usage accounting skips entries
+ * with `cached_from` (and `replay_of`); their `usage` is null.
+ *
+ * The index table is only a pointer: every hit is re-checked against the ledger entries it names, so a
+ * stale or tampered index row can cause a miss but never a wrong answer.
+ */
+import { getLastLedgerEntryOfType, getLedgerEntry } from '../../db/ledger.js';
+import { getCachedAnswer, rememberCachedAnswer } from '../../db/response-cache.js';
+import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
+import type { Db } from '../../db/connection.js';
+import { isCacheable, requestCacheKey } from '../../domain/cache-key.js';
+import type { ChatRequest } from '../../domain/prompts.js';
+import { appendEntry, type Tx } from './tx.js';
+
+interface RecordedPrompt {
+  request: ChatRequest;
+  endpoint: string;
+}
+
+/** The recorded `response` entry that answers this exact request, or null. */
+export function findCachedAnswer(db: Db, endpoint: string, request: ChatRequest): LedgerRow | null {
+  if (!isCacheable(request)) return null;
+  const key = requestCacheKey(endpoint, request);
+  const hit = getCachedAnswer(db, key);
+  if (!hit) return null;
+  const prompt = getLedgerEntry(db, hit.prompt_seq);
+  const response = getLedgerEntry(db, hit.response_seq);
+  if (prompt?.entry_type !== 'prompt' || response?.entry_type !== 'response' || prompt.work_item_id !== response.work_item_id) return null;
+  const recorded = JSON.parse(prompt.payload) as RecordedPrompt;
+  return requestCacheKey(recorded.endpoint, recorded.request) === key ? response : null;
+}
+
+/** Appends the cached answer as this attempt's response: same body, no usage, `cached_from` the original. */
+export function appendCachedResponse(tx: Tx, thread: ThreadRow, item: WorkItemRow, source: LedgerRow): LedgerRow {
+  const original = JSON.parse(source.payload) as { http_status: number; body: unknown };
+  return appendEntry(tx, thread, item.id, 'response', item.attempt, {
+    http_status: original.http_status,
+    request_id: null,
+    latency_ms: 0,
+    usage: null,
+    rate_limit: {},
+    body: original.body,
+    cached_from: source.seq,
+  });
+}
+
+/**
+ * Indexes a provider answer that just validated, under the request that produced it (the work item's
+ * last prompt). Copies (cached, replayed) are not indexed: the index always names the paid original.
+ */
+export function rememberValidAnswer(tx: Tx, item: WorkItemRow, response: LedgerRow): void {
+  const payload = JSON.parse(response.payload) as { cached_from?: number; replay_of?: number };
+  if (payload.cached_from !== undefined || payload.replay_of !== undefined) return;
+  const prompt = getLastLedgerEntryOfType(tx.db, item.id, 'prompt');
+  if (!prompt || prompt.seq > response.seq) return;
+  const recorded = JSON.parse(prompt.payload) as RecordedPrompt;
+  if (!isCacheable(recorded.request)) return;
+  rememberCachedAnswer(tx.db, {
+    request_hash: requestCacheKey(recorded.endpoint, recorded.request),
+    prompt_seq: prompt.seq,
+    response_seq: response.seq,
+    created_at: tx.now,
+  });
+}
