@@ -30,13 +30,13 @@ export function logTail(home: string, lines = 8): string {
  * Starts `combine daemon run` detached and waits until its socket answers. If another daemon already
  * serves this home, returns without starting a second one.
  */
-export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env): Promise<{ started: boolean }> {
+export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env, runArgs: string[] = []): Promise<{ started: boolean }> {
   const files = homeFiles(home);
   if (await probeSocket(files.socket)) return { started: false };
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const log = openSync(files.log, 'a', 0o600);
   const cli = fileURLToPath(new URL('./cli.js', import.meta.url));
-  const child = spawn(process.execPath, [cli, 'daemon', 'run'], {
+  const child = spawn(process.execPath, [cli, 'daemon', 'run', ...runArgs], {
     detached: true,
     stdio: ['ignore', log, log],
     env: { ...env, COMBINE_HOME: home },

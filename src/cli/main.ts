@@ -8,7 +8,9 @@ import { demoCommands } from './commands/demo.js';
 import { generateCommands } from './commands/generate.js';
 import { infoCommands } from './commands/info.js';
 import { ledgerCommand } from './commands/ledger.js';
+import { logsCommand } from './commands/logs.js';
 import { projectCommand } from './commands/project.js';
+import { pruneCommand } from './commands/prune.js';
 import { threadCommands } from './commands/threads.js';
 import { resolveHome } from './home.js';
 import { CliError, EXIT } from './output.js';
@@ -38,6 +40,8 @@ function buildProgram(): Command {
     ...threadCommands(getHome),
     ledgerCommand(getHome),
     ...infoCommands(getHome),
+    logsCommand(getHome),
+    pruneCommand(getHome),
     ...demoCommands(),
   ];
   for (const c of commands) program.addCommand(c);

@@ -39,6 +39,19 @@ export const configFileSchema = z
         temperature: z.number().min(0).max(2).optional(),
         max_tokens: z.number().int().min(1).optional(),
         timeout: duration.optional(),
+        /** USD per million tokens, for the cost metric: {"prompt": 0.15, "completion": 0.6}. */
+        price_per_million: z.object({ prompt: z.number().min(0), completion: z.number().min(0) }).strict().optional(),
+      })
+      .strict()
+      .optional(),
+    metrics: z
+      .object({ port: z.number().int().min(1).max(65535).optional() })
+      .strict()
+      .optional(),
+    maintenance: z
+      .object({
+        /** Quiet time (no commits, nothing in flight) before the WAL checkpoint and incremental vacuum run. */
+        idle_after: duration.optional(),
       })
       .strict()
       .optional(),
@@ -72,6 +85,7 @@ export interface ProviderConfig {
   temperature: number;
   maxTokens: number;
   callTimeoutMs: number;
+  pricePerMillion: { prompt: number; completion: number } | null;
 }
 
 export interface DaemonConfig {
@@ -80,6 +94,8 @@ export interface DaemonConfig {
   socketPath: string;
   logPath: string;
   pidPath: string;
+  /** Online backups taken before migrations (the newest 3 are kept). */
+  backupsDir: string;
   provider: ProviderConfig;
   maxInFlight: number;
   recoveryIntervalMs: number;
@@ -91,6 +107,14 @@ export interface DaemonConfig {
   busyTimeoutMs: number;
   /** Debug switch for crash tests: exit abruptly at this point of the pipeline. */
   crashAt: string | null;
+  /** 127.0.0.1 port serving /metrics, or null. */
+  metricsPort: number | null;
+  maintenanceIdleMs: number;
+  /**
+   * Test/debug switch (COMBINE_MIGRATIONS_DIR): apply migrations from this folder instead of the ones
+   * shipped with combine. Used to prove that a failing migration leaves the database as it was.
+   */
+  migrationsDir: string | null;
 }
 
 export class ConfigError extends Error {
@@ -109,6 +133,7 @@ export function homePaths(home: string) {
     socketPath: join(home, 'combine.sock'),
     logPath: join(home, 'daemon.log'),
     pidPath: join(home, 'daemon.pid'),
+    backupsDir: join(home, 'backups'),
     configPath: join(home, 'config.json'),
   };
 }
@@ -169,6 +194,7 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
       temperature: file.provider?.temperature ?? 0.2,
       maxTokens: file.provider?.max_tokens ?? 2048,
       callTimeoutMs: envDuration(env, 'COMBINE_CALL_TIMEOUT') ?? file.provider?.timeout ?? 60_000,
+      pricePerMillion: file.provider?.price_per_million ?? null,
     },
     maxInFlight: envInt(env, 'COMBINE_MAX_IN_FLIGHT') ?? file.engine?.max_in_flight ?? 8,
     recoveryIntervalMs: file.engine?.recovery_interval ?? 30_000,
@@ -182,6 +208,9 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     },
     busyTimeoutMs: envDuration(env, 'COMBINE_BUSY_TIMEOUT') ?? 5000,
     crashAt: env.COMBINE_CRASH_AT || null,
+    metricsPort: file.metrics?.port ?? null,
+    maintenanceIdleMs: file.maintenance?.idle_after ?? 60_000,
+    migrationsDir: env.COMBINE_MIGRATIONS_DIR || null,
   };
 }
 

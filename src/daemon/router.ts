@@ -76,6 +76,10 @@ export const appRouter = t.router({
   retry: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.retry(input.thread_id)),
   cancel: t.procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.cancel(input.thread_id)),
 
+  prune: t.procedure
+    .input(z.object({ older_than_ms: z.number().int().min(0), dry_run: z.boolean().default(false) }))
+    .mutation(({ ctx, input }) => ctx.app.prune(input.older_than_ms, input.dry_run)),
+
   ledger: t.router({
     thread: t.procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),
     verify: t.procedure.query(({ ctx }) => ctx.app.verifyLedger()),

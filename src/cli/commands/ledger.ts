@@ -27,7 +27,8 @@ export function ledgerCommand(getHome: () => string): Command {
     async (opts: CommonOptions) => {
       const r = await withDaemon(getHome(), opts, ({ client }, signal) => client.ledger.verify.query(undefined, { signal }));
       print(opts, r, () => {
-        if (r.ok) return `ledger ok: ${r.entries} entries, chain head ${r.head_hash ?? '(empty)'}`;
+        const pruned = r.pruned_entries > 0 ? ` (+${r.pruned_entries} pruned, bridged by checkpoints)` : '';
+        if (r.ok) return `ledger ok: ${r.entries} entries${pruned}, chain head ${r.head_hash ?? '(empty)'}`;
         const lines = ['ledger verification FAILED'];
         if (r.first_break) lines.push(`  entry ${r.first_break.seq}: ${r.first_break.reason}`);
         for (const i of r.incomplete.slice(0, 20)) lines.push(`  work item ${i.work_item_id}: ${i.reason}`);
