@@ -10,6 +10,8 @@ import { homeFiles } from './home.js';
 import { CliError, EXIT } from './output.js';
 
 const START_TIMEOUT_MS = 15_000;
+/** What a daemon that lost the one-daemon-per-home race prints (daemon/main.ts). */
+const ALREADY_RUNNING = 'a daemon is already running for';
 /** Deadline for an ordinary call: a daemon that does not answer in this time is unreachable (exit 3). */
 export const CALL_TIMEOUT_MS = 4_000;
 
@@ -48,8 +50,9 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (await probeSocket(files.socket)) return { started: exited === null };
-    // Exit 1 with a live lock means another start won the race: keep waiting for its socket.
-    if (exited !== null && exited !== 1) {
+    // Exit 1 because another start won the race (it says so in the log): keep waiting for its socket.
+    // Any other exit (a failed migration, a bad config) is this start's failure.
+    if (exited !== null && (exited !== 1 || !logTail(home, 20).includes(ALREADY_RUNNING))) {
       throw new CliError(`the daemon failed to start (exit ${exited}):\n${logTail(home)}`, exited === 2 ? EXIT.USAGE : EXIT.FAILED);
     }
     await sleep(exited === null ? 20 : 100);
