@@ -56,7 +56,7 @@ export function metricSeriesCount(models: number, withCost: boolean): number {
   );
 }
 
-/** The hard ceiling, whatever the configuration: 145 series today. */
+/** The hard ceiling, whatever the configuration (108 series today). */
 export const METRIC_SERIES_BOUND = metricSeriesCount(MAX_MODEL_LABELS + 1, true);
 
 export class Metrics implements EngineObserver {
