@@ -10,6 +10,8 @@ import { homeFiles } from './home.js';
 import { CliError, EXIT } from './output.js';
 
 const START_TIMEOUT_MS = 15_000;
+/** What a daemon that lost the one-daemon-per-home race prints (daemon/main.ts). */
+const ALREADY_RUNNING = 'a daemon is already running for';
 /** Deadline for an ordinary call: a daemon that does not answer in this time is unreachable (exit 3). */
 export const CALL_TIMEOUT_MS = 4_000;
 
@@ -30,13 +32,13 @@ export function logTail(home: string, lines = 8): string {
  * Starts `combine daemon run` detached and waits until its socket answers. If another daemon already
  * serves this home, returns without starting a second one.
  */
-export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env): Promise<{ started: boolean }> {
+export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env, runArgs: string[] = []): Promise<{ started: boolean }> {
   const files = homeFiles(home);
   if (await probeSocket(files.socket)) return { started: false };
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const log = openSync(files.log, 'a', 0o600);
   const cli = fileURLToPath(new URL('./cli.js', import.meta.url));
-  const child = spawn(process.execPath, [cli, 'daemon', 'run'], {
+  const child = spawn(process.execPath, [cli, 'daemon', 'run', ...runArgs], {
     detached: true,
     stdio: ['ignore', log, log],
     env: { ...env, COMBINE_HOME: home },
@@ -48,8 +50,9 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (await probeSocket(files.socket)) return { started: exited === null };
-    // Exit 1 with a live lock means another start won the race: keep waiting for its socket.
-    if (exited !== null && exited !== 1) {
+    // Exit 1 because another start won the race (it says so in the log): keep waiting for its socket.
+    // Any other exit (a failed migration, a bad config) is this start's failure.
+    if (exited !== null && (exited !== 1 || !logTail(home, 20).includes(ALREADY_RUNNING))) {
       throw new CliError(`the daemon failed to start (exit ${exited}):\n${logTail(home)}`, exited === 2 ? EXIT.USAGE : EXIT.FAILED);
     }
     await sleep(exited === null ? 20 : 100);

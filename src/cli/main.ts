@@ -8,7 +8,9 @@ import { demoCommands } from './commands/demo.js';
 import { generateCommands } from './commands/generate.js';
 import { infoCommands } from './commands/info.js';
 import { ledgerCommand } from './commands/ledger.js';
+import { logsCommand } from './commands/logs.js';
 import { projectCommand } from './commands/project.js';
+import { pruneCommand } from './commands/prune.js';
 import { replayCommand } from './commands/replay.js';
 import { threadCommands } from './commands/threads.js';
 import { usageCommands } from './commands/usage.js';
@@ -42,6 +44,8 @@ function buildProgram(): Command {
     replayCommand(getHome),
     ...infoCommands(getHome),
     ...usageCommands(getHome),
+    logsCommand(getHome),
+    pruneCommand(getHome),
     ...demoCommands(),
   ];
   for (const c of commands) program.addCommand(c);

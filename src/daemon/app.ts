@@ -21,11 +21,14 @@ import type { CompleterContext } from './engine/completer.js';
 import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
+import { checkHealth } from './health.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
 import type { Logger } from './logger.js';
+import { Maintenance } from './maintenance.js';
 import { Metrics } from './metrics.js';
+import { runPrune } from './retention.js';
 import { createOpenAIProvider, type Provider } from './provider.js';
 import { FairScheduler } from '../domain/fair-scheduler.js';
 import { RateLimiter } from '../domain/rate-limit.js';
@@ -61,6 +64,7 @@ export class App {
   readonly bus = new EventBus();
   readonly engine: Engine;
   readonly metrics: Metrics;
+  readonly maintenance: Maintenance;
   readonly owner = randomUUID();
   readonly startedAt = Date.now();
   private readonly clock: Clock;
@@ -70,11 +74,14 @@ export class App {
   constructor(private readonly o: AppOptions) {
     this.clock = o.clock ?? systemClock;
     this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
-    applyMigrations(this.db);
+    applyMigrations(this.db, o.config.migrationsDir ?? undefined);
     this.metrics = new Metrics(this);
     this.writer = new Writer<EngineEvent>(this.db, {
       publish: (events) => this.bus.publish(events),
-      onCommit: (info) => this.metrics.observeCommit(info.commitMs),
+      onCommit: (info) => {
+        this.metrics.observeCommit(info.commitMs);
+        this.maintenance.noteActivity();
+      },
       onInfraFailure: (err) => {
         // One line per outage, not one per failed batch.
         if (this.infraHealthy) o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
@@ -130,6 +137,17 @@ export class App {
       secrets: o.config.provider.apiKey ? [o.config.provider.apiKey] : [],
       random: this.ctx.random,
       crashAt: o.config.crashAt,
+      observer: this.metrics,
+    });
+    this.maintenance = new Maintenance({
+      db: this.db,
+      writer: this.writer as Writer<unknown>,
+      walPath: `${o.config.dbPath}-wal`,
+      logger: o.logger,
+      clock: this.clock,
+      idleMs: o.config.maintenanceIdleMs,
+      busy: () => this.engine.inFlightCount > 0,
+      onRun: (r) => this.metrics.onMaintenance(r),
     });
     this.bus.subscribe((e) => this.logEvent(e));
     this.bus.subscribe((e) => this.metrics.observeEvent(e));
@@ -141,10 +159,12 @@ export class App {
 
   async start(): Promise<void> {
     await this.engine.start();
+    this.maintenance.start();
   }
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
+    this.maintenance.stop();
     const result = await this.engine.stop(drainMs);
     await this.writer.close();
     this.db.close();
@@ -157,7 +177,8 @@ export class App {
 
   private logEvent(e: EngineEvent): void {
     const { type, ...fields } = e;
-    this.o.logger.info({ component: 'engine', event: type, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
+    // Every engine line carries thread_id and work_item_id (null for thread-level events).
+    this.o.logger.info({ component: 'engine', event: type, work_item_id: null, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
   }
 
   private commandView(r: { thread: { id: string; status: string }; deduplicated: boolean }): CommandView {
@@ -273,21 +294,20 @@ export class App {
   }
 
   health() {
-    let writable = true;
-    try {
-      this.db.prepare('SELECT 1').get();
-    } catch {
-      writable = false;
-    }
-    const breaker = this.engine.breaker.snapshot();
-    const checks = {
-      database: writable && this.infraHealthy,
-      migrations_applied: true,
-      recovery_scan_done: this.engine.recoveryDone,
-      provider_breakers_closed: breaker.state !== 'open',
-    };
-    const ready = Object.values(checks).every(Boolean);
-    return { live: true, ready, status: ready ? 'ready' : 'unready', checks, breakers: { [this.engine.endpoint]: breaker } };
+    return checkHealth({
+      db: this.db,
+      writer: this.writer as Writer<unknown>,
+      migrationsFolder: this.o.config.migrationsDir ?? undefined,
+      infraHealthy: this.infraHealthy,
+      recoveryDone: this.engine.recoveryDone,
+      endpoint: this.engine.endpoint,
+      breaker: this.engine.breaker.snapshot(),
+    });
+  }
+
+  /** Removes closed threads older than `olderThanMs` (see retention.ts), then returns freed pages. */
+  prune(olderThanMs: number, dryRun: boolean) {
+    return runPrune({ db: this.db, write: (fn) => this.write(fn), logger: this.o.logger, maintenance: this.maintenance }, this.clock.now() - olderThanMs, dryRun);
   }
 
   stats() {

@@ -58,6 +58,17 @@ export const configFileSchema = z
       })
       .strict()
       .optional(),
+    metrics: z
+      .object({ port: z.number().int().min(1).max(65535).optional() })
+      .strict()
+      .optional(),
+    maintenance: z
+      .object({
+        /** Quiet time (no commits, nothing in flight) before the WAL checkpoint and incremental vacuum run. */
+        idle_after: duration.optional(),
+      })
+      .strict()
+      .optional(),
     engine: z
       .object({
         max_in_flight: z.number().int().min(1).max(100_000).optional(),
@@ -111,6 +122,8 @@ export interface DaemonConfig {
   socketPath: string;
   logPath: string;
   pidPath: string;
+  /** Online backups taken before migrations (the newest 3 are kept). */
+  backupsDir: string;
   provider: ProviderConfig;
   maxInFlight: number;
   recoveryIntervalMs: number;
@@ -127,6 +140,14 @@ export interface DaemonConfig {
   busyTimeoutMs: number;
   /** Debug switch for crash tests: exit abruptly at this point of the pipeline. */
   crashAt: string | null;
+  /** 127.0.0.1 port serving /metrics, or null. */
+  metricsPort: number | null;
+  maintenanceIdleMs: number;
+  /**
+   * Test/debug switch (COMBINE_MIGRATIONS_DIR): apply migrations from this folder instead of the ones
+   * shipped with combine. Used to prove that a failing migration leaves the database as it was.
+   */
+  migrationsDir: string | null;
 }
 
 export class ConfigError extends Error {
@@ -145,6 +166,7 @@ export function homePaths(home: string) {
     socketPath: join(home, 'combine.sock'),
     logPath: join(home, 'daemon.log'),
     pidPath: join(home, 'daemon.pid'),
+    backupsDir: join(home, 'backups'),
     configPath: join(home, 'config.json'),
   };
 }
@@ -243,6 +265,9 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     flow,
     busyTimeoutMs: envDuration(env, 'COMBINE_BUSY_TIMEOUT') ?? 5000,
     crashAt: env.COMBINE_CRASH_AT || null,
+    metricsPort: file.metrics?.port ?? null,
+    maintenanceIdleMs: file.maintenance?.idle_after ?? 60_000,
+    migrationsDir: env.COMBINE_MIGRATIONS_DIR || null,
   };
 }
 

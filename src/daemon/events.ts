@@ -28,6 +28,8 @@ export type EngineEvent =
       attempt: number | null;
       /** For `error` entries: the error code. */
       code: string | null;
+      /** For `error` entries: what happens next (retry, repair, dead_letter, canceled). */
+      next: string | null;
       summary: string;
     });
 

@@ -20,13 +20,17 @@ export const REDACT_PATHS = [
   '*.headers.authorization',
   'err.headers.authorization',
   'err.request.headers.authorization',
+  'err.headers["x-api-key"]',
+  'headers["x-api-key"]',
 ];
 
 export function createLogger(destination: string | null, level = 'info'): Logger {
   const options: pino.LoggerOptions = {
     level,
     base: { pid: process.pid },
-    timestamp: pino.stdTimeFunctions.isoTime,
+    // The spec's shape: {"level":"info","ts":"<ISO time>",...}; `combine logs` renders it readably.
+    timestamp: () => `,"ts":"${new Date().toISOString()}"`,
+    formatters: { level: (label) => ({ level: label }) },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
   };
   if (destination === null) return pino(options, pino.destination(1));

@@ -8,9 +8,12 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { openDatabase } from '../db/connection.js';
+import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.js';
 import { App } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, type DaemonConfig } from './config.js';
 import { createLogger, type Logger } from './logger.js';
+import { startMetricsServer, type MetricsServer } from './metrics-server.js';
 import { startApiServer } from './server.js';
 
 /** sockaddr_un.sun_path is 104 bytes on macOS and 108 on Linux, including the terminating NUL. */
@@ -62,6 +65,40 @@ function readPid(pidPath: string): number | null {
 export interface RunOptions {
   home: string;
   env?: NodeJS.ProcessEnv;
+  /** Serve /metrics on 127.0.0.1:<port> (overrides config.json's metrics.port). */
+  metricsPort?: number;
+}
+
+/**
+ * Brings the database schema up to date before anything else opens it. An existing database with
+ * pending migrations is first copied (online backup, the newest 3 kept in COMBINE_HOME/backups/).
+ * All pending migrations run in one transaction: if one fails, nothing is applied, the database file
+ * is as it was, and the daemon does not start.
+ */
+async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<void> {
+  const db = openDatabase(config.dbPath, { busyTimeoutMs: config.busyTimeoutMs });
+  const folder = config.migrationsDir ?? undefined;
+  let backup: string | null = null;
+  try {
+    const status = migrationStatus(db, folder);
+    if (status.pending === 0) return;
+    if (status.applied > 0) {
+      backup = await backupDatabase(db, config.backupsDir, Date.now(), status.applied);
+      logger.info({ backup, pending: status.pending }, 'backed up the database before migrating');
+    }
+    applyMigrations(db, folder);
+    logger.info({ applied: status.pending }, 'migrations applied');
+  } catch (err) {
+    logger.fatal({ err, backup }, 'migration failed; the database was left as it was');
+    throw new DaemonStartError(
+      `cannot start: migrating ${config.dbPath} failed: ${(err as Error).message}
+` +
+        `No migration was applied; the database is as it was${backup ? ` (a backup taken just before is at ${backup})` : ''}.`,
+      1,
+    );
+  } finally {
+    db.close();
+  }
 }
 
 /** Runs the daemon in this process until it is stopped. Throws DaemonStartError if it cannot start. */
@@ -90,10 +127,12 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   const logger = createLogger(config.logPath, env.COMBINE_LOG_LEVEL || 'info');
   let app: App;
   try {
+    await migrateDatabase(config, logger);
     app = new App({ config, logger });
   } catch (err) {
-    logger.fatal({ err }, 'cannot open or migrate the database');
     lock.close();
+    if (err instanceof DaemonStartError) throw err;
+    logger.fatal({ err }, 'cannot open or migrate the database');
     throw new DaemonStartError(`cannot open or migrate ${config.dbPath}: ${(err as Error).message}`, 1);
   }
 
@@ -104,6 +143,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
       const { abandoned } = await app.shutdown(config.drainTimeoutMs);
       if (abandoned > 0) logger.warn({ abandoned }, 'calls still in flight at exit; the recovery scan will resume them');
       await server.close();
+      await metricsServer?.close();
       for (const f of [config.socketPath, config.pidPath]) if (existsSync(f)) unlinkSync(f);
       logger.info('stopped');
       lock.close();
@@ -113,6 +153,18 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   };
 
   const server = await startApiServer(config.socketPath, { app, requestStop: () => void stop('stop command') });
+  const metricsPort = opts.metricsPort ?? config.metricsPort;
+  let metricsServer: MetricsServer | null = null;
+  if (metricsPort !== null) {
+    try {
+      metricsServer = await startMetricsServer(app.metrics, metricsPort);
+    } catch (err) {
+      await server.close();
+      await app.shutdown(0);
+      lock.close();
+      throw new DaemonStartError(`cannot serve metrics on 127.0.0.1:${metricsPort}: ${(err as Error).message}`, 1);
+    }
+  }
   writeFileSync(config.pidPath, `${process.pid}\n`, { mode: 0o600 });
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
@@ -120,7 +172,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled rejection'));
 
   logger.info(
-    { socket: config.socketPath, db: config.dbPath, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
+    { socket: config.socketPath, db: config.dbPath, metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
     'daemon started',
   );
   await app.start();

@@ -87,6 +87,9 @@ export const appRouter = t.router({
   config: t.router({
     show: t.procedure.query(({ ctx }) => ctx.app.configShow()),
   }),
+  prune: t.procedure
+    .input(z.object({ older_than_ms: z.number().int().min(0), dry_run: z.boolean().default(false) }))
+    .mutation(({ ctx, input }) => ctx.app.prune(input.older_than_ms, input.dry_run)),
 
   ledger: t.router({
     thread: t.procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),

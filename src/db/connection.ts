@@ -15,9 +15,16 @@ export interface OpenOptions {
  */
 export function openDatabase(path: string, opts: OpenOptions = {}): Db {
   const db = new Database(path, { readonly: opts.readonly ?? false });
+  // auto_vacuum can be chosen only before the first table exists; older databases are converted by
+  // idle maintenance (daemon/maintenance.ts). Checked first so an existing file is not touched.
+  if (!opts.readonly && isEmptyDatabase(db)) db.pragma('auto_vacuum = INCREMENTAL');
   if (!opts.readonly) db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
   db.pragma('foreign_keys = ON');
   return db;
+}
+
+function isEmptyDatabase(db: Db): boolean {
+  return (db.prepare('SELECT count(*) AS n FROM sqlite_master').get() as { n: number }).n === 0;
 }

@@ -19,9 +19,19 @@ export interface NewLedgerEntry {
   created_at: number;
 }
 
-/** The chain's last link, or null for an empty ledger. */
+/**
+ * The chain's last link, or null for an empty ledger. When `combine prune` removed the newest entries,
+ * the head is the last checkpoint's hash: seqs are never reused and the chain continues across the cut.
+ */
 export function getLedgerHead(db: Db): { seq: number; hash: string } | null {
-  const row = prepared(db, 'SELECT seq, hash FROM llm_ledger_entries ORDER BY seq DESC LIMIT 1').get() as
+  const row = prepared(
+    db,
+    `SELECT seq, hash FROM (
+       SELECT * FROM (SELECT seq, hash FROM llm_ledger_entries ORDER BY seq DESC LIMIT 1)
+       UNION ALL
+       SELECT * FROM (SELECT to_seq AS seq, hash_after AS hash FROM llm_ledger_checkpoints ORDER BY from_seq DESC LIMIT 1))
+     ORDER BY seq DESC LIMIT 1`,
+  ).get() as
     | { seq: number; hash: string }
     | undefined;
   return row ?? null;

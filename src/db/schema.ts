@@ -283,3 +283,27 @@ export type CallRecordRow = typeof callRecords.$inferSelect;
 export type ChargeRow = typeof charges.$inferSelect;
 export type ResponseCacheRow = typeof responseCache.$inferSelect;
 export type LedgerImportRow = typeof ledgerImports.$inferSelect;
+
+/**
+ * Retention checkpoints: each row stands for one run of consecutive ledger entries that `combine prune`
+ * removed, and keeps the chain hashes on both sides of the cut, so `combine ledger verify` can bridge
+ * the gap. Append-only (triggers); the delete trigger on the ledger admits only entries a checkpoint
+ * already covers, and the insert trigger admits only checkpoints that describe entries that exist.
+ */
+export const ledgerCheckpoints = sqliteTable('llm_ledger_checkpoints', {
+  /** First removed seq. Runs never overlap, so the run covering a seq is the one with the greatest from_seq ≤ it. */
+  from_seq: integer('from_seq').primaryKey(),
+  /** Last removed seq (inclusive). */
+  to_seq: integer('to_seq').notNull(),
+  /** The chain hash just before the cut: `prev_hash` of entry from_seq. */
+  hash_before: text('hash_before').notNull(),
+  /** The chain hash at the end of the cut: `hash` of entry to_seq, which the next entry links to. */
+  hash_after: text('hash_after').notNull(),
+  /** Groups the runs of one prune. */
+  prune_id: text('prune_id').notNull(),
+  /** Threads closed before this time were removed. */
+  cutoff_at: integer('cutoff_at').notNull(),
+  created_at: integer('created_at').notNull(),
+});
+
+export type LedgerCheckpointRow = typeof ledgerCheckpoints.$inferSelect;

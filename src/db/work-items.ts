@@ -155,6 +155,15 @@ export function listQueuedPastDeadline(db: Db, now: number, limit: number): Work
   ).all(now, limit) as WorkItemRow[];
 }
 
+/** Queued items that are due now: work waiting for a call slot (the queue depth metric). */
+export function countQueuedDue(db: Db, now: number): number {
+  return (
+    prepared(db, `SELECT count(*) AS n FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued' AND not_before <= ?`).get(now) as {
+      n: number;
+    }
+  ).n;
+}
+
 /** When the earliest queued item becomes due (null if none is queued). */
 export function nextQueuedDueAt(db: Db): number | null {
   const row = prepared(

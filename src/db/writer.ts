@@ -20,6 +20,8 @@ export type WriteFn<T, E> = (db: Db, emit: Emit<E>) => T;
 
 interface Job<E> {
   fn: WriteFn<unknown, E>;
+  /** Runs alone, outside any transaction (maintenance: WAL checkpoint, vacuum). */
+  outside?: boolean;
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
 }
@@ -58,6 +60,18 @@ export class Writer<E = never> {
     });
   }
 
+  /**
+   * Runs `fn` on the connection outside any transaction, after the writes queued before it and before
+   * those queued after it. For statements SQLite refuses inside a transaction (wal_checkpoint, VACUUM).
+   */
+  outsideTransaction<T>(fn: (db: Db) => T): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('writer is closed'));
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ fn: (db) => fn(db), outside: true, resolve: resolve as (v: unknown) => void, reject });
+      this.schedule();
+    });
+  }
+
   /** Writes still waiting for a transaction. */
   get pending(): number {
     return this.queue.length;
@@ -83,8 +97,18 @@ export class Writer<E = never> {
     this.flushing = true;
     try {
       while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, this.opts.maxBatch ?? 1024);
-        await this.commitBatch(batch);
+        if (this.queue[0]!.outside) {
+          const job = this.queue.shift()!;
+          try {
+            job.resolve(job.fn(this.db, () => {}));
+          } catch (err) {
+            job.reject(err);
+          }
+          continue;
+        }
+        const nextOutside = this.queue.findIndex((j) => j.outside);
+        const end = Math.min(nextOutside < 0 ? this.queue.length : nextOutside, this.opts.maxBatch ?? 1024);
+        await this.commitBatch(this.queue.splice(0, end));
       }
     } finally {
       this.flushing = false;

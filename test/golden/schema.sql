@@ -120,6 +120,17 @@ CREATE TABLE `llm_charges` (
 	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
 );
 
+-- table llm_ledger_checkpoints
+CREATE TABLE `llm_ledger_checkpoints` (
+	`from_seq` integer PRIMARY KEY NOT NULL,
+	`to_seq` integer NOT NULL,
+	`hash_before` text NOT NULL,
+	`hash_after` text NOT NULL,
+	`prune_id` text NOT NULL,
+	`cutoff_at` integer NOT NULL,
+	`created_at` integer NOT NULL
+);
+
 -- table llm_ledger_entries
 CREATE TABLE `llm_ledger_entries` (
 	`seq` integer PRIMARY KEY NOT NULL,
@@ -230,10 +241,38 @@ CREATE TABLE `projects` (
 	`created_at` integer NOT NULL
 );
 
--- trigger ledger_entries_no_delete
-CREATE TRIGGER `ledger_entries_no_delete` BEFORE DELETE ON `llm_ledger_entries`
+-- trigger ledger_checkpoints_match_entries
+CREATE TRIGGER `ledger_checkpoints_match_entries` BEFORE INSERT ON `llm_ledger_checkpoints`
+WHEN NEW.`to_seq` < NEW.`from_seq`
+  OR NOT EXISTS (SELECT 1 FROM `llm_ledger_entries` WHERE `seq` = NEW.`from_seq` AND `prev_hash` = NEW.`hash_before`)
+  OR NOT EXISTS (SELECT 1 FROM `llm_ledger_entries` WHERE `seq` = NEW.`to_seq` AND `hash` = NEW.`hash_after`)
+  OR (SELECT count(*) FROM `llm_ledger_entries` WHERE `seq` BETWEEN NEW.`from_seq` AND NEW.`to_seq`) != NEW.`to_seq` - NEW.`from_seq` + 1
 BEGIN
-  SELECT RAISE(ABORT, 'llm_ledger_entries is append-only: DELETE refused');
+  SELECT RAISE(ABORT, 'a ledger checkpoint must describe a run of entries that exist, with their hashes');
+END;
+
+-- trigger ledger_checkpoints_no_delete
+CREATE TRIGGER `ledger_checkpoints_no_delete` BEFORE DELETE ON `llm_ledger_checkpoints`
+BEGIN
+  SELECT RAISE(ABORT, 'llm_ledger_checkpoints is append-only: DELETE refused');
+END;
+
+-- trigger ledger_checkpoints_no_update
+CREATE TRIGGER `ledger_checkpoints_no_update` BEFORE UPDATE ON `llm_ledger_checkpoints`
+BEGIN
+  SELECT RAISE(ABORT, 'llm_ledger_checkpoints is append-only: UPDATE refused');
+END;
+
+-- trigger ledger_entries_delete_only_checkpointed
+CREATE TRIGGER `ledger_entries_delete_only_checkpointed` BEFORE DELETE ON `llm_ledger_entries`
+WHEN NOT EXISTS (
+  SELECT 1 FROM (
+    -- Runs never overlap: the only run that can cover OLD.seq is the last one starting at or before it.
+    SELECT `to_seq` FROM `llm_ledger_checkpoints` WHERE `from_seq` <= OLD.`seq` ORDER BY `from_seq` DESC LIMIT 1
+  ) WHERE `to_seq` >= OLD.`seq`
+)
+BEGIN
+  SELECT RAISE(ABORT, 'llm_ledger_entries is append-only: DELETE refused (only combine prune removes entries, under a checkpoint)');
 END;
 
 -- trigger ledger_entries_no_update

@@ -82,11 +82,11 @@ describe('ledger verify', () => {
   it('a deleted entry breaks the chain at the entry after it', async () => {
     await setup();
     await editDatabase((db) => {
-      db.exec('DROP TRIGGER ledger_entries_no_delete');
+      db.exec('DROP TRIGGER ledger_entries_delete_only_checkpointed');
       db.prepare('DELETE FROM llm_ledger_entries WHERE seq = 3').run();
     });
     const { report } = await verifyFails();
-    expect(report.first_break).toEqual({ seq: 4, reason: 'entry 3 is missing' });
+    expect(report.first_break).toEqual({ seq: 4, reason: 'entry 3 is missing and no checkpoint covers it' });
   });
 
   it('names a thread whose state claims work its ledger does not record', async () => {

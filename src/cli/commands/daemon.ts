@@ -1,4 +1,7 @@
 /** `combine daemon start | stop | status | run`. */
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import type { runDaemon as RunDaemon } from '../../daemon/main.js';
 import { probeSocket, toCliError, connectHttp } from '../client.js';
@@ -6,6 +9,14 @@ import { withCommonOptions, type CommonOptions } from '../common.js';
 import { CALL_TIMEOUT_MS, readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
 import { CliError, EXIT, print } from '../output.js';
+import { renderUnit, UNIT_NAME, userUnitDir } from '../systemd-unit.js';
+
+function parsePort(value: string | undefined): number | null {
+  if (value === undefined) return null;
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new CliError(`--metrics-port: "${value}" is not a port (1–65535)`, EXIT.USAGE);
+  return port;
+}
 
 async function daemonStatus(home: string) {
   const files = homeFiles(home);
@@ -25,14 +36,16 @@ const describeStatus = (s: Status) => `running: pid ${s.pid}, version ${s.versio
 export function daemonCommand(getHome: () => string): Command {
   const cmd = new Command('daemon').description('start, stop and inspect the background daemon');
 
-  withCommonOptions(cmd.command('start').description('start the daemon in the background (returns once it answers)'), false).action(
-    async (opts: CommonOptions) => {
+  withCommonOptions(cmd.command('start').description('start the daemon in the background (returns once it answers)'), false)
+    .option('--metrics-port <port>', 'also serve Prometheus /metrics on 127.0.0.1:<port>')
+    .addHelpText('after', '\nExamples:\n  combine daemon start\n  combine daemon start --metrics-port 9464   # then: curl http://127.0.0.1:9464/metrics')
+    .action(async (opts: CommonOptions & { metricsPort?: string }) => {
       const home = getHome();
-      const { started } = await startDaemon(home);
+      const port = parsePort(opts.metricsPort);
+      const { started } = await startDaemon(home, process.env, port === null ? [] : ['--metrics-port', String(port)]);
       const status = await daemonStatus(home);
       print(opts, { ...status, started }, () => (started ? `started; ${describeStatus(status)}` : `already ${describeStatus(status)}`));
-    },
-  );
+    });
 
   withCommonOptions(cmd.command('stop').description('stop claiming, let in-flight calls finish (up to the drain timeout), exit'), false).action(
     async (opts: CommonOptions) => {
@@ -64,14 +77,44 @@ export function daemonCommand(getHome: () => string): Command {
   cmd
     .command('run')
     .description('run the daemon in the foreground (for systemd, containers and debugging)')
-    .action(async () => {
+    .option('--metrics-port <port>', 'also serve Prometheus /metrics on 127.0.0.1:<port>')
+    .action(async (opts: { metricsPort?: string }) => {
+      const metricsPort = parsePort(opts.metricsPort);
       const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as { runDaemon: typeof RunDaemon; DaemonStartError: new (...a: any[]) => Error & { exitCode: number } };
       try {
-        await mod.runDaemon({ home: getHome() });
+        await mod.runDaemon({ home: getHome(), ...(metricsPort !== null ? { metricsPort } : {}) });
       } catch (err) {
         if (err instanceof mod.DaemonStartError) throw new CliError(err.message, err.exitCode as 1 | 2);
         throw err;
       }
+    });
+
+  withCommonOptions(cmd.command('install').description('write a systemd user unit that runs `combine daemon run`, and say how to enable it'), false)
+    .option('--metrics-port <port>', 'have the service serve /metrics on 127.0.0.1:<port>')
+    .option('--force', 'overwrite an existing unit file')
+    .option('--print', 'print the unit to stdout instead of writing it')
+    .addHelpText('after', '\nExamples:\n  combine daemon install\n  combine daemon install --metrics-port 9464 --force\n  combine daemon install --print')
+    .action((opts: CommonOptions & { metricsPort?: string; force?: boolean; print?: boolean }) => {
+      const home = getHome();
+      const unit = renderUnit({ node: process.execPath, cli: fileURLToPath(new URL('./cli.js', import.meta.url)), home, metricsPort: parsePort(opts.metricsPort) });
+      if (opts.print) {
+        process.stdout.write(opts.json ? `${JSON.stringify({ unit }, null, 2)}\n` : unit);
+        return;
+      }
+      const dir = userUnitDir();
+      const path = join(dir, UNIT_NAME);
+      if (existsSync(path) && !opts.force) throw new CliError(`${path} already exists; use --force to overwrite it`, EXIT.FAILED);
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(path, unit);
+      const next = [
+        'combine daemon stop                      # the service must be the only daemon for this home',
+        'systemctl --user daemon-reload',
+        `systemctl --user enable --now ${UNIT_NAME}`,
+        'loginctl enable-linger "$USER"           # optional: keep it running while you are logged out',
+      ];
+      print(opts, { path, home, unit, next }, () =>
+        [`wrote ${path}`, `Put OPENAI_API_KEY=… in ${join(home, 'daemon.env')} (chmod 600), then:`, ...next.map((l) => `  ${l}`)].join('\n'),
+      );
     });
 
   return cmd;

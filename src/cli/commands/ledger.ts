@@ -42,10 +42,9 @@ export function ledgerCommand(getHome: () => string): Command {
     async (opts: CommonOptions) => {
       const r = await withDaemon(getHome(), opts, ({ client }, signal) => client.ledger.verify.query(undefined, { signal }));
       print(opts, r, () => {
-        if (r.ok) {
-          const imported = r.imported.entries > 0 ? ` (${r.imported.entries} imported, each matching its source hash)` : '';
-          return `ledger ok: ${r.entries} entries${imported}, chain head ${r.head_hash ?? '(empty)'}`;
-        }
+        const pruned = r.pruned_entries > 0 ? `, ${r.pruned_entries} pruned (bridged by checkpoints)` : '';
+        const imported = r.imported.entries > 0 ? `, ${r.imported.entries} imported (each matching its source hash)` : '';
+        if (r.ok) return `ledger ok: ${r.entries} entries${pruned}${imported}, chain head ${r.head_hash ?? '(empty)'}`;
         const lines = ['ledger verification FAILED'];
         if (r.first_break) lines.push(`  entry ${r.first_break.seq}: ${r.first_break.reason}`);
         for (const i of r.incomplete.slice(0, 20)) {

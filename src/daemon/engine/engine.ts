@@ -43,6 +43,14 @@ const MAX_SLEEP_MS = 3_600_000;
 
 export type CrashPoint = 'after_claim' | 'during_call' | 'after_response' | 'in_mutation';
 
+/** What the engine reports for metrics; nothing here feeds back into execution. */
+export interface EngineObserver {
+  onCall(outcome: CallOutcome, model: string): void;
+  /** Due work waited: every call slot was taken, or the breaker held calls back. */
+  onLimiterWait(reason: 'slots_full' | 'breaker_open'): void;
+  onRecovery(counts: { requeued: number; resumed: number; interrupted: number; locks_released: number; parents_closed: number }): void;
+}
+
 export interface EngineOptions {
   db: Db;
   writer: Writer<EngineEvent>;
@@ -66,11 +74,14 @@ export interface EngineOptions {
   random?: () => number;
   /** Debug switch for crash tests (COMBINE_CRASH_AT). */
   crashAt?: string | null;
+  observer?: EngineObserver;
 }
 
 interface InFlight {
   cancel: AbortController;
   lockScope: string;
+  /** Log lines about this item carry its thread_id and work_item_id. */
+  log: Logger;
 }
 
 export class Engine {
@@ -90,8 +101,11 @@ export class Engine {
   /** One breaker: this engine talks to one provider endpoint. */
   readonly breaker: CircuitBreaker;
   recoveryDone = false;
+  /** Engine lines not about one item still carry thread_id and work_item_id (null), for uniform filtering. */
+  private readonly log: Logger;
 
   constructor(private readonly o: EngineOptions) {
+    this.log = o.logger.child({ component: 'engine', thread_id: null, work_item_id: null });
     this.leaseMs = o.callTimeoutMs + 30_000;
     this.breaker = new CircuitBreaker(o.breaker);
     this.ctx = {
@@ -191,12 +205,13 @@ export class Engine {
       const wanted = this.o.maxInFlight - this.inFlight.size;
       // An open breaker admits nothing: items stay queued and no attempt is burned.
       const free = this.breaker.admit(wanted, this.o.clock.now());
+      if (free < Math.max(1, wanted)) this.noteLimiterWait(wanted === 0 ? 'slots_full' : 'breaker_open');
       if (free > 0) {
         const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.o.owner, free, this.leaseMs));
         const claimed = round.claimed;
         if (claimed.length === 0) this.breaker.onInconclusive();
         if (claimed.length > 0) this.crash('after_claim');
-        for (const item of claimed) this.launch(item.id, item.lock_scope, null);
+        for (const item of claimed) this.launch(item, null);
         started = claimed.length;
         // A full batch means more may be waiting; otherwise sleep until the next item is due, or until
         // the rate limiter lets the next call through.
@@ -205,7 +220,7 @@ export class Engine {
       }
       this.scheduleNextDue();
     } catch (err) {
-      this.o.logger.error({ err }, 'claim failed; retrying in 1s');
+      this.log.error({ err }, 'claim failed; retrying in 1s');
       this.scheduleAt(this.o.clock.now() + 1000);
     } finally {
       this.ticking = false;
@@ -215,6 +230,12 @@ export class Engine {
       }
     }
     return started;
+  }
+
+  private noteLimiterWait(reason: 'slots_full' | 'breaker_open'): void {
+    if (!this.o.observer) return;
+    const due = nextQueuedDueAt(this.o.db);
+    if (due !== null && due <= this.o.clock.now()) this.o.observer.onLimiterWait(reason);
   }
 
   /** Sleeps until the next queued item is due, a deadline passes, or the breaker lets a probe through. */
@@ -238,11 +259,13 @@ export class Engine {
     this.dueTimer.unref();
   }
 
-  private launch(itemId: string, lockScope: string, resumeFrom: LedgerRow | null): void {
-    const entry: InFlight = { cancel: new AbortController(), lockScope };
+  private launch(item: { id: string; thread_id: string; lock_scope: string }, resumeFrom: LedgerRow | null): void {
+    const itemId = item.id;
+    const log = this.o.logger.child({ component: 'engine', thread_id: item.thread_id, work_item_id: item.id });
+    const entry: InFlight = { cancel: new AbortController(), lockScope: item.lock_scope, log };
     this.inFlight.set(itemId, entry);
-    this.runItem(itemId, entry.cancel.signal, resumeFrom)
-      .catch((err) => this.o.logger.error({ err, work_item_id: itemId }, 'work item step failed; recovery will resume it'))
+    this.runItem(itemId, entry.cancel.signal, resumeFrom, log)
+      .catch((err) => log.error({ err }, 'work item step failed; recovery will resume it'))
       .finally(() => {
         this.inFlight.delete(itemId);
         if (this.inFlight.size === 0) for (const w of this.idleWaiters.splice(0)) w();
@@ -251,7 +274,7 @@ export class Engine {
   }
 
   /** One item from its lease to its outcome. A recorded response is never requested again. */
-  private async runItem(itemId: string, cancel: AbortSignal, resumeFrom: LedgerRow | null): Promise<void> {
+  private async runItem(itemId: string, cancel: AbortSignal, resumeFrom: LedgerRow | null, log: Logger): Promise<void> {
     let response = resumeFrom;
     if (!response) {
       const started = await this.write((tx) => startWorkItem(tx, this.ctx, itemId));
@@ -272,12 +295,13 @@ export class Engine {
       });
       this.observeProvider(outcome);
       this.observeRateLimits(request.model, outcome);
+      this.o.observer?.onCall(outcome, request.model);
       if (outcome.kind === 'error') {
         await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
         return;
       }
       // Paid work: keep trying to record it through storage trouble rather than lose it.
-      response = await this.persistently(() => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model)));
+      response = await this.persistently(log, () => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model)));
       this.crash('after_response');
     }
     const recorded = response;
@@ -305,18 +329,18 @@ export class Engine {
     if (outcome.error.class !== 'transient') return this.breaker.onInconclusive();
     if (this.breaker.onTransientFailure(this.o.clock.now())) {
       const s = this.breaker.snapshot();
-      this.o.logger.warn({ endpoint: this.o.provider.endpoint, ...s }, `circuit breaker opened: no calls start until ${s.open_until}`);
+      this.log.warn({ endpoint: this.o.provider.endpoint, ...s }, `circuit breaker opened: no calls start until ${s.open_until}`);
       this.scheduleAt(this.breaker.reopensAt()!);
     }
   }
 
-  private async persistently<T>(fn: () => Promise<T>): Promise<T> {
+  private async persistently<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
     for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
       try {
         return await fn();
       } catch (err) {
         if (!(err instanceof InfraError) || this.stopping) throw err;
-        this.o.logger.error({ err }, `storage failing; retrying the write of a paid response in ${delay} ms`);
+        log.error({ err }, `storage failing; retrying the write of a paid response in ${delay} ms`);
         await new Promise((r) => setTimeout(r, delay));
       }
     }
@@ -336,9 +360,9 @@ export class Engine {
         }
         return gone;
       });
-      for (const id of lost) this.o.logger.warn({ work_item_id: id }, 'lease lost while the item was in flight');
+      for (const id of lost) (this.inFlight.get(id)?.log ?? this.log).warn('lease lost while the item was in flight');
     } catch (err) {
-      this.o.logger.error({ err }, 'lease heartbeat failed');
+      this.log.error({ err }, 'lease heartbeat failed');
     }
   }
 
@@ -358,21 +382,28 @@ export class Engine {
       }));
       for (const r of result.resume) {
         const item = getWorkItem(this.o.db, r.itemId);
-        if (item) this.launch(item.id, item.lock_scope, r.response);
+        if (item) this.launch(item, r.response);
       }
       const { resume, ...counts } = result;
+      this.o.observer?.onRecovery({
+        requeued: counts.requeued,
+        resumed: resume.length,
+        interrupted: counts.interrupted,
+        locks_released: counts.locksReleased.length,
+        parents_closed: counts.parentsClosed,
+      });
       if (stale.length > 0 || counts.locksReleased.length > 0 || counts.parentsClosed > 0) {
-        this.o.logger.info({ ...counts, resumed: resume.length, startup }, 'recovery scan');
+        this.log.info({ ...counts, resumed: resume.length, startup }, 'recovery scan');
       }
       this.wake();
     } catch (err) {
-      this.o.logger.error({ err }, 'recovery scan failed');
+      this.log.error({ err }, 'recovery scan failed');
     }
   }
 
   private crash(point: CrashPoint): void {
     if (this.o.crashAt !== point) return;
-    this.o.logger.warn({ point }, 'COMBINE_CRASH_AT: exiting abruptly');
+    this.log.warn({ point }, 'COMBINE_CRASH_AT: exiting abruptly');
     process.kill(process.pid, 'SIGKILL');
   }
 }

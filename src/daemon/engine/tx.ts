@@ -45,6 +45,7 @@ export function appendEntry(
     entry_type: entryType,
     attempt,
     code: typeof payload.code === 'string' ? payload.code : null,
+    next: typeof payload.next === 'string' ? payload.next : null,
     summary: summarizeLedgerEntry(entryType, payload),
   });
   return row;

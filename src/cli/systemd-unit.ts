@@ -1,0 +1,57 @@
+/** The systemd user unit `combine daemon install` writes: `combine daemon run` in the foreground. */
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export interface UnitOptions {
+  node: string;
+  cli: string;
+  home: string;
+  metricsPort: number | null;
+}
+
+/** systemd expands %-specifiers in most settings; a literal % is written %%. */
+function escapeValue(v: string): string {
+  return v.replace(/%/g, '%%');
+}
+
+/** Quotes one ExecStart argument when it needs it (systemd splits on whitespace, honours "…"). */
+function arg(v: string): string {
+  const escaped = escapeValue(v);
+  return /[\s"'\\;]/.test(escaped) ? `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : escaped;
+}
+
+export function renderUnit(o: UnitOptions): string {
+  const exec = [o.node, o.cli, 'daemon', 'run', ...(o.metricsPort !== null ? ['--metrics-port', String(o.metricsPort)] : [])].map(arg).join(' ');
+  return [
+    '# Written by `combine daemon install`. Secrets (OPENAI_API_KEY) belong in the EnvironmentFile, mode 0600.',
+    '[Unit]',
+    'Description=combine daemon: durable, audited LLM operations',
+    'After=network-online.target',
+    'Wants=network-online.target',
+    '',
+    '[Service]',
+    'Type=simple',
+    `ExecStart=${exec}`,
+    `Environment=${arg(`COMBINE_HOME=${o.home}`)}`,
+    `EnvironmentFile=-${escapeValue(join(o.home, 'daemon.env'))}`,
+    // SIGTERM: stop claiming, drain in-flight calls up to the drain timeout (10 s), exit 0.
+    'KillSignal=SIGTERM',
+    'TimeoutStopSec=30',
+    'Restart=on-failure',
+    'RestartSec=5',
+    // Exit 2 is a configuration error: restarting cannot fix it.
+    'RestartPreventExitStatus=2',
+    '',
+    '[Install]',
+    'WantedBy=default.target',
+    '',
+  ].join('\n');
+}
+
+/** Where user units live: $XDG_CONFIG_HOME/systemd/user, else ~/.config/systemd/user. */
+export function userUnitDir(env: NodeJS.ProcessEnv = process.env): string {
+  const config = env.XDG_CONFIG_HOME ? resolve(env.XDG_CONFIG_HOME) : join(env.HOME || homedir(), '.config');
+  return join(config, 'systemd', 'user');
+}
+
+export const UNIT_NAME = 'combine.service';
