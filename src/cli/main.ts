@@ -3,12 +3,14 @@
  * 2 bad usage or input, 3 daemon unreachable.
  */
 import { Command, CommanderError } from 'commander';
+import { briefingCommand } from './commands/briefing.js';
 import { daemonCommand } from './commands/daemon.js';
 import { demoCommands } from './commands/demo.js';
 import { generateCommands } from './commands/generate.js';
 import { infoCommands } from './commands/info.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { projectCommand } from './commands/project.js';
+import { scheduleCommand } from './commands/schedule.js';
 import { threadCommands } from './commands/threads.js';
 import { resolveHome } from './home.js';
 import { CliError, EXIT } from './output.js';
@@ -36,6 +38,8 @@ function buildProgram(): Command {
     projectCommand(getHome),
     ...generateCommands(getHome),
     ...threadCommands(getHome),
+    scheduleCommand(getHome),
+    briefingCommand(getHome),
     ledgerCommand(getHome),
     ...infoCommands(getHome),
     ...demoCommands(),

@@ -24,6 +24,8 @@ import { verifyLedger } from './ledger-verify.js';
 import type { Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { createOpenAIProvider, type Provider } from './provider.js';
+import { Scheduler } from './scheduler/scheduler.js';
+import { ScheduleService } from './scheduler/service.js';
 import { backlogView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 declare const __COMBINE_VERSION__: string;
@@ -33,6 +35,8 @@ export interface AppOptions {
   config: DaemonConfig;
   logger: Logger;
   clock?: Clock;
+  /** The scheduler's clock, if not `clock` (a test drives periods without moving the engine's time). */
+  schedulerClock?: Clock;
   provider?: Provider;
   random?: () => number;
 }
@@ -50,6 +54,8 @@ export class App {
   readonly writer: Writer<EngineEvent>;
   readonly bus = new EventBus();
   readonly engine: Engine;
+  readonly scheduler: Scheduler;
+  readonly schedules: ScheduleService;
   readonly metrics: Metrics;
   readonly owner = randomUUID();
   readonly startedAt = Date.now();
@@ -100,6 +106,21 @@ export class App {
       random: this.ctx.random,
       crashAt: o.config.crashAt,
     });
+    const schedulerClock = o.schedulerClock ?? this.clock;
+    this.scheduler = new Scheduler({
+      db: this.db,
+      writer: this.writer,
+      clock: schedulerClock,
+      logger: o.logger,
+      owner: this.owner,
+      staleAfterMs: o.config.scheduler.staleAfterMs,
+      misfireGraceMs: o.config.scheduler.misfireGraceMs,
+      policyFor,
+      onWorkQueued: () => this.engine.wake(),
+      crashAt: o.config.crashAt,
+    });
+    const scheduleWrite = <T>(fn: (tx: Tx) => T) => this.writer.write((db, emit) => fn({ db, emit, now: schedulerClock.now() }));
+    this.schedules = new ScheduleService(this.db, scheduleWrite, schedulerClock, this.scheduler);
     this.bus.subscribe((e) => this.logEvent(e));
     this.bus.subscribe((e) => this.metrics.observeEvent(e));
   }
@@ -108,12 +129,15 @@ export class App {
     return this.o.config;
   }
 
+  /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
     await this.engine.start();
+    await this.scheduler.start();
   }
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
+    await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
     await this.writer.close();
     this.db.close();

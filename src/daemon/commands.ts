@@ -60,6 +60,8 @@ export interface GenerateOptions {
   /** Absolute time after which unstarted work fails with SKIPPED_DEADLINE. */
   deadlineAt: number | null;
   createdBy: string | null;
+  /** Claim priority of the work items; defaults to interactive (one epic) or bulk (generate-all). */
+  priority?: number;
 }
 
 function epicsOf(tx: Tx, projectId: string): Epic[] {
@@ -98,7 +100,7 @@ export function importProject(tx: Tx, file: unknown) {
   return { project_id: p.id, result: 'updated' as const, epics: p.epics.length, version: doc.version + 1 };
 }
 
-function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetRef; key: string; parentId: string | null; createdBy: string | null }): ThreadRow {
+export function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetRef; key: string; parentId: string | null; createdBy: string | null }): ThreadRow {
   const row: ThreadRow = {
     id: randomUUID(),
     kind: p.kind,
@@ -117,7 +119,7 @@ function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetR
   return row;
 }
 
-function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): void {
+export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): void {
   const item = {
     id: randomUUID(),
     thread_id: thread.id,
@@ -161,7 +163,7 @@ export function generateEpic(tx: Tx, policy: RetryPolicy, projectId: string, epi
     parentId: null,
     createdBy: o.createdBy,
   });
-  enqueueWorkItem(tx, thread, { sequence: 1, lockScope: epicLockScope(projectId, epicId), priority: PRIORITY_INTERACTIVE, policy, deadlineAt: o.deadlineAt });
+  enqueueWorkItem(tx, thread, { sequence: 1, lockScope: epicLockScope(projectId, epicId), priority: o.priority ?? PRIORITY_INTERACTIVE, policy, deadlineAt: o.deadlineAt });
   return { thread, deduplicated: false };
 }
 
@@ -203,7 +205,7 @@ export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: G
       parentId: parent.id,
       createdBy: o.createdBy,
     });
-    enqueueWorkItem(tx, child, { sequence: 1, lockScope: epicLockScope(projectId, epic.id), priority: PRIORITY_BULK, policy, deadlineAt: o.deadlineAt });
+    enqueueWorkItem(tx, child, { sequence: 1, lockScope: epicLockScope(projectId, epic.id), priority: o.priority ?? PRIORITY_BULK, policy, deadlineAt: o.deadlineAt });
   }
   if (epics.length === 0) {
     moveThread(tx, parent, 'complete');

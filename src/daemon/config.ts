@@ -59,6 +59,15 @@ export const configFileSchema = z
       })
       .strict()
       .optional(),
+    scheduler: z
+      .object({
+        /** A `pending` run older than this is re-claimed (lease-then-LLM's recovery clause). */
+        stale_after: duration.optional(),
+        /** With catch_up "skip", a tick this late after a fire time still counts as on time. */
+        misfire_grace: duration.optional(),
+      })
+      .strict()
+      .optional(),
     /** Per-operation retry overrides, e.g. {"story_generate_epic": {"max_attempts": 5}}. */
     operations: z.record(z.string(), z.object({ retry: retrySchema.optional() }).strict()).optional(),
   })
@@ -89,8 +98,14 @@ export interface DaemonConfig {
   breaker: BreakerPolicy;
   /** How long a write waits for another process's lock before it counts as an infrastructure failure. */
   busyTimeoutMs: number;
+  scheduler: SchedulerConfig;
   /** Debug switch for crash tests: exit abruptly at this point of the pipeline. */
   crashAt: string | null;
+}
+
+export interface SchedulerConfig {
+  staleAfterMs: number;
+  misfireGraceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -181,6 +196,10 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
       maxOpenMs: file.breaker?.max_open ?? DEFAULT_BREAKER_POLICY.maxOpenMs,
     },
     busyTimeoutMs: envDuration(env, 'COMBINE_BUSY_TIMEOUT') ?? 5000,
+    scheduler: {
+      staleAfterMs: file.scheduler?.stale_after ?? 5 * 60_000,
+      misfireGraceMs: file.scheduler?.misfire_grace ?? 60_000,
+    },
     crashAt: env.COMBINE_CRASH_AT || null,
   };
 }

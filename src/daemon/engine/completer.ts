@@ -23,7 +23,7 @@ import { renderRepairPrompt, type ChatRequest, type ModelParams } from '../../do
 import { backoffDelayMs, type RetryPolicy } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
-import { applyStoryAnswer, buildStoryRequest, parseStoryAnswer } from './story-operation.js';
+import { operationFor } from './operation-registry.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
 
 export interface CompleterContext {
@@ -63,7 +63,7 @@ export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): Ch
     failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
     return null;
   }
-  const built = buildStoryRequest(tx.db, thread, ctx.modelParams);
+  const built = operationFor(thread.kind).buildRequest(tx.db, thread, ctx.modelParams);
   if (!built.ok) {
     failAttempt(tx, ctx, item, built.error);
     return null;
@@ -157,13 +157,14 @@ export function finishAnswer(
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
     return failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
-  const parsed = parseStoryAnswer(envelope.content);
+  const operation = operationFor(thread.kind);
+  const parsed = operation.parseAnswer(envelope.content);
   if (!parsed.ok) {
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: parsed.errors, ...provenance });
     return rejectAnswer(tx, ctx, item, thread, parsed.errors);
   }
-  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: parsed.value.stories.length, errors: [], ...provenance });
-  const mutation = applyStoryAnswer(tx.db, thread, item, parsed.value, tx.now);
+  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: operation.countItems(parsed.value), errors: [], ...provenance });
+  const mutation = operation.applyAnswer(tx.db, thread, item, parsed.value, tx.now);
   appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, { ...mutation });
   markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
   releaseLock(tx.db, item.lock_scope, item.id);
