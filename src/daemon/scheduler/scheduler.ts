@@ -54,6 +54,8 @@ export interface TickResult {
   claimed: ScheduleRunRow[];
   /** Due periods that already had a run row (another claimer won, or they already ran): skipped. */
   lost: number;
+  /** Of those, the ones lost at the INSERT itself (another claimer committed first in the same instant). */
+  lostAtInsert: number;
   /** Stale pending runs this tick took over. */
   reclaimed: ScheduleRunRow[];
   outcomes: Record<StartOutcome | 'failed', number>;
@@ -95,17 +97,19 @@ export class Scheduler {
   }
 
   private async tickOnce(): Promise<TickResult> {
-    const result: TickResult = { claimed: [], lost: 0, reclaimed: [], outcomes: { started: 0, in_progress: 0, finalized: 0, lost: 0, failed: 0 } };
+    const result: TickResult = { claimed: [], lost: 0, lostAtInsert: 0, reclaimed: [], outcomes: { started: 0, in_progress: 0, finalized: 0, lost: 0, failed: 0 } };
     if (this.stopped) return result;
     try {
       const now = this.o.clock.now();
-      const due = this.duePeriods(now);
+      const { due, alreadyClaimed } = this.duePeriods(now);
+      result.lost = alreadyClaimed;
       if (due.length > 0) {
         // Step 1, the claim: one INSERT per due period; the UNIQUE index picks the single winner.
         result.claimed = await this.write((tx) =>
           due.flatMap((d) => claimSchedulePeriod(tx.db, { id: randomUUID(), ...d, owner: this.o.owner, now: tx.now }) ?? []),
         );
-        result.lost = due.length - result.claimed.length;
+        result.lostAtInsert = due.length - result.claimed.length;
+        result.lost += result.lostAtInsert;
         if (result.claimed.length > 0) this.crash('after_schedule_claim');
       }
       result.reclaimed = await this.write((tx) =>
@@ -126,8 +130,9 @@ export class Scheduler {
   }
 
   /** Due periods without a run row yet. The read only saves a write; the INSERT still decides. */
-  private duePeriods(now: number): { schedule_id: string; period_key: string; period_at: number }[] {
+  private duePeriods(now: number): { due: { schedule_id: string; period_key: string; period_at: number }[]; alreadyClaimed: number } {
     const due = [];
+    let alreadyClaimed = 0;
     for (const s of listActiveSchedules(this.o.db)) {
       let at: number | null;
       try {
@@ -138,10 +143,13 @@ export class Scheduler {
       }
       if (at === null) continue;
       const key = periodKey(at);
-      if (getScheduleRunForPeriod(this.o.db, s.id, key)) continue;
+      if (getScheduleRunForPeriod(this.o.db, s.id, key)) {
+        alreadyClaimed++;
+        continue;
+      }
       due.push({ schedule_id: s.id, period_key: key, period_at: at });
     }
-    return due;
+    return { due, alreadyClaimed };
   }
 
   /** Step 2 for one held lease; a run whose operation cannot start is recorded failed, not retried forever. */
