@@ -44,11 +44,6 @@ export function runStatusesLeadingTo(to: RunStatus): RunStatus[] {
   return RUN_STATUSES.filter((from) => RUN_TRANSITIONS[from].includes(to) && from !== to);
 }
 
-/** The run status that mirrors a thread's terminal status. */
-export function runStatusForThread(threadStatus: 'complete' | 'failed' | 'canceled'): RunStatus {
-  return threadStatus;
-}
-
 export type CronCheck = { ok: true } | { ok: false; error: string };
 
 /** Whether `tz` is an IANA time zone this runtime knows. */
@@ -102,7 +97,8 @@ export function localDate(at: number, timezone: string): string {
  * `skip` it is claimed only if it fired within `graceMs` (the tick is on time, not catching up).
  */
 export function duePeriod(s: ScheduleTiming, now: number, graceMs: number): number | null {
-  const last = cronOf(s.cron, s.timezone).previousRuns(1, new Date(now))[0];
+  // previousRuns excludes a run at exactly the reference instant; a tick at the fire time must see it.
+  const last = cronOf(s.cron, s.timezone).previousRuns(1, new Date(now + 1))[0];
   if (!last) return null;
   const at = last.getTime();
   if (at > now || at < s.active_from) return null;
