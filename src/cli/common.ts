@@ -24,6 +24,7 @@ export function parseDeadline(value: string | undefined): number | null {
 }
 
 export function describeTarget(t: ThreadView): string {
+  if (t.target_ref.doc_type === 'briefing') return `${t.target_ref.project_id} briefing ${t.target_ref.date ?? ''}`.trimEnd();
   return t.target_ref.epic_id ? `${t.target_ref.project_id}/${t.target_ref.epic_id}` : `${t.target_ref.project_id} (all epics)`;
 }
 

@@ -3,6 +3,7 @@
  * 2 bad usage or input, 3 daemon unreachable.
  */
 import { Command, CommanderError } from 'commander';
+import { briefingCommand } from './commands/briefing.js';
 import { daemonCommand } from './commands/daemon.js';
 import { demoCommands } from './commands/demo.js';
 import { generateCommands } from './commands/generate.js';
@@ -12,6 +13,7 @@ import { logsCommand } from './commands/logs.js';
 import { projectCommand } from './commands/project.js';
 import { pruneCommand } from './commands/prune.js';
 import { replayCommand } from './commands/replay.js';
+import { scheduleCommand } from './commands/schedule.js';
 import { threadCommands } from './commands/threads.js';
 import { usageCommands } from './commands/usage.js';
 import { resolveHome } from './home.js';
@@ -40,6 +42,8 @@ function buildProgram(): Command {
     projectCommand(getHome),
     ...generateCommands(getHome),
     ...threadCommands(getHome),
+    scheduleCommand(getHome),
+    briefingCommand(getHome),
     ledgerCommand(getHome),
     replayCommand(getHome),
     ...infoCommands(getHome),

@@ -34,6 +34,8 @@ import { FairScheduler } from '../domain/fair-scheduler.js';
 import { RateLimiter } from '../domain/rate-limit.js';
 import { budgetFor, rateLimitsFor } from './flow-config.js';
 import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
+import { Scheduler } from './scheduler/scheduler.js';
+import { ScheduleService } from './scheduler/service.js';
 import { backlogView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 declare const __COMBINE_VERSION__: string;
@@ -46,6 +48,8 @@ export interface AppOptions {
   config: DaemonConfig;
   logger: Logger;
   clock?: Clock;
+  /** The scheduler's clock, if not `clock` (a test drives periods without moving the engine's time). */
+  schedulerClock?: Clock;
   provider?: Provider;
   random?: () => number;
 }
@@ -63,6 +67,8 @@ export class App {
   readonly writer: Writer<EngineEvent>;
   readonly bus = new EventBus();
   readonly engine: Engine;
+  readonly scheduler: Scheduler;
+  readonly schedules: ScheduleService;
   readonly metrics: Metrics;
   readonly maintenance: Maintenance;
   readonly owner = randomUUID();
@@ -149,6 +155,22 @@ export class App {
       busy: () => this.engine.inFlightCount > 0,
       onRun: (r) => this.metrics.onMaintenance(r),
     });
+    const schedulerClock = o.schedulerClock ?? this.clock;
+    this.scheduler = new Scheduler({
+      db: this.db,
+      writer: this.writer,
+      clock: schedulerClock,
+      logger: o.logger,
+      owner: this.owner,
+      staleAfterMs: o.config.scheduler.staleAfterMs,
+      misfireGraceMs: o.config.scheduler.misfireGraceMs,
+      policyFor,
+      maxQueued: o.config.flow.maxQueued,
+      onWorkQueued: () => this.engine.wake(),
+      crashAt: o.config.crashAt,
+    });
+    const scheduleWrite = <T>(fn: (tx: Tx) => T) => this.writer.write((db, emit) => fn({ db, emit, now: schedulerClock.now() }));
+    this.schedules = new ScheduleService(this.db, scheduleWrite, schedulerClock, this.scheduler);
     this.bus.subscribe((e) => this.logEvent(e));
     this.bus.subscribe((e) => this.metrics.observeEvent(e));
   }
@@ -157,14 +179,17 @@ export class App {
     return this.o.config;
   }
 
+  /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
     await this.engine.start();
     this.maintenance.start();
+    await this.scheduler.start();
   }
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
     this.maintenance.stop();
+    await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
     await this.writer.close();
     this.db.close();

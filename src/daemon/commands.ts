@@ -62,6 +62,8 @@ export interface GenerateOptions {
   /** Absolute time after which unstarted work fails with SKIPPED_DEADLINE. */
   deadlineAt: number | null;
   createdBy: string | null;
+  /** Claim priority of the work items; defaults to interactive (one epic) or bulk (generate-all). */
+  priority?: number;
 }
 
 /**
@@ -69,7 +71,7 @@ export interface GenerateOptions {
  * the whole command back, so a refused command stores nothing, and an accepted one never leaves more
  * than `maxQueued` items queued.
  */
-function assertQueueHasRoom(tx: Tx, maxQueued: number): void {
+export function assertQueueHasRoom(tx: Tx, maxQueued: number): void {
   const queued = countQueuedWorkItems(tx.db);
   if (queued <= maxQueued) return;
   throw new CommandError(
@@ -115,7 +117,7 @@ export function importProject(tx: Tx, file: unknown) {
   return { project_id: p.id, result: 'updated' as const, epics: p.epics.length, version: doc.version + 1 };
 }
 
-function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetRef; key: string; parentId: string | null; createdBy: string | null }): ThreadRow {
+export function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetRef; key: string; parentId: string | null; createdBy: string | null }): ThreadRow {
   const row: ThreadRow = {
     id: randomUUID(),
     kind: p.kind,
@@ -134,7 +136,7 @@ function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetR
   return row;
 }
 
-function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
+export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
   const item: WorkItemRow = {
     id: randomUUID(),
     thread_id: thread.id,
@@ -180,7 +182,7 @@ export function generateEpic(tx: Tx, policy: RetryPolicy, projectId: string, epi
     parentId: null,
     createdBy: o.createdBy,
   });
-  enqueueWorkItem(tx, thread, { sequence: 1, lockScope: epicLockScope(projectId, epicId), priority: PRIORITY_INTERACTIVE, policy, deadlineAt: o.deadlineAt });
+  enqueueWorkItem(tx, thread, { sequence: 1, lockScope: epicLockScope(projectId, epicId), priority: o.priority ?? PRIORITY_INTERACTIVE, policy, deadlineAt: o.deadlineAt });
   assertQueueHasRoom(tx, o.maxQueued);
   return { thread, deduplicated: false };
 }
@@ -223,7 +225,7 @@ export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: G
       parentId: parent.id,
       createdBy: o.createdBy,
     });
-    enqueueWorkItem(tx, child, { sequence: 1, lockScope: epicLockScope(projectId, epic.id), priority: PRIORITY_BULK, policy, deadlineAt: o.deadlineAt });
+    enqueueWorkItem(tx, child, { sequence: 1, lockScope: epicLockScope(projectId, epic.id), priority: o.priority ?? PRIORITY_BULK, policy, deadlineAt: o.deadlineAt });
   }
   if (epics.length === 0) {
     moveThread(tx, parent, 'complete');

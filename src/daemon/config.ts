@@ -93,6 +93,15 @@ export const configFileSchema = z
     cache: z.boolean().optional(),
     ...flowConfigFileSchema,
     scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
+    scheduler: z
+      .object({
+        /** A `pending` run older than this is re-claimed (lease-then-LLM's recovery clause). */
+        stale_after: duration.optional(),
+        /** With catch_up "skip", a tick this late after a fire time still counts as on time. */
+        misfire_grace: duration.optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -138,6 +147,7 @@ export interface DaemonConfig {
   flow: FlowConfig;
   /** How long a write waits for another process's lock before it counts as an infrastructure failure. */
   busyTimeoutMs: number;
+  scheduler: SchedulerConfig;
   /** Debug switch for crash tests: exit abruptly at this point of the pipeline. */
   crashAt: string | null;
   /** 127.0.0.1 port serving /metrics, or null. */
@@ -148,6 +158,11 @@ export interface DaemonConfig {
    * shipped with combine. Used to prove that a failing migration leaves the database as it was.
    */
   migrationsDir: string | null;
+}
+
+export interface SchedulerConfig {
+  staleAfterMs: number;
+  misfireGraceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -264,6 +279,10 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     },
     flow,
     busyTimeoutMs: envDuration(env, 'COMBINE_BUSY_TIMEOUT') ?? 5000,
+    scheduler: {
+      staleAfterMs: file.scheduler?.stale_after ?? 5 * 60_000,
+      misfireGraceMs: file.scheduler?.misfire_grace ?? 60_000,
+    },
     crashAt: env.COMBINE_CRASH_AT || null,
     metricsPort: file.metrics?.port ?? null,
     maintenanceIdleMs: file.maintenance?.idle_after ?? 60_000,

@@ -17,6 +17,7 @@ import {
   deleteLedgerImportsInRun,
   deleteMutationsOfThread,
   deleteWorkItemsOfThread,
+  detachScheduleRunsFromThread,
   insertLedgerCheckpoint,
   listChildThreadIds,
   listLedgerLinksForThread,
@@ -81,6 +82,7 @@ export function pruneBatch(tx: Tx, p: { cutoff: number; pruneId: string; limit: 
     deleteMutationsOfThread(tx.db, id);
     deleteCallRecordsOfThread(tx.db, id);
     deleteChargesOfThread(tx.db, id);
+    detachScheduleRunsFromThread(tx.db, id);
     workItems += deleteWorkItemsOfThread(tx.db, id);
     if (deleteClosedThread(tx.db, id) !== 1) throw new StaleStateError(`thread ${id} is no longer closed`);
   }

@@ -90,6 +90,31 @@ export const appRouter = t.router({
   prune: t.procedure
     .input(z.object({ older_than_ms: z.number().int().min(0), dry_run: z.boolean().default(false) }))
     .mutation(({ ctx, input }) => ctx.app.prune(input.older_than_ms, input.dry_run)),
+  schedule: t.router({
+    add: t.procedure
+      .input(
+        z.object({
+          project_id: id,
+          operation: z.string().min(1).max(50),
+          cron: z.string().min(1).max(200),
+          timezone: z.string().min(1).max(100).default('UTC'),
+          catch_up: z.string().min(1).max(20).default('latest'),
+        }),
+      )
+      .mutation(({ ctx, input }) => ctx.app.schedules.add(input)),
+    list: t.procedure
+      .input(z.object({ all: z.boolean().default(false) }))
+      .query(({ ctx, input }) => ctx.app.schedules.list(input.all)),
+    pause: t.procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.pause(input.schedule_id)),
+    resume: t.procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.resume(input.schedule_id)),
+    remove: t.procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.remove(input.schedule_id)),
+    runs: t.procedure
+      .input(z.object({ schedule_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(50) }))
+      .query(({ ctx, input }) => ctx.app.schedules.runs(input.schedule_id, input.limit)),
+  }),
+  briefing: t.procedure
+    .input(z.object({ project_id: id, date: z.string().max(20).nullable().default(null) }))
+    .query(({ ctx, input }) => ctx.app.schedules.briefing(input.project_id, input.date)),
 
   ledger: t.router({
     thread: t.procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),

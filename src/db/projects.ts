@@ -19,25 +19,42 @@ export function listProjects(db: Db): ProjectRow[] {
   return prepared(db, 'SELECT * FROM projects ORDER BY created_at, id').all() as ProjectRow[];
 }
 
-export function insertDocument(db: Db, row: DocumentRow): void {
+/** `doc_key` defaults to '' (the project's one document of that type). */
+export function insertDocument(db: Db, row: Omit<DocumentRow, 'doc_key'> & { doc_key?: string }): void {
   prepared(
     db,
-    `INSERT INTO documents (id, project_id, doc_type, version, content, updated_at)
-     VALUES (@id, @project_id, @doc_type, @version, @content, @updated_at)`,
-  ).run(row);
+    `INSERT INTO documents (id, project_id, doc_type, doc_key, version, content, updated_at)
+     VALUES (@id, @project_id, @doc_type, @doc_key, @version, @content, @updated_at)`,
+  ).run({ doc_key: '', ...row });
 }
 
 /** A document's identity and version without its content (cheap: the content can be megabytes). */
 export function getDocumentStamp(db: Db, projectId: string, docType: string): Pick<DocumentRow, 'id' | 'version' | 'updated_at'> | undefined {
-  return prepared(db, 'SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ?').get(projectId, docType) as
+  return prepared(db, "SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''").get(projectId, docType) as
     | Pick<DocumentRow, 'id' | 'version' | 'updated_at'>
     | undefined;
 }
 
+/** The project's one document of a type (epic_architecture, story_backlog). */
 export function getDocument(db: Db, projectId: string, docType: string): DocumentRow | undefined {
-  return prepared(db, 'SELECT * FROM documents WHERE project_id = ? AND doc_type = ?').get(projectId, docType) as
+  return prepared(db, "SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''").get(projectId, docType) as
     | DocumentRow
     | undefined;
+}
+
+/** One document of a type that exists per key (a briefing per date). */
+export function getKeyedDocument(db: Db, projectId: string, docType: string, key: string): DocumentRow | undefined {
+  return prepared(db, 'SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?').get(projectId, docType, key) as
+    | DocumentRow
+    | undefined;
+}
+
+/** The keyed document with the greatest key (for dates: the newest briefing). */
+export function getLatestKeyedDocument(db: Db, projectId: string, docType: string): DocumentRow | undefined {
+  return prepared(
+    db,
+    "SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key <> '' ORDER BY doc_key DESC LIMIT 1",
+  ).get(projectId, docType) as DocumentRow | undefined;
 }
 
 /**

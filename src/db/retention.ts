@@ -9,7 +9,8 @@ import { prepared } from './statements.js';
 
 /**
  * Roots (threads without a parent) whose whole tree may go: every thread in it closed before `cutoff`,
- * every work item in it ended, and none of them the newest `complete` thread of its semantic request.
+ * every work item in it ended, no schedule run still pending on it, and none of them the newest
+ * `complete` thread of its semantic request.
  * That newest completion is kept on purpose: it is what makes a repeated request a no-op instead of a
  * second paid run, and it explains the document's current content.
  */
@@ -27,6 +28,7 @@ export function listPrunableRoots(db: Db, cutoff: number, limit: number): string
                t.status NOT IN ('complete', 'failed', 'canceled') OR t.closed_at >= @cutoff
                OR EXISTS (SELECT 1 FROM llm_work_items w
                           WHERE w.thread_id = t.id AND w.status NOT IN ('applied', 'failed', 'dead_letter'))
+               OR EXISTS (SELECT 1 FROM schedule_runs sr WHERE sr.thread_id = t.id AND sr.status = 'pending')
                OR (t.status = 'complete' AND NOT EXISTS (
                      SELECT 1 FROM llm_threads n
                      WHERE n.idempotency_key = t.idempotency_key AND n.status = 'complete' AND n.id <> t.id
@@ -85,6 +87,11 @@ export function deleteChargesOfThread(db: Db, threadId: string): number {
 /** Provenance of imported entries in a removed run: the entries are gone, so is what they were checked against. */
 export function deleteLedgerImportsInRun(db: Db, fromSeq: number, toSeq: number): number {
   return prepared(db, 'DELETE FROM llm_ledger_imports WHERE seq BETWEEN ? AND ?').run(fromSeq, toSeq).changes;
+}
+
+/** Finished schedule runs keep their record (period, status, usage) but no longer point at the thread. */
+export function detachScheduleRunsFromThread(db: Db, threadId: string): number {
+  return prepared(db, "UPDATE schedule_runs SET thread_id = NULL WHERE thread_id = ? AND status <> 'pending'").run(threadId).changes;
 }
 
 export function deleteWorkItemsOfThread(db: Db, threadId: string): number {

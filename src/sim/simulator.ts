@@ -58,7 +58,11 @@ export interface SimulatorOptions {
 
 export interface SimCall {
   n: number;
+  /** What was asked, told apart by the response format's schema name. */
+  operation: 'stories' | 'briefing';
   epic_id: string | null;
+  /** For briefings: the date asked for. */
+  briefing_date: string | null;
   fault: FaultKind | null;
   repair: boolean;
   at: number;
@@ -112,6 +116,29 @@ export function simulatedStories(epicId: string, epicTitle: string) {
   });
 }
 
+/**
+ * A deterministic briefing written from the facts in the prompt (its epic and thread lines), so it
+ * reflects the project's state the way a model would.
+ */
+export function simulatedBriefing(prompt: string) {
+  const project = /Project: (.+?) \(id:/.exec(prompt)?.[1] ?? 'the project';
+  const date = /Briefing date: (.+)/.exec(prompt)?.[1]?.trim() ?? 'today';
+  const epics = [...prompt.matchAll(/^- (\S+) "(.*)": (\d+) stories$/gm)].map((m) => ({ id: m[1]!, title: m[2]!, stories: Number(m[3]) }));
+  const failed = /Failed threads:\n([\s\S]*?)\nRunning threads:/.exec(prompt)?.[1]?.split('\n').filter((l) => l.startsWith('- ')) ?? [];
+  const running = /Running threads:\n([\s\S]*?)\n\n/.exec(prompt)?.[1]?.split('\n').filter((l) => l.startsWith('- ')) ?? [];
+  const stories = epics.reduce((n, e) => n + e.stories, 0);
+  const done = epics.filter((e) => e.stories > 0);
+  return {
+    summary: `${project} on ${date}: ${stories} stories across ${done.length} of ${epics.length} epics; ${failed.length} failed and ${running.length} running threads.`,
+    highlights: done.map((e) => `${e.title}: ${e.stories} stories ready`),
+    risks: failed.map((l) => `Failed: ${l.slice(2)}`),
+    next_steps: [
+      ...epics.filter((e) => e.stories === 0).map((e) => `Generate the stories of "${e.title}"`),
+      ...(failed.length > 0 ? ['Retry the failed threads (combine retry <thread-id>)'] : []),
+    ],
+  };
+}
+
 function readBody(req: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -126,6 +153,20 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown, heade
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
+}
+
+function storiesContent(epicId: string | null, epicTitle: string, fault: FaultKind | undefined): string {
+  const stories = simulatedStories(epicId ?? 'unknown', epicTitle);
+  if (fault === 'schema_invalid') return JSON.stringify({ stories: stories.map((s) => ({ title: s.title, acceptance_criteria: 'not-a-list' })) });
+  if (fault === 'not_json') return `Here are your stories: ${stories.map((s) => s.title).join(', ')}`;
+  return JSON.stringify({ stories });
+}
+
+function briefingContent(prompt: string, fault: FaultKind | undefined): string {
+  const briefing = simulatedBriefing(prompt);
+  if (fault === 'schema_invalid') return JSON.stringify({ summary: 42, highlights: 'not-a-list' });
+  if (fault === 'not_json') return `Briefing: ${briefing.summary}`;
+  return JSON.stringify(briefing);
 }
 
 export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
@@ -157,7 +198,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
 
   async function completions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const raw = await readBody(req);
-    let body: { model?: string; messages?: { role: string; content: string }[] };
+    let body: { model?: string; messages?: { role: string; content: string }[]; response_format?: { json_schema?: { name?: string } } };
     try {
       body = JSON.parse(raw);
     } catch {
@@ -168,9 +209,20 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     const epicId = /Epic id: (.+)/.exec(text)?.[1]?.trim() ?? null;
     const epicTitle = /Epic title: (.+)/.exec(text)?.[1]?.trim() ?? 'Untitled';
     const repair = messages.some((m) => m.role === 'assistant');
+    const operation = body.response_format?.json_schema?.name === 'project_briefing' ? 'briefing' : 'stories';
+    const briefingDate = operation === 'briefing' ? (/Briefing date: (.+)/.exec(text)?.[1]?.trim() ?? null) : null;
     const fault = pickFault(text);
     const n = calls.length + 1;
-    const call: SimCall = { n, epic_id: epicId, fault: fault?.kind ?? null, repair, at: Date.now(), status: null };
+    const call: SimCall = {
+      n,
+      operation,
+      epic_id: epicId,
+      briefing_date: briefingDate,
+      fault: fault?.kind ?? null,
+      repair,
+      at: Date.now(),
+      status: null,
+    };
     calls.push(call);
     if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
     const requestId = `sim-req-${n}`;
@@ -216,13 +268,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         break;
     }
 
-    const stories = simulatedStories(epicId ?? 'unknown', epicTitle);
-    const content =
-      fault?.kind === 'schema_invalid'
-        ? JSON.stringify({ stories: stories.map((s) => ({ title: s.title, acceptance_criteria: 'not-a-list' })) })
-        : fault?.kind === 'not_json'
-          ? `Here are your stories: ${stories.map((s) => s.title).join(', ')}`
-          : JSON.stringify({ stories });
+    const content = operation === 'briefing' ? briefingContent(text, fault?.kind) : storiesContent(epicId, epicTitle, fault?.kind);
     const promptTokens = Math.ceil(text.length / 4);
     const completionTokens = Math.ceil(content.length / 4);
     sendJson(

@@ -16,6 +16,12 @@ CREATE INDEX `idx_ledger_thread` ON `llm_ledger_entries` (`thread_id`,`seq`);
 -- index idx_ledger_work_item
 CREATE INDEX `idx_ledger_work_item` ON `llm_ledger_entries` (`work_item_id`,`seq`);
 
+-- index idx_schedule_runs_pending
+CREATE INDEX `idx_schedule_runs_pending` ON `schedule_runs` (`claimed_at`) WHERE status = 'pending';
+
+-- index idx_schedule_runs_thread
+CREATE INDEX `idx_schedule_runs_thread` ON `schedule_runs` (`thread_id`) WHERE thread_id IS NOT NULL;
+
 -- index idx_threads_active
 CREATE INDEX `idx_threads_active` ON `llm_threads` (`created_at`) WHERE status IN ('open', 'running');
 
@@ -52,8 +58,11 @@ CREATE UNIQUE INDEX `uq_charges_open_reservation` ON `llm_charges` (`work_item_i
 -- index uq_charges_response
 CREATE UNIQUE INDEX `uq_charges_response` ON `llm_charges` (`response_seq`) WHERE response_seq IS NOT NULL;
 
--- index uq_documents_project_type
-CREATE UNIQUE INDEX `uq_documents_project_type` ON `documents` (`project_id`,`doc_type`);
+-- index uq_documents_project_type_key
+CREATE UNIQUE INDEX `uq_documents_project_type_key` ON `documents` (`project_id`,`doc_type`,`doc_key`);
+
+-- index uq_schedule_runs_period
+CREATE UNIQUE INDEX `uq_schedule_runs_period` ON `schedule_runs` (`schedule_id`,`period_key`);
 
 -- index uq_threads_idempotency_active
 CREATE UNIQUE INDEX `uq_threads_idempotency_active` ON `llm_threads` (`idempotency_key`) WHERE status IN ('open', 'running');
@@ -75,7 +84,7 @@ CREATE TABLE `documents` (
 	`doc_type` text NOT NULL,
 	`version` integer NOT NULL,
 	`content` text NOT NULL,
-	`updated_at` integer NOT NULL,
+	`updated_at` integer NOT NULL, `doc_key` text DEFAULT '' NOT NULL,
 	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE no action
 );
 
@@ -239,6 +248,43 @@ CREATE TABLE `projects` (
 	`id` text PRIMARY KEY NOT NULL,
 	`name` text NOT NULL,
 	`created_at` integer NOT NULL
+);
+
+-- table schedule_runs
+CREATE TABLE `schedule_runs` (
+	`id` text PRIMARY KEY NOT NULL,
+	`schedule_id` text NOT NULL,
+	`period_key` text NOT NULL,
+	`period_at` integer NOT NULL,
+	`status` text NOT NULL,
+	`claim_owner` text NOT NULL,
+	`claimed_at` integer NOT NULL,
+	`claims` integer DEFAULT 1 NOT NULL,
+	`thread_id` text,
+	`error_message` text,
+	`responses` integer,
+	`prompt_tokens` integer,
+	`completion_tokens` integer,
+	`total_tokens` integer,
+	`created_at` integer NOT NULL,
+	`finished_at` integer,
+	FOREIGN KEY (`schedule_id`) REFERENCES `schedules`(`id`) ON UPDATE no action ON DELETE no action,
+	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
+);
+
+-- table schedules
+CREATE TABLE `schedules` (
+	`id` text PRIMARY KEY NOT NULL,
+	`project_id` text NOT NULL,
+	`operation` text NOT NULL,
+	`cron` text NOT NULL,
+	`timezone` text NOT NULL,
+	`catch_up` text NOT NULL,
+	`status` text NOT NULL,
+	`active_from` integer NOT NULL,
+	`created_at` integer NOT NULL,
+	`updated_at` integer NOT NULL,
+	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE no action
 );
 
 -- trigger ledger_checkpoints_match_entries

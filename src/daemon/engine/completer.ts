@@ -26,9 +26,9 @@ import { backoffDelayMs, type RetryPolicy } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
 import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
+import { operationFor } from './operation-registry.js';
 import { buildItemRequest } from './request.js';
 import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
-import { applyStoryAnswer, parseStoryAnswer } from './story-operation.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
 
 export interface CompleterContext {
@@ -186,14 +186,15 @@ export function finishAnswer(
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
     return failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
-  const parsed = parseStoryAnswer(envelope.content, ctx.rulesFor(thread.kind));
+  const operation = operationFor(thread.kind);
+  const parsed = operation.parseAnswer(envelope.content, ctx.rulesFor(thread.kind));
   if (!parsed.ok) {
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: parsed.errors, ...provenance });
     return rejectAnswer(tx, ctx, item, thread, parsed.errors);
   }
-  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: parsed.value.stories.length, errors: [], ...provenance });
+  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: operation.countItems(parsed.value), errors: [], ...provenance });
   rememberValidAnswer(tx, item, response);
-  const mutation = applyStoryAnswer(tx.db, thread, item, parsed.value, tx.now);
+  const mutation = operation.applyAnswer(tx.db, thread, item, parsed.value, tx.now);
   appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
     ...mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),

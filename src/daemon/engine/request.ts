@@ -1,5 +1,5 @@
 /**
- * The exact request a work item's next call sends: the story prompt, or for a repair the last prompt,
+ * The exact request a work item's next call sends: its operation's prompt, or for a repair the last prompt,
  * the invalid answer and what was wrong with it. Used by the claim (to reserve its cost) and by
  * `startWorkItem` (to record and send it); both read the same stored state, so they agree.
  */
@@ -9,7 +9,7 @@ import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { renderRepairPrompt, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
-import { buildStoryRequest } from './story-operation.js';
+import { operationFor } from './operation-registry.js';
 
 export function buildItemRequest(
   db: Db,
@@ -17,7 +17,7 @@ export function buildItemRequest(
   thread: ThreadRow,
   item: WorkItemRow,
 ): { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError } {
-  const built = buildStoryRequest(db, thread, params);
+  const built = operationFor(thread.kind).buildRequest(db, thread, params);
   if (!built.ok || item.repair_count === 0) return built;
   return { ok: true, request: repairRequest(db, item) ?? built.request };
 }

@@ -9,10 +9,10 @@ import { getDocument, getDocumentStamp, getProject, updateDocumentContent } from
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { applyStoriesToBacklog, parseStoriesAnswer, storyBacklogSchema, type StoriesAnswer } from '../../domain/backlog.js';
 import { checkAnswerRules, type AnswerRules } from '../../domain/answer-rules.js';
-import type { ClassifiedError } from '../../domain/errors.js';
 import { EPIC_ARCHITECTURE, STORY_BACKLOG, type TargetRef } from '../../domain/operations.js';
 import { epicArchitectureSchema, type Epic, type ParseResult } from '../../domain/project.js';
-import { renderStoryPrompt, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
+import { renderStoryPrompt, type ModelParams } from '../../domain/prompts.js';
+import type { AppliedMutation, BuildResult, Operation } from './operation-registry.js';
 
 export function readTargetRef(thread: ThreadRow): TargetRef {
   return JSON.parse(thread.target_ref) as TargetRef;
@@ -46,7 +46,7 @@ export function buildStoryRequest(
   db: Db,
   thread: ThreadRow,
   params: ModelParams,
-): { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError } {
+): BuildResult {
   const target = readTargetRef(thread);
   const project = getProject(db, target.project_id);
   const epic = loadEpics(db, target.project_id).find((e) => e.id === target.epic_id);
@@ -69,15 +69,6 @@ export function parseStoryAnswer(content: string | null, rules: AnswerRules): Pa
   if (!parsed.ok) return parsed;
   const violations = checkAnswerRules(parsed.value, rules);
   return violations.length === 0 ? parsed : { ok: false, errors: violations };
-}
-
-export interface AppliedMutation {
-  mutation_id: string;
-  document_id: string;
-  doc_type: string;
-  from_version: number;
-  to_version: number;
-  summary: Record<string, unknown>;
 }
 
 /**
@@ -125,3 +116,10 @@ export function applyStoryAnswer(
   });
   return mutation;
 }
+
+export const storyOperation: Operation<StoriesAnswer> = {
+  buildRequest: buildStoryRequest,
+  parseAnswer: parseStoryAnswer,
+  countItems: (answer) => answer.stories.length,
+  applyAnswer: applyStoryAnswer,
+};

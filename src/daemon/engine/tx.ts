@@ -12,6 +12,7 @@ import { summarizeLedgerEntry } from '../../domain/ledger-summary.js';
 import { projectLockScope, type TargetRef } from '../../domain/operations.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from '../events.js';
+import { finalizeRunOfThread } from '../scheduler/finalize.js';
 
 /** What a write closure works with: the connection, the event sink and the transaction's `now`. */
 export interface Tx {
@@ -65,14 +66,19 @@ export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void
 }
 
 /**
- * Moves the thread to `to` (guarded by its current status) and, when that ends a child, closes the
- * parent if it was the last one running. Returns the updated row.
+ * Moves the thread to `to` (guarded by its current status). When that ends the thread, it finalizes the
+ * scheduled run the thread works for, and closes the parent if this was its last running child.
+ * Returns the updated row.
  */
 export function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): ThreadRow {
   transitionThread(tx.db, thread.id, thread.status as ThreadStatus, to, tx.now);
   const updated: ThreadRow = { ...thread, status: to, closed_at: isTerminalThread(to) ? tx.now : null };
   emitThread(tx, updated);
-  if (isTerminalThread(to) && thread.parent_thread_id) closeParentIfDone(tx, thread.parent_thread_id);
+  if (isTerminalThread(to)) {
+    // A scheduled run ends with its thread, in this transaction (lease-then-LLM's finalize).
+    finalizeRunOfThread(tx, updated, to as 'complete' | 'failed' | 'canceled');
+    if (thread.parent_thread_id) closeParentIfDone(tx, thread.parent_thread_id);
+  }
   return updated;
 }
 

@@ -1,0 +1,34 @@
+/**
+ * Finalizing a scheduled run: when the thread doing a run's work ends, the run row leaves `pending` in
+ * the same transaction, with the run's usage. There is no window in which the thread has ended and its
+ * run still looks in flight, and usage is written once, by the UPDATE that ends the lease.
+ */
+import type { ScheduleRunRow, ThreadRow } from '../../db/schema.js';
+import { finalizeScheduleRunOfThread } from '../../db/schedules.js';
+import { countChildThreadsByStatus } from '../../db/threads.js';
+import { getLatestWorkItem } from '../../db/work-items.js';
+import type { Tx } from '../engine/tx.js';
+
+type Ended = 'complete' | 'failed' | 'canceled';
+
+/** Why a thread did not complete, in one line. */
+function failureReason(tx: Tx, thread: ThreadRow, status: Ended): string | null {
+  if (status === 'complete') return null;
+  const item = getLatestWorkItem(tx.db, thread.id);
+  if (item) return item.error_code ? `${item.error_code}: ${item.error_message ?? ''}`.trim() : `thread ${status}`;
+  const children = countChildThreadsByStatus(tx.db, thread.id).map((c) => `${c.n} ${c.status}`);
+  return children.length > 0 ? `thread ${status} (children: ${children.join(', ')})` : `thread ${status}`;
+}
+
+/**
+ * Called for every thread that reaches a terminal status. Finalizes the runs it works for and returns
+ * them (most threads belong to none).
+ */
+export function finalizeRunOfThread(tx: Tx, thread: ThreadRow, status: Ended): ScheduleRunRow[] {
+  return finalizeScheduleRunOfThread(tx.db, {
+    thread_id: thread.id,
+    to: status,
+    now: tx.now,
+    error_message: failureReason(tx, thread, status),
+  });
+}

@@ -1,0 +1,107 @@
+/**
+ * The public JSON shapes of schedules, runs and briefings (`--json` output is stable: add fields,
+ * never rename or remove them). A `pending` run is not ready: it shows no usage.
+ */
+import type { Db } from '../../db/connection.js';
+import type { DocumentRow, ScheduleRow, ScheduleRunRow } from '../../db/schema.js';
+import { getLatestScheduleRun } from '../../db/schedules.js';
+import { getThread } from '../../db/threads.js';
+import { briefingDocumentSchema } from '../../domain/briefing.js';
+import { nextFireAt } from '../../domain/schedule.js';
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export interface ScheduleView {
+  schedule_id: string;
+  project_id: string;
+  operation: string;
+  cron: string;
+  timezone: string;
+  catch_up: string;
+  status: string;
+  created_at: string;
+  /** The next period that will run (null unless active). */
+  next_run_at: string | null;
+  last_run: { run_id: string; period_key: string; status: string } | null;
+}
+
+export interface RunView {
+  run_id: string;
+  schedule_id: string;
+  period_key: string;
+  status: string;
+  /** False while `pending`: the run's result and usage are not there yet. */
+  ready: boolean;
+  /** 1, or more when the lease was re-claimed after going stale. */
+  claims: number;
+  claimed_at: string;
+  thread_id: string | null;
+  thread_status: string | null;
+  error: string | null;
+  /** Recorded once, when the run is finalized; null while pending. */
+  usage: { responses: number; prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+  created_at: string;
+  finished_at: string | null;
+}
+
+export function scheduleView(db: Db, s: ScheduleRow, now: number): ScheduleView {
+  const last = getLatestScheduleRun(db, s.id);
+  let next: number | null = null;
+  try {
+    next = s.status === 'active' ? nextFireAt(s, Math.max(now, s.active_from)) : null;
+  } catch {
+    next = null;
+  }
+  return {
+    schedule_id: s.id,
+    project_id: s.project_id,
+    operation: s.operation,
+    cron: s.cron,
+    timezone: s.timezone,
+    catch_up: s.catch_up,
+    status: s.status,
+    created_at: iso(s.created_at)!,
+    next_run_at: iso(next),
+    last_run: last ? { run_id: last.id, period_key: last.period_key, status: last.status } : null,
+  };
+}
+
+export function runView(db: Db, r: ScheduleRunRow): RunView {
+  const thread = r.thread_id ? getThread(db, r.thread_id) : undefined;
+  const ready = r.status !== 'pending';
+  return {
+    run_id: r.id,
+    schedule_id: r.schedule_id,
+    period_key: r.period_key,
+    status: r.status,
+    ready,
+    claims: r.claims,
+    claimed_at: iso(r.claimed_at)!,
+    thread_id: r.thread_id,
+    thread_status: thread?.status ?? null,
+    error: r.error_message,
+    usage: ready
+      ? {
+          responses: r.responses ?? 0,
+          prompt_tokens: r.prompt_tokens ?? 0,
+          completion_tokens: r.completion_tokens ?? 0,
+          total_tokens: r.total_tokens ?? 0,
+        }
+      : null,
+    created_at: iso(r.created_at)!,
+    finished_at: iso(r.finished_at),
+  };
+}
+
+export function briefingView(doc: DocumentRow) {
+  const content = briefingDocumentSchema.parse(JSON.parse(doc.content));
+  return {
+    project_id: content.project_id,
+    date: content.date,
+    version: doc.version,
+    generated_at: iso(content.generated_at),
+    thread_id: content.thread_id,
+    briefing: content.briefing,
+  };
+}
+export type BriefingView = ReturnType<typeof briefingView>;

@@ -1,0 +1,36 @@
+/** The reads a project briefing is written from: thread counts and the failed and running threads. */
+import { PROJECT_BRIEFING } from '../domain/operations.js';
+import type { Db } from './connection.js';
+import { prepared } from './statements.js';
+
+/** Thread counts by status for a project, briefing threads excluded. */
+export function countProjectThreadsByStatus(db: Db, projectId: string): { status: string; n: number }[] {
+  return prepared(db, 'SELECT status, count(*) AS n FROM llm_threads WHERE space_id = ? AND kind <> ? GROUP BY status ORDER BY status').all(
+    projectId,
+    PROJECT_BRIEFING,
+  ) as { status: string; n: number }[];
+}
+
+export interface ThreadWithError {
+  id: string;
+  kind: string;
+  status: string;
+  target_ref: string;
+  created_at: number;
+  error_code: string | null;
+}
+
+/**
+ * A project's newest threads in the given statuses, briefing threads excluded, each with the error
+ * code of its latest work item (why it failed, or why it is waiting).
+ */
+export function listProjectThreadsWithStatus(db: Db, projectId: string, statuses: readonly string[], limit: number): ThreadWithError[] {
+  return prepared(
+    db,
+    `SELECT t.id, t.kind, t.status, t.target_ref, t.created_at,
+       (SELECT w.error_code FROM llm_work_items w WHERE w.thread_id = t.id ORDER BY w.sequence DESC LIMIT 1) AS error_code
+     FROM llm_threads t
+     WHERE t.space_id = @projectId AND t.kind <> @briefing AND t.status IN (SELECT value FROM json_each(@statuses))
+     ORDER BY t.created_at DESC, t.id LIMIT @limit`,
+  ).all({ projectId, briefing: PROJECT_BRIEFING, statuses: JSON.stringify(statuses), limit }) as ThreadWithError[];
+}
