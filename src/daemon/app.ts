@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/connection.js';
 import { openDatabase } from '../db/connection.js';
+import { forgetDocuments } from '../db/document-cache.js';
 import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
 import { listProjects } from '../db/projects.js';
@@ -21,7 +22,7 @@ import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { verifyLedger } from './ledger-verify.js';
-import type { Logger } from './logger.js';
+import type { EventLog, Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { createOpenAIProvider, type Provider } from './provider.js';
 import { backlogView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
@@ -32,6 +33,8 @@ export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSI
 export interface AppOptions {
   config: DaemonConfig;
   logger: Logger;
+  /** Where engine events are logged (batched per commit); the main logger, line by line, if absent. */
+  eventLog?: EventLog;
   clock?: Clock;
   provider?: Provider;
   random?: () => number;
@@ -55,16 +58,22 @@ export class App {
   readonly startedAt = Date.now();
   private readonly clock: Clock;
   private readonly ctx: CompleterContext;
+  private readonly eventLog: EventLog;
   infraHealthy = true;
 
   constructor(private readonly o: AppOptions) {
     this.clock = o.clock ?? systemClock;
+    this.eventLog = o.eventLog ?? { logger: o.logger, flush() {}, close() {} };
     this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
     applyMigrations(this.db);
     this.metrics = new Metrics(this);
     this.writer = new Writer<EngineEvent>(this.db, {
-      publish: (events) => this.bus.publish(events),
+      publish: (events) => {
+        this.bus.publish(events);
+        this.eventLog.flush();
+      },
       onCommit: (info) => this.metrics.observeCommit(info.commitMs),
+      onRollback: () => forgetDocuments(this.db),
       onInfraFailure: (err) => {
         // One line per outage, not one per failed batch.
         if (this.infraHealthy) o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
@@ -116,6 +125,7 @@ export class App {
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
     const result = await this.engine.stop(drainMs);
     await this.writer.close();
+    this.eventLog.close();
     this.db.close();
     return result;
   }
@@ -126,7 +136,7 @@ export class App {
 
   private logEvent(e: EngineEvent): void {
     const { type, ...fields } = e;
-    this.o.logger.info({ component: 'engine', event: type, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
+    this.eventLog.logger.info({ component: 'engine', event: type, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
   }
 
   private commandView(r: { thread: { id: string; status: string }; deduplicated: boolean }): CommandView {

@@ -10,7 +10,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, statSync,
 import net from 'node:net';
 import { App } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
-import { createLogger, type Logger } from './logger.js';
+import { createEventLog, createLogger, type Logger } from './logger.js';
 import { startApiServer } from './server.js';
 
 /** sockaddr_un.sun_path is 104 bytes on macOS and 108 on Linux, including the terminating NUL. */
@@ -90,7 +90,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   const logger = createLogger(config.logPath, env.COMBINE_LOG_LEVEL || 'info');
   let app: App;
   try {
-    app = new App({ config, logger });
+    app = new App({ config, logger, eventLog: createEventLog(config.logPath, env.COMBINE_LOG_LEVEL || 'info') });
   } catch (err) {
     logger.fatal({ err }, 'cannot open or migrate the database');
     lock.close();

@@ -33,6 +33,19 @@ export function getDocument(db: Db, projectId: string, docType: string): Documen
     | undefined;
 }
 
+export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
+
+/** A document's id and version without its content (which can be large): enough to check a cache. */
+export function getDocumentHead(db: Db, projectId: string, docType: string): DocumentHead | undefined {
+  return prepared(db, 'SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ?').get(projectId, docType) as
+    | DocumentHead
+    | undefined;
+}
+
+export function getDocumentContent(db: Db, id: string): string | undefined {
+  return (prepared(db, 'SELECT content FROM documents WHERE id = ?').get(id) as { content: string } | undefined)?.content;
+}
+
 /**
  * Writes a document's next version. Guarded by the version it was read at (optimistic concurrency):
  * throws StaleStateError if the document changed in between.
