@@ -43,6 +43,8 @@ export interface SimulatorOptions {
   faultRate?: number;
   seed?: number;
   faults?: FaultRule[];
+  /** Called as each completion request arrives, before any latency or fault (benchmarks time it). */
+  onCall?: (call: SimCall) => void;
 }
 
 export interface SimCall {
@@ -155,6 +157,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     const n = calls.length + 1;
     const call: SimCall = { n, epic_id: epicId, fault: fault?.kind ?? null, repair, at: Date.now(), status: null };
     calls.push(call);
+    opts.onCall?.(call);
     if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
     const requestId = `sim-req-${n}`;
     const headers = {
