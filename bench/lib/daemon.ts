@@ -3,7 +3,6 @@
  * built CLI bundle (the same process users run), and the CLI's own tRPC client over the Unix socket.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import http from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,31 +18,6 @@ export function projectFile(id: string, epics: number) {
     name: `Bench ${id}`,
     epics: Array.from({ length: epics }, (_, i) => ({ id: `E${i + 1}`, title: `Epic ${i + 1}`, description: `What epic ${i + 1} is about.` })),
   };
-}
-
-/**
- * A lean load generator for the socket: the daemon's tRPC HTTP protocol (POST /<procedure> with the
- * input as JSON) on keep-alive connections, so that with 256 requests in flight the generator, which
- * shares the machine, costs less than the daemon it measures.
- */
-export function keepAliveMutations(socketPath: string, maxSockets: number) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets });
-  const call = (procedure: string, input: unknown) =>
-    new Promise<any>((resolve, reject) => {
-      const body = JSON.stringify(input);
-      const req = http.request(
-        { socketPath, agent, method: 'POST', path: `/${procedure}`, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
-        (res) => {
-          let data = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (data += c));
-          res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(data).result.data) : reject(new Error(`${procedure}: ${res.statusCode} ${data}`))));
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
-    });
-  return { call, close: () => agent.destroy() };
 }
 
 export class BenchDaemon {

@@ -101,3 +101,12 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     rmSync(home, { recursive: true, force: true });
   }
 }
+
+/** A provider whose calls never answer (until aborted): items stay in flight, so only claiming is timed. */
+export function hangingProvider(): Provider {
+  return {
+    endpoint: 'in-process://hang',
+    send: (_request, signal) =>
+      new Promise<RawResponse>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
+  };
+}

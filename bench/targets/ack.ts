@@ -3,20 +3,23 @@
  *
  * - durable command ack: `generate.epic` for a new epic (a new thread and work item, committed with
  *   synchronous=FULL before the answer). One client in a loop (p50, p95) uses the CLI's client (a new
- *   connection per call, as a CLI process makes); 256 at once (acks/s) use keep-alive connections.
+ *   connection per call, as a CLI process makes); 256 at once (acks/s) come from two load processes on
+ *   keep-alive connections.
  *   The provider holds every call open and max_in_flight is 1, so the engine adds next to nothing: this
  *   measures the command path (the engine has its own target).
  * - queue-to-run: on an idle daemon with an instant provider, from the client receiving the ack to the
  *   provider receiving the call. Negative when the call starts before the ack reaches the client.
  */
 import { createSimulator } from '../../src/sim/simulator.js';
-import { BenchDaemon, keepAliveMutations, projectFile } from '../lib/daemon.js';
+import { spawn } from 'node:child_process';
+import { BenchDaemon, projectFile } from '../lib/daemon.js';
 import { median, quantile, row, sleep, type Row } from '../lib/stats.js';
 
 const EPICS_PER_PROJECT = 2000;
 const SEQUENTIAL_PER_RUN = 1000;
 const CONCURRENT_PER_RUN = 5000;
 const CONCURRENCY = 256;
+const LOAD_PROCESSES = 2;
 const QUEUE_TO_RUN_SAMPLES = 100;
 
 /** Hands out (project, epic) pairs never asked for before, so every command writes a new thread. */
@@ -35,6 +38,30 @@ async function generate(d: BenchDaemon, target: { project_id: string; epic_id: s
   const r = await d.client.generate.epic.mutate({ ...target, force: false, deadline_ms: null, created_by: 'bench' });
   if (r.deduplicated) throw new Error('bench: a command was deduplicated; it did not write');
   return r;
+}
+
+/**
+ * Acks/s with CONCURRENCY requests in flight, sent by LOAD_PROCESSES separate processes on keep-alive
+ * connections (lib/ack-load.mjs): one Node thread making 256 concurrent requests is slower than the
+ * daemon answering them, and would measure itself.
+ */
+async function concurrentAcks(socket: string, targets: { project_id: string; epic_id: string }[]): Promise<number> {
+  const share = Math.ceil(targets.length / LOAD_PROCESSES);
+  const results = await Promise.all(
+    Array.from({ length: LOAD_PROCESSES }, (_, w) => {
+      const mine = targets.slice(w * share, (w + 1) * share).map((t) => [t.project_id, t.epic_id]);
+      const child = spawn(process.execPath, [new URL('../lib/ack-load.mjs', import.meta.url).pathname, socket, String(CONCURRENCY / LOAD_PROCESSES)], { stdio: ['pipe', 'pipe', 'inherit'] });
+      child.stdin.end(JSON.stringify(mine));
+      let out = '';
+      child.stdout.on('data', (c) => (out += c));
+      return new Promise<{ started: number; ended: number; acks: number }>((resolve, reject) =>
+        child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`ack-load exited ${code}`)))),
+      );
+    }),
+  );
+  const acks = results.reduce((n, r) => n + r.acks, 0);
+  const span = Math.max(...results.map((r) => r.ended)) - Math.min(...results.map((r) => r.started));
+  return acks / (span / 1000);
 }
 
 export async function ackTargets(runs: number): Promise<Row[]> {
@@ -61,20 +88,7 @@ export async function ackTargets(runs: number): Promise<Row[]> {
       p50.push(quantile(lat, 0.5));
       p95.push(quantile(lat, 0.95));
 
-      const load = keepAliveMutations(d.socket, CONCURRENCY);
-      let left = CONCURRENT_PER_RUN;
-      const t0 = performance.now();
-      await Promise.all(
-        Array.from({ length: CONCURRENCY }, async () => {
-          while (left > 0) {
-            left--;
-            const r = await load.call('generate.epic', { ...epics.next(), created_by: 'bench' });
-            if (r.deduplicated) throw new Error('bench: a command was deduplicated; it did not write');
-          }
-        }),
-      );
-      rates.push(CONCURRENT_PER_RUN / ((performance.now() - t0) / 1000));
-      load.close();
+      rates.push(await concurrentAcks(d.socket, Array.from({ length: CONCURRENT_PER_RUN }, () => epics.next())));
     }
   } finally {
     await d.dispose();
