@@ -24,6 +24,9 @@ await Promise.all([
     ...common,
     entryPoints: { cli: 'src/cli/main.ts' },
     outdir: 'dist',
+    // `--follow` (ws, cli-progress) goes to a chunk loaded on demand: plain commands start faster.
+    splitting: true,
+    chunkNames: 'cli-[name]-[hash]',
     // ws's optional native speed-ups are not installed; the daemon and simulator are loaded lazily.
     external: ['bufferutil', 'utf-8-validate', './daemon.js', './sim.js'],
   }),

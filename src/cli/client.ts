@@ -2,12 +2,13 @@
  * The tRPC client for the daemon's Unix socket: queries and mutations over HTTP (a small fetch that
  * speaks to the socket, ~0.4 ms per call), subscriptions over WebSocket on the same socket. Every call
  * has a deadline, and a down daemon is detected by probing the socket first, never by a hanging call.
+ * The WebSocket side lives in subscriptions.ts, loaded only by `--follow`: most commands never pay for
+ * loading `ws`.
  */
 import http from 'node:http';
 import net from 'node:net';
 import { existsSync } from 'node:fs';
-import { createTRPCClient, createWSClient, httpLink, splitLink, TRPCClientError, wsLink } from '@trpc/client';
-import WebSocket from 'ws';
+import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client';
 import type { AppRouter } from '../daemon/router.js';
 import { CliError, EXIT } from './output.js';
 
@@ -30,7 +31,7 @@ export function probeSocket(path: string, timeoutMs = 1000): Promise<boolean> {
 }
 
 /** A fetch for tRPC's httpLink that sends the request over a Unix socket. */
-function unixSocketFetch(socketPath: string): typeof fetch {
+export function unixSocketFetch(socketPath: string): typeof fetch {
   return ((input: string | URL | Request, init?: RequestInit) =>
     new Promise<Response>((resolve, reject) => {
       const url = new URL(String(input));
@@ -71,26 +72,6 @@ export function connectHttp(socketPath: string): Connection {
     links: [httpLink({ url: 'http://combine.local/', fetch: unixSocketFetch(socketPath) })],
   });
   return { client, close() {} };
-}
-
-/** A client that can also subscribe; `close()` must be called or the process stays alive. */
-export function connectWithSubscriptions(socketPath: string, onReconnecting?: () => void): Connection {
-  const ws = createWSClient({
-    url: `ws+unix://${socketPath}:/`,
-    WebSocket: WebSocket as unknown as typeof globalThis.WebSocket,
-    retryDelayMs: (attempt) => Math.min(100 * 2 ** attempt, 2000),
-    ...(onReconnecting ? { onClose: () => onReconnecting() } : {}),
-  });
-  const client = createTRPCClient<AppRouter>({
-    links: [
-      splitLink({
-        condition: (op) => op.type === 'subscription',
-        true: wsLink({ client: ws }),
-        false: httpLink({ url: 'http://combine.local/', fetch: unixSocketFetch(socketPath) }),
-      }),
-    ],
-  });
-  return { client, close: () => void ws.close() };
 }
 
 /** Turns a failed call into the CLI's error: exit 2 for bad input, 1 for refused operations, 3 for no daemon. */

@@ -56,3 +56,6 @@ export function threadsTable(threads: ThreadView[]): string {
 export function exitCodeFor(t: ThreadView): number {
   return t.status === 'complete' ? EXIT.OK : EXIT.FAILED;
 }
+
+/** `--follow` (WebSocket client, progress bars) is loaded only when asked for: it is most of the CLI's code. */
+export const loadFollow = () => import('./follow.js');

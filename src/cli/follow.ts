@@ -6,7 +6,8 @@
 import cliProgress from 'cli-progress';
 import type { FollowMessage } from '../daemon/app.js';
 import type { ThreadView } from '../daemon/views.js';
-import { connectWithSubscriptions, toCliError } from './client.js';
+import { toCliError } from './client.js';
+import { connectWithSubscriptions } from './subscriptions.js';
 import { homeFiles } from './home.js';
 import { printJsonLine, shortId } from './output.js';
 

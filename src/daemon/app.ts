@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/connection.js';
 import { openDatabase } from '../db/connection.js';
+import { forgetDocuments } from '../db/document-cache.js';
 import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
 import { listProjects } from '../db/projects.js';
@@ -25,7 +26,7 @@ import { checkHealth } from './health.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
-import type { Logger } from './logger.js';
+import type { EventLog, Logger } from './logger.js';
 import { Maintenance } from './maintenance.js';
 import { Metrics } from './metrics.js';
 import { runPrune } from './retention.js';
@@ -47,6 +48,8 @@ export type RequestOptions = Omit<GenerateOptions, 'maxQueued'>;
 export interface AppOptions {
   config: DaemonConfig;
   logger: Logger;
+  /** Where engine events are logged (batched per commit); the main logger, line by line, if absent. */
+  eventLog?: EventLog;
   clock?: Clock;
   /** The scheduler's clock, if not `clock` (a test drives periods without moving the engine's time). */
   schedulerClock?: Clock;
@@ -75,19 +78,25 @@ export class App {
   readonly startedAt = Date.now();
   private readonly clock: Clock;
   private readonly ctx: CompleterContext;
+  private readonly eventLog: EventLog;
   infraHealthy = true;
 
   constructor(private readonly o: AppOptions) {
     this.clock = o.clock ?? systemClock;
+    this.eventLog = o.eventLog ?? { logger: o.logger, flush() {}, close() {} };
     this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
     applyMigrations(this.db, o.config.migrationsDir ?? undefined);
     this.metrics = new Metrics(this);
     this.writer = new Writer<EngineEvent>(this.db, {
-      publish: (events) => this.bus.publish(events),
+      publish: (events) => {
+        this.bus.publish(events);
+        this.eventLog.flush();
+      },
       onCommit: (info) => {
         this.metrics.observeCommit(info.commitMs);
         this.maintenance.noteActivity();
       },
+      onRollback: () => forgetDocuments(this.db),
       onInfraFailure: (err) => {
         // One line per outage, not one per failed batch.
         if (this.infraHealthy) o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
@@ -192,6 +201,7 @@ export class App {
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
     await this.writer.close();
+    this.eventLog.close();
     this.db.close();
     return result;
   }
@@ -203,7 +213,7 @@ export class App {
   private logEvent(e: EngineEvent): void {
     const { type, ...fields } = e;
     // Every engine line carries thread_id and work_item_id (null for thread-level events).
-    this.o.logger.info({ component: 'engine', event: type, work_item_id: null, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
+    this.eventLog.logger.info({ component: 'engine', event: type, work_item_id: null, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
   }
 
   private commandView(r: { thread: { id: string; status: string }; deduplicated: boolean }): CommandView {

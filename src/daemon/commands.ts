@@ -5,8 +5,9 @@
  * Idempotency (ADR-035 §8): a request's semantic key finds an active thread → that thread is returned
  * (`deduplicated: true`); a completed one → returned as is, no new work, unless `force`.
  */
-import { randomUUID } from 'node:crypto';
+import { newId } from '../db/ids.js';
 import { acquireLock, getLock, releaseLock } from '../db/locks.js';
+import { readParsedDocument } from '../db/document-cache.js';
 import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../db/schema.js';
 import {
@@ -32,7 +33,7 @@ import {
   projectLockScope,
   type TargetRef,
 } from '../domain/operations.js';
-import { epicArchitectureSchema, parseProjectFile, type Epic } from '../domain/project.js';
+import { parseEpicArchitecture, parseProjectFile, type Epic } from '../domain/project.js';
 import type { RetryPolicy } from '../domain/retry.js';
 import { isTerminalThread } from '../domain/states.js';
 import { failAttempt, type CompleterContext } from './engine/completer.js';
@@ -83,8 +84,7 @@ export function assertQueueHasRoom(tx: Tx, maxQueued: number): void {
 
 function epicsOf(tx: Tx, projectId: string): Epic[] {
   if (!getProject(tx.db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
-  const doc = getDocument(tx.db, projectId, EPIC_ARCHITECTURE);
-  return doc ? epicArchitectureSchema.parse(JSON.parse(doc.content)).epics : [];
+  return readParsedDocument(tx.db, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture)?.value.epics ?? [];
 }
 
 /**
@@ -99,9 +99,9 @@ export function importProject(tx: Tx, file: unknown) {
   const existing = getProject(tx.db, p.id);
   if (!existing) {
     insertProject(tx.db, { id: p.id, name: p.name, created_at: tx.now });
-    insertDocument(tx.db, { id: randomUUID(), project_id: p.id, doc_type: EPIC_ARCHITECTURE, version: 1, content, updated_at: tx.now });
+    insertDocument(tx.db, { id: newId(), project_id: p.id, doc_type: EPIC_ARCHITECTURE, version: 1, content, updated_at: tx.now });
     insertDocument(tx.db, {
-      id: randomUUID(),
+      id: newId(),
       project_id: p.id,
       doc_type: STORY_BACKLOG,
       version: 1,
@@ -119,7 +119,7 @@ export function importProject(tx: Tx, file: unknown) {
 
 export function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetRef; key: string; parentId: string | null; createdBy: string | null }): ThreadRow {
   const row: ThreadRow = {
-    id: randomUUID(),
+    id: newId(),
     kind: p.kind,
     space_type: 'project',
     space_id: p.projectId,
@@ -138,7 +138,7 @@ export function newThread(tx: Tx, p: { kind: string; projectId: string; target: 
 
 export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
   const item: WorkItemRow = {
-    id: randomUUID(),
+    id: newId(),
     thread_id: thread.id,
     sequence: p.sequence,
     status: 'queued',

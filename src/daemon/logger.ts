@@ -3,6 +3,7 @@
  * any log call, and the redaction paths below catch keys and Authorization headers that an error object
  * might carry (the SDK's request options, HTTP headers).
  */
+import { closeSync, openSync, writeSync } from 'node:fs';
 import pino from 'pino';
 
 export type Logger = pino.Logger;
@@ -24,16 +25,54 @@ export const REDACT_PATHS = [
   'headers["x-api-key"]',
 ];
 
-export function createLogger(destination: string | null, level = 'info'): Logger {
-  const options: pino.LoggerOptions = {
+/** The line shape both loggers write: {"level":"info","ts":"<ISO time>","pid":…,…}; `combine logs` renders it. */
+function lineOptions(level: string): pino.LoggerOptions {
+  return {
     level,
     base: { pid: process.pid },
-    // The spec's shape: {"level":"info","ts":"<ISO time>",...}; `combine logs` renders it readably.
     timestamp: () => `,"ts":"${new Date().toISOString()}"`,
     formatters: { level: (label) => ({ level: label }) },
-    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
   };
+}
+
+export function createLogger(destination: string | null, level = 'info'): Logger {
+  const options: pino.LoggerOptions = { ...lineOptions(level), redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
   if (destination === null) return pino(options, pino.destination(1));
   // Synchronous writes: a line logged just before a crash is on disk, not in a lost buffer.
   return pino(options, pino.destination({ dest: destination, mkdir: true, sync: true }));
+}
+
+/** The log of engine events: one JSON line per event, written with one write per committed batch. */
+export interface EventLog {
+  logger: Logger;
+  /** Writes the buffered lines now (synchronously). */
+  flush(): void;
+  close(): void;
+}
+
+/**
+ * A second logger on the same file for engine events, the daemon's most frequent lines (about ten per
+ * work item). Its lines are buffered and `flush()` writes them with one write(2): the App flushes right
+ * after publishing a committed batch's events, in the same synchronous step, so lines reach the file as
+ * promptly as before, only grouped (and, like the main log, without an fsync). Engine events have a
+ * fixed shape with no credential fields (see events.ts), so this logger skips the redaction pass.
+ */
+export function createEventLog(destination: string, level = 'info'): EventLog {
+  const fd = openSync(destination, 'a', 0o600);
+  let lines: string[] = [];
+  const sink = { write: (line: string) => void lines.push(line) };
+  const logger = pino(lineOptions(level), sink);
+  return {
+    logger,
+    flush() {
+      if (lines.length === 0) return;
+      const text = lines.join('');
+      lines = [];
+      writeSync(fd, text);
+    },
+    close() {
+      this.flush();
+      closeSync(fd);
+    },
+  };
 }

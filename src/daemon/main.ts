@@ -12,7 +12,7 @@ import { openDatabase } from '../db/connection.js';
 import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.js';
 import { App } from './app.js';
 import { ConfigError, loadConfig, type DaemonConfig } from './config.js';
-import { createLogger, type Logger } from './logger.js';
+import { createEventLog, createLogger, type Logger } from './logger.js';
 import { startMetricsServer, type MetricsServer } from './metrics-server.js';
 import { startApiServer } from './server.js';
 
@@ -128,7 +128,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   let app: App;
   try {
     await migrateDatabase(config, logger);
-    app = new App({ config, logger });
+    app = new App({ config, logger, eventLog: createEventLog(config.logPath, env.COMBINE_LOG_LEVEL || 'info') });
   } catch (err) {
     lock.close();
     if (err instanceof DaemonStartError) throw err;

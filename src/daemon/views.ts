@@ -5,15 +5,16 @@
 import { sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
 import { listLedgerForThread } from '../db/ledger.js';
-import { getDocument, getProject } from '../db/projects.js';
+import { readParsedDocument } from '../db/document-cache.js';
+import { getProject } from '../db/projects.js';
 import { listImportsForThread } from '../db/ledger-imports.js';
 import type { LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { countChildThreadsByStatus } from '../db/threads.js';
 import { listWorkItemsForThread } from '../db/work-items.js';
-import { storyBacklogSchema } from '../domain/backlog.js';
+import { parseStoryBacklog } from '../domain/backlog.js';
 import { summarizeLedgerEntry } from '../domain/ledger-summary.js';
 import { EPIC_ARCHITECTURE, STORY_BACKLOG, STORY_GENERATE_ALL, type TargetRef } from '../domain/operations.js';
-import { epicArchitectureSchema } from '../domain/project.js';
+import { parseEpicArchitecture } from '../domain/project.js';
 
 export interface ThreadView {
   thread_id: string;
@@ -112,11 +113,10 @@ export function threadLedgerView(db: Db, threadId: string) {
 
 export function backlogView(db: Db, projectId: string) {
   const project = getProject(db, projectId);
-  const doc = getDocument(db, projectId, STORY_BACKLOG);
+  const doc = readParsedDocument(db, projectId, STORY_BACKLOG, parseStoryBacklog);
   if (!project || !doc) return null;
-  const backlog = storyBacklogSchema.parse(JSON.parse(doc.content));
-  const arch = getDocument(db, projectId, EPIC_ARCHITECTURE);
-  const epics = arch ? epicArchitectureSchema.parse(JSON.parse(arch.content)).epics : [];
+  const backlog = doc.value;
+  const epics = readParsedDocument(db, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture)?.value.epics ?? [];
   return {
     project_id: project.id,
     project_name: project.name,
@@ -138,8 +138,8 @@ export function backlogView(db: Db, projectId: string) {
 export function projectView(db: Db, projectId: string) {
   const project = getProject(db, projectId);
   if (!project) return null;
-  const arch = getDocument(db, projectId, EPIC_ARCHITECTURE);
-  const epics = arch ? epicArchitectureSchema.parse(JSON.parse(arch.content)).epics : [];
+  const arch = readParsedDocument(db, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture);
+  const epics = arch?.value.epics ?? [];
   return {
     project_id: project.id,
     name: project.name,

@@ -28,13 +28,6 @@ export function insertDocument(db: Db, row: Omit<DocumentRow, 'doc_key'> & { doc
   ).run({ doc_key: '', ...row });
 }
 
-/** A document's identity and version without its content (cheap: the content can be megabytes). */
-export function getDocumentStamp(db: Db, projectId: string, docType: string): Pick<DocumentRow, 'id' | 'version' | 'updated_at'> | undefined {
-  return prepared(db, "SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''").get(projectId, docType) as
-    | Pick<DocumentRow, 'id' | 'version' | 'updated_at'>
-    | undefined;
-}
-
 /** The project's one document of a type (epic_architecture, story_backlog). */
 export function getDocument(db: Db, projectId: string, docType: string): DocumentRow | undefined {
   return prepared(db, "SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''").get(projectId, docType) as
@@ -55,6 +48,19 @@ export function getLatestKeyedDocument(db: Db, projectId: string, docType: strin
     db,
     "SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key <> '' ORDER BY doc_key DESC LIMIT 1",
   ).get(projectId, docType) as DocumentRow | undefined;
+}
+
+export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
+
+/** The project's one document of a type, without its content (which can be large): enough to check a cache. */
+export function getDocumentHead(db: Db, projectId: string, docType: string): DocumentHead | undefined {
+  return prepared(db, "SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''").get(projectId, docType) as
+    | DocumentHead
+    | undefined;
+}
+
+export function getDocumentContent(db: Db, id: string): string | undefined {
+  return (prepared(db, 'SELECT content FROM documents WHERE id = ?').get(id) as { content: string } | undefined)?.content;
 }
 
 /**

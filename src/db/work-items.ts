@@ -164,11 +164,24 @@ export function countQueuedDue(db: Db, now: number): number {
   ).n;
 }
 
-/** When the earliest queued item becomes due (null if none is queued). */
+/**
+ * When the earliest queued item becomes due (null if none is queued). The engine asks on every wake-up,
+ * and every command wakes it, so this must not scan the queue: the claimable index is ordered by
+ * (priority, not_before), so the answer is the first entry of each priority. The recursive CTE walks the
+ * few distinct priorities (one index seek each) and takes the first not_before of each.
+ */
 export function nextQueuedDueAt(db: Db): number | null {
   const row = prepared(
     db,
-    `SELECT min(not_before) AS t FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued'`,
+    `WITH RECURSIVE p(priority) AS (
+       SELECT min(priority) FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued'
+       UNION ALL
+       SELECT (SELECT min(priority) FROM llm_work_items INDEXED BY idx_work_items_claimable
+               WHERE status = 'queued' AND priority > p.priority)
+       FROM p WHERE p.priority IS NOT NULL)
+     SELECT min((SELECT min(not_before) FROM llm_work_items INDEXED BY idx_work_items_claimable
+                 WHERE status = 'queued' AND priority = p.priority)) AS t
+     FROM p WHERE p.priority IS NOT NULL`,
   ).get() as { t: number | null };
   return row.t;
 }

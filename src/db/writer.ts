@@ -12,6 +12,7 @@
  * times; after that every caller in the batch gets an InfraError and `onInfraFailure` is called (health
  * turns unready). Nothing is ever half-applied: a batch commits entirely or not at all.
  */
+import type Database from 'better-sqlite3';
 import type { Db } from './connection.js';
 import { InfraError, isInfraSqliteError } from './errors.js';
 
@@ -37,6 +38,18 @@ export interface WriterOptions<E> {
   onCommit?: (info: { writes: number; commitMs: number }) => void;
   onInfraFailure?: (err: unknown) => void;
   onInfraRecovered?: () => void;
+  /** Called after any rollback (one write's savepoint or a whole batch): caches of stored state must forget. */
+  onRollback?: () => void;
+}
+
+/** The transaction-control statements, compiled once: a batch of N writes runs 2N + 2 of them. */
+interface TxStatements {
+  begin: Database.Statement;
+  commit: Database.Statement;
+  rollback: Database.Statement;
+  savepoint: Database.Statement;
+  release: Database.Statement;
+  rollbackTo: Database.Statement;
 }
 
 export class Writer<E = never> {
@@ -45,11 +58,21 @@ export class Writer<E = never> {
   private scheduled = false;
   private infraFailed = false;
   private closed = false;
+  private readonly sql: TxStatements;
 
   constructor(
     readonly db: Db,
     private readonly opts: WriterOptions<E> = {},
-  ) {}
+  ) {
+    this.sql = {
+      begin: db.prepare('BEGIN IMMEDIATE'),
+      commit: db.prepare('COMMIT'),
+      rollback: db.prepare('ROLLBACK'),
+      savepoint: db.prepare('SAVEPOINT write'),
+      release: db.prepare('RELEASE write'),
+      rollbackTo: db.prepare('ROLLBACK TO write'),
+    };
+  }
 
   /** Runs `fn` in a transaction shared with concurrent writes; resolves with its result once committed. */
   write<T>(fn: WriteFn<T, E>): Promise<T> {
@@ -143,31 +166,34 @@ export class Writer<E = never> {
 
   /** One transaction for the batch; throws (after ROLLBACK) only for errors that doom the whole batch. */
   private runBatch(batch: Job<E>[]) {
-    const db = this.db;
+    const { db, sql } = this;
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
     const events: E[] = [];
-    db.exec('BEGIN IMMEDIATE');
+    sql.begin.run();
     try {
       for (const job of batch) {
-        const jobEvents: E[] = [];
-        db.exec('SAVEPOINT write');
+        const mark = events.length;
+        sql.savepoint.run();
         try {
-          const value = job.fn(db, (e) => jobEvents.push(e));
-          db.exec('RELEASE write');
+          const value = job.fn(db, (e) => events.push(e));
+          sql.release.run();
           outcomes.push({ ok: true, value });
-          events.push(...jobEvents);
         } catch (error) {
           if (isInfraSqliteError(error)) throw error;
-          db.exec('ROLLBACK TO write');
-          db.exec('RELEASE write');
+          // A failed write's events go with its changes.
+          events.length = mark;
+          sql.rollbackTo.run();
+          sql.release.run();
+          this.opts.onRollback?.();
           outcomes.push({ ok: false, error });
         }
       }
       const started = performance.now();
-      db.exec('COMMIT');
+      sql.commit.run();
       return { outcomes, events, commitMs: performance.now() - started };
     } catch (err) {
-      if (db.inTransaction) db.exec('ROLLBACK');
+      if (db.inTransaction) sql.rollback.run();
+      this.opts.onRollback?.();
       throw err;
     }
   }

@@ -66,6 +66,11 @@ export type BacklogEpic = z.infer<typeof backlogEpicSchema>;
 export const storyBacklogSchema = z.object({ epics: z.array(backlogEpicSchema) });
 export type StoryBacklog = z.infer<typeof storyBacklogSchema>;
 
+/** Reads a stored `story_backlog` document (throws if it does not match the schema). */
+export function parseStoryBacklog(content: string): StoryBacklog {
+  return storyBacklogSchema.parse(JSON.parse(content));
+}
+
 export const EMPTY_BACKLOG: StoryBacklog = { epics: [] };
 
 export interface BacklogChange {
@@ -87,10 +92,8 @@ export function applyStoriesToBacklog(
   const previous = backlog.epics.find((e) => e.epic_id === epic.id);
   const entry: BacklogEpic = { epic_id: epic.id, title: epic.title, stories, ...provenance };
   const others = backlog.epics.filter((e) => e.epic_id !== epic.id);
-  const rank = (id: string) => {
-    const i = epicOrder.indexOf(id);
-    return i === -1 ? Number.MAX_SAFE_INTEGER : i;
-  };
+  const order = new Map(epicOrder.map((id, i) => [id, i]));
+  const rank = (id: string) => order.get(id) ?? Number.MAX_SAFE_INTEGER;
   const epics = [...others, entry].sort((a, b) => rank(a.epic_id) - rank(b.epic_id));
   return {
     content: { epics },

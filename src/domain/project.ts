@@ -33,6 +33,11 @@ export type ProjectFile = z.infer<typeof projectFileSchema>;
 export const epicArchitectureSchema = z.object({ epics: z.array(epicSchema) });
 export type EpicArchitecture = z.infer<typeof epicArchitectureSchema>;
 
+/** Reads a stored `epic_architecture` document (throws if it does not match the schema). */
+export function parseEpicArchitecture(content: string): EpicArchitecture {
+  return epicArchitectureSchema.parse(JSON.parse(content));
+}
+
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; errors: string[] };
 
 /** One line per problem, each naming the field: `epics[2].title: must not be empty`. */

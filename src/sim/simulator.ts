@@ -54,6 +54,8 @@ export interface SimulatorOptions {
   seed?: number;
   faults?: FaultRule[];
   rateLimitHeaders?: RateLimitHeaderValues;
+  /** Called as each completion request arrives, before any latency or fault (benchmarks time it). */
+  onCall?: (call: SimCall) => void;
 }
 
 export interface SimCall {
@@ -224,6 +226,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
       status: null,
     };
     calls.push(call);
+    opts.onCall?.(call);
     if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
     const requestId = `sim-req-${n}`;
     const headers: Record<string, string> = { 'x-request-id': requestId };

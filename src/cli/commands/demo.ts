@@ -7,7 +7,7 @@ import { Command } from 'commander';
 import type * as SimModule from '../../sim/main.js';
 import { connectHttp, toCliError } from '../client.js';
 import { readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
-import { followThread } from '../follow.js';
+import { loadFollow } from '../common.js';
 import { homeFiles } from '../home.js';
 import { CliError, EXIT } from '../output.js';
 import { readProjectFile } from './project.js';
@@ -42,7 +42,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
     say(`$ combine generate-all --project ${imported.project_id} --follow`);
     const r = await client.generate.all.mutate({ project_id: imported.project_id });
     say(`thread ${r.thread_id} ${r.status}`);
-    const final = await followThread(home, r.thread_id, { quiet: opts.json });
+    const final = await (await loadFollow()).followThread(home, r.thread_id, { quiet: opts.json });
     say(`thread ${final.thread_id} ${final.status}`);
     say();
     say(`$ combine backlog ${imported.project_id}`);

@@ -1,9 +1,8 @@
 /** `combine generate-epic` and `combine generate-all`. */
 import { Command } from 'commander';
 import type { CommandView } from '../../daemon/views.js';
-import { exitCodeFor, parseDeadline, withCommonOptions, type CommonOptions } from '../common.js';
+import { exitCodeFor, parseDeadline, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { followThread } from '../follow.js';
 import { CliError, EXIT, print, printJsonLine } from '../output.js';
 
 interface GenerateOptions extends CommonOptions {
@@ -29,7 +28,7 @@ export async function reportAndFollow(home: string, r: CommandView, opts: Genera
   }
   if (opts.json) printJsonLine(r);
   else process.stdout.write(`${describeResult(r)}\n`);
-  const final = await followThread(home, r.thread_id, opts);
+  const final = await (await loadFollow()).followThread(home, r.thread_id, opts);
   if (!opts.json) process.stdout.write(`thread ${final.thread_id} ${final.status}\n`);
   return exitCodeFor(final);
 }

@@ -1,8 +1,7 @@
 /** `combine threads`, `combine thread <id>`, `combine retry <id>`, `combine cancel <id>`. */
 import { Command } from 'commander';
-import { describeChildren, describeTarget, exitCodeFor, threadsTable, withCommonOptions, type CommonOptions } from '../common.js';
+import { describeChildren, describeTarget, exitCodeFor, threadsTable, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { followThread } from '../follow.js';
 import { CliError, EXIT, print, shortTime, table } from '../output.js';
 import { describeUsage } from './usage.js';
 
@@ -38,7 +37,7 @@ export function threadCommands(getHome: () => string): Command[] {
     const home = getHome();
     const t = await withDaemon(home, opts, ({ client }, signal) => client.thread.query({ thread_id: threadId }, { signal }));
     if (opts.follow) {
-      const final = await followThread(home, t.thread_id, opts);
+      const final = await (await loadFollow()).followThread(home, t.thread_id, opts);
       if (!opts.json) process.stdout.write(`thread ${final.thread_id} ${final.status}\n`);
       process.exitCode = exitCodeFor(final);
       return;

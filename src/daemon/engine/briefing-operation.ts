@@ -3,7 +3,7 @@
  * store a valid answer as the project's `briefing` document for the thread's date (created at version
  * 1, or the day's next version when the date already has one).
  */
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../db/ids.js';
 import { countProjectThreadsByStatus, listProjectThreadsWithStatus, type ThreadWithError } from '../../db/briefing-facts.js';
 import type { Db } from '../../db/connection.js';
 import { insertMutation } from '../../db/mutations.js';
@@ -79,7 +79,7 @@ function applyBriefingAnswer(db: Db, thread: ThreadRow, item: WorkItemRow, answe
     generated_at: now,
   };
   const existing = getKeyedDocument(db, target.project_id, BRIEFING, target.date);
-  const documentId = existing?.id ?? randomUUID();
+  const documentId = existing?.id ?? newId();
   const fromVersion = existing?.version ?? 0;
   if (existing) {
     updateDocumentContent(db, { id: existing.id, from_version: existing.version, content: JSON.stringify(content), updated_at: now });
@@ -88,7 +88,7 @@ function applyBriefingAnswer(db: Db, thread: ThreadRow, item: WorkItemRow, answe
   }
   const summary = { date: target.date, highlights: answer.highlights.length, risks: answer.risks.length, next_steps: answer.next_steps.length };
   const mutation: AppliedMutation = {
-    mutation_id: randomUUID(),
+    mutation_id: newId(),
     document_id: documentId,
     doc_type: BRIEFING,
     from_version: fromVersion,

@@ -2,15 +2,16 @@
  * `story_generate_epic` wired to storage: build the request from the stored epic, and apply a valid
  * answer to the project's story backlog. The pure parts (prompt, schema, merge) live in src/domain.
  */
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../db/ids.js';
 import type { Db } from '../../db/connection.js';
 import { insertMutation } from '../../db/mutations.js';
-import { getDocument, getDocumentStamp, getProject, updateDocumentContent } from '../../db/projects.js';
+import { readParsedDocument, rememberDocument } from '../../db/document-cache.js';
+import { getProject, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { applyStoriesToBacklog, parseStoriesAnswer, storyBacklogSchema, type StoriesAnswer } from '../../domain/backlog.js';
+import { applyStoriesToBacklog, parseStoriesAnswer, parseStoryBacklog, type StoriesAnswer } from '../../domain/backlog.js';
 import { checkAnswerRules, type AnswerRules } from '../../domain/answer-rules.js';
 import { EPIC_ARCHITECTURE, STORY_BACKLOG, type TargetRef } from '../../domain/operations.js';
-import { epicArchitectureSchema, type Epic, type ParseResult } from '../../domain/project.js';
+import { parseEpicArchitecture, type Epic, type ParseResult } from '../../domain/project.js';
 import { renderStoryPrompt, type ModelParams } from '../../domain/prompts.js';
 import type { AppliedMutation, BuildResult, Operation } from './operation-registry.js';
 
@@ -18,27 +19,9 @@ export function readTargetRef(thread: ThreadRow): TargetRef {
   return JSON.parse(thread.target_ref) as TargetRef;
 }
 
-/**
- * Parsed epic architectures by document id and version. A version's content never changes, so the
- * cache cannot go stale; without it every claim (to estimate its cost) and every start would parse and
- * validate the whole architecture — milliseconds for a project of thousands of epics.
- */
-const parsedEpics = new Map<string, Epic[]>();
-const PARSED_EPICS_MAX = 64;
-
+/** Parsed once per document version (db/document-cache.ts): every claim and every start reads them. */
 function loadEpics(db: Db, projectId: string): Epic[] {
-  const stamp = getDocumentStamp(db, projectId, EPIC_ARCHITECTURE);
-  if (!stamp) return [];
-  // updated_at too: a version number written by a rolled-back transaction may be reused by another write.
-  const key = `${stamp.id}@${stamp.version}@${stamp.updated_at}`;
-  let epics = parsedEpics.get(key);
-  if (!epics) {
-    const doc = getDocument(db, projectId, EPIC_ARCHITECTURE)!;
-    epics = epicArchitectureSchema.parse(JSON.parse(doc.content)).epics;
-    if (parsedEpics.size >= PARSED_EPICS_MAX) parsedEpics.delete(parsedEpics.keys().next().value!);
-    parsedEpics.set(key, epics);
-  }
-  return epics;
+  return readParsedDocument(db, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture)?.value.epics ?? [];
 }
 
 /** The request for one epic, or a permanent error when the project or epic no longer exists. */
@@ -85,19 +68,20 @@ export function applyStoryAnswer(
   const target = readTargetRef(thread);
   const epics = loadEpics(db, target.project_id);
   const epic = epics.find((e) => e.id === target.epic_id);
-  const doc = getDocument(db, target.project_id, STORY_BACKLOG);
+  const doc = readParsedDocument(db, target.project_id, STORY_BACKLOG, parseStoryBacklog);
   if (!epic || !doc) throw new Error(`the backlog or epic ${target.epic_id} of ${target.project_id} is gone`);
-  const backlog = storyBacklogSchema.parse(JSON.parse(doc.content));
   const change = applyStoriesToBacklog(
-    backlog,
+    doc.value,
     epic,
     epics.map((e) => e.id),
     answer.stories,
     { thread_id: thread.id, work_item_id: item.id, generated_at: now },
   );
   updateDocumentContent(db, { id: doc.id, from_version: doc.version, content: JSON.stringify(change.content), updated_at: now });
+  // The stored JSON parses back to this same value (stories were validated and trimmed on the way in).
+  rememberDocument(db, doc.id, doc.version + 1, parseStoryBacklog, change.content);
   const mutation = {
-    mutation_id: randomUUID(),
+    mutation_id: newId(),
     document_id: doc.id,
     doc_type: STORY_BACKLOG,
     from_version: doc.version,

@@ -8,7 +8,7 @@
  * Time comes from the injected clock, so the tick is testable with a fake one. Wake-ups are timers set
  * to the next fire time or the next stale stamp, never a fixed poll.
  */
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../db/ids.js';
 import type { Db } from '../../db/connection.js';
 import type { ScheduleRunRow } from '../../db/schema.js';
 import {
@@ -108,7 +108,7 @@ export class Scheduler {
       if (due.length > 0) {
         // Step 1, the claim: one INSERT per due period; the UNIQUE index picks the single winner.
         result.claimed = await this.write((tx) =>
-          due.flatMap((d) => claimSchedulePeriod(tx.db, { id: randomUUID(), ...d, owner: this.o.owner, now: tx.now }) ?? []),
+          due.flatMap((d) => claimSchedulePeriod(tx.db, { id: newId(), ...d, owner: this.o.owner, now: tx.now }) ?? []),
         );
         result.lostAtInsert = due.length - result.claimed.length;
         result.lost += result.lostAtInsert;

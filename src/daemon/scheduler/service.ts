@@ -3,7 +3,7 @@
  * and reading a project's briefing. Commands are one writer transaction each and validate everything
  * before writing; a change wakes the scheduler so its timer follows.
  */
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../db/ids.js';
 import type { Db } from '../../db/connection.js';
 import { getKeyedDocument, getLatestKeyedDocument, getProject } from '../../db/projects.js';
 import type { ScheduleRow } from '../../db/schema.js';
@@ -57,7 +57,7 @@ export class ScheduleService {
       if (!getProject(tx.db, input.project_id)) {
         throw new CommandError('NOT_FOUND', `no project "${input.project_id}" (see \`combine project list\`)`);
       }
-      const s: ScheduleRow = { id: randomUUID(), ...input, status: 'active', active_from: tx.now, created_at: tx.now, updated_at: tx.now };
+      const s: ScheduleRow = { id: newId(), ...input, status: 'active', active_from: tx.now, created_at: tx.now, updated_at: tx.now };
       insertSchedule(tx.db, s);
       return s;
     });

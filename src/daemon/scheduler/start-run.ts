@@ -3,7 +3,7 @@
  * engine then leases, pays for and applies it with all its guarantees). One transaction: the thread,
  * its work items and the run's link to the thread commit together, so a run never has two threads.
  */
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../db/ids.js';
 import { getProject } from '../../db/projects.js';
 import type { ScheduleRow, ScheduleRunRow, ThreadRow } from '../../db/schema.js';
 import { getSchedule, getScheduleRun, linkScheduleRunThread } from '../../db/schedules.js';
@@ -96,5 +96,5 @@ export function startScheduledRun(tx: Tx, o: RunStartOptions, run: ScheduleRunRo
 }
 
 export function newRunId(): string {
-  return randomUUID();
+  return newId();
 }

@@ -1,0 +1,92 @@
+/**
+ * A real daemon for the socket benchmarks: a temporary COMBINE_HOME, `combine daemon run` from the
+ * built CLI bundle (the same process users run), and the CLI's own tRPC client over the Unix socket.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectHttp, probeSocket, type DaemonClient } from '../../src/cli/client.js';
+import { sleep } from './stats.js';
+
+export const ROOT = new URL('../..', import.meta.url).pathname;
+export const CLI = join(ROOT, 'dist', 'cli.js');
+
+export function projectFile(id: string, epics: number) {
+  return {
+    id,
+    name: `Bench ${id}`,
+    epics: Array.from({ length: epics }, (_, i) => ({ id: `E${i + 1}`, title: `Epic ${i + 1}`, description: `What epic ${i + 1} is about.` })),
+  };
+}
+
+export class BenchDaemon {
+  readonly socket: string;
+  client!: DaemonClient;
+  private child: ChildProcess | null = null;
+
+  constructor(
+    readonly home: string,
+    readonly env: NodeJS.ProcessEnv,
+  ) {
+    this.socket = join(home, 'combine.sock');
+  }
+
+  /** A fresh home with `config` as config.json, talking to the provider at `baseURL`. */
+  static inTempHome(baseURL: string, config: unknown): BenchDaemon {
+    const home = mkdtempSync(join(tmpdir(), 'cmb-bench-'));
+    writeFileSync(join(home, 'config.json'), JSON.stringify(config));
+    return new BenchDaemon(home, { PATH: process.env.PATH, HOME: process.env.HOME, COMBINE_HOME: home, OPENAI_BASE_URL: baseURL, OPENAI_API_KEY: 'bench', COMBINE_MODEL: 'bench' });
+  }
+
+  get pid(): number {
+    return this.child?.pid ?? 0;
+  }
+
+  async start(): Promise<void> {
+    // BENCH_PROFILE_DIR: profile the daemon (node --cpu-prof); it is then stopped gracefully so the profile is written.
+    const prof = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+    this.child = spawn(process.execPath, [...prof, CLI, 'daemon', 'run'], { env: this.env, stdio: 'ignore' });
+    const deadline = Date.now() + 60_000;
+    while (!(await probeSocket(this.socket))) {
+      if (this.child.exitCode !== null) throw new Error(`the daemon exited ${this.child.exitCode}: ${this.logTail()}`);
+      if (Date.now() > deadline) throw new Error(`the daemon did not start: ${this.logTail()}`);
+      await sleep(20);
+    }
+    this.client = connectHttp(this.socket).client;
+  }
+
+  async importProject(p: unknown): Promise<void> {
+    await this.client.project.import.mutate({ file: p });
+  }
+
+  /** Resident set size of the daemon process, from /proc (bytes). */
+  rssBytes(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kb = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0);
+    return kb * 1024;
+  }
+
+  logTail(): string {
+    try {
+      return readFileSync(join(this.home, 'daemon.log'), 'utf8').trim().split('\n').slice(-5).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+
+  /** SIGKILL: the benchmarks need no graceful drain (SIGTERM when profiling, so the profile is written). */
+  async stop(): Promise<void> {
+    const child = this.child;
+    this.child = null;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill(process.env.BENCH_PROFILE_DIR ? 'SIGTERM' : 'SIGKILL');
+    await exited;
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    rmSync(this.home, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * One engine-throughput run, in process: the real App (writer, engine, ledger, logger) on a real SQLite
+ * file with synchronous=FULL, against a provider that answers at once without a network. What is
+ * measured is our work per item: claim, prompt entry, call, response entry, validation, parse_report,
+ * mutation of the backlog document, mutation_report, status changes and their events.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App } from '../../src/daemon/app.js';
+import { loadConfig } from '../../src/daemon/config.js';
+import { createEventLog, createLogger } from '../../src/daemon/logger.js';
+import type { Provider, RawResponse } from '../../src/daemon/provider.js';
+import { simulatedStories } from '../../src/sim/simulator.js';
+import { projectFile } from './daemon.js';
+import { startProfiler } from './profile.js';
+
+/** A provider with zero latency: the same valid answer for every request, from memory. */
+export function instantProvider(): Provider & { calls: number } {
+  const stories = simulatedStories('E1', 'Checkout');
+  const bodyText = JSON.stringify({
+    id: 'chatcmpl-bench',
+    object: 'chat.completion',
+    created: 0,
+    model: 'bench',
+    choices: [{ index: 0, message: { role: 'assistant', content: JSON.stringify({ stories }) }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 120, completion_tokens: 300, total_tokens: 420 },
+  });
+  let calls = 0;
+  return {
+    endpoint: 'in-process://bench',
+    get calls() {
+      return calls;
+    },
+    async send(): Promise<RawResponse> {
+      calls++;
+      return { httpStatus: 200, bodyText, requestId: `bench-${calls}`, rateLimit: {} };
+    },
+  };
+}
+
+export interface EngineRunOptions {
+  projects: number;
+  epicsPerProject: number;
+  maxInFlight: number;
+  /** Base URL of an OpenAI-compatible server; absent = the instant in-process provider. */
+  baseURL?: string;
+}
+
+export interface EngineRunResult {
+  items: number;
+  seconds: number;
+  perSecond: number;
+  ledgerEntries: number;
+  /** Database size over the number of threads (all closed by then), ledger included. */
+  bytesPerThread: number;
+}
+
+
+/** Enqueues the work with the engine stopped, then times a fresh App from start to the last applied item. */
+export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResult> {
+  const home = mkdtempSync(join(tmpdir(), 'cmb-bench-engine-'));
+  try {
+    const env = { OPENAI_BASE_URL: o.baseURL ?? 'http://127.0.0.1:9/v1', OPENAI_API_KEY: 'bench', COMBINE_MODEL: 'bench' };
+    const config = { ...loadConfig(home, env), maxInFlight: o.maxInFlight };
+    // The daemon's own logger configuration: its synchronous log lines are part of the cost per item.
+    const logger = createLogger(config.logPath, 'info');
+    const provider = o.baseURL ? undefined : instantProvider();
+    const seed = new App({ config, logger, eventLog: createEventLog(config.logPath, 'info'), ...(provider ? { provider } : {}) });
+    await seed.engine.stop(0); // enqueue only: nothing is claimed while seeding
+    for (let p = 0; p < o.projects; p++) {
+      await seed.importProject(projectFile(`p${p}`, o.epicsPerProject));
+      await seed.generateAll(`p${p}`, { force: false, deadlineAt: null, createdBy: 'bench' });
+    }
+    await seed.shutdown(0);
+
+    const items = o.projects * o.epicsPerProject;
+    const app = new App({ config, logger, eventLog: createEventLog(config.logPath, 'info'), ...(provider ? { provider } : {}) });
+    let applied = 0;
+    const done = new Promise<void>((resolve, reject) => {
+      app.bus.subscribe((e) => {
+        if (e.type === 'work_item' && e.status === 'applied' && ++applied === items) resolve();
+        if (e.type === 'work_item' && (e.status === 'dead_letter' || e.status === 'failed')) reject(new Error(`bench item ended ${e.status}: ${e.error_code}`));
+      });
+    });
+    const profiler = await startProfiler();
+    const started = performance.now();
+    await app.start();
+    await done;
+    const seconds = (performance.now() - started) / 1000;
+    await profiler.stop('engine');
+    const ledgerEntries = app.stats().ledger_entries;
+    const threads = Object.values(app.stats().threads).reduce((a, b) => a + b, 0);
+    app.db.pragma('wal_checkpoint(TRUNCATE)');
+    const dbBytes = statSync(config.dbPath).size;
+    await app.shutdown(0);
+    // Every item's full record: prompt, response, parse_report, mutation_report.
+    if (ledgerEntries !== items * 4) throw new Error(`expected ${items * 4} ledger entries, found ${ledgerEntries}`);
+    return { items, seconds, perSecond: items / seconds, ledgerEntries, bytesPerThread: dbBytes / threads };
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** A provider whose calls never answer (until aborted): items stay in flight, so only claiming is timed. */
+export function hangingProvider(): Provider {
+  return {
+    endpoint: 'in-process://hang',
+    send: (_request, signal) =>
+      new Promise<RawResponse>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * Target 6: resident memory of the real daemon process with 2,000 provider calls in flight against a
+ * provider (the simulator, over HTTP) that answers after 5 s; max_in_flight raised to 2,000 for the run.
+ * RSS is read from /proc/<pid>/status every 50 ms while the calls are open; the figure is the peak.
+ */
+import { createSimulator } from '../../src/sim/simulator.js';
+import { BenchDaemon, projectFile } from '../lib/daemon.js';
+import { row, sleep, type Row } from '../lib/stats.js';
+
+const IN_FLIGHT = 2000;
+const ANSWER_AFTER_MS = 5000;
+const MiB = 2 ** 20;
+
+export async function memoryTargets(runs: number): Promise<Row[]> {
+  const peak: number[] = [];
+  const idle: number[] = [];
+  const reached: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    const sim = await createSimulator({ latencyMs: ANSWER_AFTER_MS });
+    const d = BenchDaemon.inTempHome(sim.url, { engine: { max_in_flight: IN_FLIGHT }, provider: { timeout: '60s' } });
+    try {
+      await d.start();
+      await d.importProject(projectFile('m', IN_FLIGHT));
+      await sleep(200);
+      idle.push(d.rssBytes() / MiB);
+      await d.client.generate.all.mutate({ project_id: 'm' });
+      let max = 0;
+      let maxInFlight = 0;
+      const until = Date.now() + ANSWER_AFTER_MS + 2000;
+      while (Date.now() < until) {
+        max = Math.max(max, d.rssBytes());
+        const open = sim.calls.filter((c) => c.status === null).length;
+        maxInFlight = Math.max(maxInFlight, open);
+        await sleep(50);
+      }
+      peak.push(max / MiB);
+      reached.push(maxInFlight);
+    } finally {
+      await d.dispose();
+      await sim.close();
+    }
+  }
+  return [
+    row({ target: '6', figure: 'daemon RSS, idle (project of 2,000 epics imported)', runs: idle, unit: 'MiB', goal: '' }),
+    row({ target: '6', figure: 'provider calls open at once (peak)', runs: reached, unit: '', goal: `${IN_FLIGHT}`, check: (m) => m >= IN_FLIGHT }),
+    row({ target: '6', figure: `daemon peak RSS, ${IN_FLIGHT} calls in flight (answer after 5 s)`, runs: peak, unit: 'MiB', goal: '≤ 200 MB', check: (m) => m * MiB <= 200e6 }),
+  ];
+}

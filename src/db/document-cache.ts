@@ -1,0 +1,62 @@
+/**
+ * Parsed documents, kept between reads. Every item of a run reads its project's epic architecture and
+ * story backlog; parsing and validating those JSON documents again each time was the largest cost per
+ * item. A document's version changes with every write, so an entry is valid exactly while the stored
+ * version equals the cached one: a read costs one indexed lookup of (id, version) on a hit.
+ *
+ * One rule keeps this sound: a version number can come back with other content only if a write was
+ * rolled back, so the writer calls `forgetDocuments` after every rollback (WriterOptions.onRollback).
+ * The daemon is the only writer of its database. Cached values are shared: callers must not mutate them.
+ */
+import type { Db } from './connection.js';
+import { getDocumentContent, getDocumentHead, type DocumentHead } from './projects.js';
+
+type Parse<T> = (content: string) => T;
+
+interface Entry {
+  version: number;
+  parse: Parse<unknown>;
+  value: unknown;
+}
+
+const caches = new WeakMap<Db, Map<string, Entry>>();
+
+function cacheOf(db: Db): Map<string, Entry> {
+  let cache = caches.get(db);
+  if (!cache) {
+    cache = new Map();
+    caches.set(db, cache);
+  }
+  return cache;
+}
+
+export interface ParsedDocument<T> extends DocumentHead {
+  value: T;
+}
+
+/** The project's document of `docType`, parsed by `parse` (once per version), or undefined if absent. */
+export function readParsedDocument<T>(db: Db, projectId: string, docType: string, parse: Parse<T>): ParsedDocument<T> | undefined {
+  const head = getDocumentHead(db, projectId, docType);
+  if (!head) return undefined;
+  const cache = cacheOf(db);
+  const hit = cache.get(head.id);
+  if (hit && hit.version === head.version && hit.parse === parse) return { ...head, value: hit.value as T };
+  const content = getDocumentContent(db, head.id);
+  if (content === undefined) return undefined;
+  const value = parse(content);
+  cache.set(head.id, { version: head.version, parse, value });
+  return { ...head, value };
+}
+
+/**
+ * Records the value just written as `version` of document `id`, so the next read needs no parse.
+ * `value` must be what `parse` would return for the stored content.
+ */
+export function rememberDocument<T>(db: Db, id: string, version: number, parse: Parse<T>, value: T): void {
+  cacheOf(db).set(id, { version, parse, value });
+}
+
+/** Drops every cached document of this connection (after a rollback). */
+export function forgetDocuments(db: Db): void {
+  caches.get(db)?.clear();
+}

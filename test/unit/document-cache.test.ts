@@ -1,0 +1,64 @@
+/**
+ * The parsed-document cache must never show content that is not stored: a write rolled back after it
+ * bumped a document's version must not leave its content behind for that version number.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openDatabase, type Db } from '../../src/db/connection.js';
+import { forgetDocuments, readParsedDocument, rememberDocument } from '../../src/db/document-cache.js';
+import { newId } from '../../src/db/ids.js';
+import { applyMigrations } from '../../src/db/migrate.js';
+import { insertDocument, insertProject, updateDocumentContent } from '../../src/db/projects.js';
+import { Writer } from '../../src/db/writer.js';
+
+const parse = (content: string) => JSON.parse(content) as { n: number };
+
+describe('parsed-document cache', () => {
+  let dir: string;
+  let db: Db;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'cmb-doccache-'));
+    db = openDatabase(join(dir, 'c.db'));
+    applyMigrations(db);
+    insertProject(db, { id: 'p', name: 'P', created_at: 0 });
+    insertDocument(db, { id: 'd', project_id: 'p', doc_type: 'story_backlog', version: 1, content: '{"n":1}', updated_at: 0 });
+  });
+  afterEach(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function bump(d: Db, from: number, n: number): void {
+    updateDocumentContent(d, { id: 'd', from_version: from, content: JSON.stringify({ n }), updated_at: 0 });
+    rememberDocument(d, 'd', from + 1, parse, { n });
+  }
+
+  it('follows the stored version, and forgets what a rolled-back write remembered', async () => {
+    const writer = new Writer(db, { onRollback: () => forgetDocuments(db) });
+    expect(readParsedDocument(db, 'p', 'story_backlog', parse)?.value).toEqual({ n: 1 });
+    await expect(
+      writer.write((d) => {
+        bump(d, 1, 99);
+        throw new Error('validation failed after the update');
+      }),
+    ).rejects.toThrow(/validation failed/);
+    // Version 2 now gets different content: the rolled-back {n: 99} must not come back for it.
+    await writer.write((d) => updateDocumentContent(d, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
+    expect(readParsedDocument(db, 'p', 'story_backlog', parse)).toMatchObject({ version: 2, value: { n: 2 } });
+  });
+
+  it('reads the stored version after a rolled-back write', async () => {
+    const writer = new Writer(db, { onRollback: () => forgetDocuments(db) });
+    await expect(writer.write((d) => (bump(d, 1, 99), d.prepare('SELECT * FROM no_such_table').get()))).rejects.toThrow();
+    expect(readParsedDocument(db, 'p', 'story_backlog', parse)).toMatchObject({ version: 1, value: { n: 1 } });
+  });
+
+  it('makes ids that sort in creation order', () => {
+    const ids = Array.from({ length: 5000 }, () => newId());
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+});
