@@ -32,11 +32,14 @@ export class BenchDaemon {
     this.socket = join(home, 'combine.sock');
   }
 
-  /** A fresh home with `config` as config.json, talking to the provider at `baseURL`. */
+  /**
+   * A fresh home with `config` as config.json, talking to the provider at `baseURL`. Backpressure is
+   * lifted (the ack benchmark queues tens of thousands of items; it measures acks, not QUEUE_FULL).
+   */
   static inTempHome(baseURL: string, config: unknown): BenchDaemon {
     const home = mkdtempSync(join(tmpdir(), 'cmb-bench-'));
     writeFileSync(join(home, 'config.json'), JSON.stringify(config));
-    return new BenchDaemon(home, { PATH: process.env.PATH, HOME: process.env.HOME, COMBINE_HOME: home, OPENAI_BASE_URL: baseURL, OPENAI_API_KEY: 'bench', COMBINE_MODEL: 'bench' });
+    return new BenchDaemon(home, { PATH: process.env.PATH, HOME: process.env.HOME, COMBINE_HOME: home, OPENAI_BASE_URL: baseURL, OPENAI_API_KEY: 'bench', COMBINE_MODEL: 'bench', COMBINE_MAX_QUEUED: '10000000' });
   }
 
   get pid(): number {
