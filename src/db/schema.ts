@@ -104,6 +104,10 @@ export const workItems = sqliteTable(
     index('idx_work_items_deadline')
       .on(t.deadline_at)
       .where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
+    // Budget-parked items only: unparking runs after every settled call and must not read the queue.
+    index('idx_work_items_parked')
+      .on(t.project_id)
+      .where(sql`status = 'queued' AND error_code = 'BUDGET_EXCEEDED'`),
     // The recovery scan reads only leased items, by expiry.
     index('idx_work_items_leased')
       .on(t.lease_expires_at)

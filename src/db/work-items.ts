@@ -36,7 +36,7 @@ export function getLatestWorkItem(db: Db, threadId: string): WorkItemRow | undef
     | undefined;
 }
 
-type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
+export type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
 type QueueGroup = Pick<WorkItemRow, 'project_id' | 'priority'>;
 
 /**
@@ -51,6 +51,25 @@ type QueueGroup = Pick<WorkItemRow, 'project_id' | 'priority'>;
 export function listClaimHeads(db: Db, now: number): ClaimHead[] {
   const heads: ClaimHead[] = [];
   for (let g = firstQueueGroup(db); g; g = nextQueueGroup(db, g)) {
+    const head = groupHead(db, g, now);
+    if (head) heads.push(head);
+  }
+  return heads;
+}
+
+/**
+ * The candidates of one project (one per priority with queued items). After a claim or a park only that
+ * project's heads can change — lock scopes are per project epic — so a claim round refreshes these
+ * instead of walking every group again.
+ */
+export function listProjectClaimHeads(db: Db, projectId: string, now: number): ClaimHead[] {
+  const heads: ClaimHead[] = [];
+  let g = prepared(
+    db,
+    `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' AND project_id = ? ORDER BY priority LIMIT 1`,
+  ).get(projectId) as QueueGroup | undefined;
+  for (; g && g.project_id === projectId; g = nextQueueGroup(db, g)) {
     const head = groupHead(db, g, now);
     if (head) heads.push(head);
   }

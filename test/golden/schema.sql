@@ -49,6 +49,9 @@ CREATE INDEX `idx_work_items_fair` ON `llm_work_items` (`project_id`,`priority`,
 -- index idx_work_items_leased
 CREATE INDEX `idx_work_items_leased` ON `llm_work_items` (`lease_expires_at`) WHERE status IN ('claimed', 'running');
 
+-- index idx_work_items_parked
+CREATE INDEX `idx_work_items_parked` ON `llm_work_items` (`project_id`) WHERE status = 'queued' AND error_code = 'BUDGET_EXCEEDED';
+
 -- index mutations_work_item_id_unique
 CREATE UNIQUE INDEX `mutations_work_item_id_unique` ON `mutations` (`work_item_id`);
 

@@ -15,7 +15,7 @@ import { acquireLock } from '../../db/locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
-import { claimWorkItem, getWorkItem, listClaimHeads, listQueuedPastDeadline, parkProjectItems } from '../../db/work-items.js';
+import { claimWorkItem, getWorkItem, listClaimHeads, listProjectClaimHeads, listQueuedPastDeadline, parkProjectItems, type ClaimHead } from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { ModelParams } from '../../domain/prompts.js';
@@ -47,12 +47,16 @@ export interface ClaimRound {
 export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: number, leaseMs: number): ClaimRound {
   const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null };
   const leaseUntil = tx.now + leaseMs;
+  let heads = listClaimHeads(tx.db, tx.now);
   while (round.claimed.length < limit) {
-    const pick = flow.scheduler.pick(listClaimHeads(tx.db, tx.now), tx.now);
+    const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
     const item = getWorkItem(tx.db, pick.id)!;
     const estimate = estimateFor(tx, flow, item);
-    if (!fitsBudget(tx, flow, item, estimate, round)) continue;
+    if (!fitsBudget(tx, flow, item, estimate, round)) {
+      heads = replaceProjectHeads(tx, heads, pick.project_id);
+      continue;
+    }
     const admission = flow.limiter.admit(flow.modelParams.model, estimate.tokens, tx.now);
     if (!admission.ok) {
       round.limitedUntil = admission.retryAt;
@@ -69,8 +73,18 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
     const thread = getThread(tx.db, leased.thread_id);
     if (thread) emitWorkItem(tx, thread, leased);
     round.claimed.push(leased);
+    heads = replaceProjectHeads(tx, heads, pick.project_id);
   }
   return round;
+}
+
+/**
+ * The heads after a claim or a park in `projectId`: only that project's can have changed (lock scopes
+ * are per project epic), so one project is re-read instead of every group — a round of many claims
+ * across hundreds of projects would otherwise walk them all once per claim.
+ */
+function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string): ClaimHead[] {
+  return [...heads.filter((h) => h.project_id !== projectId), ...listProjectClaimHeads(tx.db, projectId, tx.now)];
 }
 
 /** The most the item's next call can bill; a request that cannot be built (target gone) reserves max_tokens. */

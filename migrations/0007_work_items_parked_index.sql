@@ -1,0 +1,1 @@
+CREATE INDEX `idx_work_items_parked` ON `llm_work_items` (`project_id`) WHERE status = 'queued' AND error_code = 'BUDGET_EXCEEDED';
