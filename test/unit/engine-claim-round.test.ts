@@ -1,0 +1,64 @@
+/**
+ * One claim round over many queued items: the producer picks, leases and re-reads candidates inside
+ * one transaction. Real SQLite file, real simulator over HTTP (holding every call open, so what was
+ * claimed stays visible as in flight).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { App } from '../../src/daemon/app.js';
+import { loadConfig, type Config } from '../../src/daemon/config.js';
+import { createLogger } from '../../src/daemon/logger.js';
+import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
+import { project } from '../helpers/harness.js';
+
+describe('a claim round with many free slots', () => {
+  let dir: string;
+  let sim: Simulator;
+  let config: Config;
+  const apps: App[] = [];
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'cmb-round-'));
+    sim = await createSimulator({ faults: [{ kind: 'hang' }] });
+    config = { ...loadConfig(dir, { OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model' }), maxInFlight: 6 };
+  });
+  afterEach(async () => {
+    for (const app of apps) await app.shutdown(0);
+    await sim.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function newApp(): App {
+    const app = new App({ config, logger: createLogger(null, 'silent') });
+    apps.push(app);
+    return app;
+  }
+
+  it('fills every slot in one round, projects taking turns, one lease per epic', async () => {
+    // Enqueue with the engine stopped, so the next start finds the whole queue at once.
+    const seed = newApp();
+    await seed.engine.stop(0);
+    for (const p of ['a', 'b', 'c']) {
+      await seed.importProject(project(p, 4));
+      await seed.generateAll(p, { force: false, deadlineAt: null, createdBy: null });
+    }
+    await seed.shutdown(0);
+    apps.length = 0;
+
+    const app = newApp();
+    await app.start();
+    await app.engine.claimDue(); // nothing more fits: the start's round took all six slots
+
+    const leased = app.db
+      .prepare("SELECT project_id, lock_scope FROM llm_work_items WHERE status IN ('claimed', 'running') ORDER BY started_at, rowid")
+      .all() as { project_id: string; lock_scope: string }[];
+    expect(leased).toHaveLength(6);
+    expect(new Set(leased.map((l) => l.lock_scope)).size).toBe(6);
+    const perProject = Object.fromEntries(['a', 'b', 'c'].map((p) => [p, leased.filter((l) => l.project_id === p).length]));
+    expect(perProject).toEqual({ a: 2, b: 2, c: 2 });
+    const queued = app.db.prepare("SELECT count(*) AS n FROM llm_work_items WHERE status = 'queued'").get() as { n: number };
+    expect(queued.n).toBe(6);
+  });
+});
