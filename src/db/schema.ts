@@ -115,6 +115,17 @@ export const workItems = sqliteTable(
   ],
 );
 
+/**
+ * How many work items are queued, as one row kept exact by triggers on llm_work_items (migration
+ * 0009): backpressure checks it on every command, and `count(*)` over the queue grew with the queue
+ * (~15% of a command's CPU at 30,000 queued). Derived data: the triggers change it in the same
+ * transaction as the item, so it cannot drift from the table.
+ */
+export const queueDepth = sqliteTable('llm_queue_depth', {
+  id: integer('id').primaryKey(),
+  queued: integer('queued').notNull(),
+});
+
 export const ledgerEntries = sqliteTable(
   'llm_ledger_entries',
   {

@@ -160,9 +160,12 @@ export function unparkBudgetItems(db: Db, p: { project_id: string | null; now: n
   ).run(p).changes;
 }
 
-/** Queue depth for backpressure: every queued item, due or not (parked and backing-off items included). */
+/**
+ * Queue depth for backpressure: every queued item, due or not (parked and backing-off items included).
+ * One row kept by triggers (migration 0009), not a count of the queue: it is read on every command.
+ */
 export function countQueuedWorkItems(db: Db): number {
-  return (prepared(db, "SELECT count(*) AS n FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued'").get() as { n: number }).n;
+  return (prepared(db, 'SELECT queued FROM llm_queue_depth WHERE id = 1').get() as { queued: number }).queued;
 }
 
 /** Queued items whose deadline passed before they started. */

@@ -176,6 +176,12 @@ CREATE TABLE `llm_project_spend` (
 	PRIMARY KEY(`project_id`, `day`)
 );
 
+-- table llm_queue_depth
+CREATE TABLE `llm_queue_depth` (
+	`id` integer PRIMARY KEY NOT NULL,
+	`queued` integer NOT NULL
+);
+
 -- table llm_response_cache
 CREATE TABLE `llm_response_cache` (
 	`request_hash` text PRIMARY KEY NOT NULL,
@@ -328,4 +334,32 @@ END;
 CREATE TRIGGER `ledger_entries_no_update` BEFORE UPDATE ON `llm_ledger_entries`
 BEGIN
   SELECT RAISE(ABORT, 'llm_ledger_entries is append-only: UPDATE refused');
+END;
+
+-- trigger work_items_queue_depth_delete
+CREATE TRIGGER `work_items_queue_depth_delete` AFTER DELETE ON `llm_work_items`
+WHEN OLD.`status` = 'queued'
+BEGIN
+  UPDATE `llm_queue_depth` SET `queued` = `queued` - 1 WHERE `id` = 1;
+END;
+
+-- trigger work_items_queue_depth_enter
+CREATE TRIGGER `work_items_queue_depth_enter` AFTER UPDATE OF `status` ON `llm_work_items`
+WHEN OLD.`status` != 'queued' AND NEW.`status` = 'queued'
+BEGIN
+  UPDATE `llm_queue_depth` SET `queued` = `queued` + 1 WHERE `id` = 1;
+END;
+
+-- trigger work_items_queue_depth_insert
+CREATE TRIGGER `work_items_queue_depth_insert` AFTER INSERT ON `llm_work_items`
+WHEN NEW.`status` = 'queued'
+BEGIN
+  UPDATE `llm_queue_depth` SET `queued` = `queued` + 1 WHERE `id` = 1;
+END;
+
+-- trigger work_items_queue_depth_leave
+CREATE TRIGGER `work_items_queue_depth_leave` AFTER UPDATE OF `status` ON `llm_work_items`
+WHEN OLD.`status` = 'queued' AND NEW.`status` != 'queued'
+BEGIN
+  UPDATE `llm_queue_depth` SET `queued` = `queued` - 1 WHERE `id` = 1;
 END;

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig, type Config } from '../../src/daemon/config.js';
+import { loadConfig, type DaemonConfig } from '../../src/daemon/config.js';
 import { createLogger } from '../../src/daemon/logger.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
@@ -16,7 +16,7 @@ import { project } from '../helpers/harness.js';
 describe('a claim round with many free slots', () => {
   let dir: string;
   let sim: Simulator;
-  let config: Config;
+  let config: DaemonConfig;
   const apps: App[] = [];
 
   beforeEach(async () => {

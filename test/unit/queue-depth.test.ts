@@ -1,0 +1,66 @@
+/** The queue depth that backpressure reads is kept exact by the database's own triggers. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openDatabase, type Db } from '../../src/db/connection.js';
+import { applyMigrations } from '../../src/db/migrate.js';
+import { insertThread } from '../../src/db/threads.js';
+import { countQueuedWorkItems, insertWorkItem } from '../../src/db/work-items.js';
+
+let dir: string;
+let db: Db;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'cmb-depth-'));
+  db = openDatabase(join(dir, 'combine.db'));
+  applyMigrations(db);
+});
+afterEach(() => {
+  db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function addItem(id: string, status: 'queued' | 'applied'): void {
+  insertThread(db, { id: `t-${id}`, kind: 'k', space_type: 'project', space_id: 'p', target_ref: '{}', status: 'open', parent_thread_id: null, idempotency_key: id, created_by: null, created_at: 1, closed_at: null });
+  insertWorkItem(db, {
+    id, thread_id: `t-${id}`, sequence: 1, status, attempt: 1, max_attempts: 3, repair_count: 0, lock_scope: `p:${id}`, project_id: 'p', priority: 0,
+    not_before: 0, deadline_at: null, lease_owner: null, lease_expires_at: null, error_code: null, error_message: null, created_at: 1, started_at: null, finished_at: null,
+  });
+}
+
+const counted = () => (db.prepare("SELECT count(*) AS n FROM llm_work_items WHERE status = 'queued'").get() as { n: number }).n;
+const setStatus = (id: string, status: string) => db.prepare('UPDATE llm_work_items SET status = ? WHERE id = ?').run(status, id);
+
+describe('queue depth', () => {
+  it('follows every insert, status change and delete of a work item', () => {
+    expect(countQueuedWorkItems(db)).toBe(0);
+    for (const id of ['a', 'b', 'c']) addItem(id, 'queued');
+    addItem('d', 'applied');
+    const steps: [string, () => unknown, number][] = [
+      ['three queued, one applied', () => {}, 3],
+      ['a leased', () => setStatus('a', 'claimed'), 2],
+      ['a back in the queue for a retry', () => setStatus('a', 'queued'), 3],
+      ['b set to queued again (no change)', () => setStatus('b', 'queued'), 3],
+      ['an update that leaves status alone', () => db.prepare("UPDATE llm_work_items SET not_before = 5 WHERE id = 'c'").run(), 3],
+      ['c canceled', () => setStatus('c', 'canceled'), 2],
+      ['a queued item deleted', () => db.prepare("DELETE FROM llm_work_items WHERE id = 'b'").run(), 1],
+      ['a finished item deleted', () => db.prepare("DELETE FROM llm_work_items WHERE id = 'd'").run(), 1],
+    ];
+    for (const [what, step, expected] of steps) {
+      step();
+      expect({ what, depth: countQueuedWorkItems(db) }).toEqual({ what, depth: expected });
+      expect(countQueuedWorkItems(db)).toBe(counted());
+    }
+  });
+
+  it('rolls back with the transaction that changed the queue', () => {
+    addItem('a', 'queued');
+    expect(() =>
+      db.transaction(() => {
+        addItem('b', 'queued');
+        throw new Error('command refused');
+      })(),
+    ).toThrow('command refused');
+    expect(countQueuedWorkItems(db)).toBe(1);
+  });
+});
