@@ -48,7 +48,7 @@ export class BenchDaemon {
 
   async start(): Promise<void> {
     // BENCH_PROFILE_DIR: profile the daemon (node --cpu-prof); it is then stopped gracefully so the profile is written.
-    const prof = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+    const prof = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : process.env.BENCH_HEAPSNAP ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${process.env.BENCH_HEAPSNAP}`] : [];
     this.child = spawn(process.execPath, [...prof, CLI, 'daemon', 'run'], { env: this.env, stdio: 'ignore' });
     const deadline = Date.now() + 60_000;
     while (!(await probeSocket(this.socket))) {
