@@ -6,7 +6,7 @@
  * provider sent — paid — that never reached the ledger; at most the calls in flight at the kills), and
  * the ledger verification. Exit 1 if a guarantee failed.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,13 +23,22 @@ const cli = join(root, 'dist', 'cli.js');
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function combine(env: NodeJS.ProcessEnv, args: string[]): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [cli, ...args], { env, encoding: 'utf8', timeout: 60_000 });
-  return { code: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
+/**
+ * Runs the CLI without blocking this process: the simulator answers from this event loop, so a
+ * synchronous spawn would hold every provider call for as long as the CLI runs (and a `--follow`
+ * waiting for those calls would wait for ever).
+ */
+function combine(env: NodeJS.ProcessEnv, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [cli, ...args], { env, encoding: 'utf8', timeout: 120_000, maxBuffer: 64 * 2 ** 20 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
 }
 
-function json(env: NodeJS.ProcessEnv, args: string[]): any {
-  const r = combine(env, [...args, '--json']);
+async function json(env: NodeJS.ProcessEnv, args: string[]): Promise<any> {
+  const r = await combine(env, [...args, '--json']);
   if (r.code !== 0) throw new Error(`combine ${args.join(' ')}: exit ${r.code}: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }
@@ -50,27 +59,27 @@ async function main(): Promise<void> {
     }),
   );
   const started = Date.now();
-  json(env, ['project', 'import', projectFile]);
-  const parent = json(env, ['generate-all', '--project', 'chaos']);
+  await json(env, ['project', 'import', projectFile]);
+  const parent = await json(env, ['generate-all', '--project', 'chaos']);
   console.log(`chaos: ${EPICS} epics, ${FAULT_RATE * 100}% faults, ${LATENCY_MS} ms latency, ${MAX_IN_FLIGHT} in flight; parent ${parent.thread_id}`);
 
   let inFlightAtKills = 0;
   for (let round = 1; round <= ROUNDS; round++) {
     await sleep(1000 + Math.random() * 2000);
-    const stats = combine(env, ['stats', '--json', '--no-autostart']);
+    const stats = await combine(env, ['stats', '--json', '--no-autostart']);
     const inFlight = stats.code === 0 ? JSON.parse(stats.stdout).in_flight : 0;
     const pid = Number(readFileSync(join(home, 'daemon.pid'), 'utf8'));
     process.kill(pid, 'SIGKILL');
     inFlightAtKills += inFlight;
-    const done = json(env, ['daemon', 'start']);
+    const done = await json(env, ['daemon', 'start']);
     console.log(`round ${round}: killed pid ${pid} with ${inFlight} calls in flight; restarted as pid ${done.pid}`);
   }
 
-  const follow = combine(env, ['thread', parent.thread_id, '--follow', '--json']);
+  const follow = await combine(env, ['thread', parent.thread_id, '--follow', '--json']);
   const lines = follow.stdout.trim().split('\n');
   const final = JSON.parse(lines[lines.length - 1]!);
-  const verify = combine(env, ['ledger', 'verify', '--json']);
-  combine(env, ['daemon', 'stop']);
+  const verify = await combine(env, ['ledger', 'verify', '--json']);
+  await combine(env, ['daemon', 'stop']);
 
   const db = new Database(join(home, 'combine.db'), { readonly: true });
   const children = db.prepare('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status').all(parent.thread_id) as { status: string; n: number }[];
@@ -82,6 +91,14 @@ async function main(): Promise<void> {
   const mutations = (db.prepare('SELECT count(*) AS n FROM mutations').get() as { n: number }).n;
   const docVersion = (db.prepare("SELECT version FROM documents WHERE project_id = 'chaos' AND doc_type = 'story_backlog'").get() as { version: number }).version;
   const recordedAnswers = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'response'").get() as { n: number }).n;
+  // What the unfinished children wait for: their newest work item's state, to explain a failed run.
+  const stuck = db
+    .prepare(
+      `SELECT w.status, w.error_code, count(*) AS n, min(w.not_before) AS next_due, min(w.lease_expires_at) AS lease_until FROM llm_threads t
+       JOIN llm_work_items w ON w.thread_id = t.id AND w.sequence = (SELECT max(sequence) FROM llm_work_items WHERE thread_id = t.id)
+       WHERE t.parent_thread_id = ? AND t.status NOT IN ('complete', 'failed', 'canceled') GROUP BY w.status, w.error_code`,
+    )
+    .all(parent.thread_id);
   const interrupted = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'error' AND payload LIKE '%\"INTERRUPTED\"%'").get() as { n: number }).n;
   db.close();
   const paidAnswers = sim.calls.filter((c) => c.status === 200).length;
@@ -103,9 +120,11 @@ async function main(): Promise<void> {
   console.log('\n| measure | result |\n| --- | --- |');
   for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
 
-  await sim.close();
-  rmSync(home, { recursive: true, force: true });
   const ok = threadsLost === 0 && twiceByItem + twiceByThread === 0 && docVersion - 1 === mutations && repeatedPaid <= inFlightAtKills && verifyResult.ok;
+  await sim.close();
+  if (ok && !process.env.CHAOS_KEEP) rmSync(home, { recursive: true, force: true });
+  else console.log(`the home is kept for inspection: ${home}`);
+  if (stuck.length > 0) console.log(`\nunfinished children, by their newest work item (now ${Date.now()}):`, JSON.stringify(stuck));
   console.log(ok ? '\nchaos: all guarantees held' : '\nchaos: A GUARANTEE FAILED');
   process.exit(ok ? 0 : 1);
 }
