@@ -1,5 +1,6 @@
 /** The daemon as a process: one per home, restarts keep everything, a dead one is detected fast. */
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -69,6 +70,33 @@ describe('daemon lifecycle', () => {
     for (const r of runs) expect(r.code, r.stderr).toBe(0);
     const pids = runs.map((r) => JSON.parse(r.stdout).pid);
     expect(pids[0]).toBe(pids[1]);
+  });
+
+  it('answers a refused command over its API with its own status (404, 400) and the reason, not a 500', async () => {
+    await h.startDaemon();
+    await h.importProject(project('api', 1));
+    const post = (path: string, body: unknown) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const text = JSON.stringify(body);
+        const req = http.request({ socketPath: join(h.home, 'combine.sock'), method: 'POST', path, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
+          let data = '';
+          res.on('data', (c) => (data += c));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
+        });
+        req.on('error', reject);
+        req.end(text);
+      });
+
+    const missing = await post('/generate.epic', { project_id: 'api', epic_id: 'E9' });
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.data).toMatchObject({ code: 'NOT_FOUND', httpStatus: 404, combine: { kind: 'NOT_FOUND' } });
+    expect(missing.body.error.message).toMatch(/no epic "E9"/);
+
+    const badInput = await post('/generate.epic', { project_id: 'api' });
+    expect(badInput.status).toBe(400);
+
+    const ok = await post('/generate.epic', { project_id: 'api', epic_id: 'E1' });
+    expect(ok.status).toBe(200);
   });
 });
 
