@@ -1,6 +1,6 @@
 /**
- * The tRPC client for the daemon's Unix socket: queries and mutations over HTTP (a small fetch that
- * speaks to the socket, ~0.4 ms per call), subscriptions over WebSocket on the same socket. Every call
+ * The tRPC client for the daemon's Unix socket: queries and mutations over HTTP (a small tRPC link on
+ * node:http, ~0.4 ms per call), subscriptions over WebSocket on the same socket. Every call
  * has a deadline, and a down daemon is detected by probing the socket first, never by a hanging call.
  * The WebSocket side lives in subscriptions.ts, loaded only by `--follow`: most commands never pay for
  * loading `ws`.
@@ -8,7 +8,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import { existsSync } from 'node:fs';
-import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client';
+import { createTRPCClient, TRPCClientError, type TRPCLink } from '@trpc/client';
+import { observable } from '@trpc/server/observable';
 import type { AppRouter } from '../daemon/router.js';
 import { CliError, EXIT } from './output.js';
 
@@ -30,35 +31,54 @@ export function probeSocket(path: string, timeoutMs = 1000): Promise<boolean> {
   });
 }
 
-/** A fetch for tRPC's httpLink that sends the request over a Unix socket. */
-export function unixSocketFetch(socketPath: string): typeof fetch {
-  return ((input: string | URL | Request, init?: RequestInit) =>
-    new Promise<Response>((resolve, reject) => {
-      const url = new URL(String(input));
-      const req = http.request(
-        {
-          socketPath,
-          path: url.pathname + url.search,
-          method: init?.method ?? 'GET',
-          headers: init?.headers as http.OutgoingHttpHeaders,
-          signal: init?.signal ?? undefined,
-          // No keep-alive: a pooled socket would hold the CLI process open after its last call.
-          agent: false,
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('error', reject);
-          res.on('end', () => {
-            const headers = new Headers();
-            for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') headers.set(k, v);
-            resolve(new Response(Buffer.concat(chunks), { status: res.statusCode ?? 500, headers }));
-          });
-        },
-      );
-      req.on('error', reject);
-      req.end(typeof init?.body === 'string' ? init.body : undefined);
-    })) as typeof fetch;
+/**
+ * The tRPC link for queries and mutations: tRPC's HTTP protocol (GET `/path?input=…`, POST `/path` with
+ * the input as JSON; the answer is `{result}` or `{error}`) over node:http on the Unix socket. Not
+ * tRPC's `httpLink`: it reads the `FormData` global and needs a WHATWG `Response`, and either makes Node
+ * load its bundled undici — about a fifth of a short command's run time. No transformer is configured,
+ * so inputs and results travel as plain JSON.
+ */
+export function unixSocketLink(socketPath: string): TRPCLink<AppRouter> {
+  return () =>
+    ({ op }) =>
+      observable((observer) => {
+        if (op.type === 'subscription') {
+          observer.error(new TRPCClientError('subscriptions need the WebSocket client (connectWithSubscriptions)'));
+          return () => {};
+        }
+        const input = op.input === undefined ? undefined : JSON.stringify(op.input);
+        const isMutation = op.type === 'mutation';
+        const req = http.request(
+          {
+            path: `/${op.path}${!isMutation && input !== undefined ? `?input=${encodeURIComponent(input)}` : ''}`,
+            method: isMutation ? 'POST' : 'GET',
+            headers: isMutation ? { 'content-type': 'application/json', 'content-length': input === undefined ? 0 : Buffer.byteLength(input) } : {},
+            signal: op.signal ?? undefined,
+            // Our own connection and no agent: no pooled socket holds the CLI process open after its
+            // last call, and Node skips the agent's per-request host name work (~3 ms on a cold start).
+            createConnection: () => net.connect(socketPath),
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('error', (err) => observer.error(TRPCClientError.from(err)));
+            res.on('end', () => {
+              let envelope: { result?: unknown; error?: unknown };
+              try {
+                envelope = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+              } catch {
+                return observer.error(new TRPCClientError(`the daemon answered HTTP ${res.statusCode} with a body that is not JSON`));
+              }
+              if (envelope.error) return observer.error(TRPCClientError.from(envelope as Parameters<typeof TRPCClientError.from>[0]));
+              observer.next({ result: envelope.result as { data: unknown } });
+              observer.complete();
+            });
+          },
+        );
+        req.on('error', (err) => observer.error(TRPCClientError.from(err)));
+        req.end(isMutation ? input : undefined);
+        return () => req.destroy();
+      });
 }
 
 export interface Connection {
@@ -69,7 +89,7 @@ export interface Connection {
 /** A client for queries and mutations only (no WebSocket is opened). */
 export function connectHttp(socketPath: string): Connection {
   const client = createTRPCClient<AppRouter>({
-    links: [httpLink({ url: 'http://combine.local/', fetch: unixSocketFetch(socketPath) })],
+    links: [unixSocketLink(socketPath)],
   });
   return { client, close() {} };
 }

@@ -2,7 +2,6 @@
  * Starting, finding and stopping the daemon from the CLI. A command that needs the daemon starts it in
  * the background when it is not running (unless --no-autostart); the daemon outlives the CLI.
  */
-import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { connectHttp, probeSocket, toCliError, type Connection } from './client.js';
@@ -38,6 +37,8 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const log = openSync(files.log, 'a', 0o600);
   const cli = fileURLToPath(new URL('./cli.js', import.meta.url));
+  // Loaded here, not at the top: only a start needs it, and every CLI run would pay for loading it.
+  const { spawn } = await import('node:child_process');
   const child = spawn(process.execPath, [cli, 'daemon', 'run', ...runArgs], {
     detached: true,
     stdio: ['ignore', log, log],

@@ -2,10 +2,10 @@
  * The subscribing client (`--follow`): tRPC subscriptions over WebSocket on the daemon's socket, queries
  * and mutations over HTTP. A separate module so that commands without --follow never load `ws`.
  */
-import { createTRPCClient, createWSClient, httpLink, splitLink, wsLink } from '@trpc/client';
+import { createTRPCClient, createWSClient, splitLink, wsLink } from '@trpc/client';
 import WebSocket from 'ws';
 import type { AppRouter } from '../daemon/router.js';
-import { unixSocketFetch, type Connection } from './client.js';
+import { unixSocketLink, type Connection } from './client.js';
 
 /** A client that can also subscribe; `close()` must be called or the process stays alive. */
 export function connectWithSubscriptions(socketPath: string, onReconnecting?: () => void): Connection {
@@ -20,7 +20,7 @@ export function connectWithSubscriptions(socketPath: string, onReconnecting?: ()
       splitLink({
         condition: (op) => op.type === 'subscription',
         true: wsLink({ client: ws }),
-        false: httpLink({ url: 'http://combine.local/', fetch: unixSocketFetch(socketPath) }),
+        false: unixSocketLink(socketPath),
       }),
     ],
   });

@@ -72,6 +72,19 @@ describe('daemon lifecycle', () => {
     expect(pids[0]).toBe(pids[1]);
   });
 
+  it('exits 3 naming the deadline when the daemon accepts the connection but never answers', async () => {
+    const pid = await h.startDaemon();
+    process.kill(pid, 'SIGSTOP'); // the socket still accepts (kernel backlog); nothing answers
+    try {
+      const r = await h.cli(['threads', '--json', '--no-autostart']);
+      expect(r.code).toBe(3);
+      expect(r.stderr).toContain('did not answer in time');
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    expect((await h.cli(['threads', '--json'])).code).toBe(0);
+  });
+
   it('answers a refused command over its API with its own status (404, 400) and the reason, not a 500', async () => {
     await h.startDaemon();
     await h.importProject(project('api', 1));

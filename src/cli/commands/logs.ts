@@ -1,6 +1,5 @@
 /** `combine logs [-f] [--thread <id>]`: daemon.log, readable. Reads the file; needs no daemon. */
 import { closeSync, createReadStream, existsSync, openSync, readSync, statSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { Command } from 'commander';
 import { homeFiles } from '../home.js';
 import { formatLogLine, matchesFilter, parseLogLine, type LogFilter } from '../log-format.js';
@@ -27,6 +26,7 @@ async function printExisting(path: string, filter: LogFilter, json: boolean, lim
   const size = statSync(path).size;
   if (size === 0) return 0;
   const tail: string[] = [];
+  const { createInterface } = await import('node:readline'); // only `combine logs` reads lines
   const rl = createInterface({ input: createReadStream(path, { start: 0, end: size - 1 }), crlfDelay: Infinity });
   for await (const line of rl) {
     const out = render(line, filter, json);
