@@ -81,6 +81,35 @@ export const appRouter = t.router({
     ),
   }),
 
+  /** Any operation: `combine run` (and the shorthands' generic path). */
+  run: procedure
+    .input(
+      z.object({
+        operation: z.string().min(1).max(64),
+        input: z.unknown(),
+        force: z.boolean().default(false),
+        deadline_ms: z.number().int().positive().nullable().default(null),
+        created_by: z.string().max(200).nullable().default(null),
+      }),
+    )
+    .mutation(({ ctx, input }) =>
+      ctx.app.run(input.operation, input.input, {
+        force: input.force,
+        deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms,
+        createdBy: input.created_by,
+      }),
+    ),
+  runDryRun: procedure
+    .input(z.object({ operation: z.string().min(1).max(64), input: z.unknown() }))
+    .query(({ ctx, input }) => ctx.app.dryRun(input.operation, input.input)),
+  operations: t.router({
+    list: procedure.query(({ ctx }) => ctx.app.operationList()),
+    show: procedure.input(z.object({ name: z.string().min(1).max(64) })).query(({ ctx, input }) => ctx.app.operation(input.name)),
+  }),
+  doc: procedure
+    .input(z.object({ project_id: id, doc_type: z.string().min(1).max(200), key: z.string().min(1).max(200).nullable().default(null) }))
+    .query(({ ctx, input }) => ctx.app.document(input.project_id, input.doc_type, input.key)),
+
   thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.thread(input.thread_id)),
   threads: procedure
     .input(z.object({ active: z.boolean().default(false), project_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(100) }))
@@ -108,7 +137,8 @@ export const appRouter = t.router({
       .input(
         z.object({
           project_id: id,
-          operation: z.string().min(1).max(50),
+          operation: z.string().min(1).max(64),
+          input: z.record(z.string(), z.unknown()).default({}),
           cron: z.string().min(1).max(200),
           timezone: z.string().min(1).max(100).default('UTC'),
           catch_up: z.string().min(1).max(20).default('latest'),
@@ -127,10 +157,39 @@ export const appRouter = t.router({
   }),
   briefing: procedure
     .input(z.object({ project_id: id, date: z.string().max(20).nullable().default(null) }))
-    .query(({ ctx, input }) => ctx.app.schedules.briefing(input.project_id, input.date)),
+    .query(({ ctx, input }) => ctx.app.briefing(input.project_id, input.date)),
 
   ledger: t.router({
-    thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),
+    /** Any operation: `combine run` (and the shorthands' generic path). */
+  run: procedure
+    .input(
+      z.object({
+        operation: z.string().min(1).max(64),
+        input: z.unknown(),
+        force: z.boolean().default(false),
+        deadline_ms: z.number().int().positive().nullable().default(null),
+        created_by: z.string().max(200).nullable().default(null),
+      }),
+    )
+    .mutation(({ ctx, input }) =>
+      ctx.app.run(input.operation, input.input, {
+        force: input.force,
+        deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms,
+        createdBy: input.created_by,
+      }),
+    ),
+  runDryRun: procedure
+    .input(z.object({ operation: z.string().min(1).max(64), input: z.unknown() }))
+    .query(({ ctx, input }) => ctx.app.dryRun(input.operation, input.input)),
+  operations: t.router({
+    list: procedure.query(({ ctx }) => ctx.app.operationList()),
+    show: procedure.input(z.object({ name: z.string().min(1).max(64) })).query(({ ctx, input }) => ctx.app.operation(input.name)),
+  }),
+  doc: procedure
+    .input(z.object({ project_id: id, doc_type: z.string().min(1).max(200), key: z.string().min(1).max(200).nullable().default(null) }))
+    .query(({ ctx, input }) => ctx.app.document(input.project_id, input.doc_type, input.key)),
+
+  thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),
     verify: procedure.query(({ ctx }) => ctx.app.verifyLedger()),
     export: procedure
       .input(

@@ -4,7 +4,7 @@
  * restarted — from the recorded answer, with zero new provider calls.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { simulatedStories } from '../../src/sim/simulator.js';
+import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { FAST_RETRY, Harness, project, waitForExit, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 
 let h: Harness;

@@ -20,9 +20,7 @@ import {
   unparkBudgetItems,
 } from '../../db/work-items.js';
 import type { Writer } from '../../db/writer.js';
-import type { AnswerRules } from '../../domain/answer-rules.js';
-import type { ModelParams } from '../../domain/prompts.js';
-import type { RetryPolicy } from '../../domain/retry.js';
+import type { OperationRegistry } from '../../operations/registry.js';
 import type { EngineEvent } from '../events.js';
 import type { Logger } from '../logger.js';
 import type { Provider } from '../provider.js';
@@ -61,9 +59,7 @@ export interface EngineOptions {
   owner: string;
   maxInFlight: number;
   callTimeoutMs: number;
-  modelParams: ModelParams;
-  policyFor(kind: string): RetryPolicy;
-  rulesFor(kind: string): AnswerRules;
+  operations: OperationRegistry;
   cache: boolean;
   recoveryIntervalMs: number;
   breaker: BreakerPolicy;
@@ -111,9 +107,7 @@ export class Engine {
     this.ctx = {
       owner: o.owner,
       endpoint: o.provider.endpoint,
-      modelParams: o.modelParams,
-      policyFor: o.policyFor,
-      rulesFor: o.rulesFor,
+      operations: o.operations,
       cache: o.cache,
       random: o.random ?? Math.random,
       priceOf: o.flow.priceOf,
@@ -316,7 +310,7 @@ export class Engine {
     const now = this.o.clock.now();
     if (outcome.kind === 'response') return this.o.flow.limiter.observe(model, outcome.rateLimit, now);
     if (outcome.error.code !== 'PROVIDER_RATE_LIMIT') return;
-    const until = now + (outcome.error.retryAfterMs ?? this.o.policyFor('').baseMs);
+    const until = now + (outcome.error.retryAfterMs ?? this.o.operations.defaultPolicy.baseMs);
     this.o.flow.limiter.park(model, until, now);
     this.o.logger.warn({ model, until: new Date(until).toISOString() }, 'rate limited by the provider (429): no new calls of this model until the reset');
     this.limitedUntil = Math.max(this.limitedUntil ?? 0, until);

@@ -18,7 +18,7 @@ import { getThread } from '../../db/threads.js';
 import { claimWorkItem, getWorkItem, listClaimHeads, listProjectClaimHeads, listQueuedPastDeadline, parkProjectItems, type ClaimHead } from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
-import type { ModelParams } from '../../domain/prompts.js';
+import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import { reserveCharge, type PriceOf } from './charges.js';
 import { failAttempt, type CompleterContext } from './completer.js';
@@ -33,7 +33,8 @@ export interface FlowControl {
   limiter: RateLimiter;
   budgetFor(projectId: string): BudgetLimits;
   priceOf: PriceOf;
-  modelParams: ModelParams;
+  /** Each item's request (its operation's model and prompt) is what its estimate and rate limit are for. */
+  operations: OperationRegistry;
 }
 
 export interface ClaimRound {
@@ -52,12 +53,12 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
     const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
     const item = getWorkItem(tx.db, pick.id)!;
-    const estimate = estimateFor(tx, flow, item);
+    const { model, estimate } = estimateFor(tx, flow, item);
     if (!fitsBudget(tx, flow, item, estimate, round)) {
       heads = replaceProjectHeads(tx, heads, pick.project_id);
       continue;
     }
-    const admission = flow.limiter.admit(flow.modelParams.model, estimate.tokens, tx.now);
+    const admission = flow.limiter.admit(model, estimate.tokens, tx.now);
     if (!admission.ok) {
       round.limitedUntil = admission.retryAt;
       break;
@@ -69,7 +70,7 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
     if (!acquireLock(tx.db, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil })) {
       throw new Error(`lock ${leased.lock_scope} is held although the claim found it free`);
     }
-    reserveCharge(tx, leased, flow.modelParams.model, estimate);
+    reserveCharge(tx, leased, model, estimate);
     const thread = getThread(tx.db, leased.thread_id);
     if (thread) emitWorkItem(tx, thread, leased);
     round.claimed.push(leased);
@@ -87,12 +88,13 @@ function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string): Cla
   return [...heads.filter((h) => h.project_id !== projectId), ...listProjectClaimHeads(tx.db, projectId, tx.now)];
 }
 
-/** The most the item's next call can bill; a request that cannot be built (target gone) reserves max_tokens. */
-function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): CallEstimate {
+/** The model of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens. */
+function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): { model: string; estimate: CallEstimate } {
   const thread = getThread(tx.db, item.thread_id);
-  const built = thread ? buildItemRequest(tx.db, flow.modelParams, thread, item) : null;
-  if (built?.ok) return estimateCall(built.request, flow.priceOf(flow.modelParams.model));
-  return { tokens: flow.modelParams.maxTokens, cost_usd: 0 };
+  const built = thread ? buildItemRequest(tx.db, flow.operations, thread, item) : null;
+  if (built?.ok) return { model: built.request.model, estimate: estimateCall(built.request, flow.priceOf(built.request.model)) };
+  const params = flow.operations.defaultParams;
+  return { model: params.model, estimate: { tokens: params.maxTokens, cost_usd: 0 } };
 }
 
 /**
