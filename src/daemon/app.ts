@@ -15,7 +15,6 @@ import { countThreadsByStatus, getThread, listThreads } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
 import { isCalendarDate } from '../domain/schedule.js';
-import { isTerminalThread } from '../domain/states.js';
 import { SHORTHANDS } from '../operations/builtin/index.js';
 import { builtinDefinitions } from '../operations/loader.js';
 import { OperationRegistry } from '../operations/registry.js';
@@ -28,6 +27,7 @@ import type { CompleterContext } from './engine/completer.js';
 import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
+import { followThread, type FollowMessage } from './follow-stream.js';
 import { checkHealth } from './health.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
@@ -68,13 +68,7 @@ export interface AppOptions {
   operations?: OperationRegistry;
 }
 
-/** An engine event as streamed to a follower: its `type` renamed to `event`. */
-type EventMessage = EngineEvent extends infer E ? (E extends { type: infer T } ? Omit<E, 'type'> & { event: T } : never) : never;
-
-export type FollowMessage =
-  | EventMessage
-  | { event: 'snapshot'; thread: ThreadView }
-  | { event: 'end'; thread: ThreadView };
+export type { FollowMessage } from './follow-stream.js';
 
 export class App {
   readonly db: Db;
@@ -400,43 +394,8 @@ export class App {
     };
   }
 
-  /**
-   * Streams a thread's events (and its children's) until it ends. The subscription starts before the
-   * snapshot is read, so no event between the two is lost; the last message carries the final thread.
-   */
-  async *follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    const queue: EngineEvent[] = [];
-    let wakeUp: (() => void) | null = null;
-    const unsubscribe = this.bus.subscribe((e) => {
-      if (e.thread_id !== threadId && e.parent_thread_id !== threadId) return;
-      queue.push(e);
-      wakeUp?.();
-    });
-    const onAbort = () => wakeUp?.();
-    signal?.addEventListener('abort', onAbort);
-    try {
-      const initial = getThread(this.db, threadId);
-      if (!initial) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-      yield { event: 'snapshot', thread: threadView(this.db, initial) };
-      if (isTerminalThread(initial.status)) {
-        yield { event: 'end', thread: threadView(this.db, initial) };
-        return;
-      }
-      while (!signal?.aborted) {
-        if (queue.length === 0) await new Promise<void>((r) => (wakeUp = r));
-        wakeUp = null;
-        for (const e of queue.splice(0)) {
-          const { type, ...rest } = e;
-          yield { event: type, ...rest } as FollowMessage;
-          if (e.type === 'thread' && e.thread_id === threadId && isTerminalThread(e.status)) {
-            yield { event: 'end', thread: threadView(this.db, getThread(this.db, threadId)!) };
-            return;
-          }
-        }
-      }
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      unsubscribe();
-    }
+  /** Streams a thread's events (and its children's) until it ends; the last message carries the final thread. */
+  follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+    return followThread(this.db, this.bus, threadId, signal);
   }
 }

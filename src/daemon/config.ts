@@ -83,7 +83,7 @@ export const configFileSchema = z
       })
       .strict()
       .optional(),
-    /** Per-operation overrides, e.g. {"story_generate_epic": {"retry": {"max_attempts": 5}, "validation": {"min_stories": 4}}}. */
+    /** Per-operation overrides by operation name, e.g. {"<name>": {"retry": {"max_attempts": 5}, "validation": {…its rules…}}}. */
     operations: operationsSchema.optional(),
     /** Logical model names operations may ask for (`model` in a definition) → the provider's model. */
     models: z.record(z.string().min(1).max(64), z.string().min(1).max(200)).optional(),

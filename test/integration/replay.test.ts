@@ -99,7 +99,7 @@ describe('replay', () => {
 
     const whole = await h.cli(['replay', r.thread_id]);
     expect(whole.code).toBe(2);
-    expect(whole.stderr).toContain('replay one epic thread at a time');
+    expect(whole.stderr).toContain('replay one of its children at a time');
     expect(whole.stderr).toContain(failed[0]!.thread_id);
 
     await h.stopDaemon();

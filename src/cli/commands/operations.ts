@@ -62,9 +62,9 @@ function runCommand(getHome: () => string): Command {
           'Prints {"thread_id","status","deduplicated"}; invalid input exits 2 naming the field, and nothing is stored.',
           '',
           'Examples:',
-          '  combine run story_generate_epic --input \'{"project_id":"acme","epic_id":"checkout"}\' --follow',
+          '  combine run release_notes --input \'{"project_id":"acme","version":"1.2.0","changes":["Fix login"]}\' --follow',
           '  combine run release_notes --input-file changes.json --json',
-          '  combine run story_generate_all --input \'{"project_id":"acme"}\' --dry-run',
+          '  combine run release_notes --input-file changes.json --dry-run',
         ].join('\n'),
       ),
   ).action(async (operation: string, opts: RunOptions) => {
@@ -104,7 +104,7 @@ function operationsCommand(getHome: () => string): Command {
   const cmd = withCommonOptions(
     new Command('operations')
       .description('list the operations this daemon runs: built-ins and modules in COMBINE_HOME/operations/')
-      .addHelpText('after', '\nExamples:\n  combine operations\n  combine operations show story_generate_epic --json\n  combine operations check ./release_notes.mjs'),
+      .addHelpText('after', '\nExamples:\n  combine operations\n  combine operations show release_notes --json\n  combine operations check ./release_notes.mjs'),
   ).action(async (opts: CommonOptions) => {
     const list = await withDaemon(getHome(), opts, ({ client }, signal) => client.operations.list.query(undefined, { signal }));
     print(opts, list, () => table([['NAME', 'MODEL', 'SOURCE', 'DESCRIPTION'], ...list.map((o: OperationSummaryView) => [o.name, o.model, o.source, o.description])]));
@@ -115,7 +115,7 @@ function operationsCommand(getHome: () => string): Command {
       .command('show')
       .argument('<name>')
       .description("an operation's input and output schemas, identity format and defaults")
-      .addHelpText('after', '\nExample:\n  combine operations show project_briefing --json'),
+      .addHelpText('after', '\nExample:\n  combine operations show release_notes --json'),
   ).action(async (name: string, opts: CommonOptions) => {
     const d = await withDaemon(getHome(), opts, ({ client }, signal) => client.operations.show.query({ name }, { signal }));
     print(opts, d, () => renderDetail(d));

@@ -80,7 +80,7 @@ export function scheduleCommand(getHome: () => string): Command {
           'Examples:',
           '  combine schedule add --project acme --operation briefing --cron "0 8 * * 1-5" --tz Europe/Berlin',
           '  combine schedule add --project acme --operation generate-all --cron "30 2 * * *" --catch-up skip --json',
-          '  combine schedule add --project acme --operation project_briefing --input \'{"date":"{{date}}"}\' --cron "0 8 * * *"',
+          '  combine schedule add --project acme --operation weekly_report --input \'{"week_of":"{{date}}"}\' --cron "0 8 * * 1"',
         ].join('\n'),
       ),
   ).action(async (opts: AddOptions) => {

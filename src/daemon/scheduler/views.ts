@@ -14,8 +14,8 @@ export interface ScheduleView {
   schedule_id: string;
   project_id: string;
   operation: string;
-  /** The input template of each run (`{{date}}`: the period's date). */
-  input: Record<string, unknown>;
+  /** The input template of each run (`{{date}}`: the period's date); present only when one was given. */
+  input?: Record<string, unknown>;
   cron: string;
   timezone: string;
   catch_up: string;
@@ -57,7 +57,7 @@ export function scheduleView(db: Db, s: ScheduleRow, now: number): ScheduleView 
     schedule_id: s.id,
     project_id: s.project_id,
     operation: s.operation,
-    input: JSON.parse(s.input) as Record<string, unknown>,
+    ...(s.input !== '{}' ? { input: JSON.parse(s.input) as Record<string, unknown> } : {}),
     cron: s.cron,
     timezone: s.timezone,
     catch_up: s.catch_up,
