@@ -56,8 +56,11 @@ function resolve(v: ValidDefinition, settings: OperationSettings): Operation {
   if (configured.validation !== undefined) {
     const field = `operations.${d.name}.validation`;
     if (!v.checkRules) throw new OperationDefinitionError(settings.configSource, field, `operation ${d.name} (${v.source}) declares no answer rules`);
-    const problems = v.checkRules(rules);
-    if (problems.length > 0) throw new OperationDefinitionError(settings.configSource, `${field}.${problems[0]!.replace(/^\(root\): /, '')}`, `does not match the rules ${d.name} declares`);
+    const problem = v.checkRules(rules)[0];
+    if (problem !== undefined) {
+      const [, at, reason] = /^(.*?): (.*)$/.exec(problem) ?? [null, '(root)', problem];
+      throw new OperationDefinitionError(settings.configSource, at === '(root)' ? field : `${field}.${at}`, `${reason} (the rules ${d.name} declares: \`combine operations show ${d.name}\`)`);
+    }
   }
   const check = d.rules?.check;
   return {

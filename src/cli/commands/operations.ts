@@ -116,7 +116,9 @@ function operationsCommand(getHome: () => string): Command {
       .argument('<name>')
       .description("an operation's input and output schemas, identity format and defaults")
       .addHelpText('after', '\nExample:\n  combine operations show release_notes --json'),
-  ).action(async (name: string, opts: CommonOptions) => {
+  ).action(async (name: string, _opts: CommonOptions, command: Command) => {
+    // `--json` may also be read by the parent command (it has its own): take both.
+    const opts = command.optsWithGlobals<CommonOptions>();
     const d = await withDaemon(getHome(), opts, ({ client }, signal) => client.operations.show.query({ name }, { signal }));
     print(opts, d, () => renderDetail(d));
   });
@@ -128,7 +130,8 @@ function operationsCommand(getHome: () => string): Command {
       .description('validate an operation module without a daemon (exit 2 naming the field when it is not valid)')
       .addHelpText('after', '\nExample:\n  combine operations check ~/.local/state/combine/operations/release_notes.mjs'),
     false,
-  ).action(async (file: string, opts: CommonOptions) => {
+  ).action(async (file: string, _opts: CommonOptions, command: Command) => {
+    const opts = command.optsWithGlobals<CommonOptions>();
     // Loaded on demand: the validator (ajv) is only needed here and in the daemon.
     const { checkOperationModule } = await import('../../operations/check.js');
     const r = await checkOperationModule(resolve(file));
