@@ -125,6 +125,21 @@ describe('an operation of your own', () => {
   });
 });
 
+describe('a schedule of your own operation', () => {
+  it('fills its input template per period and writes the document; a bad template is refused with exit 2', async () => {
+    h = await withExample();
+    const bad = await h.cli(['schedule', 'add', '--project', 'acme', '--operation', 'release_notes', '--input', '{"version":"{{date}}"}', '--cron', '* * * * * *']);
+    expect(bad.code, bad.stderr).toBe(2);
+    expect(bad.stderr).toMatch(/--input\.changes: is required/);
+    const s = await h.json(['schedule', 'add', '--project', 'acme', '--operation', 'release_notes', '--input', '{"version":"nightly-{{date}}","changes":["Nightly build"]}', '--cron', '* * * * * *']);
+    expect(s).toMatchObject({ operation: 'release_notes', input: { version: 'nightly-{{date}}', changes: ['Nightly build'] } });
+    const run = await waitUntil(async () => (await h.json<any[]>(['schedule', 'runs', s.schedule_id])).find((r) => r.status === 'complete'), 'a scheduled run to complete');
+    await h.json(['schedule', 'remove', s.schedule_id]);
+    const date = new Date(run.period_key).toISOString().slice(0, 10);
+    expect(await h.json(['doc', 'acme', 'release_notes', '--key', `nightly-${date}`])).toMatchObject({ version: 1, content: { changes: ['Nightly build'] } });
+  });
+});
+
 function isRunning(pid: number): boolean {
   try {
     process.kill(pid, 0);
