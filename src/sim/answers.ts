@@ -9,9 +9,9 @@ import { SIMULATED_ANSWERS } from '../operations/builtin/index.js';
 
 type Schema = Record<string, any>;
 
-/** mulberry32 seeded from text: the same text, the same sequence. */
-function generatorFor(text: string): () => number {
-  let a = createHash('sha256').update(text).digest().readUInt32LE(0);
+/** mulberry32: a tiny seeded PRNG, so answers and fault sequences repeat across runs. */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
@@ -19,6 +19,11 @@ function generatorFor(text: string): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/** Seeded from text: the same text, the same sequence. */
+function generatorFor(text: string): () => number {
+  return seeded(createHash('sha256').update(text).digest().readUInt32LE(0));
 }
 
 const WORDS = ['clear', 'steady', 'careful', 'simple', 'reliable', 'useful', 'measured', 'complete'];

@@ -8,7 +8,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { simulatedContent } from './answers.js';
+import { seeded, simulatedContent } from './answers.js';
 
 export const FAULT_KINDS = [
   'rate_limit',
@@ -82,18 +82,6 @@ export interface Simulator {
   setRateLimitHeaders(values: RateLimitHeaderValues): void;
   reset(): void;
   close(): Promise<void>;
-}
-
-/** mulberry32: a tiny seeded PRNG, so fault sequences repeat across runs. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function readBody(req: http.IncomingMessage): Promise<string> {
