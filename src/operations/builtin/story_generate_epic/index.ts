@@ -16,8 +16,17 @@ function epicsOf(documents: Documents): Epic[] {
   return (documents.get(EPIC_ARCHITECTURE) as EpicArchitecture | null)?.epics ?? [];
 }
 
+/**
+ * Epics by id, per architecture version: documents are parsed once per version and frozen, so the same
+ * array comes back until the architecture changes — a project of 10,000 epics is not scanned per epic.
+ */
+const indexes = new WeakMap<readonly Epic[], Map<string, Epic>>();
+
 function epicOf(documents: Documents, input: EpicInput): Epic {
-  const epic = epicsOf(documents).find((e) => e.id === input.epic_id);
+  const epics = epicsOf(documents);
+  let byId = indexes.get(epics);
+  if (!byId) indexes.set(epics, (byId = new Map(epics.map((e) => [e.id, e]))));
+  const epic = byId.get(input.epic_id);
   if (!epic) {
     throw Object.assign(new Error(`project "${input.project_id}" has no epic "${input.epic_id}" (see \`combine project show ${input.project_id}\`)`), { code: 'NOT_FOUND' });
   }
