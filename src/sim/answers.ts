@@ -85,7 +85,7 @@ function generate(schema: Schema, name: string, index: number, ctx: Context, dep
     case 'object': {
       const out: Record<string, unknown> = {};
       if (depth > 8) return out;
-      for (const [key, sub] of Object.entries((schema.properties ?? {}) as Record<string, Schema>)) out[key] = generate(sub, key, 0, ctx, depth + 1);
+      for (const [key, sub] of Object.entries((schema.properties ?? {}) as Record<string, Schema>)) out[key] = generate(sub, key, index, ctx, depth + 1);
       return out;
     }
     case 'array': {

@@ -18,7 +18,7 @@ export type FollowOptions = Pick<GenerateOptions, 'json' | 'follow'>;
 
 function describeResult(r: CommandView): string {
   if (!r.deduplicated) return `thread ${r.thread_id} ${r.status}`;
-  if (r.status === 'complete') return `thread ${r.thread_id} already complete: nothing to do (use --force to generate again)`;
+  if (r.status === 'complete') return `thread ${r.thread_id} already complete: nothing to do (use --force to run it again)`;
   return `thread ${r.thread_id} already ${r.status}: not started twice`;
 }
 
@@ -26,7 +26,7 @@ function describeResult(r: CommandView): string {
 export function renderDryRun(d: { project_id: string; model: string; calls: number; estimated_max_tokens: number; max_tokens_per_call: number; priced: boolean; estimated_max_cost: number }): string {
   return [
     `dry run for ${d.project_id} (model ${d.model}): nothing was enqueued`,
-    `  calls                 ${d.calls} (one per child, or one; retries and repairs not included)`,
+    `  calls                 ${d.calls} (retries and repairs not included)`,
     `  estimated max tokens  ${d.estimated_max_tokens} (prompt estimate + max_tokens ${d.max_tokens_per_call} per call)`,
     `  estimated max cost    ${d.priced ? `$${d.estimated_max_cost.toFixed(4)}` : `unknown: no price for ${d.model} in config.json "prices"`}`,
   ].join('\n');
