@@ -9,9 +9,9 @@ import { openDatabase } from '../db/connection.js';
 import { forgetDocuments } from '../db/document-cache.js';
 import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
-import { listProjects } from '../db/projects.js';
+import { getProject, listProjects } from '../db/projects.js';
 import { sumCallUsage } from '../db/call-records.js';
-import { countThreadsByStatus, getThread, listThreads } from '../db/threads.js';
+import { countThreadsByStatus, getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
 import { NO_ANSWER_RULES } from '../domain/answer-rules.js';
@@ -37,7 +37,7 @@ import { budgetFor, rateLimitsFor } from './flow-config.js';
 import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
-import { backlogView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+import { backlogView, documentView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
@@ -281,7 +281,10 @@ export class App {
     return threadDetailView(this.db, t);
   }
 
-  threads(f: { active: boolean; projectId: string | null; limit: number }): ThreadView[] {
+  threads(f: ThreadListFilter): ThreadView[] {
+    if (f.afterThreadId != null && !getThread(this.db, f.afterThreadId)) {
+      throw new CommandError('BAD_REQUEST', `cursor: no thread "${f.afterThreadId}" (pass the thread_id of the last thread of the previous page)`);
+    }
     return listThreads(this.db, f).map((t) => threadView(this.db, t));
   }
 
@@ -310,6 +313,14 @@ export class App {
     const view = projectView(this.db, projectId);
     if (!view) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
     return view;
+  }
+
+  /** Any document of a project: the project's one of `docType`, or the one under `key` (a briefing's date). */
+  document(projectId: string, docType: string, key: string | null) {
+    const view = documentView(this.db, projectId, docType, key);
+    if (view) return view;
+    if (!getProject(this.db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+    throw new CommandError('NOT_FOUND', `project "${projectId}" has no ${docType} document${key === null ? '' : ` with key "${key}"`}`);
   }
 
   backlog(projectId: string) {

@@ -35,34 +35,61 @@ export function findLatestThreadByKeyAndStatus(db: Db, key: string, status: Thre
 }
 
 export interface ThreadListFilter {
+  /** Only open and running threads. */
   active: boolean;
   projectId: string | null;
   limit: number;
+  /** Only threads in one of these statuses (absent or empty: any). */
+  statuses?: readonly string[];
+  kind?: string | null;
+  parentId?: string | null;
+  /** Keyset paging: only threads listed after this one (the last thread of the previous page). */
+  afterThreadId?: string | null;
 }
 
-/** Newest first. `active` reads the partial index, so its cost does not grow with closed threads. */
+const ACTIVE_SQL = "status IN ('open', 'running')";
+
+/**
+ * Newest first (ties by insertion order), one page. The WHERE clause is assembled from fixed fragments
+ * with bound values, so each combination of filters is one cached statement. Every combination starts
+ * from an index whose order is the list's order, so a page costs its rows, not the table: `active`
+ * reads the partial index (its cost does not grow with closed threads), a project its
+ * (space_id, created_at) index, a parent its children, the rest the created_at index. Paging is by
+ * keyset (`(created_at, rowid)` below the previous page's last row), never by OFFSET.
+ */
 export function listThreads(db: Db, f: ThreadListFilter): ThreadRow[] {
-  if (f.active && f.projectId !== null) {
-    return prepared(
-      db,
-      `SELECT * FROM llm_threads INDEXED BY idx_threads_active
-       WHERE status IN ('open', 'running') AND space_id = ? ORDER BY created_at DESC LIMIT ?`,
-    ).all(f.projectId, f.limit) as ThreadRow[];
+  const params: Record<string, unknown> = { limit: f.limit };
+  const where: string[] = [];
+  let statuses = f.statuses && f.statuses.length > 0 ? [...new Set(f.statuses)] : null;
+  if (f.active) statuses = (statuses ?? ['open', 'running']).filter((s) => s === 'open' || s === 'running');
+  if (statuses?.length === 0) return [];
+  // The partial index only serves a query whose WHERE repeats its condition literally.
+  const activeIndex = statuses?.length === 2 && statuses.includes('open') && statuses.includes('running');
+  if (activeIndex) where.push(ACTIVE_SQL);
+  else if (statuses) {
+    where.push(`status IN (${statuses.map((_, i) => `@status${i}`).join(', ')})`);
+    statuses.forEach((s, i) => (params[`status${i}`] = s));
   }
-  if (f.active) {
-    return prepared(
-      db,
-      `SELECT * FROM llm_threads INDEXED BY idx_threads_active
-       WHERE status IN ('open', 'running') ORDER BY created_at DESC LIMIT ?`,
-    ).all(f.limit) as ThreadRow[];
+  if (f.projectId != null) {
+    where.push('space_id = @project');
+    params.project = f.projectId;
   }
-  if (f.projectId !== null) {
-    return prepared(db, 'SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at DESC LIMIT ?').all(
-      f.projectId,
-      f.limit,
-    ) as ThreadRow[];
+  if (f.kind != null) {
+    where.push('kind = @kind');
+    params.kind = f.kind;
   }
-  return prepared(db, 'SELECT * FROM llm_threads ORDER BY created_at DESC LIMIT ?').all(f.limit) as ThreadRow[];
+  if (f.parentId != null) {
+    where.push('parent_thread_id = @parent');
+    params.parent = f.parentId;
+  }
+  if (f.afterThreadId != null) {
+    where.push('(created_at, rowid) < (SELECT created_at, rowid FROM llm_threads WHERE id = @after)');
+    params.after = f.afterThreadId;
+  }
+  const indexed = activeIndex && f.parentId == null ? ' INDEXED BY idx_threads_active' : '';
+  const sql = `SELECT * FROM llm_threads${indexed}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}
+     ORDER BY created_at DESC, rowid DESC LIMIT @limit`;
+  return prepared(db, sql).all(params) as ThreadRow[];
 }
 
 export function listChildThreads(db: Db, parentId: string): ThreadRow[] {
