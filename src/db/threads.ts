@@ -47,26 +47,36 @@ export interface ThreadListFilter {
   afterThreadId?: string | null;
 }
 
-const ACTIVE_SQL = "status IN ('open', 'running')";
+/** Partial indexes over a few statuses, with the condition a query must repeat literally to use one. */
+const STATUS_INDEXES = [
+  { index: 'idx_threads_active', statuses: ['open', 'running'], sql: "status IN ('open', 'running')" },
+  { index: 'idx_threads_ended_badly', statuses: ['failed', 'canceled'], sql: "status IN ('failed', 'canceled')" },
+] as const;
 
 /**
  * Newest first (ties by insertion order), one page. The WHERE clause is assembled from fixed fragments
- * with bound values, so each combination of filters is one cached statement. Every combination starts
- * from an index whose order is the list's order, so a page costs its rows, not the table: `active`
- * reads the partial index (its cost does not grow with closed threads), a project its
- * (space_id, created_at) index, a parent its children, the rest the created_at index. Paging is by
- * keyset (`(created_at, rowid)` below the previous page's last row), never by OFFSET.
+ * with bound values, so each combination of filters is one cached statement. Every combination reads
+ * an index in the list's order, so a page costs about its rows, not the table: statuses within open /
+ * running or within failed / canceled read their partial index (few rows, however many threads
+ * completed), a project its (space_id, created_at) index, a kind its (kind, created_at) index, a parent
+ * its children, the rest the created_at index. Paging is by keyset (`(created_at, rowid)` below the
+ * previous page's last row), never by OFFSET.
  */
 export function listThreads(db: Db, f: ThreadListFilter): ThreadRow[] {
+  const q = threadListQuery(f);
+  return q ? (prepared(db, q.sql).all(q.params) as ThreadRow[]) : [];
+}
+
+/** The statement and values of `listThreads`; null when the filters exclude every thread. */
+export function threadListQuery(f: ThreadListFilter): { sql: string; params: Record<string, unknown> } | null {
   const params: Record<string, unknown> = { limit: f.limit };
   const where: string[] = [];
   let statuses = f.statuses && f.statuses.length > 0 ? [...new Set(f.statuses)] : null;
   if (f.active) statuses = (statuses ?? ['open', 'running']).filter((s) => s === 'open' || s === 'running');
-  if (statuses?.length === 0) return [];
-  // The partial index only serves a query whose WHERE repeats its condition literally.
-  const activeIndex = statuses?.length === 2 && statuses.includes('open') && statuses.includes('running');
-  if (activeIndex) where.push(ACTIVE_SQL);
-  else if (statuses) {
+  if (statuses?.length === 0) return null;
+  const partial = statuses ? STATUS_INDEXES.find((p) => statuses.every((s) => (p.statuses as readonly string[]).includes(s))) : undefined;
+  if (partial) where.push(partial.sql);
+  if (statuses && statuses.length < (partial?.statuses.length ?? Infinity)) {
     where.push(`status IN (${statuses.map((_, i) => `@status${i}`).join(', ')})`);
     statuses.forEach((s, i) => (params[`status${i}`] = s));
   }
@@ -86,10 +96,11 @@ export function listThreads(db: Db, f: ThreadListFilter): ThreadRow[] {
     where.push('(created_at, rowid) < (SELECT created_at, rowid FROM llm_threads WHERE id = @after)');
     params.after = f.afterThreadId;
   }
-  const indexed = activeIndex && f.parentId == null ? ' INDEXED BY idx_threads_active' : '';
+  // A parent's children are few: its own index wins. Otherwise a partial index is the smallest to walk.
+  const indexed = partial && f.parentId == null ? ` INDEXED BY ${partial.index}` : '';
   const sql = `SELECT * FROM llm_threads${indexed}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}
      ORDER BY created_at DESC, rowid DESC LIMIT @limit`;
-  return prepared(db, sql).all(params) as ThreadRow[];
+  return { sql, params };
 }
 
 export function listChildThreads(db: Db, parentId: string): ThreadRow[] {

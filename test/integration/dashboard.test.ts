@@ -72,7 +72,7 @@ describe('dashboard in a real browser', () => {
       expect(p.url()).toBe(`${base}/`);
       const cookie = (await fresh.cookies()).find((c) => c.name === 'combine_token');
       expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
-      expect(await p.evaluate(() => document.cookie)).toBe(''); // page scripts cannot read it
+      expect(await p.evaluate(() => (globalThis as unknown as { document: { cookie: string } }).document.cookie)).toBe(''); // page scripts cannot read it
       await p.getByRole('link', { name: 'Project acme' }).click();
       expect(p.url()).toBe(`${base}/projects/acme`);
       expect(await p.locator('tr[data-epic]').count()).toBe(6);
