@@ -49,10 +49,10 @@ export function statusBadge(status: string): Html {
 }
 
 /** A button the client script turns into a JSON POST (`data-post`, `data-body`); `disabled` is rendered by the server. */
-export function actionButton(label: string, post: string, body: unknown, o: { disabled?: boolean; title?: string; primary?: boolean } = {}): Html {
+export function actionButton(label: string, post: string, body: unknown, o: { disabled?: boolean; title?: string; primary?: boolean; confirm?: string } = {}): Html {
   return html`<button type="button" class="${o.primary ? 'primary' : ''}" data-post="${post}" data-body="${JSON.stringify(body)}"${
     o.disabled ? new Html(' disabled') : ''
-  }${o.title ? html` title="${o.title}"` : ''}>${label}</button>`;
+  }${o.title ? html` title="${o.title}"` : ''}${o.confirm ? html` data-confirm="${o.confirm}"` : ''}>${label}</button>`;
 }
 
 const NAV = [

@@ -201,4 +201,15 @@ describe('dashboard in a real browser', () => {
     expect(await page.locator('h1').innerText()).toContain('ready');
     expect(await page.locator('main').innerText()).toContain(h.sim.url);
   });
+
+  it('shows names as text, never as markup (a hostile project name runs no script)', async () => {
+    const hostile = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>';
+    await h.importProject({ id: 'evil', name: hostile, epics: [{ id: 'E1', title: `${hostile} epic`, description: 'x' }] });
+    await page.goto(`${base}/projects/evil`);
+    expect(await page.locator('h1').innerText()).toBe(hostile);
+    expect(await row('E1').innerText()).toContain(`${hostile} epic`);
+    await page.goto(`${base}/`);
+    expect(await page.getByRole('link', { name: hostile }).count()).toBe(1);
+    expect(await page.evaluate(() => (globalThis as { __xss?: number }).__xss)).toBeUndefined();
+  });
 });

@@ -25,7 +25,10 @@ export class HttpService {
   /** Serves HTTP (on `port`, else the configured port, else 7878) unless it already does; resolves to where. */
   async serve(port: number | null): Promise<HttpAddress> {
     this.starting ??= startHttpServer({ ...this.o, port: port ?? this.configuredPort ?? DEFAULT_HTTP_PORT }).then(
-      (s) => (this.server = s),
+      (s) => {
+        this.o.logger.info({ component: 'http', url: s.url }, 'serving the HTTP API and dashboard');
+        return (this.server = s);
+      },
       (err: Error) => {
         this.starting = null;
         throw new Error(`cannot serve HTTP on 127.0.0.1:${port ?? this.configuredPort ?? DEFAULT_HTTP_PORT}: ${err.message}`);

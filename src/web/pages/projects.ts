@@ -74,6 +74,7 @@ export function projectPage(app: App, projectId: string): { title: string; body:
     const button = actionButton('Generate', '/commands/story-backlog/generate-epic', { project_id: projectId, epic_id: epic.id, ...(count > 0 ? { force: true } : {}) }, {
       disabled: !!inFlight,
       title: count > 0 ? `replace the ${count} stories (a new paid call)` : undefined,
+      confirm: count > 0 ? `Replace the ${count} stories of "${epic.title}"? This is a new paid call.` : undefined,
     });
     return html`<tr data-epic="${epic.id}">
   <td><code>${epic.id}</code></td>

@@ -10,7 +10,7 @@ type Row = Report['rows'][number];
 
 const W = 760;
 const H = 260;
-const M = { top: 16, right: 12, bottom: 40, left: 72 };
+const M = { top: 16, right: 12, bottom: 40, left: 84 };
 const MAX_DAYS = 31;
 const SERIES = 8;
 
@@ -25,6 +25,7 @@ export function costChart(rows: Row[]): Html {
   const byCost = rows.some((r) => r.cost_usd > 0);
   const value = (r: Row) => (byCost ? r.cost_usd : r.total_tokens);
   const label = (v: number) => (byCost ? usd(v) : `${Math.round(v)} tokens`);
+  const axis = (v: number) => (byCost ? usd(v) : v >= 1000 ? `${+(v / 1000).toFixed(1)}k tokens` : `${Math.round(v)} tokens`);
   const days = [...new Set(rows.map((r) => r.day))].sort().slice(-MAX_DAYS);
   const projects = [...new Set(rows.map((r) => r.project_id))].sort();
   if (days.length === 0) return html`<p class="empty">No provider calls yet.</p>`;
@@ -52,7 +53,7 @@ export function costChart(rows: Row[]): Html {
     return html`${segments}${tick}`;
   });
   const grid = [0, 0.5, 1].map(
-    (f) => html`<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(max * f).toFixed(1)}" y2="${y(max * f).toFixed(1)}"></line><text class="tick" x="${M.left - 6}" y="${(y(max * f) + 4).toFixed(1)}" text-anchor="end">${label(max * f)}</text>`,
+    (f) => html`<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(max * f).toFixed(1)}" y2="${y(max * f).toFixed(1)}"></line><text class="tick" x="${M.left - 6}" y="${(y(max * f) + 4).toFixed(1)}" text-anchor="end">${axis(max * f)}</text>`,
   );
   return html`<figure class="chart">
 <svg viewBox="0 0 ${W} ${H}" role="img" aria-labelledby="chart-title" width="100%">
