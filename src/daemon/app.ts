@@ -11,7 +11,7 @@ import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
 import { listProjects } from '../db/projects.js';
 import { sumCallUsage } from '../db/call-records.js';
-import { countThreadsByStatus, getThread, listThreads } from '../db/threads.js';
+import { countThreadsByStatus, getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
 import { isCalendarDate } from '../domain/schedule.js';
@@ -316,7 +316,10 @@ export class App {
     return threadDetailView(this.db, t);
   }
 
-  threads(f: { active: boolean; projectId: string | null; limit: number }): ThreadView[] {
+  threads(f: ThreadListFilter): ThreadView[] {
+    if (f.afterThreadId != null && !getThread(this.db, f.afterThreadId)) {
+      throw new CommandError('BAD_REQUEST', `cursor: no thread "${f.afterThreadId}" (pass the thread_id of the last thread of the previous page)`);
+    }
     return listThreads(this.db, f).map((t) => threadView(this.db, t));
   }
 

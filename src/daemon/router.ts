@@ -7,11 +7,14 @@ import { initTRPC, TRPCError } from '@trpc/server';
 import { z } from 'zod';
 import type { App } from './app.js';
 import { CommandError } from './commands.js';
+import type { HttpService } from './http/service.js';
 
 export interface RouterContext {
   app: App;
   /** Asks the daemon to shut down gracefully after answering. */
   requestStop: () => void;
+  /** The HTTP API and dashboard (`combine ui`). */
+  http: HttpService;
 }
 
 const t = initTRPC.context<RouterContext>().create({
@@ -51,7 +54,11 @@ function requestOptions(input: z.infer<typeof requestInput>) {
 
 export const appRouter = t.router({
   daemon: t.router({
-    status: procedure.query(({ ctx }) => ctx.app.status()),
+    status: procedure.query(({ ctx }) => ({ ...ctx.app.status(), http: ctx.http.current() })),
+    /** Serves the HTTP API and dashboard unless it already does (`combine ui`); port null: config or 7878. */
+    serveHttp: procedure
+      .input(z.object({ port: z.number().int().min(0).max(65535).nullable().default(null) }))
+      .mutation(({ ctx, input }) => ctx.http.serve(input.port)),
     stop: procedure.mutation(({ ctx }) => {
       ctx.requestStop();
       return { stopping: true, pid: process.pid };
@@ -67,6 +74,10 @@ export const appRouter = t.router({
     show: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.project(input.project_id)),
   }),
   backlog: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.backlog(input.project_id)),
+  /** Any document (`combine doc`, `GET /projects/{id}/documents/{doc_type}`). */
+  document: procedure
+    .input(z.object({ project_id: id, doc_type: id, key: id.nullable().default(null) }))
+    .query(({ ctx, input }) => ctx.app.document(input.project_id, input.doc_type, input.key)),
 
   generate: t.router({
     epic: procedure.input(generateInput.extend({ epic_id: id })).mutation(({ ctx, input }) => ctx.app.generateEpic(input.project_id, input.epic_id, requestOptions(input))),
@@ -86,10 +97,6 @@ export const appRouter = t.router({
     list: procedure.query(({ ctx }) => ctx.app.operationList()),
     show: procedure.input(z.object({ name: operationName })).query(({ ctx, input }) => ctx.app.operation(input.name)),
   }),
-  doc: procedure
-    .input(z.object({ project_id: id, doc_type: z.string().min(1).max(200), key: z.string().min(1).max(200).nullable().default(null) }))
-    .query(({ ctx, input }) => ctx.app.document(input.project_id, input.doc_type, input.key)),
-
   thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.thread(input.thread_id)),
   threads: procedure
     .input(z.object({ active: z.boolean().default(false), project_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(100) }))

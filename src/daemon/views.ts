@@ -2,7 +2,7 @@
  * The public JSON shapes (design.md "CLI contract"). `--json` output is stable: add fields, never
  * rename or remove them.
  */
-import { sumThreadUsage, type UsageTotals } from '../db/charges.js';
+import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
 import { listLedgerForThread } from '../db/ledger.js';
 import { readParsedDocument } from '../db/document-cache.js';
@@ -88,8 +88,10 @@ export function threadDetailView(db: Db, t: ThreadRow) {
   return { ...threadView(db, t), work_items: listWorkItemsForThread(db, t.id).map(workItemView) };
 }
 
-export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow) {
+/** `costs`: settled cost by response seq; a `response` entry shows its own (null when unpriced or in doubt). */
+export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow, costs?: Map<number, number | null>) {
   const payload = JSON.parse(e.payload) as Record<string, unknown>;
+  const cost = costs?.get(e.seq);
   return {
     seq: e.seq,
     thread_id: e.thread_id,
@@ -101,6 +103,7 @@ export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow) {
     payload,
     prev_hash: e.prev_hash,
     hash: e.hash,
+    ...(e.entry_type === 'response' ? { cost_usd: cost == null ? null : Math.round(cost * 1e6) / 1e6 } : {}),
     // Present only for entries imported from another home: their place in that home's chain.
     ...(imported ? { imported_from: { seq: imported.source_seq, prev_hash: imported.source_prev_hash, hash: imported.source_hash } } : {}),
   };
@@ -108,7 +111,8 @@ export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow) {
 
 export function threadLedgerView(db: Db, threadId: string) {
   const imports = new Map(listImportsForThread(db, threadId).map((i) => [i.seq, i]));
-  return listLedgerForThread(db, threadId).map((e) => ledgerEntryView(e, imports.get(e.seq)));
+  const costs = new Map(listResponseCostsForThread(db, threadId).map((c) => [c.response_seq, c.cost_usd]));
+  return listLedgerForThread(db, threadId).map((e) => ledgerEntryView(e, imports.get(e.seq), costs));
 }
 
 export function backlogView(db: Db, projectId: string) {

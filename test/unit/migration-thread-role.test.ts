@@ -1,5 +1,5 @@
 /**
- * Migration 0010 on a home written before operations were definitions: every thread gets the input
+ * Migration 0011 on a home written before operations were definitions: every thread gets the input
  * its work is rebuilt from (its target_ref without doc_type) and its role (an orchestration is the
  * thread with no work item), so threads in flight at the upgrade keep running. No operation is named.
  */
@@ -28,12 +28,12 @@ function migrationsBefore(tag: string): string {
   return dir;
 }
 
-describe('migration 0010 (thread role and input)', () => {
+describe('migration 0011 (thread role and input)', () => {
   it('backfills the input and role of existing threads', () => {
     const home = mkdtempSync(join(tmpdir(), 'cmb-home-'));
     dirs.push(home);
     const db = openDatabase(join(home, 'combine.db'));
-    applyMigrations(db, migrationsBefore('0010_thread_role_input'));
+    applyMigrations(db, migrationsBefore('0011_thread_role_input'));
     const thread = db.prepare(
       `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, parent_thread_id, idempotency_key, created_by, created_at, closed_at)
        VALUES (?, ?, 'project', 'p', ?, ?, ?, ?, NULL, 1, NULL)`,

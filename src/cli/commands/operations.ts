@@ -150,7 +150,7 @@ function docCommand(getHome: () => string): Command {
       .option('--key <key>', 'for documents that exist once per key (e.g. a briefing per date); default: the newest')
       .addHelpText('after', '\nExamples:\n  combine doc acme story_backlog --json\n  combine doc acme briefing --key 2026-03-01'),
   ).action(async (projectId: string, docType: string, opts: CommonOptions & { key?: string }) => {
-    const d = await withDaemon(getHome(), opts, ({ client }, signal) => client.doc.query({ project_id: projectId, doc_type: docType, key: opts.key ?? null }, { signal }));
+    const d = await withDaemon(getHome(), opts, ({ client }, signal) => client.document.query({ project_id: projectId, doc_type: docType, key: opts.key ?? null }, { signal }));
     print(opts, d, () => renderDocument(d));
   });
 }
