@@ -224,7 +224,8 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
   });
 
   it('POST generate-all: 202, and the project lists its threads (?active=true, ?status=, ?limit=) as `threads --json`', async () => {
-    const r = ok(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme' } }), 'generateAll');
+    // force: E1 was generated above; without it, that child would be reused (complete), not run again.
+    const r = ok(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', force: true } }), 'generateAll');
     expect(r.deduplicated).toBe(false);
     const active = ok(await call('GET', '/projects/acme/threads?active=true'), 'listProjectThreads');
     expect(active.map((t: ThreadJson) => t.thread_id)).toContain(r.thread_id);
