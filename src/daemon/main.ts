@@ -169,21 +169,23 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   };
 
   const http = new HttpService({ app, home: opts.home, logger, dashboard: createDashboard() }, config.httpPort);
-  const server = await startApiServer(config.socketPath, { app, requestStop: () => void stop('stop command'), http });
   const metricsPort = opts.metricsPort ?? config.metricsPort;
   const httpPort = opts.httpPort ?? config.httpPort;
   let metricsServer: MetricsServer | null = null;
+  // The ports first, the socket last: a client that sees the socket answer must find a daemon that
+  // stays up, not one about to exit because a port was taken.
   try {
     if (metricsPort !== null) metricsServer = await startMetricsServer(app.metrics, metricsPort);
     if (httpPort !== null) await http.serve(httpPort);
   } catch (err) {
-    await server.close();
     await metricsServer?.close();
+    await http.close();
     await app.shutdown(0);
     lock.close();
     const what = metricsPort !== null && metricsServer === null ? `cannot serve metrics on 127.0.0.1:${metricsPort}: ` : '';
     throw new DaemonStartError(`${what}${(err as Error).message}`, 1);
   }
+  const server = await startApiServer(config.socketPath, { app, requestStop: () => void stop('stop command'), http });
   writeFileSync(config.pidPath, `${process.pid}\n`, { mode: 0o600 });
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
