@@ -169,5 +169,6 @@ export function planMutation(
   if (text === undefined) throw new OperationCallError(op.name, 'apply', 'content must be a JSON value');
   if (text.length > LIMITS.contentBytes) throw new OperationCallError(op.name, 'apply', `the content exceeds ${LIMITS.contentBytes} characters as JSON`);
   if (summaryText.length > LIMITS.summaryBytes) throw new OperationCallError(op.name, 'apply', `the summary exceeds ${LIMITS.summaryBytes} characters as JSON`);
+  // The summary as JSON reads it back (no undefined, no Date objects): what the ledger and the mutations row keep.
   return { content: result.content, text, summary: JSON.parse(summaryText) as Record<string, unknown> };
 }

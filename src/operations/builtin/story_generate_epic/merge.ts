@@ -16,14 +16,14 @@ export interface StoryDiff {
 }
 
 export function diffStories(before: readonly Story[], after: readonly Story[]): StoryDiff {
-  const old = new Map(before.map((s) => [s.title, canonicalJson(s)]));
+  const old = new Map(before.map((s) => [s.title, s]));
   const diff: StoryDiff = { added: [], removed: [], changed: [], unchanged: 0 };
   const seen = new Set<string>();
   for (const s of after) {
     seen.add(s.title);
     const previous = old.get(s.title);
     if (previous === undefined) diff.added.push(s.title);
-    else if (previous !== canonicalJson(s)) diff.changed.push(s.title);
+    else if (canonicalJson(previous) !== canonicalJson(s)) diff.changed.push(s.title);
     else diff.unchanged++;
   }
   for (const s of before) if (!seen.has(s.title)) diff.removed.push(s.title);
