@@ -49,10 +49,17 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
   const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null };
   const leaseUntil = tx.now + leaseMs;
   let heads = listClaimHeads(tx.db, tx.now);
+  // Scopes this round has locked: an operation's scope may span projects, so another project's head
+  // read before a claim may need a scope the claim just took — that project's heads are read again.
+  const locked = new Set<string>();
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
     const item = getWorkItem(tx.db, pick.id)!;
+    if (locked.has(item.lock_scope)) {
+      heads = replaceProjectHeads(tx, heads, pick.project_id);
+      continue;
+    }
     const { model, estimate } = estimateFor(tx, flow, item);
     if (!fitsBudget(tx, flow, item, estimate, round)) {
       heads = replaceProjectHeads(tx, heads, pick.project_id);
@@ -66,10 +73,12 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
     const leased = claimWorkItem(tx.db, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
     // The heads query read this transaction's own state, so the item is still queued and due.
     if (!leased) throw new Error(`work item ${item.id} was not claimable although the scheduler chose it`);
-    // The heads query skipped held scopes, so this cannot fail unless the table is inconsistent.
+    // The heads query skipped held scopes, and this round's are checked above: this cannot fail unless
+    // the table is inconsistent.
     if (!acquireLock(tx.db, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil })) {
       throw new Error(`lock ${leased.lock_scope} is held although the claim found it free`);
     }
+    locked.add(leased.lock_scope);
     reserveCharge(tx, leased, model, estimate);
     const thread = getThread(tx.db, leased.thread_id);
     if (thread) emitWorkItem(tx, thread, leased);
@@ -80,9 +89,9 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
 }
 
 /**
- * The heads after a claim or a park in `projectId`: only that project's can have changed (lock scopes
- * are per project epic), so one project is re-read instead of every group — a round of many claims
- * across hundreds of projects would otherwise walk them all once per claim.
+ * The heads after a claim or a park in `projectId`: only that project's are re-read (a scope the claim
+ * locked that another project's head needs is caught by the round's `locked` set) instead of every
+ * group — a round of many claims across hundreds of projects would otherwise walk them all once per claim.
  */
 function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string): ClaimHead[] {
   return [...heads.filter((h) => h.project_id !== projectId), ...listProjectClaimHeads(tx.db, projectId, tx.now)];
