@@ -119,6 +119,10 @@ function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unkno
   const childOptions = { ...o, priority: o.priority ?? PRIORITY_OF[op.priority ?? 'bulk'] };
   inputs.forEach((childInput, i) => {
     checkInput(child, childInput, `children[${i}]`);
+    // The parent holds its scope until every child ended: a child needing it would wait forever.
+    if (plan(child, childInput).lockScope === p.lockScope) {
+      throw new CommandError('BAD_REQUEST', `${op.name}: children[${i}] would lock ${p.lockScope}, which the orchestration itself holds until its children end`);
+    }
     submit(tx, ops, child, childInput, childOptions, parent);
   });
   if (listChildThreads(tx.db, parent.id).length === 0) {
