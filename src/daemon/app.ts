@@ -15,13 +15,13 @@ import { countThreadsByStatus, getThread, listThreads } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
 import { NO_ANSWER_RULES } from '../domain/answer-rules.js';
-import { isTerminalThread } from '../domain/states.js';
 import { cancelThread, CommandError, generateAll, generateEpic, importProject, retryThread, type GenerateOptions } from './commands.js';
 import type { DaemonConfig } from './config.js';
 import type { CompleterContext } from './engine/completer.js';
 import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
+import { followThread, type FollowMessage } from './follow-stream.js';
 import { checkHealth } from './health.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
@@ -38,6 +38,8 @@ import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
 import { backlogView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+
+export type { FollowMessage };
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
@@ -56,14 +58,6 @@ export interface AppOptions {
   provider?: Provider;
   random?: () => number;
 }
-
-/** An engine event as streamed to a follower: its `type` renamed to `event`. */
-type EventMessage = EngineEvent extends infer E ? (E extends { type: infer T } ? Omit<E, 'type'> & { event: T } : never) : never;
-
-export type FollowMessage =
-  | EventMessage
-  | { event: 'snapshot'; thread: ThreadView }
-  | { event: 'end'; thread: ThreadView };
 
 export class App {
   readonly db: Db;
@@ -114,6 +108,7 @@ export class App {
       model: o.config.provider.model,
       temperature: o.config.provider.temperature,
       maxTokens: o.config.provider.maxTokens,
+      responseFormat: o.config.provider.responseFormat,
     };
     const flow = o.config.flow;
     const priceOf = (model: string) => flow.prices[model];
@@ -359,43 +354,8 @@ export class App {
     };
   }
 
-  /**
-   * Streams a thread's events (and its children's) until it ends. The subscription starts before the
-   * snapshot is read, so no event between the two is lost; the last message carries the final thread.
-   */
-  async *follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    const queue: EngineEvent[] = [];
-    let wakeUp: (() => void) | null = null;
-    const unsubscribe = this.bus.subscribe((e) => {
-      if (e.thread_id !== threadId && e.parent_thread_id !== threadId) return;
-      queue.push(e);
-      wakeUp?.();
-    });
-    const onAbort = () => wakeUp?.();
-    signal?.addEventListener('abort', onAbort);
-    try {
-      const initial = getThread(this.db, threadId);
-      if (!initial) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-      yield { event: 'snapshot', thread: threadView(this.db, initial) };
-      if (isTerminalThread(initial.status)) {
-        yield { event: 'end', thread: threadView(this.db, initial) };
-        return;
-      }
-      while (!signal?.aborted) {
-        if (queue.length === 0) await new Promise<void>((r) => (wakeUp = r));
-        wakeUp = null;
-        for (const e of queue.splice(0)) {
-          const { type, ...rest } = e;
-          yield { event: type, ...rest } as FollowMessage;
-          if (e.type === 'thread' && e.thread_id === threadId && isTerminalThread(e.status)) {
-            yield { event: 'end', thread: threadView(this.db, getThread(this.db, threadId)!) };
-            return;
-          }
-        }
-      }
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      unsubscribe();
-    }
+  /** Streams a thread's events (and its children's) until it ends; see follow-stream.ts. */
+  follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+    return followThread(this.db, this.bus, threadId, signal);
   }
 }

@@ -12,7 +12,7 @@ import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
 import { extendLock, releaseOrphanedLocks } from '../../db/locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
-import { getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
+import { extendLease, getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
 import { closeAfterError, releaseUnsent } from './charges.js';
 import { failAttempt, type CompleterContext } from './completer.js';
 import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
@@ -76,4 +76,14 @@ export function sweepLocksAndParents(tx: Tx): { locksReleased: string[]; parents
   const parents = listParentsWithAllChildrenTerminal(tx.db);
   for (const p of parents) closeParentIfDone(tx, p.id);
   return { locksReleased, parentsClosed: parents.length };
+}
+
+/** The heartbeat: extends the leases (and locks) of items in flight here; returns those another owner took. */
+export function extendLeases(tx: Tx, owner: string, items: { id: string; lockScope: string }[], until: number): string[] {
+  const lost: string[] = [];
+  for (const { id, lockScope } of items) {
+    if (extendLease(tx.db, id, owner, until)) extendLock(tx.db, lockScope, id, until);
+    else if (getWorkItem(tx.db, id)?.lease_owner !== owner) lost.push(id);
+  }
+  return lost;
 }

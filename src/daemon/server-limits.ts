@@ -1,0 +1,110 @@
+/**
+ * Limits for an HTTP server the daemon runs (the API on the Unix socket; any HTTP port reuses them), so
+ * that no client — slow, silent or hostile — can hold the daemon's connections, memory or file
+ * descriptors:
+ *
+ *   header/request timeouts  a request whose headers (or whole body) do not arrive in time gets 408
+ *   idle timeout             a connection with no request in progress is closed after this much silence
+ *                            (Node's own timeouts never close a connection that sends nothing at all)
+ *   connection cap           over the cap, the oldest idle connection is closed to make room; a new
+ *                            connection is refused only when every one is busy
+ *   body limit               a request body over the limit is refused (413) before it is read whole
+ */
+import type http from 'node:http';
+import type { Socket } from 'node:net';
+
+export interface ServerLimits {
+  maxConnections: number;
+  headerTimeoutMs: number;
+  requestTimeoutMs: number;
+  idleTimeoutMs: number;
+  /** Request bodies, except the paths `largeBodyPaths` names. */
+  maxBodyBytes: number;
+  /** Request bodies of bulk imports (a project file, a ledger export). */
+  maxImportBytes: number;
+}
+
+const MiB = 2 ** 20;
+
+export const DEFAULT_SERVER_LIMITS: ServerLimits = {
+  maxConnections: 512,
+  headerTimeoutMs: 10_000,
+  requestTimeoutMs: 60_000,
+  idleTimeoutMs: 30_000,
+  maxBodyBytes: MiB,
+  maxImportBytes: 64 * MiB,
+};
+
+/** Options for `http.createServer`: Node's own header and request timeouts, checked often enough to matter. */
+export function serverOptions(limits: ServerLimits): http.ServerOptions {
+  return {
+    headersTimeout: limits.headerTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(limits.headerTimeoutMs / 2))),
+  };
+}
+
+/** Tracks connections and enforces the idle timeout and the connection cap on `server`. */
+export function limitConnections(server: http.Server, limits: ServerLimits): void {
+  // Insertion order is age order: the first idle one found is the oldest.
+  const open = new Set<Socket>();
+  const busy = new Map<Socket, number>();
+  const isIdle = (s: Socket) => !busy.has(s);
+
+  server.on('connection', (socket: Socket) => {
+    open.add(socket);
+    socket.once('close', () => {
+      open.delete(socket);
+      busy.delete(socket);
+    });
+    if (open.size <= limits.maxConnections) return;
+    for (const s of open) {
+      if (s !== socket && isIdle(s)) {
+        s.destroy();
+        return;
+      }
+    }
+    socket.destroy(); // every other connection is in the middle of a request
+  });
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const s = req.socket;
+    busy.set(s, (busy.get(s) ?? 0) + 1);
+    res.once('close', () => {
+      const n = (busy.get(s) ?? 1) - 1;
+      if (n > 0) busy.set(s, n);
+      else busy.delete(s);
+    });
+  });
+  // A WebSocket (a `--follow`) is a long-lived, legitimately quiet connection: never idle-closed.
+  server.on('upgrade', (req: http.IncomingMessage) => {
+    busy.set(req.socket, Number.POSITIVE_INFINITY);
+    req.socket.setTimeout(0);
+  });
+  server.timeout = limits.idleTimeoutMs;
+  // With a listener here Node leaves the decision to us: only a connection with no request in
+  // progress is closed, so a slow answer (a long prune) is never cut off.
+  server.on('timeout', (socket: Socket) => {
+    if (isIdle(socket)) socket.destroy();
+  });
+}
+
+/**
+ * Refuses a request whose declared body is over `limit` with 413 and closes the connection, before any of
+ * the body is read. Returns true when it refused. Bodies without a length are limited while they are read
+ * (the tRPC handler's `maxBodySize`).
+ */
+export function refuseOversizedBody(req: http.IncomingMessage, res: http.ServerResponse, limit: number, body: (message: string) => unknown): boolean {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (!(declared > limit)) return false;
+  const message = `the request body is ${formatBytes(declared)}, over the ${formatBytes(limit)} limit of this endpoint`;
+  const text = JSON.stringify(body(message));
+  res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' });
+  res.end(text, () => req.socket.destroy());
+  return true;
+}
+
+export function formatBytes(n: number): string {
+  if (n >= MiB) return `${Number((n / MiB).toFixed(1))} MiB`;
+  if (n >= 1024) return `${Number((n / 1024).toFixed(1))} KiB`;
+  return `${n} bytes`;
+}
