@@ -26,7 +26,8 @@ import { checkHealth } from './health.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
-import type { EventLog, Logger } from './logger.js';
+import type { EventLog, LogFile, Logger } from './logger.js';
+import { StorageGuard } from './storage-guard.js';
 import { Maintenance } from './maintenance.js';
 import { Metrics } from './metrics.js';
 import { runPrune } from './retention.js';
@@ -57,6 +58,8 @@ export interface AppOptions {
   schedulerClock?: Clock;
   provider?: Provider;
   random?: () => number;
+  /** The log file both loggers write (its dropped-line count shows in health). */
+  logFile?: LogFile;
 }
 
 export class App {
@@ -68,6 +71,8 @@ export class App {
   readonly schedules: ScheduleService;
   readonly metrics: Metrics;
   readonly maintenance: Maintenance;
+  /** Free space of the home: claiming pauses under the threshold or after a disk-full write. */
+  readonly storage: StorageGuard;
   readonly owner = randomUUID();
   readonly startedAt = Date.now();
   private readonly clock: Clock;
@@ -81,6 +86,17 @@ export class App {
     this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
     applyMigrations(this.db, o.config.migrationsDir ?? undefined);
     this.metrics = new Metrics(this);
+    this.storage = new StorageGuard({
+      ...o.config.storage,
+      dir: o.config.home,
+      droppedLogLines: () => o.logFile?.dropped ?? 0,
+      onChange: (state, snapshot) => {
+        if (state === 'ok') {
+          o.logger.warn({ storage: snapshot }, 'storage has room again: claiming resumes');
+          this.engine.wake();
+        } else o.logger.error({ storage: snapshot }, `storage: ${snapshot.status}; no new provider calls start until there is room`);
+      },
+    });
     this.writer = new Writer<EngineEvent>(this.db, {
       publish: (events) => {
         this.bus.publish(events);
@@ -92,6 +108,7 @@ export class App {
       },
       onRollback: () => forgetDocuments(this.db),
       onInfraFailure: (err) => {
+        this.storage.noteWriteFailure(err);
         // One line per outage, not one per failed batch.
         if (this.infraHealthy) o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
         this.infraHealthy = false;
@@ -144,7 +161,9 @@ export class App {
         priceOf,
         modelParams,
       },
-      secrets: o.config.provider.apiKey ? [o.config.provider.apiKey] : [],
+      secrets: o.config.secrets,
+      maxProviderWaitMs: o.config.maxProviderWaitMs,
+      storage: this.storage,
       random: this.ctx.random,
       crashAt: o.config.crashAt,
       observer: this.metrics,
@@ -185,6 +204,7 @@ export class App {
 
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
+    this.storage.start();
     await this.engine.start();
     this.maintenance.start();
     await this.scheduler.start();
@@ -192,6 +212,7 @@ export class App {
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
+    this.storage.stop();
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
@@ -332,6 +353,8 @@ export class App {
       recoveryDone: this.engine.recoveryDone,
       endpoint: this.engine.endpoint,
       breaker: this.engine.breaker.snapshot(),
+      storage: this.storage.snapshot(),
+      rateLimits: this.engine.rateLimitSnapshot(),
     });
   }
 

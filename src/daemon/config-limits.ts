@@ -37,6 +37,7 @@ export const DEFAULT_STORAGE_PROBE_MS = 5_000;
 const bytes = (max: number) => z.number().int().min(0).max(max);
 
 export const limitsConfigFileSchema = {
+  /** The default for every operation (each may set its own: `operations.<kind>.interrupted`). */
   interrupted: z.enum(INTERRUPTED_MODES).optional(),
   storage: z
     .object({
@@ -75,7 +76,6 @@ export interface StorageConfig {
 }
 
 export interface LimitsConfig {
-  interrupted: InterruptedMode;
   storage: StorageConfig;
   api: ServerLimits;
   /** Values never recorded anywhere: the API key, the endpoint's password, the values of `redact.env`. */
@@ -97,7 +97,6 @@ export function resolveLimits(file: LimitsFile, env: NodeJS.ProcessEnv, p: { api
   }
   const a = file.api ?? {};
   return {
-    interrupted: file.interrupted ?? 'retry',
     storage: {
       minFreeBytes: file.storage?.min_free_bytes ?? DEFAULT_MIN_FREE_BYTES,
       probeIntervalMs: Math.max(50, file.storage?.probe_interval ?? DEFAULT_STORAGE_PROBE_MS),

@@ -149,9 +149,8 @@ export interface DaemonConfig extends LimitsConfig {
   recoveryIntervalMs: number;
   drainTimeoutMs: number;
   retry: RetryPolicy;
+  /** Per operation kind (config `operations.<kind>.retry` and `.interrupted`). */
   operationRetry: Record<string, RetryPolicy>;
-  /** `interrupted` per operation kind, where it differs from the global `interrupted`. */
-  operationInterrupted: Record<string, InterruptedMode>;
   /** Provider-requested waits (Retry-After, rate-limit resets) are cut to this. */
   maxProviderWaitMs: number;
   /** Extra answer acceptance rules per operation kind (absent: none). */
@@ -208,8 +207,9 @@ export function readConfigFile(path: string): ConfigFile {
   return parsed.data;
 }
 
-function mergeRetry(base: RetryPolicy, o: z.infer<typeof retrySchema> | undefined): RetryPolicy {
+function mergeRetry(base: RetryPolicy, o: z.infer<typeof retrySchema> | undefined, interrupted?: InterruptedMode): RetryPolicy {
   return {
+    interrupted: interrupted ?? base.interrupted,
     baseMs: o?.base ?? base.baseMs,
     capMs: o?.cap ?? base.capMs,
     jitter: o?.jitter ?? base.jitter,
@@ -246,13 +246,11 @@ function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
 export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): DaemonConfig {
   const paths = homePaths(home);
   const file = readConfigFile(paths.configPath);
-  const retry = mergeRetry(DEFAULT_RETRY_POLICY, file.retry);
+  const retry = mergeRetry(DEFAULT_RETRY_POLICY, file.retry, file.interrupted);
   const operationRetry: Record<string, RetryPolicy> = {};
   const operationRules: Record<string, AnswerRules> = {};
-  const operationInterrupted: Record<string, InterruptedMode> = {};
   for (const [op, o] of Object.entries(file.operations ?? {})) {
-    operationRetry[op] = mergeRetry(retry, o.retry);
-    if (o.interrupted) operationInterrupted[op] = o.interrupted;
+    operationRetry[op] = mergeRetry(retry, o.retry, o.interrupted);
     if (o.validation) {
       operationRules[op] = {
         minStories: o.validation.min_stories ?? NO_ANSWER_RULES.minStories,
@@ -285,7 +283,6 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     drainTimeoutMs: file.engine?.drain_timeout ?? 10_000,
     retry,
     operationRetry,
-    operationInterrupted,
     maxProviderWaitMs: file.retry?.max_provider_wait ?? DEFAULT_MAX_PROVIDER_WAIT_MS,
     operationRules,
     cache: file.cache ?? false,
