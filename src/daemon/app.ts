@@ -23,6 +23,7 @@ import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { followThread, type FollowMessage } from './follow-stream.js';
 import { checkHealth } from './health.js';
+import { holdOf, inDoubtOf } from './holds.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
@@ -258,7 +259,8 @@ export class App {
 
   async retry(threadId: string): Promise<ThreadView> {
     const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId, this.config.flow.maxQueued));
-    this.engine.wake();
+    // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
+    this.engine.releaseRateLimitHold();
     return threadView(this.db, t);
   }
 
@@ -294,7 +296,8 @@ export class App {
   thread(threadId: string) {
     const t = getThread(this.db, threadId);
     if (!t) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    return threadDetailView(this.db, t);
+    const now = this.clock.now();
+    return { ...threadDetailView(this.db, t), in_doubt: inDoubtOf(this.db, t), hold: holdOf(this.db, t, this.engine.rateLimitHeldUntil(), now) };
   }
 
   threads(f: { active: boolean; projectId: string | null; limit: number }): ThreadView[] {

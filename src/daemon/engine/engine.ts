@@ -26,6 +26,7 @@ import type { Provider } from '../provider.js';
 import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type CompleterContext } from './completer.js';
 import { CircuitBreaker, type BreakerPolicy } from './breaker.js';
 import { executeCall, type CallOutcome } from './executor.js';
+import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type FlowControl } from './producer.js';
 import { extendLeases, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { Tx } from './tx.js';
@@ -298,8 +299,7 @@ export class Engine {
         secrets: this.o.secrets,
         maxProviderWaitMs: this.o.maxProviderWaitMs,
       });
-      this.observeProvider(outcome);
-      this.observeRateLimits(request.model, outcome);
+      this.observeProvider(request.model, outcome);
       this.o.observer?.onCall(outcome, request.model);
       if (outcome.kind === 'error') {
         await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
@@ -314,32 +314,24 @@ export class Engine {
     await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
   }
 
-  /**
-   * Feeds the rate limiter: an answer's x-ratelimit-* headers correct the model's buckets, and a 429
-   * parks the model until its reset for every queued item, not only the one that got it.
-   */
-  private observeRateLimits(model: string, outcome: CallOutcome): void {
-    const now = this.o.clock.now();
-    if (outcome.kind === 'response') return this.o.flow.limiter.observe(model, outcome.rateLimit, now);
-    if (outcome.error.code !== 'PROVIDER_RATE_LIMIT') return;
-    const { retryAfterMs, providerRetryAfterMs } = outcome.error;
-    const until = now + (retryAfterMs ?? this.o.policyFor('').baseMs);
-    this.o.flow.limiter.park(model, until, now);
-    const asked = providerRetryAfterMs !== undefined ? { provider_retry_after_ms: providerRetryAfterMs, capped_by: 'retry.max_provider_wait' } : {};
-    this.o.logger.warn({ model, until: new Date(until).toISOString(), ...asked }, 'rate limited by the provider (429): no new calls of this model until the reset');
-    this.limitedUntil = Math.max(this.limitedUntil ?? 0, until);
-    this.scheduleAt(until);
+  /** Lets the breaker and the rate limiter learn from a call; wakes the engine when they allow calls again. */
+  private observeProvider(model: string, outcome: CallOutcome): void {
+    const targets = { breaker: this.breaker, limiter: this.o.flow.limiter, log: this.log, endpoint: this.o.provider.endpoint, defaultWaitMs: this.o.policyFor('').baseMs };
+    const f = learnFromOutcome(targets, model, outcome, this.o.clock.now());
+    if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
+    for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
   }
 
-  /** Feeds the breaker: transient provider failures count, any answer from the provider resets it. */
-  private observeProvider(outcome: CallOutcome): void {
-    if (outcome.kind === 'response' || outcome.error.class === 'permanent') return this.breaker.onSuccess();
-    if (outcome.error.class !== 'transient') return this.breaker.onInconclusive();
-    if (this.breaker.onTransientFailure(this.o.clock.now())) {
-      const s = this.breaker.snapshot();
-      this.log.warn({ endpoint: this.o.provider.endpoint, ...s }, `circuit breaker opened: no calls start until ${s.open_until}`);
-      this.scheduleAt(this.breaker.reopensAt()!);
-    }
+  /** When the model's 429 hold ends (null: not held), for `combine thread` and health. */
+  rateLimitHeldUntil(): number | null {
+    return this.o.flow.limiter.parkedUntil(this.o.modelParams.model, this.o.clock.now());
+  }
+
+  /** `combine retry` of a held item: the user lifts the model's 429 hold now. */
+  releaseRateLimitHold(): void {
+    this.o.flow.limiter.unpark(this.o.modelParams.model);
+    this.limitedUntil = null;
+    this.wake();
   }
 
   /** Extends the leases (and epic locks) of every in-flight item in one write. */
