@@ -25,7 +25,7 @@ export interface HoldView {
   work_item_id: string;
   /** Not claimed before this time. */
   until: string;
-  /** `backoff` after the item's last error, or `rate_limit` (its model is held after a 429). */
+  /** `rate_limit` after a 429 (its model is held, or its own wait is the provider's), else `backoff`. */
   reason: 'backoff' | 'rate_limit';
   error_code: string | null;
 }
@@ -43,8 +43,8 @@ export function inDoubtOf(db: Db, thread: ThreadRow): InDoubtView | null {
 export function holdOf(db: Db, thread: ThreadRow, parkedUntil: number | null, now: number): HoldView | null {
   const item = getLatestWorkItem(db, thread.id);
   if (!item || item.status !== 'queued') return null;
-  const rateLimited = parkedUntil !== null && parkedUntil > Math.max(now, item.not_before);
-  const until = rateLimited ? parkedUntil : item.not_before;
+  const until = Math.max(item.not_before, parkedUntil ?? 0);
   if (until <= now) return null;
+  const rateLimited = (parkedUntil !== null && parkedUntil > now) || item.error_code === 'PROVIDER_RATE_LIMIT';
   return { work_item_id: item.id, until: iso(until), reason: rateLimited ? 'rate_limit' : 'backoff', error_code: item.error_code };
 }

@@ -350,5 +350,6 @@ function errorPayload(error: ClassifiedError, item: WorkItemRow) {
     repair: item.repair_count,
     ...(error.httpStatus !== undefined ? { http_status: error.httpStatus } : {}),
     ...(error.retryAfterMs !== undefined ? { retry_after_ms: error.retryAfterMs } : {}),
+    ...(error.providerRetryAfterMs !== undefined ? { provider_retry_after_ms: error.providerRetryAfterMs } : {}),
   };
 }
