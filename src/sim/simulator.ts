@@ -48,6 +48,8 @@ export interface FaultRule {
   reset_requests?: string;
   /** For echo_secret: more text to echo (another secret). */
   text?: string;
+  /** For echo_secret: answer a body that is not JSON (recorded as text). */
+  malformed?: boolean;
   /** For huge: the answer's size in bytes. */
   size_bytes?: number;
   /** For huge: send it chunked, without a Content-Length. */
@@ -321,6 +323,11 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         const echo = [key, fault.text].filter(Boolean).join(' ');
         headers['x-request-id'] = `req-${echo}`;
         headers['x-ratelimit-echo'] = echo;
+        if (fault.malformed) {
+          call.status = 200;
+          res.writeHead(200, { 'content-type': 'application/json', ...headers });
+          return void res.end(`{"error": not json, your key is ${echo}`);
+        }
         const stories = simulatedStories(epicId ?? 'unknown', epicTitle).map((s, i) => (i === 0 ? { ...s, description: `${s.description} (key: ${echo})` } : s));
         const answer = JSON.stringify({ stories });
         return sendJson(res, 200, completionBody(n, body.model, answer, text, { system_fingerprint: echo }), headers, call);
