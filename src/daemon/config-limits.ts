@@ -50,9 +50,13 @@ export const limitsConfigFileSchema = {
     .optional(),
   api: z
     .object({
+      /** Connections at once; over it the oldest idle one is closed to make room. */
       max_connections: z.number().int().min(1).max(100_000).optional(),
+      /** A request's headers (a connection that sends nothing too) must arrive within this: else 408. */
       header_timeout: duration.optional(),
+      /** A whole request must arrive within this. */
       request_timeout: duration.optional(),
+      /** A kept-alive connection with no new request is closed after this. */
       idle_timeout: duration.optional(),
       max_body_bytes: bytes(2 ** 30).optional(),
       max_import_bytes: bytes(2 ** 31).optional(),

@@ -3,12 +3,13 @@
  * that no client — slow, silent or hostile — can hold the daemon's connections, memory or file
  * descriptors:
  *
- *   header/request timeouts  a request whose headers (or whole body) do not arrive in time gets 408
- *   idle timeout             a connection with no request in progress is closed after this much silence
- *                            (Node's own timeouts never close a connection that sends nothing at all)
- *   connection cap           over the cap, the oldest idle connection is closed to make room; a new
- *                            connection is refused only when every one is busy
- *   body limit               a request body over the limit is refused (413) before it is read whole
+ *   header timeout     a connection whose request headers are not all there in time — one that sends
+ *                      nothing at all included — gets 408 and is closed
+ *   request timeout    the same for the whole request, body included
+ *   idle timeout       a kept-alive connection with no new request in this time is closed
+ *   connection cap     over the cap, the oldest connection with no request in progress is closed to make
+ *                      room; a new connection is refused only when every one is busy
+ *   body limit         a request body over the limit is refused (413) before it is read whole
  */
 import type http from 'node:http';
 import type { Socket } from 'node:net';
@@ -30,21 +31,22 @@ export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   maxConnections: 512,
   headerTimeoutMs: 10_000,
   requestTimeoutMs: 60_000,
-  idleTimeoutMs: 30_000,
+  idleTimeoutMs: 5_000,
   maxBodyBytes: MiB,
   maxImportBytes: 64 * MiB,
 };
 
-/** Options for `http.createServer`: Node's own header and request timeouts, checked often enough to matter. */
+/** Options for `http.createServer`: Node's own timeouts, checked often enough to matter. */
 export function serverOptions(limits: ServerLimits): http.ServerOptions {
   return {
     headersTimeout: limits.headerTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.idleTimeoutMs,
     connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(limits.headerTimeoutMs / 2))),
   };
 }
 
-/** Tracks connections and enforces the idle timeout and the connection cap on `server`. */
+/** Tracks connections and enforces the connection cap on `server`. */
 export function limitConnections(server: http.Server, limits: ServerLimits): void {
   // Insertion order is age order: the first idle one found is the oldest.
   const open = new Set<Socket>();
@@ -75,17 +77,8 @@ export function limitConnections(server: http.Server, limits: ServerLimits): voi
       else busy.delete(s);
     });
   });
-  // A WebSocket (a `--follow`) is a long-lived, legitimately quiet connection: never idle-closed.
-  server.on('upgrade', (req: http.IncomingMessage) => {
-    busy.set(req.socket, Number.POSITIVE_INFINITY);
-    req.socket.setTimeout(0);
-  });
-  server.timeout = limits.idleTimeoutMs;
-  // With a listener here Node leaves the decision to us: only a connection with no request in
-  // progress is closed, so a slow answer (a long prune) is never cut off.
-  server.on('timeout', (socket: Socket) => {
-    if (isIdle(socket)) socket.destroy();
-  });
+  // A WebSocket (a `--follow`) is a long-lived, legitimately quiet connection: never evicted.
+  server.on('upgrade', (req: http.IncomingMessage) => busy.set(req.socket, Number.POSITIVE_INFINITY));
 }
 
 /**
@@ -93,10 +86,15 @@ export function limitConnections(server: http.Server, limits: ServerLimits): voi
  * the body is read. Returns true when it refused. Bodies without a length are limited while they are read
  * (the tRPC handler's `maxBodySize`).
  */
-export function refuseOversizedBody(req: http.IncomingMessage, res: http.ServerResponse, limit: number, body: (message: string) => unknown): boolean {
+export function refuseOversizedBody(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  limit: { bytes: number; setting: string },
+  body: (message: string) => unknown,
+): boolean {
   const declared = Number(req.headers['content-length'] ?? 0);
-  if (!(declared > limit)) return false;
-  const message = `the request body is ${formatBytes(declared)}, over the ${formatBytes(limit)} limit of this endpoint`;
+  if (!(declared > limit.bytes)) return false;
+  const message = `the request body is ${formatBytes(declared)}, over the ${formatBytes(limit.bytes)} limit of this endpoint (${limit.setting}); nothing was read or stored`;
   const text = JSON.stringify(body(message));
   res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' });
   res.end(text, () => req.socket.destroy());

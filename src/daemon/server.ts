@@ -17,9 +17,11 @@ import { DEFAULT_SERVER_LIMITS, limitConnections, refuseOversizedBody, serverOpt
 const IMPORT_PATHS = new Set(['project.import', 'ledger.import']);
 
 /** The body limit of a tRPC request path (`/a.b`, or `/a,b` for a batch: every call must be an import). */
-function bodyLimitOf(url: string | undefined, limits: ServerLimits): number {
+function bodyLimitOf(url: string | undefined, limits: ServerLimits): { bytes: number; setting: string } {
   const path = (url ?? '/').split('?')[0]!.slice(1);
-  return path.split(',').every((p) => IMPORT_PATHS.has(p)) ? limits.maxImportBytes : limits.maxBodyBytes;
+  return path.split(',').every((p) => IMPORT_PATHS.has(p))
+    ? { bytes: limits.maxImportBytes, setting: 'api.max_import_bytes' }
+    : { bytes: limits.maxBodyBytes, setting: 'api.max_body_bytes' };
 }
 
 /** A refusal in tRPC's error shape, so every client reads it like any other (the CLI exits 2). */
@@ -54,7 +56,7 @@ export async function startApiServer(socketPath: string, context: RouterContext,
   const server = http.createServer(serverOptions(limits), (req, res) => {
     const limit = bodyLimitOf(req.url, limits);
     if (refuseOversizedBody(req, res, limit, tooLargeError)) return;
-    void handlers.get(limit)!(req, res);
+    void handlers.get(limit.bytes)!(req, res);
   });
   limitConnections(server, limits);
   // A subscription's messages are small: a client cannot make the daemon buffer ws's default 100 MiB.
