@@ -5,7 +5,8 @@
  *
  *   ok         free space at or above `storage.min_free_bytes`: claiming runs
  *   low_space  under the threshold: claiming pauses (commands are still accepted and queued)
- *   disk_full  a write failed with "disk full" and space has not come back: claiming pauses
+ *   disk_full  no space at all, or a write failed with "disk full" and space has not come back above
+ *              the threshold: claiming pauses
  *
  * It turns `ok` again by itself once a probe finds enough space, and says so (`onChange`).
  */
@@ -75,7 +76,8 @@ export class StorageGuard {
     } catch {
       return; // cannot measure: keep the last verdict
     }
-    if (this.freeBytes >= this.o.minFreeBytes) this.set('ok');
+    if (this.freeBytes >= this.o.minFreeBytes && this.freeBytes > 0) this.set('ok');
+    else if (this.freeBytes === 0) this.set('disk_full');
     else if (this.state !== 'disk_full') this.set('low_space');
   }
 
