@@ -7,6 +7,9 @@ import { lstatSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFile
 import http from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { TRPCClientError } from '@trpc/client';
+import { connectWithSubscriptions } from '../../src/cli/subscriptions.js';
+import type { AppRouter } from '../../src/daemon/router.js';
 import { FAST_RETRY, Harness, project, type CommandJson } from '../helpers/harness.js';
 
 let h: Harness;
@@ -108,11 +111,22 @@ describe('bad input and unknown ids', () => {
     }
   });
 
-  it('following an unknown thread is not found (exit 2), not an internal error', async () => {
+  it('following an unknown thread is NOT_FOUND over the subscription itself, not an internal error', async () => {
     h = await Harness.start();
     const r = await h.cli(['thread', 'no-such-thread', '--follow', '--json']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('no thread "no-such-thread"');
-    expect(r.stderr).not.toContain('INTERNAL_SERVER_ERROR');
+    // The subscription, as any client of the socket API sees it (the CLI looks the thread up first).
+    const conn = connectWithSubscriptions(join(h.home, 'combine.sock'));
+    try {
+      const err = await new Promise<TRPCClientError<AppRouter>>((resolve) => {
+        conn.client.follow.subscribe({ thread_id: 'no-such-thread' }, { onError: (e) => resolve(e as TRPCClientError<AppRouter>), onData: () => {} });
+      });
+      expect(err.data?.code).toBe('NOT_FOUND');
+      expect(err.message).toBe('no thread "no-such-thread"');
+      expect(err.data).not.toHaveProperty('stack');
+    } finally {
+      conn.close();
+    }
   });
 });

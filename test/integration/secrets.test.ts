@@ -26,42 +26,54 @@ function filesContaining(secret: string, extra: string[]): string[] {
 }
 
 describe('a provider that echoes the credentials', () => {
-  it('gets them recorded nowhere under COMBINE_HOME nor in an export; the answers still apply', async () => {
+  it('gets the API key recorded nowhere under COMBINE_HOME nor in an export; the answers still apply', async () => {
+    h = await Harness.start();
+    h.writeConfig(FAST_RETRY);
+    await h.importProject(project('p', 2));
+    await echoedAndNowhere([]);
+  });
+
+  it('the same for every secret the config names (redact.env)', async () => {
     h = await Harness.start();
     const other = 'other-secret-value-0123456789';
     h.env.OTHER_SECRET = other;
     h.writeConfig({ ...FAST_RETRY, redact: { env: ['OTHER_SECRET'] } });
     await h.importProject(project('p', 2));
-    h.setFaults([
-      { kind: 'echo_secret', text: other, malformed: true, times: 1 },
-      { kind: 'echo_secret', text: other },
-    ]);
-    const all = await h.json<CommandJson>(['generate-all', '--project', 'p']);
-    expect((await h.waitForEnd(all.thread_id)).status).toBe('complete');
-    const key = h.env.OPENAI_API_KEY!;
-    expect(h.sim.calls).toHaveLength(3);
-
-    const ledger = (await h.json<ThreadIds>(['threads'])).flatMap((t) => [t.thread_id]);
-    const entries = (await Promise.all(ledger.map((id) => h.json<any[]>(['ledger', id])))).flat();
-    const responses = entries.filter((e) => e.entry_type === 'response').map((e) => e.payload);
-    expect(responses.some((p) => typeof p.body_text === 'string' && p.body_text.includes('[redacted]'))).toBe(true);
-    expect(responses.every((p) => p.request_id === null || !p.request_id.includes('sk-'))).toBe(true);
-    expect(responses.some((p) => p.rate_limit['x-ratelimit-echo'] === '[redacted] [redacted]')).toBe(true);
-    const backlog = await h.json<{ epics: { stories: { description: string }[] }[] }>(['backlog', 'p']);
-    expect(JSON.stringify(backlog)).toContain('(key: [redacted] [redacted])');
-    expect((await h.json<{ ok: boolean }>(['ledger', 'verify'])).ok).toBe(true);
-
-    const exported = join(h.home, 'export.jsonl');
-    expect((await h.cli(['ledger', 'export', '--project', 'p', '--out', exported])).code).toBe(0);
-    const db = h.openDb();
-    const callRecordIds = db.prepare('SELECT provider_request_id AS id FROM llm_call_records').all() as { id: string | null }[];
-    db.close();
-    expect(callRecordIds.some((r) => r.id?.includes('[redacted]'))).toBe(true);
-
-    for (const secret of [key, other]) expect(filesContaining(secret, [exported]), secret).toEqual([]);
-    await h.stopDaemon(); // and after the WAL is checkpointed into the database file
-    for (const secret of [key, other]) expect(filesContaining(secret, []), secret).toEqual([]);
+    await echoedAndNowhere([other]);
   });
 });
 
-type ThreadIds = { thread_id: string }[];
+/** A generate-all against a provider echoing the key and `others`; then every file is searched for them. */
+async function echoedAndNowhere(others: string[]): Promise<void> {
+  const text = others.join(' ');
+  h.setFaults([
+    { kind: 'echo_secret', ...(text ? { text } : {}), malformed: true, times: 1 },
+    { kind: 'echo_secret', ...(text ? { text } : {}) },
+  ]);
+  const all = await h.json<CommandJson>(['generate-all', '--project', 'p']);
+  expect((await h.waitForEnd(all.thread_id)).status).toBe('complete');
+  const key = h.env.OPENAI_API_KEY!;
+  expect(h.sim.calls).toHaveLength(3);
+  const echoed = ['[redacted]', ...others.map(() => '[redacted]')].join(' ');
+
+  const ids = (await h.json<{ thread_id: string }[]>(['threads'])).map((t) => t.thread_id);
+  const entries = (await Promise.all(ids.map((id) => h.json<any[]>(['ledger', id])))).flat();
+  const responses = entries.filter((e) => e.entry_type === 'response').map((e) => e.payload);
+  expect(responses.some((p) => typeof p.body_text === 'string' && p.body_text.includes(`your key is ${echoed}`))).toBe(true);
+  expect(responses.some((p) => p.request_id === `req-${echoed}`)).toBe(true);
+  expect(responses.some((p) => p.rate_limit['x-ratelimit-echo'] === echoed)).toBe(true);
+  const backlog = await h.json<{ epics: { stories: { description: string }[] }[] }>(['backlog', 'p']);
+  expect(JSON.stringify(backlog)).toContain(`(key: ${echoed})`);
+  expect((await h.json<{ ok: boolean }>(['ledger', 'verify'])).ok).toBe(true);
+
+  const exported = join(h.home, 'export.jsonl');
+  expect((await h.cli(['ledger', 'export', '--project', 'p', '--out', exported])).code).toBe(0);
+  const db = h.openDb();
+  const callRecordIds = db.prepare('SELECT provider_request_id AS id FROM llm_call_records').all() as { id: string | null }[];
+  db.close();
+  expect(callRecordIds.some((r) => r.id === `req-${echoed}`)).toBe(true);
+
+  for (const secret of [key, ...others]) expect(filesContaining(secret, [exported]), secret).toEqual([]);
+  await h.stopDaemon(); // and after the WAL is checkpointed into the database file
+  for (const secret of [key, ...others]) expect(filesContaining(secret, []), secret).toEqual([]);
+}

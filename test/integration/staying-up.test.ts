@@ -110,10 +110,10 @@ describe('connections', () => {
 
   it('over the connection cap, the oldest idle connections make room: commands still work at the open-files limit', async () => {
     h = await Harness.start();
-    h.writeConfig({ api: { max_connections: 100 } });
-    const daemon = await runDaemon(['prlimit', '--nofile=256:256']);
-    const silent = await silentConnections(400);
-    await waitUntil(() => silent.closed() >= 300, 'the oldest idle connections to be closed');
+    // The default cap (512) under an open-files limit the connections alone would exhaust.
+    const daemon = await runDaemon(['prlimit', '--nofile=1024:1024']);
+    const silent = await silentConnections(1500);
+    await waitUntil(() => silent.closed() >= 1500 - 512, 'the oldest idle connections to be closed');
     const health = await h.cli(['health', '--no-autostart']);
     expect(health.code, health.stderr).toBe(0);
     expect((await h.cli(['threads', '--no-autostart'])).code).toBe(0);
