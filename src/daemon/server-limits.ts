@@ -9,7 +9,7 @@
  *   idle timeout       a kept-alive connection with no new request in this time is closed
  *   connection cap     over the cap, the oldest connection with no request in progress is closed to make
  *                      room; a new connection is refused only when every one is busy
- *   body limit         a request body over the limit is refused (413) before it is read whole
+ *   body limit         a request body over the limit is refused (413) before any of it is kept
  */
 import type http from 'node:http';
 import type { Socket } from 'node:net';
@@ -82,8 +82,8 @@ export function limitConnections(server: http.Server, limits: ServerLimits): voi
 }
 
 /**
- * Refuses a request whose declared body is over `limit` with 413 and closes the connection, before any of
- * the body is read. Returns true when it refused. Bodies without a length are limited while they are read
+ * Refuses a request whose declared body is over `limit` with 413 before any of the body is kept.
+ * Returns true when it refused. Bodies without a length are limited while they are read
  * (the tRPC handler's `maxBodySize`).
  */
 export function refuseOversizedBody(
@@ -94,12 +94,22 @@ export function refuseOversizedBody(
 ): boolean {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (!(declared > limit.bytes)) return false;
-  const message = `the request body is ${formatBytes(declared)}, over the ${formatBytes(limit.bytes)} limit of this endpoint (${limit.setting}); nothing was read or stored`;
+  const message = `the request body is ${formatBytes(declared)}, over the ${formatBytes(limit.bytes)} limit of this endpoint (${limit.setting}); nothing was stored`;
   const text = JSON.stringify(body(message));
-  res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' });
-  res.end(text, () => req.socket.destroy());
+  res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+  // Lingering close: the rest of the body is read and dropped (never kept) for a short while, so a client
+  // still writing it gets to read this answer instead of a broken pipe; then the connection is cut.
+  req.resume();
+  const linger = setTimeout(() => req.socket.destroy(), LINGER_MS);
+  linger.unref();
+  req.once('end', () => clearTimeout(linger));
+  req.socket.once('close', () => clearTimeout(linger));
   return true;
 }
+
+/** How long the rest of a refused body is read and dropped before the connection is cut. */
+const LINGER_MS = 5_000;
 
 export function formatBytes(n: number): string {
   if (n >= MiB) return `${Number((n / MiB).toFixed(1))} MiB`;

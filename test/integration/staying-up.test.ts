@@ -122,7 +122,7 @@ describe('connections', () => {
 });
 
 describe('request bodies', () => {
-  it('a 100 MB body is refused with 413 before it is read; the daemon does not grow', async () => {
+  it('a 100 MB body is refused with 413 and never kept; the daemon does not grow', async () => {
     h = await Harness.start();
     await h.json(['project', 'list']);
     const pid = h.daemonPid()!;
