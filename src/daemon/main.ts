@@ -100,7 +100,12 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
       2,
     );
   }
-  const lock = acquireHomeLock(opts.home);
+  let lock;
+  try {
+    lock = acquireHomeLock(opts.home);
+  } catch (err) {
+    throw new DaemonStartError(`cannot take the one-daemon lock ${opts.home}/daemon.lock: ${(err as Error).message} (remove the file if no daemon runs)`, 1);
+  }
   if (!lock) {
     const pid = readPid(config.pidPath);
     throw new DaemonStartError(`a daemon is already running for ${opts.home}${pid ? ` (pid ${pid})` : ''}`, 1);

@@ -143,7 +143,9 @@ export class Engine {
     const stopped = () => this.stopping;
     // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
     await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), { log: this.log, what: 'the start-up writes', stopped });
-    await untilStored(() => this.recover(true, true), { log: this.log, what: 'the start-up recovery scan', stopped });
+    await untilStored(() => this.recover(true, true), { log: this.log, what: 'the start-up recovery scan', stopped }).catch((err) =>
+      this.log.error({ err }, 'recovery scan failed'),
+    );
     this.recoveryDone = true;
     this.timers.push(setInterval(() => void this.heartbeat(), Math.max(1000, Math.floor(this.leaseMs / 3))));
     this.timers.push(setInterval(() => void this.recover(false), this.o.recoveryIntervalMs));
