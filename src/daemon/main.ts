@@ -14,6 +14,7 @@ import { acquireHomeLock } from './home-lock.js';
 import { createEventLog, createLogger, LogFile, type Logger } from './logger.js';
 import { startMetricsServer, type MetricsServer } from './metrics-server.js';
 import { startApiServer } from './server.js';
+import { isDiskFull } from './storage-guard.js';
 
 /** sockaddr_un.sun_path is 104 bytes on macOS and 108 on Linux, including the terminating NUL. */
 export const MAX_SOCKET_PATH_BYTES = 103;
@@ -123,6 +124,10 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     lock.release();
     if (err instanceof DaemonStartError) throw err;
     logger.fatal({ err }, 'cannot open or migrate the database');
+    // Opening a database that was closed cleanly creates its shared-memory index (32 KiB): not on a full disk.
+    if (isDiskFull(err) || (err as { code?: string }).code === 'SQLITE_IOERR_SHMSIZE') {
+      throw new DaemonStartError(`cannot open ${config.dbPath}: the file system of ${opts.home} is full (opening the database needs a few KiB); free some space and start again`, 1);
+    }
     throw new DaemonStartError(`cannot open or migrate ${config.dbPath}: ${(err as Error).message}`, 1);
   }
 
