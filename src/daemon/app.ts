@@ -15,18 +15,20 @@ import { countThreadsByStatus, getThread, listThreads, type ThreadListFilter } f
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
 import { NO_ANSWER_RULES } from '../domain/answer-rules.js';
-import { isTerminalThread } from '../domain/states.js';
 import { cancelThread, CommandError, generateAll, generateEpic, importProject, retryThread, type GenerateOptions } from './commands.js';
 import type { DaemonConfig } from './config.js';
 import type { CompleterContext } from './engine/completer.js';
 import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
+import { followThread, type FollowMessage } from './follow-stream.js';
 import { checkHealth } from './health.js';
+import { holdOf, inDoubtOf } from './holds.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
-import type { EventLog, Logger } from './logger.js';
+import type { EventLog, LogFile, Logger } from './logger.js';
+import { StorageGuard } from './storage-guard.js';
 import { Maintenance } from './maintenance.js';
 import { Metrics } from './metrics.js';
 import { runPrune } from './retention.js';
@@ -38,6 +40,8 @@ import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
 import { backlogView, documentView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+
+export type { FollowMessage };
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
@@ -55,15 +59,9 @@ export interface AppOptions {
   schedulerClock?: Clock;
   provider?: Provider;
   random?: () => number;
+  /** The log file both loggers write (its dropped-line count shows in health). */
+  logFile?: LogFile;
 }
-
-/** An engine event as streamed to a follower: its `type` renamed to `event`. */
-type EventMessage = EngineEvent extends infer E ? (E extends { type: infer T } ? Omit<E, 'type'> & { event: T } : never) : never;
-
-export type FollowMessage =
-  | EventMessage
-  | { event: 'snapshot'; thread: ThreadView }
-  | { event: 'end'; thread: ThreadView };
 
 export class App {
   readonly db: Db;
@@ -74,6 +72,8 @@ export class App {
   readonly schedules: ScheduleService;
   readonly metrics: Metrics;
   readonly maintenance: Maintenance;
+  /** Free space of the home: claiming pauses under the threshold or after a disk-full write. */
+  readonly storage: StorageGuard;
   readonly owner = randomUUID();
   readonly startedAt = Date.now();
   private readonly clock: Clock;
@@ -87,6 +87,17 @@ export class App {
     this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
     applyMigrations(this.db, o.config.migrationsDir ?? undefined);
     this.metrics = new Metrics(this);
+    this.storage = new StorageGuard({
+      ...o.config.storage,
+      dir: o.config.home,
+      droppedLogLines: () => o.logFile?.dropped ?? 0,
+      onChange: (state, snapshot) => {
+        if (state === 'ok') {
+          o.logger.warn({ storage: snapshot }, 'storage has room again: claiming resumes');
+          this.engine.wake();
+        } else o.logger.error({ storage: snapshot }, `storage: ${snapshot.status}; no new provider calls start until there is room`);
+      },
+    });
     this.writer = new Writer<EngineEvent>(this.db, {
       publish: (events) => {
         this.bus.publish(events);
@@ -98,6 +109,7 @@ export class App {
       },
       onRollback: () => forgetDocuments(this.db),
       onInfraFailure: (err) => {
+        this.storage.noteWriteFailure(err);
         // One line per outage, not one per failed batch.
         if (this.infraHealthy) o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
         this.infraHealthy = false;
@@ -114,6 +126,7 @@ export class App {
       model: o.config.provider.model,
       temperature: o.config.provider.temperature,
       maxTokens: o.config.provider.maxTokens,
+      responseFormat: o.config.provider.responseFormat,
     };
     const flow = o.config.flow;
     const priceOf = (model: string) => flow.prices[model];
@@ -149,7 +162,9 @@ export class App {
         priceOf,
         modelParams,
       },
-      secrets: o.config.provider.apiKey ? [o.config.provider.apiKey] : [],
+      secrets: o.config.secrets,
+      maxProviderWaitMs: o.config.maxProviderWaitMs,
+      storage: this.storage,
       random: this.ctx.random,
       crashAt: o.config.crashAt,
       observer: this.metrics,
@@ -190,6 +205,7 @@ export class App {
 
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
+    this.storage.start();
     await this.engine.start();
     this.maintenance.start();
     await this.scheduler.start();
@@ -197,6 +213,7 @@ export class App {
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
+    this.storage.stop();
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
@@ -242,7 +259,8 @@ export class App {
 
   async retry(threadId: string): Promise<ThreadView> {
     const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId, this.config.flow.maxQueued));
-    this.engine.wake();
+    // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
+    this.engine.releaseRateLimitHold();
     return threadView(this.db, t);
   }
 
@@ -278,7 +296,8 @@ export class App {
   thread(threadId: string) {
     const t = getThread(this.db, threadId);
     if (!t) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    return threadDetailView(this.db, t);
+    const now = this.clock.now();
+    return { ...threadDetailView(this.db, t), in_doubt: inDoubtOf(this.db, t), hold: holdOf(this.db, t, this.engine.rateLimitHeldUntil(), now) };
   }
 
   threads(f: ThreadListFilter): ThreadView[] {
@@ -348,6 +367,8 @@ export class App {
       recoveryDone: this.engine.recoveryDone,
       endpoint: this.engine.endpoint,
       breaker: this.engine.breaker.snapshot(),
+      storage: this.storage.snapshot(),
+      rateLimits: this.engine.rateLimitSnapshot(),
     });
   }
 
@@ -370,43 +391,8 @@ export class App {
     };
   }
 
-  /**
-   * Streams a thread's events (and its children's) until it ends. The subscription starts before the
-   * snapshot is read, so no event between the two is lost; the last message carries the final thread.
-   */
-  async *follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    const queue: EngineEvent[] = [];
-    let wakeUp: (() => void) | null = null;
-    const unsubscribe = this.bus.subscribe((e) => {
-      if (e.thread_id !== threadId && e.parent_thread_id !== threadId) return;
-      queue.push(e);
-      wakeUp?.();
-    });
-    const onAbort = () => wakeUp?.();
-    signal?.addEventListener('abort', onAbort);
-    try {
-      const initial = getThread(this.db, threadId);
-      if (!initial) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-      yield { event: 'snapshot', thread: threadView(this.db, initial) };
-      if (isTerminalThread(initial.status)) {
-        yield { event: 'end', thread: threadView(this.db, initial) };
-        return;
-      }
-      while (!signal?.aborted) {
-        if (queue.length === 0) await new Promise<void>((r) => (wakeUp = r));
-        wakeUp = null;
-        for (const e of queue.splice(0)) {
-          const { type, ...rest } = e;
-          yield { event: type, ...rest } as FollowMessage;
-          if (e.type === 'thread' && e.thread_id === threadId && isTerminalThread(e.status)) {
-            yield { event: 'end', thread: threadView(this.db, getThread(this.db, threadId)!) };
-            return;
-          }
-        }
-      }
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      unsubscribe();
-    }
+  /** Streams a thread's events (and its children's) until it ends; see follow-stream.ts. */
+  follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+    return followThread(this.db, this.bus, threadId, signal);
   }
 }
