@@ -29,10 +29,12 @@ import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { followThread, type FollowMessage } from './follow-stream.js';
 import { checkHealth } from './health.js';
+import { holdOf, inDoubtOf } from './holds.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
-import type { EventLog, Logger } from './logger.js';
+import type { EventLog, LogFile, Logger } from './logger.js';
+import { StorageGuard } from './storage-guard.js';
 import { Maintenance } from './maintenance.js';
 import { Metrics } from './metrics.js';
 import { runPrune } from './retention.js';
@@ -44,6 +46,8 @@ import { configView, dryRun, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
 import { backlogView, documentView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+
+export type { FollowMessage };
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
@@ -66,9 +70,9 @@ export interface AppOptions {
   random?: () => number;
   /** The operations this daemon runs (built-ins and the home's modules); the built-ins alone if absent. */
   operations?: OperationRegistry;
+  /** The log file both loggers write (its dropped-line count shows in health). */
+  logFile?: LogFile;
 }
-
-export type { FollowMessage } from './follow-stream.js';
 
 export class App {
   readonly db: Db;
@@ -80,6 +84,8 @@ export class App {
   readonly metrics: Metrics;
   readonly maintenance: Maintenance;
   readonly operations: OperationRegistry;
+  /** Free space of the home: claiming pauses under the threshold or after a disk-full write. */
+  readonly storage: StorageGuard;
   readonly owner = randomUUID();
   readonly startedAt = Date.now();
   private readonly clock: Clock;
@@ -93,6 +99,17 @@ export class App {
     this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
     applyMigrations(this.db, o.config.migrationsDir ?? undefined);
     this.metrics = new Metrics(this);
+    this.storage = new StorageGuard({
+      ...o.config.storage,
+      dir: o.config.home,
+      droppedLogLines: () => o.logFile?.dropped ?? 0,
+      onChange: (state, snapshot) => {
+        if (state === 'ok') {
+          o.logger.warn({ storage: snapshot }, 'storage has room again: claiming resumes');
+          this.engine.wake();
+        } else o.logger.error({ storage: snapshot }, `storage: ${snapshot.status}; no new provider calls start until there is room`);
+      },
+    });
     this.writer = new Writer<EngineEvent>(this.db, {
       publish: (events) => {
         this.bus.publish(events);
@@ -104,6 +121,7 @@ export class App {
       },
       onRollback: () => forgetDocuments(this.db),
       onInfraFailure: (err) => {
+        this.storage.noteWriteFailure(err);
         // One line per outage, not one per failed batch.
         if (this.infraHealthy) o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
         this.infraHealthy = false;
@@ -146,7 +164,9 @@ export class App {
         priceOf,
         operations,
       },
-      secrets: o.config.provider.apiKey ? [o.config.provider.apiKey] : [],
+      secrets: o.config.secrets,
+      maxProviderWaitMs: o.config.maxProviderWaitMs,
+      storage: this.storage,
       random: this.ctx.random,
       crashAt: o.config.crashAt,
       observer: this.metrics,
@@ -187,6 +207,7 @@ export class App {
 
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
+    this.storage.start();
     await this.engine.start();
     this.maintenance.start();
     await this.scheduler.start();
@@ -194,6 +215,7 @@ export class App {
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
+    this.storage.stop();
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
@@ -250,7 +272,8 @@ export class App {
 
   async retry(threadId: string): Promise<ThreadView> {
     const t = await this.write((tx) => retryThread(tx, this.operations, threadId, this.config.flow.maxQueued));
-    this.engine.wake();
+    // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
+    this.engine.releaseRateLimitHold();
     return threadView(this.db, t);
   }
 
@@ -313,7 +336,8 @@ export class App {
   thread(threadId: string) {
     const t = getThread(this.db, threadId);
     if (!t) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    return threadDetailView(this.db, t);
+    const now = this.clock.now();
+    return { ...threadDetailView(this.db, t), in_doubt: inDoubtOf(this.db, t), hold: holdOf(this.db, t, this.engine.rateLimitHeldUntil(), now) };
   }
 
   threads(f: ThreadListFilter): ThreadView[] {
@@ -375,6 +399,8 @@ export class App {
       recoveryDone: this.engine.recoveryDone,
       endpoint: this.engine.endpoint,
       breaker: this.engine.breaker.snapshot(),
+      storage: this.storage.snapshot(),
+      rateLimits: this.engine.rateLimitSnapshot(),
     });
   }
 
@@ -397,7 +423,7 @@ export class App {
     };
   }
 
-  /** Streams a thread's events (and its children's) until it ends; the last message carries the final thread. */
+  /** Streams a thread's events (and its children's) until it ends; see follow-stream.ts. */
   follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
     return followThread(this.db, this.bus, threadId, signal);
   }

@@ -8,14 +8,15 @@ import { acquireLock, releaseLocksOwnedBy } from '../db/locks.js';
 import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../db/schema.js';
 import { findActiveThreadByKey, getThread, listChildThreads } from '../db/threads.js';
-import { countQueuedWorkItems, getLatestWorkItem, listWorkItemsForThread } from '../db/work-items.js';
+import { countQueuedWorkItems, getLatestWorkItem, listWorkItemsForThread, makeQueuedItemDueNow } from '../db/work-items.js';
 import { EMPTY_BACKLOG, STORY_BACKLOG } from '../domain/backlog.js';
 import { EPIC_ARCHITECTURE, parseProjectFile } from '../domain/project.js';
 import { isTerminalThread } from '../domain/states.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { lockScopeOf, OperationCallError } from '../operations/runtime.js';
 import { failAttempt, type CompleterContext } from './engine/completer.js';
-import { closeParentIfDone, endThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
+import { isHeldInDoubt } from './holds.js';
+import { closeParentIfDone, emitWorkItem, endThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
 import { threadInput } from './operation-context.js';
 
 /** A refused command: `kind` decides the CLI's exit code (bad input → 2, conflict with state → 1). */
@@ -100,6 +101,8 @@ function takeOrchestrationLock(tx: Tx, ops: OperationRegistry, parent: ThreadRow
 export function retryThread(tx: Tx, ops: OperationRegistry, threadId: string, maxQueued: number): ThreadRow {
   const thread = getThread(tx.db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
+  // A running thread whose item waits (a provider's long Retry-After): the user says "now".
+  if (!isTerminalThread(thread.status) && makeWaitingItemsDue(tx, thread) > 0) return getThread(tx.db, thread.id)!;
   if (thread.status !== 'failed') {
     const why = isTerminalThread(thread.status) ? `it is ${thread.status}` : `it is still ${thread.status}`;
     throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: ${why}; only failed threads can be retried`);
@@ -119,6 +122,20 @@ export function retryThread(tx: Tx, ops: OperationRegistry, threadId: string, ma
   retryChild(tx, ops, thread);
   assertQueueHasRoom(tx, maxQueued);
   return getThread(tx.db, thread.id)!;
+}
+
+/** Makes the waiting (queued, not yet due) items of a thread, or of an orchestration's children, due now. */
+function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): number {
+  const threads = thread.role === 'orchestration' ? listChildThreads(tx.db, thread.id).filter((c) => !isTerminalThread(c.status)) : [thread];
+  let released = 0;
+  for (const t of threads) {
+    const item = getLatestWorkItem(tx.db, t.id);
+    if (item?.status === 'queued' && makeQueuedItemDueNow(tx.db, { id: item.id, now: tx.now })) {
+      emitWorkItem(tx, t, { ...item, not_before: tx.now });
+      released++;
+    }
+  }
+  return released;
 }
 
 /** A failed child reopening reopens its failed orchestration too (and takes its lock back). */
@@ -156,6 +173,7 @@ export function cancelThread(tx: Tx, ctx: CompleterContext, threadId: string): {
   const thread = getThread(tx.db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.status === 'canceled') return { thread, abort: [] };
+  if (thread.status === 'failed' && giveUpCallsInDoubt(tx, thread)) return { thread: getThread(tx.db, threadId)!, abort: [] };
   if (isTerminalThread(thread.status)) {
     throw new CommandError('CONFLICT', `cannot cancel thread ${threadId}: it is already ${thread.status}`);
   }
@@ -177,4 +195,19 @@ export function cancelThread(tx: Tx, ctx: CompleterContext, threadId: string): {
     endThread(tx, t.id, 'canceled');
   }
   return { thread: getThread(tx.db, threadId)!, abort };
+}
+
+/**
+ * `combine cancel` of a failed thread whose call is held in doubt (at-most-once): the user gives it up
+ * instead of paying again. The held threads (for an orchestration, its held children) and the
+ * orchestration itself end `canceled`. False when nothing is held (the thread simply failed).
+ */
+function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): boolean {
+  const parent = thread.role === 'orchestration';
+  const candidates = parent ? listChildThreads(tx.db, thread.id).filter((c) => c.status === 'failed') : [thread];
+  const held = candidates.filter((t) => isHeldInDoubt(getLatestWorkItem(tx.db, t.id)));
+  if (held.length === 0) return false;
+  for (const t of held) moveThread(tx, t, 'canceled');
+  if (parent) moveThread(tx, getThread(tx.db, thread.id)!, 'canceled');
+  return true;
 }

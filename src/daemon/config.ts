@@ -9,18 +9,20 @@ import { z } from 'zod';
 import { parseDurationMs } from '../domain/duration.js';
 import { describeZodIssues } from '../domain/project.js';
 import type { OperationSettings } from '../operations/registry.js';
+import { redactValues } from '../domain/errors.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
 import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
+import { ConfigError, duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './config-limits.js';
 import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow-config.js';
 
-const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {
-  const ms = parseDurationMs(v);
-  if (ms === null) {
-    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 30s, 5m)` });
-    return z.NEVER;
-  }
-  return ms;
-});
+export { ConfigError };
+
+/** How the engine asks for structured output (`provider.response_format`); the answer is validated either way. */
+export const RESPONSE_FORMATS = ['json_schema', 'json_object', 'none'] as const;
+export type ResponseFormat = (typeof RESPONSE_FORMATS)[number];
+
+export const DEFAULT_MAX_ANSWER_BYTES = 4 * 2 ** 20;
+export const DEFAULT_MAX_PROVIDER_WAIT_MS = 10 * 60_000;
 
 const DEFAULT_TEMPERATURE = 0.2;
 
@@ -40,7 +42,9 @@ const retrySchema = z
  */
 const operationsSchema = z
   .object({ modules: z.array(z.string().min(1).max(4096)).max(200).optional() })
-  .catchall(z.object({ retry: retrySchema.optional(), validation: z.record(z.string(), z.unknown()).optional() }).strict());
+  .catchall(
+    z.object({ retry: retrySchema.optional(), validation: z.record(z.string(), z.unknown()).optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() }).strict(),
+  );
 
 export const configFileSchema = z
   .object({
@@ -51,6 +55,9 @@ export const configFileSchema = z
         temperature: z.number().min(0).max(2).optional(),
         max_tokens: z.number().int().min(1).optional(),
         timeout: duration.optional(),
+        response_format: z.enum(RESPONSE_FORMATS).optional(),
+        /** A larger answer is refused while it is read (PROVIDER_ERROR "answer too large"), never stored. */
+        max_answer_bytes: z.number().int().min(1024).max(2 ** 30).optional(),
       })
       .strict()
       .optional(),
@@ -79,7 +86,8 @@ export const configFileSchema = z
       })
       .strict()
       .optional(),
-    retry: retrySchema.optional(),
+    /** The longest wait a provider may impose (Retry-After, rate-limit resets); longer ones are cut to this. */
+    retry: retrySchema.extend({ max_provider_wait: duration.optional() }).strict().optional(),
     breaker: z
       .object({
         failure_threshold: z.number().int().min(1).max(1000).optional(),
@@ -88,13 +96,14 @@ export const configFileSchema = z
       })
       .strict()
       .optional(),
-    /** Per-operation overrides by operation name, e.g. {"<name>": {"retry": {"max_attempts": 5}, "validation": {…its rules…}}}. */
+    /** Per-operation overrides by operation name, e.g. {"<name>": {"retry": {"max_attempts": 5}, "interrupted": "hold", "validation": {…its rules…}}}. */
     operations: operationsSchema.optional(),
     /** Logical model names operations may ask for (`model` in a definition) → the provider's model. */
     models: z.record(z.string().min(1).max(64), z.string().min(1).max(200)).optional(),
     /** Reuse a recorded answer for an identical request instead of paying again (temperature 0 only). */
     cache: z.boolean().optional(),
     ...flowConfigFileSchema,
+    ...limitsConfigFileSchema,
     scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
     scheduler: z
       .object({
@@ -126,9 +135,11 @@ export interface ProviderConfig {
   temperature: number;
   maxTokens: number;
   callTimeoutMs: number;
+  responseFormat: ResponseFormat;
+  maxAnswerBytes: number;
 }
 
-export interface DaemonConfig {
+export interface DaemonConfig extends LimitsConfig {
   home: string;
   dbPath: string;
   socketPath: string;
@@ -141,12 +152,14 @@ export interface DaemonConfig {
   recoveryIntervalMs: number;
   drainTimeoutMs: number;
   retry: RetryPolicy;
-  /** Config `operations.<name>`: retry overrides (over the definition's and the global policy) and answer rules. */
+  /** Config `operations.<name>`: retry overrides (over the definition's and the global policy), at-most-once mode and answer rules. */
   operationSettings: Record<string, { retry?: Partial<RetryPolicy>; validation?: Record<string, unknown> }>;
   /** Operation module files beyond COMBINE_HOME/operations/*.mjs (config `operations.modules`). */
   operationModules: string[];
   /** Logical model name → provider model (config `models`); `default` is `provider.model`. */
   models: Record<string, string>;
+  /** Provider-requested waits (Retry-After, rate-limit resets) are cut to this. */
+  maxProviderWaitMs: number;
   /** Opt-in response cache (only allowed with temperature 0). */
   cache: boolean;
   breaker: BreakerPolicy;
@@ -171,13 +184,6 @@ export interface DaemonConfig {
 export interface SchedulerConfig {
   staleAfterMs: number;
   misfireGraceMs: number;
-}
-
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
 }
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -208,8 +214,9 @@ export function readConfigFile(path: string): ConfigFile {
   return parsed.data;
 }
 
-function retryOverrides(o: z.infer<typeof retrySchema> | undefined): Partial<RetryPolicy> {
+function retryOverrides(o: z.infer<typeof retrySchema> | undefined, interrupted?: InterruptedMode): Partial<RetryPolicy> {
   const out: Partial<RetryPolicy> = {};
+  if (interrupted !== undefined) out.interrupted = interrupted;
   if (o?.base !== undefined) out.baseMs = o.base;
   if (o?.cap !== undefined) out.capMs = o.cap;
   if (o?.jitter !== undefined) out.jitter = o.jitter;
@@ -246,26 +253,31 @@ function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
 export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): DaemonConfig {
   const paths = homePaths(home);
   const file = readConfigFile(paths.configPath);
-  const retry = { ...DEFAULT_RETRY_POLICY, ...retryOverrides(file.retry) };
+  const retry = { ...DEFAULT_RETRY_POLICY, ...retryOverrides(file.retry, file.interrupted) };
   const { modules, ...perOperation } = file.operations ?? {};
   const operationSettings: DaemonConfig['operationSettings'] = {};
   for (const [name, o] of Object.entries(perOperation)) {
-    const settings = o as { retry?: z.infer<typeof retrySchema>; validation?: Record<string, unknown> };
-    operationSettings[name] = { retry: retryOverrides(settings.retry), ...(settings.validation ? { validation: settings.validation } : {}) };
+    const settings = o as { retry?: z.infer<typeof retrySchema>; validation?: Record<string, unknown>; interrupted?: InterruptedMode };
+    operationSettings[name] = { retry: retryOverrides(settings.retry, settings.interrupted), ...(settings.validation ? { validation: settings.validation } : {}) };
   }
   const model = env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini';
   const flow = flowConfig(file, env, model);
   const problem = checkPricesCoverBudgets(flow, model);
   if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
+  const baseURL = env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL;
+  const apiKey = env.OPENAI_API_KEY || null;
   return {
     ...paths,
+    ...resolveLimits(file, env, { apiKey, baseURL }),
     provider: {
-      baseURL: env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL,
-      apiKey: env.OPENAI_API_KEY || null,
+      baseURL,
+      apiKey,
       model,
       temperature: file.provider?.temperature ?? DEFAULT_TEMPERATURE,
       maxTokens: file.provider?.max_tokens ?? 2048,
       callTimeoutMs: envDuration(env, 'COMBINE_CALL_TIMEOUT') ?? file.provider?.timeout ?? 60_000,
+      responseFormat: file.provider?.response_format ?? 'json_schema',
+      maxAnswerBytes: file.provider?.max_answer_bytes ?? DEFAULT_MAX_ANSWER_BYTES,
     },
     maxInFlight: envInt(env, 'COMBINE_MAX_IN_FLIGHT') ?? file.engine?.max_in_flight ?? 8,
     recoveryIntervalMs: file.engine?.recovery_interval ?? 30_000,
@@ -274,6 +286,7 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     operationSettings,
     operationModules: modules ?? [],
     models: file.models ?? {},
+    maxProviderWaitMs: file.retry?.max_provider_wait ?? DEFAULT_MAX_PROVIDER_WAIT_MS,
     cache: file.cache ?? false,
     breaker: {
       failureThreshold: file.breaker?.failure_threshold ?? DEFAULT_BREAKER_POLICY.failureThreshold,
@@ -324,15 +337,16 @@ function flowConfig(file: ConfigFile, env: NodeJS.ProcessEnv, model: string): Fl
 export function operationSettingsOf(c: DaemonConfig): OperationSettings {
   return {
     retry: c.retry,
-    params: { model: c.provider.model, temperature: c.provider.temperature, maxTokens: c.provider.maxTokens },
+    params: { model: c.provider.model, temperature: c.provider.temperature, maxTokens: c.provider.maxTokens, responseFormat: c.provider.responseFormat },
     models: c.models,
     operations: c.operationSettings,
     configSource: homePaths(c.home).configPath,
   };
 }
 
-/** The configuration as shown to people and logs: the API key is reduced to whether one is set. */
+/** The configuration as shown to people and logs: the API key is reduced to whether one is set, secrets to a count. */
 export function redactedConfig(c: DaemonConfig) {
   const { apiKey, ...provider } = c.provider;
-  return { ...c, provider: { ...provider, api_key: apiKey ? 'set (redacted)' : 'not set' } };
+  const { secrets, ...rest } = c;
+  return { ...rest, secrets: `${secrets.length} redacted`, provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' } };
 }

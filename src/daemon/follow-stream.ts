@@ -1,6 +1,7 @@
 /**
- * `--follow`: a thread's events (and its children's) as they commit, until the thread is terminal.
- * The subscription starts before the snapshot is read, so no event between the two is lost.
+ * `--follow`: a thread's events (and its children's) as they happen, until the thread ends. The
+ * subscription starts before the snapshot is read, so no event between the two is lost; the last
+ * message carries the final thread.
  */
 import type { Db } from '../db/connection.js';
 import { getThread } from '../db/threads.js';
@@ -17,10 +18,6 @@ export type FollowMessage =
   | { event: 'snapshot'; thread: ThreadView }
   | { event: 'end'; thread: ThreadView };
 
-/**
- * Streams a thread's events (and its children's) until it ends. The subscription starts before the
- * snapshot is read, so no event between the two is lost; the last message carries the final thread.
- */
 export async function* followThread(db: Db, bus: EventBus, threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
   const queue: EngineEvent[] = [];
   let wakeUp: (() => void) | null = null;

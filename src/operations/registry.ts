@@ -43,9 +43,8 @@ export interface Operation {
 }
 
 function merge(base: RetryPolicy, o: Partial<RetryPolicy> | undefined): RetryPolicy {
-  const out = { ...base };
-  for (const [k, v] of Object.entries(o ?? {})) if (v !== undefined) (out as Record<string, number>)[k] = v;
-  return out;
+  const defined = Object.entries(o ?? {}).filter(([, v]) => v !== undefined);
+  return { ...base, ...(Object.fromEntries(defined) as Partial<RetryPolicy>) };
 }
 
 function resolve(v: ValidDefinition, settings: OperationSettings): Operation {

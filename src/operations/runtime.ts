@@ -3,7 +3,7 @@
  * becomes an OperationCallError naming the operation and the function, so a user's module can fail
  * a request but never corrupt one. Pure: no storage here (the daemon passes documents in).
  */
-import type { ChatMessage, ChatRequest } from '../domain/prompts.js';
+import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
 import type { Operation } from './registry.js';
 
@@ -90,7 +90,7 @@ export function childInputs(op: Operation, input: unknown, documents: Documents)
 const ROLES = new Set(['system', 'user', 'assistant']);
 
 /** The exact request the engine records and sends: the operation's messages, its model, its output schema. */
-export function renderRequest(op: Operation, context: PromptContext<unknown>): ChatRequest {
+export function renderRequest(op: Operation, context: PromptContext<unknown>): SchemaChatRequest {
   const result = call(op, 'prompt', () => op.definition.prompt!(context));
   const raw = isPlainObject(result) ? result.messages : undefined;
   if (!Array.isArray(raw) || raw.length === 0) throw new OperationCallError(op.name, 'prompt', 'must return {messages: [{role, content}, …]} with at least one message');

@@ -152,17 +152,50 @@ export interface SimRequest {
   messages: { role: string; content: string }[];
 }
 
+/**
+ * The schema an answer must match: the response format's, or — when the engine asks without one
+ * (`provider.response_format` json_object or none) — the one written into the system message.
+ */
+function schemaOf(req: SimRequest, text: string): Schema | null {
+  if (req.schema) return req.schema;
+  const written = /must match this JSON schema:\n(.+)$/m.exec(text)?.[1];
+  if (!written) return null;
+  try {
+    return JSON.parse(written) as Schema;
+  } catch {
+    return null;
+  }
+}
+
 /** The answer's message content for a request (a repair gets the same answer as its original). */
 export function simulatedContent(req: SimRequest, fault: 'schema_invalid' | 'not_json' | null): string {
   // The conversation before any repair turn: repairs append an assistant answer and the errors.
   const firstAssistant = req.messages.findIndex((m) => m.role === 'assistant');
   const original = firstAssistant === -1 ? req.messages : req.messages.slice(0, firstAssistant);
   const text = original.map((m) => m.content).join('\n');
+  const schema = schemaOf(req, text) ?? { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] };
   const builtin = req.schemaName ? SIMULATED_ANSWERS[req.schemaName] : undefined;
   const lastUser = [...original].reverse().find((m) => m.role === 'user')?.content ?? '';
   const subject = lastUser.split('\n').find((l) => l.trim() !== '')?.trim().slice(0, 60) ?? 'the request';
-  const answer = builtin ? builtin(text) : answerFromSchema(req.schema ?? { type: 'object', properties: { answer: { type: 'string' } } }, text, subject);
-  if (fault === 'schema_invalid') return JSON.stringify(schemaInvalid(answer, req.schema ?? {}));
+  const answer = builtin ? builtin(text) : answerFromSchema(schema, text, subject);
+  if (fault === 'schema_invalid') return JSON.stringify(schemaInvalid(answer, schema));
   if (fault === 'not_json') return `Here is the answer: ${JSON.stringify(answer).slice(0, 200)}`;
   return JSON.stringify(answer);
+}
+
+/** The answer with `text` appended to its first string (deepest first field): for echo faults. */
+export function echoInAnswer(answer: unknown, text: string): unknown {
+  let done = false;
+  const walk = (v: unknown): unknown => {
+    if (done) return v;
+    if (typeof v === 'string') {
+      done = true;
+      return `${v} ${text}`;
+    }
+    if (Array.isArray(v)) return v.map(walk);
+    if (typeof v === 'object' && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
+    return v;
+  };
+  const out = walk(answer);
+  return done ? out : { answer: out, echo: text };
 }

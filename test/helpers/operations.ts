@@ -1,5 +1,5 @@
 /** The built-in operations outside a daemon: their registry and their requests from fixture state. */
-import type { ChatRequest, ModelParams } from '../../src/domain/prompts.js';
+import type { ModelParams, SchemaChatRequest } from '../../src/domain/prompts.js';
 import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
 import type { ProjectThreads, ThreadFact } from '../../src/operations/api.js';
 import { builtinDefinitions } from '../../src/operations/loader.js';
@@ -21,13 +21,13 @@ interface Fixture {
 }
 
 /** The exact request a built-in renders for `input` against the fixture's documents and threads. */
-export function builtinRequest(name: string, input: Record<string, unknown>, f: Fixture, params: ModelParams = PARAMS): ChatRequest {
+export function builtinRequest(name: string, input: Record<string, unknown>, f: Fixture, params: ModelParams = PARAMS): SchemaChatRequest {
   const op = builtinRegistry(params).require(name);
   const documents = { get: (docType: string) => f.documents?.[docType] ?? null };
   return renderRequest(op, { input, documents, project: f.project, threads: f.threads ?? noThreads });
 }
 
-export function storyRequest(project: { id: string; name: string }, epic: { id: string; title: string; description: string }, params: ModelParams = PARAMS): ChatRequest {
+export function storyRequest(project: { id: string; name: string }, epic: { id: string; title: string; description: string }, params: ModelParams = PARAMS): SchemaChatRequest {
   return builtinRequest('story_generate_epic', { project_id: project.id, epic_id: epic.id }, { project, documents: { epic_architecture: { epics: [epic] } } }, params);
 }
 

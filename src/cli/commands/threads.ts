@@ -50,6 +50,8 @@ export function threadCommands(getHome: () => string): Command[] {
         `  status    ${t.status}${t.child_summary ? ` (children: ${describeChildren(t) || 'none'})` : ''}`,
         `  target    ${describeTarget(t)}`,
         `  usage     ${describeUsage(t.usage)}`,
+        ...(t.in_doubt ? [`  in doubt  ${t.in_doubt.message}`] : []),
+        ...(t.hold ? [`  waiting   until ${shortTime(t.hold.until)} (${t.hold.reason}${t.hold.error_code ? `, ${t.hold.error_code}` : ''}); \`combine retry ${t.thread_id}\` runs it now`] : []),
         ...(t.parent_thread_id ? [`  parent    ${t.parent_thread_id}`] : []),
         `  created   ${shortTime(t.created_at)}`,
         `  closed    ${shortTime(t.closed_at)}`,

@@ -13,7 +13,7 @@ import { insertMutation } from '../../db/mutations.js';
 import { getDocumentHead, insertDocument, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import type { ChatRequest } from '../../domain/prompts.js';
+import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { checkAnswer, countAnswerItems, OperationCallError, planMutation, renderRequest } from '../../operations/runtime.js';
 import { documentsOf, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from '../operation-context.js';
@@ -48,7 +48,8 @@ export function buildThreadRequest(db: Db, ops: OperationRegistry, thread: Threa
   const context = promptContextFor(db, target.project_id, threadInput(thread));
   if (!context) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
   try {
-    return { ok: true, request: renderRequest(op, context) };
+    // As the provider accepts it (config provider.response_format); the answer is validated either way.
+    return { ok: true, request: withResponseFormat(renderRequest(op, context), op.params.responseFormat ?? 'json_schema') };
   } catch (err) {
     if (err instanceof OperationCallError) return { ok: false, error: permanent('UNKNOWN', err.message) };
     throw err;
