@@ -14,15 +14,14 @@ import { sumCallUsage } from '../db/call-records.js';
 import { countThreadsByStatus, getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
-import { isCalendarDate } from '../domain/schedule.js';
 import { SHORTHANDS } from '../operations/builtin/index.js';
 import { builtinDefinitions } from '../operations/loader.js';
 import { OperationRegistry } from '../operations/registry.js';
 import { cancelThread, CommandError, importProject, retryThread } from './commands.js';
 import { operationSettingsOf, type DaemonConfig } from './config.js';
-import { readDocument } from './documents.js';
+import { readBriefing, readDocument } from './documents.js';
 import { operationDetailView, operationSummaryView } from './operation-views.js';
-import { submitOperation, type SubmitOptions } from './submit.js';
+import { requireOperation, submitOperation, type SubmitOptions } from './submit.js';
 import type { CompleterContext } from './engine/completer.js';
 import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
@@ -54,9 +53,6 @@ export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSI
 
 /** What a user's request says; the daemon adds its own limits (max_queued). */
 export type RequestOptions = Omit<SubmitOptions, 'maxQueued'>;
-
-/** The largest input a request may carry, as JSON. */
-export const MAX_INPUT_BYTES = 256 * 1024;
 
 export interface AppOptions {
   config: DaemonConfig;
@@ -251,9 +247,6 @@ export class App {
    * answers `deduplicated: true` with the thread already doing (or, unless `force`, done with) it.
    */
   async run(operation: string, input: unknown, opts: RequestOptions): Promise<CommandView> {
-    if (JSON.stringify(input ?? null).length > MAX_INPUT_BYTES) {
-      throw new CommandError('BAD_REQUEST', `the input is larger than ${MAX_INPUT_BYTES} bytes as JSON`);
-    }
     const o = { ...opts, maxQueued: this.config.flow.maxQueued };
     const r = await this.write((tx) => submitOperation(tx, this.operations, operation, input, o));
     if (!r.deduplicated) this.engine.wake();
@@ -261,13 +254,13 @@ export class App {
   }
 
   generateEpic(projectId: string, epicId: string, opts: RequestOptions): Promise<CommandView> {
-    const r = SHORTHANDS.generateEpic(projectId, epicId);
-    return this.run(r.operation, r.input, opts);
+    const { operation, input } = SHORTHANDS.generateEpic(projectId, epicId);
+    return this.run(operation, input, opts);
   }
 
   generateAll(projectId: string, opts: RequestOptions): Promise<CommandView> {
-    const r = SHORTHANDS.generateAll(projectId);
-    return this.run(r.operation, r.input, opts);
+    const { operation, input } = SHORTHANDS.generateAll(projectId);
+    return this.run(operation, input, opts);
   }
 
   async retry(threadId: string): Promise<ThreadView> {
@@ -312,9 +305,7 @@ export class App {
   }
 
   operation(name: string) {
-    const op = this.operations.get(name);
-    if (!op) throw new CommandError('NOT_FOUND', `no operation "${name}" (see \`combine operations\`)`);
-    return operationDetailView(op);
+    return operationDetailView(requireOperation(this.operations, name));
   }
 
   /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
@@ -324,9 +315,7 @@ export class App {
 
   /** `combine briefing`: a project's briefing document for a date (the newest when null). */
   briefing(projectId: string, date: string | null) {
-    if (date !== null && !isCalendarDate(date)) throw new CommandError('BAD_REQUEST', `--date: "${date}" is not a date (YYYY-MM-DD)`);
-    const hint = `schedule one: combine schedule add --project ${projectId} --operation briefing --cron "0 8 * * *"`;
-    return SHORTHANDS.briefing.view(readDocument(this.db, this.operations, { projectId, docType: SHORTHANDS.briefing.docType, key: date, hint }));
+    return readBriefing(this.db, this.operations, projectId, date);
   }
 
   configShow() {

@@ -8,6 +8,8 @@ import { getKeyedDocument, getLatestKeyedDocument, getProject } from '../db/proj
 import type { DocumentRow } from '../db/schema.js';
 import { listPendingRunsForProject } from '../db/schedules.js';
 import { listActiveThreadsForDocument } from '../db/threads.js';
+import { isCalendarDate } from '../domain/schedule.js';
+import { SHORTHANDS } from '../operations/builtin/index.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { targetOf } from '../operations/runtime.js';
 import { CommandError } from './commands.js';
@@ -50,4 +52,11 @@ export function readDocument(db: Db, ops: OperationRegistry, q: DocumentQuery): 
   const busy = inProgress(db, ops, q);
   if (busy) throw new CommandError('CONFLICT', `${what} is not ready yet: ${busy}`, 'NOT_READY');
   throw new CommandError('NOT_FOUND', `project "${q.projectId}" has no ${q.docType}${q.key !== null ? ` for ${q.key}` : ''}${q.hint ? ` (${q.hint})` : ''}`);
+}
+
+/** `combine briefing`: a project's briefing for a date (the newest when null), in its own shape. */
+export function readBriefing(db: Db, ops: OperationRegistry, projectId: string, date: string | null) {
+  if (date !== null && !isCalendarDate(date)) throw new CommandError('BAD_REQUEST', `--date: "${date}" is not a date (YYYY-MM-DD)`);
+  const hint = `schedule one: combine schedule add --project ${projectId} --operation briefing --cron "0 8 * * *"`;
+  return SHORTHANDS.briefing.view(readDocument(db, ops, { projectId, docType: SHORTHANDS.briefing.docType, key: date, hint }));
 }

@@ -20,6 +20,9 @@ import { assertQueueHasRoom, CommandError, type CommandResult } from './commands
 import { documentsOf, promptContextFor } from './operation-context.js';
 import { emitThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
 
+/** The largest input a request may carry, as JSON. */
+export const MAX_INPUT_BYTES = 256 * 1024;
+
 export interface SubmitOptions {
   force: boolean;
   /** Backpressure: refuse (QUEUE_FULL) when the request would leave more than this many items queued. */
@@ -69,6 +72,7 @@ function plan(op: Operation, input: unknown): Planned {
 
 /** Submits one request of `name`: the thread that answers it, new or found. */
 export function submitOperation(tx: Tx, ops: OperationRegistry, name: string, input: unknown, o: SubmitOptions): CommandResult {
+  if (JSON.stringify(input ?? null).length > MAX_INPUT_BYTES) throw new CommandError('BAD_REQUEST', `the input is larger than ${MAX_INPUT_BYTES} bytes as JSON`);
   const op = requireOperation(ops, name);
   checkInput(op, input);
   const result = submit(tx, ops, op, input, o, null);
