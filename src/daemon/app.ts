@@ -7,12 +7,9 @@ import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/connection.js';
 import { openDatabase } from '../db/connection.js';
 import { forgetDocuments } from '../db/document-cache.js';
-import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
 import { listProjects } from '../db/projects.js';
-import { sumCallUsage } from '../db/call-records.js';
-import { countThreadsByStatus, getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
-import { countWorkItemsByStatus } from '../db/work-items.js';
+import { getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
 import { Writer } from '../db/writer.js';
 import { SHORTHANDS } from '../operations/builtin/index.js';
 import { builtinDefinitions } from '../operations/loader.js';
@@ -22,37 +19,42 @@ import { operationSettingsOf, type DaemonConfig } from './config.js';
 import { readBriefing, readDocument } from './documents.js';
 import { operationDetailView, operationSummaryView } from './operation-views.js';
 import { requireOperation, submitOperation, type SubmitOptions } from './submit.js';
-import type { CompleterContext } from './engine/completer.js';
-import { Engine, systemClock, type Clock } from './engine/engine.js';
+import { systemClock, type Clock, type Engine } from './engine/engine.js';
+import { createEngine } from './engine/wiring.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { followThread, type FollowMessage } from './follow-stream.js';
 import { checkHealth } from './health.js';
 import { holdOf, inDoubtOf } from './holds.js';
-import { verifyLedger } from './ledger-verify.js';
-import { exportLedger, importLedger } from './ledger-transfer.js';
+import { importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
 import type { EventLog, LogFile, Logger } from './logger.js';
-import { StorageGuard } from './storage-guard.js';
+import { createStorageGuard, type StorageGuard } from './storage-guard.js';
 import { Maintenance } from './maintenance.js';
 import { Metrics } from './metrics.js';
 import { runPrune } from './retention.js';
-import { createOpenAIProvider, type Provider } from './provider.js';
-import { FairScheduler } from '../domain/fair-scheduler.js';
-import { RateLimiter } from '../domain/rate-limit.js';
-import { budgetFor, rateLimitsFor } from './flow-config.js';
+import type { Provider } from './provider.js';
+import { canaryDefinition, submitCanary } from './canary/canary-operation.js';
+import { CanaryService } from './canary/service.js';
+import { ControlPlaneReader } from './control-plane/reader.js';
+import { createPressureMonitor } from './pressure/wiring.js';
+import type { PressureMonitor } from './pressure/monitor.js';
+import type { ModelRouter } from './routing/router.js';
+import { threadModelsView } from './routing/thread-models.js';
+import { createModelRouter, routeKeysOf } from './routing/wiring.js';
+import { noTracer, traceCommand, type Tracer } from './tracing/tracer.js';
 import { configView, dryRun, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
-import { backlogView, documentView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+import { backlogView, documentView, projectView, statsView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 export type { FollowMessage };
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
 
-/** What a user's request says; the daemon adds its own limits (max_queued). */
-export type RequestOptions = Omit<SubmitOptions, 'maxQueued'>;
+/** What a user's request says (`traceparent`: the caller's W3C trace context, if any); the daemon adds its own limits (max_queued). */
+export type RequestOptions = Omit<SubmitOptions, 'maxQueued' | 'traceparent'> & { traceparent?: string | null };
 
 export interface AppOptions {
   config: DaemonConfig;
@@ -68,6 +70,8 @@ export interface AppOptions {
   operations?: OperationRegistry;
   /** The log file both loggers write (its dropped-line count shows in health). */
   logFile?: LogFile;
+  /** Spans (OTLP export when config `otel.endpoint` is set; see tracing/tracer.ts); none if absent. */
+  tracer?: Tracer;
 }
 
 export class App {
@@ -82,10 +86,17 @@ export class App {
   readonly operations: OperationRegistry;
   /** Free space of the home: claiming pauses under the threshold or after a disk-full write. */
   readonly storage: StorageGuard;
+  /** Logical model → real model and endpoint, each endpoint with its client and breaker. */
+  readonly router: ModelRouter;
+  /** CPU, memory, battery and WAL pressure: slower claims, paused bulk work, refused commands. */
+  readonly pressure: PressureMonitor;
+  readonly canary: CanaryService;
+  /** `ledger verify`, `ledger export` and prune dry runs, off the event loop (control-plane/reader.ts). */
+  private readonly reader: ControlPlaneReader;
+  private readonly tracer: Tracer;
   readonly owner = randomUUID();
   readonly startedAt = Date.now();
   private readonly clock: Clock;
-  private readonly ctx: CompleterContext;
   private readonly eventLog: EventLog;
   infraHealthy = true;
 
@@ -94,18 +105,7 @@ export class App {
     this.eventLog = o.eventLog ?? { logger: o.logger, flush() {}, close() {} };
     this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
     applyMigrations(this.db, o.config.migrationsDir ?? undefined);
-    this.metrics = new Metrics(this);
-    this.storage = new StorageGuard({
-      ...o.config.storage,
-      dir: o.config.home,
-      droppedLogLines: () => o.logFile?.dropped ?? 0,
-      onChange: (state, snapshot) => {
-        if (state === 'ok') {
-          o.logger.warn({ storage: snapshot }, 'storage has room again: claiming resumes');
-          this.engine.wake();
-        } else o.logger.error({ storage: snapshot }, `storage: ${snapshot.status}; no new provider calls start until there is room`);
-      },
-    });
+    this.storage = createStorageGuard({ ...o.config.storage, dir: o.config.home, logger: o.logger, droppedLogLines: () => o.logFile?.dropped ?? 0, onRoom: () => this.engine.wake() });
     this.writer = new Writer<EngineEvent>(this.db, {
       publish: (events) => {
         this.bus.publish(events);
@@ -127,45 +127,14 @@ export class App {
         o.logger.warn('storage recovered; health is ready again');
       },
     });
-    const provider = o.provider ?? createOpenAIProvider(o.config.provider);
-    const operations = o.operations ?? new OperationRegistry(builtinDefinitions(), operationSettingsOf(o.config));
+    const router = (this.router = createModelRouter(o.config, o.provider));
+    this.metrics = new Metrics(this);
+    this.tracer = o.tracer ?? noTracer;
+    const operations = o.operations ?? new OperationRegistry(builtinDefinitions(), operationSettingsOf(o.config), [canaryDefinition()]);
     this.operations = operations;
-    const flow = o.config.flow;
-    const priceOf = (model: string) => flow.prices[model];
-    this.ctx = {
-      owner: this.owner,
-      endpoint: provider.endpoint,
-      operations,
-      cache: o.config.cache,
-      random: o.random ?? Math.random,
-      priceOf,
-    };
-    this.engine = new Engine({
-      db: this.db,
-      writer: this.writer,
-      provider,
-      clock: this.clock,
-      logger: o.logger,
-      owner: this.owner,
-      maxInFlight: o.config.maxInFlight,
-      callTimeoutMs: o.config.provider.callTimeoutMs,
-      operations,
-      cache: o.config.cache,
-      recoveryIntervalMs: o.config.recoveryIntervalMs,
-      breaker: o.config.breaker,
-      flow: {
-        scheduler: new FairScheduler({ weights: flow.projectWeights, defaultWeight: flow.defaultWeight, agingStepMs: flow.agingStepMs }),
-        limiter: new RateLimiter((model) => rateLimitsFor(flow, model)),
-        budgetFor: (projectId) => budgetFor(flow, projectId),
-        priceOf,
-        operations,
-      },
-      secrets: o.config.secrets,
-      maxProviderWaitMs: o.config.maxProviderWaitMs,
-      storage: this.storage,
-      random: this.ctx.random,
-      crashAt: o.config.crashAt,
-      observer: this.metrics,
+    this.engine = createEngine({
+      ...{ db: this.db, writer: this.writer, clock: this.clock, logger: o.logger, owner: this.owner, config: o.config, operations, router },
+      ...{ tracer: this.tracer, throttle: { claimLimits: () => this.pressure.claimLimits() }, storage: this.storage, random: o.random ?? Math.random, observer: this.metrics },
     });
     this.maintenance = new Maintenance({
       db: this.db,
@@ -177,6 +146,10 @@ export class App {
       busy: () => this.engine.inFlightCount > 0,
       onRun: (r) => this.metrics.onMaintenance(r),
     });
+    this.pressure = createPressureMonitor({ config: o.config, clock: this.clock, logger: o.logger, maintenance: this.maintenance, onRelief: () => this.engine.wake() });
+    const submit = async () => ({ thread_id: (await this.writeAndWake((tx) => submitCanary(tx, operations))).thread.id });
+    this.canary = new CanaryService({ ...o.config.canary, clock: this.clock, logger: o.logger, submit, subscribe: (listener) => this.bus.subscribe(listener) });
+    this.reader = new ControlPlaneReader({ dbPath: o.config.dbPath, busyTimeoutMs: o.config.busyTimeoutMs });
     const schedulerClock = o.schedulerClock ?? this.clock;
     this.scheduler = new Scheduler({
       db: this.db,
@@ -204,17 +177,23 @@ export class App {
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
     this.storage.start();
+    this.pressure.start();
     await this.engine.start();
     this.maintenance.start();
     await this.scheduler.start();
+    this.canary.start();
   }
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
     this.storage.stop();
+    this.pressure.stop();
+    this.canary.stop();
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
+    await this.reader.close();
+    await this.tracer.shutdown();
     await this.writer.close();
     this.eventLog.close();
     this.db.close();
@@ -231,13 +210,21 @@ export class App {
     this.eventLog.logger.info({ component: 'engine', event: type, work_item_id: null, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
   }
 
-  private commandView(r: { thread: { id: string; status: string }; deduplicated: boolean }): CommandView {
-    return { thread_id: r.thread.id, status: r.thread.status, deduplicated: r.deduplicated };
+  private commandView(r: { thread: { id: string; status: string }; deduplicated: boolean; superseded?: string }): CommandView {
+    return { thread_id: r.thread.id, status: r.thread.status, deduplicated: r.deduplicated, ...(r.superseded ? { superseded_thread_id: r.superseded } : {}) };
+  }
+
+  /** A command that adds work: refused while the WAL is over its limit (BACKPRESSURE), nothing stored. */
+  private async writeAndWake<T extends { deduplicated: boolean }>(fn: (tx: Tx) => T): Promise<T> {
+    const r = await this.write(fn);
+    if (!r.deduplicated) this.engine.wake();
+    return r;
   }
 
   // --- commands -------------------------------------------------------------------------------
 
   importProject(file: unknown) {
+    this.pressure.assertAcceptingCommands();
     return this.write((tx) => importProject(tx, file));
   }
 
@@ -247,10 +234,12 @@ export class App {
    * answers `deduplicated: true` with the thread already doing (or, unless `force`, done with) it.
    */
   async run(operation: string, input: unknown, opts: RequestOptions): Promise<CommandView> {
-    const o = { ...opts, maxQueued: this.config.flow.maxQueued };
-    const r = await this.write((tx) => submitOperation(tx, this.operations, operation, input, o));
-    if (!r.deduplicated) this.engine.wake();
-    return this.commandView(r);
+    this.pressure.assertAcceptingCommands();
+    // The command's span: its context is what the thread stores, the parent of every later span.
+    return traceCommand(this.tracer, this.clock, operation, opts.traceparent ?? null, async (traceparent) => {
+      const o = { ...opts, maxQueued: this.config.flow.maxQueued, traceparent };
+      return this.commandView(await this.writeAndWake((tx) => submitOperation(tx, this.operations, operation, input, o)));
+    });
   }
 
   generateEpic(projectId: string, epicId: string, opts: RequestOptions): Promise<CommandView> {
@@ -264,22 +253,24 @@ export class App {
   }
 
   async retry(threadId: string): Promise<ThreadView> {
+    this.pressure.assertAcceptingCommands();
     const t = await this.write((tx) => retryThread(tx, this.operations, threadId, this.config.flow.maxQueued));
-    // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
-    this.engine.releaseRateLimitHold();
+    // "Retry" means now: a 429 hold of its models (up to retry.max_provider_wait) is lifted too.
+    this.engine.releaseRateLimitHold(routeKeysOf(this.router, this.operations, t.kind));
     return threadView(this.db, t);
   }
 
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
   async replay(threadId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
     if (!o.apply) return planReplay(this.db, this.operations, threadId, o.responseSeq);
+    this.pressure.assertAcceptingCommands();
     const r = await this.write((tx) => applyReplay(tx, this.operations, threadId, o.responseSeq));
     this.engine.wake();
     return r;
   }
 
   async cancel(threadId: string): Promise<ThreadView> {
-    const r = await this.write((tx) => cancelThread(tx, this.ctx, threadId));
+    const r = await this.write((tx) => cancelThread(tx, this.engine.ctx, threadId));
     this.engine.abort(r.abort);
     return threadView(this.db, r.thread);
   }
@@ -319,14 +310,15 @@ export class App {
   }
 
   configShow() {
-    return configView(this.config);
+    return configView(this.config, this.operations, this.router);
   }
 
+  /** `combine thread`: the thread, its work items, what it waits for, its trace, and the models its calls used. */
   thread(threadId: string) {
     const t = getThread(this.db, threadId);
     if (!t) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    const now = this.clock.now();
-    return { ...threadDetailView(this.db, t), in_doubt: inDoubtOf(this.db, t), hold: holdOf(this.db, t, this.engine.rateLimitHeldUntil(), now) };
+    const hold = holdOf(this.db, t, this.engine.rateLimitHeldUntil(routeKeysOf(this.router, this.operations, t.kind)), this.clock.now());
+    return { ...threadDetailView(this.db, t), in_doubt: inDoubtOf(this.db, t), hold, traceparent: t.traceparent, ...threadModelsView(this.db, t.id) };
   }
 
   threads(f: ThreadListFilter): ThreadView[] {
@@ -342,14 +334,15 @@ export class App {
   }
 
   verifyLedger() {
-    return verifyLedger(this.db);
+    return this.reader.run('verifyLedger', undefined);
   }
 
   exportLedger(scope: { threadId: string | null; projectId: string | null }) {
-    return exportLedger(this.db, scope, this.clock.now());
+    return this.reader.run('exportLedger', { scope, now: this.clock.now() });
   }
 
   importLedger(text: string) {
+    this.pressure.assertAcceptingCommands();
     return this.write((tx) => importLedger(tx, text));
   }
 
@@ -386,30 +379,22 @@ export class App {
       migrationsFolder: this.o.config.migrationsDir ?? undefined,
       infraHealthy: this.infraHealthy,
       recoveryDone: this.engine.recoveryDone,
-      endpoint: this.engine.endpoint,
-      breaker: this.engine.breaker.snapshot(),
+      breakers: this.router.breakerSnapshots(),
       storage: this.storage.snapshot(),
       rateLimits: this.engine.rateLimitSnapshot(),
+      pressure: this.pressure.snapshot(),
+      canary: this.canary.snapshot(),
     });
   }
 
   /** Removes closed threads older than `olderThanMs` (see retention.ts), then returns freed pages. */
   prune(olderThanMs: number, dryRun: boolean) {
-    return runPrune({ db: this.db, write: (fn) => this.write(fn), logger: this.o.logger, maintenance: this.maintenance }, this.clock.now() - olderThanMs, dryRun);
+    const preview = (cutoff: number) => this.reader.run('previewPrune', { cutoff });
+    return runPrune({ write: (fn) => this.write(fn), preview, logger: this.o.logger, maintenance: this.maintenance }, this.clock.now() - olderThanMs, dryRun);
   }
 
   stats() {
-    const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
-    const usage = sumCallUsage(this.db);
-    return {
-      threads: byStatus(countThreadsByStatus(this.db)),
-      work_items: byStatus(countWorkItemsByStatus(this.db)),
-      in_flight: this.engine.inFlightCount,
-      ledger_entries: countLedgerEntries(this.db),
-      calls: usage.calls,
-      tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
-      rate_limits: this.engine.rateLimitSnapshot(),
-    };
+    return statsView(this.db, this.engine.inFlightCount, this.engine.rateLimitSnapshot());
   }
 
   /** Streams a thread's events (and its children's) until it ends; see follow-stream.ts. */

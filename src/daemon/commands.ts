@@ -34,6 +34,8 @@ export class CommandError extends Error {
 export interface CommandResult {
   thread: ThreadRow;
   deduplicated: boolean;
+  /** The thread this forced request replaced before its call started (see supersede.ts). */
+  superseded?: string;
 }
 
 /**

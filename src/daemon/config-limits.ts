@@ -94,6 +94,31 @@ export class ConfigError extends Error {
   }
 }
 
+/** Environment values, checked: an error names the variable. */
+export function envDuration(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const ms = parseDurationMs(raw);
+  if (ms === null) throw new ConfigError(`${name}: "${raw}" is not a duration (use e.g. 500ms, 30s, 5m)`);
+  return ms;
+}
+
+export function envNumber(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new ConfigError(`${name}: "${raw}" is not a positive number`);
+  return n;
+}
+
+export function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${name}: "${raw}" is not a positive integer`);
+  return n;
+}
+
 export function resolveLimits(file: LimitsFile, env: NodeJS.ProcessEnv, p: { apiKey: string | null; baseURL: string }): LimitsConfig {
   const level = env.COMBINE_LOG_LEVEL || 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {

@@ -6,14 +6,16 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { parseDurationMs } from '../domain/duration.js';
 import { describeZodIssues } from '../domain/project.js';
 import type { OperationSettings } from '../operations/registry.js';
 import { redactValues } from '../domain/errors.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
 import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
-import { ConfigError, duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './config-limits.js';
-import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow-config.js';
+import { ConfigError, duration, envDuration, envInt, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './config-limits.js';
+import { checkPricesCoverBudgets, flowConfigFileSchema, resolveFlow, type FlowConfig } from './flow-config.js';
+import { observeConfigFileSchema, resolveObserve, type ObserveConfig } from './config-observe.js';
+import { CANARY_MODEL, CANARY_PROVIDER_MODEL } from './canary/names.js';
+import { endpointSecrets, LOGICAL_MODEL_NAME, modelsConfigSchema, modelsView, resolveModels, type ModelConfig } from './routing/model-config.js';
 
 export { ConfigError };
 
@@ -43,7 +45,23 @@ const retrySchema = z
 const operationsSchema = z
   .object({ modules: z.array(z.string().min(1).max(4096)).max(200).optional() })
   .catchall(
-    z.object({ retry: retrySchema.optional(), validation: z.record(z.string(), z.unknown()).optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() }).strict(),
+    z
+      .object({
+        retry: retrySchema.optional(),
+        validation: z.record(z.string(), z.unknown()).optional(),
+        interrupted: z.enum(INTERRUPTED_MODES).optional(),
+        /** The logical model this operation's calls use, over the definition's `model`. */
+        model: z.string().regex(LOGICAL_MODEL_NAME, 'a logical model name (config models)').optional(),
+        /**
+         * What an answer that fails the schema gets besides dead_letter (the default): `repair` more calls
+         * to the same model with the errors, then at most one call to `escalate_to` (a logical model).
+         */
+        on_invalid: z
+          .object({ repair: z.number().int().min(0).max(10).optional(), escalate_to: z.string().regex(LOGICAL_MODEL_NAME, 'a logical model name (config models)').optional() })
+          .strict()
+          .optional(),
+      })
+      .strict(),
   );
 
 export const configFileSchema = z
@@ -98,12 +116,13 @@ export const configFileSchema = z
       .optional(),
     /** Per-operation overrides by operation name, e.g. {"<name>": {"retry": {"max_attempts": 5}, "interrupted": "hold", "validation": {…its rules…}}}. */
     operations: operationsSchema.optional(),
-    /** Logical model names operations may ask for (`model` in a definition) → the provider's model. */
-    models: z.record(z.string().min(1).max(64), z.string().min(1).max(200)).optional(),
+    /** Logical model names operations ask for (`model` in a definition) → the provider's model, endpoint, prices, limits. */
+    models: modelsConfigSchema.optional(),
     /** Reuse a recorded answer for an identical request instead of paying again (temperature 0 only). */
     cache: z.boolean().optional(),
     ...flowConfigFileSchema,
     ...limitsConfigFileSchema,
+    ...observeConfigFileSchema,
     scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
     scheduler: z
       .object({
@@ -139,7 +158,17 @@ export interface ProviderConfig {
   maxAnswerBytes: number;
 }
 
-export interface DaemonConfig extends LimitsConfig {
+/** Config `operations.<name>`, resolved. */
+export interface OperationConfig {
+  retry?: Partial<RetryPolicy>;
+  validation?: Record<string, unknown>;
+  /** Logical model over the definition's. */
+  model?: string;
+  /** A failed schema check: at most one call to this logical model, after any repairs. */
+  escalateTo?: string;
+}
+
+export interface DaemonConfig extends LimitsConfig, ObserveConfig {
   home: string;
   dbPath: string;
   socketPath: string;
@@ -152,12 +181,12 @@ export interface DaemonConfig extends LimitsConfig {
   recoveryIntervalMs: number;
   drainTimeoutMs: number;
   retry: RetryPolicy;
-  /** Config `operations.<name>`: retry overrides (over the definition's and the global policy), at-most-once mode and answer rules. */
-  operationSettings: Record<string, { retry?: Partial<RetryPolicy>; validation?: Record<string, unknown> }>;
+  /** Config `operations.<name>`: retry overrides (over the definition's and the global policy), at-most-once mode, answer rules, model and what an invalid answer gets. */
+  operationSettings: Record<string, OperationConfig>;
   /** Operation module files beyond COMBINE_HOME/operations/*.mjs (config `operations.modules`). */
   operationModules: string[];
-  /** Logical model name → provider model (config `models`); `default` is `provider.model`. */
-  models: Record<string, string>;
+  /** Logical model name → provider model, endpoint, price and limits (config `models`); `default` is always there. */
+  models: Record<string, ModelConfig>;
   /** Provider-requested waits (Retry-After, rate-limit resets) are cut to this. */
   maxProviderWaitMs: number;
   /** Opt-in response cache (only allowed with temperature 0). */
@@ -225,30 +254,6 @@ function retryOverrides(o: z.infer<typeof retrySchema> | undefined, interrupted?
   return out;
 }
 
-function envDuration(env: NodeJS.ProcessEnv, name: string): number | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  const ms = parseDurationMs(raw);
-  if (ms === null) throw new ConfigError(`${name}: "${raw}" is not a duration (use e.g. 500ms, 30s, 5m)`);
-  return ms;
-}
-
-function envNumber(env: NodeJS.ProcessEnv, name: string): number | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new ConfigError(`${name}: "${raw}" is not a positive number`);
-  return n;
-}
-
-function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${name}: "${raw}" is not a positive integer`);
-  return n;
-}
-
 /** The effective configuration for a daemon serving `home`. */
 export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): DaemonConfig {
   const paths = homePaths(home);
@@ -257,20 +262,40 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   const { modules, ...perOperation } = file.operations ?? {};
   const operationSettings: DaemonConfig['operationSettings'] = {};
   for (const [name, o] of Object.entries(perOperation)) {
-    const settings = o as { retry?: z.infer<typeof retrySchema>; validation?: Record<string, unknown>; interrupted?: InterruptedMode };
-    operationSettings[name] = { retry: retryOverrides(settings.retry, settings.interrupted), ...(settings.validation ? { validation: settings.validation } : {}) };
+    const settings = o as { retry?: z.infer<typeof retrySchema>; validation?: Record<string, unknown>; interrupted?: InterruptedMode; model?: string; on_invalid?: { repair?: number; escalate_to?: string } };
+    const retry = retryOverrides(settings.retry, settings.interrupted);
+    // on_invalid.repair is the newer spelling of retry.repair_attempts, and wins over it.
+    if (settings.on_invalid?.repair !== undefined) retry.repairAttempts = settings.on_invalid.repair;
+    operationSettings[name] = {
+      retry,
+      ...(settings.validation ? { validation: settings.validation } : {}),
+      ...(settings.model ? { model: settings.model } : {}),
+      ...(settings.on_invalid?.escalate_to ? { escalateTo: settings.on_invalid.escalate_to } : {}),
+    };
   }
-  const model = env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini';
-  const flow = flowConfig(file, env, model);
-  const problem = checkPricesCoverBudgets(flow, model);
-  if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
+  const configured = file.models?.default;
+  const fileModel = (typeof configured === 'string' ? configured : configured?.model) || file.provider?.model || 'gpt-4o-mini';
+  const model = env.COMBINE_MODEL || fileModel;
+  const flow = resolveFlow(file, env, model);
   const baseURL = env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL;
   const apiKey = env.OPENAI_API_KEY || null;
+  let models: Record<string, ModelConfig>;
+  try {
+    models = resolveModels(file.models, { model: fileModel, baseURL, apiKey, prices: flow.prices, rateLimits: flow.rateLimits }, env, env.COMBINE_MODEL || undefined);
+  } catch (err) {
+    throw err instanceof ConfigError ? new ConfigError(`${paths.configPath}: ${err.message}`) : err;
+  }
+  const problem = checkPricesCoverBudgets(flow, models);
+  if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
+  const limits = resolveLimits(file, env, { apiKey, baseURL });
   return {
     ...paths,
-    ...resolveLimits(file, env, { apiKey, baseURL }),
+    ...limits,
+    // Every endpoint's key and base-URL password is a secret too.
+    secrets: [...new Set([...limits.secrets, ...Object.values(models).flatMap((m) => endpointSecrets(m))])],
+    ...resolveObserve(file, env),
     provider: {
-      baseURL,
+      baseURL: models.default!.baseURL,
       apiKey,
       model,
       temperature: file.provider?.temperature ?? DEFAULT_TEMPERATURE,
@@ -285,7 +310,7 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     retry,
     operationSettings,
     operationModules: modules ?? [],
-    models: file.models ?? {},
+    models,
     maxProviderWaitMs: file.retry?.max_provider_wait ?? DEFAULT_MAX_PROVIDER_WAIT_MS,
     cache: file.cache ?? false,
     breaker: {
@@ -307,46 +332,26 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   };
 }
 
-/**
- * Backpressure, rate limits, scheduling, prices and budgets. Environment overrides:
- * COMBINE_MAX_QUEUED, and COMBINE_REQUESTS_PER_MINUTE / COMBINE_TOKENS_PER_MINUTE for the configured model.
- */
-function flowConfig(file: ConfigFile, env: NodeJS.ProcessEnv, model: string): FlowConfig {
-  const rateLimits: FlowConfig['rateLimits'] = {};
-  for (const [m, l] of Object.entries(file.rate_limits ?? {})) {
-    rateLimits[m] = { requestsPerMinute: l.requests_per_minute ?? null, tokensPerMinute: l.tokens_per_minute ?? null };
-  }
-  const rpm = envNumber(env, 'COMBINE_REQUESTS_PER_MINUTE');
-  const tpm = envNumber(env, 'COMBINE_TOKENS_PER_MINUTE');
-  if (rpm !== undefined || tpm !== undefined) {
-    const base = rateLimits[model] ?? { requestsPerMinute: null, tokensPerMinute: null };
-    rateLimits[model] = { requestsPerMinute: rpm ?? base.requestsPerMinute, tokensPerMinute: tpm ?? base.tokensPerMinute };
-  }
-  return {
-    maxQueued: envInt(env, 'COMBINE_MAX_QUEUED') ?? file.engine?.max_queued ?? DEFAULT_MAX_QUEUED,
-    rateLimits,
-    projectWeights: file.scheduling?.project_weights ?? {},
-    defaultWeight: file.scheduling?.default_weight ?? 1,
-    agingStepMs: file.scheduling?.aging_step ?? DEFAULT_AGING_STEP_MS,
-    prices: file.prices ?? {},
-    budgets: { default: file.budgets?.default ?? {}, projects: file.budgets?.projects ?? {} },
-  };
-}
-
 /** What the operation registry needs from the configuration. */
 export function operationSettingsOf(c: DaemonConfig): OperationSettings {
   return {
     retry: c.retry,
     params: { model: c.provider.model, temperature: c.provider.temperature, maxTokens: c.provider.maxTokens, responseFormat: c.provider.responseFormat },
-    models: c.models,
+    // The configured logical models, and the canary's built-in one.
+    models: { ...Object.fromEntries(Object.entries(c.models).map(([logical, m]) => [logical, m.model])), [CANARY_MODEL]: CANARY_PROVIDER_MODEL },
     operations: c.operationSettings,
     configSource: homePaths(c.home).configPath,
   };
 }
 
-/** The configuration as shown to people and logs: the API key is reduced to whether one is set, secrets to a count. */
+/** The configuration as shown to people and logs: API keys are reduced to whether one is set, secrets to a count. */
 export function redactedConfig(c: DaemonConfig) {
   const { apiKey, ...provider } = c.provider;
-  const { secrets, ...rest } = c;
-  return { ...rest, secrets: `${secrets.length} redacted`, provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' } };
+  const { secrets, models, ...rest } = c;
+  return {
+    ...rest,
+    secrets: `${secrets.length} redacted`,
+    provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' },
+    models: JSON.parse(redactValues(JSON.stringify(modelsView(models)), secrets)) as ReturnType<typeof modelsView>,
+  };
 }

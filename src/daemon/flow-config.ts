@@ -4,6 +4,7 @@
  * resolved shape the engine uses.
  */
 import { z } from 'zod';
+import { envInt, envNumber } from './config-limits.js';
 import type { BudgetLimits, ModelPrice } from '../domain/budget.js';
 import type { ModelRateLimits } from '../domain/rate-limit.js';
 
@@ -66,17 +67,46 @@ export function budgetFor(flow: FlowConfig, projectId: string): BudgetLimits {
   return { ...flow.budgets.default, ...flow.budgets.projects[projectId] };
 }
 
-export function rateLimitsFor(flow: FlowConfig, model: string): ModelRateLimits {
-  return flow.rateLimits[model] ?? { requestsPerMinute: null, tokensPerMinute: null };
-}
-
 /**
- * Cost budgets need a price for the model that will be called; without one every call would cost
+ * Cost budgets need a price for every model that may be called; without one every call would cost
  * "0" and a cost budget would never stop anything. Returns the problem, or null.
  */
-export function checkPricesCoverBudgets(flow: FlowConfig, model: string): string | null {
+export function checkPricesCoverBudgets(flow: FlowConfig, models: Record<string, { model: string; price: ModelPrice | undefined }>): string | null {
   const limits = [flow.budgets.default, ...Object.values(flow.budgets.projects)];
   const wantsCost = limits.some((l) => l.daily_cost_usd !== undefined || l.total_cost_usd !== undefined);
-  if (wantsCost && !flow.prices[model]) return `budgets: a cost budget is set but prices has no entry for the model "${model}"`;
+  if (!wantsCost) return null;
+  const unpriced = Object.entries(models).find(([, m]) => !m.price);
+  if (unpriced) return `budgets: a cost budget is set but prices has no entry for the model "${unpriced[1].model}" (models.${unpriced[0]})`;
   return null;
+}
+
+type FlowFile = { [K in keyof typeof flowConfigFileSchema]?: z.infer<(typeof flowConfigFileSchema)[K]> } & {
+  engine?: { max_queued?: number | undefined } | undefined;
+  scheduling?: { aging_step?: number | undefined; project_weights?: Record<string, number> | undefined; default_weight?: number | undefined } | undefined;
+};
+
+/**
+ * Backpressure, rate limits, scheduling, prices and budgets. Environment overrides:
+ * COMBINE_MAX_QUEUED, and COMBINE_REQUESTS_PER_MINUTE / COMBINE_TOKENS_PER_MINUTE for the configured model.
+ */
+export function resolveFlow(file: FlowFile, env: NodeJS.ProcessEnv, model: string): FlowConfig {
+  const rateLimits: FlowConfig['rateLimits'] = {};
+  for (const [m, l] of Object.entries(file.rate_limits ?? {})) {
+    rateLimits[m] = { requestsPerMinute: l.requests_per_minute ?? null, tokensPerMinute: l.tokens_per_minute ?? null };
+  }
+  const rpm = envNumber(env, 'COMBINE_REQUESTS_PER_MINUTE');
+  const tpm = envNumber(env, 'COMBINE_TOKENS_PER_MINUTE');
+  if (rpm !== undefined || tpm !== undefined) {
+    const base = rateLimits[model] ?? { requestsPerMinute: null, tokensPerMinute: null };
+    rateLimits[model] = { requestsPerMinute: rpm ?? base.requestsPerMinute, tokensPerMinute: tpm ?? base.tokensPerMinute };
+  }
+  return {
+    maxQueued: envInt(env, 'COMBINE_MAX_QUEUED') ?? file.engine?.max_queued ?? DEFAULT_MAX_QUEUED,
+    rateLimits,
+    projectWeights: file.scheduling?.project_weights ?? {},
+    defaultWeight: file.scheduling?.default_weight ?? 1,
+    agingStepMs: file.scheduling?.aging_step ?? DEFAULT_AGING_STEP_MS,
+    prices: file.prices ?? {},
+    budgets: { default: file.budgets?.default ?? {}, projects: file.budgets?.projects ?? {} },
+  };
 }

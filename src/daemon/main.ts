@@ -11,7 +11,9 @@ import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.
 import { loadOperations } from '../operations/loader.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { OperationDefinitionError } from '../operations/validate.js';
-import { App } from './app.js';
+import { App, VERSION } from './app.js';
+import { canaryDefinition } from './canary/canary-operation.js';
+import { createTracer } from './tracing/tracer.js';
 import { ConfigError, loadConfig, operationSettingsOf, type DaemonConfig } from './config.js';
 import { acquireHomeLock } from './home-lock.js';
 import { createEventLog, createLogger, LogFile, type Logger } from './logger.js';
@@ -105,7 +107,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   // Operations load before anything starts: a bad module stops the daemon here, naming its file and field.
   let operations: OperationRegistry;
   try {
-    operations = await loadOperations(opts.home, config.operationModules, operationSettingsOf(config));
+    operations = await loadOperations(opts.home, config.operationModules, operationSettingsOf(config), [canaryDefinition()]);
   } catch (err) {
     if (err instanceof OperationDefinitionError) throw new DaemonStartError(`invalid operation: ${err.message}`, 2);
     throw err;
@@ -134,7 +136,8 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   const logger = createLogger(config.logPath, config.logLevel, logFile);
   try {
     await migrateDatabase(config, logger);
-    app = new App({ config, logger, logFile, operations, eventLog: createEventLog(logFile, config.logLevel) });
+    const tracer = await createTracer(config.otel, VERSION, logger);
+    app = new App({ config, logger, logFile, operations, tracer, eventLog: createEventLog(logFile, config.logLevel) });
   } catch (err) {
     lock.release();
     if (err instanceof DaemonStartError) throw err;

@@ -20,8 +20,9 @@ import type { CallOutcome } from './engine/executor.js';
 import type { EngineEvent } from './events.js';
 import type { MaintenanceResult } from './maintenance.js';
 import { walBytes } from './maintenance.js';
+import { PRESSURE_SIGNALS } from './pressure/monitor.js';
 
-export const ATTEMPT_OUTCOMES = ['applied', 'retry', 'repair', 'dead_letter', 'canceled'] as const;
+export const ATTEMPT_OUTCOMES = ['applied', 'retry', 'repair', 'escalate', 'dead_letter', 'canceled'] as const;
 export const CALL_OUTCOMES = ['ok', 'error'] as const;
 export const LIMITER_REASONS = ['slots_full', 'breaker_open'] as const;
 export const RECOVERY_ACTIONS = ['requeued', 'resumed', 'interrupted', 'locks_released', 'parents_closed'] as const;
@@ -53,11 +54,14 @@ export function metricSeriesCount(models: number, withCost: boolean): number {
     RECOVERY_ACTIONS.length + // combine_recoveries_total{action}
     histogramSeries(COMMIT_BUCKETS) + // combine_commit_seconds
     1 + // combine_wal_bytes
-    2 // combine_maintenance_runs_total, combine_maintenance_freed_pages_total
+    2 + // combine_maintenance_runs_total, combine_maintenance_freed_pages_total
+    PRESSURE_SIGNALS.length + // combine_pressure{signal}
+    3 + // combine_cpu_busy_ratio, combine_memory_available_bytes, combine_battery_percent
+    2 // combine_canary_last_success_timestamp_seconds, combine_canary_latency_seconds
   );
 }
 
-/** The hard ceiling, whatever the configuration (108 series today). */
+/** The hard ceiling, whatever the configuration (119 series today). */
 export const METRIC_SERIES_BOUND = metricSeriesCount(MAX_MODEL_LABELS + 1, true);
 
 export class Metrics implements EngineObserver {
@@ -101,8 +105,23 @@ export class Metrics implements EngineObserver {
     });
     gauge('combine_queue_depth', 'Queued work items that are due now (waiting for a call slot)', () => countQueuedDue(app.db, Date.now()));
     gauge('combine_calls_in_flight', 'Provider calls in flight', () => app.engine.inFlightCount);
-    gauge('combine_breaker_state', 'Provider circuit breaker: 0 closed, 1 half-open, 2 open', () => BREAKER_STATE_VALUE[app.engine.breaker.snapshot().state]);
+    gauge('combine_breaker_state', 'Provider circuit breakers, the worst of all endpoints: 0 closed, 1 half-open, 2 open', () => BREAKER_STATE_VALUE[app.router.worstBreakerState()]);
     gauge('combine_wal_bytes', 'Size of the SQLite write-ahead log', () => walBytes(`${app.config.dbPath}-wal`));
+    new Gauge({
+      name: 'combine_pressure',
+      help: 'Resource pressure in effect (1) by signal: cpu, memory, battery (bulk and scheduled work paused), wal (commands refused)',
+      labelNames: ['signal'],
+      registers,
+      collect() {
+        for (const s of PRESSURE_SIGNALS) this.set({ signal: s }, app.pressure.has(s) ? 1 : 0);
+      },
+    });
+    // -1: not known (no reading yet, no battery).
+    gauge('combine_cpu_busy_ratio', 'Busy share of all CPUs at the last pressure probe (-1: unknown)', () => app.pressure.snapshot().cpu.busy ?? -1);
+    gauge('combine_memory_available_bytes', 'MemAvailable at the last pressure probe (-1: unknown)', () => app.pressure.snapshot().memory.available_bytes ?? -1);
+    gauge('combine_battery_percent', 'Battery charge at the last pressure probe (-1: no battery)', () => app.pressure.snapshot().battery.percent ?? -1);
+    gauge('combine_canary_last_success_timestamp_seconds', 'When the last canary completed (0: none yet)', () => (app.canary.lastSuccessAt ?? 0) / 1000);
+    gauge('combine_canary_latency_seconds', 'How long the last successful canary took, submit to applied (-1: none yet)', () => (app.canary.lastLatencyMs === null ? -1 : app.canary.lastLatencyMs / 1000));
 
     this.callSeconds = labelled(new Histogram({ name: 'combine_call_duration_seconds', help: 'Provider call duration', labelNames: ['outcome'], buckets: CALL_BUCKETS, registers }), 'outcome', CALL_OUTCOMES);
     this.attempts = labelled(new Counter({ name: 'combine_attempts_total', help: 'Attempts by how they ended', labelNames: ['outcome'], registers }), 'outcome', ATTEMPT_OUTCOMES);
@@ -118,7 +137,8 @@ export class Metrics implements EngineObserver {
     this.commitSeconds.zero({});
     this.maintenanceRuns = new Counter({ name: 'combine_maintenance_runs_total', help: 'Idle maintenance runs (WAL checkpoint, incremental vacuum)', registers });
     this.freedPages = new Counter({ name: 'combine_maintenance_freed_pages_total', help: 'Pages returned to the file system by incremental vacuum', registers });
-    this.modelLabel(app.config.provider.model);
+    // Every configured route has its label from the start (the first MAX_MODEL_LABELS; the rest share "other").
+    for (const route of app.router.routes()) this.modelLabel(route.key);
   }
 
   /** The label for a model: its name for the first MAX_MODEL_LABELS models seen, then "other". */

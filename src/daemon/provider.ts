@@ -19,7 +19,8 @@ export interface RawResponse {
 export interface Provider {
   /** Identifies the endpoint (for breakers and the ledger); never contains credentials. */
   readonly endpoint: string;
-  send(request: ChatRequest, signal: AbortSignal, timeoutMs: number): Promise<RawResponse>;
+  /** `headers`: sent with the request (the call's W3C `traceparent`). */
+  send(request: ChatRequest, signal: AbortSignal, timeoutMs: number, headers: Record<string, string>): Promise<RawResponse>;
 }
 
 /** Thrown when no API key is configured for a provider that needs one. */
@@ -75,10 +76,10 @@ export function createOpenAIProvider(cfg: ProviderConfig): Provider {
   });
   return {
     endpoint: cfg.baseURL,
-    async send(request, signal, timeoutMs) {
+    async send(request, signal, timeoutMs, headers) {
       if (needsKey && !cfg.apiKey) throw new MissingApiKeyError();
       const response = await client.chat.completions
-        .create(request as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming, { signal, timeout: timeoutMs })
+        .create(request as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming, { signal, timeout: timeoutMs, headers })
         .asResponse();
       const rateLimit: Record<string, string> = {};
       response.headers.forEach((value, name) => {

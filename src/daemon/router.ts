@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { App } from './app.js';
 import { CommandError } from './commands.js';
 import type { HttpService } from './http/service.js';
+import { parseTraceparent } from './tracing/trace-context.js';
 
 export interface RouterContext {
   app: App;
@@ -52,11 +53,18 @@ const requestInput = z.object({
   force: z.boolean().default(false),
   deadline_ms: z.number().int().positive().nullable().default(null),
   created_by: z.string().max(200).nullable().default(null),
+  /** The caller's W3C trace context: the command joins that trace. */
+  traceparent: z
+    .string()
+    .max(512)
+    .refine((v) => parseTraceparent(v) !== null, 'not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)')
+    .nullable()
+    .default(null),
 });
 const generateInput = requestInput.extend({ project_id: id });
 
 function requestOptions(input: z.infer<typeof requestInput>) {
-  return { force: input.force, deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms, createdBy: input.created_by };
+  return { force: input.force, deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms, createdBy: input.created_by, traceparent: input.traceparent };
 }
 
 export const appRouter = t.router({

@@ -13,6 +13,7 @@
 import { statfsSync } from 'node:fs';
 import type { StorageConfig } from './config-limits.js';
 import { formatBytes } from './server-limits.js';
+import type { Logger } from './logger.js';
 
 export type StorageState = 'ok' | 'low_space' | 'disk_full';
 
@@ -96,4 +97,17 @@ export class StorageGuard {
     this.state = state;
     this.o.onChange(state, this.snapshot());
   }
+}
+
+/** The daemon's guard: logs each change of state, and `onRoom` (wake the engine) when space is back. */
+export function createStorageGuard(o: StorageConfig & { dir: string; logger: Logger; droppedLogLines: () => number; onRoom: () => void }): StorageGuard {
+  return new StorageGuard({
+    ...o,
+    onChange: (state, snapshot) => {
+      if (state === 'ok') {
+        o.logger.warn({ storage: snapshot }, 'storage has room again: claiming resumes');
+        o.onRoom();
+      } else o.logger.error({ storage: snapshot }, `storage: ${snapshot.status}; no new provider calls start until there is room`);
+    },
+  });
 }

@@ -15,6 +15,8 @@ import { budgetFor } from './flow-config.js';
 import { documentsOf, promptContextFor } from './operation-context.js';
 import { checkInput, refusal, requireOperation } from './submit.js';
 import { usageView } from './views.js';
+import type { ModelRouter } from './routing/router.js';
+import { routingView } from './routing/wiring.js';
 
 const ZERO: UsageTotals = {
   calls: 0,
@@ -85,8 +87,11 @@ export function dryRun(db: Db, ops: OperationRegistry, config: DaemonConfig, nam
   }
 }
 
-/** The effective configuration (defaults, config.json, environment), with the API key redacted. */
-export function configView(config: DaemonConfig) {
+/**
+ * The effective configuration (defaults, config.json, environment), with API keys redacted, and
+ * `routing`: the logical and real model (and endpoint) of each operation's calls.
+ */
+export function configView(config: DaemonConfig, operations: OperationRegistry, router: ModelRouter) {
   const { crashAt: _debug, ...shown } = redactedConfig(config);
-  return shown;
+  return { ...shown, routing: routingView(router, operations) };
 }

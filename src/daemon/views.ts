@@ -4,13 +4,14 @@
  */
 import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
-import { listLedgerForThread } from '../db/ledger.js';
+import { countLedgerEntries, listLedgerForThread } from '../db/ledger.js';
+import { sumCallUsage } from '../db/call-records.js';
 import { readParsedDocument } from '../db/document-cache.js';
 import { getProject } from '../db/projects.js';
 import { listImportsForThread } from '../db/ledger-imports.js';
 import type { DocumentRow, LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
-import { countChildThreadsByStatus } from '../db/threads.js';
-import { listWorkItemsForThread } from '../db/work-items.js';
+import { countChildThreadsByStatus, countThreadsByStatus } from '../db/threads.js';
+import { countWorkItemsByStatus, listWorkItemsForThread } from '../db/work-items.js';
 import { parseStoryBacklog, STORY_BACKLOG } from '../domain/backlog.js';
 import { summarizeLedgerEntry } from '../domain/ledger-summary.js';
 import type { TargetRef } from '../domain/operations.js';
@@ -165,3 +166,18 @@ export function documentView(doc: DocumentRow) {
   };
 }
 export type DocumentView = ReturnType<typeof documentView>;
+
+/** `combine stats`: counts of threads, work items and ledger entries, calls and tokens, and rate-limit holds. */
+export function statsView(db: Db, inFlight: number, rateLimits: Record<string, { parked_until: string | null }>) {
+  const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
+  const usage = sumCallUsage(db);
+  return {
+    threads: byStatus(countThreadsByStatus(db)),
+    work_items: byStatus(countWorkItemsByStatus(db)),
+    in_flight: inFlight,
+    ledger_entries: countLedgerEntries(db),
+    calls: usage.calls,
+    tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
+    rate_limits: rateLimits,
+  };
+}

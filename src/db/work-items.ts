@@ -12,10 +12,10 @@ import { expectOneChange, prepared } from './statements.js';
 export function insertWorkItem(db: Db, row: WorkItemRow): void {
   prepared(
     db,
-    `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, lock_scope,
+    `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, escalated, lock_scope,
        project_id, priority, not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at,
        started_at, finished_at)
-     VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @lock_scope,
+     VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @escalated, @lock_scope,
        @project_id, @priority, @not_before, @deadline_at, @lease_owner, @lease_expires_at, @error_code, @error_message, @created_at,
        @started_at, @finished_at)`,
   ).run(row);
@@ -309,6 +309,7 @@ export function requeueWorkItem(
     owner: string | null;
     attempt: number;
     repair_count: number;
+    escalated: number;
     not_before: number;
     error_code: string | null;
     error_message: string | null;
@@ -318,7 +319,7 @@ export function requeueWorkItem(
   const result = prepared(
     db,
     `UPDATE llm_work_items
-     SET status = 'queued', attempt = @attempt, repair_count = @repair_count, not_before = @not_before,
+     SET status = 'queued', attempt = @attempt, repair_count = @repair_count, escalated = @escalated, not_before = @not_before,
          error_code = @error_code, error_message = @error_message, lease_owner = NULL, lease_expires_at = NULL
      WHERE id = @id AND status = @from AND lease_owner IS @owner`,
   ).run(p);

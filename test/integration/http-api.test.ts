@@ -215,7 +215,9 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
   it('GET /threads/{id} and its ledger equal `thread --json` and `ledger --json`', async () => {
     const t = ok(await call('GET', `/threads/${epicThread}`), 'getThread');
     expect(t).toEqual(await h.json(['thread', epicThread]));
-    expect(Object.keys(t).sort()).toEqual(['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage'].sort());
+    expect(Object.keys(t).sort()).toEqual(
+      ['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage', 'traceparent', 'models', 'escalated', 'escalation'].sort(),
+    );
     const ledger = ok(await call('GET', `/threads/${epicThread}/ledger`), 'getThreadLedger');
     expect(ledger).toEqual(await h.json(['ledger', epicThread]));
     expect(ledger.map((e: { entry_type: string }) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);

@@ -1,7 +1,7 @@
 /** `combine generate-epic` and `combine generate-all`. */
 import { Command } from 'commander';
 import type { CommandView } from '../../daemon/views.js';
-import { exitCodeFor, parseDeadline, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
+import { exitCodeFor, parseDeadline, traceparentOf, withCommonOptions, withTraceparentOption, loadFollow, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { CliError, EXIT, print, printJsonLine } from '../output.js';
 
@@ -12,6 +12,7 @@ interface GenerateOptions extends CommonOptions {
   follow?: boolean;
   deadline?: string;
   dryRun?: boolean;
+  traceparent?: string;
 }
 
 export type FollowOptions = Pick<GenerateOptions, 'json' | 'follow'>;
@@ -47,7 +48,7 @@ export async function reportAndFollow(home: string, r: CommandView, opts: Follow
 
 export function generateCommands(getHome: () => string): Command[] {
   const epic = withCommonOptions(
-    new Command('generate-epic')
+    withTraceparentOption(new Command('generate-epic'))
       .description('generate the stories of one epic (idempotent: a second request returns the same thread)')
       .requiredOption('--project <id>', 'project id')
       .requiredOption('--epic <id>', 'epic id')
@@ -58,14 +59,15 @@ export function generateCommands(getHome: () => string): Command[] {
   ).action(async (opts: GenerateOptions) => {
     const home = getHome();
     const deadline_ms = parseDeadline(opts.deadline);
+    const traceparent = traceparentOf(opts);
     const r = await withDaemon(home, opts, ({ client }, signal) =>
-      client.generate.epic.mutate({ project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null }, { signal }),
+      client.generate.epic.mutate({ project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent }, { signal }),
     );
     process.exitCode = await reportAndFollow(home, r, opts);
   });
 
   const all = withCommonOptions(
-    new Command('generate-all')
+    withTraceparentOption(new Command('generate-all'))
       .description('generate the stories of every epic of a project: one child thread per epic, continuing past failures')
       .requiredOption('--project <id>', 'project id')
       .option('--force', 'generate again even if a previous run completed')
@@ -85,8 +87,9 @@ export function generateCommands(getHome: () => string): Command[] {
       return;
     }
     const deadline_ms = parseDeadline(opts.deadline);
+    const traceparent = traceparentOf(opts);
     const r = await withDaemon(home, opts, ({ client }, signal) =>
-      client.generate.all.mutate({ project_id: opts.project, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null }, { signal }),
+      client.generate.all.mutate({ project_id: opts.project, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent }, { signal }),
     );
     process.exitCode = await reportAndFollow(home, r, opts);
   });

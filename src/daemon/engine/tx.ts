@@ -16,6 +16,7 @@ import type { RetryPolicy } from '../../domain/retry.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from '../events.js';
 import { finalizeRunOfThread } from '../scheduler/finalize.js';
+import { traceIdOf } from '../tracing/trace-context.js';
 
 /** What a write closure works with: the connection, the event sink and the transaction's `now`. */
 export interface Tx {
@@ -44,6 +45,7 @@ export function appendEntry(
     type: 'ledger',
     thread_id: thread.id,
     parent_thread_id: thread.parent_thread_id,
+    trace_id: traceIdOf(thread.traceparent),
     work_item_id: workItemId,
     seq: row.seq,
     entry_type: entryType,
@@ -60,6 +62,7 @@ export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void
     type: 'work_item',
     thread_id: thread.id,
     parent_thread_id: thread.parent_thread_id,
+    trace_id: traceIdOf(thread.traceparent),
     work_item_id: item.id,
     status: item.status,
     attempt: item.attempt,
@@ -90,6 +93,7 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
     type: 'thread',
     thread_id: thread.id,
     parent_thread_id: thread.parent_thread_id,
+    trace_id: traceIdOf(thread.traceparent),
     status: thread.status,
     kind: thread.kind,
     target_ref: JSON.parse(thread.target_ref) as TargetRef,
@@ -138,6 +142,7 @@ export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number
     attempt: 1,
     max_attempts: p.policy.maxAttempts,
     repair_count: 0,
+    escalated: 0,
     lock_scope: p.lockScope,
     // The budget and the fair scheduler count work per project: the project of the document it changes.
     project_id: (JSON.parse(thread.target_ref) as TargetRef).project_id,

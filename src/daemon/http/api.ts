@@ -69,8 +69,8 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ app, body }) =>
-      app.generateEpic(body.project_id, body.epic_id, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY }),
+    handle: ({ app, body, traceparent }) =>
+      app.generateEpic(body.project_id, body.epic_id, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY, traceparent }),
   }),
   route({
     method: 'POST',
@@ -82,8 +82,8 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ app, body }) =>
-      app.generateAll(body.project_id, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY }),
+    handle: ({ app, body, traceparent }) =>
+      app.generateAll(body.project_id, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY, traceparent }),
   }),
   route({
     method: 'GET',

@@ -12,6 +12,7 @@ import { openApiDocument } from './openapi.js';
 import { HttpProblem, toProblem, type Problem } from './problem.js';
 import { compilePath, parseWith, queryObject, readJsonBody, type Route } from './routes.js';
 import { noBody } from './schemas.js';
+import { parseTraceparent } from '../tracing/trace-context.js';
 import { ensureHttpToken, RequestGuard } from './security.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../server-limits.js';
 
@@ -86,6 +87,8 @@ async function callRoute(app: App, req: IncomingMessage, method: string, url: UR
     params: r.params ? parseWith('path', r.params, params) : {},
     query: parseWith('query', r.query ?? noBody, query),
     body: parseWith('body', r.body ?? noBody, raw ?? {}),
+    // Per W3C Trace Context, an invalid header is ignored (the command starts a new trace).
+    traceparent: typeof req.headers.traceparent === 'string' && parseTraceparent(req.headers.traceparent) ? req.headers.traceparent : null,
   };
   const result = await r.handle(input);
   const status = r.otherStatus?.when(result) ? r.otherStatus.status : r.status;
