@@ -57,7 +57,8 @@ function paramsOf(settings: OperationSettings, logical: string): ModelParams {
 /** A logical model must be configured: a call to a model nobody named would fail only later, and paid for. */
 function checkModel(settings: OperationSettings, logical: string, source: string, field: string): void {
   if (logical === 'default' || settings.models[logical] !== undefined) return;
-  const known = ['default', ...Object.keys(settings.models).filter((m) => m !== 'default')].join(', ');
+  // Names with ':' are the daemon's own (the canary's).
+  const known = ['default', ...Object.keys(settings.models).filter((m) => m !== 'default' && !m.includes(':'))].join(', ');
   throw new OperationDefinitionError(source, field, `no model "${logical}" is configured (config models has ${known})`);
 }
 

@@ -68,9 +68,9 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
   const leaseUntil = tx.now + leaseMs;
   // Items held back this round (their route cannot take a call now): not offered to the scheduler again.
   const skipped = new Set<string>();
-  const eligible = (h: ClaimHead) => !skipped.has(h.id) && (limits.maxPriority === undefined || h.priority <= limits.maxPriority);
+  const eligible = (h: ClaimHead) => limits.maxPriority === undefined || h.priority <= limits.maxPriority;
   let heads = listClaimHeads(tx.db, tx.now).filter(eligible);
-  const refresh = (projectId: string) => (heads = replaceProjectHeads(tx, heads, projectId).filter(eligible));
+  const refresh = (projectId: string) => (heads = replaceProjectHeads(tx, heads, projectId, skipped).filter(eligible));
   // Scopes this round has locked: an operation's scope may span projects, so another project's head
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
@@ -92,7 +92,7 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
     if (wait !== 'admitted') {
       if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
       skipped.add(item.id);
-      heads = heads.filter(eligible);
+      refresh(pick.project_id);
       continue;
     }
     const leased = claimWorkItem(tx.db, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
@@ -136,8 +136,8 @@ function routeWait(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number,
  * locked that another project's head needs is caught by the round's `locked` set) instead of every
  * group — a round of many claims across hundreds of projects would otherwise walk them all once per claim.
  */
-function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string): ClaimHead[] {
-  return [...heads.filter((h) => h.project_id !== projectId), ...listProjectClaimHeads(tx.db, projectId, tx.now)];
+function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string, skipped: ReadonlySet<string>): ClaimHead[] {
+  return [...heads.filter((h) => h.project_id !== projectId), ...listProjectClaimHeads(tx.db, projectId, tx.now, [...skipped])];
 }
 
 /** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
