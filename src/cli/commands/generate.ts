@@ -18,7 +18,7 @@ interface GenerateOptions extends CommonOptions {
 export type FollowOptions = Pick<GenerateOptions, 'json' | 'follow'>;
 
 function describeResult(r: CommandView): string {
-  if (!r.deduplicated) return `thread ${r.thread_id} ${r.status}`;
+  if (!r.deduplicated) return `thread ${r.thread_id} ${r.status}${r.superseded_thread_id ? ` (superseded ${r.superseded_thread_id}, whose call had not started)` : ''}`;
   if (r.status === 'complete') return `thread ${r.thread_id} already complete: nothing to do (use --force to run it again)`;
   return `thread ${r.thread_id} already ${r.status}: not started twice`;
 }
@@ -52,7 +52,7 @@ export function generateCommands(getHome: () => string): Command[] {
       .description('generate the stories of one epic (idempotent: a second request returns the same thread)')
       .requiredOption('--project <id>', 'project id')
       .requiredOption('--epic <id>', 'epic id')
-      .option('--force', 'generate again even if a previous run completed')
+      .option('--force', 'generate again even if a previous run completed; replaces a previous request still queued (SUPERSEDED)')
       .option('--follow', 'stream the thread until it ends (exit 1 if it fails)')
       .option('--deadline <duration>', 'fail with SKIPPED_DEADLINE if not started within this time (e.g. 10m)')
       .addHelpText('after', '\nExamples:\n  combine generate-epic --project acme --epic checkout --follow\n  combine generate-epic --project acme --epic checkout --force --json'),
