@@ -10,18 +10,19 @@ import { forgetDocuments } from '../db/document-cache.js';
 import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
 import { listProjects } from '../db/projects.js';
-import { sumCallUsage } from '../db/call-records.js';
-import { countThreadsByStatus, getThread, listThreads } from '../db/threads.js';
+import { sumAllUsage } from '../db/charges.js';
+import { countThreadsByStatus, getThread, listThreads, searchThreads } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
 import { NO_ANSWER_RULES } from '../domain/answer-rules.js';
-import { isTerminalThread } from '../domain/states.js';
 import { cancelThread, CommandError, generateAll, generateEpic, importProject, retryThread, type GenerateOptions } from './commands.js';
 import type { DaemonConfig } from './config.js';
 import type { CompleterContext } from './engine/completer.js';
 import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
+import { followThread, type FollowMessage } from './follow.js';
+import { resolveScheduleId, resolveThreadId } from './id-resolver.js';
 import { checkHealth } from './health.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
@@ -57,13 +58,19 @@ export interface AppOptions {
   random?: () => number;
 }
 
-/** An engine event as streamed to a follower: its `type` renamed to `event`. */
-type EventMessage = EngineEvent extends infer E ? (E extends { type: infer T } ? Omit<E, 'type'> & { event: T } : never) : never;
+export type { FollowMessage };
 
-export type FollowMessage =
-  | EventMessage
-  | { event: 'snapshot'; thread: ThreadView }
-  | { event: 'end'; thread: ThreadView };
+/** `threads` filters as the router passes them (ids as typed; resolved here). */
+export interface ThreadsQuery {
+  active: boolean;
+  projectId: string | null;
+  limit: number;
+  statuses?: string[];
+  kind?: string | null;
+  parent?: string | null;
+  sinceMs?: number | null;
+  cursor?: string | null;
+}
 
 export class App {
   readonly db: Db;
@@ -220,6 +227,15 @@ export class App {
     return { thread_id: r.thread.id, status: r.thread.status, deduplicated: r.deduplicated };
   }
 
+  /** The thread a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
+  threadId(text: string): string {
+    return resolveThreadId(this.db, text);
+  }
+
+  scheduleId(text: string): string {
+    return resolveScheduleId(this.db, text);
+  }
+
   // --- commands -------------------------------------------------------------------------------
 
   importProject(file: unknown) {
@@ -240,14 +256,16 @@ export class App {
     return this.commandView(r);
   }
 
-  async retry(threadId: string): Promise<ThreadView> {
+  async retry(typedId: string): Promise<ThreadView> {
+    const threadId = this.threadId(typedId);
     const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId, this.config.flow.maxQueued));
     this.engine.wake();
     return threadView(this.db, t);
   }
 
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
-  async replay(threadId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+  async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+    const threadId = this.threadId(typedId);
     const rulesFor = (t: string) => this.ctx.rulesFor(getThread(this.db, t)?.kind ?? '');
     if (!o.apply) return planReplay(this.db, rulesFor(threadId), threadId, o.responseSeq);
     const r = await this.write((tx) => applyReplay(tx, rulesFor(threadId), this.ctx.policyFor, threadId, o.responseSeq));
@@ -255,7 +273,8 @@ export class App {
     return r;
   }
 
-  async cancel(threadId: string): Promise<ThreadView> {
+  async cancel(typedId: string): Promise<ThreadView> {
+    const threadId = this.threadId(typedId);
     const r = await this.write((tx) => cancelThread(tx, this.ctx, threadId));
     this.engine.abort(r.abort);
     return threadView(this.db, r.thread);
@@ -275,19 +294,31 @@ export class App {
     return configView(this.config);
   }
 
-  thread(threadId: string) {
-    const t = getThread(this.db, threadId);
-    if (!t) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    return threadDetailView(this.db, t);
+  thread(typedId: string) {
+    return threadDetailView(this.db, getThread(this.db, this.threadId(typedId))!);
   }
 
-  threads(f: { active: boolean; projectId: string | null; limit: number }): ThreadView[] {
-    return listThreads(this.db, f).map((t) => threadView(this.db, t));
+  /** Newest first; `cursor` is the id of the last thread of the previous page. */
+  threads(q: ThreadsQuery): ThreadView[] {
+    const statuses = q.active ? ['open', 'running'] : (q.statuses ?? []);
+    const filtered = (q.statuses?.length ?? 0) > 0 || q.kind || q.parent || q.sinceMs != null || q.cursor;
+    // The common `threads [--active] [--project]` keeps its index-backed queries.
+    if (!filtered) return listThreads(this.db, q).map((t) => threadView(this.db, t));
+    const after = q.cursor ? getThread(this.db, this.threadId(q.cursor))! : null;
+    const rows = searchThreads(this.db, {
+      statuses,
+      kind: q.kind ?? null,
+      projectId: q.projectId,
+      parentId: q.parent ? this.threadId(q.parent) : null,
+      since: q.sinceMs != null ? this.clock.now() - q.sinceMs : null,
+      after: after && { created_at: after.created_at, id: after.id },
+      limit: q.limit,
+    });
+    return rows.map((t) => threadView(this.db, t));
   }
 
-  ledger(threadId: string) {
-    if (!getThread(this.db, threadId)) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    return threadLedgerView(this.db, threadId);
+  ledger(typedId: string) {
+    return threadLedgerView(this.db, this.threadId(typedId));
   }
 
   verifyLedger() {
@@ -295,7 +326,8 @@ export class App {
   }
 
   exportLedger(scope: { threadId: string | null; projectId: string | null }) {
-    return exportLedger(this.db, scope, this.clock.now());
+    const threadId = scope.threadId === null ? null : this.threadId(scope.threadId);
+    return exportLedger(this.db, { ...scope, threadId }, this.clock.now());
   }
 
   importLedger(text: string) {
@@ -347,7 +379,8 @@ export class App {
 
   stats() {
     const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
-    const usage = sumCallUsage(this.db);
+    // The same definition of a call as `usage` and `thread`: one that reached the provider and may be billed.
+    const usage = sumAllUsage(this.db);
     return {
       threads: byStatus(countThreadsByStatus(this.db)),
       work_items: byStatus(countWorkItemsByStatus(this.db)),
@@ -359,43 +392,8 @@ export class App {
     };
   }
 
-  /**
-   * Streams a thread's events (and its children's) until it ends. The subscription starts before the
-   * snapshot is read, so no event between the two is lost; the last message carries the final thread.
-   */
-  async *follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    const queue: EngineEvent[] = [];
-    let wakeUp: (() => void) | null = null;
-    const unsubscribe = this.bus.subscribe((e) => {
-      if (e.thread_id !== threadId && e.parent_thread_id !== threadId) return;
-      queue.push(e);
-      wakeUp?.();
-    });
-    const onAbort = () => wakeUp?.();
-    signal?.addEventListener('abort', onAbort);
-    try {
-      const initial = getThread(this.db, threadId);
-      if (!initial) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-      yield { event: 'snapshot', thread: threadView(this.db, initial) };
-      if (isTerminalThread(initial.status)) {
-        yield { event: 'end', thread: threadView(this.db, initial) };
-        return;
-      }
-      while (!signal?.aborted) {
-        if (queue.length === 0) await new Promise<void>((r) => (wakeUp = r));
-        wakeUp = null;
-        for (const e of queue.splice(0)) {
-          const { type, ...rest } = e;
-          yield { event: type, ...rest } as FollowMessage;
-          if (e.type === 'thread' && e.thread_id === threadId && isTerminalThread(e.status)) {
-            yield { event: 'end', thread: threadView(this.db, getThread(this.db, threadId)!) };
-            return;
-          }
-        }
-      }
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      unsubscribe();
-    }
+  /** Streams a thread's history, then its events (and its children's), until it ends (see follow.ts). */
+  async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+    yield* followThread(this.db, this.bus, this.threadId(typedId), signal);
   }
 }

@@ -11,6 +11,7 @@ import { epicArchitectureSchema } from '../domain/project.js';
 import { renderStoryPrompt, type ModelParams } from '../domain/prompts.js';
 import { CommandError } from './commands.js';
 import { redactedConfig, type DaemonConfig } from './config.js';
+import { configFileView } from './config-file-view.js';
 import { budgetFor } from './flow-config.js';
 import { usageView } from './views.js';
 
@@ -28,6 +29,9 @@ const ZERO: UsageTotals = {
   in_doubt_cost_usd: 0,
   reserved_calls: 0,
   reserved_tokens: 0,
+  unpriced_calls: 0,
+  unpriced_wasted_calls: 0,
+  unpriced_in_doubt_calls: 0,
 };
 
 function add(a: UsageTotals, b: UsageTotals): UsageTotals {
@@ -49,7 +53,7 @@ export function usageReport(db: Db, config: DaemonConfig, projectId: string | nu
     const spentTotal = sumProjectSpend(db, id, null);
     return { project_id: id, limits: budgetFor(config.flow, id), spent_today: spentToday, spent_total: spentTotal };
   });
-  return { day: today, rows: rows.map((r) => ({ ...r, ...usageView(r) })), totals: usageView(totals), budgets };
+  return { day: today, rows: rows.map((r) => ({ project_id: r.project_id, day: r.day, ...usageView(r) })), totals: usageView(totals), budgets };
 }
 
 /**
@@ -68,14 +72,18 @@ export function dryRunGenerateAll(db: Db, params: ModelParams, config: DaemonCon
     model: params.model,
     calls: epics.length,
     estimated_max_tokens: estimates.reduce((n, e) => n + e.tokens, 0),
-    estimated_max_cost: Math.round(estimates.reduce((n, e) => n + e.cost_usd, 0) * 1e6) / 1e6,
+    // null, not 0, when the model has no price: the most it can cost is unknown.
+    estimated_max_cost: price === undefined ? null : Math.round(estimates.reduce((n, e) => n + e.cost_usd, 0) * 1e6) / 1e6,
     priced: price !== undefined,
     max_tokens_per_call: params.maxTokens,
   };
 }
 
-/** The effective configuration (defaults, config.json, environment), with the API key redacted. */
+/**
+ * The effective configuration (defaults, config.json, environment), with the API key redacted: the
+ * daemon's resolved settings, and under `file` the same in config.json's own shape, ready to paste.
+ */
 export function configView(config: DaemonConfig) {
   const { crashAt: _debug, ...shown } = redactedConfig(config);
-  return shown;
+  return { ...shown, file: configFileView(config) };
 }

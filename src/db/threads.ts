@@ -65,6 +65,52 @@ export function listThreads(db: Db, f: ThreadListFilter): ThreadRow[] {
   return prepared(db, 'SELECT * FROM llm_threads ORDER BY created_at DESC LIMIT ?').all(f.limit) as ThreadRow[];
 }
 
+export interface ThreadSearch {
+  /** Any of these statuses (all when empty). */
+  statuses: readonly string[];
+  kind: string | null;
+  projectId: string | null;
+  parentId: string | null;
+  /** Created at or after this time (ms). */
+  since: number | null;
+  /** Keyset paging: only threads after this one in the list's order (newest first). */
+  after: { created_at: number; id: string } | null;
+  limit: number;
+}
+
+/**
+ * `threads` with filters, newest first with the id breaking ties, so a page ends at a row the next
+ * page can start after. Conditions are added only when given; each combination is its own prepared
+ * statement (at most 64).
+ */
+export function searchThreads(db: Db, f: ThreadSearch): ThreadRow[] {
+  const where: string[] = [];
+  const params: Record<string, unknown> = { limit: f.limit };
+  const add = (condition: string, values: Record<string, unknown>) => {
+    where.push(condition);
+    Object.assign(params, values);
+  };
+  if (f.statuses.length > 0) add('status IN (SELECT value FROM json_each(@statuses))', { statuses: JSON.stringify(f.statuses) });
+  if (f.kind !== null) add('kind = @kind', { kind: f.kind });
+  if (f.projectId !== null) add('space_id = @projectId', { projectId: f.projectId });
+  if (f.parentId !== null) add('parent_thread_id = @parentId', { parentId: f.parentId });
+  if (f.since !== null) add('created_at >= @since', { since: f.since });
+  if (f.after !== null) add('(created_at < @afterAt OR (created_at = @afterAt AND id < @afterId))', { afterAt: f.after.created_at, afterId: f.after.id });
+  const sql = `SELECT * FROM llm_threads ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, id DESC LIMIT @limit`;
+  return prepared(db, sql).all(params) as ThreadRow[];
+}
+
+/** An orchestration's children with their newest work item's error (what a person asks first about a failure). */
+export function listChildThreadsWithLatestError(db: Db, parentId: string, limit: number): (ThreadRow & { error_code: string | null; error_message: string | null })[] {
+  return prepared(
+    db,
+    `SELECT c.*, w.error_code, w.error_message FROM llm_threads c
+     LEFT JOIN llm_work_items w ON w.thread_id = c.id
+       AND w.sequence = (SELECT max(sequence) FROM llm_work_items WHERE thread_id = c.id)
+     WHERE c.parent_thread_id = ? ORDER BY c.created_at, c.rowid LIMIT ?`,
+  ).all(parentId, limit) as (ThreadRow & { error_code: string | null; error_message: string | null })[];
+}
+
 export function listChildThreads(db: Db, parentId: string): ThreadRow[] {
   return prepared(db, 'SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid').all(
     parentId,

@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import type { ReplayReport } from '../../daemon/replay.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print } from '../output.js';
+import { CliError, EXIT, plural, print } from '../output.js';
 
 interface ReplayOptions extends CommonOptions {
   apply?: boolean;
@@ -17,7 +17,7 @@ function render(r: ReplayReport): string {
       : r.recorded.parse_ok
         ? `valid, ${r.recorded.applied ? 'applied' : 'not applied'}`
         : `rejected: ${r.recorded.errors.slice(0, 3).join('; ')}`;
-  const today = r.replayed.ok ? `valid: ${r.replayed.stories} stories` : `rejected (${r.replayed.stage}): ${r.replayed.errors.slice(0, 5).join('; ')}`;
+  const today = r.replayed.ok ? `valid: ${plural(r.replayed.stories, 'story', 'stories')}` : `rejected (${r.replayed.stage}): ${r.replayed.errors.slice(0, 5).join('; ')}`;
   const lines = [
     `thread ${r.thread_id} (${r.thread_status}), recorded response #${r.response_seq}`,
     `  recorded    ${recorded}`,
@@ -70,7 +70,7 @@ export function replayCommand(getHome: () => string): Command {
     const r = await withDaemon(getHome(), opts, ({ client }, signal) =>
       client.replay.mutate({ thread_id: threadId, apply: !!opts.apply, response_seq: seq }, { signal }),
     );
-    print(opts, r, () => render(r));
+    await print(opts, r, () => render(r));
     if (!r.replayed.ok) process.exitCode = EXIT.FAILED;
   });
 }

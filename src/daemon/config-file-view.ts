@@ -1,0 +1,89 @@
+/**
+ * The effective configuration written back in `config.json`'s own shape and key names (snake_case,
+ * durations as "30s"): what `combine config show` prints, so that what a user sees can be pasted into
+ * the file as it is. The API key is not a config.json key (it comes from OPENAI_API_KEY only).
+ */
+import type { AnswerRules } from '../domain/answer-rules.js';
+import type { BudgetLimits } from '../domain/budget.js';
+import type { RetryPolicy } from '../domain/retry.js';
+import type { DaemonConfig } from './config.js';
+
+const UNITS: [number, string][] = [
+  [86_400_000, 'd'],
+  [3_600_000, 'h'],
+  [60_000, 'm'],
+  [1_000, 's'],
+];
+
+/** The largest whole unit: 90000 → "90s", 300000 → "5m", 1500 → "1500ms" (each parses back exactly). */
+export function durationText(ms: number): string {
+  const unit = UNITS.find(([size]) => ms >= size && ms % size === 0);
+  return unit ? `${ms / unit[0]}${unit[1]}` : `${ms}ms`;
+}
+
+function retryFile(p: RetryPolicy) {
+  return { base: durationText(p.baseMs), cap: durationText(p.capMs), jitter: p.jitter, max_attempts: p.maxAttempts, repair_attempts: p.repairAttempts };
+}
+
+function validationFile(r: AnswerRules) {
+  return {
+    ...(r.minStories !== null ? { min_stories: r.minStories } : {}),
+    ...(r.maxStories !== null ? { max_stories: r.maxStories } : {}),
+    ...(r.requiredStoryFields.length > 0 ? { required_story_fields: [...r.requiredStoryFields] } : {}),
+  };
+}
+
+/** Budget limits as the file writes them: only the limits that are set. */
+function limitsFile(l: BudgetLimits) {
+  return Object.fromEntries(Object.entries(l).filter(([, v]) => v !== undefined));
+}
+
+export function configFileView(c: DaemonConfig) {
+  const ops = [...new Set([...Object.keys(c.operationRetry), ...Object.keys(c.operationRules)])].sort();
+  const f = c.flow;
+  return {
+    provider: {
+      base_url: c.provider.baseURL,
+      model: c.provider.model,
+      temperature: c.provider.temperature,
+      max_tokens: c.provider.maxTokens,
+      timeout: durationText(c.provider.callTimeoutMs),
+    },
+    metrics: c.metricsPort === null ? {} : { port: c.metricsPort },
+    maintenance: { idle_after: durationText(c.maintenanceIdleMs) },
+    engine: {
+      max_in_flight: c.maxInFlight,
+      max_queued: f.maxQueued,
+      recovery_interval: durationText(c.recoveryIntervalMs),
+      drain_timeout: durationText(c.drainTimeoutMs),
+    },
+    retry: retryFile(c.retry),
+    breaker: { failure_threshold: c.breaker.failureThreshold, open: durationText(c.breaker.openMs), max_open: durationText(c.breaker.maxOpenMs) },
+    operations: Object.fromEntries(
+      ops.map((op) => [
+        op,
+        {
+          retry: retryFile(c.operationRetry[op] ?? c.retry),
+          ...(c.operationRules[op] ? { validation: validationFile(c.operationRules[op]) } : {}),
+        },
+      ]),
+    ),
+    cache: c.cache,
+    rate_limits: Object.fromEntries(
+      Object.entries(f.rateLimits).map(([model, l]) => [
+        model,
+        {
+          ...(l.requestsPerMinute !== null ? { requests_per_minute: l.requestsPerMinute } : {}),
+          ...(l.tokensPerMinute !== null ? { tokens_per_minute: l.tokensPerMinute } : {}),
+        },
+      ]),
+    ),
+    scheduling: { project_weights: f.projectWeights, default_weight: f.defaultWeight, aging_step: durationText(f.agingStepMs) },
+    prices: f.prices,
+    budgets: {
+      default: limitsFile(f.budgets.default),
+      projects: Object.fromEntries(Object.entries(f.budgets.projects).map(([p, l]) => [p, limitsFile(l)])),
+    },
+    scheduler: { stale_after: durationText(c.scheduler.staleAfterMs), misfire_grace: durationText(c.scheduler.misfireGraceMs) },
+  };
+}
