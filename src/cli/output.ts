@@ -134,17 +134,19 @@ export function truncate(s: string, width: number): string {
 /** A cell: its text, and optionally a style applied after it is padded or cut (so widths stay right). */
 export type Cell = string | { text: string; style: (s: string) => string };
 
-const MIN_COLUMN = 6;
+/** A cut column keeps at least this many display columns (its last one "…"). */
+const MIN_COLUMN = 4;
 
 /**
  * Columns aligned by display width (CJK and emoji take two columns). On a terminal the table fits its
- * width: the widest column is cut (with "…") until it does. The header is dimmed when colour is on.
+ * width: the widest column is cut (with "…") until it does — never the first, which holds what a
+ * person types back (an id, a name). The header is dimmed when colour is on.
  */
 export function table(rows: Cell[][], maxWidth: number = process.stdout.isTTY ? process.stdout.columns || 80 : Infinity): string {
   const text = (c: Cell | undefined) => (c === undefined ? '' : typeof c === 'string' ? c : c.text);
   const columns = rows[0]?.length ?? 0;
   const widths = Array.from({ length: columns }, (_, i) => Math.max(...rows.map((r) => displayWidth(text(r[i])))));
-  const floor = widths.map((w, i) => Math.min(w, Math.max(MIN_COLUMN, displayWidth(text(rows[0]![i])))));
+  const floor = widths.map((w, i) => (i === 0 ? w : Math.min(w, MIN_COLUMN)));
   let total = widths.reduce((a, b) => a + b, 0) + 2 * (columns - 1);
   while (total > maxWidth) {
     const widest = widths.reduce((best, w, i) => (w - floor[i]! > widths[best]! - floor[best]! ? i : best), 0);
