@@ -78,6 +78,47 @@ describe('pipes and habits', () => {
   });
 });
 
+describe('threads: filters and paging', () => {
+  it('filters by status, kind, parent and age, and pages with --limit/--cursor without gaps or repeats', async () => {
+    h = await Harness.start({ faults: [{ kind: 'bad_request', match: 'Epic id: E2' }] });
+    await h.importProject(project('q', 4));
+    const all = await h.json<CommandJson>(['generate-all', '--project', 'q']);
+    await h.waitForEnd(all.thread_id);
+    const single = await h.json<CommandJson>(['generate-epic', '--project', 'q', '--epic', 'E1', '--force']);
+    await h.waitForEnd(single.thread_id);
+    const everything = await h.json<ThreadJson[]>(['threads']);
+    expect(everything).toHaveLength(6);
+
+    const failed = await h.json<ThreadJson[]>(['threads', '--status', 'failed']);
+    expect(failed.map((t) => t.target_ref.epic_id ?? 'all').sort()).toEqual(['E2', 'all']);
+    expect(await h.json<ThreadJson[]>(['threads', '--status', 'failed', 'complete', '--kind', 'story_generate_all'])).toHaveLength(1);
+    expect(await h.json<ThreadJson[]>(['threads', '--kind', 'story_generate_epic'])).toHaveLength(5);
+    const children = await h.json<ThreadJson[]>(['threads', '--parent', all.thread_id]);
+    expect(children).toHaveLength(4);
+    expect(children.every((c) => c.parent_thread_id === all.thread_id)).toBe(true);
+    expect(await h.json<ThreadJson[]>(['threads', '--since', '1h'])).toHaveLength(6);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await h.json<ThreadJson[]>(['threads', '--since', '20ms'])).toEqual([]);
+
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    for (let page = 0; page < 10; page++) {
+      const list: ThreadJson[] = await h.json<ThreadJson[]>(['threads', '--limit', '4', ...(cursor ? ['--cursor', cursor] : [])]);
+      seen.push(...list.map((t) => t.thread_id));
+      if (list.length < 4) break;
+      cursor = list[list.length - 1]!.thread_id;
+    }
+    expect(seen).toEqual(everything.map((t) => t.thread_id)); // same order, nothing twice, nothing missed
+    const human = await h.cli(['threads', '--limit', '4']);
+    expect(human.stderr).toMatch(/more: add --cursor [0-9a-f]{8} for the next page/);
+
+    for (const bad of [['--status', 'done'], ['--since', 'yesterday'], ['--limit', '0'], ['--active', '--status', 'open']]) {
+      const r = await h.cli(['threads', ...bad]);
+      expect(r.code, bad.join(' ')).toBe(2);
+    }
+  });
+});
+
 describe('config show', () => {
   it('prints config.json keys and shape: pasted back into config.json it gives the same configuration', async () => {
     h = await Harness.start();
