@@ -68,6 +68,9 @@ describe('50 threads created in one second', () => {
     expect((await h.json(['thread', shortId(c.thread_id).slice(0, 6)])).thread_id).toBe(c.thread_id);
     expect((await h.json(['thread', c.thread_id.slice(0, 30)])).thread_id).toBe(c.thread_id);
     expect((await h.json(['thread', shortId(c.thread_id).toUpperCase()])).thread_id).toBe(c.thread_id);
+    const exported = await h.cli(['ledger', 'export', shortId(c.thread_id)]);
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stdout).toContain(c.thread_id);
     // A work item's id names its thread.
     const db = h.openDb();
     const item = db.prepare('SELECT id FROM llm_work_items WHERE thread_id = ? ORDER BY sequence LIMIT 1').get(c.thread_id) as { id: string };
