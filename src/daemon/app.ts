@@ -38,7 +38,7 @@ import { budgetFor, rateLimitsFor } from './flow-config.js';
 import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
-import { backlogView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+import { backlogView, MAX_LEDGER_VIEW_ENTRIES, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
@@ -318,7 +318,10 @@ export class App {
   }
 
   ledger(typedId: string) {
-    return threadLedgerView(this.db, this.threadId(typedId));
+    const threadId = this.threadId(typedId);
+    const view = threadLedgerView(this.db, threadId);
+    if (view) return view;
+    throw new CommandError('BAD_REQUEST', `thread ${threadId} and its children have more than ${MAX_LEDGER_VIEW_ENTRIES} ledger entries: read one child at a time (combine thread ${threadId} lists them), or write them all with \`combine ledger export ${threadId}\``, 'TOO_MANY_ENTRIES');
   }
 
   verifyLedger() {

@@ -136,9 +136,13 @@ export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow) {
   };
 }
 
-/** A thread's ledger entries and, for an orchestration, its children's, in chain order. */
+/** Entries `ledger <thread>` answers with at most: a bigger orchestration is read child by child, or exported. */
+export const MAX_LEDGER_VIEW_ENTRIES = 20_000;
+
+/** A thread's ledger entries and, for an orchestration, its children's, in chain order; null when there are too many. */
 export function threadLedgerView(db: Db, threadId: string) {
-  const entries = listLedgerForThreadFamily(db, threadId);
+  const entries = listLedgerForThreadFamily(db, threadId, MAX_LEDGER_VIEW_ENTRIES + 1);
+  if (entries.length > MAX_LEDGER_VIEW_ENTRIES) return null;
   const imports = new Map([...new Set(entries.map((e) => e.thread_id))].flatMap((id) => listImportsForThread(db, id)).map((i) => [i.seq, i]));
   return entries.map((e) => ledgerEntryView(e, imports.get(e.seq)));
 }
