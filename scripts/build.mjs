@@ -1,4 +1,4 @@
-// Bundles the CLI and the daemon with esbuild.
+// Bundles the CLI, the daemon and the dashboard's client assets with esbuild.
 // The CLI is one self-contained file (fast cold start: ~10 ms of module loading instead of ~65 ms);
 // the daemon keeps its dependencies external (better-sqlite3 is native; start-up time matters less).
 import { build } from 'esbuild';
@@ -35,5 +35,17 @@ await Promise.all([
     entryPoints: { daemon: 'src/daemon/main.ts', sim: 'src/sim/main.ts' },
     outdir: 'dist',
     packages: 'external',
+  }),
+  // The dashboard's browser code and style (dist/web), served by the daemon; nothing from a CDN.
+  build({
+    entryPoints: ['src/web/client/dashboard.ts', 'src/web/client/dashboard.css'],
+    outdir: 'dist/web',
+    absWorkingDir: root,
+    bundle: true,
+    minify: true,
+    platform: 'browser',
+    target: 'es2020',
+    format: 'iife',
+    logLevel: 'warning',
   }),
 ]);

@@ -20,13 +20,13 @@ const CLOSED_THREADS = Number(process.env.BENCH_SCALE_THREADS ?? 1_000_000);
 const K = 1000;
 const QUERIES = 200;
 
-function appFor(home: string, maxInFlight: number): App {
+export function appFor(home: string, maxInFlight: number): App {
   const config = { ...loadConfig(home, { OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', OPENAI_API_KEY: 'bench' }), maxInFlight };
   return new App({ config, logger: createLogger(null, 'silent'), provider: hangingProvider() });
 }
 
 /** Fills the database with `n` complete single-epic threads, each with one applied work item. */
-function fillClosedThreads(home: string, n: number): void {
+export function fillClosedThreads(home: string, n: number): void {
   const app = appFor(home, 1); // runs the migrations
   const db = app.db;
   const t0 = Date.now() - n - 86_400_000; // one row per millisecond, ending a day ago

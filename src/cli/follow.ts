@@ -63,9 +63,10 @@ class ChildProgress {
 /** After a failed run: which children (or which attempt) failed, with what, and what to do next. */
 async function explainFailure(home: string, final: ThreadView): Promise<void> {
   const { client } = connectHttp(homeFiles(home).socket);
-  const detail = await client.thread.query({ thread_id: final.thread_id }, { signal: AbortSignal.timeout(4000) });
+  const signal = AbortSignal.timeout(4000);
+  const [detail, children] = await Promise.all([client.thread.query({ thread_id: final.thread_id }, { signal }), client.threadChildren.query({ thread_id: final.thread_id }, { signal })]);
   const c = color();
-  const failed = detail.children.filter((ch) => ch.status === 'failed');
+  const failed = children.filter((ch) => ch.status === 'failed');
   // One line each: cut to the terminal's width (or 160 columns in a pipe); the ledger has the whole text.
   const width = (process.stdout.isTTY ? process.stdout.columns || 100 : 160) - 4;
   const lines = failed.map((ch) => `  ${c.red('✗')} ${truncate(`${describeTargetRef(ch.target_ref)}  ${shortId(ch.thread_id)}  ${ch.error_code ?? 'failed'}${ch.error_message ? `: ${ch.error_message}` : ''}`, width)}`);

@@ -14,5 +14,7 @@ export function homeFiles(home: string) {
     pid: join(home, 'daemon.pid'),
     log: join(home, 'daemon.log'),
     db: join(home, 'combine.db'),
+    /** The HTTP API's bearer token (made by the daemon when it first serves HTTP). */
+    httpToken: join(home, 'http.token'),
   };
 }

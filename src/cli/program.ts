@@ -17,6 +17,7 @@ import { pruneCommand } from './commands/prune.js';
 import { replayCommand } from './commands/replay.js';
 import { scheduleCommand } from './commands/schedule.js';
 import { threadCommands } from './commands/threads.js';
+import { uiCommand } from './commands/ui.js';
 import { usageCommands } from './commands/usage.js';
 import { resolveHome } from './home.js';
 import { CliError, EXIT } from './output.js';
@@ -55,6 +56,7 @@ export function buildProgram(): Command {
     ...infoCommands(getHome),
     ...usageCommands(getHome),
     logsCommand(getHome),
+    uiCommand(getHome),
     pruneCommand(getHome),
     doctorCommand(getHome),
     ...demoCommands(),

@@ -9,9 +9,9 @@ import { openDatabase } from '../db/connection.js';
 import { forgetDocuments } from '../db/document-cache.js';
 import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
-import { listProjects } from '../db/projects.js';
+import { getProject, listProjects } from '../db/projects.js';
 import { sumAllUsage } from '../db/charges.js';
-import { countThreadsByStatus, getThread, listThreads, searchThreads } from '../db/threads.js';
+import { countThreadsByStatus, getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
 import { NO_ANSWER_RULES } from '../domain/answer-rules.js';
@@ -38,7 +38,7 @@ import { budgetFor, rateLimitsFor } from './flow-config.js';
 import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
-import { backlogView, MAX_LEDGER_VIEW_ENTRIES, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+import { backlogView, childViews, documentView, MAX_LEDGER_VIEW_ENTRIES, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
@@ -60,17 +60,8 @@ export interface AppOptions {
 
 export type { FollowMessage };
 
-/** `threads` filters as the router passes them (ids as typed; resolved here). */
-export interface ThreadsQuery {
-  active: boolean;
-  projectId: string | null;
-  limit: number;
-  statuses?: string[];
-  kind?: string | null;
-  parent?: string | null;
-  sinceMs?: number | null;
-  cursor?: string | null;
-}
+/** `threads` filters as clients pass them: ids as typed (resolved by `threads`), an age instead of a time. */
+export type ThreadsQuery = Omit<ThreadListFilter, 'since'> & { sinceMs?: number | null };
 
 export class App {
   readonly db: Db;
@@ -232,6 +223,18 @@ export class App {
     return resolveThreadId(this.db, text);
   }
 
+  /** A page cursor names a thread the previous page listed: an unknown one is bad input, not a missing thing. */
+  private cursorThreadId(text: string): string {
+    try {
+      return this.threadId(text);
+    } catch (err) {
+      if (err instanceof CommandError && err.kind === 'NOT_FOUND') {
+        throw new CommandError('BAD_REQUEST', `cursor: no thread "${text}" (pass the thread_id of the last thread of the previous page)`);
+      }
+      throw err;
+    }
+  }
+
   scheduleId(text: string): string {
     return resolveScheduleId(this.db, text);
   }
@@ -298,23 +301,23 @@ export class App {
     return threadDetailView(this.db, getThread(this.db, this.threadId(typedId))!);
   }
 
-  /** Newest first; `cursor` is the id of the last thread of the previous page. */
-  threads(q: ThreadsQuery): ThreadView[] {
-    const statuses = q.active ? ['open', 'running'] : (q.statuses ?? []);
-    const filtered = (q.statuses?.length ?? 0) > 0 || q.kind || q.parent || q.sinceMs != null || q.cursor;
-    // The common `threads [--active] [--project]` keeps its index-backed queries.
-    if (!filtered) return listThreads(this.db, q).map((t) => threadView(this.db, t));
-    const after = q.cursor ? getThread(this.db, this.threadId(q.cursor))! : null;
-    const rows = searchThreads(this.db, {
-      statuses,
-      kind: q.kind ?? null,
-      projectId: q.projectId,
-      parentId: q.parent ? this.threadId(q.parent) : null,
-      since: q.sinceMs != null ? this.clock.now() - q.sinceMs : null,
-      after: after && { created_at: after.created_at, id: after.id },
-      limit: q.limit,
-    });
-    return rows.map((t) => threadView(this.db, t));
+  /** An orchestration's children with their latest error (empty for a thread without children). */
+  threadChildren(typedId: string) {
+    return childViews(this.db, this.threadId(typedId));
+  }
+
+  /**
+   * Newest first, one page. `parentId` and `afterThreadId` (the last thread of the previous page) are
+   * ids as typed — whole, short or a unique prefix — and resolved here; `sinceMs`: created within it.
+   */
+  threads(f: ThreadsQuery): ThreadView[] {
+    const { sinceMs, ...filter } = f;
+    return listThreads(this.db, {
+      ...filter,
+      parentId: f.parentId != null ? this.threadId(f.parentId) : null,
+      afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
+      since: sinceMs != null ? this.clock.now() - sinceMs : null,
+    }).map((t) => threadView(this.db, t));
   }
 
   ledger(typedId: string) {
@@ -345,6 +348,14 @@ export class App {
     const view = projectView(this.db, projectId);
     if (!view) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
     return view;
+  }
+
+  /** Any document of a project: the project's one of `docType`, or the one under `key` (a briefing's date). */
+  document(projectId: string, docType: string, key: string | null) {
+    const view = documentView(this.db, projectId, docType, key);
+    if (view) return view;
+    if (!getProject(this.db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+    throw new CommandError('NOT_FOUND', `project "${projectId}" has no ${docType} document${key === null ? '' : ` with key "${key}"`}`);
   }
 
   backlog(projectId: string) {

@@ -50,6 +50,7 @@ export function configFileView(c: DaemonConfig) {
       timeout: durationText(c.provider.callTimeoutMs),
     },
     metrics: c.metricsPort === null ? {} : { port: c.metricsPort },
+    http: c.httpPort === null ? {} : { port: c.httpPort },
     maintenance: { idle_after: durationText(c.maintenanceIdleMs) },
     engine: {
       max_in_flight: c.maxInFlight,

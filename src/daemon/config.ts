@@ -62,6 +62,11 @@ export const configFileSchema = z
       .object({ port: z.number().int().min(1).max(65535).optional() })
       .strict()
       .optional(),
+    /** The HTTP API and dashboard on 127.0.0.1 (off when absent; 0: any free port). */
+    http: z
+      .object({ port: z.number().int().min(0).max(65535).optional() })
+      .strict()
+      .optional(),
     maintenance: z
       .object({
         /** Quiet time (no commits, nothing in flight) before the WAL checkpoint and incremental vacuum run. */
@@ -152,6 +157,8 @@ export interface DaemonConfig {
   crashAt: string | null;
   /** 127.0.0.1 port serving /metrics, or null. */
   metricsPort: number | null;
+  /** 127.0.0.1 port serving the HTTP API and dashboard, or null (off). */
+  httpPort: number | null;
   maintenanceIdleMs: number;
   /**
    * Test/debug switch (COMBINE_MIGRATIONS_DIR): apply migrations from this folder instead of the ones
@@ -285,6 +292,7 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     },
     crashAt: env.COMBINE_CRASH_AT || null,
     metricsPort: file.metrics?.port ?? null,
+    httpPort: file.http?.port ?? null,
     maintenanceIdleMs: file.maintenance?.idle_after ?? 60_000,
     migrationsDir: env.COMBINE_MIGRATIONS_DIR || null,
   };

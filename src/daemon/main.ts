@@ -15,6 +15,8 @@ import { ConfigError, loadConfig, type DaemonConfig } from './config.js';
 import { createEventLog, createLogger, type Logger } from './logger.js';
 import { startMetricsServer, type MetricsServer } from './metrics-server.js';
 import { startApiServer } from './server.js';
+import { HttpService } from './http/service.js';
+import { createDashboard } from '../web/dashboard.js';
 
 /** sockaddr_un.sun_path is 104 bytes on macOS and 108 on Linux, including the terminating NUL. */
 export const MAX_SOCKET_PATH_BYTES = 103;
@@ -67,6 +69,8 @@ export interface RunOptions {
   env?: NodeJS.ProcessEnv;
   /** Serve /metrics on 127.0.0.1:<port> (overrides config.json's metrics.port). */
   metricsPort?: number;
+  /** Serve the HTTP API and dashboard on 127.0.0.1:<port> (overrides config.json's http.port; 0: any free port). */
+  httpPort?: number;
 }
 
 /**
@@ -143,6 +147,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
       const { abandoned } = await app.shutdown(config.drainTimeoutMs);
       if (abandoned > 0) logger.warn({ abandoned }, 'calls still in flight at exit; the recovery scan will resume them');
       await server.close();
+      await http.close();
       await metricsServer?.close();
       for (const f of [config.socketPath, config.pidPath]) if (existsSync(f)) unlinkSync(f);
       logger.info('stopped');
@@ -152,19 +157,24 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     return stopping;
   };
 
-  const server = await startApiServer(config.socketPath, { app, requestStop: () => void stop('stop command') });
+  const http = new HttpService({ app, home: opts.home, logger, dashboard: createDashboard() }, config.httpPort);
   const metricsPort = opts.metricsPort ?? config.metricsPort;
+  const httpPort = opts.httpPort ?? config.httpPort;
   let metricsServer: MetricsServer | null = null;
-  if (metricsPort !== null) {
-    try {
-      metricsServer = await startMetricsServer(app.metrics, metricsPort);
-    } catch (err) {
-      await server.close();
-      await app.shutdown(0);
-      lock.close();
-      throw new DaemonStartError(`cannot serve metrics on 127.0.0.1:${metricsPort}: ${(err as Error).message}`, 1);
-    }
+  // The ports first, the socket last: a client that sees the socket answer must find a daemon that
+  // stays up, not one about to exit because a port was taken.
+  try {
+    if (metricsPort !== null) metricsServer = await startMetricsServer(app.metrics, metricsPort);
+    if (httpPort !== null) await http.serve(httpPort);
+  } catch (err) {
+    await metricsServer?.close();
+    await http.close();
+    await app.shutdown(0);
+    lock.close();
+    const what = metricsPort !== null && metricsServer === null ? `cannot serve metrics on 127.0.0.1:${metricsPort}: ` : '';
+    throw new DaemonStartError(`${what}${(err as Error).message}`, 1);
   }
+  const server = await startApiServer(config.socketPath, { app, requestStop: () => void stop('stop command'), http });
   writeFileSync(config.pidPath, `${process.pid}\n`, { mode: 0o600 });
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
@@ -172,7 +182,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled rejection'));
 
   logger.info(
-    { socket: config.socketPath, db: config.dbPath, metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
+    { socket: config.socketPath, db: config.dbPath, metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null, http: http.current()?.url ?? null, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
     'daemon started',
   );
   await app.start();

@@ -8,11 +8,14 @@ import { z } from 'zod';
 import type { App } from './app.js';
 import { THREAD_STATUSES } from '../domain/states.js';
 import { CommandError } from './commands.js';
+import type { HttpService } from './http/service.js';
 
 export interface RouterContext {
   app: App;
   /** Asks the daemon to shut down gracefully after answering. */
   requestStop: () => void;
+  /** The HTTP API and dashboard (`combine ui`). */
+  http: HttpService;
 }
 
 const t = initTRPC.context<RouterContext>().create({
@@ -46,7 +49,11 @@ const generateInput = z.object({
 
 export const appRouter = t.router({
   daemon: t.router({
-    status: procedure.query(({ ctx }) => ctx.app.status()),
+    status: procedure.query(({ ctx }) => ({ ...ctx.app.status(), http: ctx.http.current() })),
+    /** Serves the HTTP API and dashboard unless it already does (`combine ui`); port null: config or 7878. */
+    serveHttp: procedure
+      .input(z.object({ port: z.number().int().min(0).max(65535).nullable().default(null) }))
+      .mutation(({ ctx, input }) => ctx.http.serve(input.port)),
     stop: procedure.mutation(({ ctx }) => {
       ctx.requestStop();
       return { stopping: true, pid: process.pid };
@@ -62,6 +69,9 @@ export const appRouter = t.router({
     show: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.project(input.project_id)),
   }),
   backlog: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.backlog(input.project_id)),
+  document: procedure
+    .input(z.object({ project_id: id, doc_type: id, key: id.nullable().default(null) }))
+    .query(({ ctx, input }) => ctx.app.document(input.project_id, input.doc_type, input.key)),
 
   generate: t.router({
     epic: procedure.input(generateInput.extend({ epic_id: id })).mutation(({ ctx, input }) =>
@@ -83,6 +93,8 @@ export const appRouter = t.router({
   }),
 
   thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.thread(input.thread_id)),
+  /** An orchestration's children, each with its latest error: what `thread` and a failed follow list. */
+  threadChildren: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.threadChildren(input.thread_id)),
   threads: procedure
     .input(
       z.object({
@@ -104,9 +116,9 @@ export const appRouter = t.router({
         limit: input.limit,
         statuses: input.status,
         kind: input.kind,
-        parent: input.parent_thread_id,
+        parentId: input.parent_thread_id,
         sinceMs: input.since_ms,
-        cursor: input.cursor,
+        afterThreadId: input.cursor,
       }),
     ),
   follow: procedure.input(z.object({ thread_id: id })).subscription(async function* ({ ctx, input, signal }) {

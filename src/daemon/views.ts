@@ -2,11 +2,11 @@
  * The public JSON shapes (design.md "CLI contract"). `--json` output is stable: add fields, never
  * rename or remove them.
  */
-import { sumThreadUsage, type UsageTotals } from '../db/charges.js';
+import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
 import { listLedgerForThreadFamily } from '../db/ledger.js';
 import { readParsedDocument } from '../db/document-cache.js';
-import { getProject } from '../db/projects.js';
+import { getDocument, getKeyedDocument, getProject } from '../db/projects.js';
 import { listImportsForThread } from '../db/ledger-imports.js';
 import type { LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { countChildThreadsByStatus, listChildThreadsWithLatestError } from '../db/threads.js';
@@ -113,13 +113,15 @@ export function childViews(db: Db, parentId: string) {
   }));
 }
 
-/** The thread plus what a person wants to see about it: its work items and its children. */
+/** The thread plus what a person wants to see about it: its work items. */
 export function threadDetailView(db: Db, t: ThreadRow) {
-  return { ...threadView(db, t), children: childViews(db, t.id), work_items: listWorkItemsForThread(db, t.id).map(workItemView) };
+  return { ...threadView(db, t), work_items: listWorkItemsForThread(db, t.id).map(workItemView) };
 }
 
-export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow) {
+/** `costs`: settled cost by response seq; a `response` entry shows its own (null when unpriced or in doubt). */
+export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow, costs?: Map<number, number | null>) {
   const payload = JSON.parse(e.payload) as Record<string, unknown>;
+  const cost = costs?.get(e.seq);
   return {
     seq: e.seq,
     thread_id: e.thread_id,
@@ -131,6 +133,7 @@ export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow) {
     payload,
     prev_hash: e.prev_hash,
     hash: e.hash,
+    ...(e.entry_type === 'response' ? { cost_usd: cost == null ? null : Math.round(cost * 1e6) / 1e6 } : {}),
     // Present only for entries imported from another home: their place in that home's chain.
     ...(imported ? { imported_from: { seq: imported.source_seq, prev_hash: imported.source_prev_hash, hash: imported.source_hash } } : {}),
   };
@@ -143,8 +146,10 @@ export const MAX_LEDGER_VIEW_ENTRIES = 20_000;
 export function threadLedgerView(db: Db, threadId: string) {
   const entries = listLedgerForThreadFamily(db, threadId, MAX_LEDGER_VIEW_ENTRIES + 1);
   if (entries.length > MAX_LEDGER_VIEW_ENTRIES) return null;
-  const imports = new Map([...new Set(entries.map((e) => e.thread_id))].flatMap((id) => listImportsForThread(db, id)).map((i) => [i.seq, i]));
-  return entries.map((e) => ledgerEntryView(e, imports.get(e.seq)));
+  const threadIds = [...new Set(entries.map((e) => e.thread_id))];
+  const imports = new Map(threadIds.flatMap((id) => listImportsForThread(db, id)).map((i) => [i.seq, i]));
+  const costs = new Map(threadIds.flatMap((id) => listResponseCostsForThread(db, id)).map((c) => [c.response_seq, c.cost_usd]));
+  return entries.map((e) => ledgerEntryView(e, imports.get(e.seq), costs));
 }
 
 export function backlogView(db: Db, projectId: string) {
@@ -182,5 +187,19 @@ export function projectView(db: Db, projectId: string) {
     created_at: iso(project.created_at),
     architecture_version: arch?.version ?? null,
     epics,
+  };
+}
+
+/** Any document of a project (`combine doc`, `GET /projects/{id}/documents/{doc_type}`); null if absent. */
+export function documentView(db: Db, projectId: string, docType: string, key: string | null) {
+  const doc = key === null ? getDocument(db, projectId, docType) : getKeyedDocument(db, projectId, docType, key);
+  if (!doc) return null;
+  return {
+    project_id: doc.project_id,
+    doc_type: doc.doc_type,
+    key: doc.doc_key === '' ? null : doc.doc_key,
+    version: doc.version,
+    content: JSON.parse(doc.content) as unknown,
+    updated_at: iso(doc.updated_at),
   };
 }

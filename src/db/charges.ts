@@ -161,3 +161,11 @@ export function listUsageByProjectDay(db: Db, projectId: string | null): UsageRo
      GROUP BY project_id, day ORDER BY day DESC, project_id`,
   ).all({ projectId }) as UsageRow[];
 }
+
+/** The settled cost of each of a thread's recorded responses, by the response's ledger seq. */
+export function listResponseCostsForThread(db: Db, threadId: string): { response_seq: number; cost_usd: number | null }[] {
+  return prepared(
+    db,
+    'SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL',
+  ).all(threadId) as { response_seq: number; cost_usd: number | null }[];
+}

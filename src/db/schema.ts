@@ -61,6 +61,11 @@ export const threads = sqliteTable(
     index('idx_threads_created').on(t.created_at),
     // `threads --active` stays fast however many closed threads accumulate.
     index('idx_threads_active').on(t.created_at).where(sql`status IN ('open', 'running')`),
+    // Failed and canceled threads are few among many complete ones: listing them (the dashboard's and
+    // the API's `status` filter) walks only them, however many threads completed.
+    index('idx_threads_ended_badly').on(t.created_at).where(sql`status IN ('failed', 'canceled')`),
+    // Listing one kind (an operation's threads) newest first, at any database size.
+    index('idx_threads_kind_created').on(t.kind, t.created_at),
     // Short ids are the random tail of the UUIDv7 (db/id-prefix.ts): a range scan finds a typed tail.
     index('idx_threads_id_tail').on(sql`substr(${t.id}, 25)`),
   ],

@@ -35,69 +35,79 @@ export function findLatestThreadByKeyAndStatus(db: Db, key: string, status: Thre
 }
 
 export interface ThreadListFilter {
+  /** Only open and running threads. */
   active: boolean;
   projectId: string | null;
   limit: number;
+  /** Only threads in one of these statuses (absent or empty: any). */
+  statuses?: readonly string[];
+  kind?: string | null;
+  parentId?: string | null;
+  /** Keyset paging: only threads listed after this one (the last thread of the previous page). */
+  afterThreadId?: string | null;
+  /** Only threads created at or after this time (ms). */
+  since?: number | null;
 }
 
-/** Newest first. `active` reads the partial index, so its cost does not grow with closed threads. */
-export function listThreads(db: Db, f: ThreadListFilter): ThreadRow[] {
-  if (f.active && f.projectId !== null) {
-    return prepared(
-      db,
-      `SELECT * FROM llm_threads INDEXED BY idx_threads_active
-       WHERE status IN ('open', 'running') AND space_id = ? ORDER BY created_at DESC LIMIT ?`,
-    ).all(f.projectId, f.limit) as ThreadRow[];
-  }
-  if (f.active) {
-    return prepared(
-      db,
-      `SELECT * FROM llm_threads INDEXED BY idx_threads_active
-       WHERE status IN ('open', 'running') ORDER BY created_at DESC LIMIT ?`,
-    ).all(f.limit) as ThreadRow[];
-  }
-  if (f.projectId !== null) {
-    return prepared(db, 'SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at DESC LIMIT ?').all(
-      f.projectId,
-      f.limit,
-    ) as ThreadRow[];
-  }
-  return prepared(db, 'SELECT * FROM llm_threads ORDER BY created_at DESC LIMIT ?').all(f.limit) as ThreadRow[];
-}
-
-export interface ThreadSearch {
-  /** Any of these statuses (all when empty). */
-  statuses: readonly string[];
-  kind: string | null;
-  projectId: string | null;
-  parentId: string | null;
-  /** Created at or after this time (ms). */
-  since: number | null;
-  /** Keyset paging: only threads after this one in the list's order (newest first). */
-  after: { created_at: number; id: string } | null;
-  limit: number;
-}
+/** Partial indexes over a few statuses, with the condition a query must repeat literally to use one. */
+const STATUS_INDEXES = [
+  { index: 'idx_threads_active', statuses: ['open', 'running'], sql: "status IN ('open', 'running')" },
+  { index: 'idx_threads_ended_badly', statuses: ['failed', 'canceled'], sql: "status IN ('failed', 'canceled')" },
+] as const;
 
 /**
- * `threads` with filters, newest first with the id breaking ties, so a page ends at a row the next
- * page can start after. Conditions are added only when given; each combination is its own prepared
- * statement (at most 64).
+ * Newest first (ties by insertion order), one page. The WHERE clause is assembled from fixed fragments
+ * with bound values, so each combination of filters is one cached statement. Every combination reads
+ * an index in the list's order, so a page costs about its rows, not the table: statuses within open /
+ * running or within failed / canceled read their partial index (few rows, however many threads
+ * completed), a project its (space_id, created_at) index, a kind its (kind, created_at) index, a parent
+ * its children, the rest the created_at index. Paging is by keyset (`(created_at, rowid)` below the
+ * previous page's last row), never by OFFSET.
  */
-export function searchThreads(db: Db, f: ThreadSearch): ThreadRow[] {
-  const where: string[] = [];
+export function listThreads(db: Db, f: ThreadListFilter): ThreadRow[] {
+  const q = threadListQuery(f);
+  return q ? (prepared(db, q.sql).all(q.params) as ThreadRow[]) : [];
+}
+
+/** The statement and values of `listThreads`; null when the filters exclude every thread. */
+export function threadListQuery(f: ThreadListFilter): { sql: string; params: Record<string, unknown> } | null {
   const params: Record<string, unknown> = { limit: f.limit };
-  const add = (condition: string, values: Record<string, unknown>) => {
-    where.push(condition);
-    Object.assign(params, values);
-  };
-  if (f.statuses.length > 0) add('status IN (SELECT value FROM json_each(@statuses))', { statuses: JSON.stringify(f.statuses) });
-  if (f.kind !== null) add('kind = @kind', { kind: f.kind });
-  if (f.projectId !== null) add('space_id = @projectId', { projectId: f.projectId });
-  if (f.parentId !== null) add('parent_thread_id = @parentId', { parentId: f.parentId });
-  if (f.since !== null) add('created_at >= @since', { since: f.since });
-  if (f.after !== null) add('(created_at < @afterAt OR (created_at = @afterAt AND id < @afterId))', { afterAt: f.after.created_at, afterId: f.after.id });
-  const sql = `SELECT * FROM llm_threads ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, id DESC LIMIT @limit`;
-  return prepared(db, sql).all(params) as ThreadRow[];
+  const where: string[] = [];
+  let statuses = f.statuses && f.statuses.length > 0 ? [...new Set(f.statuses)] : null;
+  if (f.active) statuses = (statuses ?? ['open', 'running']).filter((s) => s === 'open' || s === 'running');
+  if (statuses?.length === 0) return null;
+  const partial = statuses ? STATUS_INDEXES.find((p) => statuses.every((s) => (p.statuses as readonly string[]).includes(s))) : undefined;
+  if (partial) where.push(partial.sql);
+  if (statuses && statuses.length < (partial?.statuses.length ?? Infinity)) {
+    where.push(`status IN (${statuses.map((_, i) => `@status${i}`).join(', ')})`);
+    statuses.forEach((s, i) => (params[`status${i}`] = s));
+  }
+  if (f.projectId != null) {
+    where.push('space_id = @project');
+    params.project = f.projectId;
+  }
+  if (f.kind != null) {
+    where.push('kind = @kind');
+    params.kind = f.kind;
+  }
+  if (f.parentId != null) {
+    where.push('parent_thread_id = @parent');
+    params.parent = f.parentId;
+  }
+  if (f.afterThreadId != null) {
+    where.push('(created_at, rowid) < (SELECT created_at, rowid FROM llm_threads WHERE id = @after)');
+    params.after = f.afterThreadId;
+  }
+  if (f.since != null) {
+    // A range on the order column: the index walk stops at the first older thread.
+    where.push('created_at >= @since');
+    params.since = f.since;
+  }
+  // A parent's children are few: its own index wins. Otherwise a partial index is the smallest to walk.
+  const indexed = partial && f.parentId == null ? ` INDEXED BY ${partial.index}` : '';
+  const sql = `SELECT * FROM llm_threads${indexed}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}
+     ORDER BY created_at DESC, rowid DESC LIMIT @limit`;
+  return { sql, params };
 }
 
 /** An orchestration's children with their newest work item's error (what a person asks first about a failure). */

@@ -31,11 +31,17 @@ CREATE INDEX `idx_threads_active` ON `llm_threads` (`created_at`) WHERE status I
 -- index idx_threads_created
 CREATE INDEX `idx_threads_created` ON `llm_threads` (`created_at`);
 
+-- index idx_threads_ended_badly
+CREATE INDEX `idx_threads_ended_badly` ON `llm_threads` (`created_at`) WHERE status IN ('failed', 'canceled');
+
 -- index idx_threads_id_tail
 CREATE INDEX `idx_threads_id_tail` ON `llm_threads` (substr("id", 25));
 
 -- index idx_threads_key_created
 CREATE INDEX `idx_threads_key_created` ON `llm_threads` (`idempotency_key`,`created_at`);
+
+-- index idx_threads_kind_created
+CREATE INDEX `idx_threads_kind_created` ON `llm_threads` (`kind`,`created_at`);
 
 -- index idx_threads_parent
 CREATE INDEX `idx_threads_parent` ON `llm_threads` (`parent_thread_id`) WHERE parent_thread_id IS NOT NULL;

@@ -126,6 +126,7 @@ describe('config show', () => {
       provider: { temperature: 0, max_tokens: 1000, timeout: '45s' },
       engine: { max_in_flight: 3, max_queued: 500, recovery_interval: '20s', drain_timeout: '5s' },
       maintenance: { idle_after: '2m' },
+      http: { port: 0 },
       retry: { base: '200ms', cap: '10s', jitter: 0.2, max_attempts: 4, repair_attempts: 2 },
       breaker: { failure_threshold: 7, open: '20s', max_open: '10m' },
       operations: { story_generate_epic: { retry: { max_attempts: 5 }, validation: { min_stories: 2, max_stories: 9, required_story_fields: ['estimate_points'] } } },

@@ -1,7 +1,7 @@
 /** The daemon as a process: one per home, restarts keep everything, a dead one is detected fast. */
 import { spawn } from 'node:child_process';
 import http from 'node:http';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, Harness, project, waitForExit, type CommandJson } from '../helpers/harness.js';
@@ -27,7 +27,9 @@ describe('daemon lifecycle', () => {
     expect(statSync(join(h.home, 'combine.sock')).mode & 0o777).toBe(0o600);
     expect(statSync(h.home).mode & 0o777).toBe(0o700);
     const status = await h.json(['daemon', 'status']);
-    expect(Object.keys(status).sort()).toEqual(['db_path', 'pid', 'socket', 'uptime_s', 'version']);
+    expect(Object.keys(status).sort()).toEqual(['db_path', 'http', 'pid', 'socket', 'uptime_s', 'version']);
+    expect(status.http).toBeNull(); // HTTP is off unless asked for
+    expect(existsSync(join(h.home, 'http.token'))).toBe(false);
     expect(status.pid).toBe(h.daemonPid());
     expect(status.db_path).toBe(join(h.home, 'combine.db'));
   });

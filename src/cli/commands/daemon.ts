@@ -5,17 +5,15 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import type { runDaemon as RunDaemon } from '../../daemon/main.js';
 import { probeSocket, toCliError, connectHttp } from '../client.js';
-import { withCommonOptions, type CommonOptions } from '../common.js';
+import { parsePort, withCommonOptions, type CommonOptions } from '../common.js';
 import { CALL_TIMEOUT_MS, readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
 import { CliError, EXIT, print } from '../output.js';
 import { renderUnit, UNIT_NAME, userUnitDir } from '../systemd-unit.js';
 
-function parsePort(value: string | undefined): number | null {
-  if (value === undefined) return null;
-  const port = Number(value);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new CliError(`--metrics-port: "${value}" is not a port (1–65535)`, EXIT.USAGE);
-  return port;
+/** `daemon run` arguments for the ports a start was asked for. */
+function portArgs(metricsPort: number | null, httpPort: number | null): string[] {
+  return [...(metricsPort === null ? [] : ['--metrics-port', String(metricsPort)]), ...(httpPort === null ? [] : ['--http-port', String(httpPort)])];
 }
 
 async function daemonStatus(home: string) {
@@ -31,18 +29,31 @@ async function daemonStatus(home: string) {
 }
 
 type Status = Awaited<ReturnType<typeof daemonStatus>>;
-const describeStatus = (s: Status) => `running: pid ${s.pid}, version ${s.version}, up ${s.uptime_s}s\n  socket   ${s.socket}\n  database ${s.db_path}`;
+const describeStatus = (s: Status) =>
+  `running: pid ${s.pid}, version ${s.version}, up ${s.uptime_s}s\n  socket   ${s.socket}\n  database ${s.db_path}${s.http ? `\n  http     ${s.http.url} (combine ui prints the link with the token)` : ''}`;
 
 export function daemonCommand(getHome: () => string): Command {
   const cmd = new Command('daemon').description('start, stop and inspect the background daemon');
 
   withCommonOptions(cmd.command('start').description('start the daemon in the background (returns once it answers)'), false)
     .option('--metrics-port <port>', 'also serve Prometheus /metrics on 127.0.0.1:<port>')
-    .addHelpText('after', '\nExamples:\n  combine daemon start\n  combine daemon start --metrics-port 9464   # then: curl http://127.0.0.1:9464/metrics')
-    .action(async (opts: CommonOptions & { metricsPort?: string }) => {
+    .option('--http-port <port>', 'also serve the HTTP API and dashboard on 127.0.0.1:<port> (0: any free port)')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  combine daemon start\n  combine daemon start --metrics-port 9464   # then: curl http://127.0.0.1:9464/metrics\n  combine daemon start --http-port 7878      # then: combine ui',
+    )
+    .action(async (opts: CommonOptions & { metricsPort?: string; httpPort?: string }) => {
       const home = getHome();
-      const port = parsePort(opts.metricsPort);
-      const { started } = await startDaemon(home, process.env, port === null ? [] : ['--metrics-port', String(port)]);
+      const httpPort = parsePort(opts.httpPort, '--http-port', true);
+      const { started } = await startDaemon(home, process.env, portArgs(parsePort(opts.metricsPort), httpPort));
+      // Already running: HTTP can still be turned on (the metrics port is fixed at start).
+      if (!started && httpPort !== null) {
+        await connectHttp(homeFiles(home).socket)
+          .client.daemon.serveHttp.mutate({ port: httpPort }, { signal: AbortSignal.timeout(CALL_TIMEOUT_MS) })
+          .catch((err: unknown) => {
+            throw toCliError(err);
+          });
+      }
       const status = await daemonStatus(home);
       await print(opts, { ...status, started }, () => (started ? `started; ${describeStatus(status)}` : `already ${describeStatus(status)}`));
     });
@@ -78,11 +89,13 @@ export function daemonCommand(getHome: () => string): Command {
     .command('run')
     .description('run the daemon in the foreground (for systemd, containers and debugging)')
     .option('--metrics-port <port>', 'also serve Prometheus /metrics on 127.0.0.1:<port>')
-    .action(async (opts: { metricsPort?: string }) => {
+    .option('--http-port <port>', 'also serve the HTTP API and dashboard on 127.0.0.1:<port> (0: any free port)')
+    .action(async (opts: { metricsPort?: string; httpPort?: string }) => {
       const metricsPort = parsePort(opts.metricsPort);
+      const httpPort = parsePort(opts.httpPort, '--http-port', true);
       const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as { runDaemon: typeof RunDaemon; DaemonStartError: new (...a: any[]) => Error & { exitCode: number } };
       try {
-        await mod.runDaemon({ home: getHome(), ...(metricsPort !== null ? { metricsPort } : {}) });
+        await mod.runDaemon({ home: getHome(), ...(metricsPort !== null ? { metricsPort } : {}), ...(httpPort !== null ? { httpPort } : {}) });
       } catch (err) {
         if (err instanceof mod.DaemonStartError) throw new CliError(err.message, err.exitCode as 1 | 2);
         throw err;

@@ -10,7 +10,7 @@ import { CliError, color, EXIT, plural, print, shortId, statusText, table, when 
 const TRANSFER_TIMEOUT_MS = 120_000;
 
 type Entries = Awaited<ReturnType<DaemonClient['ledger']['thread']['query']>>;
-type Thread = Awaited<ReturnType<DaemonClient['thread']['query']>>;
+type Children = Awaited<ReturnType<DaemonClient['threadChildren']['query']>>;
 
 function entriesTable(entries: Entries): string {
   return table([
@@ -26,15 +26,16 @@ function entriesTable(entries: Entries): string {
 }
 
 /** One table for a thread; for an orchestration, its own entries and then one table per child. */
-function renderLedger(entries: Entries, thread: Thread): string {
-  if (entries.length === 0) return thread.children.length > 0 ? 'no ledger entries yet (no child has started)' : 'no ledger entries yet';
+function renderLedger(entries: Entries, children: Children): string {
+  if (entries.length === 0) return children.length > 0 ? 'no ledger entries yet (no child has started)' : 'no ledger entries yet';
   const head = `chain head for this thread: ${entries[entries.length - 1]!.hash}`;
-  if (thread.children.length === 0) return `${entriesTable(entries)}\n\n${head}`;
+  if (children.length === 0) return `${entriesTable(entries)}\n\n${head}`;
   const c = color();
   const sections: string[] = [];
-  const own = entries.filter((e) => e.thread_id === thread.thread_id);
+  const childIds = new Set(children.map((ch) => ch.thread_id));
+  const own = entries.filter((e) => !childIds.has(e.thread_id));
   if (own.length > 0) sections.push(entriesTable(own));
-  for (const child of thread.children) {
+  for (const child of children) {
     const mine = entries.filter((e) => e.thread_id === child.thread_id);
     const error = child.error_code ? `  ${child.error_code}` : '';
     sections.push(
@@ -69,10 +70,10 @@ export function ledgerCommand(getHome: () => string): Command {
       .argument('<thread-id>', 'the whole id, the short id, or any unique prefix of either')
       .description("show a thread's ledger entries (an orchestration's: its children's, grouped by child)"),
   ).action(async (threadId: string, opts: CommonOptions) => {
-    const [entries, thread] = await withDaemon(getHome(), opts, ({ client }, signal) =>
-      Promise.all([client.ledger.thread.query({ thread_id: threadId }, { signal }), opts.json ? null : client.thread.query({ thread_id: threadId }, { signal })]),
+    const [entries, children] = await withDaemon(getHome(), opts, ({ client }, signal) =>
+      Promise.all([client.ledger.thread.query({ thread_id: threadId }, { signal }), opts.json ? [] : client.threadChildren.query({ thread_id: threadId }, { signal })]),
     );
-    await print(opts, entries, () => renderLedger(entries, thread!));
+    await print(opts, entries, () => renderLedger(entries, children));
   });
 
   withCommonOptions(cmd.command('verify').description('check the hash chain and every thread’s completeness (exit 1 on the first break)')).action(

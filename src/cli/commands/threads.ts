@@ -4,6 +4,7 @@ import { parseDurationMs } from '../../domain/duration.js';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import { distinctShortIds } from '../../domain/short-id.js';
 import { describeChildren, describeTarget, describeTargetRef, exitCodeFor, threadsTable, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
+import type { DaemonClient } from '../client.js';
 import { withDaemon } from '../daemon-control.js';
 import { describeUsage } from '../money.js';
 import { CliError, color, EXIT, print, shortId, statusCell, statusText, table, when } from '../output.js';
@@ -49,9 +50,10 @@ function threadsQuery(opts: ThreadsOptions) {
   };
 }
 
-type ThreadDetail = Awaited<ReturnType<import('../client.js').DaemonClient['thread']['query']>>;
+type ThreadDetail = Awaited<ReturnType<DaemonClient['thread']['query']>>;
+type Children = Awaited<ReturnType<DaemonClient['threadChildren']['query']>>;
 
-function renderThread(t: ThreadDetail): string {
+function renderThread(t: ThreadDetail, children: Children): string {
   const c = color();
   const lines = [
     `thread ${t.thread_id} ${c.dim(`(${shortId(t.thread_id)})`)}`,
@@ -63,13 +65,13 @@ function renderThread(t: ThreadDetail): string {
     `  created   ${when(t.created_at)}`,
     `  closed    ${when(t.closed_at)}`,
   ];
-  if (t.children.length > 0) {
-    const ids = distinctShortIds(t.children.map((ch) => ch.thread_id));
+  if (children.length > 0) {
+    const ids = distinctShortIds(children.map((ch) => ch.thread_id));
     lines.push(
       '',
       table([
         ['CHILD', 'TARGET', 'STATUS', 'ERROR'],
-        ...t.children.map((ch) => [ids.get(ch.thread_id)!, describeTargetRef(ch.target_ref), statusCell(ch.status), ch.error_code ? `${ch.error_code}: ${ch.error_message ?? ''}` : '']),
+        ...children.map((ch) => [ids.get(ch.thread_id)!, describeTargetRef(ch.target_ref), statusCell(ch.status), ch.error_code ? `${ch.error_code}: ${ch.error_message ?? ''}` : '']),
       ]),
     );
   }
@@ -126,7 +128,9 @@ export function threadCommands(getHome: () => string): Command[] {
       .addHelpText('after', '\nExamples:\n  combine thread 9f3c2a1b\n  combine thread 9f3c --follow\n  combine thread 9f3c2a1b --json'),
   ).action(async (threadId: string, opts: CommonOptions & { follow?: boolean }) => {
     const home = getHome();
-    const t = await withDaemon(home, opts, ({ client }, signal) => client.thread.query({ thread_id: threadId }, { signal }));
+    const [t, children] = await withDaemon(home, opts, ({ client }, signal) =>
+      Promise.all([client.thread.query({ thread_id: threadId }, { signal }), opts.json || opts.follow ? [] : client.threadChildren.query({ thread_id: threadId }, { signal })]),
+    );
     if (opts.follow) {
       const final = await (await loadFollow()).followThread(home, t.thread_id, opts);
       if (!opts.json) process.stdout.write(`thread ${final.thread_id} ${statusText(final.status)}\n`);
@@ -134,7 +138,7 @@ export function threadCommands(getHome: () => string): Command[] {
       return;
     }
     const { work_items, ...view } = t;
-    await print(opts, view, () => renderThread(t));
+    await print(opts, view, () => renderThread(t, children));
   });
 
   const retry = withCommonOptions(

@@ -1,0 +1,2 @@
+CREATE INDEX `idx_threads_ended_badly` ON `llm_threads` (`created_at`) WHERE status IN ('failed', 'canceled');--> statement-breakpoint
+CREATE INDEX `idx_threads_kind_created` ON `llm_threads` (`kind`,`created_at`);

@@ -1,0 +1,101 @@
+/**
+ * `/openapi.json`: an OpenAPI 3.1 document generated from the route table — its paths, parameters and
+ * bodies from the very zod schemas that validate requests (`io: 'input'`: what a client may send), its
+ * answers from the response schemas (`components.schemas`). Nothing here is written by hand per endpoint.
+ */
+import { z } from 'zod';
+import { VERSION } from '../app.js';
+import type { Route } from './routes.js';
+import { componentNames } from './schemas.js';
+import { COOKIE_NAME } from './security.js';
+
+type JsonSchema = Record<string, unknown>;
+
+const REF_PREFIX = '#/components/schemas/';
+
+/** A zod schema as an OpenAPI 3.1 schema object: named schemas become $refs into components. */
+function schemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+  const named = z.globalRegistry.get(schema)?.id;
+  if (named && componentNames.has(named)) return { $ref: `${REF_PREFIX}${named}` };
+  const json = z.toJSONSchema(schema, { io, target: 'draft-2020-12', unrepresentable: 'any' }) as JsonSchema;
+  delete json.$schema;
+  delete json.$defs; // every $def is a named component, listed once under components.schemas
+  return JSON.parse(JSON.stringify(json).replaceAll('"#/$defs/', `"${REF_PREFIX}`)) as JsonSchema;
+}
+
+function componentSchemas(): Record<string, JsonSchema> {
+  const { schemas } = z.toJSONSchema(z.globalRegistry, { uri: (id) => `${REF_PREFIX}${id}`, target: 'draft-2020-12', unrepresentable: 'any' }) as {
+    schemas: Record<string, JsonSchema>;
+  };
+  const out: Record<string, JsonSchema> = {};
+  for (const [name, s] of Object.entries(schemas)) {
+    if (!componentNames.has(name)) continue; // another module's schema with an id: not part of this API
+    delete s.$schema;
+    delete s.$id;
+    out[name] = s;
+  }
+  return out;
+}
+
+function parameters(r: Route): JsonSchema[] {
+  const out: JsonSchema[] = [];
+  for (const [where, schema] of [['path', r.params], ['query', r.query]] as const) {
+    if (!schema) continue;
+    const json = schemaOf(schema, 'input') as { properties?: Record<string, JsonSchema>; required?: string[] };
+    for (const [name, s] of Object.entries(json.properties ?? {})) {
+      const { description, ...rest } = s;
+      out.push({ name, in: where, required: where === 'path' || (json.required ?? []).includes(name), ...(description ? { description } : {}), schema: rest });
+    }
+  }
+  return out;
+}
+
+const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: { $ref: `${REF_PREFIX}Problem` } } } });
+
+function operation(r: Route): JsonSchema {
+  const ok = { description: r.status === 202 ? 'accepted: recorded durably before this answer' : 'ok', content: { 'application/json': { schema: schemaOf(r.response, 'output') } } };
+  const responses: Record<string, unknown> = { [String(r.status)]: ok };
+  if (r.otherStatus) responses[String(r.otherStatus.status)] = { ...ok, description: r.otherStatus.description };
+  responses['400'] = problem('bad input: `errors` names each field; nothing was stored');
+  responses['401'] = problem('no token, or a wrong one');
+  responses['403'] = problem('a Host other than this server, or a state-changing request from another origin');
+  if (r.params) responses['404'] = problem('no such resource');
+  if (r.method === 'POST') {
+    responses['409'] = problem('refused by the current state (e.g. LOCKED, or a thread that cannot be retried)');
+    responses['413'] = problem('a body over 1 MiB');
+    responses['415'] = problem('a body that is not application/json');
+    responses['503'] = problem('QUEUE_FULL: the queue is at engine.max_queued; try again after Retry-After seconds');
+  }
+  return {
+    operationId: r.operationId,
+    summary: r.summary,
+    tags: [r.tag],
+    ...(parameters(r).length > 0 ? { parameters: parameters(r) } : {}),
+    ...(r.body ? { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(r.body, 'input') } } } } : {}),
+    responses,
+  };
+}
+
+export function openApiDocument(routes: readonly Route[]): JsonSchema {
+  const paths: Record<string, Record<string, JsonSchema>> = {};
+  for (const r of routes) (paths[r.path] ??= {})[r.method.toLowerCase()] = operation(r);
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'combine',
+      version: VERSION,
+      description:
+        'The HTTP API of the combine daemon: durable, audited LLM operations. Served on 127.0.0.1 only. Every request needs `Authorization: Bearer <COMBINE_HOME/http.token>` (or the dashboard cookie); errors are application/problem+json (RFC 9457).',
+    },
+    servers: [{ url: '/' }],
+    security: [{ bearer: [] }, { cookie: [] }],
+    paths,
+    components: {
+      schemas: componentSchemas(),
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'the token in COMBINE_HOME/http.token' },
+        cookie: { type: 'apiKey', in: 'cookie', name: COOKIE_NAME, description: 'set by opening the dashboard URL that `combine ui` prints' },
+      },
+    },
+  };
+}

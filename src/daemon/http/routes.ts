@@ -1,0 +1,107 @@
+/**
+ * A route of the JSON API: method, path template (OpenAPI's `{name}` syntax), the zod schemas that
+ * validate its path, query and body, the schema of its answer, and a handler that calls the App — the
+ * same functions the tRPC router calls, so the HTTP API and the CLI's `--json` give the same answers.
+ * `/openapi.json` is generated from this table.
+ */
+import type { IncomingMessage } from 'node:http';
+import { z } from 'zod';
+import type { App } from '../app.js';
+import { badInput, HttpProblem } from './problem.js';
+
+type AnyObject = z.ZodObject<z.ZodRawShape>;
+
+export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
+  params: z.output<P>;
+  query: z.output<Q>;
+  body: z.output<B>;
+  app: App;
+}
+
+export interface Route<P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType> {
+  method: 'GET' | 'POST';
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  params?: P;
+  query?: Q;
+  /** A POST's JSON body; absent: the body must be empty or `{}`. */
+  body?: B;
+  status: 200 | 202;
+  response: z.ZodType;
+  /** Another status for some answers (health: 503 while unready), documented with the same schema. */
+  otherStatus?: { status: number; description: string; when: (result: any) => boolean };
+  /** Extra answer headers (a 202's Location, a page's Link to the next one). */
+  headers?: (result: any, input: RouteInput<P, Q, B>) => Record<string, string>;
+  handle(input: RouteInput<P, Q, B>): unknown;
+}
+
+/** Declares a route with its handler typed by its schemas. */
+export function route<P extends AnyObject, Q extends AnyObject, B extends z.ZodType>(r: Route<P, Q, B>): Route {
+  return r as unknown as Route;
+}
+
+/** `/threads/{thread_id}/ledger` → a matcher returning the decoded path values, or null. */
+export function compilePath(template: string): (path: string) => Record<string, string> | null {
+  const names: string[] = [];
+  const pattern = template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{(\w+)\}/g, (_, name: string) => {
+    names.push(name);
+    return '([^/]+)';
+  });
+  const re = new RegExp(`^${pattern}$`);
+  return (path) => {
+    const m = re.exec(path);
+    if (!m) return null;
+    const out: Record<string, string> = {};
+    try {
+      names.forEach((n, i) => (out[n] = decodeURIComponent(m[i + 1]!)));
+    } catch {
+      return null; // a malformed %-escape matches nothing
+    }
+    return out;
+  };
+}
+
+/** Query string → object; a key given twice is refused (lists are comma-separated). */
+export function queryObject(search: URLSearchParams): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of search) {
+    if (k in out) throw new HttpProblem(400, 'BAD_REQUEST', `invalid query: ${k}: given twice (separate several values with commas)`, [{ field: k, message: 'given twice' }]);
+    out[k] = v;
+  }
+  return out;
+}
+
+export function parseWith<S extends z.ZodType>(where: string, schema: S, value: unknown): z.output<S> {
+  const r = schema.safeParse(value);
+  if (!r.success) throw badInput(where, r.error);
+  return r.data;
+}
+
+/** Body size limit of the JSON API. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Reads a JSON body of at most MAX_BODY_BYTES (413 beyond, announced or not); undefined when empty. */
+export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  const tooLarge = () => new HttpProblem(413, 'PAYLOAD_TOO_LARGE', `the body is over the limit of ${MAX_BODY_BYTES} bytes (1 MiB)`);
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > MAX_BODY_BYTES) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw tooLarge();
+    chunks.push(chunk);
+  }
+  if (size === 0) return undefined;
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') {
+    throw new HttpProblem(415, 'UNSUPPORTED_MEDIA_TYPE', `the body must be application/json (got "${type || 'no content type'}")`);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch (err) {
+    throw new HttpProblem(400, 'BAD_REQUEST', `invalid body: not JSON (${(err as Error).message})`, [{ field: 'body', message: 'not JSON' }]);
+  }
+}

@@ -1,0 +1,356 @@
+/**
+ * The HTTP API with a plain HTTP client against the real daemon (started by the CLI with
+ * `--http-port 0`), its SQLite file and the simulator: every endpoint gives the CLI's `--json` answer
+ * and matches its documented schema; the token, Host and Origin rules; size limits; problem+json errors
+ * with the CLI's codes; nothing stored on bad input; `/openapi.json` validates as OpenAPI 3.1.
+ */
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiRoutes } from '../../src/daemon/http/api.js';
+import { Harness, project, waitUntil, type ThreadJson } from '../helpers/harness.js';
+import { httpRequest, startHttpDaemon, type HttpAnswer, type HttpDaemon } from '../helpers/http.js';
+
+let h: Harness;
+let api: HttpDaemon;
+/** Every answer of the file: none may carry the API key or a CORS header. */
+const answers: HttpAnswer[] = [];
+
+const API_KEY = 'sk-test-SECRET-0123456789abcdef';
+
+/** A request through the API that is also checked against the route's documented answer schema. */
+async function call(method: string, path: string, o: Parameters<HttpDaemon['request']>[2] = {}): Promise<HttpAnswer> {
+  const a = await api.request(method, path, o);
+  answers.push(a);
+  return a;
+}
+
+function routeOf(operationId: string) {
+  const r = apiRoutes.find((x) => x.operationId === operationId);
+  if (!r) throw new Error(`no route ${operationId}`);
+  return r;
+}
+
+/** Expects the route's success status and a body its response schema accepts; returns the body. */
+function ok(a: HttpAnswer, operationId: string): any {
+  const r = routeOf(operationId);
+  if (a.status !== r.status) throw new Error(`${operationId}: HTTP ${a.status} ${a.text}`);
+  expect(a.headers['content-type']).toMatch(/^application\/json/);
+  r.response.parse(a.json);
+  return a.json;
+}
+
+function expectProblem(a: HttpAnswer, status: number, code: string): any {
+  expect(a.status, a.text).toBe(status);
+  expect(a.headers['content-type']).toBe('application/problem+json');
+  expect(a.json).toMatchObject({ type: 'about:blank', status, code });
+  expect(typeof a.json.title).toBe('string');
+  expect(typeof a.json.detail).toBe('string');
+  return a.json;
+}
+
+function threadCount(): number {
+  const db = h.openDb();
+  try {
+    return (db.prepare('SELECT count(*) AS n FROM llm_threads').get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+async function finished(threadId: string): Promise<ThreadJson> {
+  return waitUntil(async () => {
+    const t = (await call('GET', `/threads/${threadId}`)).json as ThreadJson;
+    return ['complete', 'failed', 'canceled'].includes(t.status) ? t : null;
+  }, `thread ${threadId} to end`);
+}
+
+beforeAll(async () => {
+  h = await Harness.start();
+  // Room for the small project's work, not for the big one's generate-all (QUEUE_FULL).
+  api = await startHttpDaemon(h, { COMBINE_MAX_QUEUED: '20' });
+  await h.importProject(project('acme', 5));
+  await h.importProject(project('big', 30));
+});
+
+afterAll(async () => {
+  for (const a of answers) {
+    expect(a.text).not.toContain(API_KEY);
+    expect(Object.keys(a.headers).filter((k) => k.startsWith('access-control-'))).toEqual([]);
+  }
+  await h?.cleanup();
+});
+
+describe('HTTP API: security', () => {
+  it('keeps the token in COMBINE_HOME/http.token, mode 0600', () => {
+    expect(statSync(join(h.home, 'http.token')).mode & 0o777).toBe(0o600);
+    expect(api.token.length).toBeGreaterThanOrEqual(32);
+  });
+
+  it('answers 401 without the token, with a wrong one, or with the token in the URL of an API call', async () => {
+    for (const o of [{ token: null }, { token: 'wrong-token-wrong-token-wrong-token' }, { token: null, headers: { cookie: 'combine_token=nope' } }]) {
+      const a = await call('GET', '/projects', o);
+      expectProblem(a, 401, 'UNAUTHORIZED');
+      expect(a.headers['www-authenticate']).toMatch(/^Bearer/);
+    }
+    expectProblem(await call('GET', `/projects?token=${api.token}`, { token: null }), 401, 'UNAUTHORIZED');
+    expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { token: null, body: { project_id: 'acme', epic_id: 'E1' } }), 401, 'UNAUTHORIZED');
+    ok(await call('GET', '/projects', { token: null, headers: { cookie: `other=1; combine_token=${encodeURIComponent(api.token)}` } }), 'listProjects');
+  });
+
+  it('refuses a Host that is not this server (DNS rebinding) with 403', async () => {
+    expectProblem(await call('GET', '/projects', { headers: { host: 'evil.example' } }), 403, 'FORBIDDEN');
+    expectProblem(await call('GET', '/projects', { headers: { host: `evil.example:${api.port}` } }), 403, 'FORBIDDEN');
+    expectProblem(await call('GET', '/projects', { headers: { host: `127.0.0.1:${api.port + 1}` } }), 403, 'FORBIDDEN');
+    const before = threadCount();
+    expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { headers: { host: 'evil.example' }, body: { project_id: 'acme', epic_id: 'E1' } }), 403, 'FORBIDDEN');
+    expect(threadCount()).toBe(before);
+    ok(await call('GET', '/projects', { headers: { host: `localhost:${api.port}` } }), 'listProjects');
+  });
+
+  it('refuses a state-changing request from another origin (CSRF) with 403, and stores nothing', async () => {
+    const before = threadCount();
+    for (const origin of ['http://evil.example', 'null', `http://127.0.0.1:${api.port + 1}`]) {
+      expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { headers: { origin }, body: { project_id: 'acme', epic_id: 'E1' } }), 403, 'FORBIDDEN');
+    }
+    expect(threadCount()).toBe(before);
+    // A read from elsewhere is answered, but without any CORS header no other origin's script can read it.
+    ok(await call('GET', '/projects', { headers: { origin: 'http://evil.example' } }), 'listProjects');
+    const preflight = await call('OPTIONS', '/commands/story-backlog/generate-epic', { headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' } });
+    expect(preflight.status).toBeGreaterThanOrEqual(400);
+  });
+
+  it('trades the token in a page URL for an HttpOnly, SameSite=Strict cookie and drops it from the address', async () => {
+    const page = await call('GET', `/?token=${encodeURIComponent(api.token)}`, { token: null, headers: { accept: 'text/html' } });
+    expect(page.status).toBe(303);
+    expect(page.headers.location).toBe('/');
+    const cookie = String(page.headers['set-cookie']);
+    expect(cookie).toMatch(/^combine_token=[^;]+; HttpOnly; SameSite=Strict; Path=\//);
+    const wrong = await call('GET', '/?token=not-the-token', { token: null, headers: { accept: 'text/html' } });
+    expect(wrong.status).toBe(401);
+    expect(wrong.headers['content-type']).toMatch(/^text\/html/);
+    expect(wrong.text).toContain('combine ui');
+    const home = await call('GET', '/', { token: null, headers: { accept: 'text/html', cookie: cookie.split(';')[0]! } });
+    expect(home.status).toBe(200);
+    expect(home.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(home.text).toContain('Project acme');
+  });
+});
+
+describe('HTTP API: bad input stores nothing', () => {
+  it('answers 413 for a body over 1 MiB', async () => {
+    const before = threadCount();
+    const huge = { project_id: 'acme', epic_id: 'E1', padding: 'x'.repeat(2 * 1024 * 1024) };
+    expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { body: huge }), 413, 'PAYLOAD_TOO_LARGE');
+    // Also when the client does not announce the size (chunked).
+    const chunked = await httpRequest(api.port, 'POST', '/commands/story-backlog/generate-epic', { authorization: `Bearer ${api.token}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, Buffer.from(JSON.stringify(huge)));
+    expectProblem(chunked, 413, 'PAYLOAD_TOO_LARGE');
+    expect(threadCount()).toBe(before);
+  });
+
+  it('answers 400 naming the field for a wrong type, a missing field or an unknown one', async () => {
+    const before = threadCount();
+    const wrongType = expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 7 } }), 400, 'BAD_REQUEST');
+    expect(wrongType.errors).toEqual([{ field: 'epic_id', message: expect.stringContaining('expected string') }]);
+    expect(wrongType.detail).toContain('epic_id');
+    const missing = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: {} }), 400, 'BAD_REQUEST');
+    expect(missing.errors.map((e: { field: string }) => e.field)).toEqual(['project_id']);
+    const unknown = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', forse: true } }), 400, 'BAD_REQUEST');
+    expect(unknown.errors).toEqual([{ field: 'forse', message: 'unknown field' }]);
+    const force = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', force: 'yes' } }), 400, 'BAD_REQUEST');
+    expect(force.errors[0].field).toBe('force');
+    expectProblem(await call('POST', '/commands/story-backlog/generate-all', { raw: '{"project_id":', headers: { 'content-type': 'application/json' } }), 400, 'BAD_REQUEST');
+    expectProblem(await call('POST', '/commands/story-backlog/generate-all', { raw: 'project_id=acme', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+    expect(threadCount()).toBe(before);
+    const limit = expectProblem(await call('GET', '/threads?limit=0'), 400, 'BAD_REQUEST');
+    expect(limit.errors[0].field).toBe('limit');
+    const status = expectProblem(await call('GET', '/projects/acme/threads?status=done'), 400, 'BAD_REQUEST');
+    expect(status.errors[0]).toEqual({ field: 'status', message: expect.stringContaining('"done" is not a thread status') });
+    expectProblem(await call('GET', '/threads?active=true&active=false'), 400, 'BAD_REQUEST');
+  });
+
+  it('answers 503 QUEUE_FULL (with Retry-After) when the queue has no room, and stores nothing', async () => {
+    const before = threadCount();
+    const a = await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'big' } });
+    expectProblem(a, 503, 'QUEUE_FULL');
+    expect(Number(a.headers['retry-after'])).toBeGreaterThan(0);
+    expect(threadCount()).toBe(before);
+  });
+
+  it('answers 404 for an unknown resource or endpoint, 405 for a wrong method', async () => {
+    expectProblem(await call('GET', '/threads/no-such-thread'), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/threads/no-such-thread/ledger'), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/projects/nope'), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/projects/nope/threads?active=true'), 404, 'NOT_FOUND');
+    expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E99' } }), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/no/such/endpoint'), 404, 'NOT_FOUND');
+    const method = expectProblem(await call('DELETE', '/threads/x'), 405, 'METHOD_NOT_ALLOWED');
+    expect(method.detail).toContain('GET');
+  });
+});
+
+describe('HTTP API: the endpoints give the CLI --json answers', () => {
+  let epicThread: string;
+
+  it('POST generate-epic: 202 with Location, idempotent (one thread, one paid call for two concurrent requests)', async () => {
+    const [a, b] = await Promise.all([
+      call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E1' } }),
+      call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E1' } }),
+    ]);
+    const first = ok(a, 'generateEpic');
+    const second = ok(b, 'generateEpic');
+    expect(second.thread_id).toBe(first.thread_id);
+    expect([first.deduplicated, second.deduplicated].sort()).toEqual([false, true]);
+    expect(a.headers.location).toBe(`/threads/${first.thread_id}`);
+    epicThread = first.thread_id;
+    expect((await finished(epicThread)).status).toBe('complete');
+    expect(h.sim.calls.filter((c) => c.epic_id === 'E1')).toHaveLength(1);
+    // Done: asking again is a no-op answering the completed thread, as the CLI does.
+    const again = ok(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E1' } }), 'generateEpic');
+    expect(again).toEqual({ thread_id: epicThread, status: 'complete', deduplicated: true });
+    expect(await h.json(['generate-epic', '--project', 'acme', '--epic', 'E1'])).toEqual(again);
+  });
+
+  it('GET /threads/{id} and its ledger equal `thread --json` and `ledger --json`', async () => {
+    const t = ok(await call('GET', `/threads/${epicThread}`), 'getThread');
+    expect(t).toEqual(await h.json(['thread', epicThread]));
+    expect(Object.keys(t).sort()).toEqual(['child_summary', 'closed_at', 'created_at', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage'].sort());
+    const ledger = ok(await call('GET', `/threads/${epicThread}/ledger`), 'getThreadLedger');
+    expect(ledger).toEqual(await h.json(['ledger', epicThread]));
+    expect(ledger.map((e: { entry_type: string }) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);
+    expect(ledger[1]).toHaveProperty('cost_usd');
+    expect(ledger.every((e: { hash: string }) => /^[0-9a-f]{64}$/.test(e.hash))).toBe(true);
+  });
+
+  it('POST generate-all: 202, and the project lists its threads (?active=true, ?status=, ?limit=) as `threads --json`', async () => {
+    const r = ok(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme' } }), 'generateAll');
+    expect(r.deduplicated).toBe(false);
+    const active = ok(await call('GET', '/projects/acme/threads?active=true'), 'listProjectThreads');
+    expect(active.map((t: ThreadJson) => t.thread_id)).toContain(r.thread_id);
+    expect(active.every((t: ThreadJson) => t.status === 'open' || t.status === 'running')).toBe(true);
+    const parent = await finished(r.thread_id);
+    expect(parent.child_summary).toEqual({ complete: 5 });
+    expect(ok(await call('GET', '/projects/acme/threads?active=true'), 'listProjectThreads')).toEqual([]);
+    expect(ok(await call('GET', '/projects/acme/threads'), 'listProjectThreads')).toEqual(await h.json(['threads', '--project', 'acme']));
+    const two = ok(await call('GET', '/projects/acme/threads?status=complete&limit=2'), 'listProjectThreads');
+    expect(two).toHaveLength(2);
+    const children = ok(await call('GET', `/threads?parent_thread_id=${r.thread_id}`), 'listThreads');
+    expect(children).toHaveLength(5);
+    expect(children.every((t: ThreadJson) => t.parent_thread_id === r.thread_id)).toBe(true);
+    const byKind = ok(await call('GET', `/threads?kind=${parent.kind}&project_id=acme`), 'listThreads');
+    expect(byKind.map((t: ThreadJson) => t.thread_id)).toEqual([r.thread_id]);
+  });
+
+  it('GET /threads pages by cursor, with a Link to the next page, and loses or repeats nothing', async () => {
+    const all = ok(await call('GET', '/threads?limit=1000'), 'listThreads') as ThreadJson[];
+    expect(all.length).toBeGreaterThanOrEqual(7);
+    const seen: string[] = [];
+    let path: string | null = '/threads?limit=3';
+    while (path) {
+      const page = await call('GET', path);
+      seen.push(...ok(page, 'listThreads').map((t: ThreadJson) => t.thread_id));
+      path = /<([^>]+)>; rel="next"/.exec(String(page.headers.link ?? ''))?.[1] ?? null;
+    }
+    expect(seen).toEqual(all.map((t) => t.thread_id));
+    expectProblem(await call('GET', '/threads?cursor=no-such-thread'), 400, 'BAD_REQUEST');
+  });
+
+  it('POST retry on a failed thread, POST cancel on a running one (and 409 when a thread cannot be)', async () => {
+    h.setFaults([
+      { kind: 'auth', match: 'Epic id: E3', times: 1 },
+      { kind: 'hang', match: 'Epic id: E4' },
+    ]);
+    const failedId = ok(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E3', force: true } }), 'generateEpic').thread_id;
+    expect((await finished(failedId)).status).toBe('failed');
+    const retried = ok(await call('POST', `/threads/${failedId}/retry`), 'retryThread');
+    expect(retried.thread_id).toBe(failedId);
+    expect(['open', 'running']).toContain(retried.status);
+    expect((await finished(failedId)).status).toBe('complete');
+    expectProblem(await call('POST', `/threads/${failedId}/retry`), 409, 'CONFLICT');
+
+    const hanging = ok(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E4', force: true } }), 'generateEpic').thread_id;
+    await waitUntil(() => h.sim.calls.some((c) => c.epic_id === 'E4' && c.fault === 'hang'), 'the E4 call to be in flight');
+    const canceled = ok(await call('POST', `/threads/${hanging}/cancel`, { body: {} }), 'cancelThread');
+    expect(canceled).toMatchObject({ thread_id: hanging, status: 'canceled' });
+    expect(ok(await call('GET', `/threads/${hanging}`), 'getThread')).toEqual(await h.json(['thread', hanging]));
+    expect(ok(await call('POST', `/threads/${hanging}/cancel`), 'cancelThread').status).toBe('canceled'); // idempotent
+    expectProblem(await call('POST', `/threads/${failedId}/cancel`), 409, 'CONFLICT'); // complete: too late
+    expectProblem(await call('POST', '/threads/no-such-thread/cancel'), 404, 'NOT_FOUND');
+    const body = expectProblem(await call('POST', `/threads/${hanging}/retry`, { body: { now: true } }), 400, 'BAD_REQUEST');
+    expect(body.errors).toEqual([{ field: 'now', message: 'unknown field' }]);
+    h.setFaults([]);
+  });
+
+  it('GET /projects, /projects/{id} and documents equal `project list/show --json`', async () => {
+    expect(ok(await call('GET', '/projects'), 'listProjects')).toEqual(await h.json(['project', 'list']));
+    expect(ok(await call('GET', '/projects/acme'), 'getProject')).toEqual(await h.json(['project', 'show', 'acme']));
+    const doc = ok(await call('GET', '/projects/acme/documents/story_backlog'), 'getDocument');
+    expect(doc).toMatchObject({ project_id: 'acme', doc_type: 'story_backlog', key: null });
+    const backlog = await h.json(['backlog', 'acme']);
+    expect(doc.version).toBe(backlog.version);
+    expect(doc.content.epics.map((e: { epic_id: string }) => e.epic_id).sort()).toEqual(['E1', 'E2', 'E3', 'E4', 'E5']);
+    expect(ok(await call('GET', '/projects/acme/documents/epic_architecture'), 'getDocument').content.epics).toHaveLength(5);
+    expectProblem(await call('GET', '/projects/acme/documents/nothing_like_this'), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/projects/acme/documents/story_backlog?key=2020-01-01'), 404, 'NOT_FOUND');
+  });
+
+  it('GET /schedules, their runs and a keyed document (a briefing) equal the CLI', async () => {
+    const s = await h.json(['schedule', 'add', '--project', 'acme', '--operation', 'briefing', '--cron', '* * * * * *']);
+    await waitUntil(async () => {
+      const runs = ok(await call('GET', `/schedules/${s.schedule_id}/runs`), 'listScheduleRuns');
+      return runs.find((r: { status: string }) => r.status !== 'pending');
+    }, 'a finished briefing run');
+    await h.json(['schedule', 'pause', s.schedule_id]);
+    await waitUntil(async () => (await h.json<any[]>(['schedule', 'runs', s.schedule_id])).every((r) => r.status !== 'pending'), 'no pending run');
+    expect(ok(await call('GET', '/schedules'), 'listSchedules')).toEqual(await h.json(['schedule', 'list']));
+    expect(ok(await call('GET', `/schedules/${s.schedule_id}/runs?limit=50`), 'listScheduleRuns')).toEqual(await h.json(['schedule', 'runs', s.schedule_id]));
+    const briefing = await h.json(['briefing', 'acme']);
+    const doc = ok(await call('GET', `/projects/acme/documents/briefing?key=${briefing.date}`), 'getDocument');
+    expect(doc).toMatchObject({ doc_type: 'briefing', key: briefing.date, version: briefing.version });
+    expectProblem(await call('GET', '/schedules/no-such-schedule/runs'), 404, 'NOT_FOUND');
+  });
+
+  it('GET /usage and /health equal `usage --json` and `health --json`', async () => {
+    expect(ok(await call('GET', '/usage'), 'getUsage')).toEqual(await h.json(['usage']));
+    expect(ok(await call('GET', '/usage?project_id=acme'), 'getUsage')).toEqual(await h.json(['usage', '--project', 'acme']));
+    const health = ok(await call('GET', '/health'), 'getHealth');
+    expect(health).toEqual(await h.json(['health']));
+    expect(health.ready).toBe(true);
+  });
+});
+
+describe('/openapi.json', () => {
+  it('validates as OpenAPI 3.1 and lists every endpoint', async () => {
+    const doc = (await call('GET', '/openapi.json')).json;
+    const validator = new Validator();
+    expect(await validator.validate(structuredClone(doc))).toEqual({ valid: true });
+    expect(validator.version).toBe('3.1');
+    const listed = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    expect(listed.sort()).toEqual(apiRoutes.map((r) => `${r.method} ${r.path}`).sort());
+    for (const endpoint of [
+      'POST /commands/story-backlog/generate-epic',
+      'POST /commands/story-backlog/generate-all',
+      'GET /threads/{thread_id}',
+      'GET /threads/{thread_id}/ledger',
+      'GET /projects/{project_id}/threads',
+      'GET /projects',
+      'GET /projects/{project_id}',
+      'GET /projects/{project_id}/documents/{doc_type}',
+      'POST /threads/{thread_id}/retry',
+      'POST /threads/{thread_id}/cancel',
+      'GET /usage',
+      'GET /health',
+    ]) {
+      expect(listed).toContain(endpoint);
+    }
+    // The request schemas are the validating ones: the body of generate-epic names its fields and limits.
+    const body = doc.paths['/commands/story-backlog/generate-epic'].post.requestBody.content['application/json'].schema;
+    expect(body).toMatchObject({ required: ['project_id', 'epic_id'], additionalProperties: false, properties: { epic_id: { type: 'string', maxLength: 200 } } });
+    expect(doc.components.schemas.Thread.properties.child_summary).toBeDefined();
+    // The validator does reject a broken document (so the check above can fail).
+    const broken = structuredClone(doc);
+    broken.paths['/threads/{thread_id}'].get.parameters[0].in = 'nowhere';
+    expect((await new Validator().validate(broken)).valid).toBe(false);
+  });
+});
