@@ -2,9 +2,13 @@
  * `npm run chaos`: 200 epics against a provider with 20% faults and 300 ms latency, while the daemon is
  * SIGKILLed every 1–3 s for 10 rounds and restarted; then everything runs to completion.
  *
- * Prints: threads lost (must be 0), mutations applied twice (must be 0), repeated paid calls (answers the
- * provider sent — paid — that never reached the ledger; at most the calls in flight at the kills), and
- * the ledger verification. Exit 1 if a guarantee failed.
+ * Prints: threads lost (must be 0), mutations applied twice (must be 0), paid answers lost (answers the
+ * provider sent — paid — that never reached the ledger; at most the calls in flight at the kills),
+ * repeated paid calls (a lost paid answer's request sent again), and the ledger verification.
+ *
+ * `npm run chaos -- --interrupted hold` (or CHAOS_INTERRUPTED=hold) runs at-most-once: a call in flight
+ * at a kill is not sent again (its item ends failed, in doubt), so repeated paid calls must be 0.
+ * Exit 1 if a guarantee failed.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,6 +22,9 @@ const ROUNDS = Number(process.env.CHAOS_ROUNDS ?? 10);
 const FAULT_RATE = 0.2;
 const LATENCY_MS = 300;
 const MAX_IN_FLIGHT = 4;
+const argAt = process.argv.indexOf('--interrupted');
+const INTERRUPTED = (argAt >= 0 ? process.argv[argAt + 1] : process.env.CHAOS_INTERRUPTED) ?? 'retry';
+if (INTERRUPTED !== 'retry' && INTERRUPTED !== 'hold') throw new Error(`--interrupted: "${INTERRUPTED}" is not retry or hold`);
 const root = new URL('..', import.meta.url).pathname;
 const cli = join(root, 'dist', 'cli.js');
 
@@ -48,7 +55,7 @@ async function main(): Promise<void> {
   const sim = await createSimulator({ latencyMs: LATENCY_MS, faultRate: FAULT_RATE, seed: 7 });
   const home = mkdtempSync(join(tmpdir(), 'combine-chaos-'));
   const env = { ...process.env, COMBINE_HOME: home, OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'chaos', COMBINE_MODEL: 'sim' };
-  writeFileSync(join(home, 'config.json'), JSON.stringify({ engine: { max_in_flight: MAX_IN_FLIGHT }, retry: { base: '200ms', cap: '2s' } }));
+  writeFileSync(join(home, 'config.json'), JSON.stringify({ engine: { max_in_flight: MAX_IN_FLIGHT }, retry: { base: '200ms', cap: '2s' }, interrupted: INTERRUPTED }));
   const projectFile = join(home, 'project.json');
   writeFileSync(
     projectFile,
@@ -61,7 +68,7 @@ async function main(): Promise<void> {
   const started = Date.now();
   await json(env, ['project', 'import', projectFile]);
   const parent = await json(env, ['generate-all', '--project', 'chaos']);
-  console.log(`chaos: ${EPICS} epics, ${FAULT_RATE * 100}% faults, ${LATENCY_MS} ms latency, ${MAX_IN_FLIGHT} in flight; parent ${parent.thread_id}`);
+  console.log(`chaos: ${EPICS} epics, ${FAULT_RATE * 100}% faults, ${LATENCY_MS} ms latency, ${MAX_IN_FLIGHT} in flight, interrupted: ${INTERRUPTED}; parent ${parent.thread_id}`);
 
   let inFlightAtKills = 0;
   for (let round = 1; round <= ROUNDS; round++) {
@@ -100,9 +107,14 @@ async function main(): Promise<void> {
     )
     .all(parent.thread_id);
   const interrupted = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'error' AND payload LIKE '%\"INTERRUPTED\"%'").get() as { n: number }).n;
+  const held = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'error' AND json_extract(payload, '$.next') = 'hold'").get() as { n: number }).n;
+  // The simulator's request ids of the answers the ledger holds.
+  const recordedIds = new Set((db.prepare("SELECT json_extract(payload, '$.request_id') AS id FROM llm_ledger_entries WHERE entry_type = 'response'").all() as { id: string }[]).map((r) => r.id));
   db.close();
   const paidAnswers = sim.calls.filter((c) => c.status === 200).length;
-  const repeatedPaid = paidAnswers - recordedAnswers;
+  const lostPaid = sim.calls.filter((c) => c.status === 200 && !recordedIds.has(`sim-req-${c.n}`));
+  // A lost paid answer whose request was sent again: the provider was paid twice for it.
+  const repeatedPaid = lostPaid.filter((lost) => sim.calls.some((c) => c.n > lost.n && c.epic_id === lost.epic_id)).length;
   const verifyResult = JSON.parse(verify.stdout);
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
 
@@ -112,15 +124,22 @@ async function main(): Promise<void> {
     ['threads lost', String(threadsLost)],
     ['mutations applied twice', String(twiceByItem + twiceByThread + (docVersion - 1 - mutations))],
     ['provider calls / paid answers / answers in ledger', `${sim.calls.length} / ${paidAnswers} / ${recordedAnswers}`],
-    ['repeated paid calls (paid, not in ledger)', `${repeatedPaid} (bound: ${inFlightAtKills} calls in flight at the kills)`],
-    ['INTERRUPTED entries (calls in doubt)', String(interrupted)],
+    ['paid answers lost at the kills (paid, not in ledger)', `${lostPaid.length} (bound: ${inFlightAtKills} calls in flight at the kills)`],
+    ['repeated paid calls (a lost paid answer asked again)', `${repeatedPaid}${INTERRUPTED === 'hold' ? ' (must be 0 with interrupted: hold)' : ''}`],
+    ['INTERRUPTED entries (calls in doubt)', `${interrupted}${INTERRUPTED === 'hold' ? `, ${held} held (not sent again)` : ''}`],
     ['ledger verify', verifyResult.ok ? `ok (${verifyResult.entries} entries)` : `FAILED ${JSON.stringify(verifyResult.first_break ?? verifyResult.incomplete[0])}`],
     ['wall time', `${seconds} s on ${cpus().length} cores`],
   ];
   console.log('\n| measure | result |\n| --- | --- |');
   for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
 
-  const ok = threadsLost === 0 && twiceByItem + twiceByThread === 0 && docVersion - 1 === mutations && repeatedPaid <= inFlightAtKills && verifyResult.ok;
+  const ok =
+    threadsLost === 0 &&
+    twiceByItem + twiceByThread === 0 &&
+    docVersion - 1 === mutations &&
+    lostPaid.length <= inFlightAtKills &&
+    (INTERRUPTED === 'hold' ? repeatedPaid === 0 : repeatedPaid <= inFlightAtKills) &&
+    verifyResult.ok;
   await sim.close();
   if (ok && !process.env.CHAOS_KEEP) rmSync(home, { recursive: true, force: true });
   else console.log(`the home is kept for inspection: ${home}`);

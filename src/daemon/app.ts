@@ -21,13 +21,15 @@ import type { CompleterContext } from './engine/completer.js';
 import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
-import { followThread, type FollowMessage } from './follow.js';
+import { followThread, type FollowMessage } from './follow-stream.js';
 import { resolveScheduleId, resolveThreadId } from './id-resolver.js';
 import { checkHealth } from './health.js';
+import { holdOf, inDoubtOf } from './holds.js';
 import { verifyLedger } from './ledger-verify.js';
 import { exportLedger, importLedger } from './ledger-transfer.js';
 import { applyReplay, planReplay, type ReplayReport } from './replay.js';
-import type { EventLog, Logger } from './logger.js';
+import type { EventLog, LogFile, Logger } from './logger.js';
+import { StorageGuard } from './storage-guard.js';
 import { Maintenance } from './maintenance.js';
 import { Metrics } from './metrics.js';
 import { runPrune } from './retention.js';
@@ -39,6 +41,8 @@ import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
 import { backlogView, childViews, documentView, MAX_LEDGER_VIEW_ENTRIES, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+
+export type { FollowMessage };
 
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
@@ -56,9 +60,9 @@ export interface AppOptions {
   schedulerClock?: Clock;
   provider?: Provider;
   random?: () => number;
+  /** The log file both loggers write (its dropped-line count shows in health). */
+  logFile?: LogFile;
 }
-
-export type { FollowMessage };
 
 /** `threads` filters as clients pass them: ids as typed (resolved by `threads`), an age instead of a time. */
 export type ThreadsQuery = Omit<ThreadListFilter, 'since'> & { sinceMs?: number | null };
@@ -72,6 +76,8 @@ export class App {
   readonly schedules: ScheduleService;
   readonly metrics: Metrics;
   readonly maintenance: Maintenance;
+  /** Free space of the home: claiming pauses under the threshold or after a disk-full write. */
+  readonly storage: StorageGuard;
   readonly owner = randomUUID();
   readonly startedAt = Date.now();
   private readonly clock: Clock;
@@ -85,6 +91,17 @@ export class App {
     this.db = openDatabase(o.config.dbPath, { busyTimeoutMs: o.config.busyTimeoutMs });
     applyMigrations(this.db, o.config.migrationsDir ?? undefined);
     this.metrics = new Metrics(this);
+    this.storage = new StorageGuard({
+      ...o.config.storage,
+      dir: o.config.home,
+      droppedLogLines: () => o.logFile?.dropped ?? 0,
+      onChange: (state, snapshot) => {
+        if (state === 'ok') {
+          o.logger.warn({ storage: snapshot }, 'storage has room again: claiming resumes');
+          this.engine.wake();
+        } else o.logger.error({ storage: snapshot }, `storage: ${snapshot.status}; no new provider calls start until there is room`);
+      },
+    });
     this.writer = new Writer<EngineEvent>(this.db, {
       publish: (events) => {
         this.bus.publish(events);
@@ -96,6 +113,7 @@ export class App {
       },
       onRollback: () => forgetDocuments(this.db),
       onInfraFailure: (err) => {
+        this.storage.noteWriteFailure(err);
         // One line per outage, not one per failed batch.
         if (this.infraHealthy) o.logger.error({ err }, 'storage failure: writes are failing after retries; health is unready');
         this.infraHealthy = false;
@@ -112,6 +130,7 @@ export class App {
       model: o.config.provider.model,
       temperature: o.config.provider.temperature,
       maxTokens: o.config.provider.maxTokens,
+      responseFormat: o.config.provider.responseFormat,
     };
     const flow = o.config.flow;
     const priceOf = (model: string) => flow.prices[model];
@@ -147,7 +166,9 @@ export class App {
         priceOf,
         modelParams,
       },
-      secrets: o.config.provider.apiKey ? [o.config.provider.apiKey] : [],
+      secrets: o.config.secrets,
+      maxProviderWaitMs: o.config.maxProviderWaitMs,
+      storage: this.storage,
       random: this.ctx.random,
       crashAt: o.config.crashAt,
       observer: this.metrics,
@@ -188,6 +209,7 @@ export class App {
 
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
+    this.storage.start();
     await this.engine.start();
     this.maintenance.start();
     await this.scheduler.start();
@@ -195,6 +217,7 @@ export class App {
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
+    this.storage.stop();
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
@@ -262,7 +285,8 @@ export class App {
   async retry(typedId: string): Promise<ThreadView> {
     const threadId = this.threadId(typedId);
     const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId, this.config.flow.maxQueued));
-    this.engine.wake();
+    // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
+    this.engine.releaseRateLimitHold();
     return threadView(this.db, t);
   }
 
@@ -298,7 +322,9 @@ export class App {
   }
 
   thread(typedId: string) {
-    return threadDetailView(this.db, getThread(this.db, this.threadId(typedId))!);
+    const t = getThread(this.db, this.threadId(typedId))!;
+    const now = this.clock.now();
+    return { ...threadDetailView(this.db, t), in_doubt: inDoubtOf(this.db, t), hold: holdOf(this.db, t, this.engine.rateLimitHeldUntil(), now) };
   }
 
   /** An orchestration's children with their latest error (empty for a thread without children). */
@@ -383,6 +409,8 @@ export class App {
       recoveryDone: this.engine.recoveryDone,
       endpoint: this.engine.endpoint,
       breaker: this.engine.breaker.snapshot(),
+      storage: this.storage.snapshot(),
+      rateLimits: this.engine.rateLimitSnapshot(),
     });
   }
 
@@ -406,7 +434,7 @@ export class App {
     };
   }
 
-  /** Streams a thread's history, then its events (and its children's), until it ends (see follow.ts). */
+  /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
   async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
     yield* followThread(this.db, this.bus, this.threadId(typedId), signal);
   }

@@ -18,7 +18,7 @@ import {
   insertThread,
   listChildThreads,
 } from '../db/threads.js';
-import { countQueuedWorkItems, getLatestWorkItem, insertWorkItem, listWorkItemsForThread } from '../db/work-items.js';
+import { countQueuedWorkItems, getLatestWorkItem, insertWorkItem, listWorkItemsForThread, makeQueuedItemDueNow } from '../db/work-items.js';
 import { EMPTY_BACKLOG } from '../domain/backlog.js';
 import {
   EPIC_ARCHITECTURE,
@@ -37,6 +37,7 @@ import { parseEpicArchitecture, parseProjectFile, type Epic } from '../domain/pr
 import type { RetryPolicy } from '../domain/retry.js';
 import { isTerminalThread } from '../domain/states.js';
 import { failAttempt, type CompleterContext } from './engine/completer.js';
+import { isHeldInDoubt } from './holds.js';
 import { closeParentIfDone, emitThread, emitWorkItem, endThread, moveThread, type Tx } from './engine/tx.js';
 
 /** A refused command: `kind` decides the CLI's exit code (bad input → 2, conflict with state → 1). */
@@ -189,7 +190,9 @@ export function generateEpic(tx: Tx, policy: RetryPolicy, projectId: string, epi
 
 /**
  * The orchestration: a parent holding `project:{id}` and one child per epic, each child with the same
- * key as a single-epic request. An epic already being generated is adopted, not paid for again.
+ * key as a single-epic request, so idempotency holds per epic too (ADR-035 §8): an epic already being
+ * generated on its own is adopted, and one whose request is already being answered elsewhere or has
+ * completed is reused as it is — not run, not paid for again. Only `force` regenerates every epic.
  */
 export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: GenerateOptions): CommandResult {
   const epics = epicsOf(tx, projectId);
@@ -210,13 +213,18 @@ export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: G
     const holder = getLock(tx.db, scope);
     throw new CommandError('CONFLICT', `project "${projectId}" is locked by thread ${holder?.owner}`, 'LOCKED');
   }
+  let children = 0;
   for (const epic of epics) {
     const childKey = epicStoriesKey(projectId, epic.id);
     const active = findActiveThreadByKey(tx.db, childKey);
     if (active && active.parent_thread_id === null) {
       adoptThread(tx.db, active.id, parent.id);
+      children++;
       continue;
     }
+    // Another orchestration's child still running, or a completed request: reused, not a child of this one.
+    if (active || (!o.force && findLatestThreadByKeyAndStatus(tx.db, childKey, 'complete'))) continue;
+    children++;
     const child = newThread(tx, {
       kind: STORY_GENERATE_EPIC,
       projectId,
@@ -227,7 +235,8 @@ export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: G
     });
     enqueueWorkItem(tx, child, { sequence: 1, lockScope: epicLockScope(projectId, epic.id), priority: o.priority ?? PRIORITY_BULK, policy, deadlineAt: o.deadlineAt });
   }
-  if (epics.length === 0) {
+  if (children === 0) {
+    // Nothing to run: every epic's stories are already generated (or there are no epics).
     moveThread(tx, parent, 'complete');
     releaseLock(tx.db, scope, parent.id);
   }
@@ -243,6 +252,8 @@ export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: G
 export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, threadId: string, maxQueued: number): ThreadRow {
   const thread = getThread(tx.db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
+  // A running thread whose item waits (a provider's long Retry-After): the user says "now".
+  if (!isTerminalThread(thread.status) && makeWaitingItemsDue(tx, thread) > 0) return getThread(tx.db, thread.id)!;
   if (thread.status !== 'failed') {
     const why = isTerminalThread(thread.status) ? `it is ${thread.status}` : `it is still ${thread.status}`;
     throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: ${why}; only failed threads can be retried`);
@@ -265,6 +276,20 @@ export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, th
   retryChild(tx, policyFor, thread);
   assertQueueHasRoom(tx, maxQueued);
   return getThread(tx.db, thread.id)!;
+}
+
+/** Makes the waiting (queued, not yet due) items of a thread, or of an orchestration's children, due now. */
+function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): number {
+  const threads = thread.kind === STORY_GENERATE_ALL ? listChildThreads(tx.db, thread.id).filter((c) => !isTerminalThread(c.status)) : [thread];
+  let released = 0;
+  for (const t of threads) {
+    const item = getLatestWorkItem(tx.db, t.id);
+    if (item?.status === 'queued' && makeQueuedItemDueNow(tx.db, { id: item.id, now: tx.now })) {
+      emitWorkItem(tx, t, { ...item, not_before: tx.now });
+      released++;
+    }
+  }
+  return released;
 }
 
 /** A failed child reopening reopens its failed orchestration too (and takes its project lock back). */
@@ -302,6 +327,7 @@ export function cancelThread(tx: Tx, ctx: CompleterContext, threadId: string): {
   const thread = getThread(tx.db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.status === 'canceled') return { thread, abort: [] };
+  if (thread.status === 'failed' && giveUpCallsInDoubt(tx, thread)) return { thread: getThread(tx.db, threadId)!, abort: [] };
   if (isTerminalThread(thread.status)) {
     throw new CommandError('CONFLICT', `cannot cancel thread ${threadId}: it is already ${thread.status}`);
   }
@@ -322,4 +348,19 @@ export function cancelThread(tx: Tx, ctx: CompleterContext, threadId: string): {
     endThread(tx, t.id, 'canceled');
   }
   return { thread: getThread(tx.db, threadId)!, abort };
+}
+
+/**
+ * `combine cancel` of a failed thread whose call is held in doubt (at-most-once): the user gives it up
+ * instead of paying again. The held threads (for an orchestration, its held children) and the
+ * orchestration itself end `canceled`. False when nothing is held (the thread simply failed).
+ */
+function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): boolean {
+  const parent = thread.kind === STORY_GENERATE_ALL;
+  const candidates = parent ? listChildThreads(tx.db, thread.id).filter((c) => c.status === 'failed') : [thread];
+  const held = candidates.filter((t) => isHeldInDoubt(getLatestWorkItem(tx.db, t.id)));
+  if (held.length === 0) return false;
+  for (const t of held) moveThread(tx, t, 'canceled');
+  if (parent) moveThread(tx, getThread(tx.db, thread.id)!, 'canceled');
+  return true;
 }

@@ -5,6 +5,7 @@
  */
 import type { AnswerRules } from '../domain/answer-rules.js';
 import type { BudgetLimits } from '../domain/budget.js';
+import { redactValues } from '../domain/errors.js';
 import type { RetryPolicy } from '../domain/retry.js';
 import type { DaemonConfig } from './config.js';
 
@@ -43,11 +44,14 @@ export function configFileView(c: DaemonConfig) {
   const f = c.flow;
   return {
     provider: {
-      base_url: c.provider.baseURL,
+      // An endpoint may carry a password (https://user:password@host/v1): never shown.
+      base_url: redactValues(c.provider.baseURL, c.secrets),
       model: c.provider.model,
       temperature: c.provider.temperature,
       max_tokens: c.provider.maxTokens,
       timeout: durationText(c.provider.callTimeoutMs),
+      response_format: c.provider.responseFormat,
+      max_answer_bytes: c.provider.maxAnswerBytes,
     },
     metrics: c.metricsPort === null ? {} : { port: c.metricsPort },
     http: c.httpPort === null ? {} : { port: c.httpPort },
@@ -58,18 +62,20 @@ export function configFileView(c: DaemonConfig) {
       recovery_interval: durationText(c.recoveryIntervalMs),
       drain_timeout: durationText(c.drainTimeoutMs),
     },
-    retry: retryFile(c.retry),
+    retry: { ...retryFile(c.retry), max_provider_wait: durationText(c.maxProviderWaitMs) },
     breaker: { failure_threshold: c.breaker.failureThreshold, open: durationText(c.breaker.openMs), max_open: durationText(c.breaker.maxOpenMs) },
     operations: Object.fromEntries(
       ops.map((op) => [
         op,
         {
           retry: retryFile(c.operationRetry[op] ?? c.retry),
+          interrupted: (c.operationRetry[op] ?? c.retry).interrupted,
           ...(c.operationRules[op] ? { validation: validationFile(c.operationRules[op]) } : {}),
         },
       ]),
     ),
     cache: c.cache,
+    interrupted: c.retry.interrupted,
     rate_limits: Object.fromEntries(
       Object.entries(f.rateLimits).map(([model, l]) => [
         model,
@@ -86,5 +92,15 @@ export function configFileView(c: DaemonConfig) {
       projects: Object.fromEntries(Object.entries(f.budgets.projects).map(([p, l]) => [p, limitsFile(l)])),
     },
     scheduler: { stale_after: durationText(c.scheduler.staleAfterMs), misfire_grace: durationText(c.scheduler.misfireGraceMs) },
+    storage: { min_free_bytes: c.storage.minFreeBytes, probe_interval: durationText(c.storage.probeIntervalMs) },
+    api: {
+      max_connections: c.api.maxConnections,
+      header_timeout: durationText(c.api.headerTimeoutMs),
+      request_timeout: durationText(c.api.requestTimeoutMs),
+      idle_timeout: durationText(c.api.idleTimeoutMs),
+      max_body_bytes: c.api.maxBodyBytes,
+      max_import_bytes: c.api.maxImportBytes,
+    },
+    redact: { env: c.redactEnv },
   };
 }

@@ -9,18 +9,20 @@ import { z } from 'zod';
 import { parseDurationMs } from '../domain/duration.js';
 import { NO_ANSWER_RULES, type AnswerRules } from '../domain/answer-rules.js';
 import { describeZodIssues } from '../domain/project.js';
+import { redactValues } from '../domain/errors.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
 import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
+import { ConfigError, duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './config-limits.js';
 import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow-config.js';
 
-const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {
-  const ms = parseDurationMs(v);
-  if (ms === null) {
-    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 30s, 5m)` });
-    return z.NEVER;
-  }
-  return ms;
-});
+export { ConfigError };
+
+/** How the engine asks for structured output (`provider.response_format`); the answer is validated either way. */
+export const RESPONSE_FORMATS = ['json_schema', 'json_object', 'none'] as const;
+export type ResponseFormat = (typeof RESPONSE_FORMATS)[number];
+
+export const DEFAULT_MAX_ANSWER_BYTES = 4 * 2 ** 20;
+export const DEFAULT_MAX_PROVIDER_WAIT_MS = 10 * 60_000;
 
 const DEFAULT_TEMPERATURE = 0.2;
 
@@ -55,6 +57,9 @@ export const configFileSchema = z
         temperature: z.number().min(0).max(2).optional(),
         max_tokens: z.number().int().min(1).optional(),
         timeout: duration.optional(),
+        response_format: z.enum(RESPONSE_FORMATS).optional(),
+        /** A larger answer is refused while it is read (PROVIDER_ERROR "answer too large"), never stored. */
+        max_answer_bytes: z.number().int().min(1024).max(2 ** 30).optional(),
       })
       .strict()
       .optional(),
@@ -83,7 +88,8 @@ export const configFileSchema = z
       })
       .strict()
       .optional(),
-    retry: retrySchema.optional(),
+    /** The longest wait a provider may impose (Retry-After, rate-limit resets); longer ones are cut to this. */
+    retry: retrySchema.extend({ max_provider_wait: duration.optional() }).strict().optional(),
     breaker: z
       .object({
         failure_threshold: z.number().int().min(1).max(1000).optional(),
@@ -93,10 +99,13 @@ export const configFileSchema = z
       .strict()
       .optional(),
     /** Per-operation overrides, e.g. {"story_generate_epic": {"retry": {"max_attempts": 5}, "validation": {"min_stories": 4}}}. */
-    operations: z.record(z.string(), z.object({ retry: retrySchema.optional(), validation: validationSchema.optional() }).strict()).optional(),
+    operations: z
+      .record(z.string(), z.object({ retry: retrySchema.optional(), validation: validationSchema.optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() }).strict())
+      .optional(),
     /** Reuse a recorded answer for an identical request instead of paying again (temperature 0 only). */
     cache: z.boolean().optional(),
     ...flowConfigFileSchema,
+    ...limitsConfigFileSchema,
     scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
     scheduler: z
       .object({
@@ -128,9 +137,11 @@ export interface ProviderConfig {
   temperature: number;
   maxTokens: number;
   callTimeoutMs: number;
+  responseFormat: ResponseFormat;
+  maxAnswerBytes: number;
 }
 
-export interface DaemonConfig {
+export interface DaemonConfig extends LimitsConfig {
   home: string;
   dbPath: string;
   socketPath: string;
@@ -143,7 +154,10 @@ export interface DaemonConfig {
   recoveryIntervalMs: number;
   drainTimeoutMs: number;
   retry: RetryPolicy;
+  /** Per operation kind (config `operations.<kind>.retry` and `.interrupted`). */
   operationRetry: Record<string, RetryPolicy>;
+  /** Provider-requested waits (Retry-After, rate-limit resets) are cut to this. */
+  maxProviderWaitMs: number;
   /** Extra answer acceptance rules per operation kind (absent: none). */
   operationRules: Record<string, AnswerRules>;
   /** Opt-in response cache (only allowed with temperature 0). */
@@ -170,13 +184,6 @@ export interface DaemonConfig {
 export interface SchedulerConfig {
   staleAfterMs: number;
   misfireGraceMs: number;
-}
-
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
 }
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -207,8 +214,9 @@ export function readConfigFile(path: string): ConfigFile {
   return parsed.data;
 }
 
-function mergeRetry(base: RetryPolicy, o: z.infer<typeof retrySchema> | undefined): RetryPolicy {
+function mergeRetry(base: RetryPolicy, o: z.infer<typeof retrySchema> | undefined, interrupted?: InterruptedMode): RetryPolicy {
   return {
+    interrupted: interrupted ?? base.interrupted,
     baseMs: o?.base ?? base.baseMs,
     capMs: o?.cap ?? base.capMs,
     jitter: o?.jitter ?? base.jitter,
@@ -245,11 +253,11 @@ function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
 export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): DaemonConfig {
   const paths = homePaths(home);
   const file = readConfigFile(paths.configPath);
-  const retry = mergeRetry(DEFAULT_RETRY_POLICY, file.retry);
+  const retry = mergeRetry(DEFAULT_RETRY_POLICY, file.retry, file.interrupted);
   const operationRetry: Record<string, RetryPolicy> = {};
   const operationRules: Record<string, AnswerRules> = {};
   for (const [op, o] of Object.entries(file.operations ?? {})) {
-    operationRetry[op] = mergeRetry(retry, o.retry);
+    operationRetry[op] = mergeRetry(retry, o.retry, o.interrupted);
     if (o.validation) {
       operationRules[op] = {
         minStories: o.validation.min_stories ?? NO_ANSWER_RULES.minStories,
@@ -262,21 +270,27 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   const flow = flowConfig(file, env, model);
   const problem = checkPricesCoverBudgets(flow, model);
   if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
+  const baseURL = env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL;
+  const apiKey = env.OPENAI_API_KEY || null;
   return {
     ...paths,
+    ...resolveLimits(file, env, { apiKey, baseURL }),
     provider: {
-      baseURL: env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL,
-      apiKey: env.OPENAI_API_KEY || null,
+      baseURL,
+      apiKey,
       model,
       temperature: file.provider?.temperature ?? DEFAULT_TEMPERATURE,
       maxTokens: file.provider?.max_tokens ?? 2048,
       callTimeoutMs: envDuration(env, 'COMBINE_CALL_TIMEOUT') ?? file.provider?.timeout ?? 60_000,
+      responseFormat: file.provider?.response_format ?? 'json_schema',
+      maxAnswerBytes: file.provider?.max_answer_bytes ?? DEFAULT_MAX_ANSWER_BYTES,
     },
     maxInFlight: envInt(env, 'COMBINE_MAX_IN_FLIGHT') ?? file.engine?.max_in_flight ?? 8,
     recoveryIntervalMs: file.engine?.recovery_interval ?? 30_000,
     drainTimeoutMs: file.engine?.drain_timeout ?? 10_000,
     retry,
     operationRetry,
+    maxProviderWaitMs: file.retry?.max_provider_wait ?? DEFAULT_MAX_PROVIDER_WAIT_MS,
     operationRules,
     cache: file.cache ?? false,
     breaker: {
@@ -324,8 +338,9 @@ function flowConfig(file: ConfigFile, env: NodeJS.ProcessEnv, model: string): Fl
   };
 }
 
-/** The configuration as shown to people and logs: the API key is reduced to whether one is set. */
+/** The configuration as shown to people and logs: the API key is reduced to whether one is set, secrets to a count. */
 export function redactedConfig(c: DaemonConfig) {
   const { apiKey, ...provider } = c.provider;
-  return { ...c, provider: { ...provider, api_key: apiKey ? 'set (redacted)' : 'not set' } };
+  const { secrets, ...rest } = c;
+  return { ...rest, secrets: `${secrets.length} redacted`, provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' } };
 }

@@ -1,12 +1,14 @@
 /**
  * `combine health`: liveness (the daemon answers at all) and readiness, from checks that each test the
  * real thing: the database takes a write through the writer, every shipped migration is applied, the
- * start-up recovery scan has run, and the provider's circuit breaker is not open.
+ * start-up recovery scan has run, the provider's circuit breaker is not open, and storage has room
+ * (claiming is not paused by a full disk). Provider rate-limit holds are shown, not counted against readiness.
  */
 import type { Db } from '../db/connection.js';
 import { migrationStatus } from '../db/migrate.js';
 import type { Writer } from '../db/writer.js';
 import type { BreakerSnapshot } from './engine/breaker.js';
+import type { StorageSnapshot } from './storage-guard.js';
 
 /** A write that does not answer within this time counts as a database that is not writable. */
 const WRITE_PROBE_TIMEOUT_MS = 2000;
@@ -19,6 +21,9 @@ export interface HealthInputs {
   recoveryDone: boolean;
   endpoint: string;
   breaker: BreakerSnapshot;
+  storage: StorageSnapshot;
+  /** Per model: held back by a provider's 429 until `parked_until` (null: not held). */
+  rateLimits: Record<string, { parked_until: string | null }>;
 }
 
 /** Commits an empty write through the writer: proves the write lock can be taken and the queue moves. */
@@ -45,7 +50,18 @@ export async function checkHealth(i: HealthInputs) {
     migrations_applied: migrations.pending === 0,
     recovery_scan_done: i.recoveryDone,
     provider_breakers_closed: i.breaker.state !== 'open',
+    // Claiming is paused: the disk is full or under storage.min_free_bytes.
+    storage: i.storage.state === 'ok',
   };
   const ready = Object.values(checks).every(Boolean);
-  return { live: true, ready, status: ready ? 'ready' : 'unready', checks, migrations, breakers: { [i.endpoint]: i.breaker } };
+  return {
+    live: true,
+    ready,
+    status: ready ? 'ready' : 'unready',
+    checks,
+    migrations,
+    breakers: { [i.endpoint]: i.breaker },
+    storage: i.storage,
+    rate_limits: i.rateLimits,
+  };
 }

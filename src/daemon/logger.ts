@@ -1,10 +1,15 @@
 /**
  * pino JSON logs to COMBINE_HOME/daemon.log. Secrets never reach the log: the API key is not passed to
- * any log call, and the redaction paths below catch keys and Authorization headers that an error object
- * might carry (the SDK's request options, HTTP headers).
+ * any log call, the redaction paths below catch keys and Authorization headers that an error object
+ * might carry (the SDK's request options, HTTP headers), and every configured secret's value is cut
+ * out of each line before it is written.
+ *
+ * A log write that fails (a full disk) never takes the daemon down: the line is dropped and counted
+ * (`LogFile.dropped`, shown by `combine health`).
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import pino from 'pino';
+import { redactValues } from '../domain/errors.js';
 
 export type Logger = pino.Logger;
 
@@ -35,10 +40,42 @@ function lineOptions(level: string): pino.LoggerOptions {
   };
 }
 
-export function createLogger(destination: string | null, level = 'info'): Logger {
+/**
+ * The log file, written synchronously (a line logged just before a crash is on disk, not in a lost
+ * buffer). Both loggers share it. A failed write drops its lines and counts them instead of throwing.
+ */
+export class LogFile {
+  /** Lines dropped because a write failed (ENOSPC, EIO …) since the daemon started. */
+  dropped = 0;
+  private readonly fd: number;
+
+  constructor(
+    path: string,
+    private readonly secrets: readonly string[] = [],
+    private readonly onDrop: (err: unknown) => void = () => {},
+  ) {
+    this.fd = openSync(path, 'a', 0o600);
+  }
+
+  write(text: string, lines = 1): void {
+    const buf = Buffer.from(this.secrets.length > 0 ? redactValues(text, this.secrets) : text);
+    try {
+      for (let off = 0; off < buf.length; ) off += writeSync(this.fd, buf, off);
+    } catch (err) {
+      this.dropped += lines;
+      this.onDrop(err);
+    }
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+export function createLogger(destination: string | null, level = 'info', file?: LogFile): Logger {
   const options: pino.LoggerOptions = { ...lineOptions(level), redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
+  if (file) return pino(options, { write: (line: string) => file.write(line) });
   if (destination === null) return pino(options, pino.destination(1));
-  // Synchronous writes: a line logged just before a crash is on disk, not in a lost buffer.
   return pino(options, pino.destination({ dest: destination, mkdir: true, sync: true }));
 }
 
@@ -57,8 +94,8 @@ export interface EventLog {
  * promptly as before, only grouped (and, like the main log, without an fsync). Engine events have a
  * fixed shape with no credential fields (see events.ts), so this logger skips the redaction pass.
  */
-export function createEventLog(destination: string, level = 'info'): EventLog {
-  const fd = openSync(destination, 'a', 0o600);
+export function createEventLog(destination: string | LogFile, level = 'info'): EventLog {
+  const file = typeof destination === 'string' ? new LogFile(destination) : destination;
   let lines: string[] = [];
   const sink = { write: (line: string) => void lines.push(line) };
   const logger = pino(lineOptions(level), sink);
@@ -67,12 +104,13 @@ export function createEventLog(destination: string, level = 'info'): EventLog {
     flush() {
       if (lines.length === 0) return;
       const text = lines.join('');
+      const n = lines.length;
       lines = [];
-      writeSync(fd, text);
+      file.write(text, n);
     },
     close() {
       this.flush();
-      closeSync(fd);
+      if (typeof destination === 'string') file.close();
     },
   };
 }

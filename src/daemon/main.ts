@@ -5,18 +5,18 @@
  * recovery scan → engine. Shutdown (SIGTERM, SIGINT, `combine daemon stop`): stop claiming, drain
  * in-flight calls up to the drain timeout, leave the rest to the next start's recovery, exit 0.
  */
-import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { openDatabase } from '../db/connection.js';
 import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.js';
 import { App } from './app.js';
 import { ConfigError, loadConfig, type DaemonConfig } from './config.js';
-import { createEventLog, createLogger, type Logger } from './logger.js';
+import { acquireHomeLock } from './home-lock.js';
+import { createEventLog, createLogger, LogFile, type Logger } from './logger.js';
 import { startMetricsServer, type MetricsServer } from './metrics-server.js';
 import { startApiServer } from './server.js';
 import { HttpService } from './http/service.js';
 import { createDashboard } from '../web/dashboard.js';
+import { isDiskFull } from './storage-guard.js';
 
 /** sockaddr_un.sun_path is 104 bytes on macOS and 108 on Linux, including the terminating NUL. */
 export const MAX_SOCKET_PATH_BYTES = 103;
@@ -36,23 +36,6 @@ export function ensureHome(home: string): void {
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const mode = statSync(home).mode & 0o777;
   if (mode & 0o077) chmodSync(home, 0o700);
-}
-
-/**
- * Holds a Linux abstract-namespace socket named after the home: the kernel releases it when the
- * process dies (even by SIGKILL), so it is a crash-proof "one daemon per home" lock with no stale file.
- */
-function acquireHomeLock(home: string): Promise<net.Server | null> {
-  if (process.platform !== 'linux') return Promise.resolve(net.createServer());
-  const name = `\0combine-daemon-${createHash('sha256').update(realpathSync(home)).digest('hex').slice(0, 32)}`;
-  return new Promise((resolve, reject) => {
-    const lock = net.createServer();
-    lock.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? resolve(null) : reject(err)));
-    lock.listen(name, () => {
-      lock.unref();
-      resolve(lock);
-    });
-  });
 }
 
 function readPid(pidPath: string): number | null {
@@ -122,60 +105,73 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
       2,
     );
   }
-  const lock = await acquireHomeLock(opts.home);
+  let lock;
+  try {
+    lock = acquireHomeLock(opts.home);
+  } catch (err) {
+    throw new DaemonStartError(`cannot take the one-daemon lock ${opts.home}/daemon.lock: ${(err as Error).message} (remove the file if no daemon runs)`, 1);
+  }
   if (!lock) {
     const pid = readPid(config.pidPath);
     throw new DaemonStartError(`a daemon is already running for ${opts.home}${pid ? ` (pid ${pid})` : ''}`, 1);
   }
 
-  const logger = createLogger(config.logPath, env.COMBINE_LOG_LEVEL || 'info');
-  let app: App;
+  // stdout and stderr are daemon.log too: a failed write there (disk full) must not become a crash.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+  let app: App | undefined;
+  const logFile = new LogFile(config.logPath, config.secrets, (err) => app?.storage.noteWriteFailure(err));
+  const logger = createLogger(config.logPath, config.logLevel, logFile);
   try {
     await migrateDatabase(config, logger);
-    app = new App({ config, logger, eventLog: createEventLog(config.logPath, env.COMBINE_LOG_LEVEL || 'info') });
+    app = new App({ config, logger, logFile, eventLog: createEventLog(logFile, config.logLevel) });
   } catch (err) {
-    lock.close();
+    lock.release();
     if (err instanceof DaemonStartError) throw err;
     logger.fatal({ err }, 'cannot open or migrate the database');
+    // Opening a database that was closed cleanly creates its shared-memory index (32 KiB): not on a full disk.
+    if (isDiskFull(err) || (err as { code?: string }).code === 'SQLITE_IOERR_SHMSIZE') {
+      throw new DaemonStartError(`cannot open ${config.dbPath}: the file system of ${opts.home} is full (opening the database needs a few KiB); free some space and start again`, 1);
+    }
     throw new DaemonStartError(`cannot open or migrate ${config.dbPath}: ${(err as Error).message}`, 1);
   }
 
+  const running = app;
   let stopping: Promise<void> | null = null;
   const stop = (reason: string) => {
     stopping ??= (async () => {
       logger.info({ reason }, 'shutting down: no new claims, draining in-flight calls');
-      const { abandoned } = await app.shutdown(config.drainTimeoutMs);
+      const { abandoned } = await running.shutdown(config.drainTimeoutMs);
       if (abandoned > 0) logger.warn({ abandoned }, 'calls still in flight at exit; the recovery scan will resume them');
       await server.close();
       await http.close();
       await metricsServer?.close();
       for (const f of [config.socketPath, config.pidPath]) if (existsSync(f)) unlinkSync(f);
       logger.info('stopped');
-      lock.close();
+      lock.release();
       process.exit(0);
     })();
     return stopping;
   };
 
-  const http = new HttpService({ app, home: opts.home, logger, dashboard: createDashboard() }, config.httpPort);
+  const http = new HttpService({ app: running, home: opts.home, logger, dashboard: createDashboard() }, config.httpPort);
   const metricsPort = opts.metricsPort ?? config.metricsPort;
   const httpPort = opts.httpPort ?? config.httpPort;
   let metricsServer: MetricsServer | null = null;
   // The ports first, the socket last: a client that sees the socket answer must find a daemon that
   // stays up, not one about to exit because a port was taken.
   try {
-    if (metricsPort !== null) metricsServer = await startMetricsServer(app.metrics, metricsPort);
+    if (metricsPort !== null) metricsServer = await startMetricsServer(running.metrics, metricsPort);
     if (httpPort !== null) await http.serve(httpPort);
   } catch (err) {
     await metricsServer?.close();
     await http.close();
-    await app.shutdown(0);
-    lock.close();
+    await running.shutdown(0);
+    lock.release();
     const what = metricsPort !== null && metricsServer === null ? `cannot serve metrics on 127.0.0.1:${metricsPort}: ` : '';
     throw new DaemonStartError(`${what}${(err as Error).message}`, 1);
   }
-  const server = await startApiServer(config.socketPath, { app, requestStop: () => void stop('stop command'), http });
-  writeFileSync(config.pidPath, `${process.pid}\n`, { mode: 0o600 });
+  const server = await startApiServer(config.socketPath, { app: running, requestStop: () => void stop('stop command'), http }, config.api);
+  writePidFile(config.pidPath, logger);
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('uncaughtException', (err) => crash(logger, err));
@@ -185,7 +181,25 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     { socket: config.socketPath, db: config.dbPath, metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null, http: http.current()?.url ?? null, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
     'daemon started',
   );
-  await app.start();
+  await running.start();
+}
+
+/**
+ * The pid file, for `combine daemon stop/status`. On a full disk it cannot be written: an old one is
+ * removed (it would name a dead process) and writing is tried again until it succeeds.
+ */
+function writePidFile(path: string, logger: Logger): void {
+  try {
+    writeFileSync(path, `${process.pid}\n`, { mode: 0o600 });
+  } catch (err) {
+    try {
+      unlinkSync(path);
+    } catch {
+      // none there
+    }
+    logger.warn({ err }, 'cannot write the pid file yet; retrying');
+    setTimeout(() => writePidFile(path, logger), 5000).unref();
+  }
 }
 
 function crash(logger: Logger, err: unknown): never {

@@ -30,6 +30,40 @@ export class MissingApiKeyError extends Error {
   }
 }
 
+/** A 2xx answer larger than `provider.max_answer_bytes`: refused while it was read, never stored. */
+export class AnswerTooLargeError extends Error {
+  constructor(limit: number, declared: number | null) {
+    super(
+      `answer too large: ${declared !== null ? `the provider announced ${declared} bytes` : 'the provider sent more'}, over the ${limit}-byte limit (provider.max_answer_bytes); it was not read or stored`,
+    );
+    this.name = 'AnswerTooLargeError';
+  }
+}
+
+/** Reads a body up to `limit` bytes; a longer one is abandoned (the connection is closed) without being buffered whole. */
+async function readBodyLimited(response: Response, limit: number): Promise<string> {
+  const declared = Number(response.headers.get('content-length') ?? NaN);
+  if (declared > limit) {
+    await response.body?.cancel();
+    throw new AnswerTooLargeError(limit, declared);
+  }
+  if (!response.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      throw new AnswerTooLargeError(limit, null);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 export function createOpenAIProvider(cfg: ProviderConfig): Provider {
   // Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) need no key; api.openai.com does.
   const needsKey = /(^|\.)openai\.com$/.test(new URL(cfg.baseURL).hostname);
@@ -52,7 +86,7 @@ export function createOpenAIProvider(cfg: ProviderConfig): Provider {
       });
       return {
         httpStatus: response.status,
-        bodyText: await response.text(),
+        bodyText: await readBodyLimited(response, cfg.maxAnswerBytes),
         requestId: response.headers.get('x-request-id'),
         rateLimit,
       };

@@ -10,6 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  countWorkItemsOfThread,
   deleteCallRecordsOfThread,
   deleteChargesOfThread,
   deleteCheckpointedLedgerRun,
@@ -53,6 +54,7 @@ export function previewPrune(tx: Pick<Tx, 'db'>, cutoff: number): PruneTotals & 
   for (const root of roots) {
     for (const id of [...listChildThreadIds(tx.db, root), root]) {
       totals.threads++;
+      totals.work_items += countWorkItemsOfThread(tx.db, id);
       links.push(...listLedgerLinksForThread(tx.db, id));
     }
   }

@@ -19,8 +19,15 @@ export interface RouterContext {
 }
 
 const t = initTRPC.context<RouterContext>().create({
+  // Never send a server stack trace to a client.
+  isDev: false,
   errorFormatter({ shape, error }) {
     const cause = error.cause;
+    if (error.code === 'PAYLOAD_TOO_LARGE') {
+      // A body without a declared length that grew past the limit while it was read (server-limits.ts).
+      const message = "the request body is over this endpoint's size limit (api.max_body_bytes; api.max_import_bytes for imports)";
+      return { ...shape, message, data: { ...shape.data, combine: { kind: 'BAD_REQUEST', code: 'PAYLOAD_TOO_LARGE' } } };
+    }
     const combine = cause instanceof CommandError ? { kind: cause.kind, code: cause.code ?? null } : null;
     return { ...shape, data: { ...shape.data, combine } };
   },
@@ -121,8 +128,10 @@ export const appRouter = t.router({
         afterThreadId: input.cursor,
       }),
     ),
-  follow: procedure.input(z.object({ thread_id: id })).subscription(async function* ({ ctx, input, signal }) {
-    yield* ctx.app.follow(input.thread_id, signal);
+  // The thread is looked up before the stream starts, so an unknown id is a 404 like everywhere else.
+  follow: procedure.input(z.object({ thread_id: id })).subscription(({ ctx, input, signal }) => {
+    ctx.app.thread(input.thread_id);
+    return ctx.app.follow(input.thread_id, signal);
   }),
   retry: procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.retry(input.thread_id)),
   replay: procedure

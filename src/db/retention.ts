@@ -94,6 +94,10 @@ export function detachScheduleRunsFromThread(db: Db, threadId: string): number {
   return prepared(db, "UPDATE schedule_runs SET thread_id = NULL WHERE thread_id = ? AND status <> 'pending'").run(threadId).changes;
 }
 
+export function countWorkItemsOfThread(db: Db, threadId: string): number {
+  return (prepared(db, 'SELECT count(*) AS n FROM llm_work_items WHERE thread_id = ?').get(threadId) as { n: number }).n;
+}
+
 export function deleteWorkItemsOfThread(db: Db, threadId: string): number {
   return prepared(db, 'DELETE FROM llm_work_items WHERE thread_id = ?').run(threadId).changes;
 }

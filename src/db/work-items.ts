@@ -161,6 +161,14 @@ export function unparkBudgetItems(db: Db, p: { project_id: string | null; now: n
 }
 
 /**
+ * `combine retry` of a thread whose item waits (its backoff after a 429, or a long provider wait): the
+ * item becomes due now. Guarded by status: an item claimed meanwhile is left alone.
+ */
+export function makeQueuedItemDueNow(db: Db, p: { id: string; now: number }): boolean {
+  return prepared(db, `UPDATE llm_work_items SET not_before = @now WHERE id = @id AND status = 'queued' AND not_before > @now`).run(p).changes === 1;
+}
+
+/**
  * Queue depth for backpressure: every queued item, due or not (parked and backing-off items included).
  * One row kept by triggers (migration 0009), not a count of the queue: it is read on every command.
  */

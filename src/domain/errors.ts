@@ -33,8 +33,10 @@ export interface ClassifiedError {
   code: ErrorCode;
   class: ErrorClass;
   message: string;
-  /** A provider-imposed minimum delay (Retry-After, retry-after-ms, or the rate-limit reset headers). */
+  /** A provider-imposed minimum delay (Retry-After, retry-after-ms, or the rate-limit reset headers), capped. */
   retryAfterMs?: number;
+  /** What the provider asked for, when it was longer than the cap (`retry.max_provider_wait`). */
+  providerRetryAfterMs?: number;
   /** The request certainly never reached the provider (no key, connection refused): nothing can have been billed. */
   notSent?: boolean;
   httpStatus?: number;
@@ -45,9 +47,25 @@ export interface ClassifiedError {
  * (providers sometimes echo a masked key in 401 messages).
  */
 export function redactSecrets(text: string, secrets: readonly string[] = []): string {
-  let out = text;
-  for (const s of secrets) if (s.length >= 8) out = out.split(s).join('[redacted]');
-  return out
+  return redactValues(text, secrets)
     .replace(/\b(sk|rk|pk|sess)-[A-Za-z0-9_*.-]{6,}/g, '[redacted]')
     .replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, '$1[redacted]');
+}
+
+/** Secrets shorter than this are not redacted: they would match ordinary text. */
+export const MIN_SECRET_LENGTH = 8;
+
+/**
+ * Replaces every occurrence of each secret in `text` — as is, and as it reads inside a JSON string —
+ * with `[redacted]`. Only exact values: recorded answers are not touched otherwise.
+ */
+export function redactValues(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) {
+    if (s.length < MIN_SECRET_LENGTH) continue;
+    out = out.split(s).join('[redacted]');
+    const escaped = JSON.stringify(s).slice(1, -1);
+    if (escaped !== s) out = out.split(escaped).join('[redacted]');
+  }
+  return out;
 }

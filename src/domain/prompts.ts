@@ -12,22 +12,50 @@ export interface ChatMessage {
   content: string;
 }
 
+export interface JsonSchemaFormat {
+  type: 'json_schema';
+  json_schema: { name: string; strict: boolean; schema: Record<string, unknown> };
+}
+
 /** An OpenAI-compatible chat completion request body. */
 export interface ChatRequest {
   model: string;
   messages: ChatMessage[];
-  response_format: {
-    type: 'json_schema';
-    json_schema: { name: string; strict: boolean; schema: Record<string, unknown> };
-  };
+  /** Absent with `provider.response_format` "none". */
+  response_format?: JsonSchemaFormat | { type: 'json_object' };
   temperature: number;
   max_tokens: number;
 }
+
+/** A request as an operation renders it: with its answer schema as the response format. */
+export type SchemaChatRequest = ChatRequest & { response_format: JsonSchemaFormat };
+
+/** How structured output is asked for (config `provider.response_format`). */
+export type ResponseFormatMode = 'json_schema' | 'json_object' | 'none';
 
 export interface ModelParams {
   model: string;
   temperature: number;
   maxTokens: number;
+  /** Default `json_schema`. */
+  responseFormat?: ResponseFormatMode;
+}
+
+/**
+ * The request in the form the provider accepts. `json_schema` (the default) sends the answer's schema
+ * as the response format; for servers that refuse it, `json_object` asks only for a JSON object and
+ * `none` for nothing, and the schema is written into the system message instead. The answer is
+ * validated against the schema in every mode.
+ */
+export function withResponseFormat(request: ChatRequest, mode: ResponseFormatMode): ChatRequest {
+  const format = request.response_format;
+  if (mode === 'json_schema' || format?.type !== 'json_schema') return request;
+  const { response_format: _sent, ...rest } = request;
+  const instruction = `The JSON object must match this JSON schema:\n${JSON.stringify(format.json_schema.schema)}`;
+  const [first, ...others] = request.messages;
+  const messages =
+    first?.role === 'system' ? [{ ...first, content: `${first.content}\n${instruction}` }, ...others] : [{ role: 'system' as const, content: instruction }, ...request.messages];
+  return { ...rest, messages, ...(mode === 'json_object' ? { response_format: { type: 'json_object' as const } } : {}) };
 }
 
 const STORY_SYSTEM_PROMPT = [
@@ -38,7 +66,7 @@ const STORY_SYSTEM_PROMPT = [
 ].join('\n');
 
 /** The request for `story_generate_epic`: the epic's id, title and description, and the answer schema. */
-export function renderStoryPrompt(project: { id: string; name: string }, epic: Epic, params: ModelParams): ChatRequest {
+export function renderStoryPrompt(project: { id: string; name: string }, epic: Epic, params: ModelParams): SchemaChatRequest {
   const user = [
     `Project: ${project.name} (id: ${project.id})`,
     `Epic id: ${epic.id}`,
@@ -75,7 +103,7 @@ export function renderBriefingPrompt(
   date: string,
   facts: ProjectFacts,
   params: ModelParams,
-): ChatRequest {
+): SchemaChatRequest {
   const counts = Object.entries(facts.threads)
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([status, n]) => `${n} ${status}`);

@@ -183,6 +183,18 @@ export class RateLimiter {
     m.parkedUntil = Math.max(m.parkedUntil, until);
   }
 
+  /** When the model's 429 hold ends, or null when it is not held. */
+  parkedUntil(model: string, now: number): number | null {
+    const until = this.models.get(model)?.parkedUntil ?? 0;
+    return until > now ? until : null;
+  }
+
+  /** Lifts a model's 429 hold (a user's `combine retry`). */
+  unpark(model: string): void {
+    const m = this.models.get(model);
+    if (m) m.parkedUntil = 0;
+  }
+
   /** For health and `config show`: per model, when it is parked until (if it is). */
   snapshot(now: number): Record<string, { parked_until: string | null }> {
     const out: Record<string, { parked_until: string | null }> = {};

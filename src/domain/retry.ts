@@ -9,6 +9,11 @@ export interface RetryPolicy {
   maxAttempts: number;
   /** New calls allowed for an answer that failed the schema, counted apart from attempts. */
   repairAttempts: number;
+  /**
+   * A call in flight when the daemon stopped or crashed may have been paid: `retry` sends it again
+   * (at-least-once), `hold` does not (at-most-once) and leaves the decision to the user.
+   */
+  interrupted: 'retry' | 'hold';
 }
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
@@ -17,6 +22,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   jitter: 0.1,
   maxAttempts: 3,
   repairAttempts: 1,
+  interrupted: 'retry',
 };
 
 /**

@@ -14,8 +14,9 @@ export const THREAD_TRANSITIONS: Record<ThreadStatus, readonly ThreadStatus[]> =
   // open → complete/failed: an orchestration whose children all ended before any of its own work ran.
   open: ['running', 'complete', 'failed', 'canceled'],
   running: ['complete', 'failed', 'canceled'],
-  // `combine retry` reopens a failed thread with a new work item.
-  failed: ['open', 'running'],
+  // `combine retry` reopens a failed thread with a new work item; `combine cancel` gives up a failed
+  // thread whose call is held in doubt (at-most-once, `interrupted: hold`).
+  failed: ['open', 'running', 'canceled'],
   complete: [],
   canceled: [],
 };
@@ -25,7 +26,8 @@ export const WORK_ITEM_TRANSITIONS: Record<WorkItemStatus, readonly WorkItemStat
   queued: ['claimed', 'failed', 'dead_letter'],
   // claimed → queued: the lease expired before any prompt was recorded (nothing was paid).
   claimed: ['running', 'queued', 'failed', 'dead_letter'],
-  // running → queued: a transient failure or a repair with attempts left.
+  // running → queued: a transient failure or a repair with attempts left; running → failed: canceled,
+  // or held in doubt after a crash (at-most-once).
   running: ['applied', 'queued', 'failed', 'dead_letter'],
   applied: [],
   failed: [],

@@ -1,7 +1,8 @@
 /**
  * A deterministic OpenAI-compatible chat completions server for the demo and the tests, with fault
- * injection: 429 + Retry-After, 5xx, hangs, connection drops, 401/400, malformed bodies and
- * schema-invalid answers. The same prompt always gets the same answer.
+ * injection: 429 + Retry-After, 5xx, hangs, connection drops (before or in the middle of the answer),
+ * 401/400, a server that refuses JSON-schema response formats, malformed, huge and schema-invalid
+ * answers, and answers that echo the caller's API key. The same prompt always gets the same answer.
  *
  * Control endpoints (JSON): GET /_sim/stats, POST /_sim/faults (replace the rules), POST /_sim/reset.
  */
@@ -19,6 +20,14 @@ export const FAULT_KINDS = [
   'not_json',
   'auth',
   'bad_request',
+  /** A 200 answer that echoes the API key (and `text`) in its body, request id and a rate-limit header. */
+  'echo_secret',
+  /** A 200 answer of `size_bytes` (default 30 MB), with a Content-Length unless `chunked`. */
+  'huge',
+  /** A 200 answer whose connection is reset after half of its body. */
+  'reset_mid_body',
+  /** 400 for a request with a `json_schema` response format (older local servers); others are answered. */
+  'json_schema_unsupported',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -37,6 +46,14 @@ export interface FaultRule {
    * (e.g. "2s", "1m30s") — without Retry-After, as some providers do.
    */
   reset_requests?: string;
+  /** For echo_secret: more text to echo (another secret). */
+  text?: string;
+  /** For echo_secret: answer a body that is not JSON (recorded as text). */
+  malformed?: boolean;
+  /** For huge: the answer's size in bytes. */
+  size_bytes?: number;
+  /** For huge: send it chunked, without a Content-Length. */
+  chunked?: boolean;
 }
 
 /** The `x-ratelimit-*` headers every answer carries (OpenAI's names); values are sent as given. */
@@ -157,6 +174,43 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown, heade
   res.end(text);
 }
 
+/** A chat completion answering `content` to a prompt of `promptText`, with usage. */
+function completionBody(n: number, model: string | undefined, content: string, promptText: string, extra: Record<string, unknown> = {}) {
+  const promptTokens = Math.ceil(promptText.length / 4);
+  const completionTokens = Math.ceil(content.length / 4);
+  return {
+    id: `chatcmpl-sim-${n}`,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: model ?? 'sim',
+    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    ...extra,
+  };
+}
+
+/** A valid-looking completion padded to `size` bytes, written in 64 KiB chunks. */
+function sendHuge(res: http.ServerResponse, size: number, chunked: boolean, headers: Record<string, string>, call: SimCall): void {
+  call.status = 200;
+  const head = '{"id":"chatcmpl-sim-huge","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"';
+  const tail = '"}}]}';
+  const pad = Math.max(0, size - head.length - tail.length);
+  res.writeHead(200, { 'content-type': 'application/json', ...(chunked ? {} : { 'content-length': String(head.length + pad + tail.length) }), ...headers });
+  res.write(head);
+  const chunk = 'x'.repeat(65536);
+  let left = pad;
+  const pump = () => {
+    while (left > 0) {
+      const n = Math.min(left, chunk.length);
+      left -= n;
+      if (!res.write(n === chunk.length ? chunk : chunk.slice(0, n))) return void res.once('drain', pump);
+    }
+    res.end(tail);
+  };
+  res.on('close', () => (left = 0));
+  pump();
+}
+
 function storiesContent(epicId: string | null, epicTitle: string, fault: FaultKind | undefined): string {
   const stories = simulatedStories(epicId ?? 'unknown', epicTitle);
   if (fault === 'schema_invalid') return JSON.stringify({ stories: stories.map((s) => ({ title: s.title, acceptance_criteria: 'not-a-list' })) });
@@ -200,7 +254,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
 
   async function completions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const raw = await readBody(req);
-    let body: { model?: string; messages?: { role: string; content: string }[]; response_format?: { json_schema?: { name?: string } } };
+    let body: { model?: string; messages?: { role: string; content: string }[]; response_format?: { type?: string; json_schema?: { name?: string } } };
     try {
       body = JSON.parse(raw);
     } catch {
@@ -252,6 +306,32 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
       case 'disconnect':
         req.socket.destroy();
         return;
+      case 'json_schema_unsupported':
+        if (body.response_format?.type !== 'json_schema') break;
+        return sendJson(res, 400, { error: { message: "response_format of type 'json_schema' is not supported by this server (simulated)", type: 'invalid_request_error' } }, headers, call);
+      case 'huge':
+        return sendHuge(res, fault.size_bytes ?? 30 * 2 ** 20, fault.chunked === true, headers, call);
+      case 'reset_mid_body': {
+        const text = JSON.stringify({ id: `chatcmpl-sim-${n}`, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(4096) } }] });
+        call.status = 200;
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+        res.write(text.slice(0, text.length / 2), () => setTimeout(() => req.socket.resetAndDestroy(), 20));
+        return;
+      }
+      case 'echo_secret': {
+        const key = String(req.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
+        const echo = [key, fault.text].filter(Boolean).join(' ');
+        headers['x-request-id'] = `req-${echo}`;
+        headers['x-ratelimit-echo'] = echo;
+        if (fault.malformed) {
+          call.status = 200;
+          res.writeHead(200, { 'content-type': 'application/json', ...headers });
+          return void res.end(`{"error": not json, your key is ${echo}`);
+        }
+        const stories = simulatedStories(epicId ?? 'unknown', epicTitle).map((s, i) => (i === 0 ? { ...s, description: `${s.description} (key: ${echo})` } : s));
+        const answer = JSON.stringify({ stories });
+        return sendJson(res, 200, completionBody(n, body.model, answer, text, { system_fingerprint: echo }), headers, call);
+      }
       case 'hang':
         if (fault.hang_ms === undefined) {
           hanging.add(res);
@@ -272,22 +352,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     }
 
     const content = operation === 'briefing' ? briefingContent(text, fault?.kind) : storiesContent(epicId, epicTitle, fault?.kind);
-    const promptTokens = Math.ceil(text.length / 4);
-    const completionTokens = Math.ceil(content.length / 4);
-    sendJson(
-      res,
-      200,
-      {
-        id: `chatcmpl-sim-${n}`,
-        object: 'chat.completion',
-        created: Math.floor(Date.now() / 1000),
-        model: body.model ?? 'sim',
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-        usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
-      },
-      headers,
-      call,
-    );
+    sendJson(res, 200, completionBody(n, body.model, content, text), headers, call);
   }
 
   const server = http.createServer((req, res) => {

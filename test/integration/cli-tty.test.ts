@@ -109,7 +109,7 @@ describe('on a terminal', () => {
     expect(detail.stdout).toMatch(/epic E3\s+failed\s+PROVIDER_ERROR/);
     // The JSON contract of `thread` is unchanged: the children are listed for people only.
     const json = await h.json(['thread', parent.thread_id]);
-    expect(Object.keys(json).sort()).toEqual(['child_summary', 'closed_at', 'created_at', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage']);
+    expect(Object.keys(json).sort()).toEqual(['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage']);
     const ledger = await h.cli(['ledger', parent.thread_id]);
     expect(ledger.code).toBe(0);
     expect(ledger.stdout).not.toContain('no ledger entries yet');

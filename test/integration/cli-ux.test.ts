@@ -123,13 +123,17 @@ describe('config show', () => {
   it('prints config.json keys and shape: pasted back into config.json it gives the same configuration', async () => {
     h = await Harness.start();
     const full = {
-      provider: { temperature: 0, max_tokens: 1000, timeout: '45s' },
+      provider: { temperature: 0, max_tokens: 1000, timeout: '45s', response_format: 'json_object', max_answer_bytes: 2000000 },
+      interrupted: 'hold',
+      storage: { min_free_bytes: 1000, probe_interval: '2s' },
+      api: { max_connections: 100, header_timeout: '20s', request_timeout: '2m', idle_timeout: '10s', max_body_bytes: 2000000, max_import_bytes: 9000000 },
+      redact: { env: ['MY_SECRET'] },
       engine: { max_in_flight: 3, max_queued: 500, recovery_interval: '20s', drain_timeout: '5s' },
       maintenance: { idle_after: '2m' },
       http: { port: 0 },
-      retry: { base: '200ms', cap: '10s', jitter: 0.2, max_attempts: 4, repair_attempts: 2 },
+      retry: { base: '200ms', cap: '10s', jitter: 0.2, max_attempts: 4, repair_attempts: 2, max_provider_wait: '5m' },
       breaker: { failure_threshold: 7, open: '20s', max_open: '10m' },
-      operations: { story_generate_epic: { retry: { max_attempts: 5 }, validation: { min_stories: 2, max_stories: 9, required_story_fields: ['estimate_points'] } } },
+      operations: { story_generate_epic: { retry: { max_attempts: 5 }, interrupted: 'retry', validation: { min_stories: 2, max_stories: 9, required_story_fields: ['estimate_points'] } } },
       cache: true,
       rate_limits: { 'test-model': { requests_per_minute: 100, tokens_per_minute: 50000 } },
       scheduling: { project_weights: { acme: 3 }, default_weight: 2, aging_step: '30s' },
@@ -144,6 +148,9 @@ describe('config show', () => {
     expect(configFileSchema.safeParse(file).success).toBe(true); // the daemon would accept it
     expect(file.engine).toEqual({ max_in_flight: 3, max_queued: 500, recovery_interval: '20s', drain_timeout: '5s' });
     expect(file.breaker).toEqual({ failure_threshold: 7, open: '20s', max_open: '10m' });
+    expect(file.redact).toEqual({ env: ['MY_SECRET'] });
+    expect(file.operations.story_generate_epic.interrupted).toBe('retry');
+    expect(file.interrupted).toBe('hold');
     expect(file.provider).toMatchObject({ base_url: h.sim.url, model: 'test-model', timeout: '45s' });
     expect(shown.stdout).not.toContain('maxInFlight');
     expect(shown.stdout).not.toContain(h.env.OPENAI_API_KEY!);

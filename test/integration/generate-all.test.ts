@@ -53,11 +53,14 @@ describe('generate-all over 5 epics with one schema-invalid answer', () => {
 
   it('deduplicates a second generate-all while active and treats a finished one by its status', async () => {
     // The finished run failed, so a new request starts a new orchestration (idempotency only returns active or complete).
+    // It runs only the epic that did not complete (E3): slow it down so the second request finds it active.
+    h.sim.setLatency(1000);
     const again = await h.json<CommandJson>(['generate-all', '--project', 'big']);
     expect(again.deduplicated).toBe(false);
     const dup = await h.json<CommandJson>(['generate-all', '--project', 'big']);
     expect(dup).toMatchObject({ thread_id: again.thread_id, deduplicated: true });
-    await h.waitForEnd(again.thread_id);
+    const end = await h.waitForEnd(again.thread_id);
+    expect(end.child_summary).toEqual({ failed: 1 });
   });
 });
 

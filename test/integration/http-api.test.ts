@@ -215,7 +215,7 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
   it('GET /threads/{id} and its ledger equal `thread --json` and `ledger --json`', async () => {
     const t = ok(await call('GET', `/threads/${epicThread}`), 'getThread');
     expect(t).toEqual(await h.json(['thread', epicThread]));
-    expect(Object.keys(t).sort()).toEqual(['child_summary', 'closed_at', 'created_at', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage'].sort());
+    expect(Object.keys(t).sort()).toEqual(['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage'].sort());
     const ledger = ok(await call('GET', `/threads/${epicThread}/ledger`), 'getThreadLedger');
     expect(ledger).toEqual(await h.json(['ledger', epicThread]));
     expect(ledger.map((e: { entry_type: string }) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);
@@ -224,7 +224,8 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
   });
 
   it('POST generate-all: 202, and the project lists its threads (?active=true, ?status=, ?limit=) as `threads --json`', async () => {
-    const r = ok(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme' } }), 'generateAll');
+    // force: E1 was generated above; without it, that epic's complete thread would be reused, not run again.
+    const r = ok(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', force: true } }), 'generateAll');
     expect(r.deduplicated).toBe(false);
     const active = ok(await call('GET', '/projects/acme/threads?active=true'), 'listProjectThreads');
     expect(active.map((t: ThreadJson) => t.thread_id)).toContain(r.thread_id);

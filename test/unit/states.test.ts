@@ -34,6 +34,7 @@ const ALLOWED_THREAD: [string, string][] = [
   ['running', 'canceled'],
   ['failed', 'open'],
   ['failed', 'running'],
+  ['failed', 'canceled'],
 ];
 
 describe('work item transitions', () => {

@@ -1,5 +1,6 @@
 /** `combine ledger <thread-id>`, `combine ledger verify`, `combine ledger export` and `combine ledger import`. */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { Command } from 'commander';
 import type { DaemonClient } from '../client.js';
 import { describeTargetRef, withCommonOptions, type CommonOptions } from '../common.js';
@@ -101,10 +102,11 @@ export function ledgerCommand(getHome: () => string): Command {
       .command('export')
       .argument('[thread-id]', 'the thread to export (a generate-all exports its children too)')
       .option('--project <id>', 'export every finished thread of this project instead')
-      .option('--out <file>', 'write the JSONL here (default: standard output)')
+      .option('--out <file>', 'write the JSONL to this new file, mode 0600 (default: standard output)')
+      .option('--force', 'with --out: replace an existing file (a symlink is replaced, never followed)')
       .description('write finished threads and their ledger entries as self-verifying JSONL')
       .addHelpText('after', '\nExamples:\n  combine ledger export 3f2a9c1e-… > thread.jsonl\n  combine ledger export --project acme --out acme.jsonl'),
-  ).action(async (threadId: string | undefined, opts: CommonOptions & { project?: string; out?: string }) => {
+  ).action(async (threadId: string | undefined, opts: CommonOptions & { project?: string; out?: string; force?: boolean }) => {
     if ((threadId === undefined) === (opts.project === undefined)) throw new CliError('give a thread id or --project <id> (one of them)', EXIT.USAGE);
     const r = await withDaemon(
       getHome(),
@@ -118,11 +120,7 @@ export function ledgerCommand(getHome: () => string): Command {
       process.stdout.write(text);
       return;
     }
-    try {
-      writeFileSync(opts.out, text, { mode: 0o600 });
-    } catch (err) {
-      throw new CliError(`--out: cannot write ${opts.out}: ${(err as Error).message}`, EXIT.USAGE);
-    }
+    writeExportFile(opts.out, text, opts.force === true);
     const { lines: _lines, ...summary } = r;
     await print(opts, { file: opts.out, ...summary }, () => `exported ${r.threads} threads, ${r.work_items} work items, ${r.entries} ledger entries to ${opts.out}`);
   });
@@ -148,4 +146,40 @@ export function ledgerCommand(getHome: () => string): Command {
     );
   });
   return cmd;
+}
+
+/**
+ * Writes an export to a new file, mode 0600: never through a symlink (O_NOFOLLOW with O_EXCL), never
+ * over an existing file unless `force` — and then by renaming a new private file over the path, which
+ * replaces a symlink itself rather than the file it points to.
+ */
+function writeExportFile(path: string, text: string, force: boolean): void {
+  const target = force ? join(dirname(path), `.${basename(path)}.${process.pid}.tmp`) : path;
+  let fd: number;
+  try {
+    fd = openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST' && !force) {
+      throw new CliError(`--out: ${path} already exists (or is a symlink); choose a new file or add --force to replace it`, EXIT.USAGE);
+    }
+    throw new CliError(`--out: cannot create ${path}: ${(err as Error).message}`, EXIT.USAGE);
+  }
+  try {
+    fchmodSync(fd, 0o600); // whatever the umask
+    for (let buf = Buffer.from(text), off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
+    closeSync(fd);
+    if (target !== path) renameSync(target, path);
+  } catch (err) {
+    try {
+      closeSync(fd);
+    } catch {
+      // already closed
+    }
+    try {
+      unlinkSync(target);
+    } catch {
+      // nothing to clean
+    }
+    throw new CliError(`--out: cannot write ${path}: ${(err as Error).message}`, EXIT.USAGE);
+  }
 }

@@ -61,6 +61,8 @@ function renderThread(t: ThreadDetail, children: Children): string {
     `  status    ${statusText(t.status)}${t.child_summary ? ` (children: ${describeChildren(t) || 'none'})` : ''}`,
     `  target    ${describeTarget(t)}`,
     `  usage     ${describeUsage(t.usage)}`,
+    ...(t.in_doubt ? [`  in doubt  ${t.in_doubt.message}`] : []),
+    ...(t.hold ? [`  waiting   until ${when(t.hold.until)} (${t.hold.reason}${t.hold.error_code ? `, ${t.hold.error_code}` : ''}); \`combine retry ${shortId(t.thread_id)}\` runs it now`] : []),
     ...(t.parent_thread_id ? [`  parent    ${t.parent_thread_id} ${c.dim(`(${shortId(t.parent_thread_id)})`)}`] : []),
     `  created   ${when(t.created_at)}`,
     `  closed    ${when(t.closed_at)}`,

@@ -6,6 +6,7 @@
  *   recordResponse  the `response` entry and telemetry, committed the moment the call returns
  *   finishAnswer    `parse_report`, then the mutation (→ applied) or a repair / dead_letter
  *   failAttempt     an `error` entry, then retry with backoff, dead_letter, or canceled
+ *   holdInDoubt     at-most-once: an `error` entry, the item `failed`, nothing sent again
  *
  * Every status change is guarded by status and lease owner, so a worker that lost its lease fails
  * loudly (StaleStateError) instead of completing an item twice.
@@ -155,7 +156,7 @@ export function recordResponse(
   return entry;
 }
 
-export type AnswerResult = 'applied' | 'repair' | 'retry' | 'dead_letter' | 'canceled';
+export type AnswerResult = 'applied' | 'repair' | 'retry' | 'dead_letter' | 'canceled' | 'held';
 
 /**
  * Validates a recorded response and acts on it in this one transaction: parse_report, then either the
@@ -310,6 +311,22 @@ export function failAttempt(tx: Tx, ctx: CompleterContext, item: WorkItemRow, er
   return deadLetter(tx, ctx, item, thread, error);
 }
 
+/**
+ * At-most-once (`interrupted: hold`): a call that may have been paid is not sent again. The item ends
+ * `failed`, its `error` entry says `next: "hold"` and `in_doubt: true`, and the thread fails until the
+ * user decides: `combine retry` sends the call again (it may be paid twice), `combine cancel` gives up.
+ */
+export function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): AnswerResult {
+  const thread = threadOf(tx, item);
+  const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
+  appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
+  endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'failed', owner: item.lease_owner, error_code: error.code, error_message: message, now: tx.now });
+  releaseLock(tx.db, item.lock_scope, item.id);
+  emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
+  endThread(tx, thread.id, 'failed');
+  return 'held';
+}
+
 function deadLetter(tx: Tx, _ctx: CompleterContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): AnswerResult {
   const owner = item.status === 'queued' ? null : item.lease_owner;
   const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
@@ -334,5 +351,6 @@ function errorPayload(error: ClassifiedError, item: WorkItemRow) {
     repair: item.repair_count,
     ...(error.httpStatus !== undefined ? { http_status: error.httpStatus } : {}),
     ...(error.retryAfterMs !== undefined ? { retry_after_ms: error.retryAfterMs } : {}),
+    ...(error.providerRetryAfterMs !== undefined ? { provider_retry_after_ms: error.providerRetryAfterMs } : {}),
   };
 }

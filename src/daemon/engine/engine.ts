@@ -7,11 +7,8 @@
  * polls on a fixed delay.
  */
 import type { Db } from '../../db/connection.js';
-import { InfraError } from '../../db/errors.js';
-import { extendLock } from '../../db/locks.js';
 import type { LedgerRow } from '../../db/schema.js';
 import {
-  extendLease,
   getWorkItem,
   listExpiredLeases,
   listLeasesNotOwnedBy,
@@ -29,9 +26,11 @@ import type { Provider } from '../provider.js';
 import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type CompleterContext } from './completer.js';
 import { CircuitBreaker, type BreakerPolicy } from './breaker.js';
 import { executeCall, type CallOutcome } from './executor.js';
+import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type FlowControl } from './producer.js';
-import { rescueLeases, sweepLocksAndParents } from './rescuer.js';
+import { extendLeases, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { Tx } from './tx.js';
+import { untilStored } from './until-stored.js';
 
 export interface Clock {
   now(): number;
@@ -69,8 +68,12 @@ export interface EngineOptions {
   breaker: BreakerPolicy;
   /** Fair scheduler, rate limiter, budgets and prices (see producer.ts). */
   flow: FlowControl;
-  /** Credentials to scrub from error messages before they are logged or recorded. */
+  /** Credentials to scrub from everything a call returns before it is logged or recorded. */
   secrets: readonly string[];
+  /** Provider-requested waits are cut to this (config `retry.max_provider_wait`). */
+  maxProviderWaitMs?: number;
+  /** Claiming pauses while this says no (storage pressure): no paid call whose answer cannot be recorded. */
+  storage?: { readonly allowsClaims: boolean };
   random?: () => number;
   /** Debug switch for crash tests (COMBINE_CRASH_AT). */
   crashAt?: string | null;
@@ -136,9 +139,13 @@ export class Engine {
 
   /** Runs the start-up recovery scan, then starts claiming, heartbeats and periodic recovery. */
   async start(): Promise<void> {
+    // On a full disk these wait for space (health says why) rather than fail the start.
+    const stopped = () => this.stopping;
     // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
-    await this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now }));
-    await this.recover(true);
+    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), { log: this.log, what: 'the start-up writes', stopped });
+    await untilStored(() => this.recover(true, true), { log: this.log, what: 'the start-up recovery scan', stopped }).catch((err) =>
+      this.log.error({ err }, 'recovery scan failed'),
+    );
     this.recoveryDone = true;
     this.timers.push(setInterval(() => void this.heartbeat(), Math.max(1000, Math.floor(this.leaseMs / 3))));
     this.timers.push(setInterval(() => void this.recover(false), this.o.recoveryIntervalMs));
@@ -197,7 +204,7 @@ export class Engine {
   }
 
   private async tick(): Promise<number> {
-    if (this.stopping) return 0;
+    if (this.stopping || this.o.storage?.allowsClaims === false) return 0; // woken again when space returns
     this.ticking = true;
     let started = 0;
     try {
@@ -292,74 +299,49 @@ export class Engine {
         timeoutMs: this.o.callTimeoutMs,
         now: () => this.o.clock.now(),
         secrets: this.o.secrets,
+        maxProviderWaitMs: this.o.maxProviderWaitMs,
       });
-      this.observeProvider(outcome);
-      this.observeRateLimits(request.model, outcome);
+      this.observeProvider(request.model, outcome);
       this.o.observer?.onCall(outcome, request.model);
       if (outcome.kind === 'error') {
         await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
         return;
       }
       // Paid work: keep trying to record it through storage trouble rather than lose it.
-      response = await this.persistently(log, () => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model)));
+      const record = () => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model));
+      response = await untilStored(record, { log, what: 'the write of a paid response', stopped: () => this.stopping });
       this.crash('after_response');
     }
     const recorded = response;
     await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
   }
 
-  /**
-   * Feeds the rate limiter: an answer's x-ratelimit-* headers correct the model's buckets, and a 429
-   * parks the model until its reset for every queued item, not only the one that got it.
-   */
-  private observeRateLimits(model: string, outcome: CallOutcome): void {
-    const now = this.o.clock.now();
-    if (outcome.kind === 'response') return this.o.flow.limiter.observe(model, outcome.rateLimit, now);
-    if (outcome.error.code !== 'PROVIDER_RATE_LIMIT') return;
-    const until = now + (outcome.error.retryAfterMs ?? this.o.policyFor('').baseMs);
-    this.o.flow.limiter.park(model, until, now);
-    this.o.logger.warn({ model, until: new Date(until).toISOString() }, 'rate limited by the provider (429): no new calls of this model until the reset');
-    this.limitedUntil = Math.max(this.limitedUntil ?? 0, until);
-    this.scheduleAt(until);
+  /** Lets the breaker and the rate limiter learn from a call; wakes the engine when they allow calls again. */
+  private observeProvider(model: string, outcome: CallOutcome): void {
+    const targets = { breaker: this.breaker, limiter: this.o.flow.limiter, log: this.log, endpoint: this.o.provider.endpoint, defaultWaitMs: this.o.policyFor('').baseMs };
+    const f = learnFromOutcome(targets, model, outcome, this.o.clock.now());
+    if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
+    for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
   }
 
-  /** Feeds the breaker: transient provider failures count, any answer from the provider resets it. */
-  private observeProvider(outcome: CallOutcome): void {
-    if (outcome.kind === 'response' || outcome.error.class === 'permanent') return this.breaker.onSuccess();
-    if (outcome.error.class !== 'transient') return this.breaker.onInconclusive();
-    if (this.breaker.onTransientFailure(this.o.clock.now())) {
-      const s = this.breaker.snapshot();
-      this.log.warn({ endpoint: this.o.provider.endpoint, ...s }, `circuit breaker opened: no calls start until ${s.open_until}`);
-      this.scheduleAt(this.breaker.reopensAt()!);
-    }
+  /** When the model's 429 hold ends (null: not held), for `combine thread` and health. */
+  rateLimitHeldUntil(): number | null {
+    return this.o.flow.limiter.parkedUntil(this.o.modelParams.model, this.o.clock.now());
   }
 
-  private async persistently<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
-    for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
-      try {
-        return await fn();
-      } catch (err) {
-        if (!(err instanceof InfraError) || this.stopping) throw err;
-        log.error({ err }, `storage failing; retrying the write of a paid response in ${delay} ms`);
-        await new Promise((r) => setTimeout(r, delay));
-      }
-    }
+  /** `combine retry` of a held item: the user lifts the model's 429 hold now. */
+  releaseRateLimitHold(): void {
+    this.o.flow.limiter.unpark(this.o.modelParams.model);
+    this.limitedUntil = null;
+    this.wake();
   }
 
   /** Extends the leases (and epic locks) of every in-flight item in one write. */
   private async heartbeat(): Promise<void> {
     if (this.inFlight.size === 0) return;
-    const items = [...this.inFlight.entries()];
+    const items = [...this.inFlight.entries()].map(([id, f]) => ({ id, lockScope: f.lockScope }));
     try {
-      const lost = await this.write((tx) => {
-        const until = tx.now + this.leaseMs;
-        const gone: string[] = [];
-        for (const [id, f] of items) {
-          if (extendLease(tx.db, id, this.o.owner, until)) extendLock(tx.db, f.lockScope, id, until);
-          else if (getWorkItem(tx.db, id)?.lease_owner !== this.o.owner) gone.push(id);
-        }
-        return gone;
-      });
+      const lost = await this.write((tx) => extendLeases(tx, this.o.owner, items, tx.now + this.leaseMs));
       for (const id of lost) (this.inFlight.get(id)?.log ?? this.log).warn('lease lost while the item was in flight');
     } catch (err) {
       this.log.error({ err }, 'lease heartbeat failed');
@@ -370,7 +352,7 @@ export class Engine {
    * The recovery scan. At start every lease held by another owner is stale: one daemon serves a home,
    * so that owner is a previous, dead process. Later scans take only expired leases not in flight here.
    */
-  async recover(startup: boolean): Promise<void> {
+  async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     try {
       const now = this.o.clock.now();
       const stale = startup
@@ -397,6 +379,7 @@ export class Engine {
       }
       this.wake();
     } catch (err) {
+      if (throwOnFailure) throw err;
       this.log.error({ err }, 'recovery scan failed');
     }
   }

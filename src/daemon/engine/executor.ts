@@ -2,7 +2,7 @@
  * The executor runs one provider call for one work item. It never touches the database: it takes the
  * recorded request and returns an outcome for the completer to record.
  */
-import type { ClassifiedError } from '../../domain/errors.js';
+import { redactValues, type ClassifiedError } from '../../domain/errors.js';
 import type { ChatRequest } from '../../domain/prompts.js';
 import type { Provider, RawResponse } from '../provider.js';
 import { classifyCallError } from './classify.js';
@@ -18,16 +18,33 @@ export type CallOutcome =
 export async function executeCall(
   provider: Provider,
   request: ChatRequest,
-  opts: { cancel: AbortSignal; timeoutMs: number; now: () => number; secrets?: readonly string[] },
+  opts: { cancel: AbortSignal; timeoutMs: number; now: () => number; secrets?: readonly string[]; maxProviderWaitMs?: number | undefined },
 ): Promise<CallOutcome> {
   const deadline = AbortSignal.timeout(opts.timeoutMs);
   const signal = AbortSignal.any([opts.cancel, deadline]);
   const started = performance.now();
   try {
-    const raw = await provider.send(request, signal, opts.timeoutMs);
+    const raw = redactResponse(await provider.send(request, signal, opts.timeoutMs), opts.secrets ?? []);
     return { kind: 'response', latencyMs: Math.round(performance.now() - started), ...raw };
   } catch (err) {
-    const error = classifyCallError(err, { canceled: opts.cancel.aborted, timedOut: deadline.aborted }, opts.now(), opts.secrets);
+    const aborts = { canceled: opts.cancel.aborted, timedOut: deadline.aborted };
+    const error = classifyCallError(err, aborts, opts.now(), { secrets: opts.secrets, maxProviderWaitMs: opts.maxProviderWaitMs });
     return { kind: 'error', error, latencyMs: Math.round(performance.now() - started) };
   }
+}
+
+/**
+ * A provider that echoes a credential (in its body, request id or headers) must not get it recorded:
+ * the ledger is append-only and hashed, so what is written there stays. Redacted here, before anyone
+ * records, hashes or logs the answer.
+ */
+function redactResponse(raw: RawResponse, secrets: readonly string[]): RawResponse {
+  if (secrets.length === 0) return raw;
+  const clean = (v: string) => redactValues(v, secrets);
+  return {
+    httpStatus: raw.httpStatus,
+    bodyText: clean(raw.bodyText),
+    requestId: raw.requestId === null ? null : clean(raw.requestId),
+    rateLimit: Object.fromEntries(Object.entries(raw.rateLimit).map(([k, v]) => [clean(k), clean(v)])),
+  };
 }

@@ -8,7 +8,7 @@ import { getLastLedgerEntryOfType } from '../../db/ledger.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import { renderRepairPrompt, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
+import { renderRepairPrompt, withResponseFormat, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
 import { operationFor } from './operation-registry.js';
 
 export function buildItemRequest(
@@ -18,8 +18,10 @@ export function buildItemRequest(
   item: WorkItemRow,
 ): { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError } {
   const built = operationFor(thread.kind).buildRequest(db, thread, params);
-  if (!built.ok || item.repair_count === 0) return built;
-  return { ok: true, request: repairRequest(db, item) ?? built.request };
+  if (!built.ok) return built;
+  const request = withResponseFormat(built.request, params.responseFormat ?? 'json_schema');
+  if (item.repair_count === 0) return { ok: true, request };
+  return { ok: true, request: repairRequest(db, item) ?? request };
 }
 
 /** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */

@@ -4,7 +4,8 @@
  *
  *   claimed, no prompt           nothing was sent or paid: back to the queue, same attempt
  *   running, last entry response the answer was paid for and recorded: resume at validation, no new call
- *   running, last entry prompt   the call was in flight: `INTERRUPTED` (it may have been paid), retry by policy
+ *   running, last entry prompt   the call was in flight: `INTERRUPTED` (it may have been paid); retried by
+ *                                policy, or with `interrupted: hold` not sent again (the item ends failed)
  *
  * It also releases locks whose owner is gone and closes orchestrations whose children have all ended.
  */
@@ -12,9 +13,10 @@ import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
 import { extendLock, releaseOrphanedLocks } from '../../db/locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
-import { getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
+import { extendLease, getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
 import { closeAfterError, releaseUnsent } from './charges.js';
-import { failAttempt, type CompleterContext } from './completer.js';
+import { failAttempt, holdInDoubt, type CompleterContext } from './completer.js';
+import type { ClassifiedError } from '../../domain/errors.js';
 import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
 
 export interface RescueResult {
@@ -22,10 +24,12 @@ export interface RescueResult {
   resume: { itemId: string; response: LedgerRow }[];
   requeued: number;
   interrupted: number;
+  /** Of the interrupted: held in doubt (at-most-once), not retried. */
+  held: number;
 }
 
 export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[], leaseMs: number): RescueResult {
-  const result: RescueResult = { resume: [], requeued: 0, interrupted: 0 };
+  const result: RescueResult = { resume: [], requeued: 0, interrupted: 0, held: 0 };
   for (const stale of items) {
     // Re-read inside the transaction: the listing may be older than this write.
     const item = getWorkItem(tx.db, stale.id);
@@ -58,12 +62,17 @@ export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[]
       result.resume.push({ itemId: item.id, response: last });
     } else {
       // The call was in flight: it may have been billed, so its reservation counts as spent.
-      closeAfterError(tx, mine, { code: 'INTERRUPTED', class: 'transient', message: 'interrupted' });
-      failAttempt(tx, ctx, mine, {
+      const error: ClassifiedError = {
         code: 'INTERRUPTED',
         class: 'transient',
         message: 'the daemon stopped while the call was in flight; the provider may have been paid for it',
-      });
+      };
+      closeAfterError(tx, mine, error);
+      // At-most-once operations do not send it again: the user decides (retry or cancel).
+      if (ctx.policyFor(thread.kind).interrupted === 'hold') {
+        holdInDoubt(tx, mine, error);
+        result.held++;
+      } else failAttempt(tx, ctx, mine, error);
       result.interrupted++;
     }
   }
@@ -76,4 +85,14 @@ export function sweepLocksAndParents(tx: Tx): { locksReleased: string[]; parents
   const parents = listParentsWithAllChildrenTerminal(tx.db);
   for (const p of parents) closeParentIfDone(tx, p.id);
   return { locksReleased, parentsClosed: parents.length };
+}
+
+/** The heartbeat: extends the leases (and locks) of items in flight here; returns those another owner took. */
+export function extendLeases(tx: Tx, owner: string, items: { id: string; lockScope: string }[], until: number): string[] {
+  const lost: string[] = [];
+  for (const { id, lockScope } of items) {
+    if (extendLease(tx.db, id, owner, until)) extendLock(tx.db, lockScope, id, until);
+    else if (getWorkItem(tx.db, id)?.lease_owner !== owner) lost.push(id);
+  }
+  return lost;
 }

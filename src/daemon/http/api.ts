@@ -23,6 +23,7 @@ import {
   scheduleSchema,
   schedulesQuery,
   threadParams,
+  threadDetailSchema,
   threadSchema,
   threadsQuery,
   usageQuery,
@@ -92,7 +93,7 @@ export const apiRoutes: Route[] = [
     tag: 'threads',
     params: threadParams,
     status: 200,
-    response: threadSchema,
+    response: threadDetailSchema,
     handle: ({ app, params }) => {
       const { work_items: _items, ...view } = app.thread(params.thread_id);
       return view;

@@ -8,6 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import type { App } from '../app.js';
 import { badInput, HttpProblem } from './problem.js';
+import { DEFAULT_SERVER_LIMITS } from '../server-limits.js';
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
@@ -79,8 +80,8 @@ export function parseWith<S extends z.ZodType>(where: string, schema: S, value: 
   return r.data;
 }
 
-/** Body size limit of the JSON API. */
-export const MAX_BODY_BYTES = 1024 * 1024;
+/** Body size limit of the JSON API: the API socket's (server-limits.ts). */
+export const MAX_BODY_BYTES = DEFAULT_SERVER_LIMITS.maxBodyBytes;
 
 /** Reads a JSON body of at most MAX_BODY_BYTES (413 beyond, announced or not); undefined when empty. */
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {

@@ -125,6 +125,21 @@ export const threadSchema = named(
   }),
 );
 
+/** `GET /threads/{id}`: the thread, plus what it waits for (`thread --json`). */
+export const threadDetailSchema = named(
+  'ThreadDetail',
+  threadSchema.extend({
+    in_doubt: z
+      .looseObject({ work_item_id: z.string(), attempt: z.number().int(), code: z.string().nullable(), since: iso.nullable(), message: z.string().nullable() })
+      .nullable()
+      .describe('a call held in doubt (interrupted: hold): `retry` pays again, `cancel` gives up'),
+    hold: z
+      .looseObject({ work_item_id: z.string(), until: iso, reason: z.enum(['backoff', 'rate_limit']), error_code: z.string().nullable() })
+      .nullable()
+      .describe('a queued item held back until a time (backoff, or its model held after a 429)'),
+  }),
+);
+
 export const ledgerEntrySchema = named(
   'LedgerEntry',
   z.looseObject({

@@ -13,6 +13,7 @@ import { HttpProblem, toProblem, type Problem } from './problem.js';
 import { compilePath, parseWith, queryObject, readJsonBody, type Route } from './routes.js';
 import { noBody } from './schemas.js';
 import { ensureHttpToken, RequestGuard } from './security.js';
+import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../server-limits.js';
 
 /** The dashboard as the server sees it (src/web): pages by path, static assets, error pages. */
 export interface Dashboard {
@@ -140,11 +141,9 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
     }
   }
 
-  const server = http.createServer((req, res) => void handle(req, res));
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
-  server.keepAliveTimeout = 5_000;
-  server.maxConnections = 256;
+  // The same timeouts and connection cap as the API socket: a silent or slow client cannot hold the port.
+  const server = http.createServer(serverOptions(DEFAULT_SERVER_LIMITS), (req, res) => void handle(req, res));
+  limitConnections(server, DEFAULT_SERVER_LIMITS);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, '127.0.0.1', () => {
