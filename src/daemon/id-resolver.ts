@@ -43,7 +43,7 @@ export function resolveThreadId(db: Db, text: string): string {
   const owners = [...new Set(items.map((w) => w.thread_id))];
   if (owners.length === 1) return owners[0]!;
   if (owners.length > 1) throw ambiguous(text, 'work item', items.map((w) => `${w.id}  (thread ${w.thread_id})`));
-  throw new CommandError('NOT_FOUND', `no thread "${text}" (see \`combine threads\`)`);
+  throw new CommandError('NOT_FOUND', `no thread "${text}"`);
 }
 
 /** The schedule `text` names: its id or a unique prefix of the id or of its short form. */
@@ -61,5 +61,5 @@ export function resolveScheduleId(db: Db, text: string): string {
       }),
     );
   }
-  throw new CommandError('NOT_FOUND', `no schedule "${text}" (see \`combine schedule list --all\`)`);
+  throw new CommandError('NOT_FOUND', `no schedule "${text}" (see \`combine schedule list\`)`);
 }
