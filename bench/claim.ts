@@ -19,12 +19,24 @@ import { openDatabase, type Db } from '../src/db/connection.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { acquireLock } from '../src/db/locks.js';
 import { Writer } from '../src/db/writer.js';
-import { generateAll, importProject } from '../src/daemon/commands.js';
+import { importProject } from '../src/daemon/commands.js';
+import { submitOperation } from '../src/daemon/submit.js';
 import { claimWorkItems, type FlowControl } from '../src/daemon/engine/producer.js';
 import type { Tx } from '../src/daemon/engine/tx.js';
 import { FairScheduler } from '../src/domain/fair-scheduler.js';
 import { RateLimiter } from '../src/domain/rate-limit.js';
 import { DEFAULT_RETRY_POLICY } from '../src/domain/retry.js';
+import { SHORTHANDS } from '../src/operations/builtin/index.js';
+import { builtinDefinitions } from '../src/operations/loader.js';
+import { OperationRegistry } from '../src/operations/registry.js';
+
+const operations = new OperationRegistry(builtinDefinitions(), {
+  retry: DEFAULT_RETRY_POLICY,
+  params: { model: 'm', temperature: 0, maxTokens: 1000 },
+  models: {},
+  operations: {},
+  configSource: 'bench',
+});
 
 const ITEMS = 10_000;
 const BATCH = 8;
@@ -55,7 +67,8 @@ async function run(variant: Variant, projects: number): Promise<number> {
     const id = `p${p}`;
     const epics = Array.from({ length: perProject }, (_, i) => ({ id: `E${i}`, title: `Epic ${i}`, description: `About epic ${i}.` }));
     await write((tx) => importProject(tx, { id, name: id, epics }));
-    await write((tx) => generateAll(tx, DEFAULT_RETRY_POLICY, id, { force: false, deadlineAt: null, createdBy: null, maxQueued: 1e9 }));
+    const all = SHORTHANDS.generateAll(id);
+    await write((tx) => submitOperation(tx, operations, all.operation, all.input, { force: false, deadlineAt: null, createdBy: null, maxQueued: 1e9 }));
   }
   const budget = variant === 'budgeted' ? { total_tokens: 1e12 } : {};
   const flow: FlowControl = {
@@ -63,7 +76,7 @@ async function run(variant: Variant, projects: number): Promise<number> {
     limiter: new RateLimiter(() => ({ requestsPerMinute: null, tokensPerMinute: null })),
     budgetFor: () => budget,
     priceOf: () => undefined,
-    modelParams: { model: 'm', temperature: 0, maxTokens: 1000 },
+    operations,
   };
   const owner = randomUUID();
   let claimed = 0;

@@ -2,7 +2,8 @@
 // The CLI is one self-contained file (fast cold start: ~10 ms of module loading instead of ~65 ms);
 // the daemon keeps its dependencies external (better-sqlite3 is native; start-up time matters less).
 import { build } from 'esbuild';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import ts from 'typescript';
 
 const root = new URL('..', import.meta.url).pathname;
 const { version } = JSON.parse(readFileSync(`${root}package.json`, 'utf8'));
@@ -19,6 +20,19 @@ const common = {
   banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
 };
 
+/**
+ * The package's public entry (`import { defineOperation } from 'combine'`): the operation API, bundled,
+ * with its declarations. api.ts has no imports, so its .d.ts is transpiled on its own.
+ */
+function writeOperationTypes() {
+  const source = readFileSync(`${root}src/operations/api.ts`, 'utf8');
+  const out = ts.transpileDeclaration(source, { fileName: 'api.ts', reportDiagnostics: true, compilerOptions: { isolatedDeclarations: true, strict: true } });
+  if (out.diagnostics?.length) throw new Error(`src/operations/api.ts: ${out.diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('; ')}`);
+  mkdirSync(`${root}dist`, { recursive: true });
+  writeFileSync(`${root}dist/operations.d.ts`, out.outputText);
+}
+
+writeOperationTypes();
 await Promise.all([
   build({
     ...common,
@@ -32,7 +46,7 @@ await Promise.all([
   }),
   build({
     ...common,
-    entryPoints: { daemon: 'src/daemon/main.ts', sim: 'src/sim/main.ts' },
+    entryPoints: { daemon: 'src/daemon/main.ts', sim: 'src/sim/main.ts', operations: 'src/operations/api.ts' },
     outdir: 'dist',
     packages: 'external',
   }),

@@ -11,7 +11,7 @@ import { App } from '../../src/daemon/app.js';
 import { loadConfig } from '../../src/daemon/config.js';
 import { createEventLog, createLogger } from '../../src/daemon/logger.js';
 import type { Provider, RawResponse } from '../../src/daemon/provider.js';
-import { simulatedStories } from '../../src/sim/simulator.js';
+import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { projectFile } from './daemon.js';
 import { startProfiler } from './profile.js';
 

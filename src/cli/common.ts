@@ -26,8 +26,11 @@ export function parseDeadline(value: string | undefined): number | null {
 }
 
 export function describeTarget(t: ThreadView): string {
-  if (t.target_ref.doc_type === 'briefing') return `${t.target_ref.project_id} briefing ${t.target_ref.date ?? ''}`.trimEnd();
-  return t.target_ref.epic_id ? `${t.target_ref.project_id}/${t.target_ref.epic_id}` : `${t.target_ref.project_id} (all epics)`;
+  const r = t.target_ref;
+  if (r.epic_id) return `${r.project_id}/${String(r.epic_id)}`;
+  const key = r.key ?? r.date; // threads written before keys were stored name their briefing's date only
+  if (key) return `${r.project_id} ${r.doc_type} ${String(key)}`;
+  return r.doc_type === 'story_backlog' ? `${r.project_id} (all epics)` : `${r.project_id} ${r.doc_type}`;
 }
 
 /**

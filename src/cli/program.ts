@@ -12,6 +12,7 @@ import { generateCommands } from './commands/generate.js';
 import { infoCommands } from './commands/info.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { logsCommand } from './commands/logs.js';
+import { operationCommands } from './commands/operations.js';
 import { projectCommand } from './commands/project.js';
 import { pruneCommand } from './commands/prune.js';
 import { replayCommand } from './commands/replay.js';
@@ -48,6 +49,7 @@ export function buildProgram(): Command {
     daemonCommand(getHome),
     projectCommand(getHome),
     ...generateCommands(getHome),
+    ...operationCommands(getHome),
     ...threadCommands(getHome),
     scheduleCommand(getHome),
     briefingCommand(getHome),

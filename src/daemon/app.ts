@@ -9,14 +9,19 @@ import { openDatabase } from '../db/connection.js';
 import { forgetDocuments } from '../db/document-cache.js';
 import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
-import { getProject, listProjects } from '../db/projects.js';
+import { listProjects } from '../db/projects.js';
 import { sumAllUsage } from '../db/charges.js';
 import { countThreadsByStatus, getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
 import { Writer } from '../db/writer.js';
-import { NO_ANSWER_RULES } from '../domain/answer-rules.js';
-import { cancelThread, CommandError, generateAll, generateEpic, importProject, retryThread, type GenerateOptions } from './commands.js';
-import type { DaemonConfig } from './config.js';
+import { SHORTHANDS } from '../operations/builtin/index.js';
+import { builtinDefinitions } from '../operations/loader.js';
+import { OperationRegistry } from '../operations/registry.js';
+import { cancelThread, CommandError, importProject, retryThread } from './commands.js';
+import { operationSettingsOf, type DaemonConfig } from './config.js';
+import { readBriefing, readDocument } from './documents.js';
+import { operationDetailView, operationSummaryView } from './operation-views.js';
+import { requireOperation, submitOperation, type SubmitOptions } from './submit.js';
 import type { CompleterContext } from './engine/completer.js';
 import { Engine, systemClock, type Clock } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
@@ -37,7 +42,7 @@ import { createOpenAIProvider, type Provider } from './provider.js';
 import { FairScheduler } from '../domain/fair-scheduler.js';
 import { RateLimiter } from '../domain/rate-limit.js';
 import { budgetFor, rateLimitsFor } from './flow-config.js';
-import { configView, dryRunGenerateAll, usageReport } from './usage-views.js';
+import { configView, dryRun, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
 import { backlogView, childViews, documentView, MAX_LEDGER_VIEW_ENTRIES, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
@@ -47,8 +52,8 @@ export type { FollowMessage };
 declare const __COMBINE_VERSION__: string;
 export const VERSION = typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : '0.0.0-dev';
 
-/** What a user's generate request says; the daemon adds its own limits (max_queued). */
-export type RequestOptions = Omit<GenerateOptions, 'maxQueued'>;
+/** What a user's request says; the daemon adds its own limits (max_queued). */
+export type RequestOptions = Omit<SubmitOptions, 'maxQueued'>;
 
 export interface AppOptions {
   config: DaemonConfig;
@@ -60,6 +65,8 @@ export interface AppOptions {
   schedulerClock?: Clock;
   provider?: Provider;
   random?: () => number;
+  /** The operations this daemon runs (built-ins and the home's modules); the built-ins alone if absent. */
+  operations?: OperationRegistry;
   /** The log file both loggers write (its dropped-line count shows in health). */
   logFile?: LogFile;
 }
@@ -76,6 +83,7 @@ export class App {
   readonly schedules: ScheduleService;
   readonly metrics: Metrics;
   readonly maintenance: Maintenance;
+  readonly operations: OperationRegistry;
   /** Free space of the home: claiming pauses under the threshold or after a disk-full write. */
   readonly storage: StorageGuard;
   readonly owner = randomUUID();
@@ -124,22 +132,14 @@ export class App {
       },
     });
     const provider = o.provider ?? createOpenAIProvider(o.config.provider);
-    const policyFor = (kind: string) => o.config.operationRetry[kind] ?? o.config.retry;
-    const rulesFor = (kind: string) => o.config.operationRules[kind] ?? NO_ANSWER_RULES;
-    const modelParams = {
-      model: o.config.provider.model,
-      temperature: o.config.provider.temperature,
-      maxTokens: o.config.provider.maxTokens,
-      responseFormat: o.config.provider.responseFormat,
-    };
+    const operations = o.operations ?? new OperationRegistry(builtinDefinitions(), operationSettingsOf(o.config));
+    this.operations = operations;
     const flow = o.config.flow;
     const priceOf = (model: string) => flow.prices[model];
     this.ctx = {
       owner: this.owner,
       endpoint: provider.endpoint,
-      modelParams,
-      policyFor,
-      rulesFor,
+      operations,
       cache: o.config.cache,
       random: o.random ?? Math.random,
       priceOf,
@@ -153,9 +153,7 @@ export class App {
       owner: this.owner,
       maxInFlight: o.config.maxInFlight,
       callTimeoutMs: o.config.provider.callTimeoutMs,
-      modelParams,
-      policyFor,
-      rulesFor,
+      operations,
       cache: o.config.cache,
       recoveryIntervalMs: o.config.recoveryIntervalMs,
       breaker: o.config.breaker,
@@ -164,7 +162,7 @@ export class App {
         limiter: new RateLimiter((model) => rateLimitsFor(flow, model)),
         budgetFor: (projectId) => budgetFor(flow, projectId),
         priceOf,
-        modelParams,
+        operations,
       },
       secrets: o.config.secrets,
       maxProviderWaitMs: o.config.maxProviderWaitMs,
@@ -192,13 +190,13 @@ export class App {
       owner: this.owner,
       staleAfterMs: o.config.scheduler.staleAfterMs,
       misfireGraceMs: o.config.scheduler.misfireGraceMs,
-      policyFor,
+      operations,
       maxQueued: o.config.flow.maxQueued,
       onWorkQueued: () => this.engine.wake(),
       crashAt: o.config.crashAt,
     });
     const scheduleWrite = <T>(fn: (tx: Tx) => T) => this.writer.write((db, emit) => fn({ db, emit, now: schedulerClock.now() }));
-    this.schedules = new ScheduleService(this.db, scheduleWrite, schedulerClock, this.scheduler);
+    this.schedules = new ScheduleService(this.db, scheduleWrite, schedulerClock, this.scheduler, operations);
     this.bus.subscribe((e) => this.logEvent(e));
     this.bus.subscribe((e) => this.metrics.observeEvent(e));
   }
@@ -268,23 +266,31 @@ export class App {
     return this.write((tx) => importProject(tx, file));
   }
 
-  async generateEpic(projectId: string, epicId: string, opts: RequestOptions): Promise<CommandView> {
+  /**
+   * Requests one run of `operation` with `input` (the generic command: `combine run`, and HTTP's
+   * `POST /commands/run/{operation}`). Refuses an unknown operation or invalid input (nothing stored);
+   * answers `deduplicated: true` with the thread already doing (or, unless `force`, done with) it.
+   */
+  async run(operation: string, input: unknown, opts: RequestOptions): Promise<CommandView> {
     const o = { ...opts, maxQueued: this.config.flow.maxQueued };
-    const r = await this.write((tx) => generateEpic(tx, this.ctx.policyFor('story_generate_epic'), projectId, epicId, o));
+    const r = await this.write((tx) => submitOperation(tx, this.operations, operation, input, o));
     if (!r.deduplicated) this.engine.wake();
     return this.commandView(r);
   }
 
-  async generateAll(projectId: string, opts: RequestOptions): Promise<CommandView> {
-    const o = { ...opts, maxQueued: this.config.flow.maxQueued };
-    const r = await this.write((tx) => generateAll(tx, this.ctx.policyFor('story_generate_epic'), projectId, o));
-    if (!r.deduplicated) this.engine.wake();
-    return this.commandView(r);
+  generateEpic(projectId: string, epicId: string, opts: RequestOptions): Promise<CommandView> {
+    const { operation, input } = SHORTHANDS.generateEpic(projectId, epicId);
+    return this.run(operation, input, opts);
+  }
+
+  generateAll(projectId: string, opts: RequestOptions): Promise<CommandView> {
+    const { operation, input } = SHORTHANDS.generateAll(projectId);
+    return this.run(operation, input, opts);
   }
 
   async retry(typedId: string): Promise<ThreadView> {
     const threadId = this.threadId(typedId);
-    const t = await this.write((tx) => retryThread(tx, this.ctx.policyFor, threadId, this.config.flow.maxQueued));
+    const t = await this.write((tx) => retryThread(tx, this.operations, threadId, this.config.flow.maxQueued));
     // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
     this.engine.releaseRateLimitHold();
     return threadView(this.db, t);
@@ -293,9 +299,8 @@ export class App {
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
   async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
     const threadId = this.threadId(typedId);
-    const rulesFor = (t: string) => this.ctx.rulesFor(getThread(this.db, t)?.kind ?? '');
-    if (!o.apply) return planReplay(this.db, rulesFor(threadId), threadId, o.responseSeq);
-    const r = await this.write((tx) => applyReplay(tx, rulesFor(threadId), this.ctx.policyFor, threadId, o.responseSeq));
+    if (!o.apply) return planReplay(this.db, this.operations, threadId, o.responseSeq);
+    const r = await this.write((tx) => applyReplay(tx, this.operations, threadId, o.responseSeq));
     this.engine.wake();
     return r;
   }
@@ -313,8 +318,32 @@ export class App {
     return usageReport(this.db, this.config, projectId, this.clock.now());
   }
 
+  /** What a request of `operation` would cost at most; enqueues nothing. */
+  dryRun(operation: string, input: unknown) {
+    return dryRun(this.db, this.operations, this.config, operation, input);
+  }
+
   dryRunGenerateAll(projectId: string) {
-    return dryRunGenerateAll(this.db, this.ctx.modelParams, this.config, projectId);
+    const r = SHORTHANDS.generateAll(projectId);
+    return this.dryRun(r.operation, r.input);
+  }
+
+  operationList() {
+    return this.operations.list().map(operationSummaryView);
+  }
+
+  operation(name: string) {
+    return operationDetailView(requireOperation(this.operations, name));
+  }
+
+  /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
+  document(projectId: string, docType: string, key: string | null) {
+    return documentView(readDocument(this.db, this.operations, { projectId, docType, key }));
+  }
+
+  /** `combine briefing`: a project's briefing document for a date (the newest when null). */
+  briefing(projectId: string, date: string | null) {
+    return readBriefing(this.db, this.operations, projectId, date);
   }
 
   configShow() {
@@ -374,14 +403,6 @@ export class App {
     const view = projectView(this.db, projectId);
     if (!view) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
     return view;
-  }
-
-  /** Any document of a project: the project's one of `docType`, or the one under `key` (a briefing's date). */
-  document(projectId: string, docType: string, key: string | null) {
-    const view = documentView(this.db, projectId, docType, key);
-    if (view) return view;
-    if (!getProject(this.db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
-    throw new CommandError('NOT_FOUND', `project "${projectId}" has no ${docType} document${key === null ? '' : ` with key "${key}"`}`);
   }
 
   backlog(projectId: string) {

@@ -1,44 +1,23 @@
 /**
- * Commands: what a user asks for, recorded durably before it is acknowledged. Each command is one
- * writer transaction, so an acknowledged command is on disk and a refused one stored nothing.
- *
- * Idempotency (ADR-035 §8): a request's semantic key finds an active thread → that thread is returned
- * (`deduplicated: true`); a completed one → returned as is, no new work, unless `force`.
+ * Commands on existing state: import a project, retry and cancel threads. Each command is one writer
+ * transaction, so an acknowledged command is on disk and a refused one stored nothing. New work is
+ * requested through submit.ts.
  */
 import { newId } from '../db/ids.js';
-import { acquireLock, getLock, releaseLock } from '../db/locks.js';
-import { readParsedDocument } from '../db/document-cache.js';
+import { acquireLock, releaseLocksOwnedBy } from '../db/locks.js';
 import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../db/schema.js';
-import {
-  adoptThread,
-  findActiveThreadByKey,
-  findLatestThreadByKeyAndStatus,
-  getThread,
-  insertThread,
-  listChildThreads,
-} from '../db/threads.js';
-import { countQueuedWorkItems, getLatestWorkItem, insertWorkItem, listWorkItemsForThread, makeQueuedItemDueNow } from '../db/work-items.js';
-import { EMPTY_BACKLOG } from '../domain/backlog.js';
-import {
-  EPIC_ARCHITECTURE,
-  PRIORITY_BULK,
-  PRIORITY_INTERACTIVE,
-  STORY_BACKLOG,
-  STORY_GENERATE_ALL,
-  STORY_GENERATE_EPIC,
-  allStoriesKey,
-  epicLockScope,
-  epicStoriesKey,
-  projectLockScope,
-  type TargetRef,
-} from '../domain/operations.js';
-import { parseEpicArchitecture, parseProjectFile, type Epic } from '../domain/project.js';
-import type { RetryPolicy } from '../domain/retry.js';
+import { findActiveThreadByKey, getThread, listChildThreads } from '../db/threads.js';
+import { countQueuedWorkItems, getLatestWorkItem, listWorkItemsForThread, makeQueuedItemDueNow } from '../db/work-items.js';
+import { EMPTY_BACKLOG, STORY_BACKLOG } from '../domain/backlog.js';
+import { EPIC_ARCHITECTURE, parseProjectFile } from '../domain/project.js';
 import { isTerminalThread } from '../domain/states.js';
+import type { OperationRegistry } from '../operations/registry.js';
+import { lockScopeOf, OperationCallError } from '../operations/runtime.js';
 import { failAttempt, type CompleterContext } from './engine/completer.js';
 import { isHeldInDoubt } from './holds.js';
-import { closeParentIfDone, emitThread, emitWorkItem, endThread, moveThread, type Tx } from './engine/tx.js';
+import { closeParentIfDone, emitWorkItem, endThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
+import { threadInput } from './operation-context.js';
 
 /** A refused command: `kind` decides the CLI's exit code (bad input → 2, conflict with state → 1). */
 export class CommandError extends Error {
@@ -57,17 +36,6 @@ export interface CommandResult {
   deduplicated: boolean;
 }
 
-export interface GenerateOptions {
-  force: boolean;
-  /** Backpressure: refuse (QUEUE_FULL) when the command would leave more than this many items queued. */
-  maxQueued: number;
-  /** Absolute time after which unstarted work fails with SKIPPED_DEADLINE. */
-  deadlineAt: number | null;
-  createdBy: string | null;
-  /** Claim priority of the work items; defaults to interactive (one epic) or bulk (generate-all). */
-  priority?: number;
-}
-
 /**
  * Backpressure (ADR-002 §4-2): called after a command's inserts, inside its transaction. Throwing rolls
  * the whole command back, so a refused command stores nothing, and an accepted one never leaves more
@@ -81,11 +49,6 @@ export function assertQueueHasRoom(tx: Tx, maxQueued: number): void {
     `QUEUE_FULL: the queue holds at most ${maxQueued} work items (engine.max_queued) and this command would make it ${queued}; nothing was stored, try again when work has drained`,
     'QUEUE_FULL',
   );
-}
-
-function epicsOf(tx: Tx, projectId: string): Epic[] {
-  if (!getProject(tx.db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
-  return readParsedDocument(tx.db, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture)?.value.epics ?? [];
 }
 
 /**
@@ -118,138 +81,24 @@ export function importProject(tx: Tx, file: unknown) {
   return { project_id: p.id, result: 'updated' as const, epics: p.epics.length, version: doc.version + 1 };
 }
 
-export function newThread(tx: Tx, p: { kind: string; projectId: string; target: TargetRef; key: string; parentId: string | null; createdBy: string | null }): ThreadRow {
-  const row: ThreadRow = {
-    id: newId(),
-    kind: p.kind,
-    space_type: 'project',
-    space_id: p.projectId,
-    target_ref: JSON.stringify(p.target),
-    status: 'open',
-    parent_thread_id: p.parentId,
-    idempotency_key: p.key,
-    created_by: p.createdBy,
-    created_at: tx.now,
-    closed_at: null,
-  };
-  insertThread(tx.db, row);
-  emitThread(tx, row);
-  return row;
-}
-
-export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
-  const item: WorkItemRow = {
-    id: newId(),
-    thread_id: thread.id,
-    sequence: p.sequence,
-    status: 'queued',
-    attempt: 1,
-    max_attempts: p.policy.maxAttempts,
-    repair_count: 0,
-    lock_scope: p.lockScope,
-    project_id: thread.space_id,
-    priority: p.priority,
-    not_before: tx.now,
-    deadline_at: p.deadlineAt,
-    lease_owner: null,
-    lease_expires_at: null,
-    error_code: null,
-    error_message: null,
-    created_at: tx.now,
-    started_at: null,
-    finished_at: null,
-  };
-  insertWorkItem(tx.db, item);
-  emitWorkItem(tx, thread, item);
-  return item;
-}
-
-/** The existing thread that answers this request, if idempotency says one does. */
-function existingThread(tx: Tx, key: string, force: boolean): ThreadRow | undefined {
-  return findActiveThreadByKey(tx.db, key) ?? (force ? undefined : findLatestThreadByKeyAndStatus(tx.db, key, 'complete'));
-}
-
-export function generateEpic(tx: Tx, policy: RetryPolicy, projectId: string, epicId: string, o: GenerateOptions): CommandResult {
-  const epic = epicsOf(tx, projectId).find((e) => e.id === epicId);
-  if (!epic) throw new CommandError('NOT_FOUND', `project "${projectId}" has no epic "${epicId}" (see \`combine project show ${projectId}\`)`);
-  const key = epicStoriesKey(projectId, epicId);
-  const found = existingThread(tx, key, o.force);
-  if (found) return { thread: found, deduplicated: true };
-  const thread = newThread(tx, {
-    kind: STORY_GENERATE_EPIC,
-    projectId,
-    target: { doc_type: STORY_BACKLOG, project_id: projectId, epic_id: epicId },
-    key,
-    parentId: null,
-    createdBy: o.createdBy,
-  });
-  enqueueWorkItem(tx, thread, { sequence: 1, lockScope: epicLockScope(projectId, epicId), priority: o.priority ?? PRIORITY_INTERACTIVE, policy, deadlineAt: o.deadlineAt });
-  assertQueueHasRoom(tx, o.maxQueued);
-  return { thread, deduplicated: false };
-}
-
-/**
- * The orchestration: a parent holding `project:{id}` and one child per epic, each child with the same
- * key as a single-epic request, so idempotency holds per epic too (ADR-035 §8): an epic already being
- * generated on its own is adopted, and one whose request is already being answered elsewhere or has
- * completed is reused as it is — not run, not paid for again. Only `force` regenerates every epic.
- */
-export function generateAll(tx: Tx, policy: RetryPolicy, projectId: string, o: GenerateOptions): CommandResult {
-  const epics = epicsOf(tx, projectId);
-  const key = allStoriesKey(projectId);
-  const found = existingThread(tx, key, o.force);
-  if (found) return { thread: found, deduplicated: true };
-  const parent = newThread(tx, {
-    kind: STORY_GENERATE_ALL,
-    projectId,
-    target: { doc_type: STORY_BACKLOG, project_id: projectId },
-    key,
-    parentId: null,
-    createdBy: o.createdBy,
-  });
-  // Lock order: the project lock is taken here, while this transaction holds no epic lock.
-  const scope = projectLockScope(projectId);
+/** Takes an orchestration's lock (back): its operation names the scope. */
+function takeOrchestrationLock(tx: Tx, ops: OperationRegistry, parent: ThreadRow, verb: string): void {
+  let scope: string;
+  try {
+    scope = lockScopeOf(ops.require(parent.kind), threadInput(parent));
+  } catch (err) {
+    throw new CommandError('CONFLICT', `cannot ${verb} thread ${parent.id}: ${err instanceof OperationCallError ? err.message : (err as Error).message}`);
+  }
   if (!acquireLock(tx.db, { scope, owner: parent.id, now: tx.now, expires_at: null })) {
-    const holder = getLock(tx.db, scope);
-    throw new CommandError('CONFLICT', `project "${projectId}" is locked by thread ${holder?.owner}`, 'LOCKED');
+    throw new CommandError('CONFLICT', `cannot ${verb} thread ${parent.id}: ${scope} is locked by another orchestration`, 'LOCKED');
   }
-  let children = 0;
-  for (const epic of epics) {
-    const childKey = epicStoriesKey(projectId, epic.id);
-    const active = findActiveThreadByKey(tx.db, childKey);
-    if (active && active.parent_thread_id === null) {
-      adoptThread(tx.db, active.id, parent.id);
-      children++;
-      continue;
-    }
-    // Another orchestration's child still running, or a completed request: reused, not a child of this one.
-    if (active || (!o.force && findLatestThreadByKeyAndStatus(tx.db, childKey, 'complete'))) continue;
-    children++;
-    const child = newThread(tx, {
-      kind: STORY_GENERATE_EPIC,
-      projectId,
-      target: { doc_type: STORY_BACKLOG, project_id: projectId, epic_id: epic.id },
-      key: childKey,
-      parentId: parent.id,
-      createdBy: o.createdBy,
-    });
-    enqueueWorkItem(tx, child, { sequence: 1, lockScope: epicLockScope(projectId, epic.id), priority: o.priority ?? PRIORITY_BULK, policy, deadlineAt: o.deadlineAt });
-  }
-  if (children === 0) {
-    // Nothing to run: every epic's stories are already generated (or there are no epics).
-    moveThread(tx, parent, 'complete');
-    releaseLock(tx.db, scope, parent.id);
-  }
-  // After the inserts, so the whole orchestration is refused as one: the savepoint rolls all of it back.
-  assertQueueHasRoom(tx, o.maxQueued);
-  return { thread: getThread(tx.db, parent.id)!, deduplicated: false };
 }
 
 /**
  * `combine retry`: a failed thread gets a new work item (next sequence) and reopens; a failed
  * orchestration retries each failed child. Active, complete and canceled threads are refused.
  */
-export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, threadId: string, maxQueued: number): ThreadRow {
+export function retryThread(tx: Tx, ops: OperationRegistry, threadId: string, maxQueued: number): ThreadRow {
   const thread = getThread(tx.db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   // A running thread whose item waits (a provider's long Retry-After): the user says "now".
@@ -260,27 +109,24 @@ export function retryThread(tx: Tx, policyFor: (kind: string) => RetryPolicy, th
   }
   const newer = findActiveThreadByKey(tx.db, thread.idempotency_key);
   if (newer) throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: thread ${newer.id} is already working on the same request`);
-  if (thread.kind === STORY_GENERATE_ALL) {
+  if (thread.role === 'orchestration') {
     const failedChildren = listChildThreads(tx.db, thread.id).filter((c) => c.status === 'failed');
-    const scope = projectLockScope(thread.space_id);
-    if (!acquireLock(tx.db, { scope, owner: thread.id, now: tx.now, expires_at: null })) {
-      throw new CommandError('CONFLICT', `project "${thread.space_id}" is locked by another orchestration`, 'LOCKED');
-    }
+    takeOrchestrationLock(tx, ops, thread, 'retry');
     const reopened = moveThread(tx, thread, 'running');
-    for (const child of failedChildren) retryChild(tx, policyFor, child);
+    for (const child of failedChildren) retryChild(tx, ops, child);
     closeParentIfDone(tx, reopened.id);
     assertQueueHasRoom(tx, maxQueued);
     return getThread(tx.db, thread.id)!;
   }
-  reopenFailedParent(tx, thread, 'retry');
-  retryChild(tx, policyFor, thread);
+  reopenFailedParent(tx, ops, thread, 'retry');
+  retryChild(tx, ops, thread);
   assertQueueHasRoom(tx, maxQueued);
   return getThread(tx.db, thread.id)!;
 }
 
 /** Makes the waiting (queued, not yet due) items of a thread, or of an orchestration's children, due now. */
 function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): number {
-  const threads = thread.kind === STORY_GENERATE_ALL ? listChildThreads(tx.db, thread.id).filter((c) => !isTerminalThread(c.status)) : [thread];
+  const threads = thread.role === 'orchestration' ? listChildThreads(tx.db, thread.id).filter((c) => !isTerminalThread(c.status)) : [thread];
   let released = 0;
   for (const t of threads) {
     const item = getLatestWorkItem(tx.db, t.id);
@@ -292,20 +138,20 @@ function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): number {
   return released;
 }
 
-/** A failed child reopening reopens its failed orchestration too (and takes its project lock back). */
-export function reopenFailedParent(tx: Tx, thread: ThreadRow, verb: string): void {
+/** A failed child reopening reopens its failed orchestration too (and takes its lock back). */
+export function reopenFailedParent(tx: Tx, ops: OperationRegistry, thread: ThreadRow, verb: string): void {
   if (!thread.parent_thread_id) return;
   const parent = getThread(tx.db, thread.parent_thread_id);
   if (parent?.status !== 'failed') return;
   if (findActiveThreadByKey(tx.db, parent.idempotency_key)) {
-    throw new CommandError('CONFLICT', `cannot ${verb} thread ${thread.id}: a newer orchestration for project "${parent.space_id}" is running`);
+    throw new CommandError('CONFLICT', `cannot ${verb} thread ${thread.id}: a newer ${parent.kind} for the same request is running`);
   }
+  takeOrchestrationLock(tx, ops, parent, verb);
   moveThread(tx, parent, 'running');
-  acquireLock(tx.db, { scope: projectLockScope(parent.space_id), owner: parent.id, now: tx.now, expires_at: null });
 }
 
-/** Reopens a failed epic thread with a new work item (next sequence), queued now. */
-export function retryChild(tx: Tx, policyFor: (kind: string) => RetryPolicy, thread: ThreadRow): WorkItemRow {
+/** Reopens a failed thread with a new work item (next sequence), queued now. */
+export function retryChild(tx: Tx, ops: OperationRegistry, thread: ThreadRow): WorkItemRow {
   const last = getLatestWorkItem(tx.db, thread.id);
   if (!last) throw new Error(`thread ${thread.id} has no work item to retry`);
   const reopened = moveThread(tx, thread, 'open');
@@ -313,7 +159,7 @@ export function retryChild(tx: Tx, policyFor: (kind: string) => RetryPolicy, thr
     sequence: last.sequence + 1,
     lockScope: last.lock_scope,
     priority: last.priority,
-    policy: policyFor(thread.kind),
+    policy: ops.policyFor(thread.kind),
     deadlineAt: null,
   });
 }
@@ -332,12 +178,13 @@ export function cancelThread(tx: Tx, ctx: CompleterContext, threadId: string): {
     throw new CommandError('CONFLICT', `cannot cancel thread ${threadId}: it is already ${thread.status}`);
   }
   const abort: string[] = [];
-  const targets = thread.kind === STORY_GENERATE_ALL ? listChildThreads(tx.db, thread.id).filter((c) => !isTerminalThread(c.status)) : [];
-  if (thread.kind === STORY_GENERATE_ALL) {
+  let targets = [thread];
+  if (thread.role === 'orchestration') {
+    targets = listChildThreads(tx.db, thread.id).filter((c) => !isTerminalThread(c.status));
     moveThread(tx, thread, 'canceled');
-    releaseLock(tx.db, projectLockScope(thread.space_id), thread.id);
+    releaseLocksOwnedBy(tx.db, thread.id);
   }
-  for (const t of thread.kind === STORY_GENERATE_ALL ? targets : [thread]) {
+  for (const t of targets) {
     for (const item of listWorkItemsForThread(tx.db, t.id)) {
       if (item.status === 'queued') {
         failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled by the user before it started' });
@@ -356,7 +203,7 @@ export function cancelThread(tx: Tx, ctx: CompleterContext, threadId: string): {
  * orchestration itself end `canceled`. False when nothing is held (the thread simply failed).
  */
 function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): boolean {
-  const parent = thread.kind === STORY_GENERATE_ALL;
+  const parent = thread.role === 'orchestration';
   const candidates = parent ? listChildThreads(tx.db, thread.id).filter((c) => c.status === 'failed') : [thread];
   const held = candidates.filter((t) => isHeldInDoubt(getLatestWorkItem(tx.db, t.id)));
   if (held.length === 0) return false;

@@ -3,7 +3,6 @@
  * durations as "30s"): what `combine config show` prints, so that what a user sees can be pasted into
  * the file as it is. The API key is not a config.json key (it comes from OPENAI_API_KEY only).
  */
-import type { AnswerRules } from '../domain/answer-rules.js';
 import type { BudgetLimits } from '../domain/budget.js';
 import { redactValues } from '../domain/errors.js';
 import type { RetryPolicy } from '../domain/retry.js';
@@ -26,12 +25,31 @@ function retryFile(p: RetryPolicy) {
   return { base: durationText(p.baseMs), cap: durationText(p.capMs), jitter: p.jitter, max_attempts: p.maxAttempts, repair_attempts: p.repairAttempts };
 }
 
-function validationFile(r: AnswerRules) {
+/** An operation's retry overrides: only the keys config.json set (the rest comes from the definition and `retry`). */
+function retryOverridesFile(p: Partial<RetryPolicy>) {
   return {
-    ...(r.minStories !== null ? { min_stories: r.minStories } : {}),
-    ...(r.maxStories !== null ? { max_stories: r.maxStories } : {}),
-    ...(r.requiredStoryFields.length > 0 ? { required_story_fields: [...r.requiredStoryFields] } : {}),
+    ...(p.baseMs !== undefined ? { base: durationText(p.baseMs) } : {}),
+    ...(p.capMs !== undefined ? { cap: durationText(p.capMs) } : {}),
+    ...(p.jitter !== undefined ? { jitter: p.jitter } : {}),
+    ...(p.maxAttempts !== undefined ? { max_attempts: p.maxAttempts } : {}),
+    ...(p.repairAttempts !== undefined ? { repair_attempts: p.repairAttempts } : {}),
   };
+}
+
+/** `operations`: the module files to load, and per operation name what config.json sets for it. */
+function operationsFile(c: DaemonConfig) {
+  const perOperation = Object.entries(c.operationSettings).map(([name, o]) => {
+    const retry = retryOverridesFile(o.retry ?? {});
+    return [
+      name,
+      {
+        ...(Object.keys(retry).length > 0 ? { retry } : {}),
+        ...(o.retry?.interrupted !== undefined ? { interrupted: o.retry.interrupted } : {}),
+        ...(o.validation ? { validation: o.validation } : {}),
+      },
+    ];
+  });
+  return { ...(c.operationModules.length > 0 ? { modules: c.operationModules } : {}), ...Object.fromEntries(perOperation) };
 }
 
 /** Budget limits as the file writes them: only the limits that are set. */
@@ -40,7 +58,6 @@ function limitsFile(l: BudgetLimits) {
 }
 
 export function configFileView(c: DaemonConfig) {
-  const ops = [...new Set([...Object.keys(c.operationRetry), ...Object.keys(c.operationRules)])].sort();
   const f = c.flow;
   return {
     provider: {
@@ -64,16 +81,8 @@ export function configFileView(c: DaemonConfig) {
     },
     retry: { ...retryFile(c.retry), max_provider_wait: durationText(c.maxProviderWaitMs) },
     breaker: { failure_threshold: c.breaker.failureThreshold, open: durationText(c.breaker.openMs), max_open: durationText(c.breaker.maxOpenMs) },
-    operations: Object.fromEntries(
-      ops.map((op) => [
-        op,
-        {
-          retry: retryFile(c.operationRetry[op] ?? c.retry),
-          interrupted: (c.operationRetry[op] ?? c.retry).interrupted,
-          ...(c.operationRules[op] ? { validation: validationFile(c.operationRules[op]) } : {}),
-        },
-      ]),
-    ),
+    operations: operationsFile(c),
+    models: c.models,
     cache: c.cache,
     interrupted: c.retry.interrupted,
     rate_limits: Object.fromEntries(

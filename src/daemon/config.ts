@@ -7,8 +7,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { parseDurationMs } from '../domain/duration.js';
-import { NO_ANSWER_RULES, type AnswerRules } from '../domain/answer-rules.js';
 import { describeZodIssues } from '../domain/project.js';
+import type { OperationSettings } from '../operations/registry.js';
 import { redactValues } from '../domain/errors.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
 import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
@@ -36,17 +36,15 @@ const retrySchema = z
   })
   .strict();
 
-/** Extra acceptance rules for an operation's answers (see domain/answer-rules.ts). */
-const validationSchema = z
-  .object({
-    min_stories: z.number().int().min(1).max(1000).optional(),
-    max_stories: z.number().int().min(1).max(1000).optional(),
-    required_story_fields: z.array(z.string().min(1)).max(50).optional(),
-  })
-  .strict()
-  .refine((v) => v.min_stories === undefined || v.max_stories === undefined || v.min_stories <= v.max_stories, {
-    message: 'min_stories must not exceed max_stories',
-  });
+/**
+ * Per operation: retry overrides and answer rules (`validation`, checked against the rules schema the
+ * operation declares when the daemon loads it). `modules`: more operation module files to load.
+ */
+const operationsSchema = z
+  .object({ modules: z.array(z.string().min(1).max(4096)).max(200).optional() })
+  .catchall(
+    z.object({ retry: retrySchema.optional(), validation: z.record(z.string(), z.unknown()).optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() }).strict(),
+  );
 
 export const configFileSchema = z
   .object({
@@ -98,10 +96,10 @@ export const configFileSchema = z
       })
       .strict()
       .optional(),
-    /** Per-operation overrides, e.g. {"story_generate_epic": {"retry": {"max_attempts": 5}, "validation": {"min_stories": 4}}}. */
-    operations: z
-      .record(z.string(), z.object({ retry: retrySchema.optional(), validation: validationSchema.optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() }).strict())
-      .optional(),
+    /** Per-operation overrides by operation name, e.g. {"<name>": {"retry": {"max_attempts": 5}, "interrupted": "hold", "validation": {…its rules…}}}. */
+    operations: operationsSchema.optional(),
+    /** Logical model names operations may ask for (`model` in a definition) → the provider's model. */
+    models: z.record(z.string().min(1).max(64), z.string().min(1).max(200)).optional(),
     /** Reuse a recorded answer for an identical request instead of paying again (temperature 0 only). */
     cache: z.boolean().optional(),
     ...flowConfigFileSchema,
@@ -154,12 +152,14 @@ export interface DaemonConfig extends LimitsConfig {
   recoveryIntervalMs: number;
   drainTimeoutMs: number;
   retry: RetryPolicy;
-  /** Per operation kind (config `operations.<kind>.retry` and `.interrupted`). */
-  operationRetry: Record<string, RetryPolicy>;
+  /** Config `operations.<name>`: retry overrides (over the definition's and the global policy), at-most-once mode and answer rules. */
+  operationSettings: Record<string, { retry?: Partial<RetryPolicy>; validation?: Record<string, unknown> }>;
+  /** Operation module files beyond COMBINE_HOME/operations/*.mjs (config `operations.modules`). */
+  operationModules: string[];
+  /** Logical model name → provider model (config `models`); `default` is `provider.model`. */
+  models: Record<string, string>;
   /** Provider-requested waits (Retry-After, rate-limit resets) are cut to this. */
   maxProviderWaitMs: number;
-  /** Extra answer acceptance rules per operation kind (absent: none). */
-  operationRules: Record<string, AnswerRules>;
   /** Opt-in response cache (only allowed with temperature 0). */
   cache: boolean;
   breaker: BreakerPolicy;
@@ -214,15 +214,15 @@ export function readConfigFile(path: string): ConfigFile {
   return parsed.data;
 }
 
-function mergeRetry(base: RetryPolicy, o: z.infer<typeof retrySchema> | undefined, interrupted?: InterruptedMode): RetryPolicy {
-  return {
-    interrupted: interrupted ?? base.interrupted,
-    baseMs: o?.base ?? base.baseMs,
-    capMs: o?.cap ?? base.capMs,
-    jitter: o?.jitter ?? base.jitter,
-    maxAttempts: o?.max_attempts ?? base.maxAttempts,
-    repairAttempts: o?.repair_attempts ?? base.repairAttempts,
-  };
+function retryOverrides(o: z.infer<typeof retrySchema> | undefined, interrupted?: InterruptedMode): Partial<RetryPolicy> {
+  const out: Partial<RetryPolicy> = {};
+  if (interrupted !== undefined) out.interrupted = interrupted;
+  if (o?.base !== undefined) out.baseMs = o.base;
+  if (o?.cap !== undefined) out.capMs = o.cap;
+  if (o?.jitter !== undefined) out.jitter = o.jitter;
+  if (o?.max_attempts !== undefined) out.maxAttempts = o.max_attempts;
+  if (o?.repair_attempts !== undefined) out.repairAttempts = o.repair_attempts;
+  return out;
 }
 
 function envDuration(env: NodeJS.ProcessEnv, name: string): number | undefined {
@@ -253,18 +253,12 @@ function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
 export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): DaemonConfig {
   const paths = homePaths(home);
   const file = readConfigFile(paths.configPath);
-  const retry = mergeRetry(DEFAULT_RETRY_POLICY, file.retry, file.interrupted);
-  const operationRetry: Record<string, RetryPolicy> = {};
-  const operationRules: Record<string, AnswerRules> = {};
-  for (const [op, o] of Object.entries(file.operations ?? {})) {
-    operationRetry[op] = mergeRetry(retry, o.retry, o.interrupted);
-    if (o.validation) {
-      operationRules[op] = {
-        minStories: o.validation.min_stories ?? NO_ANSWER_RULES.minStories,
-        maxStories: o.validation.max_stories ?? NO_ANSWER_RULES.maxStories,
-        requiredStoryFields: o.validation.required_story_fields ?? NO_ANSWER_RULES.requiredStoryFields,
-      };
-    }
+  const retry = { ...DEFAULT_RETRY_POLICY, ...retryOverrides(file.retry, file.interrupted) };
+  const { modules, ...perOperation } = file.operations ?? {};
+  const operationSettings: DaemonConfig['operationSettings'] = {};
+  for (const [name, o] of Object.entries(perOperation)) {
+    const settings = o as { retry?: z.infer<typeof retrySchema>; validation?: Record<string, unknown>; interrupted?: InterruptedMode };
+    operationSettings[name] = { retry: retryOverrides(settings.retry, settings.interrupted), ...(settings.validation ? { validation: settings.validation } : {}) };
   }
   const model = env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini';
   const flow = flowConfig(file, env, model);
@@ -289,9 +283,10 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     recoveryIntervalMs: file.engine?.recovery_interval ?? 30_000,
     drainTimeoutMs: file.engine?.drain_timeout ?? 10_000,
     retry,
-    operationRetry,
+    operationSettings,
+    operationModules: modules ?? [],
+    models: file.models ?? {},
     maxProviderWaitMs: file.retry?.max_provider_wait ?? DEFAULT_MAX_PROVIDER_WAIT_MS,
-    operationRules,
     cache: file.cache ?? false,
     breaker: {
       failureThreshold: file.breaker?.failure_threshold ?? DEFAULT_BREAKER_POLICY.failureThreshold,
@@ -335,6 +330,17 @@ function flowConfig(file: ConfigFile, env: NodeJS.ProcessEnv, model: string): Fl
     agingStepMs: file.scheduling?.aging_step ?? DEFAULT_AGING_STEP_MS,
     prices: file.prices ?? {},
     budgets: { default: file.budgets?.default ?? {}, projects: file.budgets?.projects ?? {} },
+  };
+}
+
+/** What the operation registry needs from the configuration. */
+export function operationSettingsOf(c: DaemonConfig): OperationSettings {
+  return {
+    retry: c.retry,
+    params: { model: c.provider.model, temperature: c.provider.temperature, maxTokens: c.provider.maxTokens, responseFormat: c.provider.responseFormat },
+    models: c.models,
+    operations: c.operationSettings,
+    configSource: homePaths(c.home).configPath,
   };
 }
 

@@ -17,7 +17,6 @@ import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { getThread, insertThread, listChildThreads, listThreadsForSpace } from '../db/threads.js';
 import { insertWorkItem, listWorkItemsForThread } from '../db/work-items.js';
 import { buildExportLines, verifyExport, type ExportedWorkItem } from '../domain/ledger-export.js';
-import { STORY_GENERATE_ALL } from '../domain/operations.js';
 import { isTerminalThread, TERMINAL_WORK_ITEM_STATUSES, type WorkItemStatus } from '../domain/states.js';
 import { CommandError } from './commands.js';
 import type { Tx } from './engine/tx.js';
@@ -41,7 +40,7 @@ function threadsInScope(db: Db, scope: { threadId: string | null; projectId: str
   if (scope.threadId !== null) {
     const t = getThread(db, scope.threadId);
     if (!t) throw new CommandError('NOT_FOUND', `no thread "${scope.threadId}"`);
-    const all = t.kind === STORY_GENERATE_ALL ? [t, ...listChildThreads(db, t.id)] : [t];
+    const all = t.role === 'orchestration' ? [t, ...listChildThreads(db, t.id)] : [t];
     const active = all.filter((x) => !isFinished(db, x));
     if (active.length > 0) throw new CommandError('CONFLICT', `cannot export thread ${t.id}: ${active.map((x) => x.id).join(', ')} still ${active.length === 1 ? 'has' : 'have'} work in progress; export it when it ends`);
     return { threads: all, skipped: [] };
@@ -111,10 +110,13 @@ export function importLedger(tx: Tx, text: string): ImportResult {
   for (const t of s.threads) {
     if (getThread(tx.db, t.id)) throw new CommandError('CONFLICT', `thread ${t.id} already exists in this home; nothing was imported`);
     const { record: _record, ...row } = t;
+    const { doc_type: _docType, ...legacyInput } = JSON.parse(row.target_ref) as Record<string, unknown>;
     insertThread(tx.db, {
       ...row,
       parent_thread_id: row.parent_thread_id !== null && inFile.has(row.parent_thread_id) ? row.parent_thread_id : null,
       idempotency_key: `${IMPORTED_KEY_PREFIX}${row.idempotency_key}`,
+      role: row.role ?? (s.workItems.some((w) => w.thread_id === row.id) ? 'work' : 'orchestration'),
+      input: row.input ?? JSON.stringify(legacyInput),
     });
   }
   for (const w of s.workItems) insertWorkItem(tx.db, workItemRow(w));

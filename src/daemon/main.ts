@@ -8,8 +8,11 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { openDatabase } from '../db/connection.js';
 import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.js';
+import { loadOperations } from '../operations/loader.js';
+import type { OperationRegistry } from '../operations/registry.js';
+import { OperationDefinitionError } from '../operations/validate.js';
 import { App } from './app.js';
-import { ConfigError, loadConfig, type DaemonConfig } from './config.js';
+import { ConfigError, loadConfig, operationSettingsOf, type DaemonConfig } from './config.js';
 import { acquireHomeLock } from './home-lock.js';
 import { createEventLog, createLogger, LogFile, type Logger } from './logger.js';
 import { startMetricsServer, type MetricsServer } from './metrics-server.js';
@@ -99,6 +102,14 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     if (err instanceof ConfigError) throw new DaemonStartError(`invalid configuration: ${err.message}`, 2);
     throw err;
   }
+  // Operations load before anything starts: a bad module stops the daemon here, naming its file and field.
+  let operations: OperationRegistry;
+  try {
+    operations = await loadOperations(opts.home, config.operationModules, operationSettingsOf(config));
+  } catch (err) {
+    if (err instanceof OperationDefinitionError) throw new DaemonStartError(`invalid operation: ${err.message}`, 2);
+    throw err;
+  }
   if (Buffer.byteLength(config.socketPath) > MAX_SOCKET_PATH_BYTES) {
     throw new DaemonStartError(
       `the socket path ${config.socketPath} is ${Buffer.byteLength(config.socketPath)} bytes, over the ${MAX_SOCKET_PATH_BYTES}-byte limit of Unix sockets; choose a shorter COMBINE_HOME`,
@@ -123,7 +134,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   const logger = createLogger(config.logPath, config.logLevel, logFile);
   try {
     await migrateDatabase(config, logger);
-    app = new App({ config, logger, logFile, eventLog: createEventLog(logFile, config.logLevel) });
+    app = new App({ config, logger, logFile, operations, eventLog: createEventLog(logFile, config.logLevel) });
   } catch (err) {
     lock.release();
     if (err instanceof DaemonStartError) throw err;
@@ -178,7 +189,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled rejection'));
 
   logger.info(
-    { socket: config.socketPath, db: config.dbPath, metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null, http: http.current()?.url ?? null, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
+    { socket: config.socketPath, db: config.dbPath, operations: operations.list().map((o) => o.name), metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null, http: http.current()?.url ?? null, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
     'daemon started',
   );
   await running.start();

@@ -1,26 +1,23 @@
 /**
- * `combine replay`: runs today's parsing, validation and mutation planning over a thread's recorded
- * answer — no provider call — and reports how the result differs from what is applied now. With
- * `--apply` the answer goes through the normal path: the failed thread reopens with a new work item
- * whose first ledger entry is a copy of the recorded response marked `replay_of`; the engine claims
- * it under the epic lock, sees the answer is already recorded and validates and applies it without a
- * call (engine/completer.ts `startWorkItem`).
+ * `combine replay`: runs today's answer check and mutation planning (the operation's `apply`) over a
+ * thread's recorded answer — no provider call — and reports what it would change. With `--apply` the
+ * answer goes through the normal path: the failed thread reopens with a new work item whose first
+ * ledger entry is a copy of the recorded response marked `replay_of`; the engine claims it under the
+ * operation's lock, sees the answer is already recorded and validates and applies it without a call
+ * (engine/completer.ts `startWorkItem`).
  */
 import type { Db } from '../db/connection.js';
 import { listLedgerForThread } from '../db/ledger.js';
-import { getDocument } from '../db/projects.js';
+import { getDocumentHead } from '../db/projects.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { findActiveThreadByKey, getThread, listChildThreads } from '../db/threads.js';
-import type { AnswerRules } from '../domain/answer-rules.js';
-import { applyStoriesToBacklog, storyBacklogSchema } from '../domain/backlog.js';
 import { readCompletionBody } from '../domain/completion.js';
-import { EPIC_ARCHITECTURE, STORY_BACKLOG, STORY_GENERATE_EPIC } from '../domain/operations.js';
-import { epicArchitectureSchema } from '../domain/project.js';
-import type { RetryPolicy } from '../domain/retry.js';
-import { diffStories, type StoryDiff } from '../domain/story-diff.js';
+import type { OperationRegistry } from '../operations/registry.js';
+import { itemNoun, OperationCallError, planMutation } from '../operations/runtime.js';
 import { CommandError, reopenFailedParent, retryChild } from './commands.js';
-import { parseStoryAnswer, readTargetRef } from './engine/story-operation.js';
+import { checkThreadAnswer } from './engine/operation-steps.js';
 import { appendEntry, type Tx } from './engine/tx.js';
+import { documentsOf, threadInput, threadTarget } from './operation-context.js';
 
 export interface ReplayReport {
   thread_id: string;
@@ -30,18 +27,13 @@ export interface ReplayReport {
   response_work_item_id: string | null;
   /** What happened to that answer when it was recorded. */
   recorded: { parse_ok: boolean | null; errors: string[]; applied: boolean };
-  /** What today's parser and validation make of it. */
-  replayed: { ok: boolean; stage: 'envelope' | 'schema' | null; errors: string[]; stories: number };
-  /** The mutation today's code would plan, and how it differs from what is applied now. */
-  plan: {
-    doc_type: string;
-    epic_id: string;
-    document_version: number;
-    stories_before: number;
-    stories_after: number;
-    replaced: boolean;
-    difference: StoryDiff;
-  } | null;
+  /**
+   * What today's check and `apply` make of it: `items` as the parse report counts them, also under the
+   * operation's item name (e.g. `stories`). `stage` says where it was rejected.
+   */
+  replayed: { ok: boolean; stage: 'envelope' | 'schema' | 'apply' | null; errors: string[]; items: number; [noun: string]: unknown };
+  /** The mutation today's code would make: the document, its version now, and the operation's summary of the change. */
+  plan: ({ doc_type: string; key: string | null; document_version: number } & Record<string, unknown>) | null;
   /** Set with --apply: the work item that will apply the answer (no provider call). */
   applied: { work_item_id: string; sequence: number; status: string } | null;
 }
@@ -49,10 +41,10 @@ export interface ReplayReport {
 function replayableThread(db: Db, threadId: string): ThreadRow {
   const thread = getThread(db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-  if (thread.kind !== STORY_GENERATE_EPIC) {
+  if (thread.role === 'orchestration') {
     const failed = listChildThreads(db, thread.id).filter((c) => c.status === 'failed').map((c) => c.id);
     const hint = failed.length > 0 ? `; its failed children: ${failed.join(', ')}` : '';
-    throw new CommandError('BAD_REQUEST', `thread ${threadId} is a ${thread.kind}: replay one epic thread at a time${hint}`);
+    throw new CommandError('BAD_REQUEST', `thread ${threadId} is a ${thread.kind} orchestration: replay one of its children at a time${hint}`);
   }
   return thread;
 }
@@ -71,8 +63,10 @@ function pickResponse(entries: LedgerRow[], threadId: string, seq: number | null
 }
 
 /** Builds the report without writing anything. */
-export function planReplay(db: Db, rules: AnswerRules, threadId: string, seq: number | null): ReplayReport {
+export function planReplay(db: Db, ops: OperationRegistry, threadId: string, seq: number | null): ReplayReport {
   const thread = replayableThread(db, threadId);
+  const op = ops.get(thread.kind);
+  if (!op) throw new CommandError('CONFLICT', `thread ${threadId} is a ${thread.kind}, and no loaded operation has that name`);
   const entries = listLedgerForThread(db, thread.id);
   const response = pickResponse(entries, thread.id, seq);
   const report = entries.find((e) => e.entry_type === 'parse_report' && JSON.parse(e.payload).response_seq === response.seq);
@@ -88,52 +82,50 @@ export function planReplay(db: Db, rules: AnswerRules, threadId: string, seq: nu
     recorded: { parse_ok: reportPayload?.ok ?? null, errors: reportPayload?.errors ?? [], applied },
     applied: null,
   };
+  const noun = itemNoun(op);
+  const replayed = (ok: boolean, stage: ReplayReport['replayed']['stage'], errors: string[], items = 0) => ({
+    ok,
+    stage,
+    errors,
+    items,
+    ...(noun !== 'items' ? { [noun]: items } : {}),
+  });
   const envelope = readCompletionBody(JSON.parse(response.payload).body);
-  if (!envelope.ok) return { ...base, replayed: { ok: false, stage: 'envelope', errors: [envelope.error], stories: 0 }, plan: null };
-  const parsed = parseStoryAnswer(envelope.content, rules);
-  if (!parsed.ok) return { ...base, replayed: { ok: false, stage: 'schema', errors: parsed.errors, stories: 0 }, plan: null };
-  const stories = parsed.value.stories;
-  const replayed = { ok: true, stage: null, errors: [], stories: stories.length };
-
-  const target = readTargetRef(thread);
-  const arch = getDocument(db, target.project_id, EPIC_ARCHITECTURE);
-  const epics = arch ? epicArchitectureSchema.parse(JSON.parse(arch.content)).epics : [];
-  const epic = epics.find((e) => e.id === target.epic_id);
-  const doc = getDocument(db, target.project_id, STORY_BACKLOG);
-  if (!epic || !doc) {
-    return { ...base, replayed: { ...replayed, ok: false, errors: [`epic ${target.epic_id} of project ${target.project_id} no longer exists`] }, plan: null };
+  if (!envelope.ok) return { ...base, replayed: replayed(false, 'envelope', [envelope.error]), plan: null };
+  const verdict = checkThreadAnswer(ops, thread, envelope.content);
+  if (verdict.kind !== 'valid') {
+    return { ...base, replayed: replayed(false, 'schema', verdict.kind === 'invalid' ? verdict.errors : [verdict.error.message]), plan: null };
   }
-  const backlog = storyBacklogSchema.parse(JSON.parse(doc.content));
-  const current = backlog.epics.find((e) => e.epic_id === epic.id)?.stories ?? [];
-  const change = applyStoriesToBacklog(backlog, epic, epics.map((e) => e.id), stories, { thread_id: thread.id, work_item_id: '', generated_at: 0 });
-  return {
-    ...base,
-    replayed,
-    plan: {
-      doc_type: STORY_BACKLOG,
-      epic_id: epic.id,
-      document_version: doc.version,
-      stories_before: change.summary.stories_before,
-      stories_after: change.summary.stories_after,
-      replaced: change.summary.replaced,
-      difference: diffStories(current, stories),
-    },
-  };
+  const target = threadTarget(thread);
+  const key = target.key ?? '';
+  const documents = documentsOf(db, target.project_id);
+  try {
+    const planned = planMutation(op, {
+      current: documents.get(target.doc_type, key),
+      answer: verdict.value,
+      input: threadInput(thread),
+      documents,
+      provenance: { thread_id: thread.id, work_item_id: '', at: 0 },
+    });
+    const version = getDocumentHead(db, target.project_id, target.doc_type, key)?.version ?? 0;
+    return {
+      ...base,
+      replayed: replayed(true, null, [], verdict.items),
+      plan: { doc_type: target.doc_type, key: target.key ?? null, document_version: version, ...planned.summary },
+    };
+  } catch (err) {
+    if (!(err instanceof OperationCallError)) throw err;
+    return { ...base, replayed: replayed(false, 'apply', [err.message], verdict.items), plan: null };
+  }
 }
 
 /**
  * Queues the recorded answer for application, in one transaction: the thread (and a failed parent)
  * reopens, a new work item is queued, and its `response` entry is a copy marked `replay_of`, with no
- * usage. Refused unless the thread failed and today's validation accepts the answer.
+ * usage. Refused unless the thread failed and today's check and `apply` accept the answer.
  */
-export function applyReplay(
-  tx: Tx,
-  rules: AnswerRules,
-  policyFor: (kind: string) => RetryPolicy,
-  threadId: string,
-  seq: number | null,
-): ReplayReport {
-  const report = planReplay(tx.db, rules, threadId, seq);
+export function applyReplay(tx: Tx, ops: OperationRegistry, threadId: string, seq: number | null): ReplayReport {
+  const report = planReplay(tx.db, ops, threadId, seq);
   const thread = getThread(tx.db, report.thread_id)!;
   if (thread.status !== 'failed') {
     throw new CommandError(
@@ -146,8 +138,8 @@ export function applyReplay(
   }
   const newer = findActiveThreadByKey(tx.db, thread.idempotency_key);
   if (newer) throw new CommandError('CONFLICT', `cannot replay thread ${threadId}: thread ${newer.id} is already working on the same request`);
-  reopenFailedParent(tx, thread, 'replay');
-  const item: WorkItemRow = retryChild(tx, policyFor, thread);
+  reopenFailedParent(tx, ops, thread, 'replay');
+  const item: WorkItemRow = retryChild(tx, ops, thread);
   const source = JSON.parse(listLedgerForThread(tx.db, thread.id).find((e) => e.seq === report.response_seq)!.payload) as {
     http_status: number;
     body: unknown;

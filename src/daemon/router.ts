@@ -47,12 +47,18 @@ const procedure = t.procedure.use(async ({ next }) => {
 });
 
 const id = z.string().min(1).max(200);
-const generateInput = z.object({
-  project_id: id,
+const operationName = z.string().min(1).max(64);
+/** What every request of work may say besides what it asks for. */
+const requestInput = z.object({
   force: z.boolean().default(false),
   deadline_ms: z.number().int().positive().nullable().default(null),
   created_by: z.string().max(200).nullable().default(null),
 });
+const generateInput = requestInput.extend({ project_id: id });
+
+function requestOptions(input: z.infer<typeof requestInput>) {
+  return { force: input.force, deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms, createdBy: input.created_by };
+}
 
 export const appRouter = t.router({
   daemon: t.router({
@@ -76,29 +82,29 @@ export const appRouter = t.router({
     show: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.project(input.project_id)),
   }),
   backlog: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.backlog(input.project_id)),
+  /** Any document (`combine doc`, `GET /projects/{id}/documents/{doc_type}`). */
   document: procedure
     .input(z.object({ project_id: id, doc_type: id, key: id.nullable().default(null) }))
     .query(({ ctx, input }) => ctx.app.document(input.project_id, input.doc_type, input.key)),
 
   generate: t.router({
-    epic: procedure.input(generateInput.extend({ epic_id: id })).mutation(({ ctx, input }) =>
-      ctx.app.generateEpic(input.project_id, input.epic_id, {
-        force: input.force,
-        deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms,
-        createdBy: input.created_by,
-      }),
-    ),
+    epic: procedure.input(generateInput.extend({ epic_id: id })).mutation(({ ctx, input }) => ctx.app.generateEpic(input.project_id, input.epic_id, requestOptions(input))),
     /** What generate-all would cost at most; enqueues nothing. */
     allDryRun: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.dryRunGenerateAll(input.project_id)),
-    all: procedure.input(generateInput).mutation(({ ctx, input }) =>
-      ctx.app.generateAll(input.project_id, {
-        force: input.force,
-        deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms,
-        createdBy: input.created_by,
-      }),
-    ),
+    all: procedure.input(generateInput).mutation(({ ctx, input }) => ctx.app.generateAll(input.project_id, requestOptions(input))),
   }),
 
+  /** Any operation: `combine run` (and the shorthands' generic path). */
+  run: procedure
+    .input(requestInput.extend({ operation: operationName, input: z.unknown() }))
+    .mutation(({ ctx, input }) => ctx.app.run(input.operation, input.input, requestOptions(input))),
+  runDryRun: procedure
+    .input(z.object({ operation: operationName, input: z.unknown() }))
+    .query(({ ctx, input }) => ctx.app.dryRun(input.operation, input.input)),
+  operations: t.router({
+    list: procedure.query(({ ctx }) => ctx.app.operationList()),
+    show: procedure.input(z.object({ name: operationName })).query(({ ctx, input }) => ctx.app.operation(input.name)),
+  }),
   thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.thread(input.thread_id)),
   /** An orchestration's children, each with its latest error: what `thread` and a failed follow list. */
   threadChildren: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.threadChildren(input.thread_id)),
@@ -153,7 +159,8 @@ export const appRouter = t.router({
       .input(
         z.object({
           project_id: id,
-          operation: z.string().min(1).max(50),
+          operation: operationName,
+          input: z.record(z.string(), z.unknown()).default({}),
           cron: z.string().min(1).max(200),
           timezone: z.string().min(1).max(100).default('UTC'),
           catch_up: z.string().min(1).max(20).default('latest'),
@@ -172,7 +179,7 @@ export const appRouter = t.router({
   }),
   briefing: procedure
     .input(z.object({ project_id: id, date: z.string().max(20).nullable().default(null) }))
-    .query(({ ctx, input }) => ctx.app.schedules.briefing(input.project_id, input.date)),
+    .query(({ ctx, input }) => ctx.app.briefing(input.project_id, input.date)),
 
   ledger: t.router({
     thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),

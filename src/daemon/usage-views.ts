@@ -1,18 +1,20 @@
 /**
- * Cost views: `combine usage` (per project and UTC day, with budgets), `generate-all --dry-run` (what a
- * run may cost at most, nothing enqueued) and `config show` (the effective configuration).
+ * Cost views: `combine usage` (per project and UTC day, with budgets), `run --dry-run` and
+ * `generate-all --dry-run` (what a request may cost at most, nothing enqueued) and `config show`
+ * (the effective configuration).
  */
 import { listUsageByProjectDay, sumProjectSpend, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
-import { getDocument, getProject, listProjects } from '../db/projects.js';
+import { getProject, listProjects } from '../db/projects.js';
 import { estimateCall, utcDay } from '../domain/budget.js';
-import { EPIC_ARCHITECTURE } from '../domain/operations.js';
-import { epicArchitectureSchema } from '../domain/project.js';
-import { renderStoryPrompt, type ModelParams } from '../domain/prompts.js';
+import type { OperationRegistry } from '../operations/registry.js';
+import { childInputs, renderRequest, targetOf } from '../operations/runtime.js';
 import { CommandError } from './commands.js';
 import { redactedConfig, type DaemonConfig } from './config.js';
 import { configFileView } from './config-file-view.js';
 import { budgetFor } from './flow-config.js';
+import { documentsOf, promptContextFor } from './operation-context.js';
+import { checkInput, refusal, requireOperation } from './submit.js';
 import { usageView } from './views.js';
 
 const ZERO: UsageTotals = {
@@ -57,26 +59,36 @@ export function usageReport(db: Db, config: DaemonConfig, projectId: string | nu
 }
 
 /**
- * What `generate-all` would cost at most: one call per epic, each at its estimated maximum (prompt +
- * max_tokens), the same estimate the claim reserves. Retries and repairs are not included.
+ * What a request would cost at most: one call per child of an orchestration (or one call), each at its
+ * estimated maximum (prompt + max_tokens), the same estimate the claim reserves. Retries, repairs and
+ * requests that would be deduplicated are not taken into account; nothing is enqueued.
  */
-export function dryRunGenerateAll(db: Db, params: ModelParams, config: DaemonConfig, projectId: string) {
-  const project = getProject(db, projectId);
-  if (!project) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
-  const doc = getDocument(db, projectId, EPIC_ARCHITECTURE);
-  const epics = doc ? epicArchitectureSchema.parse(JSON.parse(doc.content)).epics : [];
-  const price = config.flow.prices[params.model];
-  const estimates = epics.map((e) => estimateCall(renderStoryPrompt(project, e, params), price));
-  return {
-    project_id: projectId,
-    model: params.model,
-    calls: epics.length,
-    estimated_max_tokens: estimates.reduce((n, e) => n + e.tokens, 0),
-    // null, not 0, when the model has no price: the most it can cost is unknown.
-    estimated_max_cost: price === undefined ? null : Math.round(estimates.reduce((n, e) => n + e.cost_usd, 0) * 1e6) / 1e6,
-    priced: price !== undefined,
-    max_tokens_per_call: params.maxTokens,
-  };
+export function dryRun(db: Db, ops: OperationRegistry, config: DaemonConfig, name: string, input: unknown) {
+  const op = requireOperation(ops, name);
+  checkInput(op, input);
+  try {
+    const projectId = targetOf(op, input).project_id;
+    if (!getProject(db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+    const child = op.fansOut ? requireOperation(ops, op.definition.child!) : op;
+    const inputs = op.fansOut ? childInputs(op, input, documentsOf(db, projectId)) : [input];
+    const requests = inputs.map((i) => renderRequest(child, promptContextFor(db, projectId, i)!));
+    const model = requests[0]?.model ?? child.params.model;
+    const estimates = requests.map((r) => estimateCall(r, config.flow.prices[r.model]));
+    const priced = requests.every((r) => config.flow.prices[r.model] !== undefined);
+    return {
+      operation: op.name,
+      project_id: projectId,
+      model,
+      calls: requests.length,
+      estimated_max_tokens: estimates.reduce((n, e) => n + e.tokens, 0),
+      // null, not 0, when a call's model has no price: the most it can cost is unknown.
+      estimated_max_cost: priced ? Math.round(estimates.reduce((n, e) => n + e.cost_usd, 0) * 1e6) / 1e6 : null,
+      priced,
+      max_tokens_per_call: child.params.maxTokens,
+    };
+  } catch (err) {
+    return refusal(err);
+  }
 }
 
 /**

@@ -6,15 +6,15 @@ import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '..
 import type { Db } from '../db/connection.js';
 import { listLedgerForThreadFamily } from '../db/ledger.js';
 import { readParsedDocument } from '../db/document-cache.js';
-import { getDocument, getKeyedDocument, getProject } from '../db/projects.js';
+import { getProject } from '../db/projects.js';
 import { listImportsForThread } from '../db/ledger-imports.js';
-import type { LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
+import type { DocumentRow, LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { countChildThreadsByStatus, listChildThreadsWithLatestError } from '../db/threads.js';
 import { listWorkItemsForThread } from '../db/work-items.js';
-import { parseStoryBacklog } from '../domain/backlog.js';
+import { parseStoryBacklog, STORY_BACKLOG } from '../domain/backlog.js';
 import { summarizeLedgerEntry } from '../domain/ledger-summary.js';
-import { EPIC_ARCHITECTURE, STORY_BACKLOG, STORY_GENERATE_ALL, type TargetRef } from '../domain/operations.js';
-import { parseEpicArchitecture } from '../domain/project.js';
+import type { TargetRef } from '../domain/operations.js';
+import { EPIC_ARCHITECTURE, parseEpicArchitecture } from '../domain/project.js';
 
 export interface ThreadView {
   thread_id: string;
@@ -62,7 +62,7 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 
 export function threadView(db: Db, t: ThreadRow): ThreadView {
   let child_summary: Record<string, number> | null = null;
-  if (t.kind === STORY_GENERATE_ALL) {
+  if (t.role === 'orchestration') {
     child_summary = {};
     for (const c of countChildThreadsByStatus(db, t.id)) child_summary[c.status] = c.n;
   }
@@ -190,16 +190,15 @@ export function projectView(db: Db, projectId: string) {
   };
 }
 
-/** Any document of a project (`combine doc`, `GET /projects/{id}/documents/{doc_type}`); null if absent. */
-export function documentView(db: Db, projectId: string, docType: string, key: string | null) {
-  const doc = key === null ? getDocument(db, projectId, docType) : getKeyedDocument(db, projectId, docType, key);
-  if (!doc) return null;
+/** `combine doc`: any document, its content as stored (JSON). */
+export function documentView(doc: DocumentRow) {
   return {
     project_id: doc.project_id,
     doc_type: doc.doc_type,
     key: doc.doc_key === '' ? null : doc.doc_key,
     version: doc.version,
     content: JSON.parse(doc.content) as unknown,
-    updated_at: iso(doc.updated_at),
+    updated_at: iso(doc.updated_at)!,
   };
 }
+export type DocumentView = ReturnType<typeof documentView>;

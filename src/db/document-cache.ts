@@ -34,9 +34,9 @@ export interface ParsedDocument<T> extends DocumentHead {
   value: T;
 }
 
-/** The project's document of `docType`, parsed by `parse` (once per version), or undefined if absent. */
-export function readParsedDocument<T>(db: Db, projectId: string, docType: string, parse: Parse<T>): ParsedDocument<T> | undefined {
-  const head = getDocumentHead(db, projectId, docType);
+/** The project's document of `docType` (and `key`), parsed by `parse` (once per version), or undefined if absent. */
+export function readParsedDocument<T>(db: Db, projectId: string, docType: string, parse: Parse<T>, key = ''): ParsedDocument<T> | undefined {
+  const head = getDocumentHead(db, projectId, docType, key);
   if (!head) return undefined;
   const cache = cacheOf(db);
   const hit = cache.get(head.id);

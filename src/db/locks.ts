@@ -1,6 +1,8 @@
 /**
- * locks: visible, inspectable mutual exclusion (`epic:{project}:{epic}`, `project:{project}`). A row is a
- * held lock; `expires_at` makes an abandoned lock reclaimable, null means held until released.
+ * locks: visible, inspectable mutual exclusion, named by the operation (`epic:{project}:{epic}`,
+ * `project:{project}`, …). A row is a held lock; its owner is the work item whose mutation it guards, or
+ * the orchestration thread that holds it while its children run. `expires_at` makes an abandoned lock
+ * reclaimable; null means held until released.
  */
 import type { Db } from './connection.js';
 import type { LockRow } from './schema.js';
@@ -39,18 +41,22 @@ export function listLocks(db: Db): LockRow[] {
   return prepared(db, 'SELECT * FROM locks ORDER BY scope').all() as LockRow[];
 }
 
+/** Releases every lock `owner` holds (an orchestration ending); returns how many. */
+export function releaseLocksOwnedBy(db: Db, owner: string): number {
+  return prepared(db, 'DELETE FROM locks WHERE owner = ?').run(owner).changes;
+}
+
 /**
- * Deletes locks whose owner is gone: epic locks whose work item no longer holds a lease, and
- * orchestration locks whose thread has ended. Returns the released scopes.
+ * Deletes locks whose owner is gone, whatever their scope: the owner is neither a work item that holds
+ * a lease (claimed, running) nor a thread still open or running. Owners are ids unique across both
+ * tables, so one condition covers item locks and orchestration locks. Returns the released scopes.
  */
 export function releaseOrphanedLocks(db: Db): string[] {
   const rows = prepared(
     db,
     `DELETE FROM locks
-     WHERE (scope LIKE 'epic:%' AND NOT EXISTS (
-              SELECT 1 FROM llm_work_items w WHERE w.id = locks.owner AND w.status IN ('claimed', 'running')))
-        OR (scope LIKE 'project:%' AND NOT EXISTS (
-              SELECT 1 FROM llm_threads t WHERE t.id = locks.owner AND t.status IN ('open', 'running')))
+     WHERE NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.id = locks.owner AND w.status IN ('claimed', 'running'))
+       AND NOT EXISTS (SELECT 1 FROM llm_threads t WHERE t.id = locks.owner AND t.status IN ('open', 'running'))
      RETURNING scope`,
   ).all() as { scope: string }[];
   return rows.map((r) => r.scope);

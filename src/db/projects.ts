@@ -1,4 +1,4 @@
-/** Projects and their documents (epic_architecture, story_backlog). */
+/** Projects and their documents (epic_architecture, story_backlog, and whatever operations write). */
 import type { Db } from './connection.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
 import { expectOneChange, prepared } from './statements.js';
@@ -52,9 +52,9 @@ export function getLatestKeyedDocument(db: Db, projectId: string, docType: strin
 
 export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
 
-/** The project's one document of a type, without its content (which can be large): enough to check a cache. */
-export function getDocumentHead(db: Db, projectId: string, docType: string): DocumentHead | undefined {
-  return prepared(db, "SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''").get(projectId, docType) as
+/** A document without its content (which can be large): enough to check a cache. `key` '' is the type's one document. */
+export function getDocumentHead(db: Db, projectId: string, docType: string, key = ''): DocumentHead | undefined {
+  return prepared(db, 'SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?').get(projectId, docType, key) as
     | DocumentHead
     | undefined;
 }

@@ -12,8 +12,8 @@ import { expectOneChange, prepared, StaleStateError } from './statements.js';
 export function insertSchedule(db: Db, row: ScheduleRow): void {
   prepared(
     db,
-    `INSERT INTO schedules (id, project_id, operation, cron, timezone, catch_up, status, active_from, created_at, updated_at)
-     VALUES (@id, @project_id, @operation, @cron, @timezone, @catch_up, @status, @active_from, @created_at, @updated_at)`,
+    `INSERT INTO schedules (id, project_id, operation, input, cron, timezone, catch_up, status, active_from, created_at, updated_at)
+     VALUES (@id, @project_id, @operation, @input, @cron, @timezone, @catch_up, @status, @active_from, @created_at, @updated_at)`,
   ).run(row);
 }
 
@@ -185,12 +185,14 @@ export function getLatestScheduleRun(db: Db, scheduleId: string): ScheduleRunRow
     | undefined;
 }
 
-/** Pending runs of a project's schedules of one operation (a briefing being generated is not ready). */
-export function listPendingRunsForProject(db: Db, projectId: string, operation: string): (ScheduleRunRow & { timezone: string })[] {
+export type PendingRun = ScheduleRunRow & Pick<ScheduleRow, 'operation' | 'input' | 'project_id' | 'timezone'>;
+
+/** Pending runs of a project's schedules, with what each asks for (a document being generated is not ready). */
+export function listPendingRunsForProject(db: Db, projectId: string): PendingRun[] {
   return prepared(
     db,
-    `SELECT r.*, s.timezone FROM schedule_runs r INDEXED BY idx_schedule_runs_pending
+    `SELECT r.*, s.operation, s.input, s.project_id, s.timezone FROM schedule_runs r INDEXED BY idx_schedule_runs_pending
      JOIN schedules s ON s.id = r.schedule_id
-     WHERE r.status = 'pending' AND s.project_id = ? AND s.operation = ?`,
-  ).all(projectId, operation) as (ScheduleRunRow & { timezone: string })[];
+     WHERE r.status = 'pending' AND s.project_id = ?`,
+  ).all(projectId) as PendingRun[];
 }

@@ -46,6 +46,13 @@ export const threads = sqliteTable(
     status: text('status').notNull().default('open'),
     parent_thread_id: text('parent_thread_id').references((): any => threads.id),
     idempotency_key: text('idempotency_key').notNull(),
+    /**
+     * `work`: the thread's work items call the model. `orchestration`: a parent whose children do the
+     * calls; it holds its operation's lock until every child ended. Set at creation, never changed.
+     */
+    role: text('role').notNull().default('work'),
+    /** The operation's input (JSON, valid against its `input` schema): what its work items are built from. */
+    input: text('input').notNull().default('{}'),
     created_by: text('created_by'),
     created_at: integer('created_at').notNull(),
     closed_at: integer('closed_at'),
@@ -308,8 +315,13 @@ export const schedules = sqliteTable(
   project_id: text('project_id')
     .notNull()
     .references(() => projects.id),
-  /** `briefing` | `generate-all`. */
+  /** An operation name, or a schedule alias (`briefing`, `generate-all`; see operations/builtin). */
   operation: text('operation').notNull(),
+  /**
+   * The input template of each run (JSON object): `"{{date}}"` becomes the period's date in `timezone`,
+   * and `project_id` defaults to the schedule's project.
+   */
+  input: text('input').notNull().default('{}'),
   cron: text('cron').notNull(),
   /** IANA time zone the cron expression is read in. */
   timezone: text('timezone').notNull(),

@@ -9,9 +9,9 @@ export function insertThread(db: Db, row: ThreadRow): void {
   prepared(
     db,
     `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, parent_thread_id,
-       idempotency_key, created_by, created_at, closed_at)
+       idempotency_key, role, input, created_by, created_at, closed_at)
      VALUES (@id, @kind, @space_type, @space_id, @target_ref, @status, @parent_thread_id,
-       @idempotency_key, @created_by, @created_at, @closed_at)`,
+       @idempotency_key, @role, @input, @created_by, @created_at, @closed_at)`,
   ).run(row);
 }
 
@@ -182,4 +182,20 @@ export function adoptThread(db: Db, id: string, parentId: string): void {
 /** Every thread of a space (project), oldest first: what `ledger export --project` walks. */
 export function listThreadsForSpace(db: Db, spaceId: string): ThreadRow[] {
   return prepared(db, 'SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at, rowid').all(spaceId) as ThreadRow[];
+}
+
+/**
+ * Active threads whose target is this document (`doc` and `briefing` say "not ready" instead of "not
+ * found" while one runs). Reads the partial index of active threads, which stays small.
+ */
+export function listActiveThreadsForDocument(db: Db, p: { project_id: string; doc_type: string; key: string }): ThreadRow[] {
+  return prepared(
+    db,
+    `SELECT * FROM llm_threads INDEXED BY idx_threads_active
+     WHERE status IN ('open', 'running')
+       AND json_extract(target_ref, '$.project_id') = @project_id
+       AND json_extract(target_ref, '$.doc_type') = @doc_type
+       AND coalesce(json_extract(target_ref, '$.key'), '') = @key
+     ORDER BY created_at`,
+  ).all(p) as ThreadRow[];
 }

@@ -58,9 +58,8 @@ export function listClaimHeads(db: Db, now: number): ClaimHead[] {
 }
 
 /**
- * The candidates of one project (one per priority with queued items). After a claim or a park only that
- * project's heads can change — lock scopes are per project epic — so a claim round refreshes these
- * instead of walking every group again.
+ * The candidates of one project (one per priority with queued items). A claim round refreshes these
+ * after a claim or a park in the project instead of walking every group again.
  */
 export function listProjectClaimHeads(db: Db, projectId: string, now: number): ClaimHead[] {
   const heads: ClaimHead[] = [];

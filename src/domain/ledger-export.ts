@@ -43,6 +43,10 @@ const threadSchema = z.object({
   status: z.enum(TERMINAL_THREAD_STATUSES as unknown as [string, ...string[]]),
   parent_thread_id: z.string().nullable(),
   idempotency_key: z.string(),
+  // Absent in exports written before operations were definitions: a thread then was a work thread
+  // unless it had no work item, and its input was its target_ref without doc_type (see importLedger).
+  role: z.string().optional(),
+  input: z.string().optional(),
   created_by: z.string().nullable(),
   created_at: z.number().int(),
   closed_at: z.number().int().nullable(),

@@ -23,7 +23,7 @@ export function summarizeLedgerEntry(entryType: string, payload: Record<string, 
             ? ` (cached from #${payload.cached_from})`
             : '';
       return payload.ok
-        ? `valid: ${payload.items ?? 0} stories${resumed}`
+        ? `valid: ${payload.items ?? 0} ${payload.item_noun ?? 'items'}${resumed}`
         : `invalid: ${(payload.errors ?? []).slice(0, 3).join('; ')}${resumed}`;
     }
     case 'mutation_report':

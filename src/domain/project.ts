@@ -30,6 +30,9 @@ export const projectFileSchema = z
   });
 export type ProjectFile = z.infer<typeof projectFileSchema>;
 
+/** The document a project import writes: its epics. */
+export const EPIC_ARCHITECTURE = 'epic_architecture';
+
 export const epicArchitectureSchema = z.object({ epics: z.array(epicSchema) });
 export type EpicArchitecture = z.infer<typeof epicArchitectureSchema>;
 

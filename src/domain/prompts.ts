@@ -1,11 +1,8 @@
 /**
- * Prompt rendering. The rendered request is recorded verbatim in the `prompt` ledger entry and sent
- * as-is, so what the ledger says was asked is exactly what was asked. A golden file under test/ pins
- * the rendering: a prompt change shows in review.
+ * The chat request an operation's call sends (operations render their messages: src/operations). The
+ * rendered request is recorded verbatim in the `prompt` ledger entry and sent as-is, so what the ledger
+ * says was asked is exactly what was asked.
  */
-import { STORIES_JSON_SCHEMA } from './backlog.js';
-import { BRIEFING_JSON_SCHEMA, type ProjectFacts } from './briefing.js';
-import type { Epic } from './project.js';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -56,87 +53,6 @@ export function withResponseFormat(request: ChatRequest, mode: ResponseFormatMod
   const messages =
     first?.role === 'system' ? [{ ...first, content: `${first.content}\n${instruction}` }, ...others] : [{ role: 'system' as const, content: instruction }, ...request.messages];
   return { ...rest, messages, ...(mode === 'json_object' ? { response_format: { type: 'json_object' as const } } : {}) };
-}
-
-const STORY_SYSTEM_PROMPT = [
-  'You are a senior product manager writing a story backlog.',
-  'Write user stories for exactly one epic. Each story has a short title, a description in the form',
-  '"As a <role>, I want <capability>, so that <benefit>", and concrete, testable acceptance criteria.',
-  'Answer with one JSON object only: {"stories":[{"title","description","acceptance_criteria":[...]}]}.',
-].join('\n');
-
-/** The request for `story_generate_epic`: the epic's id, title and description, and the answer schema. */
-export function renderStoryPrompt(project: { id: string; name: string }, epic: Epic, params: ModelParams): SchemaChatRequest {
-  const user = [
-    `Project: ${project.name} (id: ${project.id})`,
-    `Epic id: ${epic.id}`,
-    `Epic title: ${epic.title}`,
-    'Epic description:',
-    epic.description.trim() === '' ? '(none given)' : epic.description.trim(),
-    '',
-    'Write between 3 and 8 user stories that together deliver this epic.',
-  ].join('\n');
-  return {
-    model: params.model,
-    messages: [
-      { role: 'system', content: STORY_SYSTEM_PROMPT },
-      { role: 'user', content: user },
-    ],
-    response_format: {
-      type: 'json_schema',
-      json_schema: { name: 'story_list', strict: false, schema: STORIES_JSON_SCHEMA as unknown as Record<string, unknown> },
-    },
-    temperature: params.temperature,
-    max_tokens: params.maxTokens,
-  };
-}
-
-const BRIEFING_SYSTEM_PROMPT = [
-  'You are a delivery lead writing a short status briefing about one software project for its team.',
-  'Use only the facts given. Say plainly what is done, what failed and what is still running.',
-  'Answer with one JSON object only: {"summary","highlights":[...],"risks":[...],"next_steps":[...]}.',
-].join('\n');
-
-/** The request for `project_briefing`: the project's state on `date`, and the answer schema. */
-export function renderBriefingPrompt(
-  project: { id: string; name: string },
-  date: string,
-  facts: ProjectFacts,
-  params: ModelParams,
-): SchemaChatRequest {
-  const counts = Object.entries(facts.threads)
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([status, n]) => `${n} ${status}`);
-  const threadLine = (t: ProjectFacts['failed'][number]) =>
-    `- ${t.kind} for ${t.target} (thread ${t.thread_id}, since ${t.created_at}${t.error_code ? `, error ${t.error_code}` : ''})`;
-  const user = [
-    `Project: ${project.name} (id: ${project.id})`,
-    `Briefing date: ${date}`,
-    '',
-    'Epics and the stories generated for them:',
-    ...(facts.epics.length === 0 ? ['(no epics)'] : facts.epics.map((e) => `- ${e.epic_id} "${e.title}": ${e.stories} stories`)),
-    '',
-    `Generation threads: ${counts.length === 0 ? 'none yet' : counts.join(', ')}`,
-    'Failed threads:',
-    ...(facts.failed.length === 0 ? ['(none)'] : facts.failed.map(threadLine)),
-    'Running threads:',
-    ...(facts.running.length === 0 ? ['(none)'] : facts.running.map(threadLine)),
-    '',
-    'Write the briefing: a two or three sentence summary, then highlights, risks and next steps (each may be empty).',
-  ].join('\n');
-  return {
-    model: params.model,
-    messages: [
-      { role: 'system', content: BRIEFING_SYSTEM_PROMPT },
-      { role: 'user', content: user },
-    ],
-    response_format: {
-      type: 'json_schema',
-      json_schema: { name: 'project_briefing', strict: false, schema: BRIEFING_JSON_SCHEMA as unknown as Record<string, unknown> },
-    },
-    temperature: params.temperature,
-    max_tokens: params.maxTokens,
-  };
 }
 
 /**

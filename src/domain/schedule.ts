@@ -6,9 +6,6 @@
  */
 import { Cron } from 'croner';
 
-export const SCHEDULE_OPERATIONS = ['briefing', 'generate-all'] as const;
-export type ScheduleOperation = (typeof SCHEDULE_OPERATIONS)[number];
-
 export const CATCH_UP_POLICIES = ['latest', 'skip'] as const;
 export type CatchUpPolicy = (typeof CATCH_UP_POLICIES)[number];
 
@@ -116,4 +113,11 @@ export function nextFireTimes(s: Pick<ScheduleTiming, 'cron' | 'timezone'>, now:
   return cronOf(s.cron, s.timezone)
     .nextRuns(n, new Date(now))
     .map((d) => d.getTime());
+}
+
+/** Dates are calendar days, YYYY-MM-DD, and must exist (no 2026-02-30). */
+export function isCalendarDate(s: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(s)) return false;
+  const d = new Date(`${s}T00:00:00Z`);
+  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === s;
 }

@@ -2,13 +2,14 @@
  * A deterministic OpenAI-compatible chat completions server for the demo and the tests, with fault
  * injection: 429 + Retry-After, 5xx, hangs, connection drops (before or in the middle of the answer),
  * 401/400, a server that refuses JSON-schema response formats, malformed, huge and schema-invalid
- * answers, and answers that echo the caller's API key. The same prompt always gets the same answer.
+ * answers, and answers that echo the caller's API key. The same prompt always gets the same answer,
+ * valid against the JSON schema of its response format, whatever the operation (see answers.ts).
  *
  * Control endpoints (JSON): GET /_sim/stats, POST /_sim/faults (replace the rules), POST /_sim/reset.
  */
-import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { echoInAnswer, seeded, simulatedContent } from './answers.js';
 
 export const FAULT_KINDS = [
   'rate_limit',
@@ -77,10 +78,10 @@ export interface SimulatorOptions {
 
 export interface SimCall {
   n: number;
-  /** What was asked, told apart by the response format's schema name. */
-  operation: 'stories' | 'briefing';
+  /** What was asked: the response format's schema name (the operation's name), or null without one. */
+  operation: string | null;
+  /** The built-ins' prompts name these (`Epic id: …`, `Briefing date: …`): tests filter calls by them. */
   epic_id: string | null;
-  /** For briefings: the date asked for. */
   briefing_date: string | null;
   fault: FaultKind | null;
   repair: boolean;
@@ -98,64 +99,6 @@ export interface Simulator {
   setRateLimitHeaders(values: RateLimitHeaderValues): void;
   reset(): void;
   close(): Promise<void>;
-}
-
-/** mulberry32: a tiny seeded PRNG, so fault sequences repeat across runs. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const ROLES = ['a shopper', 'an administrator', 'a support agent', 'a new user', 'a returning customer', 'an analyst'];
-const BENEFITS = ['I save time', 'I can trust the result', 'I stay in control', 'nothing is lost', 'I can act on it quickly'];
-
-/** Deterministic stories for an epic: the same epic always yields the same backlog. */
-export function simulatedStories(epicId: string, epicTitle: string) {
-  const h = createHash('sha256').update(`${epicId}\n${epicTitle}`).digest();
-  const count = 3 + (h[0]! % 3);
-  const subject = epicTitle.toLowerCase();
-  return Array.from({ length: count }, (_, i) => {
-    const role = ROLES[h[i + 1]! % ROLES.length]!;
-    const benefit = BENEFITS[h[i + 7]! % BENEFITS.length]!;
-    return {
-      title: `${epicTitle}: part ${i + 1}`,
-      description: `As ${role}, I want ${subject} (step ${i + 1} of ${count}), so that ${benefit}.`,
-      acceptance_criteria: [
-        `Given ${role}, when they use step ${i + 1} of "${epicTitle}", then the outcome is saved`,
-        `Errors in step ${i + 1} are shown with a clear message`,
-      ],
-      estimate_points: 1 + (h[i + 13]! % 8),
-    };
-  });
-}
-
-/**
- * A deterministic briefing written from the facts in the prompt (its epic and thread lines), so it
- * reflects the project's state the way a model would.
- */
-export function simulatedBriefing(prompt: string) {
-  const project = /Project: (.+?) \(id:/.exec(prompt)?.[1] ?? 'the project';
-  const date = /Briefing date: (.+)/.exec(prompt)?.[1]?.trim() ?? 'today';
-  const epics = [...prompt.matchAll(/^- (\S+) "(.*)": (\d+) stories$/gm)].map((m) => ({ id: m[1]!, title: m[2]!, stories: Number(m[3]) }));
-  const failed = /Failed threads:\n([\s\S]*?)\nRunning threads:/.exec(prompt)?.[1]?.split('\n').filter((l) => l.startsWith('- ')) ?? [];
-  const running = /Running threads:\n([\s\S]*?)\n\n/.exec(prompt)?.[1]?.split('\n').filter((l) => l.startsWith('- ')) ?? [];
-  const stories = epics.reduce((n, e) => n + e.stories, 0);
-  const done = epics.filter((e) => e.stories > 0);
-  return {
-    summary: `${project} on ${date}: ${stories} stories across ${done.length} of ${epics.length} epics; ${failed.length} failed and ${running.length} running threads.`,
-    highlights: done.map((e) => `${e.title}: ${e.stories} stories ready`),
-    risks: failed.map((l) => `Failed: ${l.slice(2)}`),
-    next_steps: [
-      ...epics.filter((e) => e.stories === 0).map((e) => `Generate the stories of "${e.title}"`),
-      ...(failed.length > 0 ? ['Retry the failed threads (combine retry <thread-id>)'] : []),
-    ],
-  };
 }
 
 function readBody(req: http.IncomingMessage): Promise<string> {
@@ -211,20 +154,6 @@ function sendHuge(res: http.ServerResponse, size: number, chunked: boolean, head
   pump();
 }
 
-function storiesContent(epicId: string | null, epicTitle: string, fault: FaultKind | undefined): string {
-  const stories = simulatedStories(epicId ?? 'unknown', epicTitle);
-  if (fault === 'schema_invalid') return JSON.stringify({ stories: stories.map((s) => ({ title: s.title, acceptance_criteria: 'not-a-list' })) });
-  if (fault === 'not_json') return `Here are your stories: ${stories.map((s) => s.title).join(', ')}`;
-  return JSON.stringify({ stories });
-}
-
-function briefingContent(prompt: string, fault: FaultKind | undefined): string {
-  const briefing = simulatedBriefing(prompt);
-  if (fault === 'schema_invalid') return JSON.stringify({ summary: 42, highlights: 'not-a-list' });
-  if (fault === 'not_json') return `Briefing: ${briefing.summary}`;
-  return JSON.stringify(briefing);
-}
-
 export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
   let rules: (FaultRule & { used: number })[] = (opts.faults ?? []).map((r) => ({ ...r, used: 0 }));
   let latencyMs = opts.latencyMs ?? 0;
@@ -254,7 +183,11 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
 
   async function completions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const raw = await readBody(req);
-    let body: { model?: string; messages?: { role: string; content: string }[]; response_format?: { type?: string; json_schema?: { name?: string } } };
+    let body: {
+      model?: string;
+      messages?: { role: string; content: string }[];
+      response_format?: { type?: string; json_schema?: { name?: string; schema?: Record<string, unknown> } };
+    };
     try {
       body = JSON.parse(raw);
     } catch {
@@ -262,18 +195,16 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     }
     const messages = body.messages ?? [];
     const text = messages.map((m) => m.content).join('\n');
-    const epicId = /Epic id: (.+)/.exec(text)?.[1]?.trim() ?? null;
-    const epicTitle = /Epic title: (.+)/.exec(text)?.[1]?.trim() ?? 'Untitled';
     const repair = messages.some((m) => m.role === 'assistant');
-    const operation = body.response_format?.json_schema?.name === 'project_briefing' ? 'briefing' : 'stories';
-    const briefingDate = operation === 'briefing' ? (/Briefing date: (.+)/.exec(text)?.[1]?.trim() ?? null) : null;
+    const format = body.response_format?.json_schema;
+    const simRequest = { schemaName: format?.name ?? null, schema: format?.schema ?? null, messages };
     const fault = pickFault(text);
     const n = calls.length + 1;
     const call: SimCall = {
       n,
-      operation,
-      epic_id: epicId,
-      briefing_date: briefingDate,
+      operation: format?.name ?? null,
+      epic_id: /Epic id: (.+)/.exec(text)?.[1]?.trim() ?? null,
+      briefing_date: /Briefing date: (.+)/.exec(text)?.[1]?.trim() ?? null,
       fault: fault?.kind ?? null,
       repair,
       at: Date.now(),
@@ -328,8 +259,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
           res.writeHead(200, { 'content-type': 'application/json', ...headers });
           return void res.end(`{"error": not json, your key is ${echo}`);
         }
-        const stories = simulatedStories(epicId ?? 'unknown', epicTitle).map((s, i) => (i === 0 ? { ...s, description: `${s.description} (key: ${echo})` } : s));
-        const answer = JSON.stringify({ stories });
+        const answer = JSON.stringify(echoInAnswer(JSON.parse(simulatedContent(simRequest, null)), `(key: ${echo})`));
         return sendJson(res, 200, completionBody(n, body.model, answer, text, { system_fingerprint: echo }), headers, call);
       }
       case 'hang':
@@ -351,7 +281,8 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         break;
     }
 
-    const content = operation === 'briefing' ? briefingContent(text, fault?.kind) : storiesContent(epicId, epicTitle, fault?.kind);
+    const brokenAs = fault?.kind === 'schema_invalid' || fault?.kind === 'not_json' ? fault.kind : null;
+    const content = simulatedContent(simRequest, brokenAs);
     sendJson(res, 200, completionBody(n, body.model, content, text), headers, call);
   }
 

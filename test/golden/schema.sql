@@ -217,7 +217,7 @@ CREATE TABLE `llm_threads` (
 	`idempotency_key` text NOT NULL,
 	`created_by` text,
 	`created_at` integer NOT NULL,
-	`closed_at` integer,
+	`closed_at` integer, `role` text DEFAULT 'work' NOT NULL, `input` text DEFAULT '{}' NOT NULL,
 	FOREIGN KEY (`parent_thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
 );
 
@@ -307,7 +307,7 @@ CREATE TABLE `schedules` (
 	`status` text NOT NULL,
 	`active_from` integer NOT NULL,
 	`created_at` integer NOT NULL,
-	`updated_at` integer NOT NULL,
+	`updated_at` integer NOT NULL, `input` text DEFAULT '{}' NOT NULL,
 	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE no action
 );
 

@@ -4,7 +4,7 @@
  * restarted — from the recorded answer, with zero new provider calls.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { simulatedStories } from '../../src/sim/simulator.js';
+import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { FAST_RETRY, Harness, project, waitForExit, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 
 let h: Harness;
@@ -99,7 +99,7 @@ describe('replay', () => {
 
     const whole = await h.cli(['replay', r.thread_id]);
     expect(whole.code).toBe(2);
-    expect(whole.stderr).toContain('replay one epic thread at a time');
+    expect(whole.stderr).toContain('replay one of its children at a time');
     expect(whole.stderr).toContain(failed[0]!.thread_id);
 
     await h.stopDaemon();

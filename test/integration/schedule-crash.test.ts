@@ -63,7 +63,7 @@ describe('scheduled run crash recovery', () => {
     expect(h.logText()).toContain('re-claimed a stale pending schedule run');
     // One provider call, one thread, one briefing (version 1) for the period's date.
     expect(h.sim.calls).toHaveLength(1);
-    expect(h.sim.calls[0]).toMatchObject({ operation: 'briefing', briefing_date: x.date });
+    expect(h.sim.calls[0]).toMatchObject({ operation: 'project_briefing', briefing_date: x.date });
     expect(x.threads).toHaveLength(1);
     expect(x.docs).toHaveLength(1);
     expect(x.docs[0]).toMatchObject({ doc_key: x.date, version: 1 });

@@ -107,7 +107,7 @@ describe('two processes race the schedule tick', () => {
     console.log(`race split: A won ${ra.won}, B won ${rb.won}; lost at the INSERT itself: ${ra.lost_at_insert + rb.lost_at_insert}`);
 
     // One provider call per period, for that period's date.
-    const calls = h.sim.calls.filter((c) => c.operation === 'briefing');
+    const calls = h.sim.calls.filter((c) => c.operation === 'project_briefing');
     expect(calls).toHaveLength(PERIODS);
     const dates = Array.from({ length: PERIODS }, (_, i) => new Date(FIRST + i * DAY).toISOString().slice(0, 10));
     expect(calls.map((c) => c.briefing_date).sort()).toEqual(dates);

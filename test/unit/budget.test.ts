@@ -1,10 +1,10 @@
 /** Budget arithmetic: estimates are upper bounds, verdicts name the limit and say when it may pass. */
 import { describe, expect, it } from 'vitest';
 import { checkBudget, costUsd, estimateCall, nextUtcMidnight, utcDay } from '../../src/domain/budget.js';
-import { renderStoryPrompt } from '../../src/domain/prompts.js';
+import { storyRequest } from '../helpers/operations.js';
 
 const NOW = Date.parse('2026-03-10T15:30:00Z');
-const request = renderStoryPrompt(
+const request = storyRequest(
   { id: 'p', name: 'P' },
   { id: 'E1', title: 'Checkout', description: 'Pay for the cart.' },
   { model: 'm', temperature: 0, maxTokens: 1000 },

@@ -12,7 +12,7 @@ import { loadConfig } from '../../src/daemon/config.js';
 import type { EngineEvent } from '../../src/daemon/events.js';
 import { createLogger } from '../../src/daemon/logger.js';
 import { estimateCall } from '../../src/domain/budget.js';
-import { renderStoryPrompt } from '../../src/domain/prompts.js';
+import { storyRequest } from '../helpers/operations.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
 
@@ -39,7 +39,7 @@ describe('daily budget under a fake clock', () => {
   const clock = new FakeClock();
   const p = project('p', 2);
   const params = { model: 'test-model', temperature: 0.2, maxTokens: 2048 };
-  const perCall = estimateCall(renderStoryPrompt(p, p.epics[0]!, params), undefined).tokens;
+  const perCall = estimateCall(storyRequest(p, p.epics[0]!, params), undefined).tokens;
 
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'cmb-budget-'));

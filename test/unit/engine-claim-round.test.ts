@@ -10,6 +10,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
 import { loadConfig, type DaemonConfig } from '../../src/daemon/config.js';
 import { createLogger } from '../../src/daemon/logger.js';
+import { builtinDefinitions } from '../../src/operations/loader.js';
+import { OperationRegistry } from '../../src/operations/registry.js';
+import { validateDefinition } from '../../src/operations/validate.js';
+import { operationSettingsOf } from '../../src/daemon/config.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
 
@@ -60,5 +64,41 @@ describe('a claim round with many free slots', () => {
     expect(perProject).toEqual({ a: 2, b: 2, c: 2 });
     const queued = app.db.prepare("SELECT count(*) AS n FROM llm_work_items WHERE status = 'queued'").get() as { n: number };
     expect(queued.n).toBe(6);
+  });
+
+  it('a lock scope shared across projects: one round leases one of its items and claims the rest elsewhere', async () => {
+    // An operation whose mutations all run under one scope, whatever the project.
+    const shared = validateDefinition(
+      {
+        name: 'global_note',
+        description: 'one note per project, written one at a time',
+        input: { type: 'object', properties: { project_id: { type: 'string' } }, required: ['project_id'] },
+        identity: (i: { project_id: string }) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'note', target_id: 'one' }),
+        lockScope: () => 'notes:global',
+        target: (i: { project_id: string }) => ({ project_id: i.project_id, doc_type: 'note' }),
+        prompt: () => ({ messages: [{ role: 'user', content: 'Write a note' }] }),
+        output: { type: 'object', properties: { note: { type: 'string' } } },
+        apply: ({ answer }: { answer: unknown }) => ({ content: answer, summary: {} }),
+      },
+      'test',
+    );
+    const operations = new OperationRegistry([...builtinDefinitions(), shared], operationSettingsOf(config));
+    const seed = new App({ config, logger: createLogger(null, 'silent'), operations });
+    apps.push(seed);
+    await seed.engine.stop(0);
+    for (const p of ['a', 'b', 'c']) {
+      await seed.importProject(project(p, 1));
+      await seed.run('global_note', { project_id: p }, { force: false, deadlineAt: null, createdBy: null });
+      await seed.generateEpic(p, 'E1', { force: false, deadlineAt: null, createdBy: null });
+    }
+    await seed.shutdown(0);
+    apps.length = 0;
+
+    const app = new App({ config, logger: createLogger(null, 'silent'), operations });
+    apps.push(app);
+    await app.start();
+    await app.engine.claimDue();
+    const leased = app.db.prepare("SELECT lock_scope FROM llm_work_items WHERE status IN ('claimed', 'running') ORDER BY lock_scope").all() as { lock_scope: string }[];
+    expect(leased.map((l) => l.lock_scope)).toEqual(['epic:a:E1', 'epic:b:E1', 'epic:c:E1', 'notes:global']);
   });
 });

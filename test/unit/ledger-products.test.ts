@@ -1,9 +1,9 @@
 /** Pure parts of the ledger products: completeness tracking, answer rules, story diffs, cache keys. */
 import { describe, expect, it } from 'vitest';
-import { checkAnswerRules, NO_ANSWER_RULES } from '../../src/domain/answer-rules.js';
 import { requestCacheKey } from '../../src/domain/cache-key.js';
 import { CompletenessTracker } from '../../src/domain/ledger-completeness.js';
-import { diffStories } from '../../src/domain/story-diff.js';
+import { diffStories } from '../../src/operations/builtin/story_generate_epic/merge.js';
+import { checkStoryRules as checkAnswerRules } from '../../src/operations/builtin/story_generate_epic/rules.js';
 
 const story = (title: string, extra: Record<string, unknown> = {}) => ({ title, description: `d ${title}`, acceptance_criteria: ['c'], ...extra });
 let seq = 0;
@@ -39,12 +39,13 @@ describe('completeness tracker', () => {
 describe('answer rules', () => {
   it('passes with no rules and names each violation', () => {
     const answer = { stories: [story('A', { priority: 'high' }), story('B', { priority: '' })] };
-    expect(checkAnswerRules(answer, NO_ANSWER_RULES)).toEqual([]);
-    expect(checkAnswerRules(answer, { minStories: 3, maxStories: null, requiredStoryFields: ['priority'] })).toEqual([
+    expect(checkAnswerRules(answer, {})).toEqual([]);
+    expect(checkAnswerRules(answer, { min_stories: 3, required_story_fields: ['priority'] })).toEqual([
       'stories: needs at least 3 stories (got 2)',
       'stories[1].priority: is required',
     ]);
-    expect(checkAnswerRules(answer, { minStories: null, maxStories: 1, requiredStoryFields: [] })).toEqual(['stories: allows at most 1 stories (got 2)']);
+    expect(checkAnswerRules(answer, { max_stories: 1 })).toEqual(['stories: allows at most 1 stories (got 2)']);
+    expect(checkAnswerRules({ stories: [story(' ')] }, {})).toEqual(['stories[0].title: must not be empty']);
   });
 });
 

@@ -15,7 +15,7 @@ beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'cmb-prune-'));
   db = openDatabase(join(dir, 'combine.db'));
   applyMigrations(db);
-  insertThread(db, { id: 't', kind: 'k', space_type: 'project', space_id: 'p', target_ref: '{}', status: 'complete', parent_thread_id: null, idempotency_key: 'key', created_by: null, created_at: 1, closed_at: 2 });
+  insertThread(db, { id: 't', kind: 'k', space_type: 'project', space_id: 'p', target_ref: '{}', status: 'complete', parent_thread_id: null, idempotency_key: 'key', role: 'work', input: '{}', created_by: null, created_at: 1, closed_at: 2 });
   for (let i = 0; i < 4; i++) appendLedgerEntry(db, { thread_id: 't', work_item_id: null, entry_type: 'prompt', attempt: null, payload: { i }, created_at: 1 });
 });
 afterEach(() => {

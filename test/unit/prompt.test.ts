@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { renderRepairPrompt, renderStoryPrompt } from '../../src/domain/prompts.js';
+import { renderRepairPrompt } from '../../src/domain/prompts.js';
+import { storyRequest as renderStoryPrompt } from '../helpers/operations.js';
 import { expectGolden } from '../helpers/golden.js';
 
 const project = { id: 'acme', name: 'ACME Shop' };

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { parseBriefingAnswer } from '../../src/domain/briefing.js';
-import { renderBriefingPrompt } from '../../src/domain/prompts.js';
 import { RUN_TRANSITIONS, checkCron, duePeriod, localDate, nextFireAt, runStatusesLeadingTo } from '../../src/domain/schedule.js';
-import { simulatedBriefing } from '../../src/sim/simulator.js';
+import { simulatedBriefing } from '../../src/operations/builtin/project_briefing/simulate.js';
 import { expectGolden } from '../helpers/golden.js';
+import { builtinRequest, checkBuiltinAnswer, threadsOf } from '../helpers/operations.js';
+
+const parseBriefingAnswer = (content: string) => checkBuiltinAnswer('project_briefing', content);
 
 const at = (iso: string) => Date.parse(iso);
 const hourly = { cron: '0 * * * *', timezone: 'UTC', catch_up: 'latest', active_from: at('2026-03-01T00:00:00Z') };
@@ -50,23 +51,28 @@ describe('due periods', () => {
 });
 
 describe('briefing prompt and answer', () => {
-  const facts = {
-    epics: [
-      { epic_id: 'checkout', title: 'Checkout', stories: 5 },
-      { epic_id: 'returns', title: 'Returns', stories: 0 },
-    ],
-    threads: { complete: 1, failed: 1 },
-    failed: [{ thread_id: 't-2', kind: 'story_generate_epic', target: 'returns', status: 'failed', error_code: 'SCHEMA_INVALID', created_at: '2026-03-01T07:00:00.000Z' }],
-    running: [],
+  const epics = [
+    { id: 'checkout', title: 'Checkout', description: '' },
+    { id: 'returns', title: 'Returns', description: '' },
+  ];
+  const story = { title: 's', description: 'd', acceptance_criteria: ['c'] };
+  const backlog = { epics: [{ epic_id: 'checkout', title: 'Checkout', stories: Array(5).fill(story), thread_id: 't-1', work_item_id: 'w', generated_at: 0 }] };
+  const failed = [
+    { thread_id: 't-2', kind: 'story_generate_epic', target_ref: { epic_id: 'returns' }, status: 'failed', error_code: 'SCHEMA_INVALID', created_at: '2026-03-01T07:00:00.000Z' },
+  ];
+  const fixture = {
+    project: { id: 'acme', name: 'ACME Shop' },
+    documents: { epic_architecture: { epics }, story_backlog: backlog },
+    threads: threadsOf({ complete: 1, failed: 1 }, failed, []),
   };
-  const params = { model: 'gpt-4o-mini', temperature: 0.2, maxTokens: 2048 };
+  const renderBriefingPrompt = () => builtinRequest('project_briefing', { project_id: 'acme', date: '2026-03-01' }, fixture);
 
   it('matches the golden rendering', () => {
-    expectGolden('briefing-prompt.json', `${JSON.stringify(renderBriefingPrompt({ id: 'acme', name: 'ACME Shop' }, '2026-03-01', facts, params), null, 2)}\n`);
+    expectGolden('briefing-prompt.json', `${JSON.stringify(renderBriefingPrompt(), null, 2)}\n`);
   });
 
   it("the simulator's answer to it is a valid briefing that reflects the facts", () => {
-    const request = renderBriefingPrompt({ id: 'acme', name: 'ACME Shop' }, '2026-03-01', facts, params);
+    const request = renderBriefingPrompt();
     const answer = simulatedBriefing(request.messages.map((m) => m.content).join('\n'));
     const parsed = parseBriefingAnswer(JSON.stringify(answer));
     expect(parsed.ok).toBe(true);

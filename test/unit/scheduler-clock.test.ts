@@ -54,7 +54,7 @@ describe('scheduler under a fake clock', () => {
     await app.shutdown(5000);
   }
 
-  const briefingCalls = () => sim.calls.filter((c) => c.operation === 'briefing');
+  const briefingCalls = () => sim.calls.filter((c) => c.operation === 'project_briefing');
 
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'cmb-sched-'));
@@ -85,7 +85,7 @@ describe('scheduler under a fake clock', () => {
     const [run] = app.schedules.runs(s.schedule_id, 10);
     expect(run).toMatchObject({ status: 'complete', ready: true, claims: 1, thread_status: 'complete' });
     expect(run!.usage!.responses).toBe(1);
-    expect(app.schedules.briefing('p', '2026-03-01')).toMatchObject({ date: '2026-03-01', version: 1 });
+    expect(app.briefing('p', '2026-03-01')).toMatchObject({ date: '2026-03-01', version: 1 });
   });
 
   it('a daemon down over three periods catches up with one run, for the latest period', async () => {
@@ -158,10 +158,10 @@ describe('scheduler under a fake clock', () => {
     await app.scheduler.tick();
     const [pending] = app.schedules.runs(s.schedule_id, 10);
     expect(pending).toMatchObject({ status: 'pending', ready: false, usage: null });
-    expect(() => app.schedules.briefing('p', '2026-03-01')).toThrow(/not ready yet/);
+    expect(() => app.briefing('p', '2026-03-01')).toThrow(/not ready yet/);
     await done;
     expect(app.schedules.runs(s.schedule_id, 10)[0]).toMatchObject({ status: 'complete', ready: true });
-    expect(app.schedules.briefing('p', null)).toMatchObject({ date: '2026-03-01' });
+    expect(app.briefing('p', null)).toMatchObject({ date: '2026-03-01' });
   });
 
   it('a scheduled generate-all runs its children at the scheduled priority and records their usage', async () => {

@@ -38,6 +38,8 @@ beforeAll(() => {
       status: STATUSES[(i * 13) % 5]!,
       parent_thread_id: parent,
       idempotency_key: `k${i}`,
+      role: kind === 'story_generate_all' ? 'orchestration' : 'work',
+      input: '{}',
       created_by: null,
       created_at: 1_000_000 + Math.floor(i / 3), // three threads share each millisecond: ties by insertion order
       closed_at: null,

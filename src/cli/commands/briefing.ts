@@ -1,6 +1,6 @@
 /** `combine briefing <project> [--date D]`: a project's briefing, written by a scheduled `briefing` run. */
 import { Command } from 'commander';
-import type { BriefingView } from '../../daemon/scheduler/views.js';
+import type { BriefingView } from '../../operations/builtin/index.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { CliError, EXIT, print, shortTime } from '../output.js';

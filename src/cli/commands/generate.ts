@@ -15,14 +15,26 @@ interface GenerateOptions extends CommonOptions {
   dryRun?: boolean;
 }
 
+export type FollowOptions = Pick<GenerateOptions, 'json' | 'follow'>;
+
 function describeResult(r: CommandView): string {
   if (!r.deduplicated) return `thread ${r.thread_id} ${r.status}`;
-  if (r.status === 'complete') return `thread ${r.thread_id} already complete: nothing to do (use --force to generate again)`;
+  if (r.status === 'complete') return `thread ${r.thread_id} already complete: nothing to do (use --force to run it again)`;
   return `thread ${r.thread_id} already ${r.status}: not started twice`;
 }
 
+/** A dry run's estimate for a person (`generate-all --dry-run`, `run --dry-run`). */
+export function renderDryRun(d: { project_id: string; model: string; calls: number; estimated_max_tokens: number; max_tokens_per_call: number; priced: boolean; estimated_max_cost: number | null }): string {
+  return [
+    `dry run for ${d.project_id} (model ${d.model}): nothing was enqueued`,
+    `  calls                 ${d.calls} (retries and repairs not included)`,
+    `  estimated max tokens  ${d.estimated_max_tokens} (prompt estimate + max_tokens ${d.max_tokens_per_call} per call)`,
+    `  estimated max cost    ${d.estimated_max_cost !== null ? formatUsd(d.estimated_max_cost) : `unpriced: no price for ${d.model} in config.json "prices"`}`,
+  ].join('\n');
+}
+
 /** Prints the command's answer, then follows the thread when asked. Returns the exit code. */
-export async function reportAndFollow(home: string, r: CommandView, opts: GenerateOptions): Promise<number> {
+export async function reportAndFollow(home: string, r: CommandView, opts: FollowOptions): Promise<number> {
   if (!opts.follow) {
     await print(opts, r, () => describeResult(r));
     return 0;
@@ -70,14 +82,7 @@ export function generateCommands(getHome: () => string): Command[] {
     if (opts.dryRun) {
       if (opts.follow) throw new CliError('--dry-run and --follow cannot be combined: a dry run starts nothing', EXIT.USAGE);
       const d = await withDaemon(home, opts, ({ client }, signal) => client.generate.allDryRun.query({ project_id: opts.project }, { signal }));
-      await print(opts, d, () =>
-        [
-          `dry run for ${d.project_id} (model ${d.model}): nothing was enqueued`,
-          `  calls                 ${d.calls} (one per epic; retries and repairs not included)`,
-          `  estimated max tokens  ${d.estimated_max_tokens} (prompt estimate + max_tokens ${d.max_tokens_per_call} per call)`,
-          `  estimated max cost    ${d.estimated_max_cost !== null ? formatUsd(d.estimated_max_cost) : `unpriced: no price for ${d.model} in config.json "prices"`}`,
-        ].join('\n'),
-      );
+      await print(opts, d, () => renderDryRun(d));
       return;
     }
     const deadline_ms = parseDeadline(opts.deadline);

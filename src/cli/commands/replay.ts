@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import type { ReplayReport } from '../../daemon/replay.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, plural, print } from '../output.js';
+import { CliError, EXIT, print } from '../output.js';
 
 interface ReplayOptions extends CommonOptions {
   apply?: boolean;
@@ -17,21 +17,26 @@ function render(r: ReplayReport): string {
       : r.recorded.parse_ok
         ? `valid, ${r.recorded.applied ? 'applied' : 'not applied'}`
         : `rejected: ${r.recorded.errors.slice(0, 3).join('; ')}`;
-  const today = r.replayed.ok ? `valid: ${plural(r.replayed.stories, 'story', 'stories')}` : `rejected (${r.replayed.stage}): ${r.replayed.errors.slice(0, 5).join('; ')}`;
+  const noun = Object.keys(r.replayed).find((k) => !['ok', 'stage', 'errors', 'items'].includes(k)) ?? 'items';
+  const today = r.replayed.ok ? `valid: ${r.replayed.items} ${noun}` : `rejected (${r.replayed.stage}): ${r.replayed.errors.slice(0, 5).join('; ')}`;
   const lines = [
     `thread ${r.thread_id} (${r.thread_status}), recorded response #${r.response_seq}`,
     `  recorded    ${recorded}`,
     `  today       ${today}`,
   ];
   if (r.plan) {
-    const d = r.plan.difference;
-    lines.push(
-      `  plan        ${r.plan.doc_type} v${r.plan.document_version} → v${r.plan.document_version + 1}, epic ${r.plan.epic_id}: ${r.plan.stories_before} → ${r.plan.stories_after} stories`,
-      `  difference  ${d.added.length} added, ${d.removed.length} removed, ${d.changed.length} changed, ${d.unchanged} unchanged`,
-      ...d.added.map((t) => `    + ${t}`),
-      ...d.removed.map((t) => `    - ${t}`),
-      ...d.changed.map((t) => `    ~ ${t}`),
-    );
+    const { doc_type, key, document_version, difference, ...summary } = r.plan;
+    const facts = Object.entries(summary).filter(([, v]) => typeof v !== 'object' || v === null).map(([k, v]) => `${k} ${String(v)}`);
+    lines.push(`  plan        ${doc_type}${key ? ` ${key}` : ''} v${document_version} → v${document_version + 1}${facts.length > 0 ? `: ${facts.join(', ')}` : ''}`);
+    const d = difference as { added?: string[]; removed?: string[]; changed?: string[]; unchanged?: number } | undefined;
+    if (d && Array.isArray(d.added) && Array.isArray(d.removed) && Array.isArray(d.changed)) {
+      lines.push(
+        `  difference  ${d.added.length} added, ${d.removed.length} removed, ${d.changed.length} changed, ${d.unchanged ?? 0} unchanged`,
+        ...d.added.map((t) => `    + ${t}`),
+        ...d.removed.map((t) => `    - ${t}`),
+        ...d.changed.map((t) => `    ~ ${t}`),
+      );
+    }
   }
   if (r.applied) {
     lines.push('', `queued work item ${r.applied.work_item_id} to apply it without a provider call`, `follow it: combine thread ${r.thread_id} --follow`);

@@ -4,11 +4,14 @@ import type { RunView, ScheduleView } from '../../daemon/scheduler/views.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { CliError, EXIT, print, shortId, shortTime, table } from '../output.js';
+import { readInput } from './operations.js';
 
 interface AddOptions extends CommonOptions {
   project: string;
   cron: string;
   operation: string;
+  input?: string;
+  inputFile?: string;
   tz: string;
   catchUp: string;
 }
@@ -65,7 +68,9 @@ export function scheduleCommand(getHome: () => string): Command {
       .description('add a schedule; its first run is at the first fire time from now')
       .requiredOption('--project <id>', 'project id')
       .requiredOption('--cron <expr>', 'cron expression: 5 fields (minute hour day month weekday), or 6 with seconds first')
-      .requiredOption('--operation <op>', 'what to run: briefing | generate-all')
+      .requiredOption('--operation <op>', 'what to run: briefing | generate-all | any operation (see `combine operations`)')
+      .option('--input <json>', 'the input of each run (JSON); "{{date}}" is the period\'s date, project_id defaults to --project')
+      .option('--input-file <path>', 'read the input from a JSON file')
       .option('--tz <iana>', 'time zone the expression is read in (e.g. Europe/Berlin)', 'UTC')
       .option('--catch-up <policy>', 'periods missed while no daemon ran: latest (run the newest once) | skip', 'latest')
       .addHelpText(
@@ -75,12 +80,15 @@ export function scheduleCommand(getHome: () => string): Command {
           'Examples:',
           '  combine schedule add --project acme --operation briefing --cron "0 8 * * 1-5" --tz Europe/Berlin',
           '  combine schedule add --project acme --operation generate-all --cron "30 2 * * *" --catch-up skip --json',
+          '  combine schedule add --project acme --operation weekly_report --input \'{"week_of":"{{date}}"}\' --cron "0 8 * * 1"',
         ].join('\n'),
       ),
   ).action(async (opts: AddOptions) => {
+    const input = readInput(opts);
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new CliError('--input: must be a JSON object', EXIT.USAGE);
     const s = await withDaemon(getHome(), opts, ({ client }, signal) =>
       client.schedule.add.mutate(
-        { project_id: opts.project, operation: opts.operation, cron: opts.cron, timezone: opts.tz, catch_up: opts.catchUp },
+        { project_id: opts.project, operation: opts.operation, input: input as Record<string, unknown>, cron: opts.cron, timezone: opts.tz, catch_up: opts.catchUp },
         { signal },
       ),
     );

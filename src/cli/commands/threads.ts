@@ -96,7 +96,7 @@ export function threadCommands(getHome: () => string): Command[] {
       .description('list threads, newest first')
       .option('--active', 'only open and running threads (same as --status open running)')
       .option('--status <status...>', `only these statuses (${THREAD_STATUSES.join(', ')})`)
-      .option('--kind <kind>', 'only this kind (e.g. story_generate_epic)')
+      .option('--kind <operation>', 'only threads of this operation (see `combine operations`)')
       .option('--project <id>', 'only this project')
       .option('--parent <thread-id>', 'only the children of this orchestration')
       .option('--since <duration>', 'only threads created within this time (e.g. 30m, 2h, 7d)')

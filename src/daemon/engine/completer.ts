@@ -19,15 +19,15 @@ import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { StaleStateError } from '../../db/statements.js';
 import { getThread } from '../../db/threads.js';
 import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
-import type { AnswerRules } from '../../domain/answer-rules.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import type { ChatRequest, ModelParams } from '../../domain/prompts.js';
-import { backoffDelayMs, type RetryPolicy } from '../../domain/retry.js';
+import type { ChatRequest } from '../../domain/prompts.js';
+import { backoffDelayMs } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
 import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
-import { operationFor } from './operation-registry.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
 import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
@@ -36,10 +36,8 @@ export interface CompleterContext {
   /** This daemon's lease owner id. */
   owner: string;
   endpoint: string;
-  modelParams: ModelParams;
-  policyFor(kind: string): RetryPolicy;
-  /** Extra acceptance rules for an operation's answers (config `operations.<kind>.validation`). */
-  rulesFor(kind: string): AnswerRules;
+  /** The operations this daemon runs: every thread's prompt, answer check, mutation and retry policy. */
+  operations: OperationRegistry;
   /** Answer identical temperature-0 requests from recorded answers (config `cache`). */
   cache: boolean;
   random: () => number;
@@ -88,7 +86,7 @@ export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): St
     markRunning(tx, ctx, markThreadStarted(tx, thread), item);
     return { kind: 'recorded', response: pending };
   }
-  const built = buildItemRequest(tx.db, ctx.modelParams, thread, item);
+  const built = buildItemRequest(tx.db, ctx.operations, thread, item);
   if (!built.ok) {
     releaseUnsent(tx, item);
     failAttempt(tx, ctx, item, built.error);
@@ -187,17 +185,20 @@ export function finishAnswer(
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
     return failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
-  const operation = operationFor(thread.kind);
-  const parsed = operation.parseAnswer(envelope.content, ctx.rulesFor(thread.kind));
-  if (!parsed.ok) {
-    appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: parsed.errors, ...provenance });
-    return rejectAnswer(tx, ctx, item, thread, parsed.errors);
+  const verdict = checkThreadAnswer(ctx.operations, thread, envelope.content);
+  if (verdict.kind === 'failed') return deadLetter(tx, ctx, item, thread, verdict.error);
+  if (verdict.kind === 'invalid') {
+    appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: verdict.errors, ...provenance });
+    return rejectAnswer(tx, ctx, item, thread, verdict.errors);
   }
-  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: operation.countItems(parsed.value), errors: [], ...provenance });
+  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
   rememberValidAnswer(tx, item, response);
-  const mutation = operation.applyAnswer(tx.db, thread, item, parsed.value, tx.now);
+  const applied = applyThreadAnswer(tx.db, ctx.operations, thread, item, verdict.value, tx.now);
+  // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
+  // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.
+  if (!applied.ok) return deadLetter(tx, ctx, item, thread, applied.error);
   appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
-    ...mutation,
+    ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
   // A replayed answer is the original paid call's: that call was not wasted after all.
@@ -212,7 +213,7 @@ export function finishAnswer(
 
 /** An answer that failed the schema: ask again with the errors while repairs remain, else dead_letter. */
 function rejectAnswer(tx: Tx, ctx: CompleterContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): AnswerResult {
-  const policy = ctx.policyFor(thread.kind);
+  const policy = ctx.operations.policyFor(thread.kind);
   const message = `the answer does not match the schema: ${errors.slice(0, 5).join('; ')}`;
   if (item.repair_count < policy.repairAttempts) {
     appendEntry(tx, thread, item.id, 'error', item.attempt, {
@@ -286,7 +287,7 @@ export function failAttempt(tx: Tx, ctx: CompleterContext, item: WorkItemRow, er
   }
   const retryable = error.class === 'transient' || error.class === 'infra';
   if (retryable && item.attempt < item.max_attempts && item.status !== 'queued') {
-    const delayMs = backoffDelayMs(ctx.policyFor(thread.kind), item.attempt, ctx.random, error.retryAfterMs);
+    const delayMs = backoffDelayMs(ctx.operations.policyFor(thread.kind), item.attempt, ctx.random, error.retryAfterMs);
     const notBefore = tx.now + delayMs;
     appendEntry(tx, thread, item.id, 'error', item.attempt, {
       ...errorPayload(error, item),

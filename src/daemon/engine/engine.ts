@@ -17,9 +17,7 @@ import {
   unparkBudgetItems,
 } from '../../db/work-items.js';
 import type { Writer } from '../../db/writer.js';
-import type { AnswerRules } from '../../domain/answer-rules.js';
-import type { ModelParams } from '../../domain/prompts.js';
-import type { RetryPolicy } from '../../domain/retry.js';
+import type { OperationRegistry } from '../../operations/registry.js';
 import type { EngineEvent } from '../events.js';
 import type { Logger } from '../logger.js';
 import type { Provider } from '../provider.js';
@@ -60,9 +58,7 @@ export interface EngineOptions {
   owner: string;
   maxInFlight: number;
   callTimeoutMs: number;
-  modelParams: ModelParams;
-  policyFor(kind: string): RetryPolicy;
-  rulesFor(kind: string): AnswerRules;
+  operations: OperationRegistry;
   cache: boolean;
   recoveryIntervalMs: number;
   breaker: BreakerPolicy;
@@ -114,9 +110,7 @@ export class Engine {
     this.ctx = {
       owner: o.owner,
       endpoint: o.provider.endpoint,
-      modelParams: o.modelParams,
-      policyFor: o.policyFor,
-      rulesFor: o.rulesFor,
+      operations: o.operations,
       cache: o.cache,
       random: o.random ?? Math.random,
       priceOf: o.flow.priceOf,
@@ -318,20 +312,20 @@ export class Engine {
 
   /** Lets the breaker and the rate limiter learn from a call; wakes the engine when they allow calls again. */
   private observeProvider(model: string, outcome: CallOutcome): void {
-    const targets = { breaker: this.breaker, limiter: this.o.flow.limiter, log: this.log, endpoint: this.o.provider.endpoint, defaultWaitMs: this.o.policyFor('').baseMs };
+    const targets = { breaker: this.breaker, limiter: this.o.flow.limiter, log: this.log, endpoint: this.o.provider.endpoint, defaultWaitMs: this.o.operations.defaultPolicy.baseMs };
     const f = learnFromOutcome(targets, model, outcome, this.o.clock.now());
     if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
     for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
   }
 
-  /** When the model's 429 hold ends (null: not held), for `combine thread` and health. */
-  rateLimitHeldUntil(): number | null {
-    return this.o.flow.limiter.parkedUntil(this.o.modelParams.model, this.o.clock.now());
+  /** When a model's 429 hold ends (null: not held), for `combine thread` and health; default: the configured model. */
+  rateLimitHeldUntil(model = this.o.operations.defaultParams.model): number | null {
+    return this.o.flow.limiter.parkedUntil(model, this.o.clock.now());
   }
 
   /** `combine retry` of a held item: the user lifts the model's 429 hold now. */
-  releaseRateLimitHold(): void {
-    this.o.flow.limiter.unpark(this.o.modelParams.model);
+  releaseRateLimitHold(model = this.o.operations.defaultParams.model): void {
+    this.o.flow.limiter.unpark(model);
     this.limitedUntil = null;
     this.wake();
   }

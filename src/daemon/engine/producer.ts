@@ -18,7 +18,7 @@ import { getThread } from '../../db/threads.js';
 import { claimWorkItem, getWorkItem, listClaimHeads, listProjectClaimHeads, listQueuedPastDeadline, parkProjectItems, type ClaimHead } from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
-import type { ModelParams } from '../../domain/prompts.js';
+import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import { reserveCharge, type PriceOf } from './charges.js';
 import { failAttempt, type CompleterContext } from './completer.js';
@@ -33,7 +33,8 @@ export interface FlowControl {
   limiter: RateLimiter;
   budgetFor(projectId: string): BudgetLimits;
   priceOf: PriceOf;
-  modelParams: ModelParams;
+  /** Each item's request (its operation's model and prompt) is what its estimate and rate limit are for. */
+  operations: OperationRegistry;
 }
 
 export interface ClaimRound {
@@ -48,16 +49,23 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
   const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null };
   const leaseUntil = tx.now + leaseMs;
   let heads = listClaimHeads(tx.db, tx.now);
+  // Scopes this round has locked: an operation's scope may span projects, so another project's head
+  // read before a claim may need a scope the claim just took — that project's heads are read again.
+  const locked = new Set<string>();
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
     const item = getWorkItem(tx.db, pick.id)!;
-    const estimate = estimateFor(tx, flow, item);
+    if (locked.has(item.lock_scope)) {
+      heads = replaceProjectHeads(tx, heads, pick.project_id);
+      continue;
+    }
+    const { model, estimate } = estimateFor(tx, flow, item);
     if (!fitsBudget(tx, flow, item, estimate, round)) {
       heads = replaceProjectHeads(tx, heads, pick.project_id);
       continue;
     }
-    const admission = flow.limiter.admit(flow.modelParams.model, estimate.tokens, tx.now);
+    const admission = flow.limiter.admit(model, estimate.tokens, tx.now);
     if (!admission.ok) {
       round.limitedUntil = admission.retryAt;
       break;
@@ -65,11 +73,13 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
     const leased = claimWorkItem(tx.db, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
     // The heads query read this transaction's own state, so the item is still queued and due.
     if (!leased) throw new Error(`work item ${item.id} was not claimable although the scheduler chose it`);
-    // The heads query skipped held scopes, so this cannot fail unless the table is inconsistent.
+    // The heads query skipped held scopes, and this round's are checked above: this cannot fail unless
+    // the table is inconsistent.
     if (!acquireLock(tx.db, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil })) {
       throw new Error(`lock ${leased.lock_scope} is held although the claim found it free`);
     }
-    reserveCharge(tx, leased, flow.modelParams.model, estimate);
+    locked.add(leased.lock_scope);
+    reserveCharge(tx, leased, model, estimate);
     const thread = getThread(tx.db, leased.thread_id);
     if (thread) emitWorkItem(tx, thread, leased);
     round.claimed.push(leased);
@@ -79,20 +89,21 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
 }
 
 /**
- * The heads after a claim or a park in `projectId`: only that project's can have changed (lock scopes
- * are per project epic), so one project is re-read instead of every group — a round of many claims
- * across hundreds of projects would otherwise walk them all once per claim.
+ * The heads after a claim or a park in `projectId`: only that project's are re-read (a scope the claim
+ * locked that another project's head needs is caught by the round's `locked` set) instead of every
+ * group — a round of many claims across hundreds of projects would otherwise walk them all once per claim.
  */
 function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string): ClaimHead[] {
   return [...heads.filter((h) => h.project_id !== projectId), ...listProjectClaimHeads(tx.db, projectId, tx.now)];
 }
 
-/** The most the item's next call can bill; a request that cannot be built (target gone) reserves max_tokens. */
-function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): CallEstimate {
+/** The model of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens. */
+function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): { model: string; estimate: CallEstimate } {
   const thread = getThread(tx.db, item.thread_id);
-  const built = thread ? buildItemRequest(tx.db, flow.modelParams, thread, item) : null;
-  if (built?.ok) return estimateCall(built.request, flow.priceOf(flow.modelParams.model));
-  return { tokens: flow.modelParams.maxTokens, cost_usd: 0 };
+  const built = thread ? buildItemRequest(tx.db, flow.operations, thread, item) : null;
+  if (built?.ok) return { model: built.request.model, estimate: estimateCall(built.request, flow.priceOf(built.request.model)) };
+  const params = flow.operations.defaultParams;
+  return { model: params.model, estimate: { tokens: params.maxTokens, cost_usd: 0 } };
 }
 
 /**

@@ -8,20 +8,19 @@ import { getLastLedgerEntryOfType } from '../../db/ledger.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import { renderRepairPrompt, withResponseFormat, type ChatRequest, type ModelParams } from '../../domain/prompts.js';
-import { operationFor } from './operation-registry.js';
+import { renderRepairPrompt, type ChatRequest } from '../../domain/prompts.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import { buildThreadRequest } from './operation-steps.js';
 
 export function buildItemRequest(
   db: Db,
-  params: ModelParams,
+  ops: OperationRegistry,
   thread: ThreadRow,
   item: WorkItemRow,
 ): { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError } {
-  const built = operationFor(thread.kind).buildRequest(db, thread, params);
-  if (!built.ok) return built;
-  const request = withResponseFormat(built.request, params.responseFormat ?? 'json_schema');
-  if (item.repair_count === 0) return { ok: true, request };
-  return { ok: true, request: repairRequest(db, item) ?? request };
+  const built = buildThreadRequest(db, ops, thread);
+  if (!built.ok || item.repair_count === 0) return built;
+  return { ok: true, request: repairRequest(db, item) ?? built.request };
 }
 
 /** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */

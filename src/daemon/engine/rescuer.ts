@@ -69,7 +69,7 @@ export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[]
       };
       closeAfterError(tx, mine, error);
       // At-most-once operations do not send it again: the user decides (retry or cancel).
-      if (ctx.policyFor(thread.kind).interrupted === 'hold') {
+      if (ctx.operations.policyFor(thread.kind).interrupted === 'hold') {
         holdInDoubt(tx, mine, error);
         result.held++;
       } else failAttempt(tx, ctx, mine, error);

@@ -3,13 +3,16 @@
  * finished orchestration. Each emits the matching event, published only if the transaction commits.
  */
 import type { Db } from '../../db/connection.js';
+import { newId } from '../../db/ids.js';
 import { appendLedgerEntry, type LedgerEntryType } from '../../db/ledger.js';
-import { releaseLock } from '../../db/locks.js';
+import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { countChildThreadsByStatus, getThread, transitionThread } from '../../db/threads.js';
+import { insertWorkItem } from '../../db/work-items.js';
 import type { Emit } from '../../db/writer.js';
 import { summarizeLedgerEntry } from '../../domain/ledger-summary.js';
-import { projectLockScope, type TargetRef } from '../../domain/operations.js';
+import type { TargetRef } from '../../domain/operations.js';
+import type { RetryPolicy } from '../../domain/retry.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from '../events.js';
 import { finalizeRunOfThread } from '../scheduler/finalize.js';
@@ -113,7 +116,7 @@ export function endThread(tx: Tx, threadId: string, to: 'complete' | 'failed' | 
 
 /**
  * Closes an orchestration once every child has ended: `complete` if all completed, else `failed`
- * (continue_on_error: one failed child does not stop the others). Releases its project lock.
+ * (continue_on_error: one failed child does not stop the others). Releases the locks it holds.
  */
 export function closeParentIfDone(tx: Tx, parentId: string): void {
   const parent = getThread(tx.db, parentId);
@@ -122,5 +125,34 @@ export function closeParentIfDone(tx: Tx, parentId: string): void {
   if (counts.length === 0 || counts.some((c) => !isTerminalThread(c.status))) return;
   const allComplete = counts.every((c) => c.status === 'complete');
   moveThread(tx, parent, allComplete ? 'complete' : 'failed');
-  releaseLock(tx.db, projectLockScope(parent.space_id), parent.id);
+  releaseLocksOwnedBy(tx.db, parent.id);
+}
+
+/** Queues a new work item of `thread` (its first, or a retry's next sequence). */
+export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
+  const item: WorkItemRow = {
+    id: newId(),
+    thread_id: thread.id,
+    sequence: p.sequence,
+    status: 'queued',
+    attempt: 1,
+    max_attempts: p.policy.maxAttempts,
+    repair_count: 0,
+    lock_scope: p.lockScope,
+    // The budget and the fair scheduler count work per project: the project of the document it changes.
+    project_id: (JSON.parse(thread.target_ref) as TargetRef).project_id,
+    priority: p.priority,
+    not_before: tx.now,
+    deadline_at: p.deadlineAt,
+    lease_owner: null,
+    lease_expires_at: null,
+    error_code: null,
+    error_message: null,
+    created_at: tx.now,
+    started_at: null,
+    finished_at: null,
+  };
+  insertWorkItem(tx.db, item);
+  emitWorkItem(tx, thread, item);
+  return item;
 }

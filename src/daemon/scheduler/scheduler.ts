@@ -21,7 +21,7 @@ import {
 } from '../../db/schedules.js';
 import { StaleStateError } from '../../db/statements.js';
 import type { Writer } from '../../db/writer.js';
-import type { RetryPolicy } from '../../domain/retry.js';
+import type { OperationRegistry } from '../../operations/registry.js';
 import { duePeriod, nextFireAt, periodKey } from '../../domain/schedule.js';
 import { CommandError } from '../commands.js';
 import type { Clock } from '../engine/engine.js';
@@ -42,7 +42,7 @@ export interface SchedulerOptions {
   owner: string;
   staleAfterMs: number;
   misfireGraceMs: number;
-  policyFor(kind: string): RetryPolicy;
+  operations: OperationRegistry;
   /** engine.max_queued: a run that would overfill the queue fails (QUEUE_FULL) instead of queueing. */
   maxQueued: number;
   /** Called when runs started threads, so the engine claims their work at once. */

@@ -1,33 +1,30 @@
 /**
- * Schedule commands and queries as the router exposes them: add, list, pause, resume, remove, runs,
- * and reading a project's briefing. Commands are one writer transaction each and validate everything
- * before writing; a change wakes the scheduler so its timer follows.
+ * Schedule commands and queries as the router exposes them: add, list, pause, resume, remove, runs.
+ * Commands are one writer transaction each and validate everything before writing; a change wakes the
+ * scheduler so its timer follows.
  */
 import { newId } from '../../db/ids.js';
 import type { Db } from '../../db/connection.js';
-import { getKeyedDocument, getLatestKeyedDocument, getProject } from '../../db/projects.js';
+import { getProject } from '../../db/projects.js';
 import type { ScheduleRow } from '../../db/schema.js';
-import { getSchedule, insertSchedule, listPendingRunsForProject, listScheduleRuns, listSchedules, transitionSchedule } from '../../db/schedules.js';
-import { isCalendarDate } from '../../domain/briefing.js';
-import { BRIEFING } from '../../domain/operations.js';
-import {
-  CATCH_UP_POLICIES,
-  SCHEDULE_OPERATIONS,
-  canTransitionSchedule,
-  checkCron,
-  localDate,
-  nextFireTimes,
-  type ScheduleStatus,
-} from '../../domain/schedule.js';
+import { getSchedule, insertSchedule, listScheduleRuns, listSchedules, transitionSchedule } from '../../db/schedules.js';
+import { CATCH_UP_POLICIES, canTransitionSchedule, checkCron, nextFireTimes, type ScheduleStatus } from '../../domain/schedule.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import { SCHEDULE_ALIASES } from '../../operations/builtin/index.js';
 import { CommandError } from '../commands.js';
 import type { Clock } from '../engine/engine.js';
 import type { Tx } from '../engine/tx.js';
+import { checkInput, requireOperation } from '../submit.js';
+import { scheduledRequest } from './request.js';
 import type { Scheduler } from './scheduler.js';
-import { briefingView, runView, scheduleView, type BriefingView, type RunView, type ScheduleView } from './views.js';
+import { runView, scheduleView, type RunView, type ScheduleView } from './views.js';
 
 export interface NewSchedule {
   project_id: string;
+  /** An operation name, or an alias (`briefing`, `generate-all`). */
   operation: string;
+  /** The input template of each run (see request.ts); none: `{}`. */
+  input?: Record<string, unknown>;
   cron: string;
   timezone: string;
   catch_up: string;
@@ -41,23 +38,32 @@ export class ScheduleService {
     private readonly write: Write,
     private readonly clock: Clock,
     private readonly scheduler: Scheduler,
+    private readonly operations: OperationRegistry,
   ) {}
 
-  /** Creates an active schedule; its first period is the first fire time after now. */
+  /**
+   * Creates an active schedule; its first period is the first fire time after now. The operation and
+   * its input template are checked now (filled for the next period), so a bad one is refused here
+   * rather than failing every period.
+   */
   async add(input: NewSchedule): Promise<ScheduleView & { upcoming: string[] }> {
-    if (!(SCHEDULE_OPERATIONS as readonly string[]).includes(input.operation)) {
-      throw new CommandError('BAD_REQUEST', `--operation: "${input.operation}" is not one of ${SCHEDULE_OPERATIONS.join(', ')}`);
+    if (!SCHEDULE_ALIASES[input.operation] && !this.operations.get(input.operation)) {
+      const names = [...Object.keys(SCHEDULE_ALIASES), ...this.operations.list().map((o) => o.name)];
+      throw new CommandError('BAD_REQUEST', `--operation: "${input.operation}" is not one of ${names.join(', ')}`);
     }
     if (!(CATCH_UP_POLICIES as readonly string[]).includes(input.catch_up)) {
       throw new CommandError('BAD_REQUEST', `--catch-up: "${input.catch_up}" is not one of ${CATCH_UP_POLICIES.join(', ')}`);
     }
     const check = checkCron(input.cron, input.timezone);
     if (!check.ok) throw new CommandError('BAD_REQUEST', check.error);
+    const template = { operation: input.operation, input: JSON.stringify(input.input ?? {}), project_id: input.project_id, timezone: input.timezone };
+    const sample = scheduledRequest(template, this.clock.now());
+    checkInput(requireOperation(this.operations, sample.operation), sample.input, '--input');
     const row = await this.write((tx) => {
       if (!getProject(tx.db, input.project_id)) {
         throw new CommandError('NOT_FOUND', `no project "${input.project_id}" (see \`combine project list\`)`);
       }
-      const s: ScheduleRow = { id: newId(), ...input, status: 'active', active_from: tx.now, created_at: tx.now, updated_at: tx.now };
+      const s: ScheduleRow = { id: newId(), ...input, input: template.input, status: 'active', active_from: tx.now, created_at: tx.now, updated_at: tx.now };
       insertSchedule(tx.db, s);
       return s;
     });
@@ -105,24 +111,5 @@ export class ScheduleService {
       throw new CommandError('NOT_FOUND', `no schedule "${scheduleId}" (see \`combine schedule list\`)`);
     }
     return listScheduleRuns(this.db, { schedule_id: scheduleId, limit }).map((r) => runView(this.db, r));
-  }
-
-  /**
-   * The briefing of a project for a date (default: the newest). A briefing still being generated is
-   * not ready: it is reported as such, never shown half-made.
-   */
-  briefing(projectId: string, date: string | null): BriefingView {
-    if (date !== null && !isCalendarDate(date)) throw new CommandError('BAD_REQUEST', `--date: "${date}" is not a date (YYYY-MM-DD)`);
-    if (!getProject(this.db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
-    const doc = date === null ? getLatestKeyedDocument(this.db, projectId, BRIEFING) : getKeyedDocument(this.db, projectId, BRIEFING, date);
-    if (doc) return briefingView(doc);
-    const pending = listPendingRunsForProject(this.db, projectId, 'briefing').filter((r) => date === null || localDate(r.period_at, r.timezone) === date);
-    if (pending.length > 0) {
-      throw new CommandError('CONFLICT', `the briefing of "${projectId}"${date ? ` for ${date}` : ''} is not ready yet: run ${pending[0]!.id} is pending`, 'NOT_READY');
-    }
-    throw new CommandError(
-      'NOT_FOUND',
-      `project "${projectId}" has no briefing${date ? ` for ${date}` : ''} (schedule one: combine schedule add --project ${projectId} --operation briefing --cron "0 8 * * *")`,
-    );
   }
 }

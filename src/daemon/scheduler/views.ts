@@ -1,12 +1,11 @@
 /**
- * The public JSON shapes of schedules, runs and briefings (`--json` output is stable: add fields,
+ * The public JSON shapes of schedules and runs (`--json` output is stable: add fields,
  * never rename or remove them). A `pending` run is not ready: it shows no usage.
  */
 import type { Db } from '../../db/connection.js';
-import type { DocumentRow, ScheduleRow, ScheduleRunRow } from '../../db/schema.js';
+import type { ScheduleRow, ScheduleRunRow } from '../../db/schema.js';
 import { getLatestScheduleRun } from '../../db/schedules.js';
 import { getThread } from '../../db/threads.js';
-import { briefingDocumentSchema } from '../../domain/briefing.js';
 import { nextFireAt } from '../../domain/schedule.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -15,6 +14,8 @@ export interface ScheduleView {
   schedule_id: string;
   project_id: string;
   operation: string;
+  /** The input template of each run (`{{date}}`: the period's date); present only when one was given. */
+  input?: Record<string, unknown>;
   cron: string;
   timezone: string;
   catch_up: string;
@@ -56,6 +57,7 @@ export function scheduleView(db: Db, s: ScheduleRow, now: number): ScheduleView 
     schedule_id: s.id,
     project_id: s.project_id,
     operation: s.operation,
+    ...(s.input !== '{}' ? { input: JSON.parse(s.input) as Record<string, unknown> } : {}),
     cron: s.cron,
     timezone: s.timezone,
     catch_up: s.catch_up,
@@ -92,16 +94,3 @@ export function runView(db: Db, r: ScheduleRunRow): RunView {
     finished_at: iso(r.finished_at),
   };
 }
-
-export function briefingView(doc: DocumentRow) {
-  const content = briefingDocumentSchema.parse(JSON.parse(doc.content));
-  return {
-    project_id: content.project_id,
-    date: content.date,
-    version: doc.version,
-    generated_at: iso(content.generated_at),
-    thread_id: content.thread_id,
-    briefing: content.briefing,
-  };
-}
-export type BriefingView = ReturnType<typeof briefingView>;

@@ -1,0 +1,138 @@
+/**
+ * Any operation's steps inside the engine: the request of a thread's call, the check of its answer,
+ * and the mutation the answer makes — the content from the definition's pure `apply`, the storage
+ * (document version, mutations row) here, inside the completer's one transaction. The engine never
+ * branches on an operation: everything specific comes from the definition.
+ *
+ * A definition's function that throws fails the work item permanently (its operation cannot do this
+ * request); it never leaves a step half-done for recovery to resume.
+ */
+import type { Db } from '../../db/connection.js';
+import { newId } from '../../db/ids.js';
+import { insertMutation } from '../../db/mutations.js';
+import { getDocumentHead, insertDocument, updateDocumentContent } from '../../db/projects.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import type { ClassifiedError } from '../../domain/errors.js';
+import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import { checkAnswer, countAnswerItems, OperationCallError, planMutation, renderRequest } from '../../operations/runtime.js';
+import { documentsOf, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from '../operation-context.js';
+
+export type BuildResult = { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError };
+
+export interface AppliedMutation {
+  mutation_id: string;
+  document_id: string;
+  doc_type: string;
+  key?: string;
+  from_version: number;
+  to_version: number;
+  summary: Record<string, unknown>;
+}
+
+function permanent(code: 'UNKNOWN' | 'MUTATION_CONFLICT', message: string): ClassifiedError {
+  return { code, class: 'permanent', message };
+}
+
+function unknownOperation(ops: OperationRegistry, thread: ThreadRow) {
+  const op = ops.get(thread.kind);
+  if (op) return { op, error: null };
+  return { op: null, error: permanent('UNKNOWN', `no loaded operation runs threads of kind "${thread.kind}" (is its module still in COMBINE_HOME/operations?)`) };
+}
+
+/** The request for this thread's call, or a permanent error when it cannot be built (its target is gone). */
+export function buildThreadRequest(db: Db, ops: OperationRegistry, thread: ThreadRow): BuildResult {
+  const { op, error } = unknownOperation(ops, thread);
+  if (!op) return { ok: false, error };
+  const target = threadTarget(thread);
+  const context = promptContextFor(db, target.project_id, threadInput(thread));
+  if (!context) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
+  try {
+    // As the provider accepts it (config provider.response_format); the answer is validated either way.
+    return { ok: true, request: withResponseFormat(renderRequest(op, context), op.params.responseFormat ?? 'json_schema') };
+  } catch (err) {
+    if (err instanceof OperationCallError) return { ok: false, error: permanent('UNKNOWN', err.message) };
+    throw err;
+  }
+}
+
+export type AnswerVerdict =
+  | { kind: 'valid'; value: unknown; items: number; noun: string }
+  | { kind: 'invalid'; errors: string[] }
+  | { kind: 'failed'; error: ClassifiedError };
+
+/** The answer's message content against the operation's output schema and rules. */
+export function checkThreadAnswer(ops: OperationRegistry, thread: ThreadRow, content: string | null): AnswerVerdict {
+  const { op, error } = unknownOperation(ops, thread);
+  if (!op) return { kind: 'failed', error };
+  try {
+    const checked = checkAnswer(op, content);
+    if (!checked.ok) return { kind: 'invalid', errors: checked.errors };
+    return { kind: 'valid', value: checked.value, ...countAnswerItems(op, checked.value) };
+  } catch (err) {
+    if (err instanceof OperationCallError) return { kind: 'failed', error: permanent('UNKNOWN', err.message) };
+    throw err;
+  }
+}
+
+/**
+ * Writes the answer's mutation: the target document's next version (version 1 when it did not exist)
+ * and the mutation row, unique per work item — a second application of one item fails instead of
+ * applying twice. Returns MUTATION_CONFLICT when the operation's `apply` throws or returns garbage.
+ */
+export function applyThreadAnswer(
+  db: Db,
+  ops: OperationRegistry,
+  thread: ThreadRow,
+  item: WorkItemRow,
+  answer: unknown,
+  now: number,
+): { ok: true; mutation: AppliedMutation } | { ok: false; error: ClassifiedError } {
+  const { op, error } = unknownOperation(ops, thread);
+  if (!op) return { ok: false, error };
+  const target = threadTarget(thread);
+  const key = target.key ?? '';
+  const documents = documentsOf(db, target.project_id);
+  let planned;
+  try {
+    planned = planMutation(op, {
+      current: documents.get(target.doc_type, key),
+      answer,
+      input: threadInput(thread),
+      documents,
+      provenance: { thread_id: thread.id, work_item_id: item.id, at: now },
+    });
+  } catch (err) {
+    if (err instanceof OperationCallError) return { ok: false, error: permanent('MUTATION_CONFLICT', `the answer could not be applied: ${err.message}`) };
+    throw err;
+  }
+  const head = getDocumentHead(db, target.project_id, target.doc_type, key);
+  const documentId = head?.id ?? newId();
+  const fromVersion = head?.version ?? 0;
+  if (head) {
+    updateDocumentContent(db, { id: head.id, from_version: head.version, content: planned.text, updated_at: now });
+  } else {
+    insertDocument(db, { id: documentId, project_id: target.project_id, doc_type: target.doc_type, doc_key: key, version: 1, content: planned.text, updated_at: now });
+  }
+  rememberWrittenDocument(db, documentId, fromVersion + 1, planned.content);
+  const mutation: AppliedMutation = {
+    mutation_id: newId(),
+    document_id: documentId,
+    doc_type: target.doc_type,
+    ...(target.key !== undefined ? { key: target.key } : {}),
+    from_version: fromVersion,
+    to_version: fromVersion + 1,
+    summary: planned.summary,
+  };
+  insertMutation(db, {
+    id: mutation.mutation_id,
+    work_item_id: item.id,
+    thread_id: thread.id,
+    document_id: documentId,
+    from_version: fromVersion,
+    to_version: fromVersion + 1,
+    summary: JSON.stringify(planned.summary),
+    created_at: now,
+  });
+  return { ok: true, mutation };
+}

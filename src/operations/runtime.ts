@@ -1,0 +1,174 @@
+/**
+ * Calling an operation's functions: every result is checked before the engine uses it, and a throw
+ * becomes an OperationCallError naming the operation and the function, so a user's module can fail
+ * a request but never corrupt one. Pure: no storage here (the daemon passes documents in).
+ */
+import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
+import type { DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
+import type { Operation } from './registry.js';
+
+/** Size limits on what a module returns: a request, a document, a mutation summary. */
+export const LIMITS = { promptBytes: 1 << 20, contentBytes: 16 << 20, summaryBytes: 64 << 10, targetRefBytes: 4 << 10, children: 10_000, partChars: 200 };
+
+/** A definition's function threw or returned something unusable. `notFound`: it said the input names nothing that exists. */
+export class OperationCallError extends Error {
+  constructor(
+    readonly operation: string,
+    readonly fn: string,
+    readonly reason: string,
+    readonly notFound = false,
+  ) {
+    super(`${operation}.${fn}: ${reason}`);
+    this.name = 'OperationCallError';
+  }
+}
+
+function call<T>(op: Operation, fn: string, run: () => T): T {
+  try {
+    return run();
+  } catch (err) {
+    if (err instanceof OperationCallError) throw err;
+    const e = err as { message?: unknown; code?: unknown };
+    throw new OperationCallError(op.name, fn, typeof e?.message === 'string' ? e.message : String(err), e?.code === 'NOT_FOUND');
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function part(op: Operation, fn: string, field: string, v: unknown, optional = false): string | undefined {
+  if (optional && v === undefined) return undefined;
+  if (typeof v !== 'string' || v === '' || v.length > LIMITS.partChars) {
+    throw new OperationCallError(op.name, fn, `${field} must be a non-empty string of at most ${LIMITS.partChars} characters (got ${JSON.stringify(v) ?? 'nothing'})`);
+  }
+  return v;
+}
+
+export function identityOf(op: Operation, input: unknown): Identity {
+  const id = call(op, 'identity', () => op.definition.identity(input));
+  if (!isPlainObject(id)) throw new OperationCallError(op.name, 'identity', 'must return {space_type, space_id, target_doc_type, target_id}');
+  return {
+    space_type: part(op, 'identity', 'space_type', id.space_type)!,
+    space_id: part(op, 'identity', 'space_id', id.space_id)!,
+    target_doc_type: part(op, 'identity', 'target_doc_type', id.target_doc_type)!,
+    target_id: part(op, 'identity', 'target_id', id.target_id)!,
+  };
+}
+
+/** WS-ADR-035's key: `{operation}:{space_type}:{space_id}:{target_doc_type}:{target_id}`. */
+export function idempotencyKey(op: Operation, identity: Identity): string {
+  return `${op.name}:${identity.space_type}:${identity.space_id}:${identity.target_doc_type}:${identity.target_id}`;
+}
+
+export function lockScopeOf(op: Operation, input: unknown): string {
+  return part(op, 'lockScope', 'the lock scope', call(op, 'lockScope', () => op.definition.lockScope(input)))!;
+}
+
+/** The target, as stored in `target_ref`: doc_type and project_id first, then key and extra fields. */
+export function targetOf(op: Operation, input: unknown): DocumentTarget {
+  const t = call(op, 'target', () => op.definition.target(input));
+  if (!isPlainObject(t)) throw new OperationCallError(op.name, 'target', 'must return {project_id, doc_type, key?}');
+  const { doc_type, project_id, key, ...extra } = t;
+  const target: DocumentTarget = {
+    doc_type: part(op, 'target', 'doc_type', doc_type)!,
+    project_id: part(op, 'target', 'project_id', project_id)!,
+    ...(key !== undefined ? { key: part(op, 'target', 'key', key)! } : {}),
+    ...extra,
+  };
+  if (JSON.stringify(target).length > LIMITS.targetRefBytes) throw new OperationCallError(op.name, 'target', `must be at most ${LIMITS.targetRefBytes} bytes as JSON`);
+  return target;
+}
+
+export function childInputs(op: Operation, input: unknown, documents: Documents): unknown[] {
+  const inputs = call(op, 'children', () => op.definition.children!(input, { documents }));
+  if (!Array.isArray(inputs)) throw new OperationCallError(op.name, 'children', 'must return an array of inputs');
+  if (inputs.length > LIMITS.children) throw new OperationCallError(op.name, 'children', `returned ${inputs.length} inputs; at most ${LIMITS.children}`);
+  return inputs;
+}
+
+const ROLES = new Set(['system', 'user', 'assistant']);
+
+/** The exact request the engine records and sends: the operation's messages, its model, its output schema. */
+export function renderRequest(op: Operation, context: PromptContext<unknown>): SchemaChatRequest {
+  const result = call(op, 'prompt', () => op.definition.prompt!(context));
+  const raw = isPlainObject(result) ? result.messages : undefined;
+  if (!Array.isArray(raw) || raw.length === 0) throw new OperationCallError(op.name, 'prompt', 'must return {messages: [{role, content}, …]} with at least one message');
+  const messages: ChatMessage[] = raw.map((m, i) => {
+    if (!isPlainObject(m) || !ROLES.has(m.role as string) || typeof m.content !== 'string') {
+      throw new OperationCallError(op.name, 'prompt', `messages[${i}] must be {role: "system" | "user" | "assistant", content: string}`);
+    }
+    return { role: m.role as ChatMessage['role'], content: m.content };
+  });
+  if (messages.reduce((n, m) => n + m.content.length, 0) > LIMITS.promptBytes) {
+    throw new OperationCallError(op.name, 'prompt', `the messages exceed ${LIMITS.promptBytes} characters`);
+  }
+  return {
+    model: op.params.model,
+    messages,
+    response_format: { type: 'json_schema', json_schema: { name: op.name, strict: false, schema: op.definition.output as Record<string, unknown> } },
+    temperature: op.params.temperature,
+    max_tokens: op.params.maxTokens,
+  };
+}
+
+export type AnswerCheck = { ok: true; value: unknown } | { ok: false; errors: string[] };
+
+/** The message content of an answer: JSON first, then the output schema and the rules. Errors name each field. */
+export function checkAnswer(op: Operation, content: string | null | undefined): AnswerCheck {
+  if (content === null || content === undefined || content.trim() === '') return { ok: false, errors: ['(root): the answer is empty'] };
+  let value: unknown;
+  try {
+    value = JSON.parse(content);
+  } catch (err) {
+    return { ok: false, errors: [`(root): the answer is not JSON (${(err as Error).message})`] };
+  }
+  const errors = call(op, 'rules.check', () => op.checkAnswer(value));
+  if (!Array.isArray(errors)) throw new OperationCallError(op.name, 'rules.check', 'must return an array of messages');
+  return errors.length === 0 ? { ok: true, value } : { ok: false, errors: errors.map(String) };
+}
+
+/**
+ * What a `parse_report` counts: the entries of the answer's top-level arrays, named after the array
+ * when the output schema has exactly one ("valid: 5 stories"), else "items".
+ */
+export function countAnswerItems(op: Operation, answer: unknown): { items: number; noun: string } {
+  const items = isPlainObject(answer) ? Object.values(answer).reduce<number>((n, v) => n + (Array.isArray(v) ? v.length : 0), 0) : 0;
+  return { items, noun: itemNoun(op) };
+}
+
+export function itemNoun(op: Operation): string {
+  const properties = (op.definition.output?.properties ?? {}) as Record<string, { type?: unknown }>;
+  const arrays = Object.entries(properties).filter(([, p]) => isPlainObject(p) && p.type === 'array');
+  return arrays.length === 1 ? arrays[0]![0] : 'items';
+}
+
+export interface PlannedMutation {
+  content: unknown;
+  /** The content as stored: JSON text. */
+  text: string;
+  summary: Record<string, unknown>;
+}
+
+/** Runs `apply` and checks its result; throws OperationCallError when it throws or returns something unusable. */
+export function planMutation(
+  op: Operation,
+  context: { current: unknown; answer: unknown; input: unknown; documents: Documents; provenance: Provenance },
+): PlannedMutation {
+  const result = call(op, 'apply', () => op.definition.apply!(context));
+  if (!isPlainObject(result) || result.content === undefined) throw new OperationCallError(op.name, 'apply', 'must return {content, summary}');
+  if (!isPlainObject(result.summary)) throw new OperationCallError(op.name, 'apply', 'summary must be an object');
+  let text: string;
+  let summaryText: string;
+  try {
+    text = JSON.stringify(result.content);
+    summaryText = JSON.stringify(result.summary);
+  } catch (err) {
+    throw new OperationCallError(op.name, 'apply', `must return JSON values (${(err as Error).message})`);
+  }
+  if (text === undefined) throw new OperationCallError(op.name, 'apply', 'content must be a JSON value');
+  if (text.length > LIMITS.contentBytes) throw new OperationCallError(op.name, 'apply', `the content exceeds ${LIMITS.contentBytes} characters as JSON`);
+  if (summaryText.length > LIMITS.summaryBytes) throw new OperationCallError(op.name, 'apply', `the summary exceeds ${LIMITS.summaryBytes} characters as JSON`);
+  // The summary as JSON reads it back (no undefined, no Date objects): what the ledger and the mutations row keep.
+  return { content: result.content, text, summary: JSON.parse(summaryText) as Record<string, unknown> };
+}

@@ -1,0 +1,41 @@
+/** The built-in operations outside a daemon: their registry and their requests from fixture state. */
+import type { ModelParams, SchemaChatRequest } from '../../src/domain/prompts.js';
+import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
+import type { ProjectThreads, ThreadFact } from '../../src/operations/api.js';
+import { builtinDefinitions } from '../../src/operations/loader.js';
+import { OperationRegistry, type OperationSettings } from '../../src/operations/registry.js';
+import { checkAnswer, renderRequest } from '../../src/operations/runtime.js';
+
+export const PARAMS: ModelParams = { model: 'gpt-4o-mini', temperature: 0.2, maxTokens: 2048 };
+
+export function builtinRegistry(params: ModelParams = PARAMS, operations: OperationSettings['operations'] = {}): OperationRegistry {
+  return new OperationRegistry(builtinDefinitions(), { retry: DEFAULT_RETRY_POLICY, params, models: {}, operations, configSource: 'test' });
+}
+
+const noThreads: ProjectThreads = { countByStatus: () => ({}), list: () => [] };
+
+interface Fixture {
+  project: { id: string; name: string };
+  documents?: Record<string, unknown>;
+  threads?: ProjectThreads;
+}
+
+/** The exact request a built-in renders for `input` against the fixture's documents and threads. */
+export function builtinRequest(name: string, input: Record<string, unknown>, f: Fixture, params: ModelParams = PARAMS): SchemaChatRequest {
+  const op = builtinRegistry(params).require(name);
+  const documents = { get: (docType: string) => f.documents?.[docType] ?? null };
+  return renderRequest(op, { input, documents, project: f.project, threads: f.threads ?? noThreads });
+}
+
+export function storyRequest(project: { id: string; name: string }, epic: { id: string; title: string; description: string }, params: ModelParams = PARAMS): SchemaChatRequest {
+  return builtinRequest('story_generate_epic', { project_id: project.id, epic_id: epic.id }, { project, documents: { epic_architecture: { epics: [epic] } } }, params);
+}
+
+/** Threads as the briefing's prompt reads them. */
+export function threadsOf(counts: Record<string, number>, failed: ThreadFact[], running: ThreadFact[]): ProjectThreads {
+  return { countByStatus: () => counts, list: (o) => (o.statuses.includes('failed') ? failed : running) };
+}
+
+export function checkBuiltinAnswer(name: string, content: string, operations: OperationSettings['operations'] = {}) {
+  return checkAnswer(builtinRegistry(PARAMS, operations).require(name), content);
+}
