@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { loadConfig, type DaemonConfig } from '../daemon/config.js';
 import { connectHttp, probeSocket } from './client.js';
 import { homeFiles } from './home.js';
+import { color, statusColor } from './output.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
 
@@ -182,4 +183,19 @@ export async function runDoctor(home: string, env: NodeJS.ProcessEnv, live: bool
   }
   checks.push(homeCheck(home), diskCheck(home), await daemonCheck(home));
   return checks;
+}
+
+/** One line per check (and what to do under a warn or fail), then the verdict. */
+export function renderDoctor(checks: Check[], live: boolean): string {
+  const c = color();
+  const lines = live ? [c.dim('--live: one small provider call was made (it costs a call)'), ''] : [];
+  const width = Math.max(...checks.map((k) => k.name.length));
+  for (const k of checks) {
+    lines.push(`${statusColor(k.status)(k.status.padEnd(4))}  ${k.name.padEnd(width)}  ${k.message}`);
+    if (k.fix && (k.status === 'warn' || k.status === 'fail')) lines.push(`      ${' '.repeat(width)}  ${c.dim('→')} ${k.fix}`);
+  }
+  const failed = checks.filter((k) => k.status === 'fail').length;
+  const warned = checks.filter((k) => k.status === 'warn').length;
+  lines.push('', failed > 0 ? c.red(`${failed} check${failed === 1 ? '' : 's'} failed`) : warned > 0 ? c.yellow(`ready, with ${warned} warning${warned === 1 ? '' : 's'}`) : c.green('ready'));
+  return lines.join('\n');
 }

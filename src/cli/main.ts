@@ -4,16 +4,19 @@
  */
 import { CommanderError } from 'commander';
 import { CliError, errColor, EXIT } from './output.js';
-import { buildProgram } from './program.js';
+import { buildProgram, UnknownCommandError } from './program.js';
 
-/** `combine … | head -1`: the reader left; that is not an error, and no stack trace is printed. */
+/**
+ * `combine … | head -1`: the reader left; that is not an error, and no stack trace is printed. A write
+ * to a closed pipe surfaces as an unhandled stream 'error'; catching it here, rather than with a
+ * listener on each stream, keeps start-up from creating process.stderr (~5M instructions) on every run.
+ */
 function endQuietlyOnBrokenPipe(): void {
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EPIPE') process.exit(EXIT.OK);
-      throw err;
-    });
-  }
+  process.on('uncaughtException', (err: NodeJS.ErrnoException) => {
+    if (err?.code === 'EPIPE') process.exit(EXIT.OK);
+    process.stderr.write(`combine: unexpected error: ${err?.stack ?? String(err)}\n`);
+    process.exit(EXIT.FAILED);
+  });
 }
 
 async function main(): Promise<void> {
@@ -30,6 +33,12 @@ async function main(): Promise<void> {
     if (err instanceof CommanderError) {
       process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? EXIT.OK : EXIT.USAGE;
       return;
+    }
+    if (err instanceof UnknownCommandError) {
+      const { suggestCommands } = await import('./suggest.js');
+      const suggestions = suggestCommands(err.word, err.program).map((s) => `combine ${s}`);
+      const hint = suggestions.length > 0 ? `\nDid you mean: ${suggestions.join(', ')}?` : '';
+      err = new CliError(`unknown command '${err.word}'${hint}\n(run combine --help for the commands)`, EXIT.USAGE);
     }
     if (err instanceof CliError) {
       process.stderr.write(`${errColor().red('combine:')} ${err.message}\n`);

@@ -21,10 +21,18 @@ import { threadCommands } from './commands/threads.js';
 import { uiCommand } from './commands/ui.js';
 import { usageCommands } from './commands/usage.js';
 import { resolveHome } from './home.js';
-import { CliError, EXIT } from './output.js';
-import { suggestCommands } from './suggest.js';
 
 declare const __COMBINE_VERSION__: string;
+
+/** A first word that is no command: main.ts answers it with suggestions. */
+export class UnknownCommandError extends Error {
+  constructor(
+    readonly word: string,
+    readonly program: Command,
+  ) {
+    super(`unknown command '${word}'`);
+  }
+}
 
 export function buildProgram(): Command {
   const getHome = () => resolveHome();
@@ -65,12 +73,9 @@ export function buildProgram(): Command {
     completionCommand(() => program),
   ];
   for (const c of commands) program.addCommand(c);
-  // An unknown command gets suggestions by meaning and by spelling (suggest.ts), exit 2.
+  // An unknown command gets suggestions by meaning and by spelling (suggest.ts, loaded only then), exit 2.
   program.on('command:*', (operands: string[]) => {
-    const word = operands[0]!;
-    const suggestions = suggestCommands(word, program).map((s) => `combine ${s}`);
-    const hint = suggestions.length > 0 ? `\nDid you mean: ${suggestions.join(', ')}?` : '';
-    throw new CliError(`unknown command '${word}'${hint}\n(run combine --help for the commands)`, EXIT.USAGE);
+    throw new UnknownCommandError(operands[0]!, program);
   });
   // Usage errors anywhere in the tree exit 2, not commander's default 1.
   const exitOverride = (cmd: Command) => {
