@@ -24,6 +24,7 @@ import { createEngine } from './engine/wiring.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { followThread, type FollowMessage } from './follow-stream.js';
+import { resolveScheduleId, resolveThreadId } from './id-resolver.js';
 import { checkHealth } from './health.js';
 import { holdOf, inDoubtOf } from './holds.js';
 import { importLedger } from './ledger-transfer.js';
@@ -46,7 +47,7 @@ import { noTracer, traceCommand, type Tracer } from './tracing/tracer.js';
 import { configView, dryRun, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
-import { backlogView, documentView, projectView, statsView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+import { backlogView, childViews, documentView, MAX_LEDGER_VIEW_ENTRIES, projectView, statsView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 export type { FollowMessage };
 
@@ -73,6 +74,9 @@ export interface AppOptions {
   /** Spans (OTLP export when config `otel.endpoint` is set; see tracing/tracer.ts); none if absent. */
   tracer?: Tracer;
 }
+
+/** `threads` filters as clients pass them: ids as typed (resolved by `threads`), an age instead of a time. */
+export type ThreadsQuery = Omit<ThreadListFilter, 'since'> & { sinceMs?: number | null };
 
 export class App {
   readonly db: Db;
@@ -221,6 +225,27 @@ export class App {
     return r;
   }
 
+  /** The thread a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
+  threadId(text: string): string {
+    return resolveThreadId(this.db, text);
+  }
+
+  /** A page cursor names a thread the previous page listed: an unknown one is bad input, not a missing thing. */
+  private cursorThreadId(text: string): string {
+    try {
+      return this.threadId(text);
+    } catch (err) {
+      if (err instanceof CommandError && err.kind === 'NOT_FOUND') {
+        throw new CommandError('BAD_REQUEST', `cursor: no thread "${text}" (pass the thread_id of the last thread of the previous page)`);
+      }
+      throw err;
+    }
+  }
+
+  scheduleId(text: string): string {
+    return resolveScheduleId(this.db, text);
+  }
+
   // --- commands -------------------------------------------------------------------------------
 
   importProject(file: unknown) {
@@ -252,8 +277,9 @@ export class App {
     return this.run(operation, input, opts);
   }
 
-  async retry(threadId: string): Promise<ThreadView> {
+  async retry(typedId: string): Promise<ThreadView> {
     this.pressure.assertAcceptingCommands();
+    const threadId = this.threadId(typedId);
     const t = await this.write((tx) => retryThread(tx, this.operations, threadId, this.config.flow.maxQueued));
     // "Retry" means now: a 429 hold of its models (up to retry.max_provider_wait) is lifted too.
     this.engine.releaseRateLimitHold(routeKeysOf(this.router, this.operations, t.kind));
@@ -261,7 +287,8 @@ export class App {
   }
 
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
-  async replay(threadId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+  async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+    const threadId = this.threadId(typedId);
     if (!o.apply) return planReplay(this.db, this.operations, threadId, o.responseSeq);
     this.pressure.assertAcceptingCommands();
     const r = await this.write((tx) => applyReplay(tx, this.operations, threadId, o.responseSeq));
@@ -269,7 +296,8 @@ export class App {
     return r;
   }
 
-  async cancel(threadId: string): Promise<ThreadView> {
+  async cancel(typedId: string): Promise<ThreadView> {
+    const threadId = this.threadId(typedId);
     const r = await this.write((tx) => cancelThread(tx, this.engine.ctx, threadId));
     this.engine.abort(r.abort);
     return threadView(this.db, r.thread);
@@ -314,23 +342,36 @@ export class App {
   }
 
   /** `combine thread`: the thread, its work items, what it waits for, its trace, and the models its calls used. */
-  thread(threadId: string) {
-    const t = getThread(this.db, threadId);
-    if (!t) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
+  thread(typedId: string) {
+    const t = getThread(this.db, this.threadId(typedId))!;
     const hold = holdOf(this.db, t, this.engine.rateLimitHeldUntil(routeKeysOf(this.router, this.operations, t.kind)), this.clock.now());
     return { ...threadDetailView(this.db, t), in_doubt: inDoubtOf(this.db, t), hold, traceparent: t.traceparent, ...threadModelsView(this.db, t.id) };
   }
 
-  threads(f: ThreadListFilter): ThreadView[] {
-    if (f.afterThreadId != null && !getThread(this.db, f.afterThreadId)) {
-      throw new CommandError('BAD_REQUEST', `cursor: no thread "${f.afterThreadId}" (pass the thread_id of the last thread of the previous page)`);
-    }
-    return listThreads(this.db, f).map((t) => threadView(this.db, t));
+  /** An orchestration's children with their latest error (empty for a thread without children). */
+  threadChildren(typedId: string) {
+    return childViews(this.db, this.threadId(typedId));
   }
 
-  ledger(threadId: string) {
-    if (!getThread(this.db, threadId)) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    return threadLedgerView(this.db, threadId);
+  /**
+   * Newest first, one page. `parentId` and `afterThreadId` (the last thread of the previous page) are
+   * ids as typed — whole, short or a unique prefix — and resolved here; `sinceMs`: created within it.
+   */
+  threads(f: ThreadsQuery): ThreadView[] {
+    const { sinceMs, ...filter } = f;
+    return listThreads(this.db, {
+      ...filter,
+      parentId: f.parentId != null ? this.threadId(f.parentId) : null,
+      afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
+      since: sinceMs != null ? this.clock.now() - sinceMs : null,
+    }).map((t) => threadView(this.db, t));
+  }
+
+  ledger(typedId: string) {
+    const threadId = this.threadId(typedId);
+    const view = threadLedgerView(this.db, threadId);
+    if (view) return view;
+    throw new CommandError('BAD_REQUEST', `thread ${threadId} and its children have more than ${MAX_LEDGER_VIEW_ENTRIES} ledger entries: read one child at a time (combine thread ${threadId} lists them), or write them all with \`combine ledger export ${threadId}\``, 'TOO_MANY_ENTRIES');
   }
 
   verifyLedger() {
@@ -338,7 +379,8 @@ export class App {
   }
 
   exportLedger(scope: { threadId: string | null; projectId: string | null }) {
-    return this.reader.run('exportLedger', { scope, now: this.clock.now() });
+    const threadId = scope.threadId === null ? null : this.threadId(scope.threadId);
+    return this.reader.run('exportLedger', { scope: { ...scope, threadId }, now: this.clock.now() });
   }
 
   importLedger(text: string) {
@@ -397,8 +439,8 @@ export class App {
     return statsView(this.db, this.engine.inFlightCount, this.engine.rateLimitSnapshot());
   }
 
-  /** Streams a thread's events (and its children's) until it ends; see follow-stream.ts. */
-  follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    return followThread(this.db, this.bus, threadId, signal);
+  /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
+  async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+    yield* followThread(this.db, this.bus, this.threadId(typedId), signal);
   }
 }

@@ -6,6 +6,7 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { z } from 'zod';
 import type { App } from './app.js';
+import { THREAD_STATUSES } from '../domain/states.js';
 import { CommandError } from './commands.js';
 import type { HttpService } from './http/service.js';
 import { parseTraceparent } from './tracing/trace-context.js';
@@ -113,9 +114,34 @@ export const appRouter = t.router({
     show: procedure.input(z.object({ name: operationName })).query(({ ctx, input }) => ctx.app.operation(input.name)),
   }),
   thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.thread(input.thread_id)),
+  /** An orchestration's children, each with its latest error: what `thread` and a failed follow list. */
+  threadChildren: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.threadChildren(input.thread_id)),
   threads: procedure
-    .input(z.object({ active: z.boolean().default(false), project_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(100) }))
-    .query(({ ctx, input }) => ctx.app.threads({ active: input.active, projectId: input.project_id, limit: input.limit })),
+    .input(
+      z.object({
+        active: z.boolean().default(false),
+        project_id: id.nullable().default(null),
+        limit: z.number().int().min(1).max(10_000).default(100),
+        status: z.array(z.enum(THREAD_STATUSES)).max(THREAD_STATUSES.length).default([]),
+        kind: id.nullable().default(null),
+        parent_thread_id: id.nullable().default(null),
+        since_ms: z.number().int().positive().nullable().default(null),
+        /** The id of the last thread of the previous page. */
+        cursor: id.nullable().default(null),
+      }),
+    )
+    .query(({ ctx, input }) =>
+      ctx.app.threads({
+        active: input.active,
+        projectId: input.project_id,
+        limit: input.limit,
+        statuses: input.status,
+        kind: input.kind,
+        parentId: input.parent_thread_id,
+        sinceMs: input.since_ms,
+        afterThreadId: input.cursor,
+      }),
+    ),
   // The thread is looked up before the stream starts, so an unknown id is a 404 like everywhere else.
   follow: procedure.input(z.object({ thread_id: id })).subscription(({ ctx, input, signal }) => {
     ctx.app.thread(input.thread_id);
@@ -152,12 +178,12 @@ export const appRouter = t.router({
     list: procedure
       .input(z.object({ all: z.boolean().default(false) }))
       .query(({ ctx, input }) => ctx.app.schedules.list(input.all)),
-    pause: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.pause(input.schedule_id)),
-    resume: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.resume(input.schedule_id)),
-    remove: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.remove(input.schedule_id)),
+    pause: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.pause(ctx.app.scheduleId(input.schedule_id))),
+    resume: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.resume(ctx.app.scheduleId(input.schedule_id))),
+    remove: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.remove(ctx.app.scheduleId(input.schedule_id))),
     runs: procedure
       .input(z.object({ schedule_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(50) }))
-      .query(({ ctx, input }) => ctx.app.schedules.runs(input.schedule_id, input.limit)),
+      .query(({ ctx, input }) => ctx.app.schedules.runs(input.schedule_id === null ? null : ctx.app.scheduleId(input.schedule_id), input.limit)),
   }),
   briefing: procedure
     .input(z.object({ project_id: id, date: z.string().max(20).nullable().default(null) }))

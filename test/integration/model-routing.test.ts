@@ -109,6 +109,12 @@ describe('model routing and escalation', () => {
     });
     expect(c.routing.project_briefing).toMatchObject({ model: 'default', provider_model: 'test-model', escalate_to: null });
     expect(JSON.stringify(c)).not.toContain('sk-strong-0123456789abcdef');
+    // In config.json's shape: the object form with what differs from the provider, never a key.
+    expect(c.file.models).toEqual({
+      cheap: { model: 'cheap-model', prices: PRICE },
+      strong: { model: 'strong-model', base_url: strongSim!.url, api_key_env: 'STRONG_API_KEY', prices: STRONG_PRICE },
+    });
+    expect(c.file.operations.story_generate_epic).toMatchObject({ model: 'cheap', on_invalid: { escalate_to: 'strong' } });
     expect((await h.json<any>(['operations', 'show', 'story_generate_epic'])).escalate_to).toBe('strong');
 
     await h.stopDaemon();
