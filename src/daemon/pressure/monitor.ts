@@ -62,8 +62,8 @@ export class PressureMonitor implements ClaimThrottle {
     const now = this.o.clock.now();
     this.signals = this.o.probe.read();
     const busy = this.signals.cpuBusy;
-    if (busy !== null && busy > c.cpuThreshold) this.cpuAboveSince ??= now;
-    else this.cpuAboveSince = null;
+    // An unknown reading (a file read mid-write, no time elapsed) neither starts nor ends CPU pressure.
+    if (busy !== null) this.cpuAboveSince = busy > c.cpuThreshold ? (this.cpuAboveSince ?? now) : null;
     this.wal = this.o.walBytes();
     const b = this.signals.battery;
     const next: PressureSignal[] = [];

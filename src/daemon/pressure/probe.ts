@@ -77,7 +77,7 @@ export function systemProbe(root: string): PressureProbe {
       if (times && previous && times.total > previous.total) {
         cpuBusy = Math.min(1, Math.max(0, 1 - (times.idle - previous.idle) / (times.total - previous.total)));
       }
-      previous = times;
+      if (times) previous = times;
       const meminfo = readText(join(root, 'proc', 'meminfo'));
       return {
         cpuBusy,
