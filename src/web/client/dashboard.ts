@@ -97,6 +97,7 @@ function result(form: HTMLFormElement, message: string | null, lines: string[] =
   if (!box) return;
   box.replaceChildren();
   box.hidden = message === null;
+  box.dataset.kind = link ? 'notice' : 'problem';
   if (message === null) return;
   const p = document.createElement('p');
   p.textContent = message;
