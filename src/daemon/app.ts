@@ -9,7 +9,7 @@ import { openDatabase } from '../db/connection.js';
 import { forgetDocuments } from '../db/document-cache.js';
 import { countLedgerEntries } from '../db/ledger.js';
 import { applyMigrations } from '../db/migrate.js';
-import { listProjects } from '../db/projects.js';
+import { listDocumentHeads, listProjects } from '../db/projects.js';
 import { sumAllUsage } from '../db/charges.js';
 import { countThreadsByStatus, getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
 import { countWorkItemsByStatus } from '../db/work-items.js';
@@ -45,7 +45,7 @@ import { budgetFor, rateLimitsFor } from './flow-config.js';
 import { configView, dryRun, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
-import { backlogView, childViews, documentView, MAX_LEDGER_VIEW_ENTRIES, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+import { backlogView, childViews, documentHeadView, documentView, MAX_LEDGER_VIEW_ENTRIES, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 export type { FollowMessage };
 
@@ -339,6 +339,12 @@ export class App {
   /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
   document(projectId: string, docType: string, key: string | null) {
     return documentView(readDocument(this.db, this.operations, { projectId, docType, key }));
+  }
+
+  /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
+  documents(projectId: string, limit = 500) {
+    this.project(projectId); // 404 for an unknown project, not an empty list
+    return listDocumentHeads(this.db, projectId, limit).map(documentHeadView);
   }
 
   /** `combine briefing`: a project's briefing document for a date (the newest when null). */
