@@ -8,7 +8,7 @@ import type { Db } from '../db/connection.js';
 import { openDatabase } from '../db/connection.js';
 import { forgetDocuments } from '../db/document-cache.js';
 import { applyMigrations } from '../db/migrate.js';
-import { listProjects } from '../db/projects.js';
+import { listDocumentHeads, listProjects } from '../db/projects.js';
 import { getThread, listThreads, type ThreadListFilter } from '../db/threads.js';
 import { Writer } from '../db/writer.js';
 import { SHORTHANDS } from '../operations/builtin/index.js';
@@ -47,7 +47,7 @@ import { noTracer, traceCommand, type Tracer } from './tracing/tracer.js';
 import { configView, dryRun, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
-import { backlogView, childViews, documentView, MAX_LEDGER_VIEW_ENTRIES, projectView, statsView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+import { backlogView, childViews, documentHeadView, documentView, MAX_LEDGER_VIEW_ENTRIES, projectView, statsView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
 
 export type { FollowMessage };
 
@@ -330,6 +330,12 @@ export class App {
   /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
   document(projectId: string, docType: string, key: string | null) {
     return documentView(readDocument(this.db, this.operations, { projectId, docType, key }));
+  }
+
+  /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
+  documents(projectId: string, limit = 500) {
+    this.project(projectId); // 404 for an unknown project, not an empty list
+    return listDocumentHeads(this.db, projectId, limit).map(documentHeadView);
   }
 
   /** `combine briefing`: a project's briefing document for a date (the newest when null). */

@@ -19,12 +19,16 @@ import { isHeldInDoubt } from './holds.js';
 import { closeParentIfDone, emitWorkItem, endThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
 import { threadInput } from './operation-context.js';
 
-/** A refused command: `kind` decides the CLI's exit code (bad input → 2, conflict with state → 1). */
+/**
+ * A refused command: `kind` decides the CLI's exit code (bad input → 2, conflict with state → 1).
+ * `fields`: for bad input, each field named with what is wrong with it (HTTP lists them in `errors`).
+ */
 export class CommandError extends Error {
   constructor(
     readonly kind: 'BAD_REQUEST' | 'NOT_FOUND' | 'CONFLICT',
     message: string,
     readonly code?: string,
+    readonly fields?: readonly { field: string; message: string }[],
   ) {
     super(message);
     this.name = 'CommandError';

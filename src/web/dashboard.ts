@@ -10,14 +10,16 @@ import { VERSION, type App } from '../daemon/app.js';
 import type { Dashboard } from '../daemon/http/server.js';
 import type { Problem } from '../daemon/http/problem.js';
 import { compilePath, parseWith } from '../daemon/http/routes.js';
-import { threadsQuery } from '../daemon/http/schemas.js';
+import { documentQuery, threadsQuery } from '../daemon/http/schemas.js';
 import { html, layout, type Html } from './html.js';
-import { healthPage, schedulesPage } from './pages/operations.js';
+import { healthPage, schedulesPage } from './pages/daemon.js';
+import { documentPage } from './pages/documents.js';
+import { operationPage, operationsPage } from './pages/operations.js';
 import { projectPage, projectsPage } from './pages/projects.js';
 import { threadPage, threadsPage } from './pages/threads.js';
 import { usagePage } from './pages/usage.js';
 
-type Page = { title: string; body: Html };
+type Page = { title: string; body: Html; live?: boolean };
 type Render = (app: App, params: Record<string, string>, query: URLSearchParams) => Page | Promise<Page>;
 
 /** An empty form field means "any": dropped before the query is validated. */
@@ -29,6 +31,13 @@ const PAGES: { path: string; section: string; render: Render }[] = [
   { path: '/', section: 'Projects', render: (app) => projectsPage(app) },
   { path: '/projects', section: 'Projects', render: (app) => projectsPage(app) },
   { path: '/projects/{project_id}', section: 'Projects', render: (app, p) => projectPage(app, p.project_id!) },
+  {
+    path: '/projects/{project_id}/documents/{doc_type}',
+    section: 'Projects',
+    render: (app, p, q) => documentPage(app, p.project_id!, p.doc_type!, parseWith('query', documentQuery, filled(q)).key ?? null),
+  },
+  { path: '/operations', section: 'Operations', render: (app, _p, q) => operationsPage(app, q) },
+  { path: '/operations/{operation}', section: 'Operations', render: (app, p, q) => operationPage(app, p.operation!, q) },
   { path: '/threads', section: 'Threads', render: (app, _p, q) => threadsPage(app, parseWith('query', threadsQuery, filled(q))) },
   { path: '/threads/{thread_id}', section: 'Threads', render: (app, p) => threadPage(app, p.thread_id!) },
   { path: '/usage', section: 'Usage', render: (app) => usagePage(app) },
@@ -56,8 +65,8 @@ export function createDashboard(): Dashboard {
       for (const p of compiled) {
         const params = p.match(path);
         if (!params) continue;
-        const { title, body } = await p.render(app, params, query);
-        return layout({ title, section: p.section, body, version: VERSION });
+        const { title, body, live } = await p.render(app, params, query);
+        return layout({ title, section: p.section, body, version: VERSION, live });
       }
       return null;
     },

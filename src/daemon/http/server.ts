@@ -54,6 +54,9 @@ const HTML_HEADERS = {
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 };
 
+/** The operations this daemon loaded (fixed until it restarts, so the document is made once). */
+const operationDocs = (app: App) => app.operationList().map((s) => ({ name: s.name, description: s.description, input: app.operation(s.name).input as Record<string, unknown> }));
+
 const compiled = apiRoutes.map((r) => ({ route: r, match: compilePath(r.path) }));
 
 function findRoute(method: string, path: string): { route: Route; params: Record<string, string> } {
@@ -125,7 +128,7 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
           'www-authenticate': 'Bearer realm="combine"',
         });
       }
-      if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes)));
+      if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes, operationDocs(o.app))));
       if (html) {
         const page = await o.dashboard!.page(url.pathname, url.searchParams, o.app);
         if (page !== null) {
