@@ -61,7 +61,7 @@ export function metricSeriesCount(models: number, withCost: boolean): number {
   );
 }
 
-/** The hard ceiling, whatever the configuration (119 series today). */
+/** The hard ceiling, whatever the configuration (120 series today). */
 export const METRIC_SERIES_BOUND = metricSeriesCount(MAX_MODEL_LABELS + 1, true);
 
 export class Metrics implements EngineObserver {

@@ -118,10 +118,16 @@ describe('model routing and escalation', () => {
     expect((await h.json<any>(['operations', 'show', 'story_generate_epic'])).escalate_to).toBe('strong');
 
     await h.stopDaemon();
-    h.writeConfig({ ...FAST_RETRY, models: { fast: 'fast-model' }, operations: { story_generate_epic: { model: 'fast' } } });
+    // The string form; COMBINE_MODEL (the harness sets test-model) wins over models.default.model.
+    h.writeConfig({ ...FAST_RETRY, models: { default: { model: 'file-default' }, fast: 'fast-model' }, operations: { story_generate_epic: { model: 'fast' } } });
     const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E2']);
     expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
     expect(h.sim.calls.at(-1)!.model).toBe('fast-model');
+    const routing = (await h.json<any>(['config', 'show'])).routing;
+    expect(routing.project_briefing).toMatchObject({ model: 'default', provider_model: 'test-model' });
+    await h.stopDaemon();
+    const withoutEnv = await h.json<any>(['config', 'show'], { env: { COMBINE_MODEL: '' } });
+    expect(withoutEnv.routing.project_briefing).toMatchObject({ model: 'default', provider_model: 'file-default' });
   });
 
   it('keeps a breaker per endpoint: the strong endpoint failing opens its breaker while cheap calls go on', async () => {

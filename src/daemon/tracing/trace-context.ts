@@ -4,7 +4,7 @@
  * trace continued when it sent a valid header (`--traceparent`, the HTTP `traceparent` header, or the
  * `TRACEPARENT` environment variable of the CLI), else a new trace.
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 export interface TraceContext {
   traceId: string;
@@ -33,13 +33,30 @@ export function formatTraceparent(c: TraceContext): string {
   return `00-${c.traceId}-${c.spanId}-${c.flags.toString(16).padStart(2, '0')}`;
 }
 
+/**
+ * Random bytes for ids, drawn from a pool refilled 4 KiB at a time: a span id is made for every
+ * provider call, and a call to the crypto module for each one is a measurable share of the engine's CPU.
+ */
+const pool = Buffer.alloc(4096);
+let poolOffset = pool.length;
+
+function randomHex(bytes: number): string {
+  if (poolOffset + bytes > pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  const hex = pool.toString('hex', poolOffset, poolOffset + bytes);
+  poolOffset += bytes;
+  return hex;
+}
+
 export function newSpanId(): string {
-  return randomBytes(8).toString('hex');
+  return randomHex(8);
 }
 
 /** A new span in the parent's trace, or the root span of a new (sampled) trace. */
 export function childContext(parent: TraceContext | null): TraceContext {
-  return parent ? { traceId: parent.traceId, spanId: newSpanId(), flags: parent.flags } : { traceId: randomBytes(16).toString('hex'), spanId: newSpanId(), flags: 1 };
+  return parent ? { traceId: parent.traceId, spanId: newSpanId(), flags: parent.flags } : { traceId: randomHex(16), spanId: newSpanId(), flags: 1 };
 }
 
 /** The trace id of a stored `traceparent` (null for threads created before trace ids existed). */
