@@ -2,7 +2,8 @@
 import type { Command } from 'commander';
 import type { ThreadView } from '../daemon/views.js';
 import { parseDurationMs } from '../domain/duration.js';
-import { CliError, EXIT, shortId, shortTime, table } from './output.js';
+import { EXIT, shortId, shortTime, table } from './output.js';
+import { CliError } from '../core/errors.js';
 
 export interface CommonOptions {
   json?: boolean;

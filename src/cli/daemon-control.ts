@@ -6,7 +6,8 @@ import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { connectHttp, probeSocket, toCliError, type Connection } from './client.js';
 import { homeFiles } from './home.js';
-import { CliError, EXIT } from './output.js';
+import { EXIT } from './output.js';
+import { CliError } from '../core/errors.js';
 
 const START_TIMEOUT_MS = 15_000;
 /** What a daemon that lost the one-daemon-per-home race prints (daemon/main.ts). */

@@ -19,7 +19,8 @@ import { threadCommands } from './commands/threads.js';
 import { uiCommand } from './commands/ui.js';
 import { usageCommands } from './commands/usage.js';
 import { resolveHome } from './home.js';
-import { CliError, EXIT } from './output.js';
+import { EXIT } from './output.js';
+import { CliError } from '../core/errors.js';
 
 declare const __COMBINE_VERSION__: string;
 

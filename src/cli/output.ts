@@ -3,17 +3,6 @@
 export const EXIT = { OK: 0, FAILED: 1, USAGE: 2, UNREACHABLE: 3 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
-/** An error that ends the command with a message on stderr and a given exit code. */
-export class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: ExitCode,
-  ) {
-    super(message);
-    this.name = 'CliError';
-  }
-}
-
 export interface OutputOptions {
   json?: boolean;
 }

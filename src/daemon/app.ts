@@ -17,13 +17,13 @@ import { Writer } from '../db/writer.js';
 import { SHORTHANDS } from '../operations/builtin/index.js';
 import { builtinDefinitions } from '../operations/loader.js';
 import { OperationRegistry } from '../operations/registry.js';
-import { cancelThread, CommandError, importProject, retryThread } from './commands.js';
+import { cancelThread, importProject, retryThread } from './commands.js';
 import { operationSettingsOf, type DaemonConfig } from './config.js';
 import { readBriefing, readDocument } from './documents.js';
 import { operationDetailView, operationSummaryView } from './operation-views.js';
 import { requireOperation, submitOperation, type SubmitOptions } from './submit.js';
 import type { CompleterContext } from './engine/completer.js';
-import { Engine, systemClock, type Clock } from './engine/engine.js';
+import { Engine } from './engine/engine.js';
 import type { Tx } from './engine/tx.js';
 import { EventBus, type EngineEvent } from './events.js';
 import { followThread, type FollowMessage } from './follow-stream.js';
@@ -45,6 +45,8 @@ import { configView, dryRun, usageReport } from './usage-views.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
 import { backlogView, documentView, projectView, threadDetailView, threadLedgerView, threadView, type CommandView, type ThreadView } from './views.js';
+import { CommandError } from '../core/errors.js';
+import { systemClock, type Clock } from '../core/clock.js';
 
 export type { FollowMessage };
 

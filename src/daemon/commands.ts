@@ -3,7 +3,6 @@
  * transaction, so an acknowledged command is on disk and a refused one stored nothing. New work is
  * requested through submit.ts.
  */
-import { newId } from '../db/ids.js';
 import { acquireLock, releaseLocksOwnedBy } from '../db/locks.js';
 import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../db/schema.js';
@@ -13,23 +12,14 @@ import { EMPTY_BACKLOG, STORY_BACKLOG } from '../domain/backlog.js';
 import { EPIC_ARCHITECTURE, parseProjectFile } from '../domain/project.js';
 import { isTerminalThread } from '../domain/states.js';
 import type { OperationRegistry } from '../operations/registry.js';
-import { lockScopeOf, OperationCallError } from '../operations/runtime.js';
+import { lockScopeOf } from '../operations/runtime.js';
 import { failAttempt, type CompleterContext } from './engine/completer.js';
 import { isHeldInDoubt } from './holds.js';
 import { closeParentIfDone, emitWorkItem, endThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
 import { threadInput } from './operation-context.js';
-
-/** A refused command: `kind` decides the CLI's exit code (bad input → 2, conflict with state → 1). */
-export class CommandError extends Error {
-  constructor(
-    readonly kind: 'BAD_REQUEST' | 'NOT_FOUND' | 'CONFLICT',
-    message: string,
-    readonly code?: string,
-  ) {
-    super(message);
-    this.name = 'CommandError';
-  }
-}
+import { OperationCallError } from '../core/errors.js';
+import { newId } from '../core/ids.js';
+import { CommandError } from '../core/errors.js';
 
 export interface CommandResult {
   thread: ThreadRow;
@@ -63,9 +53,9 @@ export function importProject(tx: Tx, file: unknown) {
   const existing = getProject(tx.db, p.id);
   if (!existing) {
     insertProject(tx.db, { id: p.id, name: p.name, created_at: tx.now });
-    insertDocument(tx.db, { id: newId(), project_id: p.id, doc_type: EPIC_ARCHITECTURE, version: 1, content, updated_at: tx.now });
+    insertDocument(tx.db, { id: newId(tx.now), project_id: p.id, doc_type: EPIC_ARCHITECTURE, version: 1, content, updated_at: tx.now });
     insertDocument(tx.db, {
-      id: newId(),
+      id: newId(tx.now),
       project_id: p.id,
       doc_type: STORY_BACKLOG,
       version: 1,

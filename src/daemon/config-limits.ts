@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { parseDurationMs } from '../domain/duration.js';
 import { DEFAULT_SERVER_LIMITS, type ServerLimits } from './server-limits.js';
+import { ConfigError } from '../core/errors.js';
 
 /** A duration in config.json: "500ms", "30s", "5m", or a number of milliseconds. */
 export const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {
@@ -85,13 +86,6 @@ export interface LimitsConfig {
   /** Values never recorded anywhere: the API key, the endpoint's password, the values of `redact.env`. */
   secrets: string[];
   logLevel: LogLevel;
-}
-
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
 }
 
 export function resolveLimits(file: LimitsFile, env: NodeJS.ProcessEnv, p: { apiKey: string | null; baseURL: string }): LimitsConfig {

@@ -12,10 +12,10 @@ import type { OperationSettings } from '../operations/registry.js';
 import { redactValues } from '../domain/errors.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
 import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
-import { ConfigError, duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './config-limits.js';
+import { duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './config-limits.js';
 import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow-config.js';
+import { ConfigError } from '../core/errors.js';
 
-export { ConfigError };
 
 /** How the engine asks for structured output (`provider.response_format`); the answer is validated either way. */
 export const RESPONSE_FORMATS = ['json_schema', 'json_object', 'none'] as const;

@@ -12,8 +12,8 @@ import { isCalendarDate } from '../domain/schedule.js';
 import { SHORTHANDS } from '../operations/builtin/index.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { targetOf } from '../operations/runtime.js';
-import { CommandError } from './commands.js';
 import { scheduledRequest } from './scheduler/request.js';
+import { CommandError } from '../core/errors.js';
 
 export interface DocumentQuery {
   projectId: string;

@@ -6,9 +6,9 @@
 import type { Db } from '../db/connection.js';
 import { getThread } from '../db/threads.js';
 import { isTerminalThread } from '../domain/states.js';
-import { CommandError } from './commands.js';
 import type { EngineEvent, EventBus } from './events.js';
 import { threadView, type ThreadView } from './views.js';
+import { CommandError } from '../core/errors.js';
 
 /** An engine event as streamed to a follower: its `type` renamed to `event`. */
 type EventMessage = EngineEvent extends infer E ? (E extends { type: infer T } ? Omit<E, 'type'> & { event: T } : never) : never;

@@ -18,8 +18,8 @@ import { getThread, insertThread, listChildThreads, listThreadsForSpace } from '
 import { insertWorkItem, listWorkItemsForThread } from '../db/work-items.js';
 import { buildExportLines, verifyExport, type ExportedWorkItem } from '../domain/ledger-export.js';
 import { isTerminalThread, TERMINAL_WORK_ITEM_STATUSES, type WorkItemStatus } from '../domain/states.js';
-import { CommandError } from './commands.js';
 import type { Tx } from './engine/tx.js';
+import { CommandError } from '../core/errors.js';
 
 export const IMPORTED_KEY_PREFIX = 'imported:';
 

@@ -10,9 +10,8 @@ import { openDatabase } from '../db/connection.js';
 import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.js';
 import { loadOperations } from '../operations/loader.js';
 import type { OperationRegistry } from '../operations/registry.js';
-import { OperationDefinitionError } from '../operations/validate.js';
 import { App } from './app.js';
-import { ConfigError, loadConfig, operationSettingsOf, type DaemonConfig } from './config.js';
+import { loadConfig, operationSettingsOf, type DaemonConfig } from './config.js';
 import { acquireHomeLock } from './home-lock.js';
 import { createEventLog, createLogger, LogFile, type Logger } from './logger.js';
 import { startMetricsServer, type MetricsServer } from './metrics-server.js';
@@ -20,19 +19,14 @@ import { startApiServer } from './server.js';
 import { HttpService } from './http/service.js';
 import { createDashboard } from '../web/dashboard.js';
 import { isDiskFull } from './storage-guard.js';
+import { OperationDefinitionError, ConfigError } from '../core/errors.js';
+import { DaemonStartError } from '../core/errors.js';
+
+/** The CLI loads this bundle lazily and tells a start failure (exit code) from a crash by this class. */
+export { DaemonStartError };
 
 /** sockaddr_un.sun_path is 104 bytes on macOS and 108 on Linux, including the terminating NUL. */
 export const MAX_SOCKET_PATH_BYTES = 103;
-
-export class DaemonStartError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number,
-  ) {
-    super(message);
-    this.name = 'DaemonStartError';
-  }
-}
 
 /** Creates the home 0700 (or tightens a home we created earlier with looser bits). */
 export function ensureHome(home: string): void {

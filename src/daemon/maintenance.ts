@@ -9,8 +9,8 @@
 import { statSync } from 'node:fs';
 import type { Db } from '../db/connection.js';
 import type { Writer } from '../db/writer.js';
-import type { Clock } from './engine/engine.js';
 import type { Logger } from './logger.js';
+import type { Clock } from '../core/clock.js';
 
 export interface MaintenanceResult {
   converted_to_incremental: boolean;

@@ -6,6 +6,7 @@
 import OpenAI from 'openai';
 import type { ChatRequest } from '../domain/prompts.js';
 import type { ProviderConfig } from './config.js';
+import { AnswerTooLargeError, MissingApiKeyError } from '../core/errors.js';
 
 /** A 2xx answer, body unread by anyone but us. */
 export interface RawResponse {
@@ -20,24 +21,6 @@ export interface Provider {
   /** Identifies the endpoint (for breakers and the ledger); never contains credentials. */
   readonly endpoint: string;
   send(request: ChatRequest, signal: AbortSignal, timeoutMs: number): Promise<RawResponse>;
-}
-
-/** Thrown when no API key is configured for a provider that needs one. */
-export class MissingApiKeyError extends Error {
-  constructor() {
-    super('no OPENAI_API_KEY is set (set it, point OPENAI_BASE_URL at a local server, or try `combine demo`)');
-    this.name = 'MissingApiKeyError';
-  }
-}
-
-/** A 2xx answer larger than `provider.max_answer_bytes`: refused while it was read, never stored. */
-export class AnswerTooLargeError extends Error {
-  constructor(limit: number, declared: number | null) {
-    super(
-      `answer too large: ${declared !== null ? `the provider announced ${declared} bytes` : 'the provider sent more'}, over the ${limit}-byte limit (provider.max_answer_bytes); it was not read or stored`,
-    );
-    this.name = 'AnswerTooLargeError';
-  }
 }
 
 /** Reads a body up to `limit` bytes; a longer one is abandoned (the connection is closed) without being buffered whole. */

@@ -13,11 +13,12 @@ import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { findActiveThreadByKey, getThread, listChildThreads } from '../db/threads.js';
 import { readCompletionBody } from '../domain/completion.js';
 import type { OperationRegistry } from '../operations/registry.js';
-import { itemNoun, OperationCallError, planMutation } from '../operations/runtime.js';
-import { CommandError, reopenFailedParent, retryChild } from './commands.js';
+import { itemNoun, planMutation } from '../operations/runtime.js';
+import { reopenFailedParent, retryChild } from './commands.js';
 import { checkThreadAnswer } from './engine/operation-steps.js';
 import { appendEntry, type Tx } from './engine/tx.js';
 import { documentsOf, threadInput, threadTarget } from './operation-context.js';
+import { OperationCallError, CommandError } from '../core/errors.js';
 
 export interface ReplayReport {
   thread_id: string;

@@ -25,11 +25,11 @@ import {
   listPrunableRoots,
   type LedgerLink,
 } from '../db/retention.js';
-import { StaleStateError } from '../db/statements.js';
 import { splitIntoRuns } from '../domain/ledger-gaps.js';
 import type { Tx } from './engine/tx.js';
 import type { Logger } from './logger.js';
 import type { Maintenance } from './maintenance.js';
+import { StaleStateError } from '../core/errors.js';
 
 /** Trees per transaction: large enough to amortise the commit, small enough not to stall the engine. */
 export const PRUNE_BATCH = 200;

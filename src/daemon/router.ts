@@ -6,8 +6,8 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { z } from 'zod';
 import type { App } from './app.js';
-import { CommandError } from './commands.js';
 import type { HttpService } from './http/service.js';
+import { CommandError } from '../core/errors.js';
 
 export interface RouterContext {
   app: App;

@@ -9,12 +9,12 @@ import { getProject, listProjects } from '../db/projects.js';
 import { estimateCall, utcDay } from '../domain/budget.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { childInputs, renderRequest, targetOf } from '../operations/runtime.js';
-import { CommandError } from './commands.js';
 import { redactedConfig, type DaemonConfig } from './config.js';
 import { budgetFor } from './flow-config.js';
 import { documentsOf, promptContextFor } from './operation-context.js';
 import { checkInput, refusal, requireOperation } from './submit.js';
 import { usageView } from './views.js';
+import { CommandError } from '../core/errors.js';
 
 const ZERO: UsageTotals = {
   calls: 0,

@@ -7,7 +7,8 @@ import { runStatusesLeadingTo, type RunStatus, type ScheduleStatus } from '../do
 import { SCHEDULE_TRANSITIONS } from '../domain/schedule.js';
 import type { Db } from './connection.js';
 import type { ScheduleRow, ScheduleRunRow } from './schema.js';
-import { expectOneChange, prepared, StaleStateError } from './statements.js';
+import { expectOneChange, prepared } from './statements.js';
+import { StaleStateError } from '../core/errors.js';
 
 export function insertSchedule(db: Db, row: ScheduleRow): void {
   prepared(

@@ -14,7 +14,8 @@
  */
 import type Database from 'better-sqlite3';
 import type { Db } from './connection.js';
-import { InfraError, isInfraSqliteError } from './errors.js';
+import { isInfraSqliteError } from './errors.js';
+import { InfraError } from '../core/errors.js';
 
 export type Emit<E> = (event: E) => void;
 export type WriteFn<T, E> = (db: Db, emit: Emit<E>) => T;

@@ -3,6 +3,7 @@
  * database goes through a guarded UPDATE (`WHERE id = ? AND status = ?`) whose target was first checked
  * here, so an illegal transition is a thrown error, never a silent write.
  */
+import { IllegalTransitionError } from '../core/errors.js';
 
 export const THREAD_STATUSES = ['open', 'running', 'complete', 'failed', 'canceled'] as const;
 export type ThreadStatus = (typeof THREAD_STATUSES)[number];
@@ -37,17 +38,6 @@ export const WORK_ITEM_TRANSITIONS: Record<WorkItemStatus, readonly WorkItemStat
 export const TERMINAL_THREAD_STATUSES: readonly ThreadStatus[] = ['complete', 'failed', 'canceled'];
 export const ACTIVE_THREAD_STATUSES: readonly ThreadStatus[] = ['open', 'running'];
 export const TERMINAL_WORK_ITEM_STATUSES: readonly WorkItemStatus[] = ['applied', 'failed', 'dead_letter'];
-
-export class IllegalTransitionError extends Error {
-  constructor(
-    readonly entity: 'thread' | 'work_item',
-    readonly from: string,
-    readonly to: string,
-  ) {
-    super(`illegal ${entity} transition ${from} → ${to}`);
-    this.name = 'IllegalTransitionError';
-  }
-}
 
 export function canTransitionThread(from: ThreadStatus, to: ThreadStatus): boolean {
   return THREAD_TRANSITIONS[from].includes(to);

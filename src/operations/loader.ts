@@ -9,7 +9,8 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BUILTIN_OPERATIONS } from './builtin/index.js';
 import { OperationRegistry, type OperationSettings } from './registry.js';
-import { OperationDefinitionError, validateDefinition, type ValidDefinition } from './validate.js';
+import { validateDefinition, type ValidDefinition } from './validate.js';
+import { OperationDefinitionError } from '../core/errors.js';
 
 export const OPERATIONS_DIR = 'operations';
 const MODULE_FILE = /\.(mjs|js)$/;

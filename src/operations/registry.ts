@@ -7,7 +7,9 @@
 import type { ModelParams } from '../domain/prompts.js';
 import type { RetryPolicy } from '../domain/retry.js';
 import type { OperationDefinition, Priority } from './api.js';
-import { OperationDefinitionError, type ValidDefinition } from './validate.js';
+import { type ValidDefinition } from './validate.js';
+import { OperationDefinitionError } from '../core/errors.js';
+import { UnknownOperationError } from '../core/errors.js';
 
 /** What config.json says about operations (already validated for shape by the config loader). */
 export interface OperationSettings {
@@ -124,13 +126,5 @@ export class OperationRegistry {
 
   list(): Operation[] {
     return [...this.byName.values()].sort((a, b) => a.name.localeCompare(b.name));
-  }
-}
-
-/** A thread whose operation is not loaded in this daemon (its module was removed or renamed). */
-export class UnknownOperationError extends Error {
-  constructor(readonly kind: string) {
-    super(`no loaded operation runs threads of kind "${kind}" (its module is missing from COMBINE_HOME/operations or config operations.modules)`);
-    this.name = 'UnknownOperationError';
   }
 }

@@ -6,22 +6,10 @@
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
 import type { Operation } from './registry.js';
+import { OperationCallError } from '../core/errors.js';
 
 /** Size limits on what a module returns: a request, a document, a mutation summary. */
 export const LIMITS = { promptBytes: 1 << 20, contentBytes: 16 << 20, summaryBytes: 64 << 10, targetRefBytes: 4 << 10, children: 10_000, partChars: 200 };
-
-/** A definition's function threw or returned something unusable. `notFound`: it said the input names nothing that exists. */
-export class OperationCallError extends Error {
-  constructor(
-    readonly operation: string,
-    readonly fn: string,
-    readonly reason: string,
-    readonly notFound = false,
-  ) {
-    super(`${operation}.${fn}: ${reason}`);
-    this.name = 'OperationCallError';
-  }
-}
 
 function call<T>(op: Operation, fn: string, run: () => T): T {
   try {

@@ -6,6 +6,7 @@
 import { parseDurationMs } from '../domain/duration.js';
 import type { JsonSchema, OperationDefinition, Priority, RetryOptions } from './api.js';
 import { compileSchema, type SchemaCheck } from './json-schema.js';
+import { OperationDefinitionError } from '../core/errors.js';
 
 export const PRIORITIES: readonly Priority[] = ['interactive', 'bulk', 'scheduled'];
 
@@ -15,17 +16,6 @@ const NAME = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
 const RESERVED_NAMES = new Set(['modules']);
 
 const FIELDS = new Set(['name', 'description', 'input', 'identity', 'lockScope', 'target', 'prompt', 'output', 'apply', 'children', 'child', 'model', 'priority', 'retry', 'rules']);
-
-export class OperationDefinitionError extends Error {
-  constructor(
-    readonly source: string,
-    readonly field: string,
-    readonly reason: string,
-  ) {
-    super(`${source}: ${field}: ${reason}`);
-    this.name = 'OperationDefinitionError';
-  }
-}
 
 /** A definition that passed validation, with its schemas compiled. */
 export interface ValidDefinition {

@@ -8,8 +8,9 @@ import { probeSocket, toCliError, connectHttp } from '../client.js';
 import { parsePort, withCommonOptions, type CommonOptions } from '../common.js';
 import { CALL_TIMEOUT_MS, readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
-import { CliError, EXIT, print } from '../output.js';
+import { EXIT, print } from '../output.js';
 import { renderUnit, UNIT_NAME, userUnitDir } from '../systemd-unit.js';
+import { CliError } from '../../core/errors.js';
 
 /** `daemon run` arguments for the ports a start was asked for. */
 function portArgs(metricsPort: number | null, httpPort: number | null): string[] {

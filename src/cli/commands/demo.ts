@@ -9,9 +9,10 @@ import { connectHttp, toCliError } from '../client.js';
 import { readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { loadFollow } from '../common.js';
 import { homeFiles } from '../home.js';
-import { CliError, EXIT } from '../output.js';
+import { EXIT } from '../output.js';
 import { readProjectFile } from './project.js';
 import { renderBacklog } from './info.js';
+import { CliError } from '../../core/errors.js';
 
 async function loadSim(): Promise<typeof SimModule> {
   return (await import(new URL('./sim.js', import.meta.url).href)) as typeof SimModule;

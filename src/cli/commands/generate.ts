@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import type { CommandView } from '../../daemon/views.js';
 import { exitCodeFor, parseDeadline, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, printJsonLine } from '../output.js';
+import { EXIT, print, printJsonLine } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface GenerateOptions extends CommonOptions {
   project: string;

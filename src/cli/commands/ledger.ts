@@ -4,7 +4,8 @@ import { basename, dirname, join } from 'node:path';
 import { Command } from 'commander';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, shortTime, table } from '../output.js';
+import { EXIT, print, shortTime, table } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 /** Export and import move whole threads' records; give them more time than an ordinary call. */
 const TRANSFER_TIMEOUT_MS = 120_000;

@@ -3,7 +3,8 @@ import { closeSync, createReadStream, existsSync, openSync, readSync, statSync }
 import { Command } from 'commander';
 import { homeFiles } from '../home.js';
 import { formatLogLine, matchesFilter, parseLogLine, type LogFilter } from '../log-format.js';
-import { CliError, EXIT } from '../output.js';
+import { EXIT } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface LogsOptions {
   follow?: boolean;

@@ -6,8 +6,9 @@ import type { OperationDetailView, OperationSummaryView } from '../../daemon/ope
 import type { DocumentView } from '../../daemon/views.js';
 import { parseDeadline, withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, table } from '../output.js';
+import { EXIT, print, table } from '../output.js';
 import { renderDryRun, reportAndFollow } from './generate.js';
+import { CliError } from '../../core/errors.js';
 
 /** The daemon refuses larger inputs too; reading a huge file first would only waste memory. */
 const MAX_INPUT_FILE_BYTES = 256 * 1024;

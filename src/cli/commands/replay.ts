@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import type { ReplayReport } from '../../daemon/replay.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print } from '../output.js';
+import { EXIT, print } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface ReplayOptions extends CommonOptions {
   apply?: boolean;

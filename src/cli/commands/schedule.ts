@@ -3,8 +3,9 @@ import { Command } from 'commander';
 import type { RunView, ScheduleView } from '../../daemon/scheduler/views.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, shortId, shortTime, table } from '../output.js';
+import { EXIT, print, shortId, shortTime, table } from '../output.js';
 import { readInput } from './operations.js';
+import { CliError } from '../../core/errors.js';
 
 interface AddOptions extends CommonOptions {
   project: string;

@@ -2,8 +2,9 @@
 import { Command } from 'commander';
 import { describeChildren, describeTarget, exitCodeFor, threadsTable, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, shortTime, table } from '../output.js';
+import { EXIT, print, shortTime, table } from '../output.js';
 import { describeUsage } from './usage.js';
+import { CliError } from '../../core/errors.js';
 
 interface ThreadsOptions extends CommonOptions {
   active?: boolean;

@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import { redactSecrets, type ClassifiedError } from '../../domain/errors.js';
 import { parseResetDuration } from '../../domain/rate-limit.js';
 import { parseRetryAfterMs } from '../../domain/retry.js';
-import { AnswerTooLargeError, MissingApiKeyError } from '../provider.js';
+import { AnswerTooLargeError, MissingApiKeyError } from '../../core/errors.js';
 
 export interface AbortState {
   /** The user canceled the thread. */

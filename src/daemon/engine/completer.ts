@@ -16,7 +16,6 @@ import { markChargeApplied } from '../../db/charges.js';
 import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
 import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { StaleStateError } from '../../db/statements.js';
 import { getThread } from '../../db/threads.js';
 import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
@@ -31,6 +30,7 @@ import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
 import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
+import { StaleStateError } from '../../core/errors.js';
 
 export interface CompleterContext {
   /** This daemon's lease owner id. */

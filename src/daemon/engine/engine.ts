@@ -29,11 +29,7 @@ import { claimWorkItems, skipItemsPastDeadline, type FlowControl } from './produ
 import { extendLeases, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { Tx } from './tx.js';
 import { untilStored } from './until-stored.js';
-
-export interface Clock {
-  now(): number;
-}
-export const systemClock: Clock = { now: () => Date.now() };
+import type { Clock } from '../../core/clock.js';
 
 /** The longest the engine sleeps before looking at the queue again. */
 const MAX_SLEEP_MS = 3_600_000;

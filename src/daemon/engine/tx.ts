@@ -3,7 +3,6 @@
  * finished orchestration. Each emits the matching event, published only if the transaction commits.
  */
 import type { Db } from '../../db/connection.js';
-import { newId } from '../../db/ids.js';
 import { appendLedgerEntry, type LedgerEntryType } from '../../db/ledger.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
@@ -16,6 +15,7 @@ import type { RetryPolicy } from '../../domain/retry.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from '../events.js';
 import { finalizeRunOfThread } from '../scheduler/finalize.js';
+import { newId } from '../../core/ids.js';
 
 /** What a write closure works with: the connection, the event sink and the transaction's `now`. */
 export interface Tx {
@@ -131,7 +131,7 @@ export function closeParentIfDone(tx: Tx, parentId: string): void {
 /** Queues a new work item of `thread` (its first, or a retry's next sequence). */
 export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
   const item: WorkItemRow = {
-    id: newId(),
+    id: newId(tx.now),
     thread_id: thread.id,
     sequence: p.sequence,
     status: 'queued',

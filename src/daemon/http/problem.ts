@@ -6,12 +6,8 @@
  */
 import { STATUS_CODES } from 'node:http';
 import { z } from 'zod';
-import { CommandError } from '../commands.js';
-
-export interface FieldError {
-  field: string;
-  message: string;
-}
+import { CommandError } from '../../core/errors.js';
+import { type FieldError, HttpProblem } from '../../core/errors.js';
 
 export interface Problem {
   type: string;
@@ -20,20 +16,6 @@ export interface Problem {
   detail: string;
   code: string;
   errors?: FieldError[];
-}
-
-/** An error answered with its own status and code. */
-export class HttpProblem extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly errors?: FieldError[],
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-    this.name = 'HttpProblem';
-  }
 }
 
 /** How long a client refused for a full queue should wait before trying again. */

@@ -7,8 +7,9 @@
 import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import type { App } from '../app.js';
-import { badInput, HttpProblem } from './problem.js';
+import { badInput } from './problem.js';
 import { DEFAULT_SERVER_LIMITS } from '../server-limits.js';
+import { HttpProblem } from '../../core/errors.js';
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 

@@ -9,11 +9,12 @@ import type { App } from '../app.js';
 import type { Logger } from '../logger.js';
 import { apiRoutes } from './api.js';
 import { openApiDocument } from './openapi.js';
-import { HttpProblem, toProblem, type Problem } from './problem.js';
+import { toProblem, type Problem } from './problem.js';
 import { compilePath, parseWith, queryObject, readJsonBody, type Route } from './routes.js';
 import { noBody } from './schemas.js';
 import { ensureHttpToken, RequestGuard } from './security.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../server-limits.js';
+import { HttpProblem } from '../../core/errors.js';
 
 /** The dashboard as the server sees it (src/web): pages by path, static assets, error pages. */
 export interface Dashboard {

@@ -8,7 +8,6 @@
  * Time comes from the injected clock, so the tick is testable with a fake one. Wake-ups are timers set
  * to the next fire time or the next stale stamp, never a fixed poll.
  */
-import { newId } from '../../db/ids.js';
 import type { Db } from '../../db/connection.js';
 import type { ScheduleRunRow } from '../../db/schema.js';
 import {
@@ -19,16 +18,16 @@ import {
   oldestPendingClaim,
   reclaimStaleScheduleRuns,
 } from '../../db/schedules.js';
-import { StaleStateError } from '../../db/statements.js';
 import type { Writer } from '../../db/writer.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { duePeriod, nextFireAt, periodKey } from '../../domain/schedule.js';
-import { CommandError } from '../commands.js';
-import type { Clock } from '../engine/engine.js';
 import type { Tx } from '../engine/tx.js';
 import type { EngineEvent } from '../events.js';
 import type { Logger } from '../logger.js';
 import { startScheduledRun, type StartOutcome } from './start-run.js';
+import { StaleStateError, CommandError } from '../../core/errors.js';
+import { newId } from '../../core/ids.js';
+import type { Clock } from '../../core/clock.js';
 
 /** Longest sleep between ticks: bounds the effect of a wall-clock jump or a suspended machine. */
 const MAX_SLEEP_MS = 60_000;
@@ -108,7 +107,7 @@ export class Scheduler {
       if (due.length > 0) {
         // Step 1, the claim: one INSERT per due period; the UNIQUE index picks the single winner.
         result.claimed = await this.write((tx) =>
-          due.flatMap((d) => claimSchedulePeriod(tx.db, { id: newId(), ...d, owner: this.o.owner, now: tx.now }) ?? []),
+          due.flatMap((d) => claimSchedulePeriod(tx.db, { id: newId(tx.now), ...d, owner: this.o.owner, now: tx.now }) ?? []),
         );
         result.lostAtInsert = due.length - result.claimed.length;
         result.lost += result.lostAtInsert;

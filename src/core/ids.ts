@@ -13,8 +13,8 @@ import { randomBytes } from 'node:crypto';
 let lastMs = -1;
 let counter = 0;
 
-/** A new UUIDv7 for time `now` (ms since the epoch). Ids from one process increase strictly. */
-export function newId(now: number = Date.now()): string {
+/** A new UUIDv7 for time `now` (ms since the epoch, from the caller's clock). Ids from one process increase strictly. */
+export function newId(now: number): string {
   if (now > lastMs) {
     lastMs = now;
     counter = randomBytes(2).readUInt16BE(0) & 0x7ff; // leave headroom before the 12-bit field overflows
