@@ -6,7 +6,7 @@
  * it is exactly `metricSeriesCount(models)` ≤ METRIC_SERIES_BOUND, however many threads run.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { LEDGER_ENTRY_TYPES } from '../db/ledger.js';
+import { LEDGER_ENTRY_TYPES } from '../ledger/store.js';
 import { countThreadsByStatus } from '../db/threads.js';
 import { countQueuedDue, countWorkItemsByStatus } from '../db/work-items.js';
 import { costUsd } from '../domain/budget.js';

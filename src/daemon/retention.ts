@@ -25,7 +25,7 @@ import {
   listPrunableRoots,
   type LedgerLink,
 } from '../db/retention.js';
-import { splitIntoRuns } from '../domain/ledger-gaps.js';
+import { splitIntoRuns } from '../ledger/gaps.js';
 import type { Tx } from './engine/tx.js';
 import type { Logger } from './logger.js';
 import type { Maintenance } from './maintenance.js';

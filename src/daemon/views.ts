@@ -4,15 +4,15 @@
  */
 import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
-import { listLedgerForThread } from '../db/ledger.js';
+import { listLedgerForThread } from '../ledger/store.js';
 import { readParsedDocument } from '../db/document-cache.js';
 import { getProject } from '../db/projects.js';
-import { listImportsForThread } from '../db/ledger-imports.js';
+import { listImportsForThread } from '../ledger/imports-store.js';
 import type { DocumentRow, LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { countChildThreadsByStatus } from '../db/threads.js';
 import { listWorkItemsForThread } from '../db/work-items.js';
 import { parseStoryBacklog, STORY_BACKLOG } from '../domain/backlog.js';
-import { summarizeLedgerEntry } from '../domain/ledger-summary.js';
+import { summarizeLedgerEntry } from '../ledger/summary.js';
 import type { TargetRef } from '../domain/operations.js';
 import { EPIC_ARCHITECTURE, parseEpicArchitecture } from '../domain/project.js';
 

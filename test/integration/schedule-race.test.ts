@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/connection.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { verifyLedger } from '../../src/daemon/ledger-verify.js';
+import { verifyLedger } from '../../src/ledger/verify.js';
 import { Harness, ROOT, project } from '../helpers/harness.js';
 
 const PERIODS = 100;

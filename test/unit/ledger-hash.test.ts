@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalJson, findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/domain/ledger-hash.js';
+import { findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/ledger/chain.js';
+import { canonicalJson } from '../../src/domain/canonical-json.js';
 
 function chain(n: number) {
   const out = [];

@@ -1,7 +1,7 @@
 /** Pure parts of the ledger products: completeness tracking, answer rules, story diffs, cache keys. */
 import { describe, expect, it } from 'vitest';
 import { requestCacheKey } from '../../src/domain/cache-key.js';
-import { CompletenessTracker } from '../../src/domain/ledger-completeness.js';
+import { CompletenessTracker } from '../../src/ledger/completeness.js';
 import { diffStories } from '../../src/operations/builtin/story_generate_epic/merge.js';
 import { checkStoryRules as checkAnswerRules } from '../../src/operations/builtin/story_generate_epic/rules.js';
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
-import { appendLedgerEntry, getLedgerHead } from '../../src/db/ledger.js';
+import { appendLedgerEntry, getLedgerHead } from '../../src/ledger/store.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { deleteCheckpointedLedgerRun, insertLedgerCheckpoint } from '../../src/db/retention.js';
 import { insertThread } from '../../src/db/threads.js';

@@ -1,6 +1,6 @@
 /** `combine replay <thread-id> [--apply] [--response <seq>]`. */
 import { Command } from 'commander';
-import type { ReplayReport } from '../../daemon/replay.js';
+import type { ReplayReport } from '../../ledger/replay.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { EXIT, print } from '../output.js';

@@ -13,7 +13,7 @@
  */
 import { insertCallRecord } from '../../db/call-records.js';
 import { markChargeApplied } from '../../db/charges.js';
-import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
+import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';

@@ -9,7 +9,7 @@
  *
  * It also releases locks whose owner is gone and closes orchestrations whose children have all ended.
  */
-import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
+import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import { extendLock, releaseOrphanedLocks } from '../../db/locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';

@@ -3,13 +3,13 @@
  * finished orchestration. Each emits the matching event, published only if the transaction commits.
  */
 import type { Db } from '../../db/connection.js';
-import { appendLedgerEntry, type LedgerEntryType } from '../../db/ledger.js';
+import { appendLedgerEntry, type LedgerEntryType } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { countChildThreadsByStatus, getThread, transitionThread } from '../../db/threads.js';
 import { insertWorkItem } from '../../db/work-items.js';
 import type { Emit } from '../../db/writer.js';
-import { summarizeLedgerEntry } from '../../domain/ledger-summary.js';
+import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
 import type { RetryPolicy } from '../../domain/retry.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';

@@ -4,8 +4,8 @@
  * architecture's order. The summary says what changed, story by story (keyed by title).
  */
 import type { BacklogEpic, Story, StoryBacklog } from '../../../domain/backlog.js';
-import { canonicalJson } from '../../../domain/ledger-hash.js';
 import type { Epic } from '../../../domain/project.js';
+import { canonicalJson } from '../../../domain/canonical-json.js';
 
 export interface StoryDiff {
   added: string[];

@@ -7,17 +7,17 @@
  * (engine/completer.ts `startWorkItem`).
  */
 import type { Db } from '../db/connection.js';
-import { listLedgerForThread } from '../db/ledger.js';
+import { listLedgerForThread } from './store.js';
 import { getDocumentHead } from '../db/projects.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { findActiveThreadByKey, getThread, listChildThreads } from '../db/threads.js';
 import { readCompletionBody } from '../domain/completion.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { itemNoun, planMutation } from '../operations/runtime.js';
-import { reopenFailedParent, retryChild } from './commands.js';
-import { checkThreadAnswer } from './engine/operation-steps.js';
-import { appendEntry, type Tx } from './engine/tx.js';
-import { documentsOf, threadInput, threadTarget } from './operation-context.js';
+import { reopenFailedParent, retryChild } from '../daemon/commands.js';
+import { checkThreadAnswer } from '../daemon/engine/operation-steps.js';
+import { appendEntry, type Tx } from '../daemon/engine/tx.js';
+import { documentsOf, threadInput, threadTarget } from '../daemon/operation-context.js';
 import { OperationCallError, CommandError } from '../core/errors.js';
 
 export interface ReplayReport {

@@ -16,8 +16,9 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { canonicalJson, ledgerEntryHash } from './ledger-hash.js';
-import { TERMINAL_THREAD_STATUSES, TERMINAL_WORK_ITEM_STATUSES } from './states.js';
+import { ledgerEntryHash } from './chain.js';
+import { TERMINAL_THREAD_STATUSES, TERMINAL_WORK_ITEM_STATUSES } from '../domain/states.js';
+import { canonicalJson } from '../domain/canonical-json.js';
 
 export const EXPORT_FORMAT = 'combine-ledger-export';
 export const EXPORT_VERSION = 1;

@@ -1,7 +1,7 @@
 /** llm_ledger_imports: where imported ledger entries came from (their place in the exporting chain). */
-import type { Db } from './connection.js';
-import type { LedgerImportRow } from './schema.js';
-import { prepared } from './statements.js';
+import type { Db } from '../db/connection.js';
+import type { LedgerImportRow } from '../db/schema.js';
+import { prepared } from '../db/statements.js';
 
 export function insertLedgerImport(db: Db, row: LedgerImportRow): void {
   prepared(

@@ -4,13 +4,13 @@
  * (ledger-completeness.ts). A report names the first entry that does not verify.
  */
 import type { Db } from '../db/connection.js';
-import { iterateLedger } from '../db/ledger.js';
+import { iterateLedger } from './store.js';
 import { listLedgerCheckpoints } from '../db/retention.js';
-import { GapBridge } from '../domain/ledger-gaps.js';
-import { GENESIS_HASH, ledgerEntryHash } from '../domain/ledger-hash.js';
-import type { IncompleteRecord } from '../domain/ledger-completeness.js';
-import { createCompletenessCheck } from './ledger-completeness.js';
-import { verifyImportedEntries, type ImportsReport } from './ledger-imports-verify.js';
+import { GapBridge } from './gaps.js';
+import { GENESIS_HASH, ledgerEntryHash } from './chain.js';
+import type { IncompleteRecord } from './completeness.js';
+import { createCompletenessCheck } from './completeness-check.js';
+import { verifyImportedEntries, type ImportsReport } from './imports-verify.js';
 
 export interface VerifyReport {
   ok: boolean;

@@ -10,15 +10,15 @@
  * documents must never answer ("deduplicate") a request in this one.
  */
 import type { Db } from '../db/connection.js';
-import { appendLedgerEntry, getLedgerHead, LEDGER_ENTRY_TYPES, listLedgerForThread, type LedgerEntryType } from '../db/ledger.js';
-import { hasImport, insertLedgerImport } from '../db/ledger-imports.js';
+import { appendLedgerEntry, getLedgerHead, LEDGER_ENTRY_TYPES, listLedgerForThread, type LedgerEntryType } from './store.js';
+import { hasImport, insertLedgerImport } from './imports-store.js';
 import { getProject } from '../db/projects.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
 import { getThread, insertThread, listChildThreads, listThreadsForSpace } from '../db/threads.js';
 import { insertWorkItem, listWorkItemsForThread } from '../db/work-items.js';
-import { buildExportLines, verifyExport, type ExportedWorkItem } from '../domain/ledger-export.js';
+import { buildExportLines, verifyExport, type ExportedWorkItem } from './export-format.js';
 import { isTerminalThread, TERMINAL_WORK_ITEM_STATUSES, type WorkItemStatus } from '../domain/states.js';
-import type { Tx } from './engine/tx.js';
+import type { Tx } from '../daemon/engine/tx.js';
 import { CommandError } from '../core/errors.js';
 
 export const IMPORTED_KEY_PREFIX = 'imported:';

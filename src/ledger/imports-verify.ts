@@ -4,9 +4,9 @@
  * with this home's own chain over the same bytes, that ties the entry to the record it was exported from.
  */
 import type { Db } from '../db/connection.js';
-import { getLedgerEntry } from '../db/ledger.js';
-import { iterateLedgerImports } from '../db/ledger-imports.js';
-import { ledgerEntryHash } from '../domain/ledger-hash.js';
+import { getLedgerEntry } from './store.js';
+import { iterateLedgerImports } from './imports-store.js';
+import { ledgerEntryHash } from './chain.js';
 
 export interface ImportsReport {
   entries: number;

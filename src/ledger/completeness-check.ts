@@ -12,9 +12,9 @@ import {
   getLatestLedgerEntrySeqForThread,
   listAppliedWithoutMutationReport,
   listCompleteThreadsWithoutAppliedItem,
-} from '../db/ledger.js';
+} from './store.js';
 import { getWorkItem } from '../db/work-items.js';
-import { CompletenessTracker, type CompletenessEntry, type IncompleteRecord } from '../domain/ledger-completeness.js';
+import { CompletenessTracker, type CompletenessEntry, type IncompleteRecord } from './completeness.js';
 
 export interface CompletenessCheck {
   /** Feed every entry, in chain order. */

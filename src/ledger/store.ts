@@ -2,10 +2,11 @@
  * llm_ledger_entries: the append-only, hash-chained execution record. `appendLedgerEntry` is the only
  * way entries are written; triggers refuse UPDATE and DELETE in the database itself.
  */
-import { GENESIS_HASH, canonicalJson, ledgerEntryHash } from '../domain/ledger-hash.js';
-import type { Db } from './connection.js';
-import type { LedgerRow } from './schema.js';
-import { prepared } from './statements.js';
+import { GENESIS_HASH, ledgerEntryHash } from './chain.js';
+import type { Db } from '../db/connection.js';
+import type { LedgerRow } from '../db/schema.js';
+import { prepared } from '../db/statements.js';
+import { canonicalJson } from '../domain/canonical-json.js';
 
 export const LEDGER_ENTRY_TYPES = ['prompt', 'response', 'parse_report', 'mutation_report', 'error'] as const;
 export type LedgerEntryType = (typeof LEDGER_ENTRY_TYPES)[number];
