@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import { App } from '../../src/daemon/app.js';
 import { loadConfig } from '../../src/daemon/config.js';
 import { createEventLog, createLogger } from '../../src/daemon/logger.js';
-import type { Provider, RawResponse } from '../../src/daemon/provider.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { projectFile } from './daemon.js';
 import { startProfiler } from './profile.js';
+import type { Provider, RawResponse } from '../../src/daemon/engine/provider.js';
 
 /** A provider with zero latency: the same valid answer for every request, from memory. */
 export function instantProvider(): Provider & { calls: number } {
@@ -69,8 +69,8 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     const seed = new App({ config, logger, eventLog: createEventLog(config.logPath, 'info'), ...(provider ? { provider } : {}) });
     await seed.engine.stop(0); // enqueue only: nothing is claimed while seeding
     for (let p = 0; p < o.projects; p++) {
-      await seed.importProject(projectFile(`p${p}`, o.epicsPerProject));
-      await seed.generateAll(`p${p}`, { force: false, deadlineAt: null, createdBy: 'bench' });
+      await seed.projects.import(projectFile(`p${p}`, o.epicsPerProject));
+      await seed.threads.generateAll(`p${p}`, { force: false, deadlineMs: null, createdBy: 'bench' });
     }
     await seed.shutdown(0);
 
@@ -89,8 +89,8 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     await done;
     const seconds = (performance.now() - started) / 1000;
     await profiler.stop('engine');
-    const ledgerEntries = app.stats().ledger_entries;
-    const threads = Object.values(app.stats().threads).reduce((a, b) => a + b, 0);
+    const ledgerEntries = app.admin.stats().ledger_entries;
+    const threads = Object.values(app.admin.stats().threads).reduce((a, b) => a + b, 0);
     app.db.pragma('wal_checkpoint(TRUNCATE)');
     const dbBytes = statSync(config.dbPath).size;
     await app.shutdown(0);

@@ -52,7 +52,7 @@ async function measure(home: string, total: number): Promise<Record<Kind, { p50:
   await app.engine.stop(0); // nothing to run: only reads are measured
   let server: HttpServer | null = null;
   try {
-    server = await startHttpServer({ app, home, port: 0, logger: createLogger(null, 'silent'), dashboard: createDashboard() });
+    server = await startHttpServer({ services: app, home, port: 0, logger: createLogger(null, 'silent'), dashboard: createDashboard() });
     const token = (await import('node:fs')).readFileSync(join(home, 'http.token'), 'utf8').trim();
     const ids = randomThreadIds(app, QUERIES, total);
     const paths: Record<Kind, (i: number) => [string, string?]> = {

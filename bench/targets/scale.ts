@@ -56,8 +56,8 @@ async function claimRun(home: string, run: number): Promise<{ claimsPerSecond: n
   const seed = appFor(home, 1);
   await seed.engine.stop(0);
   const projectId = `k${run}`;
-  await seed.importProject(projectFile(projectId, K));
-  await seed.generateAll(projectId, { force: false, deadlineAt: null, createdBy: 'bench' });
+  await seed.projects.import(projectFile(projectId, K));
+  await seed.threads.generateAll(projectId, { force: false, deadlineMs: null, createdBy: 'bench' });
   await seed.shutdown(0);
 
   const app = appFor(home, K);
@@ -74,7 +74,7 @@ async function claimRun(home: string, run: number): Promise<{ claimsPerSecond: n
   const lat: number[] = [];
   for (let i = 0; i < QUERIES; i++) {
     const q0 = performance.now();
-    const list = app.threads({ active: true, projectId: null, limit: 100 });
+    const list = app.threads.list({ active: true, projectId: null, limit: 100 });
     lat.push(performance.now() - q0);
     if (list.length !== 100) throw new Error(`expected 100 active threads, got ${list.length}`);
   }

@@ -13,10 +13,10 @@ import { EPIC_ARCHITECTURE, parseProjectFile } from '../domain/project.js';
 import { isTerminalThread } from '../domain/states.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { lockScopeOf } from '../operations/runtime.js';
-import { failAttempt, type CompleterContext } from './engine/completer.js';
+import { failAttempt, type EngineContext } from './engine/completer.js';
 import { isHeldInDoubt } from './holds.js';
 import { closeParentIfDone, emitWorkItem, endThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
-import { threadInput } from './operation-context.js';
+import { threadInput } from './engine/operation-context.js';
 import { OperationCallError } from '../core/errors.js';
 import { newId } from '../core/ids.js';
 import { CommandError } from '../core/errors.js';
@@ -159,7 +159,7 @@ export function retryChild(tx: Tx, ops: OperationRegistry, thread: ThreadRow): W
  * items end at once. Returns the ids of leased items whose in-flight calls the engine must abort; their
  * pipelines record `CANCELED` when the abort lands.
  */
-export function cancelThread(tx: Tx, ctx: CompleterContext, threadId: string): { thread: ThreadRow; abort: string[] } {
+export function cancelThread(tx: Tx, ctx: EngineContext, threadId: string): { thread: ThreadRow; abort: string[] } {
   const thread = getThread(tx.db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.status === 'canceled') return { thread, abort: [] };

@@ -167,8 +167,6 @@ export interface DaemonConfig extends LimitsConfig {
   /** How long a write waits for another process's lock before it counts as an infrastructure failure. */
   busyTimeoutMs: number;
   scheduler: SchedulerConfig;
-  /** Debug switch for crash tests: exit abruptly at this point of the pipeline. */
-  crashAt: string | null;
   /** 127.0.0.1 port serving /metrics, or null. */
   metricsPort: number | null;
   /** 127.0.0.1 port serving the HTTP API and dashboard, or null (off). */
@@ -179,6 +177,12 @@ export interface DaemonConfig extends LimitsConfig {
    * shipped with combine. Used to prove that a failing migration leaves the database as it was.
    */
   migrationsDir: string | null;
+}
+
+/** The engine's settings from the configuration (engine/engine.ts's options). */
+export function engineSettingsOf(c: DaemonConfig) {
+  const { maxInFlight, recoveryIntervalMs, breaker, secrets, maxProviderWaitMs } = c;
+  return { maxInFlight, callTimeoutMs: c.provider.callTimeoutMs, recoveryIntervalMs, breaker, secrets, maxProviderWaitMs };
 }
 
 export interface SchedulerConfig {
@@ -299,7 +303,6 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
       staleAfterMs: file.scheduler?.stale_after ?? 5 * 60_000,
       misfireGraceMs: file.scheduler?.misfire_grace ?? 60_000,
     },
-    crashAt: env.COMBINE_CRASH_AT || null,
     metricsPort: file.metrics?.port ?? null,
     httpPort: file.http?.port ?? null,
     maintenanceIdleMs: file.maintenance?.idle_after ?? 60_000,

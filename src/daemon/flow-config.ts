@@ -6,6 +6,10 @@
 import { z } from 'zod';
 import type { BudgetLimits, ModelPrice } from '../domain/budget.js';
 import type { ModelRateLimits } from '../domain/rate-limit.js';
+import { FairScheduler } from '../domain/fair-scheduler.js';
+import { RateLimiter } from '../domain/rate-limit.js';
+import type { OperationRegistry } from '../operations/registry.js';
+import type { FlowControl } from './engine/producer.js';
 
 const positive = z.number().positive();
 
@@ -79,4 +83,15 @@ export function checkPricesCoverBudgets(flow: FlowConfig, model: string): string
   const wantsCost = limits.some((l) => l.daily_cost_usd !== undefined || l.total_cost_usd !== undefined);
   if (wantsCost && !flow.prices[model]) return `budgets: a cost budget is set but prices has no entry for the model "${model}"`;
   return null;
+}
+
+/** The engine's flow control from the configuration: the fair scheduler, the rate limiter, budgets and prices. */
+export function flowControlOf(flow: FlowConfig, operations: OperationRegistry): FlowControl {
+  return {
+    scheduler: new FairScheduler({ weights: flow.projectWeights, defaultWeight: flow.defaultWeight, agingStepMs: flow.agingStepMs }),
+    limiter: new RateLimiter((model) => rateLimitsFor(flow, model)),
+    budgetFor: (projectId) => budgetFor(flow, projectId),
+    priceOf: (model) => flow.prices[model],
+    operations,
+  };
 }

@@ -6,7 +6,7 @@
 import type { Db } from '../db/connection.js';
 import { getThread } from '../db/threads.js';
 import { isTerminalThread } from '../domain/states.js';
-import type { EngineEvent, EventBus } from './events.js';
+import type { EngineEvent, EventBus } from './engine/events.js';
 import { threadView, type ThreadView } from './views.js';
 import { CommandError } from '../core/errors.js';
 

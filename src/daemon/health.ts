@@ -6,7 +6,6 @@
  */
 import type { Db } from '../db/connection.js';
 import { migrationStatus } from '../db/migrate.js';
-import type { Writer } from '../db/writer.js';
 import type { BreakerSnapshot } from './engine/breaker.js';
 import type { StorageSnapshot } from './storage-guard.js';
 
@@ -15,7 +14,8 @@ const WRITE_PROBE_TIMEOUT_MS = 2000;
 
 export interface HealthInputs {
   db: Db;
-  writer: Writer<unknown>;
+  /** Any write: an empty one through the writer proves the queue moves. */
+  probe: () => Promise<unknown>;
   migrationsFolder: string | undefined;
   infraHealthy: boolean;
   recoveryDone: boolean;
@@ -27,18 +27,18 @@ export interface HealthInputs {
 }
 
 /** Commits an empty write through the writer: proves the write lock can be taken and the queue moves. */
-async function probeWrite(writer: Writer<unknown>): Promise<boolean> {
+async function probeWrite(probe: () => Promise<unknown>): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), WRITE_PROBE_TIMEOUT_MS)));
   try {
-    return await Promise.race([writer.write(() => true).catch(() => false), timeout]);
+    return await Promise.race([probe().then(() => true, () => false), timeout]);
   } finally {
     clearTimeout(timer);
   }
 }
 
 export async function checkHealth(i: HealthInputs) {
-  const writable = (await probeWrite(i.writer)) && i.infraHealthy;
+  const writable = (await probeWrite(i.probe)) && i.infraHealthy;
   let migrations = { applied: 0, pending: -1 };
   try {
     migrations = migrationStatus(i.db, i.migrationsFolder);

@@ -10,8 +10,8 @@
 import { closeSync, openSync, writeSync } from 'node:fs';
 import pino from 'pino';
 import { redactValues } from '../domain/errors.js';
-
-export type Logger = pino.Logger;
+import type { Logger } from '../core/logger.js';
+import type { EngineEvent } from './engine/events.js';
 
 export const REDACT_PATHS = [
   'apiKey',
@@ -113,4 +113,17 @@ export function createEventLog(destination: string | LogFile, level = 'info'): E
       if (typeof destination === 'string') file.close();
     },
   };
+}
+
+/** Logs each engine event as one line; every line carries thread_id and work_item_id (null for thread-level events). */
+export function logEngineEvents(log: EventLog): (e: EngineEvent) => void {
+  return (e) => {
+    const { type, ...fields } = e;
+    log.logger.info({ component: 'engine', event: type, work_item_id: null, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
+  };
+}
+
+/** An event log that writes through `logger` line by line (in-process uses: tests, benchmarks). */
+export function unbufferedEventLog(logger: Logger): EventLog {
+  return { logger, flush() {}, close() {} };
 }

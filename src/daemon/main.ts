@@ -13,14 +13,17 @@ import type { OperationRegistry } from '../operations/registry.js';
 import { App } from './app.js';
 import { loadConfig, operationSettingsOf, type DaemonConfig } from './config.js';
 import { acquireHomeLock } from './home-lock.js';
-import { createEventLog, createLogger, LogFile, type Logger } from './logger.js';
+import { createEventLog, createLogger, LogFile } from './logger.js';
 import { startMetricsServer, type MetricsServer } from './metrics-server.js';
 import { startApiServer } from './server.js';
 import { HttpService } from './http/service.js';
 import { createDashboard } from '../web/dashboard.js';
 import { isDiskFull } from './storage-guard.js';
+import { crashHooks } from './test-hooks.js';
 import { OperationDefinitionError, ConfigError } from '../core/errors.js';
 import { DaemonStartError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import { systemClock } from '../core/clock.js';
 
 /** The CLI loads this bundle lazily and tells a start failure (exit code) from a crash by this class. */
 export { DaemonStartError };
@@ -67,7 +70,7 @@ async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<vo
     const status = migrationStatus(db, folder);
     if (status.pending === 0) return;
     if (status.applied > 0) {
-      backup = await backupDatabase(db, config.backupsDir, Date.now(), status.applied);
+      backup = await backupDatabase(db, config.backupsDir, systemClock.now(), status.applied);
       logger.info({ backup, pending: status.pending }, 'backed up the database before migrating');
     }
     applyMigrations(db, folder);
@@ -128,7 +131,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   const logger = createLogger(config.logPath, config.logLevel, logFile);
   try {
     await migrateDatabase(config, logger);
-    app = new App({ config, logger, logFile, operations, eventLog: createEventLog(logFile, config.logLevel) });
+    app = new App({ config, logger, logFile, operations, eventLog: createEventLog(logFile, config.logLevel), crashAt: crashHooks(env, logger) });
   } catch (err) {
     lock.release();
     if (err instanceof DaemonStartError) throw err;
@@ -158,7 +161,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     return stopping;
   };
 
-  const http = new HttpService({ app: running, home: opts.home, logger, dashboard: createDashboard() }, config.httpPort);
+  const http = new HttpService({ services: running, home: opts.home, logger, dashboard: createDashboard() }, config.httpPort);
   const metricsPort = opts.metricsPort ?? config.metricsPort;
   const httpPort = opts.httpPort ?? config.httpPort;
   let metricsServer: MetricsServer | null = null;
@@ -175,7 +178,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     const what = metricsPort !== null && metricsServer === null ? `cannot serve metrics on 127.0.0.1:${metricsPort}: ` : '';
     throw new DaemonStartError(`${what}${(err as Error).message}`, 1);
   }
-  const server = await startApiServer(config.socketPath, { app: running, requestStop: () => void stop('stop command'), http }, config.api);
+  const server = await startApiServer(config.socketPath, { services: running, requestStop: () => void stop('stop command'), http }, config.api);
   writePidFile(config.pidPath, logger);
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));

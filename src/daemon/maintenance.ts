@@ -9,8 +9,8 @@
 import { statSync } from 'node:fs';
 import type { Db } from '../db/connection.js';
 import type { Writer } from '../db/writer.js';
-import type { Logger } from './logger.js';
 import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/logger.js';
 
 export interface MaintenanceResult {
   converted_to_incremental: boolean;
@@ -23,14 +23,14 @@ export interface MaintenanceResult {
 
 export interface MaintenanceOptions {
   db: Db;
-  writer: Writer<unknown>;
+  writer: Pick<Writer<never>, 'pending' | 'outsideTransaction'>;
   walPath: string;
   logger: Logger;
   clock: Clock;
   idleMs: number;
-  /** True while calls are in flight. */
-  busy(): boolean;
-  onRun?(r: MaintenanceResult): void;
+  /** The engine: maintenance waits while calls are in flight. */
+  calls: { readonly inFlightCount: number };
+  observer?: { onMaintenance(r: MaintenanceResult): void };
 }
 
 const AUTO_VACUUM_INCREMENTAL = 2;
@@ -69,7 +69,7 @@ export class Maintenance {
 
   private async tick(): Promise<void> {
     const now = this.o.clock.now();
-    if (this.running || this.o.busy() || this.o.writer.pending > 0) return;
+    if (this.running || this.o.calls.inFlightCount > 0 || this.o.writer.pending > 0) return;
     // Quiet since the last commit, and something happened since the last run.
     if (now - this.lastActivity < this.o.idleMs || this.lastRunAt > this.lastActivity) return;
     await this.run();
@@ -81,7 +81,7 @@ export class Maintenance {
     try {
       const result = await this.o.writer.outsideTransaction((db) => this.maintain(db));
       this.lastRunAt = this.o.clock.now();
-      this.o.onRun?.(result);
+      this.o.observer?.onMaintenance(result);
       if (result.freed_pages > 0 || result.converted_to_incremental) this.o.logger.info({ component: 'maintenance', ...result }, 'idle maintenance');
       return result;
     } finally {

@@ -6,18 +6,19 @@
  * it is exactly `metricSeriesCount(models)` ≤ METRIC_SERIES_BOUND, however many threads run.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { LEDGER_ENTRY_TYPES } from '../ledger/store.js';
+import type { Clock } from '../core/clock.js';
+import type { Db } from '../db/connection.js';
 import { countThreadsByStatus } from '../db/threads.js';
 import { countQueuedDue, countWorkItemsByStatus } from '../db/work-items.js';
-import { costUsd } from '../domain/budget.js';
+import { LEDGER_ENTRY_TYPES } from '../ledger/store.js';
+import { costUsd, type ModelPrice } from '../domain/budget.js';
 import { parseCompletionEnvelope } from '../domain/completion.js';
 import { ERROR_CODES } from '../domain/errors.js';
 import { THREAD_STATUSES, WORK_ITEM_STATUSES } from '../domain/states.js';
-import type { App } from './app.js';
-import type { BreakerState } from './engine/breaker.js';
+import type { BreakerState, CircuitBreaker } from './engine/breaker.js';
 import type { EngineObserver } from './engine/engine.js';
 import type { CallOutcome } from './engine/executor.js';
-import type { EngineEvent } from './events.js';
+import type { EngineEvent } from './engine/events.js';
 import type { MaintenanceResult } from './maintenance.js';
 import { walBytes } from './maintenance.js';
 
@@ -60,6 +61,29 @@ export function metricSeriesCount(models: number, withCost: boolean): number {
 /** The hard ceiling, whatever the configuration (108 series today). */
 export const METRIC_SERIES_BOUND = metricSeriesCount(MAX_MODEL_LABELS + 1, true);
 
+/** What the gauges read when scraped, and nothing more. */
+export interface MetricsSource {
+  threadsByStatus(): { status: string; n: number }[];
+  workItemsByStatus(): { status: string; n: number }[];
+  /** Queued work items due now. */
+  queuedDue(): number;
+  inFlight(): number;
+  breakerState(): BreakerState;
+  walBytes(): number;
+}
+
+/** The daemon's source: counts from the database (due as of the clock), the engine's calls and breaker, the WAL file. */
+export function daemonMetricsSource(db: Db, clock: Clock, engine: () => { readonly inFlightCount: number; readonly breaker: CircuitBreaker }, walPath: string): MetricsSource {
+  return {
+    threadsByStatus: () => countThreadsByStatus(db),
+    workItemsByStatus: () => countWorkItemsByStatus(db),
+    queuedDue: () => countQueuedDue(db, clock.now()),
+    inFlight: () => engine().inFlightCount,
+    breakerState: () => engine().breaker.snapshot().state,
+    walBytes: () => walBytes(walPath),
+  };
+}
+
 export class Metrics implements EngineObserver {
   readonly registry = new Registry();
   private readonly ledgerEntries: Counter<'entry_type'>;
@@ -75,7 +99,12 @@ export class Metrics implements EngineObserver {
   private readonly freedPages: Counter;
   private readonly models = new Set<string>();
 
-  constructor(private readonly app: App) {
+  constructor(
+    source: MetricsSource,
+    /** Costs are counted only when the configuration has prices. */
+    private readonly prices: Record<string, ModelPrice>,
+    defaultModel: string,
+  ) {
     const registers = [this.registry];
     const gauge = (name: string, help: string, read: () => number) =>
       new Gauge({ name, help, registers, collect() { this.set(read()); } });
@@ -85,7 +114,7 @@ export class Metrics implements EngineObserver {
       labelNames: ['status'],
       registers,
       collect() {
-        const counts = new Map(countThreadsByStatus(app.db).map((r) => [r.status, r.n]));
+        const counts = new Map(source.threadsByStatus().map((r) => [r.status, r.n]));
         for (const s of THREAD_STATUSES) this.set({ status: s }, counts.get(s) ?? 0);
       },
     });
@@ -95,21 +124,21 @@ export class Metrics implements EngineObserver {
       labelNames: ['status'],
       registers,
       collect() {
-        const counts = new Map(countWorkItemsByStatus(app.db).map((r) => [r.status, r.n]));
+        const counts = new Map(source.workItemsByStatus().map((r) => [r.status, r.n]));
         for (const s of WORK_ITEM_STATUSES) this.set({ status: s }, counts.get(s) ?? 0);
       },
     });
-    gauge('combine_queue_depth', 'Queued work items that are due now (waiting for a call slot)', () => countQueuedDue(app.db, Date.now()));
-    gauge('combine_calls_in_flight', 'Provider calls in flight', () => app.engine.inFlightCount);
-    gauge('combine_breaker_state', 'Provider circuit breaker: 0 closed, 1 half-open, 2 open', () => BREAKER_STATE_VALUE[app.engine.breaker.snapshot().state]);
-    gauge('combine_wal_bytes', 'Size of the SQLite write-ahead log', () => walBytes(`${app.config.dbPath}-wal`));
+    gauge('combine_queue_depth', 'Queued work items that are due now (waiting for a call slot)', () => source.queuedDue());
+    gauge('combine_calls_in_flight', 'Provider calls in flight', () => source.inFlight());
+    gauge('combine_breaker_state', 'Provider circuit breaker: 0 closed, 1 half-open, 2 open', () => BREAKER_STATE_VALUE[source.breakerState()]);
+    gauge('combine_wal_bytes', 'Size of the SQLite write-ahead log', () => source.walBytes());
 
     this.callSeconds = labelled(new Histogram({ name: 'combine_call_duration_seconds', help: 'Provider call duration', labelNames: ['outcome'], buckets: CALL_BUCKETS, registers }), 'outcome', CALL_OUTCOMES);
     this.attempts = labelled(new Counter({ name: 'combine_attempts_total', help: 'Attempts by how they ended', labelNames: ['outcome'], registers }), 'outcome', ATTEMPT_OUTCOMES);
     this.failures = labelled(new Counter({ name: 'combine_failures_total', help: 'Failed attempts by error code', labelNames: ['code'], registers }), 'code', ERROR_CODES);
     this.ledgerEntries = labelled(new Counter({ name: 'combine_ledger_entries_total', help: 'Ledger entries appended, by type', labelNames: ['entry_type'], registers }), 'entry_type', LEDGER_ENTRY_TYPES);
     this.tokens = new Counter({ name: 'combine_tokens_total', help: 'Tokens used, by model and kind', labelNames: ['model', 'kind'], registers });
-    this.cost = Object.keys(app.config.flow.prices).length > 0
+    this.cost = Object.keys(prices).length > 0
       ? new Counter({ name: 'combine_cost_usd_total', help: 'Estimated cost in USD (the prices table of config.json), by model', labelNames: ['model'], registers })
       : null;
     this.limiterWaits = labelled(new Counter({ name: 'combine_limiter_waits_total', help: 'Times due work waited for the limiter', labelNames: ['reason'], registers }), 'reason', LIMITER_REASONS);
@@ -118,7 +147,7 @@ export class Metrics implements EngineObserver {
     this.commitSeconds.zero({});
     this.maintenanceRuns = new Counter({ name: 'combine_maintenance_runs_total', help: 'Idle maintenance runs (WAL checkpoint, incremental vacuum)', registers });
     this.freedPages = new Counter({ name: 'combine_maintenance_freed_pages_total', help: 'Pages returned to the file system by incremental vacuum', registers });
-    this.modelLabel(app.config.provider.model);
+    this.modelLabel(defaultModel);
   }
 
   /** The label for a model: its name for the first MAX_MODEL_LABELS models seen, then "other". */
@@ -156,7 +185,7 @@ export class Metrics implements EngineObserver {
     const label = this.modelLabel(model);
     this.tokens.inc({ model: label, kind: 'prompt' }, usage.prompt_tokens);
     this.tokens.inc({ model: label, kind: 'completion' }, usage.completion_tokens);
-    this.cost?.inc({ model: label }, costUsd(this.app.config.flow.prices[model], usage.prompt_tokens, usage.completion_tokens));
+    this.cost?.inc({ model: label }, costUsd(this.prices[model], usage.prompt_tokens, usage.completion_tokens));
   }
 
   onLimiterWait(reason: (typeof LIMITER_REASONS)[number]): void {

@@ -13,6 +13,7 @@
 import { statfsSync } from 'node:fs';
 import type { StorageConfig } from './config-limits.js';
 import { formatBytes } from './server-limits.js';
+import type { Logger } from '../core/logger.js';
 
 export type StorageState = 'ok' | 'low_space' | 'disk_full';
 
@@ -42,7 +43,8 @@ export class StorageGuard {
   constructor(
     private readonly o: StorageConfig & {
       dir: string;
-      droppedLogLines: () => number;
+      /** The log file: its dropped-line count shows in health. */
+      logFile?: { readonly dropped: number } | undefined;
       onChange: (state: StorageState, snapshot: StorageSnapshot) => void;
       statfs?: (dir: string) => { bavail: number; bsize: number };
     },
@@ -88,7 +90,7 @@ export class StorageGuard {
         : this.state === 'disk_full'
           ? 'disk full'
           : `low on space: ${formatBytes(this.freeBytes ?? 0)} free, under storage.min_free_bytes (${formatBytes(this.o.minFreeBytes)}); claiming is paused`;
-    return { state: this.state, status, free_bytes: this.freeBytes, min_free_bytes: this.o.minFreeBytes, log_lines_dropped: this.o.droppedLogLines() };
+    return { state: this.state, status, free_bytes: this.freeBytes, min_free_bytes: this.o.minFreeBytes, log_lines_dropped: (this.o.logFile?.dropped ?? 0) };
   }
 
   private set(state: StorageState): void {
@@ -96,4 +98,14 @@ export class StorageGuard {
     this.state = state;
     this.o.onChange(state, this.snapshot());
   }
+}
+
+/** Says in the log when claiming pauses for lack of space and when it resumes; `onRoom` runs then. */
+export function reportStorageChanges(logger: Logger, onRoom: () => void): (state: StorageState, snapshot: StorageSnapshot) => void {
+  return (state, snapshot) => {
+    if (state === 'ok') {
+      logger.warn({ storage: snapshot }, 'storage has room again: claiming resumes');
+      onRoom();
+    } else logger.error({ storage: snapshot }, `storage: ${snapshot.status}; no new provider calls start until there is room`);
+  };
 }

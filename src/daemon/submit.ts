@@ -16,7 +16,7 @@ import type { DocumentTarget } from '../operations/api.js';
 import type { Operation, OperationRegistry } from '../operations/registry.js';
 import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, targetOf } from '../operations/runtime.js';
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
-import { documentsOf, promptContextFor } from './operation-context.js';
+import { documentsOf, promptContextFor } from './engine/operation-context.js';
 import { emitThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
 import { OperationCallError, CommandError } from '../core/errors.js';
 import { newId } from '../core/ids.js';

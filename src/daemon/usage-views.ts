@@ -11,7 +11,7 @@ import type { OperationRegistry } from '../operations/registry.js';
 import { childInputs, renderRequest, targetOf } from '../operations/runtime.js';
 import { redactedConfig, type DaemonConfig } from './config.js';
 import { budgetFor } from './flow-config.js';
-import { documentsOf, promptContextFor } from './operation-context.js';
+import { documentsOf, promptContextFor } from './engine/operation-context.js';
 import { checkInput, refusal, requireOperation } from './submit.js';
 import { usageView } from './views.js';
 import { CommandError } from '../core/errors.js';
@@ -87,6 +87,5 @@ export function dryRun(db: Db, ops: OperationRegistry, config: DaemonConfig, nam
 
 /** The effective configuration (defaults, config.json, environment), with the API key redacted. */
 export function configView(config: DaemonConfig) {
-  const { crashAt: _debug, ...shown } = redactedConfig(config);
-  return shown;
+  return redactedConfig(config);
 }

@@ -17,7 +17,7 @@ import { itemNoun, planMutation } from '../operations/runtime.js';
 import { reopenFailedParent, retryChild } from '../daemon/commands.js';
 import { checkThreadAnswer } from '../daemon/engine/operation-steps.js';
 import { appendEntry, type Tx } from '../daemon/engine/tx.js';
-import { documentsOf, threadInput, threadTarget } from '../daemon/operation-context.js';
+import { documentsOf, threadInput, threadTarget } from '../daemon/engine/operation-context.js';
 import { OperationCallError, CommandError } from '../core/errors.js';
 
 export interface ReplayReport {

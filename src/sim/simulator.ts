@@ -10,6 +10,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { echoInAnswer, seeded, simulatedContent } from './answers.js';
+import { systemClock } from '../core/clock.js';
 
 export const FAULT_KINDS = [
   'rate_limit',
@@ -124,7 +125,7 @@ function completionBody(n: number, model: string | undefined, content: string, p
   return {
     id: `chatcmpl-sim-${n}`,
     object: 'chat.completion',
-    created: Math.floor(Date.now() / 1000),
+    created: Math.floor(systemClock.now() / 1000),
     model: model ?? 'sim',
     choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
     usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
@@ -207,7 +208,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
       briefing_date: /Briefing date: (.+)/.exec(text)?.[1]?.trim() ?? null,
       fault: fault?.kind ?? null,
       repair,
-      at: Date.now(),
+      at: systemClock.now(),
       status: null,
     };
     calls.push(call);

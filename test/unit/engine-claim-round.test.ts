@@ -45,8 +45,8 @@ describe('a claim round with many free slots', () => {
     const seed = newApp();
     await seed.engine.stop(0);
     for (const p of ['a', 'b', 'c']) {
-      await seed.importProject(project(p, 4));
-      await seed.generateAll(p, { force: false, deadlineAt: null, createdBy: null });
+      await seed.projects.import(project(p, 4));
+      await seed.threads.generateAll(p, { force: false, deadlineMs: null, createdBy: null });
     }
     await seed.shutdown(0);
     apps.length = 0;
@@ -87,9 +87,9 @@ describe('a claim round with many free slots', () => {
     apps.push(seed);
     await seed.engine.stop(0);
     for (const p of ['a', 'b', 'c']) {
-      await seed.importProject(project(p, 1));
-      await seed.run('global_note', { project_id: p }, { force: false, deadlineAt: null, createdBy: null });
-      await seed.generateEpic(p, 'E1', { force: false, deadlineAt: null, createdBy: null });
+      await seed.projects.import(project(p, 1));
+      await seed.threads.run('global_note', { project_id: p }, { force: false, deadlineMs: null, createdBy: null });
+      await seed.threads.generateEpic(p, 'E1', { force: false, deadlineMs: null, createdBy: null });
     }
     await seed.shutdown(0);
     apps.length = 0;

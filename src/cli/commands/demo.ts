@@ -13,6 +13,7 @@ import { EXIT } from '../output.js';
 import { readProjectFile } from './project.js';
 import { renderBacklog } from './info.js';
 import { CliError } from '../../core/errors.js';
+import { systemClock } from '../../core/clock.js';
 
 async function loadSim(): Promise<typeof SimModule> {
   return (await import(new URL('./sim.js', import.meta.url).href)) as typeof SimModule;
@@ -27,7 +28,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
   const sim = await createSimulator({ latencyMs: Number(opts.latency) });
   const home = mkdtempSync(join(tmpdir(), 'combine-demo-'));
   const example = fileURLToPath(new URL('../examples/acme.json', import.meta.url));
-  const started = Date.now();
+  const started = systemClock.now();
   say('combine demo: the model is SIMULATED — a deterministic OpenAI-compatible server on');
   say(`${sim.url}; no API key is used and nothing leaves this machine.`);
   say(`state: ${home}`);
@@ -54,7 +55,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
     say(`$ combine ledger verify`);
     say(verify.ok ? `ledger ok: ${verify.entries} entries, chain head ${verify.head_hash}` : 'ledger verification FAILED');
     say();
-    say(`done in ${((Date.now() - started) / 1000).toFixed(1)}s; ${sim.calls.length} simulated provider calls.`);
+    say(`done in ${((systemClock.now() - started) / 1000).toFixed(1)}s; ${sim.calls.length} simulated provider calls.`);
     if (opts.json) {
       const summary = {
         simulated: true,
@@ -65,7 +66,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
         epics: backlog.epics.map((e) => ({ epic_id: e.epic_id, title: e.title, stories: e.stories.length })),
         ledger_ok: verify.ok,
         provider_calls: sim.calls.length,
-        duration_ms: Date.now() - started,
+        duration_ms: systemClock.now() - started,
       };
       process.stdout.write(`${JSON.stringify(summary)}\n`);
     }

@@ -31,8 +31,10 @@ import { buildItemRequest } from './request.js';
 import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
 import { StaleStateError } from '../../core/errors.js';
+import type { CrashAt } from '../../core/crash.js';
 
-export interface CompleterContext {
+/** What every engine step works with; built once by the composition root (app.ts). */
+export interface EngineContext {
   /** This daemon's lease owner id. */
   owner: string;
   endpoint: string;
@@ -43,12 +45,12 @@ export interface CompleterContext {
   random: () => number;
   /** The price table, to settle a call's cost from its usage. */
   priceOf: PriceOf;
-  /** Debug hook for crash tests: runs inside the mutation transaction, before it commits. */
-  inMutation?: () => void;
+  /** Crash tests' hook (a no-op in the shipped bundle): `in_mutation` runs before the mutation commits. */
+  crashAt: CrashAt;
 }
 
 /** Reads the item and checks we still hold its lease in the expected status. */
-function leasedItem(tx: Tx, ctx: CompleterContext, id: string, status: 'claimed' | 'running'): WorkItemRow {
+function leasedItem(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): WorkItemRow {
   const item = getWorkItem(tx.db, id);
   if (!item || item.status !== status || item.lease_owner !== ctx.owner) {
     throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
@@ -71,7 +73,7 @@ export type StartResult = { kind: 'call'; request: ChatRequest } | { kind: 'reco
  * queued it with the answer), or the cache holds a valid answer to this exact request. Returns null
  * when the item ended instead (its thread was canceled, or its target no longer exists).
  */
-export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): StartResult | null {
+export function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): StartResult | null {
   const item = leasedItem(tx, ctx, itemId, 'claimed');
   let thread = threadOf(tx, item);
   if (thread.status === 'canceled') {
@@ -110,7 +112,7 @@ export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): St
   return { kind: 'call', request };
 }
 
-function markRunning(tx: Tx, ctx: CompleterContext, thread: ThreadRow, item: WorkItemRow): void {
+function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): void {
   markWorkItemRunning(tx.db, item.id, ctx.owner);
   emitWorkItem(tx, thread, { ...item, status: 'running' });
 }
@@ -118,7 +120,7 @@ function markRunning(tx: Tx, ctx: CompleterContext, thread: ThreadRow, item: Wor
 /** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry. */
 export function recordResponse(
   tx: Tx,
-  ctx: CompleterContext,
+  ctx: EngineContext,
   itemId: string,
   outcome: Extract<CallOutcome, { kind: 'response' }>,
   model: string,
@@ -163,7 +165,7 @@ export type AnswerResult = 'applied' | 'repair' | 'retry' | 'dead_letter' | 'can
  */
 export function finishAnswer(
   tx: Tx,
-  ctx: CompleterContext,
+  ctx: EngineContext,
   itemId: string,
   response: LedgerRow,
   resumed: boolean,
@@ -205,13 +207,13 @@ export function finishAnswer(
   markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
   releaseLock(tx.db, item.lock_scope, item.id);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
-  ctx.inMutation?.();
+  ctx.crashAt('in_mutation');
   endThread(tx, thread.id, 'complete');
   return 'applied';
 }
 
 /** An answer that failed the schema: ask again with the errors while repairs remain, else dead_letter. */
-function rejectAnswer(tx: Tx, ctx: CompleterContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): AnswerResult {
+function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): AnswerResult {
   const policy = ctx.operations.policyFor(thread.kind);
   const message = `the answer does not match the schema: ${errors.slice(0, 5).join('; ')}`;
   if (item.repair_count < policy.repairAttempts) {
@@ -243,7 +245,7 @@ function rejectAnswer(tx: Tx, ctx: CompleterContext, item: WorkItemRow, thread: 
 /** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
 export function failLeasedAttempt(
   tx: Tx,
-  ctx: CompleterContext,
+  ctx: EngineContext,
   itemId: string,
   error: ClassifiedError,
   latencyMs: number,
@@ -272,7 +274,7 @@ export function failLeasedAttempt(
  * attempts left go back to the queue after a capped, jittered backoff (at least the provider's
  * Retry-After); the rest end the item. A canceled thread never retries.
  */
-export function failAttempt(tx: Tx, ctx: CompleterContext, item: WorkItemRow, error: ClassifiedError): AnswerResult {
+export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error: ClassifiedError): AnswerResult {
   const thread = threadOf(tx, item);
   const owner = item.status === 'queued' ? null : item.lease_owner;
   if (error.class === 'canceled' || thread.status === 'canceled') {
@@ -327,7 +329,7 @@ export function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): 
   return 'held';
 }
 
-function deadLetter(tx: Tx, _ctx: CompleterContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): AnswerResult {
+function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): AnswerResult {
   const owner = item.status === 'queued' ? null : item.lease_owner;
   const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
   appendEntry(tx, thread, item.id, 'error', item.attempt, {

@@ -4,8 +4,8 @@
  */
 import { redactValues, type ClassifiedError } from '../../domain/errors.js';
 import type { ChatRequest } from '../../domain/prompts.js';
-import type { Provider, RawResponse } from '../provider.js';
 import { classifyCallError } from './classify.js';
+import type { Provider, RawResponse } from './provider.js';
 
 export type CallOutcome =
   | ({ kind: 'response'; latencyMs: number } & RawResponse)

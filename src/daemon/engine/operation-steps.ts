@@ -15,7 +15,7 @@ import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { checkAnswer, countAnswerItems, planMutation, renderRequest } from '../../operations/runtime.js';
-import { documentsOf, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from '../operation-context.js';
+import { documentsOf, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from './operation-context.js';
 import { OperationCallError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 

@@ -5,9 +5,9 @@
  * `retry.max_provider_wait` (the provider's own value is logged when it was longer).
  */
 import type { RateLimiter } from '../../domain/rate-limit.js';
-import type { Logger } from '../logger.js';
 import type { CircuitBreaker } from './breaker.js';
 import type { CallOutcome } from './executor.js';
+import type { Logger } from '../../core/logger.js';
 
 export interface FeedbackTargets {
   breaker: CircuitBreaker;

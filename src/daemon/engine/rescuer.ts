@@ -15,7 +15,7 @@ import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
 import { extendLease, getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
 import { closeAfterError, releaseUnsent } from './charges.js';
-import { failAttempt, holdInDoubt, type CompleterContext } from './completer.js';
+import { failAttempt, holdInDoubt, type EngineContext } from './completer.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
 
@@ -28,7 +28,7 @@ export interface RescueResult {
   held: number;
 }
 
-export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[], leaseMs: number): RescueResult {
+export function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], leaseMs: number): RescueResult {
   const result: RescueResult = { resume: [], requeued: 0, interrupted: 0, held: 0 };
   for (const stale of items) {
     // Re-read inside the transaction: the listing may be older than this write.

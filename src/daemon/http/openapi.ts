@@ -4,7 +4,7 @@
  * answers from the response schemas (`components.schemas`). Nothing here is written by hand per endpoint.
  */
 import { z } from 'zod';
-import { VERSION } from '../app.js';
+import { VERSION } from '../../core/version.js';
 import type { Route } from './routes.js';
 import { componentNames } from './schemas.js';
 import { COOKIE_NAME } from './security.js';

@@ -1,12 +1,12 @@
 /**
  * A route of the JSON API: method, path template (OpenAPI's `{name}` syntax), the zod schemas that
- * validate its path, query and body, the schema of its answer, and a handler that calls the App — the
+ * validate its path, query and body, the schema of its answer, and a handler that calls a service — the
  * same functions the tRPC router calls, so the HTTP API and the CLI's `--json` give the same answers.
  * `/openapi.json` is generated from this table.
  */
 import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
-import type { App } from '../app.js';
+import type { Services } from '../services/index.js';
 import { badInput } from './problem.js';
 import { DEFAULT_SERVER_LIMITS } from '../server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
@@ -17,7 +17,7 @@ export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends 
   params: z.output<P>;
   query: z.output<Q>;
   body: z.output<B>;
-  app: App;
+  services: Services;
 }
 
 export interface Route<P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType> {

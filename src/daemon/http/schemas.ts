@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import type { ThreadView, CommandView } from '../views.js';
-import type { App } from '../app.js';
+import type { Services } from '../services/index.js';
 
 const id = (what: string) => z.string().min(1).max(200).describe(what);
 const force = z.boolean().default(false).describe('run again even when an identical request already completed');
@@ -192,7 +192,7 @@ type Documents<View extends Known<z.infer<Schema>>, Schema extends z.ZodType> = 
 export type ViewsMatchSchemas = [
   Documents<ThreadView, typeof threadSchema>,
   Documents<CommandView, typeof commandSchema>,
-  Documents<ReturnType<App['project']>, typeof projectSchema>,
-  Documents<ReturnType<App['document']>, typeof documentSchema>,
-  Documents<ReturnType<App['ledger']>[number], typeof ledgerEntrySchema>,
+  Documents<ReturnType<Services['projects']['get']>, typeof projectSchema>,
+  Documents<ReturnType<Services['projects']['document']>, typeof documentSchema>,
+  Documents<ReturnType<Services['ledger']['thread']>[number], typeof ledgerEntrySchema>,
 ];

@@ -5,8 +5,7 @@
  * other client the JSON API (routes in api.ts, documented at /openapi.json).
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { App } from '../app.js';
-import type { Logger } from '../logger.js';
+import type { Services } from '../services/index.js';
 import { apiRoutes } from './api.js';
 import { openApiDocument } from './openapi.js';
 import { toProblem, type Problem } from './problem.js';
@@ -15,17 +14,18 @@ import { noBody } from './schemas.js';
 import { ensureHttpToken, RequestGuard } from './security.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
 
 /** The dashboard as the server sees it (src/web): pages by path, static assets, error pages. */
 export interface Dashboard {
   /** The page for a GET of `path`, or null when there is none (the JSON API answers instead). */
-  page(path: string, query: URLSearchParams, app: App): string | null | Promise<string | null>;
+  page(path: string, query: URLSearchParams, services: Services): string | null | Promise<string | null>;
   errorPage(problem: Problem): string;
   asset(path: string): { type: string; body: Buffer } | null;
 }
 
 export interface HttpServerOptions {
-  app: App;
+  services: Services;
   home: string;
   /** 0: any free port (tests). */
   port: number;
@@ -78,12 +78,12 @@ function sendJson(res: ServerResponse, status: number, body: unknown, headers: R
   res.writeHead(status, { ...COMMON_HEADERS, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers }).end(text);
 }
 
-async function callRoute(app: App, req: IncomingMessage, method: string, url: URL): Promise<{ status: number; body: unknown; headers: Record<string, string> }> {
+async function callRoute(services: Services, req: IncomingMessage, method: string, url: URL): Promise<{ status: number; body: unknown; headers: Record<string, string> }> {
   const { route: r, params } = findRoute(method, url.pathname);
   const query = queryObject(url.searchParams);
   const raw = method === 'POST' ? await readJsonBody(req) : undefined;
   const input = {
-    app,
+    services,
     params: r.params ? parseWith('path', r.params, params) : {},
     query: parseWith('query', r.query ?? noBody, query),
     body: parseWith('body', r.body ?? noBody, raw ?? {}),
@@ -125,13 +125,13 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
       }
       if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes)));
       if (html) {
-        const page = await o.dashboard!.page(url.pathname, url.searchParams, o.app);
+        const page = await o.dashboard!.page(url.pathname, url.searchParams, o.services);
         if (page !== null) {
           res.writeHead(200, HTML_HEADERS).end(page);
           return;
         }
       }
-      const r = await callRoute(o.app, req, method, url);
+      const r = await callRoute(o.services, req, method, url);
       sendJson(res, r.status, r.body, r.headers);
     } catch (err) {
       const { problem, headers } = toProblem(err, (e) => o.logger.error({ err: e, component: 'http', method, path: (req.url ?? '').split('?')[0] }, 'HTTP request failed'));

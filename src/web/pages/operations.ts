@@ -1,10 +1,10 @@
 /** The daemon's side: schedules with their recent runs, and health with the provider's breakers. */
-import type { App } from '../../daemon/app.js';
+import type { Services } from '../../daemon/services/index.js';
 import { html, shortId, statusBadge, time, type Html } from '../html.js';
 
-export function schedulesPage(app: App): { title: string; body: Html } {
-  const schedules = app.schedules.list(false);
-  const runs = app.schedules.runs(null, 50);
+export function schedulesPage(services: Services): { title: string; body: Html } {
+  const schedules = services.schedules.list(false);
+  const runs = services.schedules.runs(null, 50);
   const body = html`<h1>Schedules</h1>
 ${
   schedules.length === 0
@@ -28,9 +28,9 @@ ${
   return { title: 'Schedules', body };
 }
 
-export async function healthPage(app: App): Promise<{ title: string; body: Html }> {
-  const h = await app.health();
-  const s = app.stats();
+export async function healthPage(services: Services): Promise<{ title: string; body: Html }> {
+  const h = await services.admin.health();
+  const s = services.admin.stats();
   const counts = (o: Record<string, number>) => Object.entries(o).map(([k, v]) => `${v} ${k}`).join(', ') || 'none';
   const body = html`<h1>Health ${statusBadge(h.status)}</h1>
 <table><thead><tr><th>Check</th><th>Result</th></tr></thead><tbody>${Object.entries(h.checks).map(

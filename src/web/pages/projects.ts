@@ -4,13 +4,13 @@
  * all` with a progress bar of its children. Everything shown comes from threads and documents, read
  * fresh at every request, so a reload or another tab shows the same state.
  */
-import type { App } from '../../daemon/app.js';
+import type { Services } from '../../daemon/services/index.js';
 import type { ThreadView } from '../../daemon/views.js';
 import { actionButton, html, shortId, statusBadge, time, type Html } from '../html.js';
 
-export function projectsPage(app: App): { title: string; body: Html } {
-  const projects = app.projects();
-  const active = app.threads({ active: true, projectId: null, limit: 1000 });
+export function projectsPage(services: Services): { title: string; body: Html } {
+  const projects = services.projects.list();
+  const active = services.threads.list({ active: true, projectId: null, limit: 1000 });
   const activeCount = (id: string) => active.filter((t) => t.target_ref.project_id === id).length;
   const body = html`<h1>Projects</h1>
 ${
@@ -52,11 +52,11 @@ function generateAllSection(projectId: string, threads: ThreadView[]): Html {
 </section>`;
 }
 
-export function projectPage(app: App, projectId: string): { title: string; body: Html } {
-  const project = app.project(projectId);
-  const backlog = app.backlog(projectId);
-  const threads = app.threads({ active: false, projectId, limit: 200 });
-  const active = app.threads({ active: true, projectId, limit: 1000 });
+export function projectPage(services: Services, projectId: string): { title: string; body: Html } {
+  const project = services.projects.get(projectId);
+  const backlog = services.projects.backlog(projectId);
+  const threads = services.threads.list({ active: false, projectId, limit: 200 });
+  const active = services.threads.list({ active: true, projectId, limit: 1000 });
   const activeFor = (epicId: string) => active.find((t) => t.target_ref.epic_id === epicId);
   const latestFor = (epicId: string) => threads.find((t) => t.target_ref.epic_id === epicId);
   const stories = new Map(backlog.epics.map((e) => [e.epic_id, e]));

@@ -3,7 +3,7 @@
  * children, work items, Retry / Cancel, and its ledger as a timeline — what was asked, paid, received,
  * validated and applied, with tokens and cost per call and each entry's place in the hash chain.
  */
-import type { App } from '../../daemon/app.js';
+import type { Services } from '../../daemon/services/index.js';
 import type { ThreadView } from '../../daemon/views.js';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import type { threadsQuery } from '../../daemon/http/schemas.js';
@@ -38,11 +38,11 @@ export function threadsTable(threads: ThreadView[]): Html {
 }
 
 /** `q` was validated by the API's own query schema (GET /threads): the page and the API filter alike. */
-export function threadsPage(app: App, q: ThreadsQuery): { title: string; body: Html } {
+export function threadsPage(services: Services, q: ThreadsQuery): { title: string; body: Html } {
   const status = q.status?.join(',') ?? null;
   const kind = q.kind ?? null;
   const projectId = q.project_id ?? null;
-  const threads = app.threads({
+  const threads = services.threads.list({
     active: q.active,
     projectId,
     statuses: q.status,
@@ -51,7 +51,7 @@ export function threadsPage(app: App, q: ThreadsQuery): { title: string; body: H
     afterThreadId: q.cursor ?? null,
     limit: q.limit,
   });
-  const projects = app.projects();
+  const projects = services.projects.list();
   const link = (cursor: string | null) => {
     const p = new URLSearchParams();
     for (const [k, v] of [['status', status], ['kind', kind], ['project_id', projectId], ['cursor', cursor]] as const) if (v) p.set(k, v);
@@ -82,7 +82,7 @@ function pretty(v: unknown): string {
 
 type ThreadsQuery = z.output<typeof threadsQuery>;
 
-type LedgerEntry = ReturnType<App['ledger']>[number];
+type LedgerEntry = ReturnType<Services['ledger']['thread']>[number];
 
 /** What a person wants to read in an entry: the messages asked, the answer given, the reports. */
 function entryDetail(e: LedgerEntry): Html {
@@ -126,10 +126,10 @@ function timeline(entries: LedgerEntry[]): Html {
   )}</ol>`;
 }
 
-export function threadPage(app: App, threadId: string): { title: string; body: Html } {
-  const t = app.thread(threadId);
-  const ledger = app.ledger(threadId);
-  const kids = t.child_summary ? app.threads({ active: false, projectId: null, parentId: t.thread_id, limit: 1000 }) : [];
+export function threadPage(services: Services, threadId: string): { title: string; body: Html } {
+  const t = services.threads.get(threadId);
+  const ledger = services.ledger.thread(threadId);
+  const kids = t.child_summary ? services.threads.list({ active: false, projectId: null, parentId: t.thread_id, limit: 1000 }) : [];
   const active = t.status === 'open' || t.status === 'running';
   const u = t.usage;
   const body = html`<p class="crumbs"><a href="/threads">Threads</a> /</p>

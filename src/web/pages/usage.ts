@@ -2,10 +2,10 @@
  * Usage: cost per project per UTC day as a stacked bar chart (inline SVG, drawn on the server: no chart
  * library, nothing to download), then the same figures as a table, and the budgets.
  */
-import type { App } from '../../daemon/app.js';
+import type { Services } from '../../daemon/services/index.js';
 import { html, usd, type Html } from '../html.js';
 
-type Report = ReturnType<App['usage']>;
+type Report = ReturnType<Services['admin']['usage']>;
 type Row = Report['rows'][number];
 
 const W = 760;
@@ -65,8 +65,8 @@ ${grid}${bars}
 </figure>`;
 }
 
-export function usagePage(app: App): { title: string; body: Html } {
-  const u = app.usage(null);
+export function usagePage(services: Services): { title: string; body: Html } {
+  const u = services.admin.usage(null);
   const t = u.totals;
   const body = html`<h1>Usage</h1>
 <p>${t.calls} calls · ${t.total_tokens} tokens · ${usd(t.cost_usd)}${t.wasted_calls > 0 ? ` · ${t.wasted_calls} wasted calls (${usd(t.wasted_cost_usd)})` : ''}${

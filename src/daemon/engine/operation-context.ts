@@ -3,13 +3,13 @@
  * (parsed once per version and frozen, so no operation can change a value another one reads) and facts
  * about its threads. Read-only by construction: nothing here writes.
  */
-import type { Db } from '../db/connection.js';
-import { readParsedDocument, rememberDocument } from '../db/document-cache.js';
-import { countProjectThreadsByStatus, listProjectThreadsWithStatus } from '../db/project-threads.js';
-import { getProject } from '../db/projects.js';
-import type { ThreadRow } from '../db/schema.js';
-import type { TargetRef } from '../domain/operations.js';
-import type { Documents, ProjectInfo, ProjectThreads, PromptContext } from '../operations/api.js';
+import type { Db } from '../../db/connection.js';
+import { readParsedDocument, rememberDocument } from '../../db/document-cache.js';
+import { countProjectThreadsByStatus, listProjectThreadsWithStatus } from '../../db/project-threads.js';
+import { getProject } from '../../db/projects.js';
+import type { ThreadRow } from '../../db/schema.js';
+import type { TargetRef } from '../../domain/operations.js';
+import type { Documents, ProjectInfo, ProjectThreads, PromptContext } from '../../operations/api.js';
 
 function deepFreeze<T>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;

@@ -3,7 +3,7 @@
  * `--follow` streams, engine log lines and metrics; nothing reads them for correctness.
  */
 import { EventEmitter } from 'node:events';
-import type { TargetRef } from '../domain/operations.js';
+import type { TargetRef } from '../../domain/operations.js';
 
 interface EventBase {
   thread_id: string;
@@ -36,13 +36,15 @@ export type EngineEvent =
 export class EventBus {
   private readonly emitter = new EventEmitter();
 
-  constructor() {
+  /** `afterBatch` runs once each committed batch's events have been delivered (the event log flushes then). */
+  constructor(private readonly afterBatch: () => void = () => {}) {
     // One listener per `--follow` client, plus the logger and metrics.
     this.emitter.setMaxListeners(0);
   }
 
   publish(events: EngineEvent[]): void {
     for (const e of events) this.emitter.emit('event', e);
+    this.afterBatch();
   }
 
   subscribe(listener: (e: EngineEvent) => void): () => void {

@@ -1,27 +1,12 @@
 /**
- * The provider client: one HTTP call through the `openai` SDK to any OpenAI-compatible endpoint.
- * The SDK's own retries are off (`maxRetries: 0`): the engine owns retries so that every attempt is in
- * the ledger. Errors are thrown as the SDK's types and classified at one boundary (engine/classify.ts).
+ * The engine's provider port (engine/provider.ts) over the `openai` SDK: one HTTP call to any
+ * OpenAI-compatible endpoint. The SDK's own retries are off (`maxRetries: 0`): the engine owns retries
+ * so that every attempt is in the ledger. Errors are thrown as the SDK's types and classified at one boundary (engine/classify.ts).
  */
 import OpenAI from 'openai';
-import type { ChatRequest } from '../domain/prompts.js';
 import type { ProviderConfig } from './config.js';
 import { AnswerTooLargeError, MissingApiKeyError } from '../core/errors.js';
-
-/** A 2xx answer, body unread by anyone but us. */
-export interface RawResponse {
-  httpStatus: number;
-  bodyText: string;
-  requestId: string | null;
-  /** Rate-limit headers (`x-ratelimit-*`), kept for the limiter and the ledger. */
-  rateLimit: Record<string, string>;
-}
-
-export interface Provider {
-  /** Identifies the endpoint (for breakers and the ledger); never contains credentials. */
-  readonly endpoint: string;
-  send(request: ChatRequest, signal: AbortSignal, timeoutMs: number): Promise<RawResponse>;
-}
+import type { Provider } from './engine/provider.js';
 
 /** Reads a body up to `limit` bytes; a longer one is abandoned (the connection is closed) without being buffered whole. */
 async function readBodyLimited(response: Response, limit: number): Promise<string> {
