@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { App } from '../../src/daemon/app.js';
 import { startHttpServer, type HttpServer } from '../../src/daemon/http/server.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { createDashboard } from '../../src/web/dashboard.js';
 import { quantile, row, type Row } from '../lib/stats.js';
 import { appFor, fillClosedThreads } from './scale.js';

@@ -4,7 +4,7 @@
  * progress bar of its children (on a terminal) or one line per finished child (in a pipe).
  */
 import cliProgress from 'cli-progress';
-import type { FollowMessage } from '../daemon/follow-stream.js';
+import type { FollowMessage } from '../daemon/services/follow-stream.js';
 import type { ThreadView } from '../daemon/views.js';
 import { toCliError } from './client.js';
 import { connectWithSubscriptions } from './subscriptions.js';

@@ -4,7 +4,7 @@
  * so that every attempt is in the ledger. Errors are thrown as the SDK's types and classified at one boundary (engine/classify.ts).
  */
 import OpenAI from 'openai';
-import type { ProviderConfig } from './config.js';
+import type { ProviderConfig } from './config/config.js';
 import { AnswerTooLargeError, MissingApiKeyError } from '../core/errors.js';
 import type { Provider } from './engine/provider.js';
 

@@ -11,7 +11,7 @@ import { createHTTPHandler } from '@trpc/server/adapters/standalone';
 import { applyWSSHandler } from '@trpc/server/adapters/ws';
 import { WebSocketServer } from 'ws';
 import { appRouter, type RouterContext } from './router.js';
-import { DEFAULT_SERVER_LIMITS, limitConnections, refuseOversizedBody, serverOptions, type ServerLimits } from './server-limits.js';
+import { DEFAULT_SERVER_LIMITS, limitConnections, refuseOversizedBody, serverOptions, type ServerLimits } from './runtime/server-limits.js';
 
 /** Procedures that take a whole file in their body: they get `maxImportBytes` instead of `maxBodyBytes`. */
 const IMPORT_PATHS = new Set(['project.import', 'ledger.import']);

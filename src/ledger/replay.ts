@@ -14,7 +14,7 @@ import { findActiveThreadByKey, getThread, listChildThreads } from '../db/thread
 import { readCompletionBody } from '../domain/completion.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { itemNoun, planMutation } from '../operations/runtime.js';
-import { reopenFailedParent, retryChild } from '../daemon/commands.js';
+import { reopenFailedParent, retryChild } from '../daemon/services/commands.js';
 import { checkThreadAnswer } from '../daemon/engine/operation-steps.js';
 import { appendEntry, type Tx } from '../daemon/engine/tx.js';
 import { documentsOf, threadInput, threadTarget } from '../daemon/engine/operation-context.js';

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Harness, project, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 import { parseExposition, seriesCount } from '../helpers/prometheus.js';
-import { METRIC_SERIES_BOUND, metricSeriesCount } from '../../src/daemon/metrics.js';
+import { METRIC_SERIES_BOUND, metricSeriesCount } from '../../src/daemon/runtime/metrics.js';
 
 const EPICS = 50;
 const ROUNDS = 21; // 20 superseded rounds × 51 threads = 1,020 prunable threads

@@ -8,12 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig, type DaemonConfig } from '../../src/daemon/config.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { loadConfig, type DaemonConfig } from '../../src/daemon/config/config.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { builtinDefinitions } from '../../src/operations/loader.js';
 import { OperationRegistry } from '../../src/operations/registry.js';
 import { validateDefinition } from '../../src/operations/validate.js';
-import { operationSettingsOf } from '../../src/daemon/config.js';
+import { operationSettingsOf } from '../../src/daemon/config/config.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
 

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig } from '../../src/daemon/config.js';
+import { loadConfig } from '../../src/daemon/config/config.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
 

@@ -2,7 +2,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command } from 'commander';
-import type { OperationDetailView, OperationSummaryView } from '../../daemon/operation-views.js';
+import type { OperationDetailView, OperationSummaryView } from '../../daemon/services/operation-views.js';
 import type { DocumentView } from '../../daemon/views.js';
 import { parseDeadline, withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';

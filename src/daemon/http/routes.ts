@@ -8,7 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import type { Services } from '../services/index.js';
 import { badInput } from './problem.js';
-import { DEFAULT_SERVER_LIMITS } from '../server-limits.js';
+import { DEFAULT_SERVER_LIMITS } from '../runtime/server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;

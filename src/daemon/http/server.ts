@@ -12,7 +12,7 @@ import { toProblem, type Problem } from './problem.js';
 import { compilePath, parseWith, queryObject, readJsonBody, type Route } from './routes.js';
 import { noBody } from './schemas.js';
 import { ensureHttpToken, RequestGuard } from './security.js';
-import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../server-limits.js';
+import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../runtime/server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 

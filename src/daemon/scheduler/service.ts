@@ -11,7 +11,7 @@ import { CATCH_UP_POLICIES, canTransitionSchedule, checkCron, nextFireTimes, typ
 import type { OperationRegistry } from '../../operations/registry.js';
 import { SCHEDULE_ALIASES } from '../../operations/builtin/index.js';
 import type { Tx } from '../engine/tx.js';
-import { checkInput, requireOperation } from '../submit.js';
+import { checkInput, requireOperation } from '../services/submit.js';
 import { scheduledRequest } from './request.js';
 import type { Scheduler } from './scheduler.js';
 import { runView, scheduleView, type RunView, type ScheduleView } from './views.js';

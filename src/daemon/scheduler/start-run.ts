@@ -10,7 +10,7 @@ import { PRIORITY_SCHEDULED } from '../../domain/operations.js';
 import { isTerminalThread } from '../../domain/states.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { Tx } from '../engine/tx.js';
-import { submitOperation } from '../submit.js';
+import { submitOperation } from '../services/submit.js';
 import { finalizeRunOfThread } from './finalize.js';
 import { scheduledRequest } from './request.js';
 import { CommandError } from '../../core/errors.js';

@@ -10,16 +10,16 @@ import type { Db } from '../../db/connection.js';
 import { countThreadsByStatus } from '../../db/threads.js';
 import { countWorkItemsByStatus } from '../../db/work-items.js';
 import { countLedgerEntries } from '../../ledger/store.js';
-import type { DaemonConfig } from '../config.js';
+import type { DaemonConfig } from '../config/config.js';
 import type { Engine } from '../engine/engine.js';
 import type { Write } from '../engine/tx.js';
-import { checkHealth } from '../health.js';
-import type { Maintenance } from '../maintenance.js';
-import type { Metrics } from '../metrics.js';
-import { runPrune } from '../retention.js';
-import type { StorageGuard } from '../storage-guard.js';
-import { configView, usageReport } from '../usage-views.js';
-import type { WriteHealth } from '../write-health.js';
+import { checkHealth } from './health.js';
+import type { Maintenance } from '../runtime/maintenance.js';
+import type { Metrics } from '../runtime/metrics.js';
+import { runPrune } from './retention.js';
+import type { StorageGuard } from '../runtime/storage-guard.js';
+import { configView, usageReport } from './usage-views.js';
+import type { WriteHealth } from '../runtime/write-health.js';
 
 export interface AdminServiceDeps {
   db: Db;

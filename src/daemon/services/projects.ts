@@ -7,8 +7,8 @@ import type { Db } from '../../db/connection.js';
 import { listProjects } from '../../db/projects.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { Write } from '../engine/tx.js';
-import { importProject } from '../commands.js';
-import { readBriefing, readDocument } from '../documents.js';
+import { importProject } from './commands.js';
+import { readBriefing, readDocument } from './documents.js';
 import { backlogView, documentView, projectView } from '../views.js';
 
 const noProject = (projectId: string) => new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);

@@ -15,13 +15,13 @@ import type { EngineContext } from '../engine/completer.js';
 import type { Engine } from '../engine/engine.js';
 import type { EventBus } from '../engine/events.js';
 import type { Write } from '../engine/tx.js';
-import { followThread, type FollowMessage } from '../follow-stream.js';
-import { cancelThread, retryThread } from '../commands.js';
-import { holdOf, inDoubtOf } from '../holds.js';
-import { operationDetailView, operationSummaryView } from '../operation-views.js';
-import { requireOperation, submitOperation } from '../submit.js';
-import { dryRun } from '../usage-views.js';
-import type { DaemonConfig } from '../config.js';
+import { followThread, type FollowMessage } from './follow-stream.js';
+import { cancelThread, retryThread } from './commands.js';
+import { holdOf, inDoubtOf } from './holds.js';
+import { operationDetailView, operationSummaryView } from './operation-views.js';
+import { requireOperation, submitOperation } from './submit.js';
+import { dryRun } from './usage-views.js';
+import type { DaemonConfig } from '../config/config.js';
 import { threadDetailView, threadView, type CommandView, type ThreadView } from '../views.js';
 
 /** What a user's request says besides what it asks for; the daemon adds its own limits (max_queued). */

@@ -8,18 +8,18 @@
  * (`deduplicated: true`); a complete one → returned as is, no new work, unless `force`. A child of an
  * orchestration follows the same rule, so an epic already generated is not paid for again.
  */
-import { acquireLock, getLock, releaseLocksOwnedBy } from '../db/locks.js';
-import type { ThreadRow } from '../db/schema.js';
-import { adoptThread, findActiveThreadByKey, findLatestThreadByKeyAndStatus, getThread, insertThread, listChildThreads } from '../db/threads.js';
-import { PRIORITY_OF } from '../domain/operations.js';
-import type { DocumentTarget } from '../operations/api.js';
-import type { Operation, OperationRegistry } from '../operations/registry.js';
-import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, targetOf } from '../operations/runtime.js';
+import { acquireLock, getLock, releaseLocksOwnedBy } from '../../db/locks.js';
+import type { ThreadRow } from '../../db/schema.js';
+import { adoptThread, findActiveThreadByKey, findLatestThreadByKeyAndStatus, getThread, insertThread, listChildThreads } from '../../db/threads.js';
+import { PRIORITY_OF } from '../../domain/operations.js';
+import type { DocumentTarget } from '../../operations/api.js';
+import type { Operation, OperationRegistry } from '../../operations/registry.js';
+import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, targetOf } from '../../operations/runtime.js';
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
-import { documentsOf, promptContextFor } from './engine/operation-context.js';
-import { emitThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
-import { OperationCallError, CommandError } from '../core/errors.js';
-import { newId } from '../core/ids.js';
+import { documentsOf, promptContextFor } from '../engine/operation-context.js';
+import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import { OperationCallError, CommandError } from '../../core/errors.js';
+import { newId } from '../../core/ids.js';
 
 /** The largest input a request may carry, as JSON. */
 export const MAX_INPUT_BYTES = 256 * 1024;

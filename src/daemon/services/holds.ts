@@ -3,9 +3,9 @@
  * decide), or a queued item held back until a time — its own backoff (at least the provider's capped
  * Retry-After) or its model's rate-limit hold after a 429.
  */
-import type { Db } from '../db/connection.js';
-import type { ThreadRow, WorkItemRow } from '../db/schema.js';
-import { getLatestWorkItem } from '../db/work-items.js';
+import type { Db } from '../../db/connection.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import { getLatestWorkItem } from '../../db/work-items.js';
 
 /** A work item ended `failed` by anything but a cancel: its call was held in doubt (`interrupted: hold`). */
 export function isHeldInDoubt(item: WorkItemRow | undefined): boolean {

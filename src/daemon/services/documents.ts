@@ -3,17 +3,17 @@
  * generated — a thread or a pending scheduled run targets it — is reported as not ready (exit 1), never
  * shown half-made or reported missing.
  */
-import type { Db } from '../db/connection.js';
-import { getKeyedDocument, getLatestKeyedDocument, getProject } from '../db/projects.js';
-import type { DocumentRow } from '../db/schema.js';
-import { listPendingRunsForProject } from '../db/schedules.js';
-import { listActiveThreadsForDocument } from '../db/threads.js';
-import { isCalendarDate } from '../domain/schedule.js';
-import { SHORTHANDS } from '../operations/builtin/index.js';
-import type { OperationRegistry } from '../operations/registry.js';
-import { targetOf } from '../operations/runtime.js';
-import { scheduledRequest } from './scheduler/request.js';
-import { CommandError } from '../core/errors.js';
+import type { Db } from '../../db/connection.js';
+import { getKeyedDocument, getLatestKeyedDocument, getProject } from '../../db/projects.js';
+import type { DocumentRow } from '../../db/schema.js';
+import { listPendingRunsForProject } from '../../db/schedules.js';
+import { listActiveThreadsForDocument } from '../../db/threads.js';
+import { isCalendarDate } from '../../domain/schedule.js';
+import { SHORTHANDS } from '../../operations/builtin/index.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import { targetOf } from '../../operations/runtime.js';
+import { scheduledRequest } from '../scheduler/request.js';
+import { CommandError } from '../../core/errors.js';
 
 export interface DocumentQuery {
   projectId: string;

@@ -4,12 +4,12 @@
  * resolved shape the engine uses.
  */
 import { z } from 'zod';
-import type { BudgetLimits, ModelPrice } from '../domain/budget.js';
-import type { ModelRateLimits } from '../domain/rate-limit.js';
-import { FairScheduler } from '../domain/fair-scheduler.js';
-import { RateLimiter } from '../domain/rate-limit.js';
-import type { OperationRegistry } from '../operations/registry.js';
-import type { FlowControl } from './engine/producer.js';
+import type { BudgetLimits, ModelPrice } from '../../domain/budget.js';
+import type { ModelRateLimits } from '../../domain/rate-limit.js';
+import { FairScheduler } from '../../domain/fair-scheduler.js';
+import { RateLimiter } from '../../domain/rate-limit.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import type { FlowControl } from '../engine/producer.js';
 
 const positive = z.number().positive();
 

@@ -6,15 +6,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { parseDurationMs } from '../domain/duration.js';
-import { describeZodIssues } from '../domain/project.js';
-import type { OperationSettings } from '../operations/registry.js';
-import { redactValues } from '../domain/errors.js';
-import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../domain/retry.js';
-import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from './engine/breaker.js';
-import { duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './config-limits.js';
-import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow-config.js';
-import { ConfigError } from '../core/errors.js';
+import { parseDurationMs } from '../../domain/duration.js';
+import { describeZodIssues } from '../../domain/project.js';
+import type { OperationSettings } from '../../operations/registry.js';
+import { redactValues } from '../../domain/errors.js';
+import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../domain/retry.js';
+import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from '../engine/breaker.js';
+import { duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './limits.js';
+import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow.js';
+import { ConfigError } from '../../core/errors.js';
 
 
 /** How the engine asks for structured output (`provider.response_format`); the answer is validated either way. */

@@ -3,7 +3,7 @@
  * trouble: disk full, I/O error, a lock held too long) and the first one that commits again. Health is
  * unready in between; the log says so once per outage, not once per failed batch.
  */
-import type { Logger } from '../core/logger.js';
+import type { Logger } from '../../core/logger.js';
 import type { StorageGuard } from './storage-guard.js';
 
 export class WriteHealth {

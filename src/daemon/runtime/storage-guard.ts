@@ -11,9 +11,9 @@
  * It turns `ok` again by itself once a probe finds enough space, and says so (`onChange`).
  */
 import { statfsSync } from 'node:fs';
-import type { StorageConfig } from './config-limits.js';
+import type { StorageConfig } from '../config/limits.js';
 import { formatBytes } from './server-limits.js';
-import type { Logger } from '../core/logger.js';
+import type { Logger } from '../../core/logger.js';
 
 export type StorageState = 'ok' | 'low_space' | 'disk_full';
 

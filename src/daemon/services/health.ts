@@ -4,10 +4,10 @@
  * start-up recovery scan has run, the provider's circuit breaker is not open, and storage has room
  * (claiming is not paused by a full disk). Provider rate-limit holds are shown, not counted against readiness.
  */
-import type { Db } from '../db/connection.js';
-import { migrationStatus } from '../db/migrate.js';
-import type { BreakerSnapshot } from './engine/breaker.js';
-import type { StorageSnapshot } from './storage-guard.js';
+import type { Db } from '../../db/connection.js';
+import { migrationStatus } from '../../db/migrate.js';
+import type { BreakerSnapshot } from '../engine/breaker.js';
+import type { StorageSnapshot } from '../runtime/storage-guard.js';
 
 /** A write that does not answer within this time counts as a database that is not writable. */
 const WRITE_PROBE_TIMEOUT_MS = 2000;

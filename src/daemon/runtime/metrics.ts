@@ -6,19 +6,19 @@
  * it is exactly `metricSeriesCount(models)` ≤ METRIC_SERIES_BOUND, however many threads run.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Clock } from '../core/clock.js';
-import type { Db } from '../db/connection.js';
-import { countThreadsByStatus } from '../db/threads.js';
-import { countQueuedDue, countWorkItemsByStatus } from '../db/work-items.js';
-import { LEDGER_ENTRY_TYPES } from '../ledger/store.js';
-import { costUsd, type ModelPrice } from '../domain/budget.js';
-import { parseCompletionEnvelope } from '../domain/completion.js';
-import { ERROR_CODES } from '../domain/errors.js';
-import { THREAD_STATUSES, WORK_ITEM_STATUSES } from '../domain/states.js';
-import type { BreakerState, CircuitBreaker } from './engine/breaker.js';
-import type { EngineObserver } from './engine/engine.js';
-import type { CallOutcome } from './engine/executor.js';
-import type { EngineEvent } from './engine/events.js';
+import type { Clock } from '../../core/clock.js';
+import type { Db } from '../../db/connection.js';
+import { countThreadsByStatus } from '../../db/threads.js';
+import { countQueuedDue, countWorkItemsByStatus } from '../../db/work-items.js';
+import { LEDGER_ENTRY_TYPES } from '../../ledger/store.js';
+import { costUsd, type ModelPrice } from '../../domain/budget.js';
+import { parseCompletionEnvelope } from '../../domain/completion.js';
+import { ERROR_CODES } from '../../domain/errors.js';
+import { THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../domain/states.js';
+import type { BreakerState, CircuitBreaker } from '../engine/breaker.js';
+import type { EngineObserver } from '../engine/engine.js';
+import type { CallOutcome } from '../engine/executor.js';
+import type { EngineEvent } from '../engine/events.js';
 import type { MaintenanceResult } from './maintenance.js';
 import { walBytes } from './maintenance.js';
 

@@ -3,18 +3,18 @@
  * `generate-all --dry-run` (what a request may cost at most, nothing enqueued) and `config show`
  * (the effective configuration).
  */
-import { listUsageByProjectDay, sumProjectSpend, type UsageTotals } from '../db/charges.js';
-import type { Db } from '../db/connection.js';
-import { getProject, listProjects } from '../db/projects.js';
-import { estimateCall, utcDay } from '../domain/budget.js';
-import type { OperationRegistry } from '../operations/registry.js';
-import { childInputs, renderRequest, targetOf } from '../operations/runtime.js';
-import { redactedConfig, type DaemonConfig } from './config.js';
-import { budgetFor } from './flow-config.js';
-import { documentsOf, promptContextFor } from './engine/operation-context.js';
+import { listUsageByProjectDay, sumProjectSpend, type UsageTotals } from '../../db/charges.js';
+import type { Db } from '../../db/connection.js';
+import { getProject, listProjects } from '../../db/projects.js';
+import { estimateCall, utcDay } from '../../domain/budget.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import { childInputs, renderRequest, targetOf } from '../../operations/runtime.js';
+import { redactedConfig, type DaemonConfig } from '../config/config.js';
+import { budgetFor } from '../config/flow.js';
+import { documentsOf, promptContextFor } from '../engine/operation-context.js';
 import { checkInput, refusal, requireOperation } from './submit.js';
-import { usageView } from './views.js';
-import { CommandError } from '../core/errors.js';
+import { usageView } from '../views.js';
+import { CommandError } from '../../core/errors.js';
 
 const ZERO: UsageTotals = {
   calls: 0,

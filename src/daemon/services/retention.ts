@@ -24,12 +24,12 @@ import {
   listLedgerLinksForThread,
   listPrunableRoots,
   type LedgerLink,
-} from '../db/retention.js';
-import { splitIntoRuns } from '../ledger/gaps.js';
-import type { Tx } from './engine/tx.js';
-import type { Maintenance } from './maintenance.js';
-import { StaleStateError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
+} from '../../db/retention.js';
+import { splitIntoRuns } from '../../ledger/gaps.js';
+import type { Tx } from '../engine/tx.js';
+import type { Maintenance } from '../runtime/maintenance.js';
+import { StaleStateError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
 
 /** Trees per transaction: large enough to amortise the commit, small enough not to stall the engine. */
 export const PRUNE_BATCH = 200;

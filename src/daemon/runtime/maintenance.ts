@@ -7,10 +7,10 @@
  * in the first idle window (it rewrites the file; it is logged with its duration).
  */
 import { statSync } from 'node:fs';
-import type { Db } from '../db/connection.js';
-import type { Writer } from '../db/writer.js';
-import type { Clock } from '../core/clock.js';
-import type { Logger } from '../core/logger.js';
+import type { Db } from '../../db/connection.js';
+import type { Writer } from '../../db/writer.js';
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/logger.js';
 
 export interface MaintenanceResult {
   converted_to_incremental: boolean;

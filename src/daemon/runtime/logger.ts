@@ -9,9 +9,9 @@
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import pino from 'pino';
-import { redactValues } from '../domain/errors.js';
-import type { Logger } from '../core/logger.js';
-import type { EngineEvent } from './engine/events.js';
+import { redactValues } from '../../domain/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { EngineEvent } from '../engine/events.js';
 
 export const REDACT_PATHS = [
   'apiKey',

@@ -1,5 +1,5 @@
 /** The public JSON shapes of `combine operations` and `combine operations show` (stable: add fields, never rename). */
-import type { Operation } from '../operations/registry.js';
+import type { Operation } from '../../operations/registry.js';
 
 export interface OperationSummaryView {
   name: string;

@@ -3,12 +3,12 @@
  * subscription starts before the snapshot is read, so no event between the two is lost; the last
  * message carries the final thread.
  */
-import type { Db } from '../db/connection.js';
-import { getThread } from '../db/threads.js';
-import { isTerminalThread } from '../domain/states.js';
-import type { EngineEvent, EventBus } from './engine/events.js';
-import { threadView, type ThreadView } from './views.js';
-import { CommandError } from '../core/errors.js';
+import type { Db } from '../../db/connection.js';
+import { getThread } from '../../db/threads.js';
+import { isTerminalThread } from '../../domain/states.js';
+import type { EngineEvent, EventBus } from '../engine/events.js';
+import { threadView, type ThreadView } from '../views.js';
+import { CommandError } from '../../core/errors.js';
 
 /** An engine event as streamed to a follower: its `type` renamed to `event`. */
 type EventMessage = EngineEvent extends infer E ? (E extends { type: infer T } ? Omit<E, 'type'> & { event: T } : never) : never;

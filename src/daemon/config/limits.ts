@@ -5,9 +5,9 @@
  * error names the field) and their resolved shapes.
  */
 import { z } from 'zod';
-import { parseDurationMs } from '../domain/duration.js';
-import { DEFAULT_SERVER_LIMITS, type ServerLimits } from './server-limits.js';
-import { ConfigError } from '../core/errors.js';
+import { parseDurationMs } from '../../domain/duration.js';
+import { DEFAULT_SERVER_LIMITS, type ServerLimits } from '../runtime/server-limits.js';
+import { ConfigError } from '../../core/errors.js';
 
 /** A duration in config.json: "500ms", "30s", "5m", or a number of milliseconds. */
 export const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {

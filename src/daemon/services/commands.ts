@@ -3,23 +3,23 @@
  * transaction, so an acknowledged command is on disk and a refused one stored nothing. New work is
  * requested through submit.ts.
  */
-import { acquireLock, releaseLocksOwnedBy } from '../db/locks.js';
-import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../db/projects.js';
-import type { ThreadRow, WorkItemRow } from '../db/schema.js';
-import { findActiveThreadByKey, getThread, listChildThreads } from '../db/threads.js';
-import { countQueuedWorkItems, getLatestWorkItem, listWorkItemsForThread, makeQueuedItemDueNow } from '../db/work-items.js';
-import { EMPTY_BACKLOG, STORY_BACKLOG } from '../domain/backlog.js';
-import { EPIC_ARCHITECTURE, parseProjectFile } from '../domain/project.js';
-import { isTerminalThread } from '../domain/states.js';
-import type { OperationRegistry } from '../operations/registry.js';
-import { lockScopeOf } from '../operations/runtime.js';
-import { failAttempt, type EngineContext } from './engine/completer.js';
+import { acquireLock, releaseLocksOwnedBy } from '../../db/locks.js';
+import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../../db/projects.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import { findActiveThreadByKey, getThread, listChildThreads } from '../../db/threads.js';
+import { countQueuedWorkItems, getLatestWorkItem, listWorkItemsForThread, makeQueuedItemDueNow } from '../../db/work-items.js';
+import { EMPTY_BACKLOG, STORY_BACKLOG } from '../../domain/backlog.js';
+import { EPIC_ARCHITECTURE, parseProjectFile } from '../../domain/project.js';
+import { isTerminalThread } from '../../domain/states.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import { lockScopeOf } from '../../operations/runtime.js';
+import { failAttempt, type EngineContext } from '../engine/completer.js';
 import { isHeldInDoubt } from './holds.js';
-import { closeParentIfDone, emitWorkItem, endThread, enqueueWorkItem, moveThread, type Tx } from './engine/tx.js';
-import { threadInput } from './engine/operation-context.js';
-import { OperationCallError } from '../core/errors.js';
-import { newId } from '../core/ids.js';
-import { CommandError } from '../core/errors.js';
+import { closeParentIfDone, emitWorkItem, endThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import { threadInput } from '../engine/operation-context.js';
+import { OperationCallError } from '../../core/errors.js';
+import { newId } from '../../core/ids.js';
+import { CommandError } from '../../core/errors.js';
 
 export interface CommandResult {
   thread: ThreadRow;
