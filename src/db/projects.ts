@@ -8,7 +8,7 @@ export function insertProject(db: Db, row: ProjectRow): void {
 }
 
 export function renameProject(db: Db, id: string, name: string): void {
-  prepared(db, 'UPDATE projects SET name = ? WHERE id = ?').run(name, id);
+  expectOneChange(prepared(db, 'UPDATE projects SET name = ? WHERE id = ?').run(name, id), `project ${id} does not exist`);
 }
 
 export function getProject(db: Db, id: string): ProjectRow | undefined {

@@ -3,12 +3,11 @@
  * `pending` before any work, its UNIQUE (schedule_id, period_key) decides the one claimer of a period,
  * a stale `pending` row is re-claimed by rewriting its stamp, and it is finalized by an UPDATE.
  */
-import { runStatusesLeadingTo, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
-import { SCHEDULE_TRANSITIONS } from '../domain/schedule.js';
+import { runStatusesLeadingTo, SCHEDULE_TRANSITIONS, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
 import type { Db } from './connection.js';
 import type { ScheduleRow, ScheduleRunRow } from './schema.js';
 import { expectOneChange, prepared } from './statements.js';
-import { StaleStateError } from '../core/errors.js';
+import { IllegalTransitionError, StaleStateError } from '../core/errors.js';
 
 export function insertSchedule(db: Db, row: ScheduleRow): void {
   prepared(
@@ -43,7 +42,7 @@ export function transitionSchedule(
   db: Db,
   p: { id: string; from: ScheduleStatus; to: ScheduleStatus; now: number },
 ): void {
-  if (!SCHEDULE_TRANSITIONS[p.from].includes(p.to)) throw new Error(`illegal schedule transition ${p.from} → ${p.to}`);
+  if (!SCHEDULE_TRANSITIONS[p.from].includes(p.to)) throw new IllegalTransitionError('schedule', p.from, p.to);
   const result = prepared(
     db,
     `UPDATE schedules

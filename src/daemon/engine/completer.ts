@@ -49,6 +49,17 @@ export interface EngineContext {
   crashAt: CrashAt;
 }
 
+/**
+ * A leased item holds its scope's lock (taken with the lease, extended with it): the step that ends the
+ * lease releases it, and a lock that is not there any more means another item may have held the scope
+ * meanwhile — refused (StaleStateError: the transaction rolls back, recovery resumes the item). A queued
+ * item holds none.
+ */
+function releaseItemLock(tx: Tx, item: WorkItemRow): void {
+  if (item.status !== 'claimed' && item.status !== 'running') return;
+  if (!releaseLock(tx.db, item.lock_scope, item.id)) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
+}
+
 /** Reads the item and checks we still hold its lease in the expected status. */
 function leasedItem(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): WorkItemRow {
   const item = getWorkItem(tx.db, id);
@@ -205,7 +216,7 @@ export function finishAnswer(
   });
   markChargeApplied(tx.db, response.seq);
   markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
-  releaseLock(tx.db, item.lock_scope, item.id);
+  releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
   endThread(tx, thread.id, 'complete');
@@ -235,7 +246,7 @@ function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: Thr
       error_code: 'SCHEMA_INVALID',
       error_message: message,
     });
-    releaseLock(tx.db, item.lock_scope, item.id);
+    releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'queued', repair_count: item.repair_count + 1, not_before: tx.now, error_code: 'SCHEMA_INVALID' });
     return 'repair';
   }
@@ -281,7 +292,7 @@ export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error
     const canceled: ClassifiedError = error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
     appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
     endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'failed', owner, error_code: canceled.code, error_message: canceled.message, now: tx.now });
-    releaseLock(tx.db, item.lock_scope, item.id);
+    releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
     endThread(tx, thread.id, 'canceled');
     return 'canceled';
@@ -306,7 +317,7 @@ export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error
       error_code: error.code,
       error_message: error.message,
     });
-    releaseLock(tx.db, item.lock_scope, item.id);
+    releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'queued', attempt: item.attempt + 1, not_before: notBefore, error_code: error.code });
     return 'retry';
   }
@@ -323,7 +334,7 @@ export function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): 
   const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
   appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
   endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'failed', owner: item.lease_owner, error_code: error.code, error_message: message, now: tx.now });
-  releaseLock(tx.db, item.lock_scope, item.id);
+  releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
   endThread(tx, thread.id, 'failed');
   return 'held';
@@ -338,7 +349,7 @@ function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: Thre
     ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),
   });
   endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'dead_letter', owner, error_code: error.code, error_message: error.message, now: tx.now });
-  releaseLock(tx.db, item.lock_scope, item.id);
+  releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
   endThread(tx, thread.id, 'failed');
   return 'dead_letter';
