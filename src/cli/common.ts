@@ -1,8 +1,10 @@
 /** Options every command shares, and the bits of rendering several commands use. */
 import type { Command } from 'commander';
 import type { ThreadView } from '../daemon/views.js';
+import { distinctShortIds } from '../domain/short-id.js';
 import { parseDurationMs } from '../domain/duration.js';
-import { EXIT, shortId, shortTime, table } from './output.js';
+import { costText } from './money.js';
+import { EXIT, statusCell, table, when } from './output.js';
 import { CliError } from '../core/errors.js';
 
 export interface CommonOptions {
@@ -32,6 +34,18 @@ export function describeTarget(t: ThreadView): string {
   return r.doc_type === 'story_backlog' ? `${r.project_id} (all epics)` : `${r.project_id} ${r.doc_type}`;
 }
 
+/**
+ * What a child of an orchestration works on, read from its target_ref whatever the operation:
+ * `{epic_id: "E3"}` → "epic E3", `{date: "2026-11-23"}` → "date 2026-11-23"; else its document type.
+ */
+export function describeTargetRef(ref: object): string {
+  const fields = ref as Record<string, unknown>;
+  const parts = Object.entries(fields)
+    .filter(([k, v]) => k !== 'doc_type' && k !== 'project_id' && v !== undefined && v !== null)
+    .map(([k, v]) => `${k.replace(/_id$/, '')} ${String(v)}`);
+  return parts.join(', ') || String(fields.doc_type ?? 'target');
+}
+
 export function describeChildren(t: ThreadView): string {
   if (!t.child_summary) return '';
   return Object.entries(t.child_summary)
@@ -41,16 +55,17 @@ export function describeChildren(t: ThreadView): string {
 
 export function threadsTable(threads: ThreadView[]): string {
   if (threads.length === 0) return 'no threads';
+  const ids = distinctShortIds(threads.map((t) => t.thread_id));
   return table([
     ['THREAD', 'KIND', 'STATUS', 'TARGET', 'CREATED', 'TOKENS', 'COST', 'CHILDREN'],
     ...threads.map((t) => [
-      shortId(t.thread_id),
+      ids.get(t.thread_id)!,
       t.kind,
-      t.status,
+      statusCell(t.status),
       describeTarget(t),
-      shortTime(t.created_at),
+      when(t.created_at),
       String(t.usage.total_tokens),
-      `$${t.usage.cost_usd.toFixed(4)}`,
+      costText(t.usage),
       describeChildren(t),
     ]),
   ]);

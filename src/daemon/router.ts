@@ -5,6 +5,7 @@
  */
 import { initTRPC, TRPCError } from '@trpc/server';
 import { z } from 'zod';
+import { THREAD_STATUSES } from '../domain/states.js';
 import type { HttpService } from './http/service.js';
 import type { Services } from './services/index.js';
 import type { RequestOptions } from './services/threads.js';
@@ -106,9 +107,34 @@ export const appRouter = t.router({
     show: procedure.input(z.object({ name: operationName })).query(({ ctx, input }) => ctx.services.threads.operation(input.name)),
   }),
   thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.services.threads.get(input.thread_id)),
+  /** An orchestration's children, each with its latest error: what `thread` and a failed follow list. */
+  threadChildren: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.services.threads.children(input.thread_id)),
   threads: procedure
-    .input(z.object({ active: z.boolean().default(false), project_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(100) }))
-    .query(({ ctx, input }) => ctx.services.threads.list({ active: input.active, projectId: input.project_id, limit: input.limit })),
+    .input(
+      z.object({
+        active: z.boolean().default(false),
+        project_id: id.nullable().default(null),
+        limit: z.number().int().min(1).max(10_000).default(100),
+        status: z.array(z.enum(THREAD_STATUSES)).max(THREAD_STATUSES.length).default([]),
+        kind: id.nullable().default(null),
+        parent_thread_id: id.nullable().default(null),
+        since_ms: z.number().int().positive().nullable().default(null),
+        /** The id of the last thread of the previous page. */
+        cursor: id.nullable().default(null),
+      }),
+    )
+    .query(({ ctx, input }) =>
+      ctx.services.threads.list({
+        active: input.active,
+        projectId: input.project_id,
+        limit: input.limit,
+        statuses: input.status,
+        kind: input.kind,
+        parentId: input.parent_thread_id,
+        sinceMs: input.since_ms,
+        afterThreadId: input.cursor,
+      }),
+    ),
   // The thread is looked up before the stream starts, so an unknown id is a 404 like everywhere else.
   follow: procedure.input(z.object({ thread_id: id })).subscription(({ ctx, input, signal }) => {
     ctx.services.threads.get(input.thread_id);
@@ -145,12 +171,12 @@ export const appRouter = t.router({
     list: procedure
       .input(z.object({ all: z.boolean().default(false) }))
       .query(({ ctx, input }) => ctx.services.schedules.list(input.all)),
-    pause: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.pause(input.schedule_id)),
-    resume: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.resume(input.schedule_id)),
-    remove: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.remove(input.schedule_id)),
+    pause: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.pause(ctx.services.schedules.scheduleId(input.schedule_id))),
+    resume: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.resume(ctx.services.schedules.scheduleId(input.schedule_id))),
+    remove: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.remove(ctx.services.schedules.scheduleId(input.schedule_id))),
     runs: procedure
       .input(z.object({ schedule_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(50) }))
-      .query(({ ctx, input }) => ctx.services.schedules.runs(input.schedule_id, input.limit)),
+      .query(({ ctx, input }) => ctx.services.schedules.runs(input.schedule_id === null ? null : ctx.services.schedules.scheduleId(input.schedule_id), input.limit)),
   }),
   briefing: procedure
     .input(z.object({ project_id: id, date: z.string().max(20).nullable().default(null) }))

@@ -121,6 +121,13 @@ export interface UsageTotals {
   /** Calls in flight now, at their reserved maximum. */
   reserved_calls: number;
   reserved_tokens: number;
+  /**
+   * Calls whose model had no price: a settled one stores no cost, an in-doubt one reserved none. (A
+   * model priced at exactly 0 reads as unpriced while in doubt: nothing is lost by saying so.)
+   */
+  unpriced_calls: number;
+  unpriced_wasted_calls: number;
+  unpriced_in_doubt_calls: number;
 }
 
 const TOTALS_COLUMNS = `
@@ -136,7 +143,10 @@ const TOTALS_COLUMNS = `
   coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_tokens END), 0) AS in_doubt_tokens,
   coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_cost_usd END), 0) AS in_doubt_cost_usd,
   coalesce(sum(status = 'reserved'), 0) AS reserved_calls,
-  coalesce(sum(CASE WHEN status = 'reserved' THEN reserved_tokens END), 0) AS reserved_tokens`;
+  coalesce(sum(CASE WHEN status = 'reserved' THEN reserved_tokens END), 0) AS reserved_tokens,
+  coalesce(sum((status = 'settled' AND cost_usd IS NULL) OR (status = 'in_doubt' AND reserved_cost_usd = 0)), 0) AS unpriced_calls,
+  coalesce(sum(status = 'settled' AND applied = 0 AND cost_usd IS NULL), 0) AS unpriced_wasted_calls,
+  coalesce(sum(status = 'in_doubt' AND reserved_cost_usd = 0), 0) AS unpriced_in_doubt_calls`;
 
 /** A thread's usage; for an orchestration, its children's too (children are one level deep). */
 export function sumThreadUsage(db: Db, threadId: string): UsageTotals {
@@ -145,6 +155,11 @@ export function sumThreadUsage(db: Db, threadId: string): UsageTotals {
     `SELECT ${TOTALS_COLUMNS} FROM llm_charges
      WHERE thread_id = @id OR thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @id)`,
   ).get({ id: threadId }) as UsageTotals;
+}
+
+/** Every call ever made: what `combine stats` counts, with the same definition of a call as `usage`. */
+export function sumAllUsage(db: Db): UsageTotals {
+  return prepared(db, `SELECT ${TOTALS_COLUMNS} FROM llm_charges`).get() as UsageTotals;
 }
 
 export type UsageRow = UsageTotals & { project_id: string; day: string };

@@ -73,6 +73,8 @@ export const threads = sqliteTable(
     index('idx_threads_ended_badly').on(t.created_at).where(sql`status IN ('failed', 'canceled')`),
     // Listing one kind (an operation's threads) newest first, at any database size.
     index('idx_threads_kind_created').on(t.kind, t.created_at),
+    // Short ids are the random tail of the UUIDv7 (db/id-prefix.ts): a range scan finds a typed tail.
+    index('idx_threads_id_tail').on(sql`substr(${t.id}, 25)`),
   ],
 );
 
@@ -124,6 +126,7 @@ export const workItems = sqliteTable(
     index('idx_work_items_leased')
       .on(t.lease_expires_at)
       .where(sql`status IN ('claimed', 'running')`),
+    index('idx_work_items_id_tail').on(sql`substr(${t.id}, 25)`),
   ],
 );
 
@@ -305,7 +308,9 @@ export const ledgerImports = sqliteTable(
 );
 
 /** Cron schedules of recurring operations (`combine schedule add`). Removal is a status: history stays. */
-export const schedules = sqliteTable('schedules', {
+export const schedules = sqliteTable(
+  'schedules',
+  {
   id: text('id').primaryKey(),
   project_id: text('project_id')
     .notNull()
@@ -328,7 +333,9 @@ export const schedules = sqliteTable('schedules', {
   active_from: integer('active_from').notNull(),
   created_at: integer('created_at').notNull(),
   updated_at: integer('updated_at').notNull(),
-});
+  },
+  (t) => [index('idx_schedules_id_tail').on(sql`substr(${t.id}, 25)`)],
+);
 
 /**
  * One row per (schedule, period): the lease of lease-then-LLM (spec 004). The UNIQUE index decides

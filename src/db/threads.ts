@@ -45,6 +45,8 @@ export interface ThreadListFilter {
   parentId?: string | null;
   /** Keyset paging: only threads listed after this one (the last thread of the previous page). */
   afterThreadId?: string | null;
+  /** Only threads created at or after this time (ms). */
+  since?: number | null;
 }
 
 /** Partial indexes over a few statuses, with the condition a query must repeat literally to use one. */
@@ -96,11 +98,27 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
     where.push('(created_at, rowid) < (SELECT created_at, rowid FROM llm_threads WHERE id = @after)');
     params.after = f.afterThreadId;
   }
+  if (f.since != null) {
+    // A range on the order column: the index walk stops at the first older thread.
+    where.push('created_at >= @since');
+    params.since = f.since;
+  }
   // A parent's children are few: its own index wins. Otherwise a partial index is the smallest to walk.
   const indexed = partial && f.parentId == null ? ` INDEXED BY ${partial.index}` : '';
   const sql = `SELECT * FROM llm_threads${indexed}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}
      ORDER BY created_at DESC, rowid DESC LIMIT @limit`;
   return { sql, params };
+}
+
+/** An orchestration's children with their newest work item's error (what a person asks first about a failure). */
+export function listChildThreadsWithLatestError(db: Db, parentId: string, limit: number): (ThreadRow & { error_code: string | null; error_message: string | null })[] {
+  return prepared(
+    db,
+    `SELECT c.*, w.error_code, w.error_message FROM llm_threads c
+     LEFT JOIN llm_work_items w ON w.thread_id = c.id
+       AND w.sequence = (SELECT max(sequence) FROM llm_work_items WHERE thread_id = c.id)
+     WHERE c.parent_thread_id = ? ORDER BY c.created_at, c.rowid LIMIT ?`,
+  ).all(parentId, limit) as (ThreadRow & { error_code: string | null; error_message: string | null })[];
 }
 
 export function listChildThreads(db: Db, parentId: string): ThreadRow[] {

@@ -71,6 +71,16 @@ export function listLedgerForThread(db: Db, threadId: string): LedgerRow[] {
   return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE thread_id = ? ORDER BY seq').all(threadId) as LedgerRow[];
 }
 
+/** A thread's entries and its children's (an orchestration's whole record), in chain order; at most `limit`. */
+export function listLedgerForThreadFamily(db: Db, threadId: string, limit = -1): LedgerRow[] {
+  return prepared(
+    db,
+    `SELECT * FROM llm_ledger_entries
+     WHERE thread_id IN (SELECT @id UNION ALL SELECT id FROM llm_threads WHERE parent_thread_id = @id)
+     ORDER BY seq LIMIT @limit`,
+  ).all({ id: threadId, limit }) as LedgerRow[];
+}
+
 export function listLedgerForWorkItem(db: Db, workItemId: string): LedgerRow[] {
   return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE work_item_id = ? ORDER BY seq').all(
     workItemId,

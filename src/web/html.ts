@@ -39,10 +39,8 @@ export function usd(n: number | null | undefined): string {
   return `$${n.toFixed(n !== 0 && Math.abs(n) < 0.01 ? 6 : 4)}`;
 }
 
-/** The distinguishing part of a UUIDv7 is its tail (its head is a timestamp, shared by ids made together). */
-export function shortId(id: string): string {
-  return id.length > 12 ? `…${id.slice(-8)}` : id;
-}
+/** The same short id the CLI shows and accepts (domain/short-id.ts): from the tail, not the timestamp head. */
+export { shortId } from '../domain/short-id.js';
 
 export function statusBadge(status: string): Html {
   return html`<span class="badge badge-${status}">${status}</span>`;

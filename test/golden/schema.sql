@@ -22,6 +22,9 @@ CREATE INDEX `idx_schedule_runs_pending` ON `schedule_runs` (`claimed_at`) WHERE
 -- index idx_schedule_runs_thread
 CREATE INDEX `idx_schedule_runs_thread` ON `schedule_runs` (`thread_id`) WHERE thread_id IS NOT NULL;
 
+-- index idx_schedules_id_tail
+CREATE INDEX `idx_schedules_id_tail` ON `schedules` (substr("id", 25));
+
 -- index idx_threads_active
 CREATE INDEX `idx_threads_active` ON `llm_threads` (`created_at`) WHERE status IN ('open', 'running');
 
@@ -30,6 +33,9 @@ CREATE INDEX `idx_threads_created` ON `llm_threads` (`created_at`);
 
 -- index idx_threads_ended_badly
 CREATE INDEX `idx_threads_ended_badly` ON `llm_threads` (`created_at`) WHERE status IN ('failed', 'canceled');
+
+-- index idx_threads_id_tail
+CREATE INDEX `idx_threads_id_tail` ON `llm_threads` (substr("id", 25));
 
 -- index idx_threads_key_created
 CREATE INDEX `idx_threads_key_created` ON `llm_threads` (`idempotency_key`,`created_at`);
@@ -51,6 +57,9 @@ CREATE INDEX `idx_work_items_deadline` ON `llm_work_items` (`deadline_at`) WHERE
 
 -- index idx_work_items_fair
 CREATE INDEX `idx_work_items_fair` ON `llm_work_items` (`project_id`,`priority`,`not_before`) WHERE status = 'queued';
+
+-- index idx_work_items_id_tail
+CREATE INDEX `idx_work_items_id_tail` ON `llm_work_items` (substr("id", 25));
 
 -- index idx_work_items_leased
 CREATE INDEX `idx_work_items_leased` ON `llm_work_items` (`lease_expires_at`) WHERE status IN ('claimed', 'running');

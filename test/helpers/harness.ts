@@ -40,15 +40,16 @@ export interface UsageJson {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
-  cost_usd: number;
+  cost_usd: number | null;
   wasted_calls: number;
   wasted_tokens: number;
-  wasted_cost_usd: number;
+  wasted_cost_usd: number | null;
   in_doubt_calls: number;
   in_doubt_tokens: number;
-  in_doubt_cost_usd: number;
+  in_doubt_cost_usd: number | null;
   reserved_calls: number;
   reserved_tokens: number;
+  unpriced_calls: number;
 }
 
 export interface CommandJson {

@@ -8,6 +8,7 @@ import net from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { shortId } from '../../src/domain/short-id.js';
 import { CLI, FAST_RETRY, Harness, project, waitUntil, type CommandJson } from '../helpers/harness.js';
 import { parseExposition } from '../helpers/prometheus.js';
 
@@ -85,7 +86,7 @@ describe('logs', () => {
     follower.stdout.on('data', (d) => (out += d));
     try {
       const { id } = await runEpic('E1');
-      await waitUntil(() => out.includes(`thread=${id.slice(0, 8)}`) && out.includes('thread complete'), 'the run to appear in the followed log');
+      await waitUntil(() => out.includes(`thread=${shortId(id)}`) && out.includes('thread complete'), 'the run to appear in the followed log');
     } finally {
       follower.kill('SIGTERM');
     }

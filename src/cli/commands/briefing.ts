@@ -30,6 +30,6 @@ export function briefingCommand(getHome: () => string): Command {
       throw new CliError(`--date: "${opts.date}" is not a date (YYYY-MM-DD)`, EXIT.USAGE);
     }
     const b = await withDaemon(getHome(), opts, ({ client }, signal) => client.briefing.query({ project_id: projectId, date: opts.date ?? null }, { signal }));
-    print(opts, b, () => renderBriefing(b));
+    await print(opts, b, () => renderBriefing(b));
   });
 }

@@ -56,7 +56,7 @@ export function daemonCommand(getHome: () => string): Command {
           });
       }
       const status = await daemonStatus(home);
-      print(opts, { ...status, started }, () => (started ? `started; ${describeStatus(status)}` : `already ${describeStatus(status)}`));
+      await print(opts, { ...status, started }, () => (started ? `started; ${describeStatus(status)}` : `already ${describeStatus(status)}`));
     });
 
   withCommonOptions(cmd.command('stop').description('stop claiming, let in-flight calls finish (up to the drain timeout), exit'), false).action(
@@ -64,7 +64,7 @@ export function daemonCommand(getHome: () => string): Command {
       const home = getHome();
       const files = homeFiles(home);
       if (!(await probeSocket(files.socket))) {
-        print(opts, { stopped: false, running: false }, () => 'the daemon is not running');
+        await print(opts, { stopped: false, running: false }, () => 'the daemon is not running');
         return;
       }
       const pid = readDaemonPid(home);
@@ -75,14 +75,14 @@ export function daemonCommand(getHome: () => string): Command {
       }
       const exited = pid === null ? true : await waitForExit(pid, 30_000);
       if (!exited) throw new CliError(`the daemon (pid ${pid}) did not exit within 30s`, EXIT.FAILED);
-      print(opts, { stopped: true, pid }, () => `stopped${pid ? ` (pid ${pid})` : ''}`);
+      await print(opts, { stopped: true, pid }, () => `stopped${pid ? ` (pid ${pid})` : ''}`);
     },
   );
 
   withCommonOptions(cmd.command('status').description('show whether the daemon runs, and where (exit 3 when it does not)'), false).action(
     async (opts: CommonOptions) => {
       const status = await daemonStatus(getHome());
-      print(opts, status, () => describeStatus(status));
+      await print(opts, status, () => describeStatus(status));
     },
   );
 
@@ -108,7 +108,7 @@ export function daemonCommand(getHome: () => string): Command {
     .option('--force', 'overwrite an existing unit file')
     .option('--print', 'print the unit to stdout instead of writing it')
     .addHelpText('after', '\nExamples:\n  combine daemon install\n  combine daemon install --metrics-port 9464 --force\n  combine daemon install --print')
-    .action((opts: CommonOptions & { metricsPort?: string; force?: boolean; print?: boolean }) => {
+    .action(async (opts: CommonOptions & { metricsPort?: string; force?: boolean; print?: boolean }) => {
       const home = getHome();
       const unit = renderUnit({ node: process.execPath, cli: fileURLToPath(new URL('./cli.js', import.meta.url)), home, metricsPort: parsePort(opts.metricsPort) });
       if (opts.print) {
@@ -126,7 +126,7 @@ export function daemonCommand(getHome: () => string): Command {
         `systemctl --user enable --now ${UNIT_NAME}`,
         'loginctl enable-linger "$USER"           # optional: keep it running while you are logged out',
       ];
-      print(opts, { path, home, unit, next }, () =>
+      await print(opts, { path, home, unit, next }, () =>
         [`wrote ${path}`, `Put OPENAI_API_KEY=… in ${join(home, 'daemon.env')} (chmod 600), then:`, ...next.map((l) => `  ${l}`)].join('\n'),
       );
     });

@@ -9,7 +9,7 @@ import { connectHttp, toCliError } from '../client.js';
 import { readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { loadFollow } from '../common.js';
 import { homeFiles } from '../home.js';
-import { EXIT } from '../output.js';
+import { EXIT, plural } from '../output.js';
 import { readProjectFile } from './project.js';
 import { renderBacklog } from './info.js';
 import { CliError } from '../../core/errors.js';
@@ -39,7 +39,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
     const { client } = connectHttp(homeFiles(home).socket);
     const imported = await client.project.import.mutate({ file: readProjectFile(example) });
     say(`$ combine project import examples/acme.json`);
-    say(`${imported.result} project ${imported.project_id}: ${imported.epics} epics`);
+    say(`${imported.result} project ${imported.project_id}: ${plural(imported.epics, 'epic')}`);
     say();
     say(`$ combine generate-all --project ${imported.project_id} --follow`);
     const r = await client.generate.all.mutate({ project_id: imported.project_id });
@@ -53,7 +53,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
     say();
     const verify = await client.ledger.verify.query();
     say(`$ combine ledger verify`);
-    say(verify.ok ? `ledger ok: ${verify.entries} entries, chain head ${verify.head_hash}` : 'ledger verification FAILED');
+    say(verify.ok ? `ledger ok: ${plural(verify.entries, 'entry', 'entries')}, chain head ${verify.head_hash}` : 'ledger verification FAILED');
     say();
     say(`done in ${((systemClock.now() - started) / 1000).toFixed(1)}s; ${sim.calls.length} simulated provider calls.`);
     if (opts.json) {

@@ -34,7 +34,7 @@ export function pruneCommand(getHome: () => string): Command {
     const r = await withDaemon(getHome(), opts, ({ client }) =>
       client.prune.mutate({ older_than_ms: ms, dry_run: opts.dryRun ?? false }, { signal: AbortSignal.timeout(PRUNE_TIMEOUT_MS) }),
     );
-    print(opts, r, () =>
+    await print(opts, r, () =>
       [
         `${r.dry_run ? 'would remove' : 'removed'} ${r.threads} closed thread(s) closed before ${r.cutoff}:`,
         `  ${r.work_items} work item(s), ${r.ledger_entries} ledger entries under ${r.checkpoints} checkpoint(s)`,

@@ -76,7 +76,7 @@ export function replayCommand(getHome: () => string): Command {
     const r = await withDaemon(getHome(), opts, ({ client }, signal) =>
       client.replay.mutate({ thread_id: threadId, apply: !!opts.apply, response_seq: seq }, { signal }),
     );
-    print(opts, r, () => render(r));
+    await print(opts, r, () => render(r));
     if (!r.replayed.ok) process.exitCode = EXIT.FAILED;
   });
 }

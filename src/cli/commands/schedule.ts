@@ -93,7 +93,7 @@ export function scheduleCommand(getHome: () => string): Command {
         { signal },
       ),
     );
-    print(opts, s, () => `${describeSchedule(s)}\n  upcoming  ${s.upcoming.map((t) => shortTime(t)).join(', ')} UTC`);
+    await print(opts, s, () => `${describeSchedule(s)}\n  upcoming  ${s.upcoming.map((t) => shortTime(t)).join(', ')} UTC`);
   });
 
   withCommonOptions(
@@ -104,7 +104,7 @@ export function scheduleCommand(getHome: () => string): Command {
       .addHelpText('after', '\nExamples:\n  combine schedule list\n  combine schedule list --all --json'),
   ).action(async (opts: CommonOptions & { all?: boolean }) => {
     const list = await withDaemon(getHome(), opts, ({ client }, signal) => client.schedule.list.query({ all: !!opts.all }, { signal }));
-    print(opts, list, () => schedulesTable(list));
+    await print(opts, list, () => schedulesTable(list));
   });
 
   const verbs = [
@@ -121,7 +121,7 @@ export function scheduleCommand(getHome: () => string): Command {
         .addHelpText('after', `\nExample:\n  combine schedule ${verb} 3f2c9a1e-…`),
     ).action(async (scheduleId: string, opts: CommonOptions) => {
       const s = await withDaemon(getHome(), opts, ({ client }, signal) => client.schedule[verb].mutate({ schedule_id: scheduleId }, { signal }));
-      print(opts, s, () => describeSchedule(s));
+      await print(opts, s, () => describeSchedule(s));
     });
   }
 
@@ -138,7 +138,7 @@ export function scheduleCommand(getHome: () => string): Command {
     const runs = await withDaemon(getHome(), opts, ({ client }, signal) =>
       client.schedule.runs.query({ schedule_id: scheduleId ?? null, limit }, { signal }),
     );
-    print(opts, runs, () => runsTable(runs));
+    await print(opts, runs, () => runsTable(runs));
   });
   return cmd;
 }

@@ -85,6 +85,8 @@ export interface LimitsConfig {
   api: ServerLimits;
   /** Values never recorded anywhere: the API key, the endpoint's password, the values of `redact.env`. */
   secrets: string[];
+  /** The names in `redact.env` (for `config show`; their values are in `secrets`). */
+  redactEnv: string[];
   logLevel: LogLevel;
 }
 
@@ -108,6 +110,7 @@ export function resolveLimits(file: LimitsFile, env: NodeJS.ProcessEnv, p: { api
       maxImportBytes: a.max_import_bytes ?? DEFAULT_SERVER_LIMITS.maxImportBytes,
     },
     secrets: configuredSecrets(file, env, p),
+    redactEnv: [...(file.redact?.env ?? [])],
     logLevel: level as LogLevel,
   };
 }

@@ -55,7 +55,9 @@ export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate
 export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRow, usage: Usage | null, priceOf: PriceOf): void {
   const charge = getOpenCharge(tx.db, item.id);
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
-  const cost = usage ? costUsd(priceOf(charge.model), usage.prompt_tokens, usage.completion_tokens) : null;
+  // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
+  const price = priceOf(charge.model);
+  const cost = usage && price ? costUsd(price, usage.prompt_tokens, usage.completion_tokens) : null;
   settleChargeFromResponse(tx.db, {
     id: charge.id,
     status: usage ? 'settled' : 'in_doubt',
@@ -72,7 +74,7 @@ export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRo
     project_id: charge.project_id,
     day: charge.day,
     tokens: usage.total_tokens - charge.reserved_tokens,
-    cost_usd: cost! - charge.reserved_cost_usd,
+    cost_usd: (cost ?? 0) - charge.reserved_cost_usd,
   });
   if (usage.total_tokens < charge.reserved_tokens) freeHeadroom(tx, item);
 }

@@ -214,7 +214,8 @@ export function finishAnswer(
     ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
-  markChargeApplied(tx.db, response.seq);
+  // A replayed answer is the original paid call's: that call was not wasted after all.
+  markChargeApplied(tx.db, recorded.replay_of ?? response.seq);
   markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
   releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });

@@ -12,6 +12,7 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import { SCHEDULE_ALIASES } from '../../operations/builtin/index.js';
 import type { Tx } from '../engine/tx.js';
 import { checkInput, requireOperation } from '../services/submit.js';
+import { resolveScheduleId } from '../services/id-resolver.js';
 import { scheduledRequest } from './request.js';
 import type { Scheduler } from './scheduler.js';
 import { runView, scheduleView, type RunView, type ScheduleView } from './views.js';
@@ -70,6 +71,11 @@ export class ScheduleService {
     this.scheduler.wake();
     const now = this.clock.now();
     return { ...scheduleView(this.db, row, now), upcoming: nextFireTimes(row, now, 3).map((t) => new Date(t).toISOString()) };
+  }
+
+  /** The schedule a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
+  scheduleId(text: string): string {
+    return resolveScheduleId(this.db, text);
   }
 
   list(includeRemoved: boolean): ScheduleView[] {

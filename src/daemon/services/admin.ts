@@ -5,7 +5,7 @@
 import type { Clock } from '../../core/clock.js';
 import { VERSION } from '../../core/version.js';
 import type { Logger } from '../../core/logger.js';
-import { sumCallUsage } from '../../db/call-records.js';
+import { sumAllUsage } from '../../db/charges.js';
 import type { Db } from '../../db/connection.js';
 import { countThreadsByStatus } from '../../db/threads.js';
 import { countWorkItemsByStatus } from '../../db/work-items.js';
@@ -69,7 +69,8 @@ export class AdminService {
 
   stats() {
     const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
-    const usage = sumCallUsage(this.d.db);
+    // The same definition of a call as `usage` and `thread`: one that reached the provider and may be billed.
+    const usage = sumAllUsage(this.d.db);
     return {
       threads: byStatus(countThreadsByStatus(this.d.db)),
       work_items: byStatus(countWorkItemsByStatus(this.d.db)),

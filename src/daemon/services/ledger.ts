@@ -5,11 +5,11 @@
 import type { Clock } from '../../core/clock.js';
 import { CommandError } from '../../core/errors.js';
 import type { Db } from '../../db/connection.js';
-import { getThread } from '../../db/threads.js';
 import { exportLedger, importLedger } from '../../ledger/transfer.js';
 import { verifyLedger } from '../../ledger/verify.js';
 import type { Write } from '../engine/tx.js';
-import { threadLedgerView } from '../views.js';
+import { MAX_LEDGER_VIEW_ENTRIES, threadLedgerView } from '../views.js';
+import { resolveThreadId } from './id-resolver.js';
 
 export class LedgerService {
   constructor(
@@ -18,10 +18,16 @@ export class LedgerService {
     private readonly clock: Clock,
   ) {}
 
-  /** A thread's entries, oldest first. */
-  thread(threadId: string) {
-    if (!getThread(this.db, threadId)) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    return threadLedgerView(this.db, threadId);
+  /** A thread's entries (and its children's), oldest first; `typedId` as the user typed it (id-resolver.ts). */
+  thread(typedId: string) {
+    const threadId = resolveThreadId(this.db, typedId);
+    const view = threadLedgerView(this.db, threadId);
+    if (view) return view;
+    throw new CommandError(
+      'BAD_REQUEST',
+      `thread ${threadId} and its children have more than ${MAX_LEDGER_VIEW_ENTRIES} ledger entries: read one child at a time (combine thread ${threadId} lists them), or write them all with \`combine ledger export ${threadId}\``,
+      'TOO_MANY_ENTRIES',
+    );
   }
 
   verify() {
@@ -29,7 +35,8 @@ export class LedgerService {
   }
 
   export(scope: { threadId: string | null; projectId: string | null }) {
-    return exportLedger(this.db, scope, this.clock.now());
+    const threadId = scope.threadId === null ? null : resolveThreadId(this.db, scope.threadId);
+    return exportLedger(this.db, { ...scope, threadId }, this.clock.now());
   }
 
   /** Verifies the whole file first; imports all of it in one transaction, or nothing. */

@@ -22,7 +22,8 @@ import { operationDetailView, operationSummaryView } from './operation-views.js'
 import { requireOperation, submitOperation } from './submit.js';
 import { dryRun } from './usage-views.js';
 import type { DaemonConfig } from '../config/config.js';
-import { threadDetailView, threadView, type CommandView, type ThreadView } from '../views.js';
+import { childViews, threadDetailView, threadView, type CommandView, type ThreadView } from '../views.js';
+import { resolveThreadId } from './id-resolver.js';
 
 /** What a user's request says besides what it asks for; the daemon adds its own limits (max_queued). */
 export interface RequestOptions {
@@ -31,6 +32,9 @@ export interface RequestOptions {
   deadlineMs: number | null;
   createdBy: string | null;
 }
+
+/** `threads` filters as clients pass them: ids as typed (resolved by `list`), an age instead of a time. */
+export type ThreadsQuery = Omit<ThreadListFilter, 'since'> & { sinceMs?: number | null };
 
 export interface ThreadServiceDeps {
   db: Db;
@@ -72,7 +76,25 @@ export class ThreadService {
     return this.run(operation, input, o);
   }
 
-  async retry(threadId: string): Promise<ThreadView> {
+  /** The thread a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
+  threadId(text: string): string {
+    return resolveThreadId(this.d.db, text);
+  }
+
+  /** A page cursor names a thread the previous page listed: an unknown one is bad input, not a missing thing. */
+  private cursorThreadId(text: string): string {
+    try {
+      return this.threadId(text);
+    } catch (err) {
+      if (err instanceof CommandError && err.kind === 'NOT_FOUND') {
+        throw new CommandError('BAD_REQUEST', `cursor: no thread "${text}" (pass the thread_id of the last thread of the previous page)`);
+      }
+      throw err;
+    }
+  }
+
+  async retry(typedId: string): Promise<ThreadView> {
+    const threadId = this.threadId(typedId);
     const t = await this.d.write((tx) => retryThread(tx, this.ops, threadId, this.d.config.flow.maxQueued));
     // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
     this.d.engine.releaseRateLimitHold();
@@ -80,14 +102,16 @@ export class ThreadService {
   }
 
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
-  async replay(threadId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+  async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+    const threadId = this.threadId(typedId);
     if (!o.apply) return planReplay(this.d.db, this.ops, threadId, o.responseSeq);
     const r = await this.d.write((tx) => applyReplay(tx, this.ops, threadId, o.responseSeq));
     this.d.engine.wake();
     return r;
   }
 
-  async cancel(threadId: string): Promise<ThreadView> {
+  async cancel(typedId: string): Promise<ThreadView> {
+    const threadId = this.threadId(typedId);
     const r = await this.d.write((tx) => cancelThread(tx, this.d.ctx, threadId));
     this.d.engine.abort(r.abort);
     return threadView(this.d.db, r.thread);
@@ -112,22 +136,33 @@ export class ThreadService {
   }
 
   /** `combine thread <id>`: the thread, its work items, and why it waits (a hold) or is held in doubt. */
-  get(threadId: string) {
-    const t = getThread(this.d.db, threadId);
-    if (!t) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
+  get(typedId: string) {
+    const t = getThread(this.d.db, this.threadId(typedId))!;
     const hold = holdOf(this.d.db, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
     return { ...threadDetailView(this.d.db, t), in_doubt: inDoubtOf(this.d.db, t), hold };
   }
 
-  list(f: ThreadListFilter): ThreadView[] {
-    if (f.afterThreadId != null && !getThread(this.d.db, f.afterThreadId)) {
-      throw new CommandError('BAD_REQUEST', `cursor: no thread "${f.afterThreadId}" (pass the thread_id of the last thread of the previous page)`);
-    }
-    return listThreads(this.d.db, f).map((t) => threadView(this.d.db, t));
+  /** An orchestration's children with their latest error (empty for a thread without children). */
+  children(typedId: string) {
+    return childViews(this.d.db, this.threadId(typedId));
   }
 
-  /** Streams a thread's events (and its children's) until it ends; see follow-stream.ts. */
-  follow(threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    return followThread(this.d.db, this.d.bus, threadId, signal);
+  /**
+   * Newest first, one page. `parentId` and `afterThreadId` (the last thread of the previous page) are
+   * ids as typed — whole, short or a unique prefix — and resolved here; `sinceMs`: created within it.
+   */
+  list(f: ThreadsQuery): ThreadView[] {
+    const { sinceMs, ...filter } = f;
+    return listThreads(this.d.db, {
+      ...filter,
+      parentId: f.parentId != null ? this.threadId(f.parentId) : null,
+      afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
+      since: sinceMs != null ? this.d.clock.now() - sinceMs : null,
+    }).map((t) => threadView(this.d.db, t));
+  }
+
+  /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
+  async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+    yield* followThread(this.d.db, this.d.bus, this.threadId(typedId), signal);
   }
 }

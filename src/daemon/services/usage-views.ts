@@ -10,6 +10,7 @@ import { estimateCall, utcDay } from '../../domain/budget.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { childInputs, renderRequest, targetOf } from '../../operations/runtime.js';
 import { redactedConfig, type DaemonConfig } from '../config/config.js';
+import { configFileView } from '../config/file-view.js';
 import { budgetFor } from '../config/flow.js';
 import { documentsOf, promptContextFor } from '../engine/operation-context.js';
 import { checkInput, refusal, requireOperation } from './submit.js';
@@ -30,6 +31,9 @@ const ZERO: UsageTotals = {
   in_doubt_cost_usd: 0,
   reserved_calls: 0,
   reserved_tokens: 0,
+  unpriced_calls: 0,
+  unpriced_wasted_calls: 0,
+  unpriced_in_doubt_calls: 0,
 };
 
 function add(a: UsageTotals, b: UsageTotals): UsageTotals {
@@ -51,7 +55,7 @@ export function usageReport(db: Db, config: DaemonConfig, projectId: string | nu
     const spentTotal = sumProjectSpend(db, id, null);
     return { project_id: id, limits: budgetFor(config.flow, id), spent_today: spentToday, spent_total: spentTotal };
   });
-  return { day: today, rows: rows.map((r) => ({ ...r, ...usageView(r) })), totals: usageView(totals), budgets };
+  return { day: today, rows: rows.map((r) => ({ project_id: r.project_id, day: r.day, ...usageView(r) })), totals: usageView(totals), budgets };
 }
 
 /**
@@ -70,14 +74,16 @@ export function dryRun(db: Db, ops: OperationRegistry, config: DaemonConfig, nam
     const requests = inputs.map((i) => renderRequest(child, promptContextFor(db, projectId, i)!));
     const model = requests[0]?.model ?? child.params.model;
     const estimates = requests.map((r) => estimateCall(r, config.flow.prices[r.model]));
+    const priced = requests.every((r) => config.flow.prices[r.model] !== undefined);
     return {
       operation: op.name,
       project_id: projectId,
       model,
       calls: requests.length,
       estimated_max_tokens: estimates.reduce((n, e) => n + e.tokens, 0),
-      estimated_max_cost: Math.round(estimates.reduce((n, e) => n + e.cost_usd, 0) * 1e6) / 1e6,
-      priced: requests.every((r) => config.flow.prices[r.model] !== undefined),
+      // null, not 0, when a call's model has no price: the most it can cost is unknown.
+      estimated_max_cost: priced ? Math.round(estimates.reduce((n, e) => n + e.cost_usd, 0) * 1e6) / 1e6 : null,
+      priced,
       max_tokens_per_call: child.params.maxTokens,
     };
   } catch (err) {
@@ -85,7 +91,10 @@ export function dryRun(db: Db, ops: OperationRegistry, config: DaemonConfig, nam
   }
 }
 
-/** The effective configuration (defaults, config.json, environment), with the API key redacted. */
+/**
+ * The effective configuration (defaults, config.json, environment), with the API key redacted: the
+ * daemon's resolved settings, and under `file` the same in config.json's own shape, ready to paste.
+ */
 export function configView(config: DaemonConfig) {
-  return redactedConfig(config);
+  return { ...redactedConfig(config), file: configFileView(config) };
 }

@@ -22,8 +22,9 @@ function niceMax(x: number): number {
 }
 
 export function costChart(rows: Row[]): Html {
-  const byCost = rows.some((r) => r.cost_usd > 0);
-  const value = (r: Row) => (byCost ? r.cost_usd : r.total_tokens);
+  // Unpriced costs are null: chart tokens unless some cost is known.
+  const byCost = rows.some((r) => (r.cost_usd ?? 0) > 0);
+  const value = (r: Row) => (byCost ? (r.cost_usd ?? 0) : r.total_tokens);
   const label = (v: number) => (byCost ? usd(v) : `${Math.round(v)} tokens`);
   const axis = (v: number) => (byCost ? usd(v) : v >= 1000 ? `${+(v / 1000).toFixed(1)}k tokens` : `${Math.round(v)} tokens`);
   const days = [...new Set(rows.map((r) => r.day))].sort().slice(-MAX_DAYS);
