@@ -3,7 +3,7 @@
  * transition tables. Every status change in the database goes through a guarded UPDATE
  * (`WHERE id = ? AND status = ?`) whose target was first checked here and whose changed-row count is
  * checked after, so an illegal transition is a thrown error, never a silent write. The status columns
- * also carry CHECK constraints with these values (migration 0012).
+ * are also refused any other value by the database (migration 0014, CHECK triggers).
  */
 import { IllegalTransitionError } from '../core/errors.js';
 

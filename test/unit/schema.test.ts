@@ -52,3 +52,37 @@ describe('migrated schema', () => {
     expect(db.prepare('SELECT payload FROM llm_ledger_entries WHERE seq = 1').get()).toEqual({ payload: '{}' });
   });
 });
+
+describe('status columns', () => {
+  let dir: string;
+  let db: Db;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'cmb-schema-'));
+    db = openDatabase(join(dir, 'combine.db'));
+    applyMigrations(db);
+    db.prepare("INSERT INTO projects (id, name, created_at) VALUES ('p', 'P', 0)").run();
+  });
+  afterEach(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const insertThread = (status: string) =>
+    db
+      .prepare(
+        `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, idempotency_key, created_at)
+         VALUES ('t', 'k', 'project', 'p', '{}', ?, 'key', 0)`,
+      )
+      .run(status);
+
+  it('refuse a status outside the machine, on insert and on update, like a CHECK constraint', () => {
+    expect(() => insertThread('done')).toThrow(/CHECK constraint failed: llm_threads.status/);
+    insertThread('open');
+    expect(() => db.prepare("UPDATE llm_threads SET status = 'finished' WHERE id = 't'").run()).toThrow(/CHECK constraint failed: llm_threads.status/);
+    expect(db.prepare("SELECT status FROM llm_threads WHERE id = 't'").get()).toEqual({ status: 'open' });
+    for (const table of ['llm_work_items', 'llm_charges', 'schedules', 'schedule_runs']) {
+      const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name LIKE '%status_check%' ORDER BY name").all(table);
+      expect(triggers, table).toHaveLength(2);
+    }
+  });
+});
