@@ -5,7 +5,7 @@
  */
 import { runStatusesLeadingTo, SCHEDULE_TRANSITIONS, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
 import type { Db } from './connection.js';
-import type { ScheduleRow, ScheduleRunRow } from './schema.js';
+import type { ScheduleRow, ScheduleRunRow } from './schema-schedules.js';
 import { expectOneChange, prepared } from './statements.js';
 import { IllegalTransitionError, StaleStateError } from '../core/errors.js';
 

@@ -9,7 +9,7 @@
  * to the next fire time or the next stale stamp, never a fixed poll.
  */
 import type { Db } from '../../db/connection.js';
-import type { ScheduleRunRow } from '../../db/schema.js';
+import type { ScheduleRunRow } from '../../db/schema-schedules.js';
 import {
   claimSchedulePeriod,
   failUnstartedScheduleRun,

@@ -5,7 +5,7 @@
  */
 import type { Db } from '../../db/connection.js';
 import { getProject } from '../../db/projects.js';
-import type { ScheduleRow } from '../../db/schema.js';
+import type { ScheduleRow } from '../../db/schema-schedules.js';
 import { getSchedule, insertSchedule, listScheduleRuns, listSchedules, transitionSchedule } from '../../db/schedules.js';
 import { CATCH_UP_POLICIES, canTransitionSchedule, checkCron, nextFireTimes, type ScheduleStatus } from '../../domain/schedule.js';
 import type { OperationRegistry } from '../../operations/registry.js';

@@ -3,7 +3,7 @@
  * engine then leases, pays for and applies it with all its guarantees). One transaction: the thread,
  * its work items and the run's link to the thread commit together, so a run never has two threads.
  */
-import type { ScheduleRunRow } from '../../db/schema.js';
+import type { ScheduleRunRow } from '../../db/schema-schedules.js';
 import { getSchedule, getScheduleRun, linkScheduleRunThread } from '../../db/schedules.js';
 import { getThread } from '../../db/threads.js';
 import { PRIORITY_SCHEDULED } from '../../domain/operations.js';
