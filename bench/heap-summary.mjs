@@ -11,11 +11,11 @@ for (let i = 0; i < nodes.length; i += N) {
   const t = types[nodes[i + iType]]; let name = strings[nodes[i + iName]];
   if (t === 'string' || t === 'concatenated string' || t === 'sliced string') name = '(string)';
   else if (t === 'code') name = '(code)';
-  else if (t === 'array') name = '(array) ' + name.slice(0, 30);
+  else if (t === 'array') name = `(array) ${name.slice(0, 30)}`;
   else if (t === 'closure') name = '(closure)';
-  else if (t === 'hidden') name = '(hidden) ' + name.slice(0, 30);
-  else if (t === 'native') name = '(native) ' + name.slice(0, 40);
-  else name = t + ' ' + name.slice(0, 50);
+  else if (t === 'hidden') name = `(hidden) ${name.slice(0, 30)}`;
+  else if (t === 'native') name = `(native) ${name.slice(0, 40)}`;
+  else name = `${t} ${name.slice(0, 50)}`;
   const e = agg.get(name) ?? [0, 0]; e[0] += nodes[i + iSize]; e[1]++; agg.set(name, e); total += nodes[i + iSize];
 }
 console.log('total MiB', (total / 2 ** 20).toFixed(1));

@@ -15,4 +15,4 @@ for (let i = 0; i < prof.samples.length; i++) { const seen = new Set(); let id =
   while (id !== undefined) { const cf = byId.get(id).callFrame; const key = `${cf.functionName || '(anon)'} ${cf.url.replace(/.*\/(node_modules\/)?/, '')}:${cf.lineNumber}`;
     if (!seen.has(key)) { seen.add(key); incl.set(key, (incl.get(key) ?? 0) + d); } id = parent.get(id); } }
 const top = (m, k) => [...m].sort((a, b) => b[1] - a[1]).slice(0, k).map(([f, t]) => `${(100 * t / total).toFixed(1).padStart(5)}%  ${f}`).join('\n');
-console.log('SELF\n' + top(self, Number(process.argv[3] ?? 25)) + '\n\nINCLUSIVE\n' + top(incl, Number(process.argv[4] ?? 40)));
+console.log(`SELF\n${top(self, Number(process.argv[3] ?? 25))}\n\nINCLUSIVE\n${top(incl, Number(process.argv[4] ?? 40))}`);

@@ -34,18 +34,6 @@ export function describeTarget(t: ThreadView): string {
   return r.doc_type === 'story_backlog' ? `${r.project_id} (all epics)` : `${r.project_id} ${r.doc_type}`;
 }
 
-/**
- * What a child of an orchestration works on, read from its target_ref whatever the operation:
- * `{epic_id: "E3"}` → "epic E3", `{date: "2026-11-23"}` → "date 2026-11-23"; else its document type.
- */
-export function describeTargetRef(ref: object): string {
-  const fields = ref as Record<string, unknown>;
-  const parts = Object.entries(fields)
-    .filter(([k, v]) => k !== 'doc_type' && k !== 'project_id' && v !== undefined && v !== null)
-    .map(([k, v]) => `${k.replace(/_id$/, '')} ${String(v)}`);
-  return parts.join(', ') || String(fields.doc_type ?? 'target');
-}
-
 export function describeChildren(t: ThreadView): string {
   if (!t.child_summary) return '';
   return Object.entries(t.child_summary)

@@ -9,9 +9,8 @@ import cliProgress from 'cli-progress';
 import type { FollowMessage } from '../daemon/services/follow-stream.js';
 import type { ThreadView } from '../daemon/views.js';
 import { connectHttp, toCliError } from './client.js';
-import { describeTargetRef } from './common.js';
 import { homeFiles } from './home.js';
-import { color, errColor, plural, printJsonLine, shortId, statusText, truncate } from './output.js';
+import { color, describeTargetRef, errColor, plural, printJsonLine, shortId, statusText, truncate } from './output.js';
 import { connectWithSubscriptions } from './subscriptions.js';
 
 const TERMINAL = new Set(['complete', 'failed', 'canceled']);
@@ -141,7 +140,8 @@ export async function followThread(home: string, threadId: string, opts: { json?
       return;
     }
     if (msg.event === 'thread' && msg.parent_thread_id === threadId) {
-      return ui.progress?.childStatus(msg.thread_id, describeTargetRef(msg.target_ref), msg.status);
+      ui.progress?.childStatus(msg.thread_id, describeTargetRef(msg.target_ref), msg.status);
+      return;
     }
     if (ui.progress) return;
     const at = 'created_at' in msg && typeof msg.created_at === 'string' ? msg.created_at : undefined;

@@ -30,7 +30,8 @@ async function main(): Promise<void> {
   }
   try {
     await program.parseAsync(process.argv);
-  } catch (err) {
+  } catch (caught) {
+    let err = caught;
     if (err instanceof CommanderError) {
       process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? EXIT.OK : EXIT.USAGE;
       return;

@@ -92,7 +92,7 @@ async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<vo
 export async function runDaemon(opts: RunOptions): Promise<void> {
   const env = opts.env ?? process.env;
   ensureHome(opts.home);
-  let config;
+  let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig(opts.home, env);
   } catch (err) {
@@ -113,7 +113,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
       2,
     );
   }
-  let lock;
+  let lock: ReturnType<typeof acquireHomeLock>;
   try {
     lock = acquireHomeLock(opts.home);
   } catch (err) {

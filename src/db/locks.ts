@@ -37,10 +37,6 @@ export function getLock(db: Db, scope: string): LockRow | undefined {
   return prepared(db, 'SELECT * FROM locks WHERE scope = ?').get(scope) as LockRow | undefined;
 }
 
-export function listLocks(db: Db): LockRow[] {
-  return prepared(db, 'SELECT * FROM locks ORDER BY scope').all() as LockRow[];
-}
-
 /**
  * Releases every lock `owner` holds (an orchestration ending, a thread canceled); returns how many. Not
  * an error when it is none: a canceled work thread's locks are its items', and an orchestration's lock

@@ -80,7 +80,9 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
   if (partial) where.push(partial.sql);
   if (statuses && statuses.length < (partial?.statuses.length ?? Infinity)) {
     where.push(`status IN (${statuses.map((_, i) => `@status${i}`).join(', ')})`);
-    statuses.forEach((s, i) => (params[`status${i}`] = s));
+    statuses.forEach((s, i) => {
+      params[`status${i}`] = s;
+    });
   }
   if (f.projectId != null) {
     where.push('space_id = @project');

@@ -151,7 +151,10 @@ export class Writer<E = never> {
         }
         this.opts.onCommit?.({ writes: batch.length, commitMs });
         if (events.length > 0) this.opts.publish?.(events);
-        outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.value) : batch[i]!.reject(o.error)));
+        outcomes.forEach((o, i) => {
+          if (o.ok) batch[i]!.resolve(o.value);
+          else batch[i]!.reject(o.error);
+        });
         return;
       } catch (err) {
         lastErr = err;

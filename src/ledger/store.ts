@@ -81,12 +81,6 @@ export function listLedgerForThreadFamily(db: Db, threadId: string, limit = -1):
   ).all({ id: threadId, limit }) as LedgerRow[];
 }
 
-export function listLedgerForWorkItem(db: Db, workItemId: string): LedgerRow[] {
-  return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE work_item_id = ? ORDER BY seq').all(
-    workItemId,
-  ) as LedgerRow[];
-}
-
 /** The work item's most recent entry: tells recovery how far an interrupted item got. */
 export function getLastLedgerEntryForWorkItem(db: Db, workItemId: string): LedgerRow | undefined {
   return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE work_item_id = ? ORDER BY seq DESC LIMIT 1').get(

@@ -7,7 +7,7 @@
 import type { ModelParams } from '../domain/prompts.js';
 import type { RetryPolicy } from '../domain/retry.js';
 import type { OperationDefinition, Priority } from './api.js';
-import { type ValidDefinition } from './validate.js';
+import type { ValidDefinition } from './validate.js';
 import { OperationDefinitionError } from '../core/errors.js';
 import { UnknownOperationError } from '../core/errors.js';
 

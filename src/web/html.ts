@@ -25,7 +25,9 @@ function render(v: Value): string {
 
 export function html(strings: TemplateStringsArray, ...values: Value[]): Html {
   let out = strings[0]!;
-  values.forEach((v, i) => (out += render(v) + strings[i + 1]!));
+  values.forEach((v, i) => {
+    out += render(v) + strings[i + 1]!;
+  });
   return new Html(out);
 }
 

@@ -28,7 +28,7 @@ export function httpRequest(port: number, method: string, path: string, headers:
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown = undefined;
+        let json: unknown ;
         try {
           json = JSON.parse(text);
         } catch {

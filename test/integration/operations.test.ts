@@ -109,7 +109,10 @@ describe('metrics over HTTP', () => {
     if (external) {
       const refused = await new Promise<boolean>((resolve) => {
         const s = net.connect(port, external.address);
-        s.once('connect', () => (s.destroy(), resolve(false)));
+        s.once('connect', () => {
+          s.destroy();
+          resolve(false);
+        });
         s.once('error', () => resolve(true));
       });
       expect(refused).toBe(true);

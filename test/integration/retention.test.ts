@@ -37,7 +37,7 @@ async function metricsText(): Promise<string> {
 }
 
 describe('a long history', () => {
-  let keepers: CommandJson[] = [];
+  const keepers: CommandJson[] = [];
   let keeperLedgers: unknown[] = [];
   let last: ThreadJson;
   let seriesBefore = 0;

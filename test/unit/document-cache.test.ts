@@ -52,7 +52,12 @@ describe('parsed-document cache', () => {
 
   it('reads the stored version after a rolled-back write', async () => {
     const writer = new Writer(db, { onRollback: () => forgetDocuments(db) });
-    await expect(writer.write((d) => (bump(d, 1, 99), d.prepare('SELECT * FROM no_such_table').get()))).rejects.toThrow();
+    await expect(
+      writer.write((d) => {
+        bump(d, 1, 99);
+        return d.prepare('SELECT * FROM no_such_table').get();
+      }),
+    ).rejects.toThrow();
     expect(readParsedDocument(db, 'p', 'story_backlog', parse)).toMatchObject({ version: 1, value: { n: 1 } });
   });
 

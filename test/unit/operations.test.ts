@@ -9,7 +9,7 @@ import { join, relative } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/connection.js';
-import { acquireLock, listLocks, releaseOrphanedLocks } from '../../src/db/locks.js';
+import { acquireLock, releaseOrphanedLocks } from '../../src/db/locks.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { compileSchema } from '../../src/operations/json-schema.js';
 import { validateDefinition } from '../../src/operations/validate.js';
@@ -99,7 +99,7 @@ describe('locks', () => {
         expect(acquireLock(db, { scope, owner: `gone-${scope}`, now: 1, expires_at: null })).toBe(true);
       }
       expect(releaseOrphanedLocks(db).sort()).toEqual(['briefing:p:2026-03-01', 'epic:p:E1', 'project:p', 'release_notes:p:1.2.0']);
-      expect(listLocks(db)).toEqual([]);
+      expect(db.prepare('SELECT * FROM locks').all()).toEqual([]);
     } finally {
       db.close();
       rmSync(dir, { recursive: true, force: true });

@@ -3,9 +3,9 @@ import { closeSync, constants, fchmodSync, openSync, readFileSync, renameSync, u
 import { basename, dirname, join } from 'node:path';
 import { Command } from 'commander';
 import type { DaemonClient } from '../client.js';
-import { describeTargetRef, withCommonOptions, type CommonOptions } from '../common.js';
+import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { color, EXIT, plural, print, shortId, statusText, table, when } from '../output.js';
+import { color, describeTargetRef, EXIT, plural, print, shortId, statusText, table, when } from '../output.js';
 import { CliError } from '../../core/errors.js';
 
 /** Export and import move whole threads' records; give them more time than an ordinary call. */
@@ -115,7 +115,7 @@ export function ledgerCommand(getHome: () => string): Command {
       ({ client }, signal) => client.ledger.export.query({ thread_id: threadId ?? null, project_id: opts.project ?? null }, { signal }),
       TRANSFER_TIMEOUT_MS,
     );
-    const text = r.lines.join('\n') + '\n';
+    const text = `${r.lines.join('\n')}\n`;
     for (const id of r.skipped) process.stderr.write(`combine: skipped thread ${id}: it is still running\n`);
     if (opts.out === undefined) {
       process.stdout.write(text);

@@ -3,11 +3,11 @@ import { Command } from 'commander';
 import { parseDurationMs } from '../../domain/duration.js';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import { distinctShortIds } from '../../domain/short-id.js';
-import { describeChildren, describeTarget, describeTargetRef, exitCodeFor, threadsTable, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
+import { describeChildren, describeTarget, exitCodeFor, threadsTable, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
 import type { DaemonClient } from '../client.js';
 import { withDaemon } from '../daemon-control.js';
 import { describeUsage } from '../money.js';
-import { color, EXIT, print, shortId, statusCell, statusText, table, when } from '../output.js';
+import { color, describeTargetRef, EXIT, print, shortId, statusCell, statusText, table, when } from '../output.js';
 import { CliError } from '../../core/errors.js';
 
 interface ThreadsOptions extends CommonOptions {

@@ -94,7 +94,7 @@ export function applyThreadAnswer(
   const target = threadTarget(thread);
   const key = target.key ?? '';
   const documents = documentsOf(db, target.project_id);
-  let planned;
+  let planned: ReturnType<typeof planMutation>;
   try {
     planned = planMutation(op, {
       current: documents.get(target.doc_type, key),

@@ -5,7 +5,7 @@
  * field, and anything else is a 500 whose cause goes to the log, not to the client.
  */
 import { STATUS_CODES } from 'node:http';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { CommandError } from '../../core/errors.js';
 import { type FieldError, HttpProblem } from '../../core/errors.js';
 

@@ -5,7 +5,7 @@
  * `/openapi.json` is generated from this table.
  */
 import type { IncomingMessage } from 'node:http';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { Services } from '../services/index.js';
 import { badInput } from './problem.js';
 import { DEFAULT_SERVER_LIMITS } from '../runtime/server-limits.js';
@@ -57,7 +57,9 @@ export function compilePath(template: string): (path: string) => Record<string, 
     if (!m) return null;
     const out: Record<string, string> = {};
     try {
-      names.forEach((n, i) => (out[n] = decodeURIComponent(m[i + 1]!)));
+      names.forEach((n, i) => {
+        out[n] = decodeURIComponent(m[i + 1]!);
+      });
     } catch {
       return null; // a malformed %-escape matches nothing
     }

@@ -73,7 +73,8 @@ const named = <T extends z.ZodType>(name: string, schema: T): T => {
 };
 const iso = z.string().describe('ISO 8601 time, UTC');
 
-export const problemSchema = named(
+// Registered as a component (every error answer refers to it), never read by name here.
+named(
   'Problem',
   z.looseObject({
     type: z.string(),
@@ -190,6 +191,7 @@ type Known<T> = T extends readonly unknown[]
     ? { [K in keyof T as string extends K ? never : K]: Known<T[K]> }
     : T;
 type Documents<View extends Known<z.infer<Schema>>, Schema extends z.ZodType> = [View, Schema];
+/** @public Read by the compiler only: it fails the build when a view and its schema drift apart. */
 export type ViewsMatchSchemas = [
   Documents<ThreadView, typeof threadSchema>,
   Documents<CommandView, typeof commandSchema>,

@@ -35,7 +35,7 @@ export interface RunStartOptions {
  */
 export function startScheduledRun(tx: Tx, o: RunStartOptions, run: ScheduleRunRow): StartOutcome {
   const current = getScheduleRun(tx.db, run.id);
-  if (!current || current.status !== 'pending' || current.claim_owner !== run.claim_owner || current.claimed_at !== run.claimed_at) {
+  if (current?.status !== 'pending' || current.claim_owner !== run.claim_owner || current.claimed_at !== run.claimed_at) {
     return 'lost';
   }
   if (current.thread_id) {

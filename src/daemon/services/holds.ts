@@ -42,7 +42,7 @@ export function inDoubtOf(db: Db, thread: ThreadRow): InDoubtView | null {
 /** `parkedUntil`: when the model's rate-limit hold ends (null: not held). */
 export function holdOf(db: Db, thread: ThreadRow, parkedUntil: number | null, now: number): HoldView | null {
   const item = getLatestWorkItem(db, thread.id);
-  if (!item || item.status !== 'queued') return null;
+  if (item?.status !== 'queued') return null;
   const until = Math.max(item.not_before, parkedUntil ?? 0);
   if (until <= now) return null;
   const rateLimited = (parkedUntil !== null && parkedUntil > now) || item.error_code === 'PROVIDER_RATE_LIMIT';
