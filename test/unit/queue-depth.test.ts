@@ -42,7 +42,7 @@ describe('queue depth', () => {
       ['a back in the queue for a retry', () => setStatus('a', 'queued'), 3],
       ['b set to queued again (no change)', () => setStatus('b', 'queued'), 3],
       ['an update that leaves status alone', () => db.prepare("UPDATE llm_work_items SET not_before = 5 WHERE id = 'c'").run(), 3],
-      ['c canceled', () => setStatus('c', 'canceled'), 2],
+      ['c canceled (a canceled item ends failed)', () => setStatus('c', 'failed'), 2],
       ['a queued item deleted', () => db.prepare("DELETE FROM llm_work_items WHERE id = 'b'").run(), 1],
       ['a finished item deleted', () => db.prepare("DELETE FROM llm_work_items WHERE id = 'd'").run(), 1],
     ];
