@@ -10,12 +10,17 @@
  * The codes the engine records (PROVIDER_TIMEOUT, …) are data, not classes: see domain/errors.ts.
  */
 
-/** A refused command: `kind` decides the CLI's exit code (bad input → 2, conflict with state → 1) and the HTTP status. */
+/**
+ * A refused command: `kind` decides the CLI's exit code (bad input → 2, conflict with state → 1) and the
+ * HTTP status. `fields`: for bad input, each field named with what is wrong with it (HTTP lists them in
+ * `errors`).
+ */
 export class CommandError extends Error {
   constructor(
     readonly kind: 'BAD_REQUEST' | 'NOT_FOUND' | 'CONFLICT',
     message: string,
     readonly code?: string,
+    readonly fields?: readonly { field: string; message: string }[],
   ) {
     super(message);
     this.name = 'CommandError';

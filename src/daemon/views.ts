@@ -202,3 +202,8 @@ export function documentView(doc: DocumentRow) {
   };
 }
 export type DocumentView = ReturnType<typeof documentView>;
+
+/** A document in a project's list: which one, its version and when it changed (no content). */
+export function documentHeadView(doc: Omit<DocumentRow, 'content'>) {
+  return { project_id: doc.project_id, doc_type: doc.doc_type, key: doc.doc_key === '' ? null : doc.doc_key, version: doc.version, updated_at: iso(doc.updated_at)! };
+}

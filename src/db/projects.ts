@@ -50,6 +50,17 @@ export function getLatestKeyedDocument(db: Db, projectId: string, docType: strin
   ).get(projectId, docType) as DocumentRow | undefined;
 }
 
+/**
+ * A project's documents without their content, by type, the greatest key first within a type (for
+ * dates: the newest briefing), at most `limit`. Sorts only the project's rows (the unique index finds them).
+ */
+export function listDocumentHeads(db: Db, projectId: string, limit: number): Omit<DocumentRow, 'content'>[] {
+  return prepared(db, 'SELECT id, project_id, doc_type, doc_key, version, updated_at FROM documents WHERE project_id = ? ORDER BY doc_type, doc_key DESC LIMIT ?').all(
+    projectId,
+    limit,
+  ) as Omit<DocumentRow, 'content'>[];
+}
+
 export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
 
 /** A document without its content (which can be large): enough to check a cache. `key` '' is the type's one document. */

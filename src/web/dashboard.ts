@@ -11,14 +11,16 @@ import type { Services } from '../daemon/services/index.js';
 import type { Dashboard } from '../daemon/http/server.js';
 import type { Problem } from '../daemon/http/problem.js';
 import { compilePath, parseWith } from '../daemon/http/routes.js';
-import { threadsQuery } from '../daemon/http/schemas.js';
+import { documentQuery, threadsQuery } from '../daemon/http/schemas.js';
 import { html, layout, type Html } from './html.js';
-import { healthPage, schedulesPage } from './pages/operations.js';
+import { healthPage, schedulesPage } from './pages/daemon.js';
+import { documentPage } from './pages/documents.js';
+import { operationPage, operationsPage } from './pages/operations.js';
 import { projectPage, projectsPage } from './pages/projects.js';
 import { threadPage, threadsPage } from './pages/threads.js';
 import { usagePage } from './pages/usage.js';
 
-type Page = { title: string; body: Html };
+type Page = { title: string; body: Html; live?: boolean };
 type Render = (services: Services, params: Record<string, string>, query: URLSearchParams) => Page | Promise<Page>;
 
 /** An empty form field means "any": dropped before the query is validated. */
@@ -30,6 +32,13 @@ const PAGES: { path: string; section: string; render: Render }[] = [
   { path: '/', section: 'Projects', render: (services) => projectsPage(services) },
   { path: '/projects', section: 'Projects', render: (services) => projectsPage(services) },
   { path: '/projects/{project_id}', section: 'Projects', render: (services, p) => projectPage(services, p.project_id!) },
+  {
+    path: '/projects/{project_id}/documents/{doc_type}',
+    section: 'Projects',
+    render: (services, p, q) => documentPage(services, p.project_id!, p.doc_type!, parseWith('query', documentQuery, filled(q)).key ?? null),
+  },
+  { path: '/operations', section: 'Operations', render: (services, _p, q) => operationsPage(services, q) },
+  { path: '/operations/{operation}', section: 'Operations', render: (services, p, q) => operationPage(services, p.operation!, q) },
   { path: '/threads', section: 'Threads', render: (services, _p, q) => threadsPage(services, parseWith('query', threadsQuery, filled(q))) },
   { path: '/threads/{thread_id}', section: 'Threads', render: (services, p) => threadPage(services, p.thread_id!) },
   { path: '/usage', section: 'Usage', render: (services) => usagePage(services) },
@@ -57,8 +66,8 @@ export function createDashboard(): Dashboard {
       for (const p of compiled) {
         const params = p.match(path);
         if (!params) continue;
-        const { title, body } = await p.render(services, params, query);
-        return layout({ title, section: p.section, body, version: VERSION });
+        const { title, body, live } = await p.render(services, params, query);
+        return layout({ title, section: p.section, body, version: VERSION, live });
       }
       return null;
     },

@@ -57,13 +57,27 @@ export function actionButton(label: string, post: string, body: unknown, o: { di
 
 const NAV = [
   ['/', 'Projects'],
+  ['/operations', 'Operations'],
   ['/threads', 'Threads'],
   ['/usage', 'Usage'],
   ['/schedules', 'Schedules'],
   ['/health', 'Health'],
 ] as const;
 
-export function layout(o: { title: string; section: string; body: Html; version: string }): string {
+/** The page of a project's document (a thread's target, a row of the project's documents). */
+export function documentHref(d: { project_id: string; doc_type: string; key?: string | null }): string {
+  const path = `/projects/${encodeURIComponent(d.project_id)}/documents/${encodeURIComponent(d.doc_type)}`;
+  return d.key ? `${path}?key=${encodeURIComponent(d.key)}` : path;
+}
+
+/** JSON shown to a person: pretty, and cut at `max` characters with a pointer to the JSON API. */
+export function prettyJson(v: unknown, max: number, whole: string): string {
+  const text = typeof v === 'string' ? v : JSON.stringify(v, null, 2);
+  return text.length > max ? `${text.slice(0, max)}\n… (${text.length - max} more characters: ${whole} has all)` : text;
+}
+
+/** `live: false`: the page is not refreshed (it holds a form whose typing a refresh would lose). */
+export function layout(o: { title: string; section: string; body: Html; version: string; live?: boolean }): string {
   return `<!doctype html>${html`<html lang="en">
 <head>
 <meta charset="utf-8">
@@ -78,7 +92,7 @@ export function layout(o: { title: string; section: string; body: Html; version:
   <nav aria-label="Sections">${NAV.map(([href, label]) => html`<a href="${href}"${label === o.section ? new Html(' aria-current="page"') : ''}>${label}</a>`)}</nav>
 </header>
 <div id="flash" role="alert" hidden></div>
-<main id="live" data-live>
+<main id="live"${o.live === false ? '' : new Html(' data-live')}>
 ${o.body}
 </main>
 <footer>combine ${o.version} · state from threads and documents, refreshed every 1.5 s · <a href="/openapi.json">API</a></footer>

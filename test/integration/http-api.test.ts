@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiRoutes } from '../../src/daemon/http/api.js';
 import { Harness, project, waitUntil, type ThreadJson } from '../helpers/harness.js';
 import { httpRequest, startHttpDaemon, type HttpAnswer, type HttpDaemon } from '../helpers/http.js';
+import { EXAMPLE_INPUT, installExampleOperation } from '../helpers/operations.js';
 
 let h: Harness;
 let api: HttpDaemon;
@@ -68,6 +69,7 @@ async function finished(threadId: string): Promise<ThreadJson> {
 
 beforeAll(async () => {
   h = await Harness.start();
+  installExampleOperation(h.home); // an operation of the user's own, for POST /commands/run/{operation}
   // Room for the small project's work, not for the big one's generate-all (QUEUE_FULL).
   api = await startHttpDaemon(h, { COMBINE_MAX_QUEUED: '20' });
   await h.importProject(project('acme', 5));
@@ -316,8 +318,100 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
     expect(ok(await call('GET', '/usage'), 'getUsage')).toEqual(await h.json(['usage']));
     expect(ok(await call('GET', '/usage?project_id=acme'), 'getUsage')).toEqual(await h.json(['usage', '--project', 'acme']));
     const health = ok(await call('GET', '/health'), 'getHealth');
-    expect(health).toEqual(await h.json(['health']));
+    // Free disk space is sampled as other processes write: equal in shape, not in the byte.
+    const sampled = (x: any) => ({ ...x, storage: { ...x.storage, free_bytes: typeof x.storage.free_bytes } });
+    expect(sampled(health)).toEqual(sampled(await h.json(['health'])));
     expect(health.ready).toBe(true);
+  });
+});
+
+describe('HTTP API: POST /commands/run/{operation} runs any operation, as `combine run` does', () => {
+  const RUN = '/commands/run/release_notes';
+  const releaseCalls = () => h.sim.calls.filter((c) => c.operation === 'release_notes');
+  const releaseNotes = (key: string) => `/projects/acme/documents/release_notes?key=${key}`;
+
+  it('202 with Location; the same input → the same thread (deduplicated, one paid call); force runs again', async () => {
+    const [a, b] = await Promise.all([call('POST', RUN, { body: { input: EXAMPLE_INPUT } }), call('POST', RUN, { body: { input: EXAMPLE_INPUT } })]);
+    const first = ok(a, 'runOperation');
+    const second = ok(b, 'runOperation');
+    expect(second.thread_id).toBe(first.thread_id);
+    expect([first.deduplicated, second.deduplicated].sort()).toEqual([false, true]);
+    expect(a.headers.location).toBe(`/threads/${first.thread_id}`);
+    const done = await finished(first.thread_id);
+    expect(done).toMatchObject({ kind: 'release_notes', status: 'complete', target_ref: { doc_type: 'release_notes', project_id: 'acme', key: '1.2.0' } });
+    expect(releaseCalls()).toHaveLength(1);
+
+    const again = ok(await call('POST', RUN, { body: { input: EXAMPLE_INPUT } }), 'runOperation');
+    expect(again).toEqual({ thread_id: first.thread_id, status: 'complete', deduplicated: true });
+    // The same service as the CLI: `combine run` answers the same thread, and neither paid again.
+    expect(await h.json(['run', 'release_notes', '--input', JSON.stringify(EXAMPLE_INPUT)])).toEqual(again);
+    expect(releaseCalls()).toHaveLength(1);
+    const doc = ok(await call('GET', releaseNotes('1.2.0')), 'getDocument');
+    expect(doc).toMatchObject({ project_id: 'acme', doc_type: 'release_notes', key: '1.2.0', version: 1, content: { version: '1.2.0', changes: EXAMPLE_INPUT.changes } });
+
+    const forced = ok(await call('POST', RUN, { body: { input: EXAMPLE_INPUT, force: true } }), 'runOperation');
+    expect(forced).toMatchObject({ deduplicated: false });
+    expect(forced.thread_id).not.toBe(first.thread_id);
+    expect((await finished(forced.thread_id)).status).toBe('complete');
+    expect(releaseCalls()).toHaveLength(2);
+    const rewritten = ok(await call('GET', releaseNotes('1.2.0')), 'getDocument');
+    expect(rewritten.version).toBe(2);
+    expect(rewritten).toEqual(await h.json(['doc', 'acme', 'release_notes', '--key', '1.2.0']));
+    const docs = ok(await call('GET', '/projects/acme/documents'), 'listDocuments');
+    expect(docs).toContainEqual({ project_id: 'acme', doc_type: 'release_notes', key: '1.2.0', version: 2, updated_at: rewritten.updated_at });
+    expect(docs.map((d: { doc_type: string }) => d.doc_type)).toEqual(expect.arrayContaining(['epic_architecture', 'story_backlog']));
+  });
+
+  it("400 naming the field for input the operation's schema refuses (as `combine run` reports it), 404 for an unknown operation or project; nothing stored", async () => {
+    const before = threadCount();
+    const calls = releaseCalls().length;
+    const cases: [unknown, { field: string; message: string }[]][] = [
+      [{ input: { ...EXAMPLE_INPUT, changes: [] } }, [{ field: 'input.changes', message: 'must NOT have fewer than 1 items' }]],
+      [{ input: { project_id: 'acme', version: '1.2.0' } }, [{ field: 'input.changes', message: 'is required' }]],
+      [{ input: { ...EXAMPLE_INPUT, extra: 1 } }, [{ field: 'input.extra', message: 'is not allowed' }]],
+      [{ input: { ...EXAMPLE_INPUT, version: 'not a version!' } }, [{ field: 'input.version', message: expect.stringContaining('must match pattern') }]],
+      [{ input: { ...EXAMPLE_INPUT, changes: 'one change' } }, [{ field: 'input.changes', message: 'must be array' }]],
+      [{}, [{ field: 'input', message: expect.any(String) }]],
+      [{ input: 'acme' }, [{ field: 'input', message: expect.any(String) }]],
+      [{ input: EXAMPLE_INPUT, forse: true }, [{ field: 'forse', message: 'unknown field' }]],
+    ];
+    for (const [body, errors] of cases) {
+      const p = expectProblem(await call('POST', RUN, { body }), 400, 'BAD_REQUEST');
+      expect(p.errors, JSON.stringify(body)).toEqual(errors);
+      for (const e of errors) expect(p.detail).toContain(e.field);
+    }
+    // The daemon's words are the CLI's: the same lines, field by field.
+    const bad = { ...EXAMPLE_INPUT, changes: [], extra: 1 };
+    const p = expectProblem(await call('POST', RUN, { body: { input: bad } }), 400, 'BAD_REQUEST');
+    expect(p.errors.map((e: { field: string }) => e.field).sort()).toEqual(['input.changes', 'input.extra']);
+    const cli = await h.cli(['run', 'release_notes', '--input', JSON.stringify(bad)]);
+    expect(cli.code).toBe(2);
+    for (const e of p.errors) expect(cli.stderr).toContain(`${e.field}: ${e.message}`);
+
+    const unknown = expectProblem(await call('POST', '/commands/run/no_such_operation', { body: { input: {} } }), 404, 'NOT_FOUND');
+    expect(unknown.detail).toContain('no operation "no_such_operation"');
+    expectProblem(await call('POST', RUN, { body: { input: { ...EXAMPLE_INPUT, project_id: 'nope' } } }), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/operations/no_such_operation'), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/projects/nope/documents'), 404, 'NOT_FOUND');
+    expect(threadCount()).toBe(before);
+    expect(releaseCalls()).toHaveLength(calls);
+  });
+
+  it('503 QUEUE_FULL for a run the queue has no room for (a built-in orchestration), nothing stored', async () => {
+    const before = threadCount();
+    const a = await call('POST', '/commands/run/story_generate_all', { body: { input: { project_id: 'big' } } });
+    expectProblem(a, 503, 'QUEUE_FULL');
+    expect(Number(a.headers['retry-after'])).toBeGreaterThan(0);
+    expect(threadCount()).toBe(before);
+  });
+
+  it('GET /operations and /operations/{operation} equal `operations --json` and `operations show --json`', async () => {
+    const list = ok(await call('GET', '/operations'), 'listOperations');
+    expect(list).toEqual(await h.json(['operations']));
+    expect(list.find((o: { name: string }) => o.name === 'release_notes')).toMatchObject({ source: join(h.home, 'operations', 'release_notes.mjs') });
+    const one = ok(await call('GET', '/operations/release_notes'), 'getOperation');
+    expect(one).toEqual(await h.json(['operations', 'show', 'release_notes']));
+    expect(one.input.required).toEqual(['project_id', 'version', 'changes']);
   });
 });
 
@@ -342,9 +436,23 @@ describe('/openapi.json', () => {
       'POST /threads/{thread_id}/cancel',
       'GET /usage',
       'GET /health',
+      'POST /commands/run/{operation}',
+      'GET /operations',
+      'GET /operations/{operation}',
     ]) {
       expect(listed).toContain(endpoint);
     }
+    // The run endpoint: the loaded operations by name, and each one's own input schema as a component.
+    const run = doc.paths['/commands/run/{operation}'].post;
+    expect(run.parameters.find((p: { name: string }) => p.name === 'operation').schema.enum).toEqual((await h.json<{ name: string }[]>(['operations'])).map((o) => o.name));
+    const runBody = run.requestBody.content['application/json'].schema;
+    expect(runBody).toMatchObject({ required: ['input'], additionalProperties: false, properties: { force: { type: 'boolean' } } });
+    expect(runBody.properties.input.anyOf).toContainEqual({ $ref: '#/components/schemas/OperationInput.release_notes' });
+    const { title, description, ...inputSchema } = doc.components.schemas['OperationInput.release_notes'];
+    expect({ title, description }).toEqual({ title: 'release_notes', description: expect.stringContaining('release notes') });
+    expect(inputSchema).toEqual((await call('GET', '/operations/release_notes')).json.input);
+    expect(run.responses['202'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/CommandResult' });
+    for (const status of ['400', '404', '503']) expect(run.responses[status]).toBeDefined();
     // The request schemas are the validating ones: the body of generate-epic names its fields and limits.
     const body = doc.paths['/commands/story-backlog/generate-epic'].post.requestBody.content['application/json'].schema;
     expect(body).toMatchObject({ required: ['project_id', 'epic_id'], additionalProperties: false, properties: { epic_id: { type: 'string', maxLength: 200 } } });

@@ -37,7 +37,7 @@ function classify(err: unknown): HttpProblem | null {
   if (err instanceof CommandError) {
     if (err.code === 'QUEUE_FULL') return new HttpProblem(503, 'QUEUE_FULL', err.message, undefined, { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) });
     const status = err.kind === 'BAD_REQUEST' ? 400 : err.kind === 'NOT_FOUND' ? 404 : 409;
-    return new HttpProblem(status, err.code ?? err.kind, err.message);
+    return new HttpProblem(status, err.code ?? err.kind, err.message, err.fields ? [...err.fields] : undefined);
   }
   return null;
 }

@@ -30,6 +30,11 @@ export interface Route<P extends AnyObject = AnyObject, Q extends AnyObject = An
   query?: Q;
   /** A POST's JSON body; absent: the body must be empty or `{}`. */
   body?: B;
+  /**
+   * The body's `input` is the input of the operation the path's `{operation}` names, checked by that
+   * operation's JSON Schema: /openapi.json documents it with each loaded operation's schema.
+   */
+  inputOfOperation?: boolean;
   status: 200 | 202;
   response: z.ZodType;
   /** Another status for some answers (health: 503 while unready), documented with the same schema. */

@@ -18,11 +18,18 @@ const deadlineMs = z.number().int().positive().nullable().default(null).describe
 export const generateEpicBody = z.strictObject({ project_id: id('the project'), epic_id: id('the epic'), force, deadline_ms: deadlineMs });
 export const generateAllBody = z.strictObject({ project_id: id('the project'), force, deadline_ms: deadlineMs });
 export const noBody = z.strictObject({});
+/** `input` is checked by the operation's own JSON Schema (GET /operations/{name}), as `combine run` does. */
+export const runBody = z.strictObject({
+  input: z.record(z.string(), z.unknown()).describe("the operation's input: an object its input schema accepts (GET /operations/{operation} shows it)"),
+  force,
+  deadline_ms: deadlineMs,
+});
 
 export const threadParams = z.strictObject({ thread_id: id('the thread') });
 export const projectParams = z.strictObject({ project_id: id('the project') });
 export const documentParams = z.strictObject({ project_id: id('the project'), doc_type: id('the document type, e.g. story_backlog') });
 export const scheduleParams = z.strictObject({ schedule_id: id('the schedule') });
+export const operationParams = z.strictObject({ operation: id('the operation, as `combine operations` lists it') });
 
 const bool = (what: string) =>
   z
@@ -174,6 +181,37 @@ export const documentSchema = named(
   z.looseObject({ project_id: z.string(), doc_type: z.string(), key: z.string().nullable(), version: z.number().int(), content: z.unknown(), updated_at: iso.nullable() }),
 );
 
+export const documentHeadSchema = named(
+  'DocumentHead',
+  z.looseObject({ project_id: z.string(), doc_type: z.string(), key: z.string().nullable(), version: z.number().int(), updated_at: iso.nullable() }),
+);
+
+export const operationSummarySchema = named(
+  'OperationSummary',
+  z.looseObject({
+    name: z.string(),
+    description: z.string(),
+    source: z.string().describe('`builtin`, or the module file it was loaded from'),
+    model: z.string().describe('the logical model name'),
+  }),
+);
+
+/** `GET /operations/{name}` (as `combine operations show --json`): what a caller needs to run it. */
+export const operationDetailSchema = named(
+  'OperationDetail',
+  operationSummarySchema.extend({
+    role: z.enum(['call', 'orchestration']),
+    child: z.string().nullable(),
+    identity: z.string(),
+    input: z.record(z.string(), z.unknown()).describe('the JSON Schema of `input` (POST /commands/run/{operation})'),
+    output: z.record(z.string(), z.unknown()).nullable().describe("the JSON Schema of the model's answer (null for an orchestration)"),
+    provider_model: z.string().nullable(),
+    priority: z.string(),
+    retry: z.looseObject({ max_attempts: z.number().int(), base_ms: z.number(), cap_ms: z.number(), repair_attempts: z.number().int() }),
+    rules: z.looseObject({ schema: z.unknown(), configured: z.unknown() }).nullable(),
+  }),
+);
+
 /** Shapes owned by other modules, documented as objects (their fields are listed in the README). */
 export const objectSchema = (name: string, description: string) => named(name, z.looseObject({}).describe(description));
 export const usageReportSchema = objectSchema('UsageReport', 'as `combine usage --json`: usage per project and UTC day, totals and budgets');
@@ -198,4 +236,7 @@ export type ViewsMatchSchemas = [
   Documents<ReturnType<Services['projects']['get']>, typeof projectSchema>,
   Documents<ReturnType<Services['projects']['document']>, typeof documentSchema>,
   Documents<ReturnType<Services['ledger']['thread']>[number], typeof ledgerEntrySchema>,
+  Documents<ReturnType<Services['threads']['operations']>[number], typeof operationSummarySchema>,
+  Documents<ReturnType<Services['threads']['operation']>, typeof operationDetailSchema>,
+  Documents<ReturnType<Services['projects']['documents']>[number], typeof documentHeadSchema>,
 ];

@@ -54,6 +54,10 @@ const HTML_HEADERS = {
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 };
 
+/** The operations this daemon loaded (fixed until it restarts, so the document is made once). */
+const operationDocs = (services: Services) =>
+  services.threads.operations().map((s) => ({ name: s.name, description: s.description, input: services.threads.operation(s.name).input as Record<string, unknown> }));
+
 const compiled = apiRoutes.map((r) => ({ route: r, match: compilePath(r.path) }));
 
 function findRoute(method: string, path: string): { route: Route; params: Record<string, string> } {
@@ -123,7 +127,7 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
           'www-authenticate': 'Bearer realm="combine"',
         });
       }
-      if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes)));
+      if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes, operationDocs(o.services))));
       if (html) {
         const page = await o.dashboard!.page(url.pathname, url.searchParams, o.services);
         if (page !== null) {

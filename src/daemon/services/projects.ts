@@ -4,12 +4,12 @@
  */
 import { CommandError } from '../../core/errors.js';
 import type { Db } from '../../db/connection.js';
-import { listProjects } from '../../db/projects.js';
+import { listDocumentHeads, listProjects } from '../../db/projects.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { Write } from '../engine/tx.js';
 import { importProject } from './commands.js';
 import { readBriefing, readDocument } from './documents.js';
-import { backlogView, documentView, projectView } from '../views.js';
+import { backlogView, documentHeadView, documentView, projectView } from '../views.js';
 
 const noProject = (projectId: string) => new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
 
@@ -44,6 +44,12 @@ export class ProjectService {
   /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
   document(projectId: string, docType: string, key: string | null) {
     return documentView(readDocument(this.db, this.operations, { projectId, docType, key }));
+  }
+
+  /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
+  documents(projectId: string, limit = 500) {
+    this.get(projectId); // 404 for an unknown project, not an empty list
+    return listDocumentHeads(this.db, projectId, limit).map(documentHeadView);
   }
 
   /** `combine briefing`: a project's briefing document for a date (the newest when null). */

@@ -45,7 +45,11 @@ export function requireOperation(ops: OperationRegistry, name: string): Operatio
 /** Refuses input its operation's schema rejects, naming each field; nothing is stored. */
 export function checkInput(op: Operation, input: unknown, what = 'input'): void {
   const errors = op.checkInput(input);
-  if (errors.length > 0) throw new CommandError('BAD_REQUEST', `invalid ${what} for ${op.name}:\n  ${errors.map((e) => (e.startsWith('(root)') ? e.replace('(root)', what) : `${what}.${e}`)).join('\n  ')}`);
+  if (errors.length === 0) return;
+  const lines = errors.map((e) => (e.startsWith('(root)') ? e.replace('(root)', what) : `${what}.${e}`));
+  // Each line is `<field>: <message>` (json-schema.ts): the field is what precedes the first ": ".
+  const fields = lines.map((l) => ({ field: l.slice(0, l.indexOf(': ')), message: l.slice(l.indexOf(': ') + 2) }));
+  throw new CommandError('BAD_REQUEST', `invalid ${what} for ${op.name}:\n  ${lines.join('\n  ')}`, undefined, fields);
 }
 
 /** A definition's function refused the request (or failed): the user gets its message. */

@@ -1,12 +1,14 @@
 /**
- * The projects list and a project's page: each epic with its story count and a `Generate` button that
- * is disabled, with `Generation in progress`, while a thread for the epic is open or running; `Generate
- * all` with a progress bar of its children. Everything shown comes from threads and documents, read
- * fresh at every request, so a reload or another tab shows the same state.
+ * The projects list and a project's page: for a project with epics, the story view — each epic with its
+ * story count and a `Generate` button that is disabled, with `Generation in progress`, while a thread
+ * for the epic is open or running; `Generate all` with a progress bar of its children — and for every
+ * project its documents (documents.ts). Everything shown comes from threads and documents, read fresh
+ * at every request, so a reload or another tab shows the same state.
  */
 import type { Services } from '../../daemon/services/index.js';
 import type { ThreadView } from '../../daemon/views.js';
 import { actionButton, html, shortId, statusBadge, time, type Html } from '../html.js';
+import { documentsSection } from './documents.js';
 
 export function projectsPage(services: Services): { title: string; body: Html } {
   const projects = services.projects.list();
@@ -59,10 +61,10 @@ export function projectPage(services: Services, projectId: string): { title: str
   const active = services.threads.list({ active: true, projectId, limit: 1000 });
   const activeFor = (epicId: string) => active.find((t) => t.target_ref.epic_id === epicId);
   const latestFor = (epicId: string) => threads.find((t) => t.target_ref.epic_id === epicId);
-  const stories = new Map(backlog.epics.map((e) => [e.epic_id, e]));
+  const generatedOf = new Map(backlog.epics.map((e) => [e.epic_id, e]));
 
   const rows = project.epics.map((epic) => {
-    const generated = stories.get(epic.id);
+    const generated = generatedOf.get(epic.id);
     const count = generated?.stories.length ?? 0;
     const inFlight = activeFor(epic.id);
     const latest = latestFor(epic.id);
@@ -91,13 +93,17 @@ export function projectPage(services: Services, projectId: string): { title: str
 </tr>`;
   });
 
-  const body = html`<p class="crumbs"><a href="/">Projects</a> /</p>
-<h1>${project.name}</h1>
-<p class="muted"><code>${project.project_id}</code> · ${project.epics.length} epics · story backlog v${backlog.version}${backlog.updated_at ? ` · updated ${time(backlog.updated_at)}` : ''} · <a href="/threads?project_id=${encodeURIComponent(projectId)}">threads</a></p>
-${generateAllSection(projectId, threads)}
+  const stories = html`${generateAllSection(projectId, threads)}
 <table class="epics">
 <thead><tr><th>Epic</th><th>Title and stories</th><th class="num">Stories</th><th>State</th><th></th></tr></thead>
 <tbody>${rows}</tbody>
 </table>`;
+  const body = html`<p class="crumbs"><a href="/">Projects</a> /</p>
+<h1>${project.name}</h1>
+<p class="muted"><code>${project.project_id}</code>${
+    project.epics.length > 0 ? ` · ${project.epics.length} epics · story backlog v${backlog.version}${backlog.updated_at ? ` · updated ${time(backlog.updated_at)}` : ''}` : ''
+  } · <a href="/threads?project_id=${encodeURIComponent(projectId)}">threads</a></p>
+${project.epics.length > 0 ? stories : ''}
+${documentsSection(services, projectId)}`;
   return { title: project.name, body };
 }

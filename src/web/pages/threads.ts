@@ -8,11 +8,11 @@ import type { ThreadView } from '../../daemon/views.js';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import type { threadsQuery } from '../../daemon/http/schemas.js';
 import type { z } from 'zod';
-import { actionButton, html, shortId, statusBadge, time, usd, type Html } from '../html.js';
+import { actionButton, documentHref, html, prettyJson, shortId, statusBadge, time, usd, type Html } from '../html.js';
 
 function target(t: ThreadView): string {
   const r = t.target_ref;
-  const what = r.epic_id ?? r.date ?? 'all';
+  const what = r.epic_id ?? r.key ?? r.date ?? 'all';
   return `${r.project_id} · ${r.doc_type} · ${what}`;
 }
 
@@ -73,12 +73,7 @@ ${full ? html` <a href="${link(threads[threads.length - 1]!.thread_id)}">Older �
   return { title: 'Threads', body };
 }
 
-const MAX_SHOWN = 20_000;
-
-function pretty(v: unknown): string {
-  const text = typeof v === 'string' ? v : JSON.stringify(v, null, 2);
-  return text.length > MAX_SHOWN ? `${text.slice(0, MAX_SHOWN)}\n… (${text.length - MAX_SHOWN} more characters: GET /threads/{id}/ledger has all)` : text;
-}
+const pretty = (v: unknown) => prettyJson(v, 20_000, 'GET /threads/{id}/ledger');
 
 type ThreadsQuery = z.output<typeof threadsQuery>;
 
@@ -141,7 +136,7 @@ export function threadPage(services: Services, threadId: string): { title: strin
 <dl class="facts">
   <dt>Id</dt><dd><code>${t.thread_id}</code></dd>
   <dt>Kind</dt><dd>${t.kind}</dd>
-  <dt>Target</dt><dd><a href="/projects/${encodeURIComponent(t.target_ref.project_id)}">${target(t)}</a></dd>
+  <dt>Target</dt><dd><a href="${documentHref(t.target_ref)}" title="the document this thread writes">${target(t)}</a> · <a href="/projects/${encodeURIComponent(t.target_ref.project_id)}">project</a></dd>
   ${t.parent_thread_id ? html`<dt>Parent</dt><dd><a href="/threads/${t.parent_thread_id}"><code>${t.parent_thread_id}</code></a></dd>` : ''}
   <dt>Created</dt><dd>${time(t.created_at)}</dd>
   <dt>Closed</dt><dd>${time(t.closed_at)}</dd>
