@@ -16,7 +16,8 @@ export default defineConfig({
       include: ['src/**/*.ts'],
       exclude: ['src/web/client/**'],
       reporter: ['text-summary'],
-      thresholds: { statements: 0, branches: 0, functions: 0, lines: 0 },
+      // Measured 2026-11-23 by the unit tests alone: 44% statements, 36% branches, 46% functions, 47% lines.
+      thresholds: { statements: 40, branches: 32, functions: 40, lines: 42 },
     },
   },
 });
