@@ -32,7 +32,8 @@ const common = {
 function writeOperationTypes() {
   const source = readFileSync(`${root}src/operations/api.ts`, 'utf8');
   const out = ts.transpileDeclaration(source, { fileName: 'api.ts', reportDiagnostics: true, compilerOptions: { isolatedDeclarations: true, strict: true } });
-  if (out.diagnostics?.length) throw new Error(`src/operations/api.ts: ${out.diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('; ')}`);
+  if (out.diagnostics?.length)
+    throw new Error(`src/operations/api.ts: ${out.diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('; ')}`);
   mkdirSync(`${root}dist`, { recursive: true });
   writeFileSync(`${root}dist/operations.d.ts`, out.outputText);
 }

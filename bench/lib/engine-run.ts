@@ -56,7 +56,6 @@ export interface EngineRunResult {
   bytesPerThread: number;
 }
 
-
 /** Enqueues the work with the engine stopped, then times a fresh App from start to the last applied item. */
 export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResult> {
   const home = mkdtempSync(join(tmpdir(), 'cmb-bench-engine-'));
@@ -106,7 +105,6 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
 export function hangingProvider(): Provider {
   return {
     endpoint: 'in-process://hang',
-    send: (_request, signal) =>
-      new Promise<RawResponse>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
+    send: (_request, signal) => new Promise<RawResponse>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
   };
 }

@@ -107,9 +107,10 @@ export async function scaleTargets(runs: number, bytesPerThread: number[]): Prom
     await claimRun(bigHome, -1);
     for (let run = 0; run < runs; run++) {
       // Alternate which goes first, so that neither always meets the machine in the same state.
-      const [e, b] = run % 2 === 0
-        ? [await claimRun(emptyHome, run), await claimRun(bigHome, run)]
-        : await claimRun(bigHome, run).then(async (big) => [await claimRun(emptyHome, run), big] as const);
+      const [e, b] =
+        run % 2 === 0
+          ? [await claimRun(emptyHome, run), await claimRun(bigHome, run)]
+          : await claimRun(bigHome, run).then(async (big) => [await claimRun(emptyHome, run), big] as const);
       claims.empty.push(e.claimsPerSecond);
       claims.big.push(b.claimsPerSecond);
       active.empty.push(e.activeP50);
@@ -124,7 +125,14 @@ export async function scaleTargets(runs: number, bytesPerThread: number[]): Prom
       row({ target: '5', figure: `claim slowdown, ${m} vs empty (per run)`, runs: ratioClaims, unit: '×', goal: '≤ 1.25×', check: (x) => x <= 1.25 }),
       row({ target: '5', figure: '`threads --active` query p50, empty db (in daemon, 100 rows)', runs: active.empty, unit: 'ms', goal: '' }),
       row({ target: '5', figure: `\`threads --active\` query p50, ${m} closed threads`, runs: active.big, unit: 'ms', goal: '' }),
-      row({ target: '5', figure: `\`threads --active\` slowdown, ${m} vs empty (per run)`, runs: ratioActive, unit: '×', goal: '≤ 1.25×', check: (x) => x <= 1.25 }),
+      row({
+        target: '5',
+        figure: `\`threads --active\` slowdown, ${m} vs empty (per run)`,
+        runs: ratioActive,
+        unit: '×',
+        goal: '≤ 1.25×',
+        check: (x) => x <= 1.25,
+      }),
       row({ target: '5', figure: 'bytes per closed thread, full record (db size ÷ threads after target 1 runs)', runs: bytesPerThread, unit: 'B', goal: '' }),
       row({ target: '5', figure: `bytes per closed thread, rows + indexes only (the ${m} db)`, runs: [bigBytes / CLOSED_THREADS], unit: 'B', goal: '' }),
     ];

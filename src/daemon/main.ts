@@ -79,8 +79,7 @@ async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<vo
     logger.fatal({ err, backup }, 'migration failed; the database was left as it was');
     throw new DaemonStartError(
       `cannot start: migrating ${config.dbPath} failed: ${(err as Error).message}
-` +
-        `No migration was applied; the database is as it was${backup ? ` (a backup taken just before is at ${backup})` : ''}.`,
+` + `No migration was applied; the database is as it was${backup ? ` (a backup taken just before is at ${backup})` : ''}.`,
       1,
     );
   } finally {
@@ -138,7 +137,10 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     logger.fatal({ err }, 'cannot open or migrate the database');
     // Opening a database that was closed cleanly creates its shared-memory index (32 KiB): not on a full disk.
     if (isDiskFull(err) || (err as { code?: string }).code === 'SQLITE_IOERR_SHMSIZE') {
-      throw new DaemonStartError(`cannot open ${config.dbPath}: the file system of ${opts.home} is full (opening the database needs a few KiB); free some space and start again`, 1);
+      throw new DaemonStartError(
+        `cannot open ${config.dbPath}: the file system of ${opts.home} is full (opening the database needs a few KiB); free some space and start again`,
+        1,
+      );
     }
     throw new DaemonStartError(`cannot open or migrate ${config.dbPath}: ${(err as Error).message}`, 1);
   }
@@ -186,7 +188,16 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled rejection'));
 
   logger.info(
-    { socket: config.socketPath, db: config.dbPath, operations: operations.list().map((o) => o.name), metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null, http: http.current()?.url ?? null, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
+    {
+      socket: config.socketPath,
+      db: config.dbPath,
+      operations: operations.list().map((o) => o.name),
+      metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null,
+      http: http.current()?.url ?? null,
+      provider: config.provider.baseURL,
+      model: config.provider.model,
+      max_in_flight: config.maxInFlight,
+    },
     'daemon started',
   );
   await running.start();

@@ -89,7 +89,9 @@ export const appRouter = t.router({
     .query(({ ctx, input }) => ctx.services.projects.document(input.project_id, input.doc_type, input.key)),
 
   generate: t.router({
-    epic: procedure.input(generateInput.extend({ epic_id: id })).mutation(({ ctx, input }) => ctx.services.threads.generateEpic(input.project_id, input.epic_id, requestOptions(input))),
+    epic: procedure
+      .input(generateInput.extend({ epic_id: id }))
+      .mutation(({ ctx, input }) => ctx.services.threads.generateEpic(input.project_id, input.epic_id, requestOptions(input))),
     /** What generate-all would cost at most; enqueues nothing. */
     allDryRun: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.services.threads.dryRunGenerateAll(input.project_id)),
     all: procedure.input(generateInput).mutation(({ ctx, input }) => ctx.services.threads.generateAll(input.project_id, requestOptions(input))),
@@ -146,9 +148,7 @@ export const appRouter = t.router({
     .mutation(({ ctx, input }) => ctx.services.threads.replay(input.thread_id, { apply: input.apply, responseSeq: input.response_seq })),
   cancel: procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.services.threads.cancel(input.thread_id)),
 
-  usage: procedure
-    .input(z.object({ project_id: id.nullable().default(null) }))
-    .query(({ ctx, input }) => ctx.services.admin.usage(input.project_id)),
+  usage: procedure.input(z.object({ project_id: id.nullable().default(null) })).query(({ ctx, input }) => ctx.services.admin.usage(input.project_id)),
   config: t.router({
     show: procedure.query(({ ctx }) => ctx.services.admin.config()),
   }),
@@ -168,15 +168,21 @@ export const appRouter = t.router({
         }),
       )
       .mutation(({ ctx, input }) => ctx.services.schedules.add(input)),
-    list: procedure
-      .input(z.object({ all: z.boolean().default(false) }))
-      .query(({ ctx, input }) => ctx.services.schedules.list(input.all)),
-    pause: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.pause(ctx.services.schedules.scheduleId(input.schedule_id))),
-    resume: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.resume(ctx.services.schedules.scheduleId(input.schedule_id))),
-    remove: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.services.schedules.remove(ctx.services.schedules.scheduleId(input.schedule_id))),
+    list: procedure.input(z.object({ all: z.boolean().default(false) })).query(({ ctx, input }) => ctx.services.schedules.list(input.all)),
+    pause: procedure
+      .input(z.object({ schedule_id: id }))
+      .mutation(({ ctx, input }) => ctx.services.schedules.pause(ctx.services.schedules.scheduleId(input.schedule_id))),
+    resume: procedure
+      .input(z.object({ schedule_id: id }))
+      .mutation(({ ctx, input }) => ctx.services.schedules.resume(ctx.services.schedules.scheduleId(input.schedule_id))),
+    remove: procedure
+      .input(z.object({ schedule_id: id }))
+      .mutation(({ ctx, input }) => ctx.services.schedules.remove(ctx.services.schedules.scheduleId(input.schedule_id))),
     runs: procedure
       .input(z.object({ schedule_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(50) }))
-      .query(({ ctx, input }) => ctx.services.schedules.runs(input.schedule_id === null ? null : ctx.services.schedules.scheduleId(input.schedule_id), input.limit)),
+      .query(({ ctx, input }) =>
+        ctx.services.schedules.runs(input.schedule_id === null ? null : ctx.services.schedules.scheduleId(input.schedule_id), input.limit),
+      ),
   }),
   briefing: procedure
     .input(z.object({ project_id: id, date: z.string().max(20).nullable().default(null) }))

@@ -24,9 +24,7 @@ export function insertCharge(db: Db, row: ChargeRow): void {
 
 /** The work item's open reservation (at most one, by a partial unique index). */
 export function getOpenCharge(db: Db, workItemId: string): ChargeRow | undefined {
-  return prepared(db, "SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'").get(workItemId) as
-    | ChargeRow
-    | undefined;
+  return prepared(db, "SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'").get(workItemId) as ChargeRow | undefined;
 }
 
 /** reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. */
@@ -57,10 +55,7 @@ export function settleChargeFromResponse(
 /** reserved → released (certainly not billed) or in_doubt (may have been billed): no response. */
 export function closeChargeWithoutResponse(db: Db, p: { id: string; status: 'released' | 'in_doubt'; now: number }): void {
   assertChargeTransition('reserved', p.status);
-  const result = prepared(
-    db,
-    "UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'",
-  ).run(p);
+  const result = prepared(db, "UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'").run(p);
   expectOneChange(result, `charge ${p.id} is not reserved`);
 }
 
@@ -176,8 +171,8 @@ export function listUsageByProjectDay(db: Db, projectId: string | null): UsageRo
 
 /** The settled cost of each of a thread's recorded responses, by the response's ledger seq. */
 export function listResponseCostsForThread(db: Db, threadId: string): { response_seq: number; cost_usd: number | null }[] {
-  return prepared(
-    db,
-    'SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL',
-  ).all(threadId) as { response_seq: number; cost_usd: number | null }[];
+  return prepared(db, 'SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL').all(threadId) as {
+    response_seq: number;
+    cost_usd: number | null;
+  }[];
 }

@@ -29,8 +29,7 @@ export function releaseLock(db: Db, scope: string, owner: string): boolean {
 }
 
 export function extendLock(db: Db, scope: string, owner: string, expiresAt: number): boolean {
-  return prepared(db, 'UPDATE locks SET expires_at = ? WHERE scope = ? AND owner = ?').run(expiresAt, scope, owner)
-    .changes === 1;
+  return prepared(db, 'UPDATE locks SET expires_at = ? WHERE scope = ? AND owner = ?').run(expiresAt, scope, owner).changes === 1;
 }
 
 export function getLock(db: Db, scope: string): LockRow | undefined {

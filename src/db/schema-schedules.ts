@@ -10,28 +10,28 @@ import { projects, threads } from './schema.js';
 export const schedules = sqliteTable(
   'schedules',
   {
-  id: text('id').primaryKey(),
-  project_id: text('project_id')
-    .notNull()
-    .references(() => projects.id),
-  /** An operation name, or a schedule alias (`briefing`, `generate-all`; see operations/builtin). */
-  operation: text('operation').notNull(),
-  /**
-   * The input template of each run (JSON object): `"{{date}}"` becomes the period's date in `timezone`,
-   * and `project_id` defaults to the schedule's project.
-   */
-  input: text('input').notNull().default('{}'),
-  cron: text('cron').notNull(),
-  /** IANA time zone the cron expression is read in. */
-  timezone: text('timezone').notNull(),
-  /** What a tick does about periods missed while no daemon ran: `latest` runs the newest once, `skip` none. */
-  catch_up: text('catch_up').notNull(),
-  /** `active` | `paused` | `removed`. */
-  status: text('status').notNull(),
-  /** Periods before this time never run: the creation time, moved forward on resume. */
-  active_from: integer('active_from').notNull(),
-  created_at: integer('created_at').notNull(),
-  updated_at: integer('updated_at').notNull(),
+    id: text('id').primaryKey(),
+    project_id: text('project_id')
+      .notNull()
+      .references(() => projects.id),
+    /** An operation name, or a schedule alias (`briefing`, `generate-all`; see operations/builtin). */
+    operation: text('operation').notNull(),
+    /**
+     * The input template of each run (JSON object): `"{{date}}"` becomes the period's date in `timezone`,
+     * and `project_id` defaults to the schedule's project.
+     */
+    input: text('input').notNull().default('{}'),
+    cron: text('cron').notNull(),
+    /** IANA time zone the cron expression is read in. */
+    timezone: text('timezone').notNull(),
+    /** What a tick does about periods missed while no daemon ran: `latest` runs the newest once, `skip` none. */
+    catch_up: text('catch_up').notNull(),
+    /** `active` | `paused` | `removed`. */
+    status: text('status').notNull(),
+    /** Periods before this time never run: the creation time, moved forward on resume. */
+    active_from: integer('active_from').notNull(),
+    created_at: integer('created_at').notNull(),
+    updated_at: integer('updated_at').notNull(),
   },
   (t) => [index('idx_schedules_id_tail').on(sql`substr(${t.id}, 25)`)],
 );

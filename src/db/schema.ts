@@ -59,9 +59,7 @@ export const threads = sqliteTable(
   },
   (t) => [
     // At most one active thread per semantic request: the database settles double submits.
-    uniqueIndex('uq_threads_idempotency_active')
-      .on(t.idempotency_key)
-      .where(sql`status IN ('open', 'running')`),
+    uniqueIndex('uq_threads_idempotency_active').on(t.idempotency_key).where(sql`status IN ('open', 'running')`),
     index('idx_threads_key_created').on(t.idempotency_key, t.created_at),
     index('idx_threads_parent').on(t.parent_thread_id).where(sql`parent_thread_id IS NOT NULL`),
     index('idx_threads_space_created').on(t.space_id, t.created_at),
@@ -107,25 +105,15 @@ export const workItems = sqliteTable(
   (t) => [
     uniqueIndex('uq_work_items_thread_sequence').on(t.thread_id, t.sequence),
     // The claim scan reads only queued items, in claim order.
-    index('idx_work_items_claimable')
-      .on(t.priority, t.not_before, t.lock_scope)
-      .where(sql`status = 'queued'`),
+    index('idx_work_items_claimable').on(t.priority, t.not_before, t.lock_scope).where(sql`status = 'queued'`),
     // The fair scheduler reads, per project and priority, the oldest queued item (see listClaimHeads).
-    index('idx_work_items_fair')
-      .on(t.project_id, t.priority, t.not_before)
-      .where(sql`status = 'queued'`),
+    index('idx_work_items_fair').on(t.project_id, t.priority, t.not_before).where(sql`status = 'queued'`),
     // Deadline sweeps read only queued items that have a deadline.
-    index('idx_work_items_deadline')
-      .on(t.deadline_at)
-      .where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
+    index('idx_work_items_deadline').on(t.deadline_at).where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
     // Budget-parked items only: unparking runs after every settled call and must not read the queue.
-    index('idx_work_items_parked')
-      .on(t.project_id)
-      .where(sql`status = 'queued' AND error_code = 'BUDGET_EXCEEDED'`),
+    index('idx_work_items_parked').on(t.project_id).where(sql`status = 'queued' AND error_code = 'BUDGET_EXCEEDED'`),
     // The recovery scan reads only leased items, by expiry.
-    index('idx_work_items_leased')
-      .on(t.lease_expires_at)
-      .where(sql`status IN ('claimed', 'running')`),
+    index('idx_work_items_leased').on(t.lease_expires_at).where(sql`status IN ('claimed', 'running')`),
     index('idx_work_items_id_tail').on(sql`substr(${t.id}, 25)`),
   ],
 );
@@ -159,10 +147,7 @@ export const ledgerEntries = sqliteTable(
     hash: text('hash').notNull(),
     created_at: integer('created_at').notNull(),
   },
-  (t) => [
-    index('idx_ledger_thread').on(t.thread_id, t.seq),
-    index('idx_ledger_work_item').on(t.work_item_id, t.seq),
-  ],
+  (t) => [index('idx_ledger_thread').on(t.thread_id, t.seq), index('idx_ledger_work_item').on(t.work_item_id, t.seq)],
 );
 
 export const mutations = sqliteTable('mutations', {

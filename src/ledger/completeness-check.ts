@@ -35,7 +35,12 @@ export function createCompletenessCheck(db: Db): CompletenessCheck {
         found.push({ seq: last?.seq ?? null, thread_id: item.thread_id, work_item_id: id, reason: 'applied without a mutation_report entry' });
       }
       for (const threadId of listCompleteThreadsWithoutAppliedItem(db)) {
-        found.push({ seq: getLatestLedgerEntrySeqForThread(db, threadId), thread_id: threadId, work_item_id: null, reason: 'the thread is complete but none of its work items was applied' });
+        found.push({
+          seq: getLatestLedgerEntrySeqForThread(db, threadId),
+          thread_id: threadId,
+          work_item_id: null,
+          reason: 'the thread is complete but none of its work items was applied',
+        });
       }
       return found.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity));
     },

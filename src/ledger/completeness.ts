@@ -35,7 +35,8 @@ export class CompletenessTracker {
       case 'prompt': {
         // A new prompt while the last one is unanswered: the earlier call's outcome was never recorded.
         const open = this.openPrompts.get(id);
-        if (open) this.found.push({ seq: open.seq, thread_id: open.thread_id, work_item_id: id, reason: `${REASON_UNANSWERED_PROMPT} (entry ${e.seq} asked again)` });
+        if (open)
+          this.found.push({ seq: open.seq, thread_id: open.thread_id, work_item_id: id, reason: `${REASON_UNANSWERED_PROMPT} (entry ${e.seq} asked again)` });
         this.openPrompts.set(id, e);
         break;
       }
@@ -47,7 +48,8 @@ export class CompletenessTracker {
         this.openPrompts.delete(id);
         break;
       case 'mutation_report':
-        if (!this.answered.has(id)) this.found.push({ seq: e.seq, thread_id: e.thread_id, work_item_id: id, reason: 'a mutation_report with no recorded response before it' });
+        if (!this.answered.has(id))
+          this.found.push({ seq: e.seq, thread_id: e.thread_id, work_item_id: id, reason: 'a mutation_report with no recorded response before it' });
         break;
     }
   }

@@ -114,9 +114,7 @@ export interface ExportSlice {
   linked: number;
 }
 
-export type VerifyExportResult =
-  | { ok: true; slice: ExportSlice }
-  | { ok: false; malformed: boolean; line: number; seq: number | null; reason: string };
+export type VerifyExportResult = { ok: true; slice: ExportSlice } | { ok: false; malformed: boolean; line: number; seq: number | null; reason: string };
 
 function digestOf(lines: readonly string[]): string {
   const h = createHash('sha256');
@@ -180,7 +178,10 @@ export function verifyExport(text: string): VerifyExportResult {
   }
   const counts = [slice.threads.length, slice.workItems.length, slice.entries.length];
   if (counts.join() !== [end.data.threads, end.data.work_items, end.data.entries].join()) {
-    return bad(lines.length, `the end line counts ${end.data.threads}/${end.data.work_items}/${end.data.entries} threads/work items/entries, the file has ${counts.join('/')}`);
+    return bad(
+      lines.length,
+      `the end line counts ${end.data.threads}/${end.data.work_items}/${end.data.entries} threads/work items/entries, the file has ${counts.join('/')}`,
+    );
   }
 
   const threads = new Set<string>();
@@ -193,7 +194,8 @@ export function verifyExport(text: string): VerifyExportResult {
   }
   const items = new Map(slice.workItems.map((w) => [w.id, w.thread_id]));
   for (const [i, w] of slice.workItems.entries()) {
-    if (!threads.has(w.thread_id)) return bad(2 + slice.threads.length + i, `work item ${w.id} belongs to thread ${w.thread_id}, which is not in the file`, null, true);
+    if (!threads.has(w.thread_id))
+      return bad(2 + slice.threads.length + i, `work item ${w.id} belongs to thread ${w.thread_id}, which is not in the file`, null, true);
   }
 
   const firstEntryLine = 2 + slice.threads.length + slice.workItems.length;
@@ -202,7 +204,8 @@ export function verifyExport(text: string): VerifyExportResult {
     const at = (reason: string) => bad(firstEntryLine + i, `entry ${e.seq}: ${reason}`, e.seq);
     if (prev && e.seq <= prev.seq) return at(`out of order (after entry ${prev.seq})`);
     if (!threads.has(e.thread_id)) return at(`its thread ${e.thread_id} is not in the file`);
-    if (e.work_item_id !== null && items.get(e.work_item_id) !== e.thread_id) return at(`its work item ${e.work_item_id} is not in the file under thread ${e.thread_id}`);
+    if (e.work_item_id !== null && items.get(e.work_item_id) !== e.thread_id)
+      return at(`its work item ${e.work_item_id} is not in the file under thread ${e.thread_id}`);
     let canonical: string;
     try {
       canonical = canonicalJson(JSON.parse(e.payload));

@@ -59,8 +59,10 @@ export class GapBridge {
         const what = seq === untilSeq - 1 ? `entry ${seq} is missing` : `entries ${seq}–${untilSeq - 1} are missing`;
         return { ok: false, reason: `${what} and no checkpoint covers it` };
       }
-      if (run.hash_before !== hash) return { ok: false, reason: `the checkpoint of entries ${run.from_seq}–${run.to_seq} does not link to the chain before it` };
-      if (untilSeq !== null && run.to_seq >= untilSeq) return { ok: false, reason: `the checkpoint of entries ${run.from_seq}–${run.to_seq} covers entries that still exist` };
+      if (run.hash_before !== hash)
+        return { ok: false, reason: `the checkpoint of entries ${run.from_seq}–${run.to_seq} does not link to the chain before it` };
+      if (untilSeq !== null && run.to_seq >= untilSeq)
+        return { ok: false, reason: `the checkpoint of entries ${run.from_seq}–${run.to_seq} covers entries that still exist` };
       hash = run.hash_after;
       removed += run.to_seq - run.from_seq + 1;
       seq = run.to_seq + 1;

@@ -43,7 +43,9 @@ function replayableThread(db: Db, threadId: string): ThreadRow {
   const thread = getThread(db, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.role === 'orchestration') {
-    const failed = listChildThreads(db, thread.id).filter((c) => c.status === 'failed').map((c) => c.id);
+    const failed = listChildThreads(db, thread.id)
+      .filter((c) => c.status === 'failed')
+      .map((c) => c.id);
     const hint = failed.length > 0 ? `; its failed children: ${failed.join(', ')}` : '';
     throw new CommandError('BAD_REQUEST', `thread ${threadId} is a ${thread.kind} orchestration: replay one of its children at a time${hint}`);
   }
@@ -72,9 +74,7 @@ export function planReplay(db: Db, ops: OperationRegistry, threadId: string, seq
   const response = pickResponse(entries, thread.id, seq);
   const report = entries.find((e) => e.entry_type === 'parse_report' && JSON.parse(e.payload).response_seq === response.seq);
   const reportPayload = report ? (JSON.parse(report.payload) as { ok: boolean; errors: string[] }) : null;
-  const applied = report
-    ? entries.some((e) => e.entry_type === 'mutation_report' && e.work_item_id === report.work_item_id && e.seq > report.seq)
-    : false;
+  const applied = report ? entries.some((e) => e.entry_type === 'mutation_report' && e.work_item_id === report.work_item_id && e.seq > report.seq) : false;
   const base = {
     thread_id: thread.id,
     thread_status: thread.status,
@@ -135,7 +135,10 @@ export function applyReplay(tx: Tx, ops: OperationRegistry, threadId: string, se
     );
   }
   if (!report.replayed.ok) {
-    throw new CommandError('CONFLICT', `today's validation also rejects the answer recorded in entry ${report.response_seq}: ${report.replayed.errors.slice(0, 5).join('; ')}`);
+    throw new CommandError(
+      'CONFLICT',
+      `today's validation also rejects the answer recorded in entry ${report.response_seq}: ${report.replayed.errors.slice(0, 5).join('; ')}`,
+    );
   }
   const newer = findActiveThreadByKey(tx.db, thread.idempotency_key);
   if (newer) throw new CommandError('CONFLICT', `cannot replay thread ${threadId}: thread ${newer.id} is already working on the same request`);

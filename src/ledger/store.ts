@@ -32,9 +32,7 @@ export function getLedgerHead(db: Db): { seq: number; hash: string } | null {
        UNION ALL
        SELECT * FROM (SELECT to_seq AS seq, hash_after AS hash FROM llm_ledger_checkpoints ORDER BY from_seq DESC LIMIT 1))
      ORDER BY seq DESC LIMIT 1`,
-  ).get() as
-    | { seq: number; hash: string }
-    | undefined;
+  ).get() as { seq: number; hash: string } | undefined;
   return row ?? null;
 }
 
@@ -83,17 +81,14 @@ export function listLedgerForThreadFamily(db: Db, threadId: string, limit = -1):
 
 /** The work item's most recent entry: tells recovery how far an interrupted item got. */
 export function getLastLedgerEntryForWorkItem(db: Db, workItemId: string): LedgerRow | undefined {
-  return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE work_item_id = ? ORDER BY seq DESC LIMIT 1').get(
-    workItemId,
-  ) as LedgerRow | undefined;
+  return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE work_item_id = ? ORDER BY seq DESC LIMIT 1').get(workItemId) as LedgerRow | undefined;
 }
 
 /** The work item's most recent entry of one type. */
 export function getLastLedgerEntryOfType(db: Db, workItemId: string, type: LedgerEntryType): LedgerRow | undefined {
-  return prepared(
-    db,
-    'SELECT * FROM llm_ledger_entries WHERE work_item_id = ? AND entry_type = ? ORDER BY seq DESC LIMIT 1',
-  ).get(workItemId, type) as LedgerRow | undefined;
+  return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE work_item_id = ? AND entry_type = ? ORDER BY seq DESC LIMIT 1').get(workItemId, type) as
+    | LedgerRow
+    | undefined;
 }
 
 /** Every entry in chain order, streamed (the ledger can be large). */

@@ -30,11 +30,7 @@ export function summarizeLedgerEntry(entryType: string, payload: Record<string, 
       return `${payload.doc_type} v${payload.from_version} → v${payload.to_version}${payload.replay_of ? ` (replay of #${payload.replay_of})` : ''}`;
     case 'error': {
       const next =
-        payload.next === 'retry'
-          ? `retry in ${payload.delay_ms} ms`
-          : payload.next === 'repair'
-            ? 'asking for a repair'
-            : String(payload.next ?? '');
+        payload.next === 'retry' ? `retry in ${payload.delay_ms} ms` : payload.next === 'repair' ? 'asking for a repair' : String(payload.next ?? '');
       return `${payload.code} (${payload.class}): ${payload.message}${next ? ` → ${next}` : ''}`;
     }
     default:

@@ -42,7 +42,11 @@ function threadsInScope(db: Db, scope: { threadId: string | null; projectId: str
     if (!t) throw new CommandError('NOT_FOUND', `no thread "${scope.threadId}"`);
     const all = t.role === 'orchestration' ? [t, ...listChildThreads(db, t.id)] : [t];
     const active = all.filter((x) => !isFinished(db, x));
-    if (active.length > 0) throw new CommandError('CONFLICT', `cannot export thread ${t.id}: ${active.map((x) => x.id).join(', ')} still ${active.length === 1 ? 'has' : 'have'} work in progress; export it when it ends`);
+    if (active.length > 0)
+      throw new CommandError(
+        'CONFLICT',
+        `cannot export thread ${t.id}: ${active.map((x) => x.id).join(', ')} still ${active.length === 1 ? 'has' : 'have'} work in progress; export it when it ends`,
+      );
     return { threads: all, skipped: [] };
   }
   const projectId = scope.projectId!;
@@ -104,7 +108,8 @@ export function importLedger(tx: Tx, text: string): ImportResult {
   const base = { import_id: s.digest, threads: s.threads.length, work_items: s.workItems.length, entries: s.entries.length, linked: s.linked };
   if (hasImport(tx.db, s.digest)) return { result: 'already_imported', ...base, first_seq: null, last_seq: null };
   for (const e of s.entries) {
-    if (!LEDGER_ENTRY_TYPES.includes(e.entry_type as LedgerEntryType)) throw new CommandError('BAD_REQUEST', `entry ${e.seq}: unknown entry type "${e.entry_type}"`);
+    if (!LEDGER_ENTRY_TYPES.includes(e.entry_type as LedgerEntryType))
+      throw new CommandError('BAD_REQUEST', `entry ${e.seq}: unknown entry type "${e.entry_type}"`);
   }
   const inFile = new Set(s.threads.map((t) => t.id));
   for (const t of s.threads) {

@@ -22,7 +22,13 @@ export function builtinDefinitions(): ValidDefinition[] {
 /** The module files a daemon for `home` loads, in load order. Relative config paths are read from `home`. */
 export function operationModuleFiles(home: string, configured: readonly string[]): string[] {
   const dir = join(home, OPERATIONS_DIR);
-  const found = existsSync(dir) && statSync(dir).isDirectory() ? readdirSync(dir).filter((f) => MODULE_FILE.test(f)).sort().map((f) => join(dir, f)) : [];
+  const found =
+    existsSync(dir) && statSync(dir).isDirectory()
+      ? readdirSync(dir)
+          .filter((f) => MODULE_FILE.test(f))
+          .sort()
+          .map((f) => join(dir, f))
+      : [];
   const listed = configured.map((p) => (isAbsolute(p) ? p : resolve(home, p)));
   return [...new Set([...found, ...listed])];
 }

@@ -60,7 +60,11 @@ function resolve(v: ValidDefinition, settings: OperationSettings): Operation {
     const problem = v.checkRules(rules)[0];
     if (problem !== undefined) {
       const [, at, reason] = /^(.*?): (.*)$/.exec(problem) ?? [null, '(root)', problem];
-      throw new OperationDefinitionError(settings.configSource, at === '(root)' ? field : `${field}.${at}`, `${reason} (the rules ${d.name} declares: \`combine operations show ${d.name}\`)`);
+      throw new OperationDefinitionError(
+        settings.configSource,
+        at === '(root)' ? field : `${field}.${at}`,
+        `${reason} (the rules ${d.name} declares: \`combine operations show ${d.name}\`)`,
+      );
     }
   }
   const check = d.rules?.check;
@@ -105,7 +109,8 @@ export class OperationRegistry {
       if (child.fansOut) throw new OperationDefinitionError(op.source, 'child', `"${child.name}" has children itself; a child must make a call`);
     }
     for (const name of Object.keys(settings.operations)) {
-      if (!this.byName.has(name)) throw new OperationDefinitionError(settings.configSource, `operations.${name}`, `no operation "${name}" is loaded (see \`combine operations\`)`);
+      if (!this.byName.has(name))
+        throw new OperationDefinitionError(settings.configSource, `operations.${name}`, `no operation "${name}" is loaded (see \`combine operations\`)`);
     }
   }
 

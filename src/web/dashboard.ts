@@ -76,7 +76,12 @@ export function createDashboard(): Dashboard {
         problem.status === 401
           ? html`<p>Open the dashboard with the link <code>combine ui</code> prints: it carries the token once and leaves a cookie in this browser.</p>`
           : html`<p><a href="/">Back to the projects</a></p>`;
-      return layout({ title: problem.title, section: '', body: html`<h1>${problem.status} ${problem.title}</h1><p class="error">${problem.detail}</p>${hint}`, version: VERSION });
+      return layout({
+        title: problem.title,
+        section: '',
+        body: html`<h1>${problem.status} ${problem.title}</h1><p class="error">${problem.detail}</p>${hint}`,
+        version: VERSION,
+      });
     },
     asset(name) {
       const type = ASSET_TYPES[name];

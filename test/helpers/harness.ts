@@ -187,7 +187,11 @@ export class Harness {
 }
 
 /** Polls a condition until it holds (for states with no event to follow, e.g. "the call has started"). */
-export async function waitUntil<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, what: string, timeoutMs = 20_000): Promise<T> {
+export async function waitUntil<T>(
+  fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

@@ -46,7 +46,21 @@ describe('a long history', () => {
     const text = await metricsText();
     const families = parseExposition(text);
     expect(families.map((f) => f.name)).toEqual(
-      expect.arrayContaining(['combine_threads', 'combine_work_items', 'combine_queue_depth', 'combine_calls_in_flight', 'combine_call_duration_seconds', 'combine_attempts_total', 'combine_failures_total', 'combine_tokens_total', 'combine_breaker_state', 'combine_limiter_waits_total', 'combine_recoveries_total', 'combine_commit_seconds', 'combine_wal_bytes']),
+      expect.arrayContaining([
+        'combine_threads',
+        'combine_work_items',
+        'combine_queue_depth',
+        'combine_calls_in_flight',
+        'combine_call_duration_seconds',
+        'combine_attempts_total',
+        'combine_failures_total',
+        'combine_tokens_total',
+        'combine_breaker_state',
+        'combine_limiter_waits_total',
+        'combine_recoveries_total',
+        'combine_commit_seconds',
+        'combine_wal_bytes',
+      ]),
     );
     seriesBefore = seriesCount(text);
     // Exactly the documented count for one model and no price, within the hard bound.

@@ -54,7 +54,9 @@ function startRacer(): Racer {
     child.stdout.on('data', (d) => {
       out += d;
       if (out.startsWith('ready\n')) resolve();
-      for (const w of waiters.splice(0)) if (tickedCount() >= w.n) w.resolve(); else waiters.push(w);
+      for (const w of waiters.splice(0))
+        if (tickedCount() >= w.n) w.resolve();
+        else waiters.push(w);
     });
     child.once('exit', (code) => reject(new Error(`racer exited ${code} before it was ready: ${err}`)));
   });

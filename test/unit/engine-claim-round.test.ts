@@ -98,7 +98,9 @@ describe('a claim round with many free slots', () => {
     apps.push(app);
     await app.start();
     await app.engine.claimDue();
-    const leased = app.db.prepare("SELECT lock_scope FROM llm_work_items WHERE status IN ('claimed', 'running') ORDER BY lock_scope").all() as { lock_scope: string }[];
+    const leased = app.db.prepare("SELECT lock_scope FROM llm_work_items WHERE status IN ('claimed', 'running') ORDER BY lock_scope").all() as {
+      lock_scope: string;
+    }[];
     expect(leased.map((l) => l.lock_scope)).toEqual(['epic:a:E1', 'epic:b:E1', 'epic:c:E1', 'notes:global']);
   });
 });

@@ -41,7 +41,12 @@ describe('engine schedule under a fake clock', () => {
     sim = await createSimulator();
     clock = new FakeClock();
     const config = loadConfig(dir, { OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'k' });
-    app = new App({ config: { ...config, retry: { ...config.retry, baseMs: 1000, capMs: 60_000, jitter: 0.1 } }, logger: createLogger(null, 'silent'), clock, random: () => 0.5 });
+    app = new App({
+      config: { ...config, retry: { ...config.retry, baseMs: 1000, capMs: 60_000, jitter: 0.1 } },
+      logger: createLogger(null, 'silent'),
+      clock,
+      random: () => 0.5,
+    });
     await app.start();
     await app.projects.import(project('p', 1));
   });
@@ -67,7 +72,10 @@ describe('engine schedule under a fake clock', () => {
     clock.t = t0 + 3000;
     app.engine.wake();
     await done;
-    const delays = app.ledger.thread(thread_id).filter((e) => e.entry_type === 'error').map((e) => e.payload.delay_ms);
+    const delays = app.ledger
+      .thread(thread_id)
+      .filter((e) => e.entry_type === 'error')
+      .map((e) => e.payload.delay_ms);
     expect(delays).toEqual([1000, 2000]);
     expect(sim.calls).toHaveLength(3);
   });

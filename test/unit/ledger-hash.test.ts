@@ -6,7 +6,16 @@ function chain(n: number) {
   const out = [];
   let prev = GENESIS_HASH;
   for (let seq = 1; seq <= n; seq++) {
-    const e = { seq, thread_id: 't', work_item_id: 'w', entry_type: 'prompt', attempt: 1, created_at: seq, payload: canonicalJson({ n: seq }), prev_hash: prev };
+    const e = {
+      seq,
+      thread_id: 't',
+      work_item_id: 'w',
+      entry_type: 'prompt',
+      attempt: 1,
+      created_at: seq,
+      payload: canonicalJson({ n: seq }),
+      prev_hash: prev,
+    };
     const hash = ledgerEntryHash(e);
     out.push({ ...e, hash });
     prev = hash;

@@ -13,10 +13,18 @@ describe('completeness tracker', () => {
   it('accepts retries, repairs, replays and a prompt whose call is in flight', () => {
     const t = new CompletenessTracker();
     for (const [w, type] of [
-      ['a', 'prompt'], ['a', 'error'], ['a', 'prompt'], ['a', 'response'], ['a', 'parse_report'], ['a', 'mutation_report'],
-      ['b', 'response'], ['b', 'parse_report'], ['b', 'mutation_report'], // a replay: the answer is a copy, no prompt
+      ['a', 'prompt'],
+      ['a', 'error'],
+      ['a', 'prompt'],
+      ['a', 'response'],
+      ['a', 'parse_report'],
+      ['a', 'mutation_report'],
+      ['b', 'response'],
+      ['b', 'parse_report'],
+      ['b', 'mutation_report'], // a replay: the answer is a copy, no prompt
       ['c', 'prompt'],
-    ] as const) t.observe(entry(w, type));
+    ] as const)
+      t.observe(entry(w, type));
     expect(t.finish((id) => id === 'c')).toEqual([]);
   });
 

@@ -75,7 +75,11 @@ describe('an apply that throws', () => {
   it('fails MUTATION_CONFLICT once, keeps the paid answer, is never resumed, and replay --apply rescues it after the fix', async () => {
     const broken = await appWith('summary_note.mjs', `() => { throw new Error('cannot merge into this document'); }`);
     await broken.projects.import(project('p', 1));
-    const { thread_id } = await broken.threads.run('summary_note', { project_id: 'p', text: 'a long text' }, { force: false, deadlineMs: null, createdBy: null });
+    const { thread_id } = await broken.threads.run(
+      'summary_note',
+      { project_id: 'p', text: 'a long text' },
+      { force: false, deadlineMs: null, createdBy: null },
+    );
     const failed = ended(broken, thread_id, 'failed');
     await failed;
 

@@ -68,7 +68,11 @@ describe('the simulator answers any output schema', () => {
           type: 'array',
           minItems: 2,
           maxItems: 2,
-          items: { type: 'object', properties: { title: { type: 'string' }, items: { type: 'array', items: { type: 'string' } } }, required: ['title', 'items'] },
+          items: {
+            type: 'object',
+            properties: { title: { type: 'string' }, items: { type: 'array', items: { type: 'string' } } },
+            required: ['title', 'items'],
+          },
         },
       },
       required: ['headline', 'published', 'severity', 'score', 'ratio', 'breaking', 'sections'],
@@ -127,8 +131,14 @@ const wrong = defineOperation({ name: 'y', description: 'd', input: {}, identity
     const host = ts.createCompilerHost({});
     const original = host.getSourceFile;
     host.getSourceFile = (name, v) => (name === file ? ts.createSourceFile(name, source, v) : original(name, v));
-    const program = ts.createProgram([file], { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, strict: true, noEmit: true, types: [] }, host);
-    const errors = ts.getPreEmitDiagnostics(program).map((d) => `${d.start !== undefined ? source.slice(0, d.start).split('\n').length : 0}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+    const program = ts.createProgram(
+      [file],
+      { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, strict: true, noEmit: true, types: [] },
+      host,
+    );
+    const errors = ts
+      .getPreEmitDiagnostics(program)
+      .map((d) => `${d.start !== undefined ? source.slice(0, d.start).split('\n').length : 0}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
     // The well-typed definition compiles; the wrong one is caught on its line.
     expect(errors.length).toBeGreaterThan(0);
     expect(errors.every((e) => e.startsWith('10:'))).toBe(true);
@@ -147,7 +157,10 @@ describe('code outside the built-ins', () => {
       }
     };
     walk(src);
-    const naming = files.filter((f) => !relative(src, f).startsWith('operations/builtin/') && /STORY_GENERATE|PROJECT_BRIEFING|story_generate|project_briefing/.test(readFileSync(f, 'utf8')));
+    const naming = files.filter(
+      (f) =>
+        !relative(src, f).startsWith('operations/builtin/') && /STORY_GENERATE|PROJECT_BRIEFING|story_generate|project_briefing/.test(readFileSync(f, 'utf8')),
+    );
     expect(naming.map((f) => relative(ROOT, f))).toEqual([]);
   });
 });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { assertThreadTransition, assertWorkItemTransition, canTransitionThread, canTransitionWorkItem, THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../src/domain/states.js';
+import {
+  assertThreadTransition,
+  assertWorkItemTransition,
+  canTransitionThread,
+  canTransitionWorkItem,
+  THREAD_STATUSES,
+  WORK_ITEM_STATUSES,
+} from '../../src/domain/states.js';
 import { IllegalTransitionError } from '../../src/core/errors.js';
 
 /** The work-item state machine, written out in full: every pair not listed here must be refused. */

@@ -94,7 +94,10 @@ export function daemonCommand(getHome: () => string): Command {
     .action(async (opts: { metricsPort?: string; httpPort?: string }) => {
       const metricsPort = parsePort(opts.metricsPort);
       const httpPort = parsePort(opts.httpPort, '--http-port', true);
-      const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as { runDaemon: typeof RunDaemon; DaemonStartError: new (...a: any[]) => Error & { exitCode: number } };
+      const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as {
+        runDaemon: typeof RunDaemon;
+        DaemonStartError: new (...a: any[]) => Error & { exitCode: number };
+      };
       try {
         await mod.runDaemon({ home: getHome(), ...(metricsPort !== null ? { metricsPort } : {}), ...(httpPort !== null ? { httpPort } : {}) });
       } catch (err) {
@@ -110,7 +113,12 @@ export function daemonCommand(getHome: () => string): Command {
     .addHelpText('after', '\nExamples:\n  combine daemon install\n  combine daemon install --metrics-port 9464 --force\n  combine daemon install --print')
     .action(async (opts: CommonOptions & { metricsPort?: string; force?: boolean; print?: boolean }) => {
       const home = getHome();
-      const unit = renderUnit({ node: process.execPath, cli: fileURLToPath(new URL('./cli.js', import.meta.url)), home, metricsPort: parsePort(opts.metricsPort) });
+      const unit = renderUnit({
+        node: process.execPath,
+        cli: fileURLToPath(new URL('./cli.js', import.meta.url)),
+        home,
+        metricsPort: parsePort(opts.metricsPort),
+      });
       if (opts.print) {
         process.stdout.write(opts.json ? `${JSON.stringify({ unit }, null, 2)}\n` : unit);
         return;

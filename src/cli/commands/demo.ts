@@ -101,7 +101,10 @@ export function demoCommands(): Command[] {
     .option('--latency <ms>', 'delay before every answer', '0')
     .option('--fault-rate <share>', 'share of calls (0-1) that get a random transient fault', '0')
     .option('--seed <n>', 'seed for the fault sequence', '42')
-    .addHelpText('after', '\nExample:\n  combine sim --port 8787 --latency 300 --fault-rate 0.2 &\n  OPENAI_BASE_URL=http://127.0.0.1:8787/v1 combine generate-all --project acme --follow')
+    .addHelpText(
+      'after',
+      '\nExample:\n  combine sim --port 8787 --latency 300 --fault-rate 0.2 &\n  OPENAI_BASE_URL=http://127.0.0.1:8787/v1 combine generate-all --project acme --follow',
+    )
     .action(async (o: { port: string; latency: string; faultRate: string; seed: string }) => {
       const nums = { port: Number(o.port), latency: Number(o.latency), faultRate: Number(o.faultRate), seed: Number(o.seed) };
       for (const [k, v] of Object.entries(nums)) if (!Number.isFinite(v) || v < 0) throw new CliError(`--${k}: "${v}" is not a number ≥ 0`, EXIT.USAGE);

@@ -16,7 +16,6 @@ import { duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, typ
 import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow.js';
 import { ConfigError } from '../../core/errors.js';
 
-
 /** How the engine asks for structured output (`provider.response_format`); the answer is validated either way. */
 export const RESPONSE_FORMATS = ['json_schema', 'json_object', 'none'] as const;
 export type ResponseFormat = (typeof RESPONSE_FORMATS)[number];
@@ -43,7 +42,9 @@ const retrySchema = z
 const operationsSchema = z
   .object({ modules: z.array(z.string().min(1).max(4096)).max(200).optional() })
   .catchall(
-    z.object({ retry: retrySchema.optional(), validation: z.record(z.string(), z.unknown()).optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() }).strict(),
+    z
+      .object({ retry: retrySchema.optional(), validation: z.record(z.string(), z.unknown()).optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() })
+      .strict(),
   );
 
 export const configFileSchema = z
@@ -57,7 +58,12 @@ export const configFileSchema = z
         timeout: duration.optional(),
         response_format: z.enum(RESPONSE_FORMATS).optional(),
         /** A larger answer is refused while it is read (PROVIDER_ERROR "answer too large"), never stored. */
-        max_answer_bytes: z.number().int().min(1024).max(2 ** 30).optional(),
+        max_answer_bytes: z
+          .number()
+          .int()
+          .min(1024)
+          .max(2 ** 30)
+          .optional(),
       })
       .strict()
       .optional(),
@@ -262,7 +268,10 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   const operationSettings: DaemonConfig['operationSettings'] = {};
   for (const [name, o] of Object.entries(perOperation)) {
     const settings = o as { retry?: z.infer<typeof retrySchema>; validation?: Record<string, unknown>; interrupted?: InterruptedMode };
-    operationSettings[name] = { retry: retryOverrides(settings.retry, settings.interrupted), ...(settings.validation ? { validation: settings.validation } : {}) };
+    operationSettings[name] = {
+      retry: retryOverrides(settings.retry, settings.interrupted),
+      ...(settings.validation ? { validation: settings.validation } : {}),
+    };
   }
   const model = env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini';
   const flow = flowConfig(file, env, model);
@@ -351,5 +360,9 @@ export function operationSettingsOf(c: DaemonConfig): OperationSettings {
 export function redactedConfig(c: DaemonConfig) {
   const { apiKey, ...provider } = c.provider;
   const { secrets, ...rest } = c;
-  return { ...rest, secrets: `${secrets.length} redacted`, provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' } };
+  return {
+    ...rest,
+    secrets: `${secrets.length} redacted`,
+    provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' },
+  };
 }

@@ -24,9 +24,7 @@ const budgetLimitsSchema = z
 
 export const flowConfigFileSchema = {
   /** Per model: {"gpt-4o-mini": {"requests_per_minute": 500, "tokens_per_minute": 200000}}. */
-  rate_limits: z
-    .record(z.string().min(1), z.object({ requests_per_minute: positive.optional(), tokens_per_minute: positive.optional() }).strict())
-    .optional(),
+  rate_limits: z.record(z.string().min(1), z.object({ requests_per_minute: positive.optional(), tokens_per_minute: positive.optional() }).strict()).optional(),
   scheduling: z
     .object({
       /** Weighted round robin across projects: {"acme": 3} gets three claims for every one of a weight-1 project. */
@@ -38,9 +36,7 @@ export const flowConfigFileSchema = {
     .strict()
     .optional(),
   /** USD per million tokens, per model. Needed for any cost budget of that model. */
-  prices: z
-    .record(z.string().min(1), z.object({ input_per_million_usd: z.number().min(0), output_per_million_usd: z.number().min(0) }).strict())
-    .optional(),
+  prices: z.record(z.string().min(1), z.object({ input_per_million_usd: z.number().min(0), output_per_million_usd: z.number().min(0) }).strict()).optional(),
   budgets: z
     .object({
       /** Limits for every project without its own entry. */

@@ -67,7 +67,10 @@ export const limitsConfigFileSchema = {
   redact: z
     .object({
       /** Environment variables whose values are secrets: redacted from the ledger, telemetry, logs and exports. */
-      env: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name')).max(50).optional(),
+      env: z
+        .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name'))
+        .max(50)
+        .optional(),
     })
     .strict()
     .optional(),

@@ -129,13 +129,7 @@ function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkIt
 }
 
 /** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry. */
-export function recordResponse(
-  tx: Tx,
-  ctx: EngineContext,
-  itemId: string,
-  outcome: Extract<CallOutcome, { kind: 'response' }>,
-  model: string,
-): LedgerRow {
+export function recordResponse(tx: Tx, ctx: EngineContext, itemId: string, outcome: Extract<CallOutcome, { kind: 'response' }>, model: string): LedgerRow {
   const item = leasedItem(tx, ctx, itemId, 'running');
   const thread = threadOf(tx, item);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
@@ -174,13 +168,7 @@ export type AnswerResult = 'applied' | 'repair' | 'retry' | 'dead_letter' | 'can
  * mutation (document version, mutation row, mutation_report, item applied, thread complete, lock
  * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart.
  */
-export function finishAnswer(
-  tx: Tx,
-  ctx: EngineContext,
-  itemId: string,
-  response: LedgerRow,
-  resumed: boolean,
-): AnswerResult {
+export function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, response: LedgerRow, resumed: boolean): AnswerResult {
   const item = leasedItem(tx, ctx, itemId, 'running');
   const thread = threadOf(tx, item);
   if (thread.status === 'canceled') {
@@ -255,14 +243,7 @@ function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: Thr
 }
 
 /** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
-export function failLeasedAttempt(
-  tx: Tx,
-  ctx: EngineContext,
-  itemId: string,
-  error: ClassifiedError,
-  latencyMs: number,
-  model: string,
-): AnswerResult {
+export function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, error: ClassifiedError, latencyMs: number, model: string): AnswerResult {
   const item = leasedItem(tx, ctx, itemId, 'running');
   closeAfterError(tx, item, error);
   insertCallRecord(tx.db, {
@@ -290,9 +271,18 @@ export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error
   const thread = threadOf(tx, item);
   const owner = item.status === 'queued' ? null : item.lease_owner;
   if (error.class === 'canceled' || thread.status === 'canceled') {
-    const canceled: ClassifiedError = error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
+    const canceled: ClassifiedError =
+      error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
     appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
-    endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'failed', owner, error_code: canceled.code, error_message: canceled.message, now: tx.now });
+    endWorkItem(tx.db, {
+      id: item.id,
+      from: item.status as WorkItemStatus,
+      to: 'failed',
+      owner,
+      error_code: canceled.code,
+      error_message: canceled.message,
+      now: tx.now,
+    });
     releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
     endThread(tx, thread.id, 'canceled');
@@ -334,7 +324,15 @@ export function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): 
   const thread = threadOf(tx, item);
   const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
   appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
-  endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'failed', owner: item.lease_owner, error_code: error.code, error_message: message, now: tx.now });
+  endWorkItem(tx.db, {
+    id: item.id,
+    from: item.status as WorkItemStatus,
+    to: 'failed',
+    owner: item.lease_owner,
+    error_code: error.code,
+    error_message: message,
+    now: tx.now,
+  });
   releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
   endThread(tx, thread.id, 'failed');
@@ -349,7 +347,15 @@ function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: Thre
     next: 'dead_letter',
     ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),
   });
-  endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'dead_letter', owner, error_code: error.code, error_message: error.message, now: tx.now });
+  endWorkItem(tx.db, {
+    id: item.id,
+    from: item.status as WorkItemStatus,
+    to: 'dead_letter',
+    owner,
+    error_code: error.code,
+    error_message: error.message,
+    now: tx.now,
+  });
   releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
   endThread(tx, thread.id, 'failed');

@@ -8,14 +8,7 @@
  */
 import type { Db } from '../../db/connection.js';
 import type { LedgerRow } from '../../db/schema.js';
-import {
-  getWorkItem,
-  listExpiredLeases,
-  listLeasesNotOwnedBy,
-  nextQueuedDeadline,
-  nextQueuedDueAt,
-  unparkBudgetItems,
-} from '../../db/work-items.js';
+import { getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
 import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type EngineContext } from './completer.js';
 import { CircuitBreaker, type BreakerPolicy } from './breaker.js';
 import { executeCall, type CallOutcome } from './executor.js';
@@ -117,7 +110,11 @@ export class Engine {
     // On a full disk these wait for space (health says why) rather than fail the start.
     const stopped = () => this.stopping;
     // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
-    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), { log: this.log, what: 'the start-up writes', stopped });
+    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), {
+      log: this.log,
+      what: 'the start-up writes',
+      stopped,
+    });
     await untilStored(() => this.recover(true, true), { log: this.log, what: 'the start-up recovery scan', stopped }).catch((err) =>
       this.log.error({ err }, 'recovery scan failed'),
     );
@@ -234,10 +231,13 @@ export class Engine {
     if (this.dueTimer) clearTimeout(this.dueTimer);
     // Capped: a parked item's far-future not_before must not overflow setTimeout (it would fire at once),
     // and a long sleep re-checks now and then anyway.
-    this.dueTimer = setTimeout(() => {
-      this.dueTimer = null;
-      this.wake();
-    }, Math.min(MAX_SLEEP_MS, Math.max(0, at - this.o.clock.now())));
+    this.dueTimer = setTimeout(
+      () => {
+        this.dueTimer = null;
+        this.wake();
+      },
+      Math.min(MAX_SLEEP_MS, Math.max(0, at - this.o.clock.now())),
+    );
     this.dueTimer.unref();
   }
 
@@ -293,7 +293,13 @@ export class Engine {
 
   /** Lets the breaker and the rate limiter learn from a call; wakes the engine when they allow calls again. */
   private observeProvider(model: string, outcome: CallOutcome): void {
-    const targets = { breaker: this.breaker, limiter: this.o.flow.limiter, log: this.log, endpoint: this.o.provider.endpoint, defaultWaitMs: this.ctx.operations.defaultPolicy.baseMs };
+    const targets = {
+      breaker: this.breaker,
+      limiter: this.o.flow.limiter,
+      log: this.log,
+      endpoint: this.o.provider.endpoint,
+      defaultWaitMs: this.ctx.operations.defaultPolicy.baseMs,
+    };
     const f = learnFromOutcome(targets, model, outcome, this.o.clock.now());
     if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
     for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
@@ -330,9 +336,7 @@ export class Engine {
   async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     try {
       const now = this.o.clock.now();
-      const stale = startup
-        ? listLeasesNotOwnedBy(this.o.db, this.ctx.owner)
-        : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
+      const stale = startup ? listLeasesNotOwnedBy(this.o.db, this.ctx.owner) : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
       const result = await this.write((tx) => ({
         ...rescueLeases(tx, this.ctx, stale, this.leaseMs),
         ...sweepLocksAndParents(tx),
@@ -359,4 +363,3 @@ export class Engine {
     }
   }
 }
-

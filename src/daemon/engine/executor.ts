@@ -7,9 +7,7 @@ import type { ChatRequest } from '../../domain/prompts.js';
 import { classifyCallError } from './classify.js';
 import type { Provider, RawResponse } from './provider.js';
 
-export type CallOutcome =
-  | ({ kind: 'response'; latencyMs: number } & RawResponse)
-  | { kind: 'error'; error: ClassifiedError; latencyMs: number };
+export type CallOutcome = ({ kind: 'response'; latencyMs: number } & RawResponse) | { kind: 'error'; error: ClassifiedError; latencyMs: number };
 
 /**
  * Sends `request` with a deadline of `timeoutMs`; `cancel` aborts it (a user's cancel). Never throws:

@@ -38,7 +38,10 @@ function permanent(code: 'UNKNOWN' | 'MUTATION_CONFLICT', message: string): Clas
 function unknownOperation(ops: OperationRegistry, thread: ThreadRow) {
   const op = ops.get(thread.kind);
   if (op) return { op, error: null };
-  return { op: null, error: permanent('UNKNOWN', `no loaded operation runs threads of kind "${thread.kind}" (is its module still in COMBINE_HOME/operations?)`) };
+  return {
+    op: null,
+    error: permanent('UNKNOWN', `no loaded operation runs threads of kind "${thread.kind}" (is its module still in COMBINE_HOME/operations?)`),
+  };
 }
 
 /** The request for this thread's call, or a permanent error when it cannot be built (its target is gone). */
@@ -113,7 +116,15 @@ export function applyThreadAnswer(
   if (head) {
     updateDocumentContent(db, { id: head.id, from_version: head.version, content: planned.text, updated_at: now });
   } else {
-    insertDocument(db, { id: documentId, project_id: target.project_id, doc_type: target.doc_type, doc_key: key, version: 1, content: planned.text, updated_at: now });
+    insertDocument(db, {
+      id: documentId,
+      project_id: target.project_id,
+      doc_type: target.doc_type,
+      doc_key: key,
+      version: 1,
+      content: planned.text,
+      updated_at: now,
+    });
   }
   rememberWrittenDocument(db, documentId, fromVersion + 1, planned.content);
   const mutation: AppliedMutation = {

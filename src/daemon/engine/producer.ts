@@ -15,7 +15,15 @@ import { acquireLock } from '../../db/locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
-import { claimWorkItem, getWorkItem, listClaimHeads, listProjectClaimHeads, listQueuedPastDeadline, parkProjectItems, type ClaimHead } from '../../db/work-items.js';
+import {
+  claimWorkItem,
+  getWorkItem,
+  listClaimHeads,
+  listProjectClaimHeads,
+  listQueuedPastDeadline,
+  parkProjectItems,
+  type ClaimHead,
+} from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OperationRegistry } from '../../operations/registry.js';

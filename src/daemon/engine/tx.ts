@@ -135,7 +135,11 @@ export function closeParentIfDone(tx: Tx, parentId: string): void {
 }
 
 /** Queues a new work item of `thread` (its first, or a retry's next sequence). */
-export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
+export function enqueueWorkItem(
+  tx: Tx,
+  thread: ThreadRow,
+  p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null },
+): WorkItemRow {
   const item: WorkItemRow = {
     id: newId(tx.now),
     thread_id: thread.id,

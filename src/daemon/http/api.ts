@@ -42,7 +42,11 @@ const CREATED_BY = 'http';
 const accepted = (r: { thread_id: string }) => ({ location: `/threads/${r.thread_id}` });
 
 /** A command's options as the services take them: the deadline stays relative, the service's clock places it. */
-const requestOptions = (body: { force: boolean; deadline_ms: number | null }): RequestOptions => ({ force: body.force, deadlineMs: body.deadline_ms, createdBy: CREATED_BY });
+const requestOptions = (body: { force: boolean; deadline_ms: number | null }): RequestOptions => ({
+  force: body.force,
+  deadlineMs: body.deadline_ms,
+  createdBy: CREATED_BY,
+});
 
 /** `Link: <…?cursor=last>; rel="next"` when the page is full, so a client can walk every thread. */
 function nextPage(path: string, query: Record<string, unknown>, list: ThreadView[], limit: number): Record<string, string> {

@@ -26,7 +26,10 @@ export function badInput(where: string, error: z.ZodError): HttpProblem {
   const errors = error.issues.map((i) => {
     // An unknown key is reported on its parent object: name the key itself.
     const keys = i.code === 'unrecognized_keys' ? i.keys : [null];
-    return keys.map((k) => ({ field: [...i.path, ...(k === null ? [] : [k])].join('.') || where, message: i.code === 'unrecognized_keys' ? 'unknown field' : i.message }));
+    return keys.map((k) => ({
+      field: [...i.path, ...(k === null ? [] : [k])].join('.') || where,
+      message: i.code === 'unrecognized_keys' ? 'unknown field' : i.message,
+    }));
   });
   const flat = errors.flat();
   return new HttpProblem(400, 'BAD_REQUEST', `invalid ${where}: ${flat.map((e) => `${e.field}: ${e.message}`).join('; ')}`, flat);

@@ -76,7 +76,10 @@ export function compilePath(template: string): (path: string) => Record<string, 
 export function queryObject(search: URLSearchParams): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of search) {
-    if (k in out) throw new HttpProblem(400, 'BAD_REQUEST', `invalid query: ${k}: given twice (separate several values with commas)`, [{ field: k, message: 'given twice' }]);
+    if (k in out)
+      throw new HttpProblem(400, 'BAD_REQUEST', `invalid query: ${k}: given twice (separate several values with commas)`, [
+        { field: k, message: 'given twice' },
+      ]);
     out[k] = v;
   }
   return out;

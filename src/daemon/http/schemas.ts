@@ -41,7 +41,10 @@ const statusList = z
   .string()
   .max(200)
   .transform((v, ctx) => {
-    const list = v.split(',').map((s) => s.trim()).filter(Boolean);
+    const list = v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const bad = list.filter((s) => !(THREAD_STATUSES as readonly string[]).includes(s));
     if (bad.length > 0) {
       ctx.addIssue({ code: 'custom', message: `"${bad.join(', ')}" is not a thread status (${THREAD_STATUSES.join(', ')})` });
@@ -89,7 +92,10 @@ named(
     status: z.number().int(),
     detail: z.string(),
     code: z.string().describe('BAD_REQUEST, NOT_FOUND, CONFLICT, QUEUE_FULL, LOCKED, UNAUTHORIZED, FORBIDDEN, PAYLOAD_TOO_LARGE, …'),
-    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('for 400: each bad field'),
+    errors: z
+      .array(z.object({ field: z.string(), message: z.string() }))
+      .optional()
+      .describe('for 400: each bad field'),
   }),
 );
 
@@ -178,7 +184,14 @@ export const projectSchema = named(
 
 export const documentSchema = named(
   'Document',
-  z.looseObject({ project_id: z.string(), doc_type: z.string(), key: z.string().nullable(), version: z.number().int(), content: z.unknown(), updated_at: iso.nullable() }),
+  z.looseObject({
+    project_id: z.string(),
+    doc_type: z.string(),
+    key: z.string().nullable(),
+    version: z.number().int(),
+    content: z.unknown(),
+    updated_at: iso.nullable(),
+  }),
 );
 
 export const documentHeadSchema = named(
@@ -217,17 +230,19 @@ export const objectSchema = (name: string, description: string) => named(name, z
 export const usageReportSchema = objectSchema('UsageReport', 'as `combine usage --json`: usage per project and UTC day, totals and budgets');
 export const healthSchema = named(
   'Health',
-  z.looseObject({ live: z.boolean(), ready: z.boolean(), status: z.enum(['ready', 'unready']), checks: z.record(z.string(), z.boolean()), breakers: z.record(z.string(), z.unknown()) }),
+  z.looseObject({
+    live: z.boolean(),
+    ready: z.boolean(),
+    status: z.enum(['ready', 'unready']),
+    checks: z.record(z.string(), z.boolean()),
+    breakers: z.record(z.string(), z.unknown()),
+  }),
 );
 export const scheduleSchema = objectSchema('Schedule', 'as `combine schedule list --json`');
 export const runSchema = objectSchema('ScheduleRun', 'as `combine schedule runs --json`');
 
 // Compile-time guard: each view must still have the fields (and types) of the schema that documents it.
-type Known<T> = T extends readonly unknown[]
-  ? Known<T[number]>[]
-  : T extends object
-    ? { [K in keyof T as string extends K ? never : K]: Known<T[K]> }
-    : T;
+type Known<T> = T extends readonly unknown[] ? Known<T[number]>[] : T extends object ? { [K in keyof T as string extends K ? never : K]: Known<T[K]> } : T;
 type Documents<View extends Known<z.infer<Schema>>, Schema extends z.ZodType> = [View, Schema];
 /** @public Read by the compiler only: it fails the build when a view and its schema drift apart. */
 export type ViewsMatchSchemas = [

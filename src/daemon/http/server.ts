@@ -56,7 +56,9 @@ const HTML_HEADERS = {
 
 /** The operations this daemon loaded (fixed until it restarts, so the document is made once). */
 const operationDocs = (services: Services) =>
-  services.threads.operations().map((s) => ({ name: s.name, description: s.description, input: services.threads.operation(s.name).input as Record<string, unknown> }));
+  services.threads
+    .operations()
+    .map((s) => ({ name: s.name, description: s.description, input: services.threads.operation(s.name).input as Record<string, unknown> }));
 
 const compiled = apiRoutes.map((r) => ({ route: r, match: compilePath(r.path) }));
 
@@ -68,7 +70,10 @@ function findRoute(method: string, path: string): { route: Route; params: Record
     if (c.route.method === method) return { route: c.route, params };
     allowed.push(c.route.method);
   }
-  if (allowed.length > 0) throw new HttpProblem(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${path} (use ${allowed.join(', ')})`, undefined, { allow: allowed.join(', ') });
+  if (allowed.length > 0)
+    throw new HttpProblem(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${path} (use ${allowed.join(', ')})`, undefined, {
+      allow: allowed.join(', '),
+    });
   throw new HttpProblem(404, 'NOT_FOUND', `no endpoint ${method} ${path} (see /openapi.json)`);
 }
 
@@ -79,10 +84,17 @@ function wantsHtml(req: IncomingMessage): boolean {
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { ...COMMON_HEADERS, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers }).end(text);
+  res
+    .writeHead(status, { ...COMMON_HEADERS, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers })
+    .end(text);
 }
 
-async function callRoute(services: Services, req: IncomingMessage, method: string, url: URL): Promise<{ status: number; body: unknown; headers: Record<string, string> }> {
+async function callRoute(
+  services: Services,
+  req: IncomingMessage,
+  method: string,
+  url: URL,
+): Promise<{ status: number; body: unknown; headers: Record<string, string> }> {
   const { route: r, params } = findRoute(method, url.pathname);
   const query = queryObject(url.searchParams);
   const raw = method === 'POST' ? await readJsonBody(req) : undefined;
@@ -123,9 +135,15 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
         return;
       }
       if (!guard!.isAuthenticated(req)) {
-        throw new HttpProblem(401, 'UNAUTHORIZED', 'a token is needed: send `Authorization: Bearer <COMBINE_HOME/http.token>`, or open the URL `combine ui` prints', undefined, {
-          'www-authenticate': 'Bearer realm="combine"',
-        });
+        throw new HttpProblem(
+          401,
+          'UNAUTHORIZED',
+          'a token is needed: send `Authorization: Bearer <COMBINE_HOME/http.token>`, or open the URL `combine ui` prints',
+          undefined,
+          {
+            'www-authenticate': 'Bearer realm="combine"',
+          },
+        );
       }
       if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes, operationDocs(o.services))));
       if (html) {
@@ -138,7 +156,9 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
       const r = await callRoute(o.services, req, method, url);
       sendJson(res, r.status, r.body, r.headers);
     } catch (err) {
-      const { problem, headers } = toProblem(err, (e) => o.logger.error({ err: e, component: 'http', method, path: (req.url ?? '').split('?')[0] }, 'HTTP request failed'));
+      const { problem, headers } = toProblem(err, (e) =>
+        o.logger.error({ err: e, component: 'http', method, path: (req.url ?? '').split('?')[0] }, 'HTTP request failed'),
+      );
       // A body cut short at the size limit is still arriving: close rather than read it.
       const close: Record<string, string> = problem.status === 413 ? { connection: 'close' } : {};
       if (html) res.writeHead(problem.status, { ...HTML_HEADERS, ...headers, ...close }).end(o.dashboard!.errorPage(problem));

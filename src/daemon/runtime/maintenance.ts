@@ -97,7 +97,10 @@ export class Maintenance {
       db.pragma('auto_vacuum = INCREMENTAL');
       db.exec('VACUUM');
       converted = true;
-      this.o.logger.info({ component: 'maintenance', ms: Math.round(performance.now() - started) }, 'converted the database to auto_vacuum=INCREMENTAL (one-time VACUUM)');
+      this.o.logger.info(
+        { component: 'maintenance', ms: Math.round(performance.now() - started) },
+        'converted the database to auto_vacuum=INCREMENTAL (one-time VACUUM)',
+      );
     }
     const free = Number(db.pragma('freelist_count', { simple: true }));
     if (free > 0) db.pragma('incremental_vacuum');
@@ -112,6 +115,12 @@ export class Maintenance {
     } finally {
       db.pragma(`busy_timeout = ${busyTimeout}`);
     }
-    return { converted_to_incremental: converted, freed_pages: freed, wal_bytes_before: walBefore, wal_bytes_after: walBytes(this.o.walPath), checkpoint_busy: busy };
+    return {
+      converted_to_incremental: converted,
+      freed_pages: freed,
+      wal_bytes_before: walBefore,
+      wal_bytes_after: walBytes(this.o.walPath),
+      checkpoint_busy: busy,
+    };
   }
 }

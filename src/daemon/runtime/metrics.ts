@@ -73,7 +73,12 @@ export interface MetricsSource {
 }
 
 /** The daemon's source: counts from the database (due as of the clock), the engine's calls and breaker, the WAL file. */
-export function daemonMetricsSource(db: Db, clock: Clock, engine: () => { readonly inFlightCount: number; readonly breaker: CircuitBreaker }, walPath: string): MetricsSource {
+export function daemonMetricsSource(
+  db: Db,
+  clock: Clock,
+  engine: () => { readonly inFlightCount: number; readonly breaker: CircuitBreaker },
+  walPath: string,
+): MetricsSource {
   return {
     threadsByStatus: () => countThreadsByStatus(db),
     workItemsByStatus: () => countWorkItemsByStatus(db),
@@ -107,7 +112,14 @@ export class Metrics implements EngineObserver {
   ) {
     const registers = [this.registry];
     const gauge = (name: string, help: string, read: () => number) =>
-      new Gauge({ name, help, registers, collect() { this.set(read()); } });
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(read());
+        },
+      });
     new Gauge({
       name: 'combine_threads',
       help: 'Threads by status',
@@ -133,20 +145,58 @@ export class Metrics implements EngineObserver {
     gauge('combine_breaker_state', 'Provider circuit breaker: 0 closed, 1 half-open, 2 open', () => BREAKER_STATE_VALUE[source.breakerState()]);
     gauge('combine_wal_bytes', 'Size of the SQLite write-ahead log', () => source.walBytes());
 
-    this.callSeconds = labelled(new Histogram({ name: 'combine_call_duration_seconds', help: 'Provider call duration', labelNames: ['outcome'], buckets: CALL_BUCKETS, registers }), 'outcome', CALL_OUTCOMES);
-    this.attempts = labelled(new Counter({ name: 'combine_attempts_total', help: 'Attempts by how they ended', labelNames: ['outcome'], registers }), 'outcome', ATTEMPT_OUTCOMES);
-    this.failures = labelled(new Counter({ name: 'combine_failures_total', help: 'Failed attempts by error code', labelNames: ['code'], registers }), 'code', ERROR_CODES);
-    this.ledgerEntries = labelled(new Counter({ name: 'combine_ledger_entries_total', help: 'Ledger entries appended, by type', labelNames: ['entry_type'], registers }), 'entry_type', LEDGER_ENTRY_TYPES);
+    this.callSeconds = labelled(
+      new Histogram({ name: 'combine_call_duration_seconds', help: 'Provider call duration', labelNames: ['outcome'], buckets: CALL_BUCKETS, registers }),
+      'outcome',
+      CALL_OUTCOMES,
+    );
+    this.attempts = labelled(
+      new Counter({ name: 'combine_attempts_total', help: 'Attempts by how they ended', labelNames: ['outcome'], registers }),
+      'outcome',
+      ATTEMPT_OUTCOMES,
+    );
+    this.failures = labelled(
+      new Counter({ name: 'combine_failures_total', help: 'Failed attempts by error code', labelNames: ['code'], registers }),
+      'code',
+      ERROR_CODES,
+    );
+    this.ledgerEntries = labelled(
+      new Counter({ name: 'combine_ledger_entries_total', help: 'Ledger entries appended, by type', labelNames: ['entry_type'], registers }),
+      'entry_type',
+      LEDGER_ENTRY_TYPES,
+    );
     this.tokens = new Counter({ name: 'combine_tokens_total', help: 'Tokens used, by model and kind', labelNames: ['model', 'kind'], registers });
-    this.cost = Object.keys(prices).length > 0
-      ? new Counter({ name: 'combine_cost_usd_total', help: 'Estimated cost in USD (the prices table of config.json), by model', labelNames: ['model'], registers })
-      : null;
-    this.limiterWaits = labelled(new Counter({ name: 'combine_limiter_waits_total', help: 'Times due work waited for the limiter', labelNames: ['reason'], registers }), 'reason', LIMITER_REASONS);
-    this.recoveries = labelled(new Counter({ name: 'combine_recoveries_total', help: 'Recovery scan actions', labelNames: ['action'], registers }), 'action', RECOVERY_ACTIONS);
+    this.cost =
+      Object.keys(prices).length > 0
+        ? new Counter({
+            name: 'combine_cost_usd_total',
+            help: 'Estimated cost in USD (the prices table of config.json), by model',
+            labelNames: ['model'],
+            registers,
+          })
+        : null;
+    this.limiterWaits = labelled(
+      new Counter({ name: 'combine_limiter_waits_total', help: 'Times due work waited for the limiter', labelNames: ['reason'], registers }),
+      'reason',
+      LIMITER_REASONS,
+    );
+    this.recoveries = labelled(
+      new Counter({ name: 'combine_recoveries_total', help: 'Recovery scan actions', labelNames: ['action'], registers }),
+      'action',
+      RECOVERY_ACTIONS,
+    );
     this.commitSeconds = new Histogram({ name: 'combine_commit_seconds', help: 'Duration of a group commit', buckets: COMMIT_BUCKETS, registers });
     this.commitSeconds.zero({});
-    this.maintenanceRuns = new Counter({ name: 'combine_maintenance_runs_total', help: 'Idle maintenance runs (WAL checkpoint, incremental vacuum)', registers });
-    this.freedPages = new Counter({ name: 'combine_maintenance_freed_pages_total', help: 'Pages returned to the file system by incremental vacuum', registers });
+    this.maintenanceRuns = new Counter({
+      name: 'combine_maintenance_runs_total',
+      help: 'Idle maintenance runs (WAL checkpoint, incremental vacuum)',
+      registers,
+    });
+    this.freedPages = new Counter({
+      name: 'combine_maintenance_freed_pages_total',
+      help: 'Pages returned to the file system by incremental vacuum',
+      registers,
+    });
     this.modelLabel(defaultModel);
   }
 

@@ -90,7 +90,7 @@ export class StorageGuard {
         : this.state === 'disk_full'
           ? 'disk full'
           : `low on space: ${formatBytes(this.freeBytes ?? 0)} free, under storage.min_free_bytes (${formatBytes(this.o.minFreeBytes)}); claiming is paused`;
-    return { state: this.state, status, free_bytes: this.freeBytes, min_free_bytes: this.o.minFreeBytes, log_lines_dropped: (this.o.logFile?.dropped ?? 0) };
+    return { state: this.state, status, free_bytes: this.freeBytes, min_free_bytes: this.o.minFreeBytes, log_lines_dropped: this.o.logFile?.dropped ?? 0 };
   }
 
   private set(state: StorageState): void {

@@ -98,7 +98,13 @@ export class Scheduler {
   }
 
   private async tickOnce(): Promise<TickResult> {
-    const result: TickResult = { claimed: [], lost: 0, lostAtInsert: 0, reclaimed: [], outcomes: { started: 0, in_progress: 0, finalized: 0, lost: 0, failed: 0 } };
+    const result: TickResult = {
+      claimed: [],
+      lost: 0,
+      lostAtInsert: 0,
+      reclaimed: [],
+      outcomes: { started: 0, in_progress: 0, finalized: 0, lost: 0, failed: 0 },
+    };
     if (this.stopped) return result;
     try {
       const now = this.o.clock.now();

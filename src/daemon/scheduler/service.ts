@@ -64,7 +64,15 @@ export class ScheduleService {
       if (!getProject(tx.db, input.project_id)) {
         throw new CommandError('NOT_FOUND', `no project "${input.project_id}" (see \`combine project list\`)`);
       }
-      const s: ScheduleRow = { id: newId(tx.now), ...input, input: template.input, status: 'active', active_from: tx.now, created_at: tx.now, updated_at: tx.now };
+      const s: ScheduleRow = {
+        id: newId(tx.now),
+        ...input,
+        input: template.input,
+        status: 'active',
+        active_from: tx.now,
+        created_at: tx.now,
+        updated_at: tx.now,
+      };
       insertSchedule(tx.db, s);
       return s;
     });

@@ -36,7 +36,8 @@ function inProgress(db: Db, ops: OperationRegistry, q: DocumentQuery): string | 
     if (!op) continue;
     try {
       const target = targetOf(op, request.input);
-      if (target.project_id === q.projectId && target.doc_type === q.docType && (q.key === null || (target.key ?? '') === q.key)) return `run ${run.id} is pending`;
+      if (target.project_id === q.projectId && target.doc_type === q.docType && (q.key === null || (target.key ?? '') === q.key))
+        return `run ${run.id} is pending`;
     } catch {
       // An input the operation cannot target does not make anything pending.
     }
@@ -46,7 +47,10 @@ function inProgress(db: Db, ops: OperationRegistry, q: DocumentQuery): string | 
 
 export function readDocument(db: Db, ops: OperationRegistry, q: DocumentQuery): DocumentRow {
   if (!getProject(db, q.projectId)) throw new CommandError('NOT_FOUND', `no project "${q.projectId}" (see \`combine project list\`)`);
-  const doc = q.key !== null ? getKeyedDocument(db, q.projectId, q.docType, q.key) : (getKeyedDocument(db, q.projectId, q.docType, '') ?? getLatestKeyedDocument(db, q.projectId, q.docType));
+  const doc =
+    q.key !== null
+      ? getKeyedDocument(db, q.projectId, q.docType, q.key)
+      : (getKeyedDocument(db, q.projectId, q.docType, '') ?? getLatestKeyedDocument(db, q.projectId, q.docType));
   if (doc) return doc;
   const what = `the ${q.docType} of "${q.projectId}"${q.key !== null ? ` for ${q.key}` : ''}`;
   const busy = inProgress(db, ops, q);

@@ -36,7 +36,13 @@ export function inDoubtOf(db: Db, thread: ThreadRow): InDoubtView | null {
   if (thread.status !== 'failed') return null;
   const item = getLatestWorkItem(db, thread.id);
   if (!item || !isHeldInDoubt(item)) return null;
-  return { work_item_id: item.id, attempt: item.attempt, code: item.error_code, since: item.finished_at === null ? null : iso(item.finished_at), message: item.error_message };
+  return {
+    work_item_id: item.id,
+    attempt: item.attempt,
+    code: item.error_code,
+    since: item.finished_at === null ? null : iso(item.finished_at),
+    message: item.error_message,
+  };
 }
 
 /** `parkedUntil`: when the model's rate-limit hold ends (null: not held). */

@@ -38,11 +38,21 @@ export function resolveThreadId(db: Db, text: string): string {
   const range = prefixRange(normalized(text, 'thread'));
   const threads = findThreadIdsByPrefix(db, range, LISTED + 1);
   if (threads.length === 1) return threads[0]!;
-  if (threads.length > 1) throw ambiguous(text, 'thread', threads.map((id) => describeThread(db, id)));
+  if (threads.length > 1)
+    throw ambiguous(
+      text,
+      'thread',
+      threads.map((id) => describeThread(db, id)),
+    );
   const items = findWorkItemIdsByPrefix(db, range, LISTED + 1);
   const owners = [...new Set(items.map((w) => w.thread_id))];
   if (owners.length === 1) return owners[0]!;
-  if (owners.length > 1) throw ambiguous(text, 'work item', items.map((w) => `${w.id}  (thread ${w.thread_id})`));
+  if (owners.length > 1)
+    throw ambiguous(
+      text,
+      'work item',
+      items.map((w) => `${w.id}  (thread ${w.thread_id})`),
+    );
   throw new CommandError('NOT_FOUND', `no thread "${text}"`);
 }
 

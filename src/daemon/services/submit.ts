@@ -69,7 +69,13 @@ interface Planned {
 function plan(op: Operation, input: unknown): Planned {
   try {
     const identity = identityOf(op, input);
-    return { key: idempotencyKey(op, identity), target: targetOf(op, input), lockScope: lockScopeOf(op, input), spaceType: identity.space_type, spaceId: identity.space_id };
+    return {
+      key: idempotencyKey(op, identity),
+      target: targetOf(op, input),
+      lockScope: lockScopeOf(op, input),
+      spaceType: identity.space_type,
+      spaceId: identity.space_id,
+    };
   } catch (err) {
     return refusal(err);
   }
@@ -77,7 +83,8 @@ function plan(op: Operation, input: unknown): Planned {
 
 /** Submits one request of `name`: the thread that answers it, new or found. */
 export function submitOperation(tx: Tx, ops: OperationRegistry, name: string, input: unknown, o: SubmitOptions): CommandResult {
-  if (JSON.stringify(input ?? null).length > MAX_INPUT_BYTES) throw new CommandError('BAD_REQUEST', `the input is larger than ${MAX_INPUT_BYTES} bytes as JSON`);
+  if (JSON.stringify(input ?? null).length > MAX_INPUT_BYTES)
+    throw new CommandError('BAD_REQUEST', `the input is larger than ${MAX_INPUT_BYTES} bytes as JSON`);
   const op = requireOperation(ops, name);
   checkInput(op, input);
   const result = submit(tx, ops, op, input, o, null);
@@ -130,7 +137,10 @@ function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unkno
     checkInput(child, childInput, `children[${i}]`);
     // The parent holds its scope until every child ended: a child needing it would wait forever.
     if (plan(child, childInput).lockScope === p.lockScope) {
-      throw new CommandError('BAD_REQUEST', `${op.name}: children[${i}] would lock ${p.lockScope}, which the orchestration itself holds until its children end`);
+      throw new CommandError(
+        'BAD_REQUEST',
+        `${op.name}: children[${i}] would lock ${p.lockScope}, which the orchestration itself holds until its children end`,
+      );
     }
     submit(tx, ops, child, childInput, childOptions, parent);
   });
@@ -142,7 +152,15 @@ function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unkno
   return { thread: getThread(tx.db, parent.id)!, deduplicated: false };
 }
 
-function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, role: 'work' | 'orchestration', parent: ThreadRow | null, createdBy: string | null): ThreadRow {
+function newThread(
+  tx: Tx,
+  op: Operation,
+  input: unknown,
+  p: Planned,
+  role: 'work' | 'orchestration',
+  parent: ThreadRow | null,
+  createdBy: string | null,
+): ThreadRow {
   const row: ThreadRow = {
     id: newId(tx.now),
     kind: op.name,

@@ -16,7 +16,9 @@ const RECENT_THREADS = 200;
 const targets = (t: ThreadView, docType: string, key: string | null) => t.target_ref.doc_type === docType && (t.target_ref.key ?? null) === key;
 
 function writing(t: ThreadView | undefined): Html | string {
-  return t ? html`<span class="in-progress">Being written</span> by <a href="/threads/${t.thread_id}">thread <code>${shortId(t.thread_id)}</code></a> ${statusBadge(t.status)}` : '';
+  return t
+    ? html`<span class="in-progress">Being written</span> by <a href="/threads/${t.thread_id}">thread <code>${shortId(t.thread_id)}</code></a> ${statusBadge(t.status)}`
+    : '';
 }
 
 /** The project page's list: each document with the thread writing it now, and those not written yet that a thread is writing. */
@@ -31,14 +33,16 @@ export function documentsSection(services: Services, projectId: string): Html {
   }
   const rows = [
     ...docs.map(
-      (d) => html`<tr data-doc="${d.doc_type}/${d.key ?? ''}"><td><a href="${documentHref(d)}">${d.doc_type}</a></td><td>${d.key ?? '–'}</td><td class="num">${d.version}</td><td>${time(
-        d.updated_at,
-      )}</td><td>${writing(writerOf(d.doc_type, d.key))}</td></tr>`,
+      (d) =>
+        html`<tr data-doc="${d.doc_type}/${d.key ?? ''}"><td><a href="${documentHref(d)}">${d.doc_type}</a></td><td>${d.key ?? '–'}</td><td class="num">${d.version}</td><td>${time(
+          d.updated_at,
+        )}</td><td>${writing(writerOf(d.doc_type, d.key))}</td></tr>`,
     ),
     ...[...unwritten.values()].map(
-      (t) => html`<tr data-doc="${t.target_ref.doc_type}/${t.target_ref.key ?? ''}"><td><a href="${documentHref(t.target_ref)}">${t.target_ref.doc_type}</a></td><td>${
-        t.target_ref.key ?? '–'
-      }</td><td class="num">–</td><td>–</td><td>${writing(t)}</td></tr>`,
+      (t) =>
+        html`<tr data-doc="${t.target_ref.doc_type}/${t.target_ref.key ?? ''}"><td><a href="${documentHref(t.target_ref)}">${t.target_ref.doc_type}</a></td><td>${
+          t.target_ref.key ?? '–'
+        }</td><td class="num">–</td><td>–</td><td>${writing(t)}</td></tr>`,
     ),
   ];
   return html`<h2>Documents</h2>

@@ -24,9 +24,12 @@ export function operationsPage(services: Services, query: URLSearchParams): { ti
   }.</p>
 <table class="operations">
 <thead><tr><th>Operation</th><th>Description</th><th>Source</th><th>Model</th></tr></thead>
-<tbody>${services.threads.operations().map(
-    (o) => html`<tr data-operation="${o.name}"><td><a href="/operations/${encodeURIComponent(o.name)}${suffix}"><code>${o.name}</code></a></td><td>${o.description}</td><td><code>${o.source}</code></td><td>${o.model}</td></tr>`,
-  )}</tbody>
+<tbody>${services.threads
+    .operations()
+    .map(
+      (o) =>
+        html`<tr data-operation="${o.name}"><td><a href="/operations/${encodeURIComponent(o.name)}${suffix}"><code>${o.name}</code></a></td><td>${o.description}</td><td><code>${o.source}</code></td><td>${o.model}</td></tr>`,
+    )}</tbody>
 </table>`;
   return { title: 'Operations', body };
 }

@@ -21,7 +21,8 @@ ${
     : html`<table>
 <thead><tr><th>Project</th><th>Id</th><th class="num">Epics</th><th class="num">Active threads</th></tr></thead>
 <tbody>${projects.map(
-        (p) => html`<tr><td><a href="/projects/${encodeURIComponent(p.project_id)}">${p.name}</a></td><td><code>${p.project_id}</code></td><td class="num">${p.epics.length}</td><td class="num">${activeCount(p.project_id)}</td></tr>`,
+        (p) =>
+          html`<tr><td><a href="/projects/${encodeURIComponent(p.project_id)}">${p.name}</a></td><td><code>${p.project_id}</code></td><td class="num">${p.epics.length}</td><td class="num">${activeCount(p.project_id)}</td></tr>`,
       )}</tbody>
 </table>`
 }`;
@@ -69,15 +70,21 @@ export function projectPage(services: Services, projectId: string): { title: str
     const inFlight = activeFor(epic.id);
     const latest = latestFor(epic.id);
     let state: Html;
-    if (inFlight) state = html`<span class="in-progress">Generation in progress</span> <a href="/threads/${inFlight.thread_id}">${statusBadge(inFlight.status)}</a>`;
+    if (inFlight)
+      state = html`<span class="in-progress">Generation in progress</span> <a href="/threads/${inFlight.thread_id}">${statusBadge(inFlight.status)}</a>`;
     else if (latest && latest.status !== 'complete') state = html`<a href="/threads/${latest.thread_id}">Last generation ${statusBadge(latest.status)}</a>`;
     else if (generated?.generated_at) state = html`<span class="muted">generated ${time(generated.generated_at)}</span>`;
     else state = html`<span class="muted">no stories yet</span>`;
-    const button = actionButton('Generate', '/commands/story-backlog/generate-epic', { project_id: projectId, epic_id: epic.id, ...(count > 0 ? { force: true } : {}) }, {
-      disabled: !!inFlight,
-      title: count > 0 ? `replace the ${count} stories (a new paid call)` : undefined,
-      confirm: count > 0 ? `Replace the ${count} stories of "${epic.title}"? This is a new paid call.` : undefined,
-    });
+    const button = actionButton(
+      'Generate',
+      '/commands/story-backlog/generate-epic',
+      { project_id: projectId, epic_id: epic.id, ...(count > 0 ? { force: true } : {}) },
+      {
+        disabled: !!inFlight,
+        title: count > 0 ? `replace the ${count} stories (a new paid call)` : undefined,
+        confirm: count > 0 ? `Replace the ${count} stories of "${epic.title}"? This is a new paid call.` : undefined,
+      },
+    );
     return html`<tr data-epic="${epic.id}">
   <td><code>${epic.id}</code></td>
   <td><strong>${epic.title}</strong>${
@@ -101,7 +108,9 @@ export function projectPage(services: Services, projectId: string): { title: str
   const body = html`<p class="crumbs"><a href="/">Projects</a> /</p>
 <h1>${project.name}</h1>
 <p class="muted"><code>${project.project_id}</code>${
-    project.epics.length > 0 ? ` · ${project.epics.length} epics · story backlog v${backlog.version}${backlog.updated_at ? ` · updated ${time(backlog.updated_at)}` : ''}` : ''
+    project.epics.length > 0
+      ? ` · ${project.epics.length} epics · story backlog v${backlog.version}${backlog.updated_at ? ` · updated ${time(backlog.updated_at)}` : ''}`
+      : ''
   } · <a href="/threads?project_id=${encodeURIComponent(projectId)}">threads</a></p>
 ${project.epics.length > 0 ? stories : ''}
 ${documentsSection(services, projectId)}`;

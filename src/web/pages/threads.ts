@@ -54,7 +54,13 @@ export function threadsPage(services: Services, q: ThreadsQuery): { title: strin
   const projects = services.projects.list();
   const link = (cursor: string | null) => {
     const p = new URLSearchParams();
-    for (const [k, v] of [['status', status], ['kind', kind], ['project_id', projectId], ['cursor', cursor]] as const) if (v) p.set(k, v);
+    for (const [k, v] of [
+      ['status', status],
+      ['kind', kind],
+      ['project_id', projectId],
+      ['cursor', cursor],
+    ] as const)
+      if (v) p.set(k, v);
     return `/threads?${p.toString()}`;
   };
   const full = threads.length === q.limit;
@@ -148,9 +154,10 @@ ${kids.length > 0 ? html`<h2>Children</h2>${threadsTable(kids)}` : ''}
 ${
   t.work_items.length > 0
     ? html`<h2>Work items</h2><table><thead><tr><th class="num">Seq</th><th>Status</th><th>Attempt</th><th>Lock</th><th>Error</th></tr></thead><tbody>${t.work_items.map(
-        (w) => html`<tr><td class="num">${w.sequence}</td><td>${statusBadge(w.status)}</td><td>${w.attempt}/${w.max_attempts}</td><td><code>${w.lock_scope}</code></td><td>${
-          w.error_code ? `${w.error_code}: ${w.error_message ?? ''}` : ''
-        }</td></tr>`,
+        (w) =>
+          html`<tr><td class="num">${w.sequence}</td><td>${statusBadge(w.status)}</td><td>${w.attempt}/${w.max_attempts}</td><td><code>${w.lock_scope}</code></td><td>${
+            w.error_code ? `${w.error_code}: ${w.error_message ?? ''}` : ''
+          }</td></tr>`,
       )}</tbody></table>`
     : ''
 }
