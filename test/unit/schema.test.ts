@@ -53,21 +53,6 @@ describe('migrated schema', () => {
     expect(() => db.prepare('DELETE FROM llm_ledger_entries WHERE seq = 1').run()).toThrow(/append-only/);
     expect(db.prepare('SELECT payload FROM llm_ledger_entries WHERE seq = 1').get()).toEqual({ payload: '{}' });
   });
-});
-
-describe('status columns', () => {
-  let dir: string;
-  let db: Db;
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'cmb-schema-'));
-    db = openDatabase(join(dir, 'combine.db'));
-    applyMigrations(db);
-    db.prepare("INSERT INTO projects (id, name, created_at) VALUES ('p', 'P', 0)").run();
-  });
-  afterEach(() => {
-    db.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
 
   const insertThread = (status: string) =>
     db
@@ -77,7 +62,8 @@ describe('status columns', () => {
       )
       .run(status);
 
-  it('refuse a status outside the machine, on insert and on update, like a CHECK constraint', () => {
+  it('refuses a status outside the machine, on insert and on update, like a CHECK constraint', () => {
+    db.prepare("INSERT INTO projects (id, name, created_at) VALUES ('p', 'P', 0)").run();
     expect(() => insertThread('done')).toThrow(/CHECK constraint failed: llm_threads.status/);
     insertThread('open');
     expect(() => db.prepare("UPDATE llm_threads SET status = 'finished' WHERE id = 't'").run()).toThrow(/CHECK constraint failed: llm_threads.status/);
