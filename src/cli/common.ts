@@ -4,7 +4,8 @@ import type { ThreadView } from '../daemon/views.js';
 import { distinctShortIds } from '../domain/short-id.js';
 import { parseDurationMs } from '../domain/duration.js';
 import { costText } from './money.js';
-import { CliError, EXIT, statusCell, table, when } from './output.js';
+import { EXIT, statusCell, table, when } from './output.js';
+import { CliError } from '../core/errors.js';
 
 export interface CommonOptions {
   json?: boolean;
@@ -31,18 +32,6 @@ export function describeTarget(t: ThreadView): string {
   const key = r.key ?? r.date; // threads written before keys were stored name their briefing's date only
   if (key) return `${r.project_id} ${r.doc_type} ${String(key)}`;
   return r.doc_type === 'story_backlog' ? `${r.project_id} (all epics)` : `${r.project_id} ${r.doc_type}`;
-}
-
-/**
- * What a child of an orchestration works on, read from its target_ref whatever the operation:
- * `{epic_id: "E3"}` → "epic E3", `{date: "2026-11-23"}` → "date 2026-11-23"; else its document type.
- */
-export function describeTargetRef(ref: object): string {
-  const fields = ref as Record<string, unknown>;
-  const parts = Object.entries(fields)
-    .filter(([k, v]) => k !== 'doc_type' && k !== 'project_id' && v !== undefined && v !== null)
-    .map(([k, v]) => `${k.replace(/_id$/, '')} ${String(v)}`);
-  return parts.join(', ') || String(fields.doc_type ?? 'target');
 }
 
 export function describeChildren(t: ThreadView): string {
