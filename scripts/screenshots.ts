@@ -34,14 +34,23 @@ async function main(): Promise<void> {
   try {
     mkdirSync(join(home, 'operations'));
     copyFileSync(join(ROOT, 'examples', 'operations', 'release_notes.mjs'), join(home, 'operations', 'release_notes.mjs'));
-    writeFileSync(join(home, 'config.json'), JSON.stringify({ prices: { 'combine-sim': { input_per_million_usd: 2.5, output_per_million_usd: 10 } }, retry: { base: '50ms', cap: '200ms' } }));
+    writeFileSync(
+      join(home, 'config.json'),
+      JSON.stringify({ prices: { 'combine-sim': { input_per_million_usd: 2.5, output_per_million_usd: 10 } }, retry: { base: '50ms', cap: '200ms' } }),
+    );
     const { http } = await cli(env, 'daemon', 'start', '--http-port', '0');
     await cli(env, 'project', 'import', join(ROOT, 'examples', 'acme.json'));
     const all = await cli(env, 'generate-all', '--project', 'acme');
     await cli(env, 'thread', all.thread_id, '--follow');
-    const notes = { project_id: 'acme', version: '2.4.0', changes: ['Faster checkout on mobile', 'Returns can be started from the order page', 'Fix: catalog search ignored accents'] };
+    const notes = {
+      project_id: 'acme',
+      version: '2.4.0',
+      changes: ['Faster checkout on mobile', 'Returns can be started from the order page', 'Fix: catalog search ignored accents'],
+    };
     await cli(env, 'run', 'release_notes', '--input', JSON.stringify(notes), '--follow');
-    const checkout = (await cli(env, 'threads', '--project', 'acme') as { thread_id: string; target_ref: { epic_id?: string } }[]).find((t) => t.target_ref.epic_id === 'checkout')!;
+    const checkout = ((await cli(env, 'threads', '--project', 'acme')) as { thread_id: string; target_ref: { epic_id?: string } }[]).find(
+      (t) => t.target_ref.epic_id === 'checkout',
+    )!;
     sim.setFaults([{ kind: 'hang', match: 'Epic id: returns', hang_ms: 60_000 }]);
     await cli(env, 'generate-epic', '--project', 'acme', '--epic', 'returns', '--force');
 

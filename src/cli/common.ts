@@ -3,9 +3,10 @@ import type { Command } from 'commander';
 import type { ThreadView } from '../daemon/views.js';
 import { distinctShortIds } from '../domain/short-id.js';
 import { parseDurationMs } from '../domain/duration.js';
-import { parseTraceparent } from '../daemon/tracing/trace-context.js';
+import { parseTraceparent } from '../core/trace-context.js';
 import { costText } from './money.js';
-import { CliError, EXIT, statusCell, table, when } from './output.js';
+import { EXIT, statusCell, table, when } from './output.js';
+import { CliError } from '../core/errors.js';
 
 export interface CommonOptions {
   json?: boolean;
@@ -29,7 +30,8 @@ export function traceparentOf(opts: { traceparent?: string }): string | null {
   const value = opts.traceparent ?? (process.env.TRACEPARENT || undefined);
   if (value === undefined) return null;
   const where = opts.traceparent !== undefined ? '--traceparent' : 'TRACEPARENT';
-  if (!parseTraceparent(value)) throw new CliError(`${where}: "${value}" is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)`, EXIT.USAGE);
+  if (!parseTraceparent(value))
+    throw new CliError(`${where}: "${value}" is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)`, EXIT.USAGE);
   return value;
 }
 
@@ -46,18 +48,6 @@ export function describeTarget(t: ThreadView): string {
   const key = r.key ?? r.date; // threads written before keys were stored name their briefing's date only
   if (key) return `${r.project_id} ${r.doc_type} ${String(key)}`;
   return r.doc_type === 'story_backlog' ? `${r.project_id} (all epics)` : `${r.project_id} ${r.doc_type}`;
-}
-
-/**
- * What a child of an orchestration works on, read from its target_ref whatever the operation:
- * `{epic_id: "E3"}` → "epic E3", `{date: "2026-11-23"}` → "date 2026-11-23"; else its document type.
- */
-export function describeTargetRef(ref: object): string {
-  const fields = ref as Record<string, unknown>;
-  const parts = Object.entries(fields)
-    .filter(([k, v]) => k !== 'doc_type' && k !== 'project_id' && v !== undefined && v !== null)
-    .map(([k, v]) => `${k.replace(/_id$/, '')} ${String(v)}`);
-  return parts.join(', ') || String(fields.doc_type ?? 'target');
 }
 
 export function describeChildren(t: ThreadView): string {

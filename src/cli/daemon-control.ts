@@ -6,7 +6,9 @@ import { closeSync, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs
 import { fileURLToPath } from 'node:url';
 import { connectHttp, probeSocket, toCliError, type Connection } from './client.js';
 import { homeFiles } from './home.js';
-import { CliError, EXIT } from './output.js';
+import { EXIT } from './output.js';
+import { CliError } from '../core/errors.js';
+import { systemClock } from '../core/clock.js';
 
 const START_TIMEOUT_MS = 15_000;
 /** What a daemon that lost the one-daemon-per-home race prints (daemon/main.ts). */
@@ -50,8 +52,8 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   let exited: number | null = null;
   child.once('exit', (code) => (exited = code ?? 1));
   child.unref();
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  while (Date.now() < deadline) {
+  const deadline = systemClock.now() + START_TIMEOUT_MS;
+  while (systemClock.now() < deadline) {
     if (await probeSocket(files.socket)) return { started: exited === null };
     // Exit 1 because another start won the race (it says so in the log): keep waiting for its socket.
     // Any other exit (a failed migration, a bad config) is this start's failure.
@@ -120,8 +122,8 @@ export function isAlive(pid: number): boolean {
 
 /** Waits for a process to exit; false if it is still alive at the deadline. */
 export async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
+  const deadline = systemClock.now() + timeoutMs;
+  while (systemClock.now() < deadline) {
     if (!isAlive(pid)) return true;
     await sleep(50);
   }

@@ -6,7 +6,7 @@
  */
 import { accessSync, constants, existsSync, statfsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { loadConfig, type DaemonConfig } from '../daemon/config.js';
+import { loadConfig, type DaemonConfig } from '../daemon/config/config.js';
 import { connectHttp, probeSocket } from './client.js';
 import { homeFiles } from './home.js';
 import { color, statusColor } from './output.js';
@@ -54,7 +54,8 @@ async function getModels(config: DaemonConfig): Promise<ModelsAnswer> {
     return { status: res.status, models, error: null, ms: performance.now() - started };
   } catch (err) {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    const error = (err as Error).name === 'TimeoutError' ? `no answer within ${PROVIDER_TIMEOUT_MS / 1000}s` : (cause?.code ?? cause?.message ?? (err as Error).message);
+    const error =
+      (err as Error).name === 'TimeoutError' ? `no answer within ${PROVIDER_TIMEOUT_MS / 1000}s` : (cause?.code ?? cause?.message ?? (err as Error).message);
     return { status: null, models: null, error, ms: performance.now() - started };
   }
 }
@@ -64,21 +65,53 @@ function providerChecks(config: DaemonConfig, m: ModelsAnswer): Check[] {
   const key = config.provider.apiKey;
   const needsKey = /(^|\.)openai\.com$/.test(new URL(url).hostname);
   if (m.status === null) {
-    return [check('provider endpoint', 'fail', `cannot reach ${url}: ${m.error}`, 'start the server, or point OPENAI_BASE_URL (or provider.base_url) at one that runs')];
+    return [
+      check(
+        'provider endpoint',
+        'fail',
+        `cannot reach ${url}: ${m.error}`,
+        'start the server, or point OPENAI_BASE_URL (or provider.base_url) at one that runs',
+      ),
+    ];
   }
-  const answered = check('provider endpoint', m.status >= 500 ? 'warn' : 'ok', `${url} answers (GET /models: HTTP ${m.status}, ${Math.round(m.ms)} ms)`, m.status >= 500 ? 'the provider reports an error of its own; try again later' : null);
+  const answered = check(
+    'provider endpoint',
+    m.status >= 500 ? 'warn' : 'ok',
+    `${url} answers (GET /models: HTTP ${m.status}, ${Math.round(m.ms)} ms)`,
+    m.status >= 500 ? 'the provider reports an error of its own; try again later' : null,
+  );
   let keyCheck: Check;
-  if (m.status === 401 || m.status === 403) keyCheck = check('api key', 'fail', `${key ? 'OPENAI_API_KEY was rejected' : 'the endpoint wants a key and none is set'} (HTTP ${m.status})`, 'set OPENAI_API_KEY to a valid key for this endpoint');
-  else if (!key) keyCheck = needsKey ? check('api key', 'fail', 'OPENAI_API_KEY is not set', 'export OPENAI_API_KEY=… (or try `combine demo`, which needs none)') : check('api key', 'ok', 'none set; this endpoint answered without one');
+  if (m.status === 401 || m.status === 403)
+    keyCheck = check(
+      'api key',
+      'fail',
+      `${key ? 'OPENAI_API_KEY was rejected' : 'the endpoint wants a key and none is set'} (HTTP ${m.status})`,
+      'set OPENAI_API_KEY to a valid key for this endpoint',
+    );
+  else if (!key)
+    keyCheck = needsKey
+      ? check('api key', 'fail', 'OPENAI_API_KEY is not set', 'export OPENAI_API_KEY=… (or try `combine demo`, which needs none)')
+      : check('api key', 'ok', 'none set; this endpoint answered without one');
   else if (m.models !== null) keyCheck = check('api key', 'ok', 'accepted');
   else keyCheck = check('api key', 'warn', `not checked: GET /models answered HTTP ${m.status}`, '`combine doctor --live` checks it with one small call');
   const model = config.provider.model;
   let modelCheck: Check;
-  if (m.models === null) modelCheck = check('model', 'warn', `${model}: not checked (the endpoint does not list its models)`, '`combine doctor --live` checks it with one small call');
+  if (m.models === null)
+    modelCheck = check(
+      'model',
+      'warn',
+      `${model}: not checked (the endpoint does not list its models)`,
+      '`combine doctor --live` checks it with one small call',
+    );
   else if (m.models.includes(model)) modelCheck = check('model', 'ok', `${model} is offered`);
   else {
     const offered = m.models.slice(0, 8).join(', ') + (m.models.length > 8 ? `, … (${m.models.length})` : '');
-    modelCheck = check('model', 'fail', `${model} is not offered by ${url} (it offers: ${offered || 'none'})`, 'set COMBINE_MODEL (or provider.model in config.json) to one it offers');
+    modelCheck = check(
+      'model',
+      'fail',
+      `${model} is not offered by ${url} (it offers: ${offered || 'none'})`,
+      'set COMBINE_MODEL (or provider.model in config.json) to one it offers',
+    );
   }
   return [answered, keyCheck, modelCheck];
 }
@@ -93,14 +126,29 @@ async function structuredOutputCheck(config: DaemonConfig): Promise<Check> {
     max_tokens: 20,
     temperature: 0,
   };
-  const headers: Record<string, string> = { 'content-type': 'application/json', ...(config.provider.apiKey ? { authorization: `Bearer ${config.provider.apiKey}` } : {}) };
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    ...(config.provider.apiKey ? { authorization: `Bearer ${config.provider.apiKey}` } : {}),
+  };
   try {
-    const res = await fetch(`${config.provider.baseURL.replace(/\/$/, '')}/chat/completions`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(config.provider.callTimeoutMs) });
-    const answer = (await res.json().catch(() => null)) as { choices?: { message?: { content?: string } }[]; error?: { message?: string }; usage?: { total_tokens?: number } } | null;
+    const res = await fetch(`${config.provider.baseURL.replace(/\/$/, '')}/chat/completions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(config.provider.callTimeoutMs),
+    });
+    const answer = (await res.json().catch(() => null)) as {
+      choices?: { message?: { content?: string } }[];
+      error?: { message?: string };
+      usage?: { total_tokens?: number };
+    } | null;
     if (!res.ok) {
       // Providers echo a rejected key in their message: it never reaches the output.
       const said = (answer?.error?.message ?? 'no message').split(config.provider.apiKey ?? '\0').join('[redacted]');
-      const fix = res.status === 401 || res.status === 403 ? 'set OPENAI_API_KEY to a valid key for this endpoint' : 'use a model and endpoint that support response_format json_schema';
+      const fix =
+        res.status === 401 || res.status === 403
+          ? 'set OPENAI_API_KEY to a valid key for this endpoint'
+          : 'use a model and endpoint that support response_format json_schema';
       return check('structured output', 'fail', `the call was refused (HTTP ${res.status}): ${said}`, fix);
     }
     const tokens = answer?.usage?.total_tokens;
@@ -111,8 +159,14 @@ async function structuredOutputCheck(config: DaemonConfig): Promise<Check> {
     } catch {
       return check('structured output', 'fail', `the answer is not JSON (${cost})`, 'use a model that supports structured outputs (JSON schema)');
     }
-    if (parsed && typeof parsed === 'object' && typeof (parsed as { ok?: unknown }).ok === 'boolean') return check('structured output', 'ok', `answered in the requested JSON schema (${cost})`);
-    return check('structured output', 'warn', `answered JSON, but not in the requested shape (${cost}): the endpoint may ignore json_schema`, 'answers are still validated and repaired once; a model with structured outputs wastes fewer calls');
+    if (parsed && typeof parsed === 'object' && typeof (parsed as { ok?: unknown }).ok === 'boolean')
+      return check('structured output', 'ok', `answered in the requested JSON schema (${cost})`);
+    return check(
+      'structured output',
+      'warn',
+      `answered JSON, but not in the requested shape (${cost}): the endpoint may ignore json_schema`,
+      'answers are still validated and repaired once; a model with structured outputs wastes fewer calls',
+    );
   } catch (err) {
     return check('structured output', 'fail', `the call failed: ${(err as Error).message}`, 'see the provider checks above');
   }
@@ -126,7 +180,8 @@ function homeCheck(home: string): Check {
   } catch {
     return check('home', 'fail', `${home} is not writable by this user`, `chown $USER ${home} (or set COMBINE_HOME to a directory you own)`);
   }
-  if (typeof process.getuid === 'function' && st.uid !== process.getuid()) return check('home', 'warn', `${home} belongs to another user (uid ${st.uid})`, `chown $USER ${home}`);
+  if (typeof process.getuid === 'function' && st.uid !== process.getuid())
+    return check('home', 'warn', `${home} belongs to another user (uid ${st.uid})`, `chown $USER ${home}`);
   // A private directory protects what is inside it (the database, config.json, daemon.env).
   if ((st.mode & 0o077) !== 0) {
     const mode = (st.mode & 0o777).toString(8).padStart(4, '0');
@@ -156,15 +211,27 @@ async function daemonCheck(home: string): Promise<Check> {
     const open = Object.entries(health.breakers).filter(([, b]) => b.state === 'open');
     if (open.length > 0) {
       const [endpoint, b] = open[0]!;
-      return check('daemon', 'warn', `running (pid ${status.pid}); the breaker for ${endpoint} is open after ${b.consecutive_failures} failures, no calls until ${b.open_until}`, 'see the provider checks above; calls resume by themselves when it answers');
+      return check(
+        'daemon',
+        'warn',
+        `running (pid ${status.pid}); the breaker for ${endpoint} is open after ${b.consecutive_failures} failures, no calls until ${b.open_until}`,
+        'see the provider checks above; calls resume by themselves when it answers',
+      );
     }
     if (!health.ready) {
-      const failing = Object.entries(health.checks).filter(([, v]) => !v).map(([k]) => k);
+      const failing = Object.entries(health.checks)
+        .filter(([, v]) => !v)
+        .map(([k]) => k);
       return check('daemon', 'fail', `running (pid ${status.pid}) but not ready: ${failing.join(', ')}`, 'see `combine health` and `combine logs -n 50`');
     }
     return check('daemon', 'ok', `running (pid ${status.pid}, version ${status.version}) and ready`);
   } catch (err) {
-    return check('daemon', 'fail', `the socket accepts connections but the daemon does not answer: ${(err as Error).message}`, 'see `combine logs -n 50`; `combine daemon stop` and start it again');
+    return check(
+      'daemon',
+      'fail',
+      `the socket accepts connections but the daemon does not answer: ${(err as Error).message}`,
+      'see `combine logs -n 50`; `combine daemon stop` and start it again',
+    );
   }
 }
 
@@ -196,6 +263,13 @@ export function renderDoctor(checks: Check[], live: boolean): string {
   }
   const failed = checks.filter((k) => k.status === 'fail').length;
   const warned = checks.filter((k) => k.status === 'warn').length;
-  lines.push('', failed > 0 ? c.red(`${failed} check${failed === 1 ? '' : 's'} failed`) : warned > 0 ? c.yellow(`ready, with ${warned} warning${warned === 1 ? '' : 's'}`) : c.green('ready'));
+  lines.push(
+    '',
+    failed > 0
+      ? c.red(`${failed} check${failed === 1 ? '' : 's'} failed`)
+      : warned > 0
+        ? c.yellow(`ready, with ${warned} warning${warned === 1 ? '' : 's'}`)
+        : c.green('ready'),
+  );
   return lines.join('\n');
 }

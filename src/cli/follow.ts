@@ -6,12 +6,11 @@
  * running, restores the terminal and says how to re-attach (exit 130).
  */
 import cliProgress from 'cli-progress';
-import type { FollowMessage } from '../daemon/app.js';
+import type { FollowMessage } from '../daemon/services/follow-stream.js';
 import type { ThreadView } from '../daemon/views.js';
 import { connectHttp, toCliError } from './client.js';
-import { describeTargetRef } from './common.js';
 import { homeFiles } from './home.js';
-import { color, errColor, plural, printJsonLine, shortId, statusText, truncate } from './output.js';
+import { color, describeTargetRef, errColor, plural, printJsonLine, shortId, statusText, truncate } from './output.js';
 import { connectWithSubscriptions } from './subscriptions.js';
 
 const TERMINAL = new Set(['complete', 'failed', 'canceled']);
@@ -64,12 +63,18 @@ class ChildProgress {
 async function explainFailure(home: string, final: ThreadView): Promise<void> {
   const { client } = connectHttp(homeFiles(home).socket);
   const signal = AbortSignal.timeout(4000);
-  const [detail, children] = await Promise.all([client.thread.query({ thread_id: final.thread_id }, { signal }), client.threadChildren.query({ thread_id: final.thread_id }, { signal })]);
+  const [detail, children] = await Promise.all([
+    client.thread.query({ thread_id: final.thread_id }, { signal }),
+    client.threadChildren.query({ thread_id: final.thread_id }, { signal }),
+  ]);
   const c = color();
   const failed = children.filter((ch) => ch.status === 'failed');
   // One line each: cut to the terminal's width (or 160 columns in a pipe); the ledger has the whole text.
   const width = (process.stdout.isTTY ? process.stdout.columns || 100 : 160) - 4;
-  const lines = failed.map((ch) => `  ${c.red('✗')} ${truncate(`${describeTargetRef(ch.target_ref)}  ${shortId(ch.thread_id)}  ${ch.error_code ?? 'failed'}${ch.error_message ? `: ${ch.error_message}` : ''}`, width)}`);
+  const lines = failed.map(
+    (ch) =>
+      `  ${c.red('✗')} ${truncate(`${describeTargetRef(ch.target_ref)}  ${shortId(ch.thread_id)}  ${ch.error_code ?? 'failed'}${ch.error_message ? `: ${ch.error_message}` : ''}`, width)}`,
+  );
   const last = detail.work_items[detail.work_items.length - 1];
   if (failed.length === 0 && last?.error_code) lines.push(`  ${c.red('✗')} ${truncate(`${last.error_code}: ${last.error_message ?? ''}`, width)}`);
   if (failed.length > 0) lines.unshift(`${plural(failed.length, 'child', 'children')} failed:`);
@@ -141,7 +146,8 @@ export async function followThread(home: string, threadId: string, opts: { json?
       return;
     }
     if (msg.event === 'thread' && msg.parent_thread_id === threadId) {
-      return ui.progress?.childStatus(msg.thread_id, describeTargetRef(msg.target_ref), msg.status);
+      ui.progress?.childStatus(msg.thread_id, describeTargetRef(msg.target_ref), msg.status);
+      return;
     }
     if (ui.progress) return;
     const at = 'created_at' in msg && typeof msg.created_at === 'string' ? msg.created_at : undefined;

@@ -49,7 +49,9 @@ function value(v: unknown): string {
 /** `2026-01-02 10:00:00.123 INFO  engine  thread=1a2b3c4d item=5e6f7a8b  ledger prompt  seq=4 attempt=1` */
 export function formatLogLine(l: LogLine): string {
   const ts = typeof l.ts === 'string' ? l.ts.replace('T', ' ').replace('Z', '') : typeof l.time === 'number' ? new Date(l.time).toISOString() : '-';
-  const level = String(l.level ?? '-').toUpperCase().padEnd(5);
+  const level = String(l.level ?? '-')
+    .toUpperCase()
+    .padEnd(5);
   const parts = [ts, level, String(l.component ?? 'daemon').padEnd(7)];
   if (typeof l.thread_id === 'string') parts.push(`thread=${shortId(l.thread_id)}`);
   if (typeof l.work_item_id === 'string') parts.push(`item=${shortId(l.work_item_id)}`);

@@ -3,8 +3,9 @@
  * 2 bad usage or input, 3 daemon unreachable, 130 interrupted (Ctrl-C while following).
  */
 import { CommanderError } from 'commander';
-import { CliError, errColor, EXIT } from './output.js';
+import { errColor, EXIT } from './output.js';
 import { buildProgram, UnknownCommandError } from './program.js';
+import { CliError } from '../core/errors.js';
 
 /**
  * `combine … | head -1`: the reader left; that is not an error, and no stack trace is printed. A write
@@ -29,7 +30,8 @@ async function main(): Promise<void> {
   }
   try {
     await program.parseAsync(process.argv);
-  } catch (err) {
+  } catch (caught) {
+    let err = caught;
     if (err instanceof CommanderError) {
       process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? EXIT.OK : EXIT.USAGE;
       return;

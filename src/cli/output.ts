@@ -4,20 +4,9 @@
  */
 import picocolors from 'picocolors';
 import { shortId as tailShortId } from '../domain/short-id.js';
+import { systemClock } from '../core/clock.js';
 
 export const EXIT = { OK: 0, FAILED: 1, USAGE: 2, UNREACHABLE: 3 } as const;
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
-
-/** An error that ends the command with a message on stderr and a given exit code. */
-export class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: ExitCode,
-  ) {
-    super(message);
-    this.name = 'CliError';
-  }
-}
 
 export interface OutputOptions {
   json?: boolean;
@@ -79,7 +68,7 @@ export function shortTime(iso: string | null): string {
 }
 
 /** "3m ago", "in 2h", "just now": how a person reads a time on a terminal. */
-export function relativeTime(iso: string, now = Date.now()): string {
+export function relativeTime(iso: string, now = systemClock.now()): string {
   const ms = now - Date.parse(iso);
   const abs = Math.abs(ms);
   if (abs < 5_000) return 'just now';
@@ -194,4 +183,16 @@ export async function print(opts: OutputOptions, data: unknown, human: () => str
 /** One JSON object per line (for --follow --json streams). */
 export function printJsonLine(data: unknown): void {
   process.stdout.write(`${JSON.stringify(data)}\n`);
+}
+
+/**
+ * What a child of an orchestration works on, read from its target_ref whatever the operation:
+ * `{epic_id: "E3"}` → "epic E3", `{date: "2026-11-23"}` → "date 2026-11-23"; else its document type.
+ */
+export function describeTargetRef(ref: object): string {
+  const fields = ref as Record<string, unknown>;
+  const parts = Object.entries(fields)
+    .filter(([k, v]) => k !== 'doc_type' && k !== 'project_id' && v !== undefined && v !== null)
+    .map(([k, v]) => `${k.replace(/_id$/, '')} ${String(v)}`);
+  return parts.join(', ') || String(fields.doc_type ?? 'target');
 }

@@ -4,16 +4,15 @@
  */
 import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
-import { countLedgerEntries, listLedgerForThreadFamily } from '../db/ledger.js';
-import { sumAllUsage } from '../db/charges.js';
+import { listLedgerForThreadFamily } from '../ledger/store.js';
 import { readParsedDocument } from '../db/document-cache.js';
 import { getProject } from '../db/projects.js';
-import { listImportsForThread } from '../db/ledger-imports.js';
+import { listImportsForThread } from '../ledger/imports-store.js';
 import type { DocumentRow, LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
-import { countChildThreadsByStatus, countThreadsByStatus, listChildThreadsWithLatestError } from '../db/threads.js';
-import { countWorkItemsByStatus, listWorkItemsForThread } from '../db/work-items.js';
+import { countChildThreadsByStatus, listChildThreadsWithLatestError } from '../db/threads.js';
+import { listWorkItemsForThread } from '../db/work-items.js';
 import { parseStoryBacklog, STORY_BACKLOG } from '../domain/backlog.js';
-import { summarizeLedgerEntry } from '../domain/ledger-summary.js';
+import { summarizeLedgerEntry } from '../ledger/summary.js';
 import type { TargetRef } from '../domain/operations.js';
 import { EPIC_ARCHITECTURE, parseEpicArchitecture } from '../domain/project.js';
 
@@ -35,7 +34,8 @@ export interface ThreadView {
  * Usage as shown: a cost is null ("unpriced") when every call it sums had no price — never $0 for
  * calls that were paid at an unknown price; `unpriced_calls` says how many calls a cost leaves out.
  */
-export interface UsageView extends Omit<UsageTotals, 'cost_usd' | 'wasted_cost_usd' | 'in_doubt_cost_usd' | 'unpriced_wasted_calls' | 'unpriced_in_doubt_calls'> {
+export interface UsageView
+  extends Omit<UsageTotals, 'cost_usd' | 'wasted_cost_usd' | 'in_doubt_cost_usd' | 'unpriced_wasted_calls' | 'unpriced_in_doubt_calls'> {
   cost_usd: number | null;
   wasted_cost_usd: number | null;
   in_doubt_cost_usd: number | null;
@@ -206,23 +206,13 @@ export function documentView(doc: DocumentRow) {
 }
 export type DocumentView = ReturnType<typeof documentView>;
 
-/** `combine stats`: counts of threads, work items and ledger entries, calls and tokens, and rate-limit holds. */
-export function statsView(db: Db, inFlight: number, rateLimits: Record<string, { parked_until: string | null }>) {
-  const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
-  // The same definition of a call as `usage` and `thread`: one that reached the provider and may be billed.
-  const usage = sumAllUsage(db);
-  return {
-    threads: byStatus(countThreadsByStatus(db)),
-    work_items: byStatus(countWorkItemsByStatus(db)),
-    in_flight: inFlight,
-    ledger_entries: countLedgerEntries(db),
-    calls: usage.calls,
-    tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
-    rate_limits: rateLimits,
-  };
-}
-
 /** A document in a project's list: which one, its version and when it changed (no content). */
 export function documentHeadView(doc: Omit<DocumentRow, 'content'>) {
-  return { project_id: doc.project_id, doc_type: doc.doc_type, key: doc.doc_key === '' ? null : doc.doc_key, version: doc.version, updated_at: iso(doc.updated_at)! };
+  return {
+    project_id: doc.project_id,
+    doc_type: doc.doc_type,
+    key: doc.doc_key === '' ? null : doc.doc_key,
+    version: doc.version,
+    updated_at: iso(doc.updated_at)!,
+  };
 }

@@ -1,10 +1,13 @@
 /**
  * llm_charges: one row per provider call, reserved before the call and settled after it (see the
- * table's comment in schema.ts). Every state change is guarded by `status = 'reserved'`, so a call is
- * settled at most once, and `response_seq` is unique, so one response is never counted twice.
+ * table's comment in schema.ts and the transition table in domain/states.ts). Every state change is
+ * guarded by `status = 'reserved'` and its changed-row count checked, so a call is settled at most once,
+ * and `response_seq` is unique, so one response is never counted twice.
  */
 import type { Db } from './connection.js';
 import type { ChargeRow } from './schema.js';
+import { StaleStateError } from '../core/errors.js';
+import { assertChargeTransition } from '../domain/states.js';
 import { expectOneChange, prepared } from './statements.js';
 
 export function insertCharge(db: Db, row: ChargeRow): void {
@@ -21,9 +24,7 @@ export function insertCharge(db: Db, row: ChargeRow): void {
 
 /** The work item's open reservation (at most one, by a partial unique index). */
 export function getOpenCharge(db: Db, workItemId: string): ChargeRow | undefined {
-  return prepared(db, "SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'").get(workItemId) as
-    | ChargeRow
-    | undefined;
+  return prepared(db, "SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'").get(workItemId) as ChargeRow | undefined;
 }
 
 /** reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. */
@@ -40,6 +41,7 @@ export function settleChargeFromResponse(
     now: number;
   },
 ): void {
+  assertChargeTransition('reserved', p.status);
   const result = prepared(
     db,
     `UPDATE llm_charges
@@ -52,16 +54,21 @@ export function settleChargeFromResponse(
 
 /** reserved → released (certainly not billed) or in_doubt (may have been billed): no response. */
 export function closeChargeWithoutResponse(db: Db, p: { id: string; status: 'released' | 'in_doubt'; now: number }): void {
-  const result = prepared(
-    db,
-    "UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'",
-  ).run(p);
+  assertChargeTransition('reserved', p.status);
+  const result = prepared(db, "UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'").run(p);
   expectOneChange(result, `charge ${p.id} is not reserved`);
 }
 
-/** Marks the call whose answer was applied: the one paid call of the thread that was not wasted. */
+/**
+ * Marks the call whose answer was applied: the one paid call of the thread that was not wasted. A
+ * response may have no charge (a replayed or cached answer, or one recorded before charges existed);
+ * a charge already marked would be a second application of one answer: refused (StaleStateError).
+ */
 export function markChargeApplied(db: Db, responseSeq: number): void {
-  prepared(db, 'UPDATE llm_charges SET applied = 1 WHERE response_seq = ?').run(responseSeq);
+  if (prepared(db, 'UPDATE llm_charges SET applied = 1 WHERE response_seq = ? AND applied = 0').run(responseSeq).changes === 1) return;
+  if (prepared(db, 'SELECT 1 FROM llm_charges WHERE response_seq = ?').get(responseSeq) !== undefined) {
+    throw new StaleStateError(`the charge of response ${responseSeq} is already marked applied`);
+  }
 }
 
 /**
@@ -164,8 +171,8 @@ export function listUsageByProjectDay(db: Db, projectId: string | null): UsageRo
 
 /** The settled cost of each of a thread's recorded responses, by the response's ledger seq. */
 export function listResponseCostsForThread(db: Db, threadId: string): { response_seq: number; cost_usd: number | null }[] {
-  return prepared(
-    db,
-    'SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL',
-  ).all(threadId) as { response_seq: number; cost_usd: number | null }[];
+  return prepared(db, 'SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL').all(threadId) as {
+    response_seq: number;
+    cost_usd: number | null;
+  }[];
 }

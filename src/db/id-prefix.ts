@@ -30,10 +30,10 @@ export function findThreadIdsByPrefix(db: Db, r: IdRange, limit: number): string
 
 /** Work item ids matched the same way, with the thread each belongs to. */
 export function findWorkItemIdsByPrefix(db: Db, r: IdRange, limit: number): { id: string; thread_id: string }[] {
-  return prepared(
-    db,
-    `SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`,
-  ).all({ ...r, limit }) as { id: string; thread_id: string }[];
+  return prepared(db, `SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`).all({
+    ...r,
+    limit,
+  }) as { id: string; thread_id: string }[];
 }
 
 /** Schedule ids matched the same way. */

@@ -22,17 +22,14 @@ export function getThread(db: Db, id: string): ThreadRow | undefined {
 
 /** The open or running thread for a semantic request, if any (at most one, by the partial unique index). */
 export function findActiveThreadByKey(db: Db, key: string): ThreadRow | undefined {
-  return prepared(db, "SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')").get(
-    key,
-  ) as ThreadRow | undefined;
+  return prepared(db, "SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')").get(key) as ThreadRow | undefined;
 }
 
 /** The most recent thread for a semantic request that ended with `status`. */
 export function findLatestThreadByKeyAndStatus(db: Db, key: string, status: ThreadStatus): ThreadRow | undefined {
-  return prepared(
-    db,
-    'SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT 1',
-  ).get(key, status) as ThreadRow | undefined;
+  return prepared(db, 'SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT 1').get(key, status) as
+    | ThreadRow
+    | undefined;
 }
 
 export interface ThreadListFilter {
@@ -82,7 +79,9 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
   if (partial) where.push(partial.sql);
   if (statuses && statuses.length < (partial?.statuses.length ?? Infinity)) {
     where.push(`status IN (${statuses.map((_, i) => `@status${i}`).join(', ')})`);
-    statuses.forEach((s, i) => (params[`status${i}`] = s));
+    statuses.forEach((s, i) => {
+      params[`status${i}`] = s;
+    });
   }
   if (f.projectId != null) {
     where.push('space_id = @project');
@@ -113,7 +112,11 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
 }
 
 /** An orchestration's children with their newest work item's error (what a person asks first about a failure). */
-export function listChildThreadsWithLatestError(db: Db, parentId: string, limit: number): (ThreadRow & { error_code: string | null; error_message: string | null })[] {
+export function listChildThreadsWithLatestError(
+  db: Db,
+  parentId: string,
+  limit: number,
+): (ThreadRow & { error_code: string | null; error_message: string | null })[] {
   return prepared(
     db,
     `SELECT c.*, w.error_code, w.error_message FROM llm_threads c
@@ -124,16 +127,14 @@ export function listChildThreadsWithLatestError(db: Db, parentId: string, limit:
 }
 
 export function listChildThreads(db: Db, parentId: string): ThreadRow[] {
-  return prepared(db, 'SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid').all(
-    parentId,
-  ) as ThreadRow[];
+  return prepared(db, 'SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid').all(parentId) as ThreadRow[];
 }
 
 export function countChildThreadsByStatus(db: Db, parentId: string): { status: string; n: number }[] {
-  return prepared(
-    db,
-    'SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status',
-  ).all(parentId) as { status: string; n: number }[];
+  return prepared(db, 'SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status').all(parentId) as {
+    status: string;
+    n: number;
+  }[];
 }
 
 export function countThreadsByStatus(db: Db): { status: string; n: number }[] {
@@ -161,10 +162,12 @@ export function listParentsWithAllChildrenTerminal(db: Db): ThreadRow[] {
 export function transitionThread(db: Db, id: string, from: ThreadStatus, to: ThreadStatus, now: number): void {
   assertThreadTransition(from, to);
   const closing = to === 'complete' || to === 'failed' || to === 'canceled';
-  const result = prepared(
-    db,
-    'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from',
-  ).run({ id, from, to, closed_at: closing ? now : null });
+  const result = prepared(db, 'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from').run({
+    id,
+    from,
+    to,
+    closed_at: closing ? now : null,
+  });
   expectOneChange(result, `thread ${id} is not ${from}`);
 }
 

@@ -9,7 +9,8 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BUILTIN_OPERATIONS } from './builtin/index.js';
 import { OperationRegistry, type OperationSettings } from './registry.js';
-import { OperationDefinitionError, validateDefinition, type ValidDefinition } from './validate.js';
+import { validateDefinition, type ValidDefinition } from './validate.js';
+import { OperationDefinitionError } from '../core/errors.js';
 
 export const OPERATIONS_DIR = 'operations';
 const MODULE_FILE = /\.(mjs|js)$/;
@@ -21,7 +22,13 @@ export function builtinDefinitions(): ValidDefinition[] {
 /** The module files a daemon for `home` loads, in load order. Relative config paths are read from `home`. */
 export function operationModuleFiles(home: string, configured: readonly string[]): string[] {
   const dir = join(home, OPERATIONS_DIR);
-  const found = existsSync(dir) && statSync(dir).isDirectory() ? readdirSync(dir).filter((f) => MODULE_FILE.test(f)).sort().map((f) => join(dir, f)) : [];
+  const found =
+    existsSync(dir) && statSync(dir).isDirectory()
+      ? readdirSync(dir)
+          .filter((f) => MODULE_FILE.test(f))
+          .sort()
+          .map((f) => join(dir, f))
+      : [];
   const listed = configured.map((p) => (isAbsolute(p) ? p : resolve(home, p)));
   return [...new Set([...found, ...listed])];
 }
@@ -39,7 +46,12 @@ export async function loadOperationModule(file: string): Promise<ValidDefinition
 }
 
 /** The registry of a daemon: built-ins and the home's modules, resolved against the configuration, plus the daemon's own (`internal`). */
-export async function loadOperations(home: string, modules: readonly string[], settings: OperationSettings, internal: readonly ValidDefinition[] = []): Promise<OperationRegistry> {
+export async function loadOperations(
+  home: string,
+  modules: readonly string[],
+  settings: OperationSettings,
+  internal: readonly ValidDefinition[] = [],
+): Promise<OperationRegistry> {
   const definitions = builtinDefinitions();
   for (const file of operationModuleFiles(home, modules)) definitions.push(await loadOperationModule(file));
   return new OperationRegistry(definitions, settings, internal);

@@ -25,7 +25,9 @@ function render(v: Value): string {
 
 export function html(strings: TemplateStringsArray, ...values: Value[]): Html {
   let out = strings[0]!;
-  values.forEach((v, i) => (out += render(v) + strings[i + 1]!));
+  values.forEach((v, i) => {
+    out += render(v) + strings[i + 1]!;
+  });
   return new Html(out);
 }
 
@@ -47,7 +49,12 @@ export function statusBadge(status: string): Html {
 }
 
 /** A button the client script turns into a JSON POST (`data-post`, `data-body`); `disabled` is rendered by the server. */
-export function actionButton(label: string, post: string, body: unknown, o: { disabled?: boolean; title?: string; primary?: boolean; confirm?: string } = {}): Html {
+export function actionButton(
+  label: string,
+  post: string,
+  body: unknown,
+  o: { disabled?: boolean; title?: string; primary?: boolean; confirm?: string } = {},
+): Html {
   return html`<button type="button" class="${o.primary ? 'primary' : ''}" data-post="${post}" data-body="${JSON.stringify(body)}"${
     o.disabled ? new Html(' disabled') : ''
   }${o.title ? html` title="${o.title}"` : ''}${o.confirm ? html` data-confirm="${o.confirm}"` : ''}>${label}</button>`;
@@ -76,7 +83,8 @@ export function prettyJson(v: unknown, max: number, whole: string): string {
 
 /** `live: false`: the page is not refreshed (it holds a form whose typing a refresh would lose). */
 export function layout(o: { title: string; section: string; body: Html; version: string; live?: boolean }): string {
-  return `<!doctype html>${html`<html lang="en">
+  return `<!doctype html>${
+    html`<html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -95,5 +103,6 @@ ${o.body}
 </main>
 <footer>combine ${o.version} · state from threads and documents, refreshed every 1.5 s · <a href="/openapi.json">API</a></footer>
 </body>
-</html>`.text}`;
+</html>`.text
+  }`;
 }

@@ -43,8 +43,17 @@ export function builtinRequest(name: string, input: Record<string, unknown>, f: 
   return renderRequest(op, { input, documents, project: f.project, threads: f.threads ?? noThreads });
 }
 
-export function storyRequest(project: { id: string; name: string }, epic: { id: string; title: string; description: string }, params: ModelParams = PARAMS): SchemaChatRequest {
-  return builtinRequest('story_generate_epic', { project_id: project.id, epic_id: epic.id }, { project, documents: { epic_architecture: { epics: [epic] } } }, params);
+export function storyRequest(
+  project: { id: string; name: string },
+  epic: { id: string; title: string; description: string },
+  params: ModelParams = PARAMS,
+): SchemaChatRequest {
+  return builtinRequest(
+    'story_generate_epic',
+    { project_id: project.id, epic_id: epic.id },
+    { project, documents: { epic_architecture: { epics: [epic] } } },
+    params,
+  );
 }
 
 /** Threads as the briefing's prompt reads them. */

@@ -74,7 +74,11 @@ describe('canary', () => {
     expect(late.canary.ok).toBe(false);
     expect(late.checks.canary).toBe(false);
     expect(late.ready).toBe(false);
-    expect(Object.entries(late.checks).filter(([, ok]) => !ok).map(([name]) => name)).toEqual(['canary']);
+    expect(
+      Object.entries(late.checks)
+        .filter(([, ok]) => !ok)
+        .map(([name]) => name),
+    ).toEqual(['canary']);
     const unready = await h.cli(['health']);
     expect(unready.code).not.toBe(0);
     // Canaries that never started were superseded, not piled up.

@@ -28,10 +28,7 @@ describe('on a terminal', () => {
     expect(tty.output).toContain(`${ESC}32mcomplete`); // green
     expect(plain(tty.output)).toMatch(/(just now|\d+s ago)/);
 
-    for (const run of [
-      await runInPty(['threads'], { env: { ...h.env, NO_COLOR: '1' } }),
-      await runInPty(['threads', '--no-color'], { env: h.env }),
-    ]) {
+    for (const run of [await runInPty(['threads'], { env: { ...h.env, NO_COLOR: '1' } }), await runInPty(['threads', '--no-color'], { env: h.env })]) {
       expect(run.code).toBe(0);
       expect(run.output).not.toContain(ESC);
       expect(run.output).toMatch(/(just now|\d+s ago)/); // still a terminal: relative times stay
@@ -53,7 +50,9 @@ describe('on a terminal', () => {
     for (const cols of [60, 200]) {
       const r = await runInPty(['project', 'list'], { env: h.env, cols });
       expect(r.code).toBe(0);
-      const lines = plain(r.output).split('\n').filter((l) => l.trim() !== '');
+      const lines = plain(r.output)
+        .split('\n')
+        .filter((l) => l.trim() !== '');
       expect(lines).toHaveLength(4);
       for (const l of lines) expect(stringWidth(l)).toBeLessThanOrEqual(cols);
       // The EPICS column starts at the same display column on every line.
@@ -88,7 +87,12 @@ describe('on a terminal', () => {
   });
 
   it('a failed generate-all ends with the failed children, their error codes and `combine retry`', async () => {
-    h = await Harness.start({ faults: [{ kind: 'schema_invalid', match: 'Epic id: E2' }, { kind: 'bad_request', match: 'Epic id: E3' }] });
+    h = await Harness.start({
+      faults: [
+        { kind: 'schema_invalid', match: 'Epic id: E2' },
+        { kind: 'bad_request', match: 'Epic id: E3' },
+      ],
+    });
     h.writeConfig(FAST_RETRY);
     await h.importProject(project('f', 4));
     const r = await runInPty(['generate-all', '--project', 'f', '--follow'], { env: h.env });
@@ -109,7 +113,19 @@ describe('on a terminal', () => {
     expect(detail.stdout).toMatch(/epic E3\s+failed\s+PROVIDER_ERROR/);
     // The JSON contract of `thread` is unchanged: the children are listed for people only.
     const json = await h.json(['thread', parent.thread_id]);
-    expect(Object.keys(json).sort()).toEqual(['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage']);
+    expect(Object.keys(json).sort()).toEqual([
+      'child_summary',
+      'closed_at',
+      'created_at',
+      'hold',
+      'in_doubt',
+      'kind',
+      'parent_thread_id',
+      'status',
+      'target_ref',
+      'thread_id',
+      'usage',
+    ]);
     const ledger = await h.cli(['ledger', parent.thread_id]);
     expect(ledger.code).toBe(0);
     expect(ledger.stdout).not.toContain('no ledger entries yet');

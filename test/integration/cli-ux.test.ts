@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { configFileSchema } from '../../src/daemon/config.js';
+import { configFileSchema } from '../../src/daemon/config/config.js';
 import { CLI, FAST_RETRY, Harness, project, ROOT, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 
 let h: Harness;
@@ -112,7 +112,12 @@ describe('threads: filters and paging', () => {
     const human = await h.cli(['threads', '--limit', '4']);
     expect(human.stderr).toMatch(/more: add --cursor [0-9a-f]{8} for the next page/);
 
-    for (const bad of [['--status', 'done'], ['--since', 'yesterday'], ['--limit', '0'], ['--active', '--status', 'open']]) {
+    for (const bad of [
+      ['--status', 'done'],
+      ['--since', 'yesterday'],
+      ['--limit', '0'],
+      ['--active', '--status', 'open'],
+    ]) {
       const r = await h.cli(['threads', ...bad]);
       expect(r.code, bad.join(' ')).toBe(2);
     }
@@ -133,7 +138,13 @@ describe('config show', () => {
       http: { port: 0 },
       retry: { base: '200ms', cap: '10s', jitter: 0.2, max_attempts: 4, repair_attempts: 2, max_provider_wait: '5m' },
       breaker: { failure_threshold: 7, open: '20s', max_open: '10m' },
-      operations: { story_generate_epic: { retry: { max_attempts: 5 }, interrupted: 'retry', validation: { min_stories: 2, max_stories: 9, required_story_fields: ['estimate_points'] } } },
+      operations: {
+        story_generate_epic: {
+          retry: { max_attempts: 5 },
+          interrupted: 'retry',
+          validation: { min_stories: 2, max_stories: 9, required_story_fields: ['estimate_points'] },
+        },
+      },
       cache: true,
       models: { fast: 'test-model' },
       rate_limits: { 'test-model': { requests_per_minute: 100, tokens_per_minute: 50000 } },
@@ -183,9 +194,7 @@ describe('config show', () => {
       // The table names a key whole (`retry.base`), as a sibling (`rate_limits.<model>.requests_per_minute`,
       // `.tokens_per_minute`) or under a wildcard (`budgets.default.*` with its leaves listed).
       const documented =
-        has(p) ||
-        (has(`.${leaf}`) && (readme.includes(`\`${parent}.`) || has(parent))) ||
-        (has(`${parent}.*`) && (has(leaf) || has(`retry.${leaf}`)));
+        has(p) || (has(`.${leaf}`) && (readme.includes(`\`${parent}.`) || has(parent))) || (has(`${parent}.*`) && (has(leaf) || has(`retry.${leaf}`)));
       expect(documented, `README documents ${p}`).toBe(true);
     }
     expect(readme).toContain('`breaker.failure_threshold`');
@@ -331,7 +340,9 @@ describe('doctor and health', () => {
       health = await h.cli(['health']);
     }
     expect(health.code).toBe(1);
-    expect(health.stdout).toMatch(/provider breaker OPEN for http:\/\/127\.0\.0\.1:\d+\/v1: 2 failures in a row; no calls until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/);
+    expect(health.stdout).toMatch(
+      /provider breaker OPEN for http:\/\/127\.0\.0\.1:\d+\/v1: 2 failures in a row; no calls until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/,
+    );
     expect(health.stdout).toContain('combine doctor');
     const d = JSON.parse((await h.cli(['doctor', '--json'], { env: { COMBINE_MODEL: 'test-model' } })).stdout) as DoctorJson;
     expect(d.checks.find((c) => c.name === 'daemon')).toMatchObject({ status: 'warn', message: expect.stringContaining('breaker') });

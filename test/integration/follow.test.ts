@@ -33,7 +33,12 @@ describe('following a thread that already has 3 attempts', () => {
   it('prints those 3 attempts, then the rest, and every ledger seq exactly once', async () => {
     // Three 500s (each a recorded attempt), then a fourth call that answers after 4 s: the followers
     // attach while it is in flight.
-    h = await Harness.start({ faults: [{ kind: 'server_error', times: 3 }, { kind: 'hang', hang_ms: 4000, times: 1 }] });
+    h = await Harness.start({
+      faults: [
+        { kind: 'server_error', times: 3 },
+        { kind: 'hang', hang_ms: 4000, times: 1 },
+      ],
+    });
     h.writeConfig({ retry: { base: '50ms', cap: '100ms', max_attempts: 5 } });
     await h.importProject(project('f', 1));
     const r = await h.json<CommandJson>(['generate-epic', '--project', 'f', '--epic', 'E1']);
@@ -41,7 +46,10 @@ describe('following a thread that already has 3 attempts', () => {
 
     const [json, human] = await Promise.all([h.cli(['thread', r.thread_id, '--follow', '--json']), h.cli(['thread', r.thread_id, '--follow'])]);
     expect(json.code, json.stderr).toBe(0);
-    const lines = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as FollowLine);
+    const lines = json.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as FollowLine);
     expect(lines[0]!.event).toBe('snapshot');
     const ledger = lines.filter((l) => l.event === 'ledger');
     const seqs = ledger.map((l) => l.seq!);
@@ -77,7 +85,10 @@ describe('following a generate-all after some children finished', () => {
     expect(childLines.map((l) => /\((\d)\/5\)/.exec(l)![1])).toEqual(['1', '2', '3', '4', '5']);
 
     const json = await h.cli(['thread', r.thread_id, '--follow', '--json']);
-    const lines = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as FollowLine);
+    const lines = json.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as FollowLine);
     expect(lines[0]).toMatchObject({ event: 'snapshot', history: expect.any(Number) });
     const children = lines.filter((l) => l.event === 'thread' && l.parent_thread_id === r.thread_id && l.history);
     expect(children.map((c) => c.target_ref!.epic_id).sort()).toEqual(['E1', 'E2', 'E3', 'E4', 'E5']);

@@ -97,7 +97,11 @@ describe('HTTP API: security', () => {
       expect(a.headers['www-authenticate']).toMatch(/^Bearer/);
     }
     expectProblem(await call('GET', `/projects?token=${api.token}`, { token: null }), 401, 'UNAUTHORIZED');
-    expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { token: null, body: { project_id: 'acme', epic_id: 'E1' } }), 401, 'UNAUTHORIZED');
+    expectProblem(
+      await call('POST', '/commands/story-backlog/generate-epic', { token: null, body: { project_id: 'acme', epic_id: 'E1' } }),
+      401,
+      'UNAUTHORIZED',
+    );
     ok(await call('GET', '/projects', { token: null, headers: { cookie: `other=1; combine_token=${encodeURIComponent(api.token)}` } }), 'listProjects');
   });
 
@@ -106,7 +110,11 @@ describe('HTTP API: security', () => {
     expectProblem(await call('GET', '/projects', { headers: { host: `evil.example:${api.port}` } }), 403, 'FORBIDDEN');
     expectProblem(await call('GET', '/projects', { headers: { host: `127.0.0.1:${api.port + 1}` } }), 403, 'FORBIDDEN');
     const before = threadCount();
-    expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { headers: { host: 'evil.example' }, body: { project_id: 'acme', epic_id: 'E1' } }), 403, 'FORBIDDEN');
+    expectProblem(
+      await call('POST', '/commands/story-backlog/generate-epic', { headers: { host: 'evil.example' }, body: { project_id: 'acme', epic_id: 'E1' } }),
+      403,
+      'FORBIDDEN',
+    );
     expect(threadCount()).toBe(before);
     ok(await call('GET', '/projects', { headers: { host: `localhost:${api.port}` } }), 'listProjects');
   });
@@ -114,12 +122,18 @@ describe('HTTP API: security', () => {
   it('refuses a state-changing request from another origin (CSRF) with 403, and stores nothing', async () => {
     const before = threadCount();
     for (const origin of ['http://evil.example', 'null', `http://127.0.0.1:${api.port + 1}`]) {
-      expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { headers: { origin }, body: { project_id: 'acme', epic_id: 'E1' } }), 403, 'FORBIDDEN');
+      expectProblem(
+        await call('POST', '/commands/story-backlog/generate-epic', { headers: { origin }, body: { project_id: 'acme', epic_id: 'E1' } }),
+        403,
+        'FORBIDDEN',
+      );
     }
     expect(threadCount()).toBe(before);
     // A read from elsewhere is answered, but without any CORS header no other origin's script can read it.
     ok(await call('GET', '/projects', { headers: { origin: 'http://evil.example' } }), 'listProjects');
-    const preflight = await call('OPTIONS', '/commands/story-backlog/generate-epic', { headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' } });
+    const preflight = await call('OPTIONS', '/commands/story-backlog/generate-epic', {
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' },
+    });
     expect(preflight.status).toBeGreaterThanOrEqual(400);
   });
 
@@ -146,24 +160,46 @@ describe('HTTP API: bad input stores nothing', () => {
     const huge = { project_id: 'acme', epic_id: 'E1', padding: 'x'.repeat(2 * 1024 * 1024) };
     expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { body: huge }), 413, 'PAYLOAD_TOO_LARGE');
     // Also when the client does not announce the size (chunked).
-    const chunked = await httpRequest(api.port, 'POST', '/commands/story-backlog/generate-epic', { authorization: `Bearer ${api.token}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, Buffer.from(JSON.stringify(huge)));
+    const chunked = await httpRequest(
+      api.port,
+      'POST',
+      '/commands/story-backlog/generate-epic',
+      { authorization: `Bearer ${api.token}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      Buffer.from(JSON.stringify(huge)),
+    );
     expectProblem(chunked, 413, 'PAYLOAD_TOO_LARGE');
     expect(threadCount()).toBe(before);
   });
 
   it('answers 400 naming the field for a wrong type, a missing field or an unknown one', async () => {
     const before = threadCount();
-    const wrongType = expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 7 } }), 400, 'BAD_REQUEST');
+    const wrongType = expectProblem(
+      await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 7 } }),
+      400,
+      'BAD_REQUEST',
+    );
     expect(wrongType.errors).toEqual([{ field: 'epic_id', message: expect.stringContaining('expected string') }]);
     expect(wrongType.detail).toContain('epic_id');
     const missing = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: {} }), 400, 'BAD_REQUEST');
     expect(missing.errors.map((e: { field: string }) => e.field)).toEqual(['project_id']);
-    const unknown = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', forse: true } }), 400, 'BAD_REQUEST');
+    const unknown = expectProblem(
+      await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', forse: true } }),
+      400,
+      'BAD_REQUEST',
+    );
     expect(unknown.errors).toEqual([{ field: 'forse', message: 'unknown field' }]);
     const force = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', force: 'yes' } }), 400, 'BAD_REQUEST');
     expect(force.errors[0].field).toBe('force');
-    expectProblem(await call('POST', '/commands/story-backlog/generate-all', { raw: '{"project_id":', headers: { 'content-type': 'application/json' } }), 400, 'BAD_REQUEST');
-    expectProblem(await call('POST', '/commands/story-backlog/generate-all', { raw: 'project_id=acme', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+    expectProblem(
+      await call('POST', '/commands/story-backlog/generate-all', { raw: '{"project_id":', headers: { 'content-type': 'application/json' } }),
+      400,
+      'BAD_REQUEST',
+    );
+    expectProblem(
+      await call('POST', '/commands/story-backlog/generate-all', { raw: 'project_id=acme', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    );
     expect(threadCount()).toBe(before);
     const limit = expectProblem(await call('GET', '/threads?limit=0'), 400, 'BAD_REQUEST');
     expect(limit.errors[0].field).toBe('limit');
@@ -218,7 +254,23 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
     const t = ok(await call('GET', `/threads/${epicThread}`), 'getThread');
     expect(t).toEqual(await h.json(['thread', epicThread]));
     expect(Object.keys(t).sort()).toEqual(
-      ['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage', 'traceparent', 'models', 'escalated', 'escalation'].sort(),
+      [
+        'child_summary',
+        'closed_at',
+        'created_at',
+        'hold',
+        'in_doubt',
+        'kind',
+        'parent_thread_id',
+        'status',
+        'target_ref',
+        'thread_id',
+        'usage',
+        'traceparent',
+        'models',
+        'escalated',
+        'escalation',
+      ].sort(),
     );
     const ledger = ok(await call('GET', `/threads/${epicThread}/ledger`), 'getThreadLedger');
     expect(ledger).toEqual(await h.json(['ledger', epicThread]));
@@ -266,7 +318,10 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
       { kind: 'auth', match: 'Epic id: E3', times: 1 },
       { kind: 'hang', match: 'Epic id: E4' },
     ]);
-    const failedId = ok(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E3', force: true } }), 'generateEpic').thread_id;
+    const failedId = ok(
+      await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E3', force: true } }),
+      'generateEpic',
+    ).thread_id;
     expect((await finished(failedId)).status).toBe('failed');
     const retried = ok(await call('POST', `/threads/${failedId}/retry`), 'retryThread');
     expect(retried.thread_id).toBe(failedId);
@@ -274,7 +329,10 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
     expect((await finished(failedId)).status).toBe('complete');
     expectProblem(await call('POST', `/threads/${failedId}/retry`), 409, 'CONFLICT');
 
-    const hanging = ok(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E4', force: true } }), 'generateEpic').thread_id;
+    const hanging = ok(
+      await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E4', force: true } }),
+      'generateEpic',
+    ).thread_id;
     await waitUntil(() => h.sim.calls.some((c) => c.epic_id === 'E4' && c.fault === 'hang'), 'the E4 call to be in flight');
     const canceled = ok(await call('POST', `/threads/${hanging}/cancel`, { body: {} }), 'cancelThread');
     expect(canceled).toMatchObject({ thread_id: hanging, status: 'canceled' });
@@ -349,7 +407,13 @@ describe('HTTP API: POST /commands/run/{operation} runs any operation, as `combi
     expect(await h.json(['run', 'release_notes', '--input', JSON.stringify(EXAMPLE_INPUT)])).toEqual(again);
     expect(releaseCalls()).toHaveLength(1);
     const doc = ok(await call('GET', releaseNotes('1.2.0')), 'getDocument');
-    expect(doc).toMatchObject({ project_id: 'acme', doc_type: 'release_notes', key: '1.2.0', version: 1, content: { version: '1.2.0', changes: EXAMPLE_INPUT.changes } });
+    expect(doc).toMatchObject({
+      project_id: 'acme',
+      doc_type: 'release_notes',
+      key: '1.2.0',
+      version: 1,
+      content: { version: '1.2.0', changes: EXAMPLE_INPUT.changes },
+    });
 
     const forced = ok(await call('POST', RUN, { body: { input: EXAMPLE_INPUT, force: true } }), 'runOperation');
     expect(forced).toMatchObject({ deduplicated: false });
@@ -423,7 +487,9 @@ describe('/openapi.json', () => {
     const validator = new Validator();
     expect(await validator.validate(structuredClone(doc))).toEqual({ valid: true });
     expect(validator.version).toBe('3.1');
-    const listed = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    const listed = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
     expect(listed.sort()).toEqual(apiRoutes.map((r) => `${r.method} ${r.path}`).sort());
     for (const endpoint of [
       'POST /commands/story-backlog/generate-epic',
@@ -446,7 +512,9 @@ describe('/openapi.json', () => {
     }
     // The run endpoint: the loaded operations by name, and each one's own input schema as a component.
     const run = doc.paths['/commands/run/{operation}'].post;
-    expect(run.parameters.find((p: { name: string }) => p.name === 'operation').schema.enum).toEqual((await h.json<{ name: string }[]>(['operations'])).map((o) => o.name));
+    expect(run.parameters.find((p: { name: string }) => p.name === 'operation').schema.enum).toEqual(
+      (await h.json<{ name: string }[]>(['operations'])).map((o) => o.name),
+    );
     const runBody = run.requestBody.content['application/json'].schema;
     expect(runBody).toMatchObject({ required: ['input'], additionalProperties: false, properties: { force: { type: 'boolean' } } });
     expect(runBody.properties.input.anyOf).toContainEqual({ $ref: '#/components/schemas/OperationInput.release_notes' });
@@ -457,7 +525,11 @@ describe('/openapi.json', () => {
     for (const status of ['400', '404', '503']) expect(run.responses[status]).toBeDefined();
     // The request schemas are the validating ones: the body of generate-epic names its fields and limits.
     const body = doc.paths['/commands/story-backlog/generate-epic'].post.requestBody.content['application/json'].schema;
-    expect(body).toMatchObject({ required: ['project_id', 'epic_id'], additionalProperties: false, properties: { epic_id: { type: 'string', maxLength: 200 } } });
+    expect(body).toMatchObject({
+      required: ['project_id', 'epic_id'],
+      additionalProperties: false,
+      properties: { epic_id: { type: 'string', maxLength: 200 } },
+    });
     expect(doc.components.schemas.Thread.properties.child_summary).toBeDefined();
     // The validator does reject a broken document (so the check above can fail).
     const broken = structuredClone(doc);

@@ -10,9 +10,11 @@ import { FAST_RETRY, Harness, project, type ThreadJson } from '../helpers/harnes
 /** Runs `fn` over `items`, `n` at a time (each is a CLI process; the machine has 2 cores). */
 async function eachLimited<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
   const queue = [...items];
-  await Promise.all(Array.from({ length: n }, async () => {
-    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
+    }),
+  );
 }
 
 describe('50 threads created in one second', () => {
@@ -41,7 +43,11 @@ describe('50 threads created in one second', () => {
   it('each get a distinct short id in `threads`, and that id is the one shown', async () => {
     const table = await h.cli(['threads', '--project', 'many']);
     expect(table.code).toBe(0);
-    const shown = table.stdout.trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]!);
+    const shown = table.stdout
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((l) => l.split(/\s+/)[0]!);
     expect(shown).toHaveLength(51);
     expect(new Set(shown).size).toBe(51);
     for (const c of children) expect(shown).toContain(shortId(c.thread_id));
@@ -80,7 +86,13 @@ describe('50 threads created in one second', () => {
 
   it('an ambiguous prefix is exit 2 listing the candidates; an unknown one is exit 2 too', async () => {
     const prefix = children[0]!.thread_id.slice(0, 8);
-    for (const args of [['thread', prefix], ['ledger', prefix], ['retry', prefix], ['cancel', prefix], ['threads', '--parent', prefix]]) {
+    for (const args of [
+      ['thread', prefix],
+      ['ledger', prefix],
+      ['retry', prefix],
+      ['cancel', prefix],
+      ['threads', '--parent', prefix],
+    ]) {
       const r = await h.cli(args);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toContain('matches several threads');
@@ -102,7 +114,10 @@ describe('50 threads created in one second', () => {
     expect(logs.stderr).toContain('matches');
     const one = await h.cli(['logs', '--thread', shortId(children[3]!.thread_id), '--json']);
     expect(one.code).toBe(0);
-    const lines = one.stdout.trim().split('\n').map((l) => JSON.parse(l) as { thread_id: string });
+    const lines = one.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { thread_id: string });
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.every((l) => l.thread_id === children[3]!.thread_id)).toBe(true);
   });
@@ -111,7 +126,7 @@ describe('50 threads created in one second', () => {
     const s = await h.json(['schedule', 'add', '--project', 'many', '--operation', 'briefing', '--cron', '0 8 * * *']);
     const paused = await h.json(['schedule', 'pause', shortId(s.schedule_id)]);
     expect(paused).toMatchObject({ schedule_id: s.schedule_id, status: 'paused' });
-    expect((await h.json(['schedule', 'runs', shortId(s.schedule_id).slice(0, 5)]))).toEqual([]);
+    expect(await h.json(['schedule', 'runs', shortId(s.schedule_id).slice(0, 5)])).toEqual([]);
     const missing = await h.cli(['schedule', 'resume', 'eeeeeeee']);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('no schedule "eeeeeeee"');

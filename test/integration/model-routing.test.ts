@@ -54,7 +54,13 @@ describe('model routing and escalation', () => {
     expect(ledger[0].payload).toMatchObject({ logical_model: 'cheap', model: 'cheap-model', attempt: 1 });
     expect(ledger[0].payload.request.model).toBe('cheap-model');
     expect(ledger[3].payload).toMatchObject({ code: 'SCHEMA_INVALID', next: 'escalate', escalate_to: 'strong', attempt: 1 });
-    expect(ledger[4].payload).toMatchObject({ logical_model: 'strong', model: 'strong-model', escalation: true, attempt: 1, endpoint: `${strongSim!.url} (STRONG_API_KEY)` });
+    expect(ledger[4].payload).toMatchObject({
+      logical_model: 'strong',
+      model: 'strong-model',
+      escalation: true,
+      attempt: 1,
+      endpoint: `${strongSim!.url} (STRONG_API_KEY)`,
+    });
     expect(ledger[4].payload.request.messages.at(-1).content).toContain('does not match the required JSON schema');
     // Each call has its own cost, at its own model's price.
     const [cheapCost, strongCost] = ledger.filter((e) => e.entry_type === 'response').map((e) => e.cost_usd);
@@ -75,7 +81,9 @@ describe('model routing and escalation', () => {
 
     // The escalation was reserved and settled as its own charge, at the strong model's price.
     const db = h.openDb();
-    const charges = db.prepare('SELECT model, status, reserved_tokens FROM llm_charges WHERE thread_id = ? ORDER BY created_at, rowid').all(r.thread_id) as any[];
+    const charges = db
+      .prepare('SELECT model, status, reserved_tokens FROM llm_charges WHERE thread_id = ? ORDER BY created_at, rowid')
+      .all(r.thread_id) as any[];
     db.close();
     expect(charges).toEqual([
       expect.objectContaining({ model: 'cheap-model', status: 'settled' }),
@@ -100,7 +108,13 @@ describe('model routing and escalation', () => {
     await setup();
     const c = await h.json<any>(['config', 'show']);
     expect(c.models.default).toMatchObject({ model: 'test-model', api_key: 'set (redacted)' });
-    expect(c.models.strong).toMatchObject({ model: 'strong-model', base_url: strongSim!.url, api_key_env: 'STRONG_API_KEY', api_key: 'set (redacted)', prices: STRONG_PRICE });
+    expect(c.models.strong).toMatchObject({
+      model: 'strong-model',
+      base_url: strongSim!.url,
+      api_key_env: 'STRONG_API_KEY',
+      api_key: 'set (redacted)',
+      prices: STRONG_PRICE,
+    });
     expect(c.routing.story_generate_epic).toEqual({
       model: 'cheap',
       provider_model: 'cheap-model',
@@ -119,7 +133,11 @@ describe('model routing and escalation', () => {
 
     await h.stopDaemon();
     // The string form; COMBINE_MODEL (the harness sets test-model) wins over models.default.model.
-    h.writeConfig({ ...FAST_RETRY, models: { default: { model: 'file-default' }, fast: 'fast-model' }, operations: { story_generate_epic: { model: 'fast' } } });
+    h.writeConfig({
+      ...FAST_RETRY,
+      models: { default: { model: 'file-default' }, fast: 'fast-model' },
+      operations: { story_generate_epic: { model: 'fast' } },
+    });
     const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E2']);
     expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
     expect(h.sim.calls.at(-1)!.model).toBe('fast-model');

@@ -35,7 +35,10 @@ describe('logs', () => {
     h.writeConfig(FAST_RETRY);
     const key = h.env.OPENAI_API_KEY!;
     await h.importProject(project('p', 3));
-    h.setFaults([{ kind: 'server_error', times: 1, match: 'Epic id: E1' }, { kind: 'auth', match: 'Epic id: E2' }]);
+    h.setFaults([
+      { kind: 'server_error', times: 1, match: 'Epic id: E1' },
+      { kind: 'auth', match: 'Epic id: E2' },
+    ]);
     await h.stopDaemon();
     await h.startDaemon({ COMBINE_LOG_LEVEL: 'debug' });
     expect((await runEpic('E1')).end.status).toBe('complete');
@@ -46,7 +49,11 @@ describe('logs', () => {
     const text = h.logText();
     expect(text.length).toBeGreaterThan(0);
     expect(text).not.toContain(key);
-    const lines = text.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = text
+      .trim()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const engine = lines.filter((l) => l.component === 'engine');
     expect(engine.length).toBeGreaterThan(20);
     for (const l of engine) {
@@ -67,7 +74,10 @@ describe('logs', () => {
     expect(human.stdout).toMatch(/INFO +engine +thread=[0-9a-f]{8} item=[0-9a-f]{8} +ledger response/);
 
     const filtered = await h.cli(['logs', '--thread', first.id, '--json']);
-    const objs = filtered.stdout.trim().split('\n').map((l) => JSON.parse(l) as { thread_id: string; msg: string });
+    const objs = filtered.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { thread_id: string; msg: string });
     expect(objs.length).toBeGreaterThan(4);
     expect(objs.every((o) => o.thread_id === first.id)).toBe(true);
     expect(objs.map((o) => o.msg)).toEqual(expect.arrayContaining(['ledger prompt', 'ledger response', 'thread complete']));
@@ -75,7 +85,6 @@ describe('logs', () => {
 
     const tail = await h.cli(['logs', '-n', '2']);
     expect(tail.stdout.trim().split('\n')).toHaveLength(2);
-
   });
 
   it('`combine logs -f` prints lines as they are written', async () => {
@@ -105,11 +114,16 @@ describe('metrics over HTTP', () => {
     const families = parseExposition(await res.text());
     expect(families.find((f) => f.name === 'combine_threads')?.type).toBe('GAUGE');
     expect((await fetch(`http://127.0.0.1:${port}/other`)).status).toBe(404);
-    const external = Object.values(networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal);
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === 'IPv4' && !i.internal);
     if (external) {
       const refused = await new Promise<boolean>((resolve) => {
         const s = net.connect(port, external.address);
-        s.once('connect', () => (s.destroy(), resolve(false)));
+        s.once('connect', () => {
+          s.destroy();
+          resolve(false);
+        });
         s.once('error', () => resolve(true));
       });
       expect(refused).toBe(true);

@@ -64,7 +64,6 @@ function items(projectId: string): { status: string; attempt: number; priority: 
   }
 }
 
-
 describe('resource pressure', () => {
   it('on battery, discharging under min_percent: only interactive work runs; bulk waits without burning an attempt, and runs once charging', async () => {
     h = await Harness.start();
@@ -76,7 +75,11 @@ describe('resource pressure', () => {
       const x = await health();
       return x.pressure.active.includes('battery') ? x : null;
     }, 'battery pressure in health');
-    expect(hj.pressure).toMatchObject({ paused: ['bulk', 'scheduled'], battery: { present: true, percent: 12, discharging: true, min_percent: 20, low: true }, accepting_commands: true });
+    expect(hj.pressure).toMatchObject({
+      paused: ['bulk', 'scheduled'],
+      battery: { present: true, percent: 12, discharging: true, min_percent: 20, low: true },
+      accepting_commands: true,
+    });
     expect(hj.ready).toBe(true); // slower, not broken
     expect(await pressureGauge('battery')).toBe(1);
 
@@ -98,7 +101,10 @@ describe('resource pressure', () => {
 
   it('CPU busy over the threshold for `cpu.for`: bulk work pauses and claims slow down, interactive goes on; memory low does the same', async () => {
     h = await Harness.start();
-    h.writeConfig({ ...FAST_RETRY, pressure: { probe_interval: '50ms', cpu: { threshold: 0.8, for: '200ms', claim_interval: '300ms' }, memory: { min_available_bytes: 2 ** 30 } } });
+    h.writeConfig({
+      ...FAST_RETRY,
+      pressure: { probe_interval: '50ms', cpu: { threshold: 0.8, for: '200ms', claim_interval: '300ms' }, memory: { min_available_bytes: 2 ** 30 } },
+    });
     await h.importProject(project('bulk', 2));
     await h.importProject(project('live', 1));
     const cpu = simulateCpu(0.95);

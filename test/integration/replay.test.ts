@@ -11,7 +11,10 @@ let h: Harness;
 afterEach(() => h?.cleanup());
 
 // One repair (opt-in): the dead-lettered thread then holds two rejected answers.
-const strict = (minStories: number) => ({ ...FAST_RETRY, operations: { story_generate_epic: { validation: { min_stories: minStories }, on_invalid: { repair: 1 } } } });
+const strict = (minStories: number) => ({
+  ...FAST_RETRY,
+  operations: { story_generate_epic: { validation: { min_stories: minStories }, on_invalid: { repair: 1 } } },
+});
 
 function paidCalls(): number {
   return h.sim.calls.filter((c) => c.status === 200).length;

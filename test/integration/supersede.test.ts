@@ -80,7 +80,10 @@ describe('supersede', () => {
   it('the CLI says which thread a forced request replaced; the replaced one shows SUPERSEDED; a request already in flight is not replaced', async () => {
     await setup(3_000);
     // E1's call, once it starts, takes a while too: a forced request meets it in flight.
-    h.setFaults([{ kind: 'hang', match: 'Epic id: E2', hang_ms: 3_000, times: 1 }, { kind: 'hang', match: 'Epic id: E1', hang_ms: 2_000, times: 1 }]);
+    h.setFaults([
+      { kind: 'hang', match: 'Epic id: E2', hang_ms: 3_000, times: 1 },
+      { kind: 'hang', match: 'Epic id: E1', hang_ms: 2_000, times: 1 },
+    ]);
     await h.startDaemon();
     await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E2']);
     await waitUntil(() => h.sim.calls.length === 1, 'E2’s call to be in flight');

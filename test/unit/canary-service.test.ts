@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CanaryService } from '../../src/daemon/canary/service.js';
-import type { EngineEvent } from '../../src/daemon/events.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 
 function setup() {
   let now = 1_000_000;
@@ -31,8 +31,18 @@ function setup() {
   });
   canary.start();
   canary.stop(); // no timer: the test ticks by hand; the subscription stays
-  const end = (threadId: string, status: string) =>
-    listeners.forEach((l) => l({ type: 'thread', thread_id: threadId, parent_thread_id: null, trace_id: null, status, kind: 'combine_canary', target_ref: { doc_type: 'canary', project_id: 'combine:system' } }));
+  const end = (threadId: string, status: string) => {
+    const e: EngineEvent = {
+      type: 'thread',
+      thread_id: threadId,
+      parent_thread_id: null,
+      trace_id: null,
+      status,
+      kind: 'combine_canary',
+      target_ref: { doc_type: 'canary', project_id: 'combine:system' },
+    };
+    for (const l of listeners) l(e);
+  };
   return { canary, submitted, end, advance: (ms: number) => (now += ms) };
 }
 

@@ -4,7 +4,7 @@ import { completionScript, completionTree } from '../../src/cli/completion.js';
 import { colorEnabled, plural, relativeTime, table } from '../../src/cli/output.js';
 import { buildProgram } from '../../src/cli/program.js';
 import { commandPaths, suggestCommands } from '../../src/cli/suggest.js';
-import { newId } from '../../src/db/ids.js';
+import { newId } from '../../src/core/ids.js';
 import { distinctShortIds, prefixRange, shortId } from '../../src/domain/short-id.js';
 
 describe('short ids', () => {

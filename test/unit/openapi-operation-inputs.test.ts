@@ -11,7 +11,13 @@ import { openApiDocument } from '../../src/daemon/http/openapi.js';
 /** A recursive input: local `$ref`s into its own `definitions`, and to its root. */
 const TREE = {
   type: 'object',
-  definitions: { node: { type: 'object', properties: { label: { type: 'string' }, children: { type: 'array', items: { $ref: '#/definitions/node' } } }, required: ['label'] } },
+  definitions: {
+    node: {
+      type: 'object',
+      properties: { label: { type: 'string' }, children: { type: 'array', items: { $ref: '#/definitions/node' } } },
+      required: ['label'],
+    },
+  },
   properties: { project_id: { type: 'string' }, root: { $ref: '#/definitions/node' }, again: { $ref: '#' } },
   required: ['project_id', 'root'],
 };
@@ -28,7 +34,11 @@ describe('openapi: operation inputs', () => {
   it("lists each operation's input as a component whose local references resolve inside it", async () => {
     const doc = openApiDocument(apiRoutes, [
       { name: 'tree_summary', description: 'summarise a tree', input: TREE },
-      { name: 'with_id', description: 'has its own $id', input: { $id: 'urn:example:with-id', type: 'object', properties: { a: { $ref: '#/definitions/a' } }, definitions: { a: { type: 'string' } } } },
+      {
+        name: 'with_id',
+        description: 'has its own $id',
+        input: { $id: 'urn:example:with-id', type: 'object', properties: { a: { $ref: '#/definitions/a' } }, definitions: { a: { type: 'string' } } },
+      },
     ]) as any;
     expect(await new Validator().validate(structuredClone(doc))).toEqual({ valid: true });
 

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { resolveObserve } from '../../src/daemon/config-observe.js';
+import { resolveObserve } from '../../src/daemon/config/observe.js';
 import { PressureMonitor, type PressureSignal } from '../../src/daemon/pressure/monitor.js';
 import { systemProbe, type PressureSignals } from '../../src/daemon/pressure/probe.js';
 import { PRIORITY_INTERACTIVE } from '../../src/domain/operations.js';
@@ -22,7 +22,10 @@ function setup(overrides: Record<string, unknown> = {}) {
   let wal = 0;
   const changes: PressureSignal[][] = [];
   let checkpoints = 0;
-  const config = resolveObserve({ pressure: { cpu: { threshold: 0.8, for: 30_000, claim_interval: 2_000 }, wal: { max_bytes: 1000 }, ...overrides } }, {}).pressure;
+  const config = resolveObserve(
+    { pressure: { cpu: { threshold: 0.8, for: 30_000, claim_interval: 2_000 }, wal: { max_bytes: 1000 }, ...overrides } },
+    {},
+  ).pressure;
   const monitor = new PressureMonitor({
     config,
     probe: { read: () => signals },
@@ -100,7 +103,9 @@ describe('pressure monitor', () => {
     t.setWal(1001);
     t.monitor.sample();
     expect(t.checkpoints()).toBe(1);
-    expect(() => t.monitor.assertAcceptingCommands()).toThrow(/BACKPRESSURE: the write-ahead log is 1001 bytes, over pressure\.wal\.max_bytes \(1000\); nothing was stored/);
+    expect(() => t.monitor.assertAcceptingCommands()).toThrow(
+      /BACKPRESSURE: the write-ahead log is 1001 bytes, over pressure\.wal\.max_bytes \(1000\); nothing was stored/,
+    );
     expect(t.monitor.claimLimits()).toEqual({ minIntervalMs: 0 }); // work already accepted goes on
     t.setWal(0);
     t.monitor.sample();
@@ -128,14 +133,22 @@ describe('the machine probe', () => {
     const stat = (user: number, idleJiffies: number) => `cpu  ${user} 0 0 ${idleJiffies} 0 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n`;
     writeFileSync(join(root, 'proc', 'stat'), stat(100, 900));
     writeFileSync(join(root, 'proc', 'meminfo'), 'MemTotal:       16384000 kB\nMemFree:          100 kB\nMemAvailable:    2048000 kB\n');
-    for (const [name, type] of [['AC', 'Mains'], ['BAT0', 'Battery']]) {
+    for (const [name, type] of [
+      ['AC', 'Mains'],
+      ['BAT0', 'Battery'],
+    ]) {
       mkdirSync(join(root, 'sys', 'class', 'power_supply', name!), { recursive: true });
       writeFileSync(join(root, 'sys', 'class', 'power_supply', name!, 'type'), `${type}\n`);
     }
     writeFileSync(join(root, 'sys', 'class', 'power_supply', 'BAT0', 'capacity'), '42\n');
     writeFileSync(join(root, 'sys', 'class', 'power_supply', 'BAT0', 'status'), 'Discharging\n');
     const probe = systemProbe(root);
-    expect(probe.read()).toEqual({ cpuBusy: null, memAvailableBytes: 2048000 * 1024, memTotalBytes: 16384000 * 1024, battery: { percent: 42, discharging: true } });
+    expect(probe.read()).toEqual({
+      cpuBusy: null,
+      memAvailableBytes: 2048000 * 1024,
+      memTotalBytes: 16384000 * 1024,
+      battery: { percent: 42, discharging: true },
+    });
     writeFileSync(join(root, 'proc', 'stat'), stat(190, 910)); // 90 busy of 100 jiffies
     expect(probe.read().cpuBusy).toBeCloseTo(0.9);
     expect(systemProbe(join(root, 'missing')).read()).toEqual({ cpuBusy: null, memAvailableBytes: null, memTotalBytes: null, battery: null });

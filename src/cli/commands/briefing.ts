@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import type { BriefingView } from '../../operations/builtin/index.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, shortTime } from '../output.js';
+import { EXIT, print, shortTime } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 function renderBriefing(b: BriefingView): string {
   const section = (title: string, items: string[]) => (items.length === 0 ? [] : ['', `${title}:`, ...items.map((i) => `  - ${i}`)]);

@@ -1,6 +1,7 @@
 /** `combine completion bash|zsh|fish`: a completion script generated from the live command tree. */
 import { Command } from 'commander';
-import { CliError, EXIT } from '../output.js';
+import { EXIT } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 const SHELLS = ['bash', 'zsh', 'fish'] as const;
 
@@ -20,7 +21,8 @@ export function completionCommand(getProgram: () => Command): Command {
       ].join('\n'),
     )
     .action(async (shell: string) => {
-      if (!(SHELLS as readonly string[]).includes(shell)) throw new CliError(`completion: "${shell}" is not a supported shell (${SHELLS.join(', ')})`, EXIT.USAGE);
+      if (!(SHELLS as readonly string[]).includes(shell))
+        throw new CliError(`completion: "${shell}" is not a supported shell (${SHELLS.join(', ')})`, EXIT.USAGE);
       // The generator is its own chunk: loading it is paid only by this command.
       const { completionScript } = await import('../completion.js');
       process.stdout.write(completionScript(shell as (typeof SHELLS)[number], getProgram()));

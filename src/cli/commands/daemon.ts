@@ -8,8 +8,9 @@ import { probeSocket, toCliError, connectHttp } from '../client.js';
 import { parsePort, withCommonOptions, type CommonOptions } from '../common.js';
 import { CALL_TIMEOUT_MS, readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
-import { CliError, EXIT, print } from '../output.js';
+import { EXIT, print } from '../output.js';
 import { renderUnit, UNIT_NAME, userUnitDir } from '../systemd-unit.js';
+import { CliError } from '../../core/errors.js';
 
 /** `daemon run` arguments for the ports a start was asked for. */
 function portArgs(metricsPort: number | null, httpPort: number | null): string[] {
@@ -93,7 +94,10 @@ export function daemonCommand(getHome: () => string): Command {
     .action(async (opts: { metricsPort?: string; httpPort?: string }) => {
       const metricsPort = parsePort(opts.metricsPort);
       const httpPort = parsePort(opts.httpPort, '--http-port', true);
-      const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as { runDaemon: typeof RunDaemon; DaemonStartError: new (...a: any[]) => Error & { exitCode: number } };
+      const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as {
+        runDaemon: typeof RunDaemon;
+        DaemonStartError: new (...a: any[]) => Error & { exitCode: number };
+      };
       try {
         await mod.runDaemon({ home: getHome(), ...(metricsPort !== null ? { metricsPort } : {}), ...(httpPort !== null ? { httpPort } : {}) });
       } catch (err) {
@@ -109,7 +113,12 @@ export function daemonCommand(getHome: () => string): Command {
     .addHelpText('after', '\nExamples:\n  combine daemon install\n  combine daemon install --metrics-port 9464 --force\n  combine daemon install --print')
     .action(async (opts: CommonOptions & { metricsPort?: string; force?: boolean; print?: boolean }) => {
       const home = getHome();
-      const unit = renderUnit({ node: process.execPath, cli: fileURLToPath(new URL('./cli.js', import.meta.url)), home, metricsPort: parsePort(opts.metricsPort) });
+      const unit = renderUnit({
+        node: process.execPath,
+        cli: fileURLToPath(new URL('./cli.js', import.meta.url)),
+        home,
+        metricsPort: parsePort(opts.metricsPort),
+      });
       if (opts.print) {
         process.stdout.write(opts.json ? `${JSON.stringify({ unit }, null, 2)}\n` : unit);
         return;

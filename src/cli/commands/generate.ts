@@ -4,7 +4,8 @@ import type { CommandView } from '../../daemon/views.js';
 import { exitCodeFor, parseDeadline, traceparentOf, withCommonOptions, withTraceparentOption, loadFollow, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { formatUsd } from '../money.js';
-import { CliError, EXIT, print, printJsonLine, statusText } from '../output.js';
+import { EXIT, print, printJsonLine, statusText } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface GenerateOptions extends CommonOptions {
   project: string;
@@ -19,13 +20,22 @@ interface GenerateOptions extends CommonOptions {
 export type FollowOptions = Pick<GenerateOptions, 'json' | 'follow'>;
 
 function describeResult(r: CommandView): string {
-  if (!r.deduplicated) return `thread ${r.thread_id} ${r.status}${r.superseded_thread_id ? ` (superseded ${r.superseded_thread_id}, whose call had not started)` : ''}`;
+  if (!r.deduplicated)
+    return `thread ${r.thread_id} ${r.status}${r.superseded_thread_id ? ` (superseded ${r.superseded_thread_id}, whose call had not started)` : ''}`;
   if (r.status === 'complete') return `thread ${r.thread_id} already complete: nothing to do (use --force to run it again)`;
   return `thread ${r.thread_id} already ${r.status}: not started twice`;
 }
 
 /** A dry run's estimate for a person (`generate-all --dry-run`, `run --dry-run`). */
-export function renderDryRun(d: { project_id: string; model: string; calls: number; estimated_max_tokens: number; max_tokens_per_call: number; priced: boolean; estimated_max_cost: number | null }): string {
+export function renderDryRun(d: {
+  project_id: string;
+  model: string;
+  calls: number;
+  estimated_max_tokens: number;
+  max_tokens_per_call: number;
+  priced: boolean;
+  estimated_max_cost: number | null;
+}): string {
   return [
     `dry run for ${d.project_id} (model ${d.model}): nothing was enqueued`,
     `  calls                 ${d.calls} (retries and repairs not included)`,
@@ -56,13 +66,19 @@ export function generateCommands(getHome: () => string): Command[] {
       .option('--force', 'generate again even if a previous run completed; replaces a previous request still queued (SUPERSEDED)')
       .option('--follow', 'stream the thread until it ends (exit 1 if it fails)')
       .option('--deadline <duration>', 'fail with SKIPPED_DEADLINE if not started within this time (e.g. 10m)')
-      .addHelpText('after', '\nExamples:\n  combine generate-epic --project acme --epic checkout --follow\n  combine generate-epic --project acme --epic checkout --force --json'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  combine generate-epic --project acme --epic checkout --follow\n  combine generate-epic --project acme --epic checkout --force --json',
+      ),
   ).action(async (opts: GenerateOptions) => {
     const home = getHome();
     const deadline_ms = parseDeadline(opts.deadline);
     const traceparent = traceparentOf(opts);
     const r = await withDaemon(home, opts, ({ client }, signal) =>
-      client.generate.epic.mutate({ project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent }, { signal }),
+      client.generate.epic.mutate(
+        { project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent },
+        { signal },
+      ),
     );
     process.exitCode = await reportAndFollow(home, r, opts);
   });

@@ -26,32 +26,35 @@ export function infoCommands(getHome: () => string): Command[] {
     },
   );
 
-  const health = withCommonOptions(new Command('health').description("the daemon's liveness and readiness, and whether the provider breaker is open (exit 0 when ready, 1 when not)")).action(
-    async (opts: CommonOptions) => {
-      const h = await withDaemon(getHome(), opts, ({ client }, signal) => client.health.query(undefined, { signal }));
-      await print(opts, h, () => {
-        const c = color();
-        const lines = [statusText(h.status), ...Object.entries(h.checks).map(([k, v]) => `  ${v ? c.green('ok  ') : c.red('FAIL')} ${k}`)];
-        // Health is about the daemon; an open breaker is the one provider state it reports, and says why.
-        for (const [endpoint, b] of Object.entries(h.breakers)) {
-          if (b.state === 'open') {
-            lines.push(
-              '',
-              `provider breaker OPEN for ${endpoint}: ${plural(b.consecutive_failures, 'failure')} in a row; no calls until ${b.open_until ? when(b.open_until) : 'it half-opens'}`,
-              '  queued work waits (nothing is lost); check the provider with `combine doctor`',
-            );
-          } else if (b.state === 'half_open') lines.push('', `provider breaker half-open for ${endpoint}: one probe call decides`);
-        }
-        return lines.join('\n');
-      });
-      if (!h.ready) process.exitCode = EXIT.FAILED;
-    },
-  );
+  const health = withCommonOptions(
+    new Command('health').description("the daemon's liveness and readiness, and whether the provider breaker is open (exit 0 when ready, 1 when not)"),
+  ).action(async (opts: CommonOptions) => {
+    const h = await withDaemon(getHome(), opts, ({ client }, signal) => client.health.query(undefined, { signal }));
+    await print(opts, h, () => {
+      const c = color();
+      const lines = [statusText(h.status), ...Object.entries(h.checks).map(([k, v]) => `  ${v ? c.green('ok  ') : c.red('FAIL')} ${k}`)];
+      // Health is about the daemon; an open breaker is the one provider state it reports, and says why.
+      for (const [endpoint, b] of Object.entries(h.breakers)) {
+        if (b.state === 'open') {
+          lines.push(
+            '',
+            `provider breaker OPEN for ${endpoint}: ${plural(b.consecutive_failures, 'failure')} in a row; no calls until ${b.open_until ? when(b.open_until) : 'it half-opens'}`,
+            '  queued work waits (nothing is lost); check the provider with `combine doctor`',
+          );
+        } else if (b.state === 'half_open') lines.push('', `provider breaker half-open for ${endpoint}: one probe call decides`);
+      }
+      return lines.join('\n');
+    });
+    if (!h.ready) process.exitCode = EXIT.FAILED;
+  });
 
   const stats = withCommonOptions(new Command('stats').description('counts of threads, work items, ledger entries, calls and tokens')).action(
     async (opts: CommonOptions) => {
       const s = await withDaemon(getHome(), opts, ({ client }, signal) => client.stats.query(undefined, { signal }));
-      const fmt = (o: Record<string, number>) => Object.entries(o).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+      const fmt = (o: Record<string, number>) =>
+        Object.entries(o)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ') || 'none';
       await print(opts, s, () =>
         [
           `threads         ${fmt(s.threads)}`,

@@ -3,9 +3,10 @@ import { closeSync, constants, fchmodSync, openSync, readFileSync, renameSync, u
 import { basename, dirname, join } from 'node:path';
 import { Command } from 'commander';
 import type { DaemonClient } from '../client.js';
-import { describeTargetRef, withCommonOptions, type CommonOptions } from '../common.js';
+import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, color, EXIT, plural, print, shortId, statusText, table, when } from '../output.js';
+import { color, describeTargetRef, EXIT, plural, print, shortId, statusText, table, when } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 /** Export and import move whole threads' records; give them more time than an ordinary call. */
 const TRANSFER_TIMEOUT_MS = 120_000;
@@ -72,7 +73,10 @@ export function ledgerCommand(getHome: () => string): Command {
       .description("show a thread's ledger entries (an orchestration's: its children's, grouped by child)"),
   ).action(async (threadId: string, opts: CommonOptions) => {
     const [entries, children] = await withDaemon(getHome(), opts, ({ client }, signal) =>
-      Promise.all([client.ledger.thread.query({ thread_id: threadId }, { signal }), opts.json ? [] : client.threadChildren.query({ thread_id: threadId }, { signal })]),
+      Promise.all([
+        client.ledger.thread.query({ thread_id: threadId }, { signal }),
+        opts.json ? [] : client.threadChildren.query({ thread_id: threadId }, { signal }),
+      ]),
     );
     await print(opts, entries, () => renderLedger(entries, children));
   });
@@ -114,7 +118,7 @@ export function ledgerCommand(getHome: () => string): Command {
       ({ client }, signal) => client.ledger.export.query({ thread_id: threadId ?? null, project_id: opts.project ?? null }, { signal }),
       TRANSFER_TIMEOUT_MS,
     );
-    const text = r.lines.join('\n') + '\n';
+    const text = `${r.lines.join('\n')}\n`;
     for (const id of r.skipped) process.stderr.write(`combine: skipped thread ${id}: it is still running\n`);
     if (opts.out === undefined) {
       process.stdout.write(text);
@@ -122,7 +126,11 @@ export function ledgerCommand(getHome: () => string): Command {
     }
     writeExportFile(opts.out, text, opts.force === true);
     const { lines: _lines, ...summary } = r;
-    await print(opts, { file: opts.out, ...summary }, () => `exported ${r.threads} threads, ${r.work_items} work items, ${r.entries} ledger entries to ${opts.out}`);
+    await print(
+      opts,
+      { file: opts.out, ...summary },
+      () => `exported ${r.threads} threads, ${r.work_items} work items, ${r.entries} ledger entries to ${opts.out}`,
+    );
   });
 
   withCommonOptions(
@@ -130,7 +138,10 @@ export function ledgerCommand(getHome: () => string): Command {
       .command('import')
       .argument('<file>', 'a file written by `combine ledger export`')
       .description('verify an export and add its threads and ledger entries to this home (nothing is written if any check fails)')
-      .addHelpText('after', '\nExit codes: 0 imported (or already imported), 1 the file does not verify, 2 not an export file.\n\nExample:\n  COMBINE_HOME=/backup combine ledger import acme.jsonl'),
+      .addHelpText(
+        'after',
+        '\nExit codes: 0 imported (or already imported), 1 the file does not verify, 2 not an export file.\n\nExample:\n  COMBINE_HOME=/backup combine ledger import acme.jsonl',
+      ),
   ).action(async (file: string, opts: CommonOptions) => {
     let text: string;
     try {

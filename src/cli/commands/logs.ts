@@ -3,7 +3,8 @@ import { closeSync, createReadStream, existsSync, openSync, readSync, statSync }
 import { Command } from 'commander';
 import { homeFiles } from '../home.js';
 import { formatLogLine, matchesFilter, matchingThreadIds, parseLogLine, type LogFilter } from '../log-format.js';
-import { CliError, EXIT } from '../output.js';
+import { EXIT } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface LogsOptions {
   follow?: boolean;
@@ -37,7 +38,10 @@ async function resolveThreadFilter(path: string, typed: string): Promise<string>
   if (found.size > 1) {
     const ids = [...found].sort();
     const listed = ids.slice(0, 10).map((id) => `  ${id}`);
-    throw new CliError([`"${typed}" matches ${ids.length} threads in the log; give more characters of one of:`, ...listed, ...(ids.length > 10 ? ['  …'] : [])].join('\n'), EXIT.USAGE);
+    throw new CliError(
+      [`"${typed}" matches ${ids.length} threads in the log; give more characters of one of:`, ...listed, ...(ids.length > 10 ? ['  …'] : [])].join('\n'),
+      EXIT.USAGE,
+    );
   }
   return found.size === 1 ? [...found][0]! : typed;
 }
@@ -103,10 +107,7 @@ export function logsCommand(getHome: () => string): Command {
     .option('--thread <id>', 'only lines about this thread and its children (whole id, short id, or a unique prefix)')
     .option('-n, --lines <n>', 'only the last n matching lines (default: all; 20 with --follow)')
     .option('--json', 'print the matching lines as the JSON objects they are')
-    .addHelpText(
-      'after',
-      ['', 'Examples:', '  combine logs -n 50', '  combine logs -f', '  combine logs --thread 9f3c2a1b --json'].join('\n'),
-    )
+    .addHelpText('after', ['', 'Examples:', '  combine logs -n 50', '  combine logs -f', '  combine logs --thread 9f3c2a1b --json'].join('\n'))
     .action(async (opts: LogsOptions) => {
       const path = homeFiles(getHome()).log;
       let limit: number | null = opts.follow ? 20 : null;

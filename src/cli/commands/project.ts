@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, plural, print, table, when } from '../output.js';
+import { EXIT, plural, print, table, when } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 /** Reads and parses the file locally: a missing or non-JSON file is an error before any daemon call. */
 export function readProjectFile(path: string): unknown {

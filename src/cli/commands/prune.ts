@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import { parseDurationMs } from '../../domain/duration.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print } from '../output.js';
+import { EXIT, print } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 /** A prune of a large history takes a while; it commits batch by batch, so it is safe to wait long. */
 const PRUNE_TIMEOUT_MS = 30 * 60_000;

@@ -3,11 +3,12 @@ import { Command } from 'commander';
 import { parseDurationMs } from '../../domain/duration.js';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import { distinctShortIds } from '../../domain/short-id.js';
-import { describeChildren, describeTarget, describeTargetRef, exitCodeFor, threadsTable, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
+import { describeChildren, describeTarget, exitCodeFor, threadsTable, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
 import type { DaemonClient } from '../client.js';
 import { withDaemon } from '../daemon-control.js';
 import { describeUsage } from '../money.js';
-import { CliError, color, EXIT, print, shortId, statusCell, statusText, table, when } from '../output.js';
+import { color, describeTargetRef, EXIT, print, shortId, statusCell, statusText, table, when } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface ThreadsOptions extends CommonOptions {
   active?: boolean;
@@ -61,11 +62,23 @@ function renderThread(t: ThreadDetail, children: Children): string {
     `  status    ${statusText(t.status)}${t.child_summary ? ` (children: ${describeChildren(t) || 'none'})` : ''}`,
     `  target    ${describeTarget(t)}`,
     `  usage     ${describeUsage(t.usage)}`,
-    ...(t.models.length > 0 ? [`  models    ${t.models.map((m) => `${m.logical_model} (${m.model}): ${m.calls} call${m.calls === 1 ? '' : 's'}, $${m.cost_usd.toFixed(4)}`).join('; ')}`] : []),
-    ...(t.escalation ? [`  escalated to ${t.escalation.logical_model} (${t.escalation.model}): ${t.escalation.calls} call${t.escalation.calls === 1 ? '' : 's'}, $${t.escalation.cost_usd.toFixed(4)}`] : []),
+    ...(t.models.length > 0
+      ? [
+          `  models    ${t.models.map((m) => `${m.logical_model} (${m.model}): ${m.calls} call${m.calls === 1 ? '' : 's'}, $${m.cost_usd.toFixed(4)}`).join('; ')}`,
+        ]
+      : []),
+    ...(t.escalation
+      ? [
+          `  escalated to ${t.escalation.logical_model} (${t.escalation.model}): ${t.escalation.calls} call${t.escalation.calls === 1 ? '' : 's'}, $${t.escalation.cost_usd.toFixed(4)}`,
+        ]
+      : []),
     ...(t.traceparent ? [`  trace     ${t.traceparent.slice(3, 35)}`] : []),
     ...(t.in_doubt ? [`  in doubt  ${t.in_doubt.message}`] : []),
-    ...(t.hold ? [`  waiting   until ${when(t.hold.until)} (${t.hold.reason}${t.hold.error_code ? `, ${t.hold.error_code}` : ''}); \`combine retry ${shortId(t.thread_id)}\` runs it now`] : []),
+    ...(t.hold
+      ? [
+          `  waiting   until ${when(t.hold.until)} (${t.hold.reason}${t.hold.error_code ? `, ${t.hold.error_code}` : ''}); \`combine retry ${shortId(t.thread_id)}\` runs it now`,
+        ]
+      : []),
     ...(t.parent_thread_id ? [`  parent    ${t.parent_thread_id} ${c.dim(`(${shortId(t.parent_thread_id)})`)}`] : []),
     `  created   ${when(t.created_at)}`,
     `  closed    ${when(t.closed_at)}`,
@@ -76,7 +89,12 @@ function renderThread(t: ThreadDetail, children: Children): string {
       '',
       table([
         ['CHILD', 'TARGET', 'STATUS', 'ERROR'],
-        ...children.map((ch) => [ids.get(ch.thread_id)!, describeTargetRef(ch.target_ref), statusCell(ch.status), ch.error_code ? `${ch.error_code}: ${ch.error_message ?? ''}` : '']),
+        ...children.map((ch) => [
+          ids.get(ch.thread_id)!,
+          describeTargetRef(ch.target_ref),
+          statusCell(ch.status),
+          ch.error_code ? `${ch.error_code}: ${ch.error_message ?? ''}` : '',
+        ]),
       ]),
     );
   }
@@ -85,7 +103,12 @@ function renderThread(t: ThreadDetail, children: Children): string {
       '',
       table([
         ['SEQ', 'STATUS', 'ATTEMPT', 'ERROR'],
-        ...t.work_items.map((w) => [String(w.sequence), statusCell(w.status), `${w.attempt}/${w.max_attempts}`, w.error_code ? `${w.error_code}: ${w.error_message}` : '']),
+        ...t.work_items.map((w) => [
+          String(w.sequence),
+          statusCell(w.status),
+          `${w.attempt}/${w.max_attempts}`,
+          w.error_code ? `${w.error_code}: ${w.error_message}` : '',
+        ]),
       ]),
     );
   }
@@ -134,7 +157,10 @@ export function threadCommands(getHome: () => string): Command[] {
   ).action(async (threadId: string, opts: CommonOptions & { follow?: boolean }) => {
     const home = getHome();
     const [t, children] = await withDaemon(home, opts, ({ client }, signal) =>
-      Promise.all([client.thread.query({ thread_id: threadId }, { signal }), opts.json || opts.follow ? [] : client.threadChildren.query({ thread_id: threadId }, { signal })]),
+      Promise.all([
+        client.thread.query({ thread_id: threadId }, { signal }),
+        opts.json || opts.follow ? [] : client.threadChildren.query({ thread_id: threadId }, { signal }),
+      ]),
     );
     if (opts.follow) {
       const final = await (await loadFollow()).followThread(home, t.thread_id, opts);

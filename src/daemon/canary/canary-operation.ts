@@ -8,13 +8,13 @@
 import type { OperationDefinition } from '../../operations/api.js';
 import { validateDefinition, type ValidDefinition } from '../../operations/validate.js';
 import { SYSTEM_PROJECT_ID } from '../../domain/project.js';
-import type { Provider, RawResponse } from '../provider.js';
+import type { Provider, RawResponse } from '../engine/provider.js';
 import { getProject, insertProject } from '../../db/projects.js';
 import type { OperationRegistry } from '../../operations/registry.js';
-import type { CommandResult } from '../commands.js';
+import type { CommandResult } from '../services/commands.js';
 import type { Tx } from '../engine/tx.js';
-import { submitOperation } from '../submit.js';
-import { childContext, formatTraceparent } from '../tracing/trace-context.js';
+import { submitOperation } from '../services/submit.js';
+import { childContext, formatTraceparent } from '../../core/trace-context.js';
 
 import { CANARY_ENDPOINT, CANARY_MODEL, CANARY_OPERATION, CANARY_PROVIDER_MODEL } from './names.js';
 
@@ -57,11 +57,17 @@ export function canaryProvider(): Provider {
 /** Requests one canary run, creating the daemon's own project the first time; never refused for a full queue. */
 export function submitCanary(tx: Tx, operations: OperationRegistry): CommandResult {
   if (!getProject(tx.db, SYSTEM_PROJECT_ID)) insertProject(tx.db, { id: SYSTEM_PROJECT_ID, name: 'combine (system)', created_at: tx.now });
-  return submitOperation(tx, operations, CANARY_OPERATION, {}, {
-    force: true,
-    maxQueued: Number.MAX_SAFE_INTEGER,
-    deadlineAt: null,
-    createdBy: 'canary',
-    traceparent: formatTraceparent(childContext(null)),
-  });
+  return submitOperation(
+    tx,
+    operations,
+    CANARY_OPERATION,
+    {},
+    {
+      force: true,
+      maxQueued: Number.MAX_SAFE_INTEGER,
+      deadlineAt: null,
+      createdBy: 'canary',
+      traceparent: formatTraceparent(childContext(null)),
+    },
+  );
 }

@@ -8,9 +8,9 @@
  * Times come from the injected clock; the timer only decides when to look (tests call `tick`).
  */
 import { isTerminalThread } from '../../domain/states.js';
-import type { Clock } from '../engine/engine.js';
-import type { EngineEvent } from '../events.js';
-import type { Logger } from '../logger.js';
+import type { Clock } from '../../core/clock.js';
+import type { EngineEvent } from '../engine/events.js';
+import type { Logger } from '../../core/logger.js';
 
 export interface CanaryOptions {
   intervalMs: number;

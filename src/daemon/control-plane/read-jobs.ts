@@ -5,9 +5,9 @@
  * while the daemon keeps writing.
  */
 import type { Db } from '../../db/connection.js';
-import { exportLedger } from '../ledger-transfer.js';
-import { verifyLedger } from '../ledger-verify.js';
-import { previewPrune } from '../retention.js';
+import { exportLedger } from '../../ledger/transfer.js';
+import { verifyLedger } from '../../ledger/verify.js';
+import { previewPrune } from '../services/retention.js';
 
 export const READ_JOBS = {
   verifyLedger: (db: Db) => verifyLedger(db),

@@ -4,7 +4,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { openDatabase } from '../../db/connection.js';
-import { CommandError } from '../commands.js';
+import { CommandError } from '../../core/errors.js';
 import { runReadJob, type ReadJobName } from './read-jobs.js';
 
 const { dbPath, busyTimeoutMs } = workerData as { dbPath: string; busyTimeoutMs: number };

@@ -6,7 +6,7 @@
  * each other in it.
  */
 import { Worker } from 'node:worker_threads';
-import { CommandError } from '../commands.js';
+import { CommandError } from '../../core/errors.js';
 import type { ReadJobArgs, ReadJobName, ReadJobResult } from './read-jobs.js';
 
 interface Pending {
@@ -43,15 +43,23 @@ export class ControlPlaneReader {
     if (this.worker) return this.worker;
     const { url, execArgv } = workerScript();
     const worker = new Worker(url, { workerData: { dbPath: this.o.dbPath, busyTimeoutMs: this.o.busyTimeoutMs }, execArgv });
-    worker.on('message', (m: { id: number; ok: boolean; result?: unknown; error?: { name: string; message: string; command: { kind: CommandError['kind']; code: string | null } | null } }) => {
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      this.pending.delete(m.id);
-      if (this.pending.size === 0) worker.unref();
-      if (m.ok) return p.resolve(m.result);
-      const e = m.error!;
-      p.reject(e.command ? new CommandError(e.command.kind, e.message, e.command.code ?? undefined) : Object.assign(new Error(e.message), { name: e.name }));
-    });
+    worker.on(
+      'message',
+      (m: {
+        id: number;
+        ok: boolean;
+        result?: unknown;
+        error?: { name: string; message: string; command: { kind: CommandError['kind']; code: string | null } | null };
+      }) => {
+        const p = this.pending.get(m.id);
+        if (!p) return;
+        this.pending.delete(m.id);
+        if (this.pending.size === 0) worker.unref();
+        if (m.ok) return p.resolve(m.result);
+        const e = m.error!;
+        p.reject(e.command ? new CommandError(e.command.kind, e.message, e.command.code ?? undefined) : Object.assign(new Error(e.message), { name: e.name }));
+      },
+    );
     // A worker that dies (out of memory, a bug) fails its jobs; the next job starts a new one.
     const fail = (err: Error) => {
       for (const p of this.pending.values()) p.reject(err);

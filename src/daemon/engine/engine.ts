@@ -8,41 +8,26 @@
  */
 import type { Db } from '../../db/connection.js';
 import type { LedgerRow } from '../../db/schema.js';
-import {
-  getWorkItem,
-  listExpiredLeases,
-  listLeasesNotOwnedBy,
-  nextQueuedDeadline,
-  nextQueuedDueAt,
-  unparkBudgetItems,
-} from '../../db/work-items.js';
-import type { Writer } from '../../db/writer.js';
+import { getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
 import { getThread } from '../../db/threads.js';
-import type { OperationRegistry } from '../../operations/registry.js';
-import type { EngineEvent } from '../events.js';
-import type { Logger } from '../logger.js';
 import type { ModelRoute } from '../routing/router.js';
 import { EngineSpans } from '../tracing/engine-spans.js';
-import { traceIdOf } from '../tracing/trace-context.js';
-import { noTracer, type Tracer } from '../tracing/tracer.js';
-import type { CompleterContext } from './completer.js';
+import { traceIdOf } from '../../core/trace-context.js';
+import { noTracer } from '../tracing/tracer.js';
+import type { Tracer } from '../tracing/types.js';
+import type { EngineContext } from './completer.js';
 import type { CallOutcome } from './executor.js';
 import { runLeasedItem, type PipelineDeps } from './item-pipeline.js';
-import { untilStored } from './until-stored.js';
 import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { extendLeases, rescueLeases, sweepLocksAndParents } from './rescuer.js';
-import type { Tx } from './tx.js';
-
-export interface Clock {
-  now(): number;
-}
-export const systemClock: Clock = { now: () => Date.now() };
+import type { Tx, Write } from './tx.js';
+import { untilStored } from './until-stored.js';
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/logger.js';
 
 /** The longest the engine sleeps before looking at the queue again. */
 const MAX_SLEEP_MS = 3_600_000;
-
-export type CrashPoint = 'after_claim' | 'during_call' | 'after_response' | 'in_mutation';
 
 /** What the engine reports for metrics; nothing here feeds back into execution. */
 export interface EngineObserver {
@@ -62,15 +47,14 @@ export interface ClaimThrottle {
 
 export interface EngineOptions {
   db: Db;
-  writer: Writer<EngineEvent>;
+  /** Every write: one writer transaction (core/tx.ts), `now` from the same clock. */
+  write: Write;
+  /** The one engine context (owner, operations, routes, prices, …), shared with the commands that end items. */
+  ctx: EngineContext;
   clock: Clock;
   logger: Logger;
-  /** Lease owner id: unique per daemon process. */
-  owner: string;
   maxInFlight: number;
   callTimeoutMs: number;
-  operations: OperationRegistry;
-  cache: boolean;
   recoveryIntervalMs: number;
   /** Fair scheduler, rate limiter, budgets, and the model router with each endpoint's client and breaker (see producer.ts). */
   flow: FlowControl;
@@ -83,9 +67,6 @@ export interface EngineOptions {
   maxProviderWaitMs?: number;
   /** Claiming pauses while this says no (storage pressure): no paid call whose answer cannot be recorded. */
   storage?: { readonly allowsClaims: boolean };
-  random?: () => number;
-  /** Debug switch for crash tests (COMBINE_CRASH_AT). */
-  crashAt?: string | null;
   observer?: EngineObserver;
 }
 
@@ -98,8 +79,6 @@ interface InFlight {
 
 export class Engine {
   private readonly inFlight = new Map<string, InFlight>();
-  /** What the completer's steps need (also for commands that end items: cancel). */
-  readonly ctx: CompleterContext;
   /** Lease length: a call can run to its timeout and the lease still covers it. */
   private readonly leaseMs: number;
   private stopping = false;
@@ -124,30 +103,23 @@ export class Engine {
     this.log = o.logger.child({ component: 'engine', thread_id: null, work_item_id: null });
     this.leaseMs = o.callTimeoutMs + 30_000;
     this.spans = new EngineSpans(o.tracer ?? noTracer);
-    this.ctx = {
-      owner: o.owner,
-      routeOf: (logical) => o.flow.router.route(logical),
-      operations: o.operations,
-      cache: o.cache,
-      random: o.random ?? Math.random,
-      priceOf: (key) => o.flow.router.priceOf(key),
-      ...(o.crashAt === 'in_mutation' ? { inMutation: () => this.crash('in_mutation') } : {}),
-    };
     this.pipeline = {
-      ctx: this.ctx,
+      ctx: o.ctx,
       router: o.flow.router,
       clock: o.clock,
       spans: this.spans,
       write: (fn) => this.write(fn),
       call: { timeoutMs: o.callTimeoutMs, secrets: o.secrets, maxProviderWaitMs: o.maxProviderWaitMs },
-      crash: (point) => this.crash(point),
-      crashDuringCall: o.crashAt === 'during_call',
       stopped: () => this.stopping,
       onOutcome: (route, outcome) => {
         this.observeProvider(route, outcome);
         o.observer?.onCall(outcome, route.key);
       },
     };
+  }
+
+  private get ctx(): EngineContext {
+    return this.o.ctx;
   }
 
   /** Per model: whether a 429 has parked it, and until when. */
@@ -164,7 +136,11 @@ export class Engine {
     // On a full disk these wait for space (health says why) rather than fail the start.
     const stopped = () => this.stopping;
     // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
-    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), { log: this.log, what: 'the start-up writes', stopped });
+    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), {
+      log: this.log,
+      what: 'the start-up writes',
+      stopped,
+    });
     await untilStored(() => this.recover(true, true), { log: this.log, what: 'the start-up recovery scan', stopped }).catch((err) =>
       this.log.error({ err }, 'recovery scan failed'),
     );
@@ -222,7 +198,7 @@ export class Engine {
   }
 
   private write<T>(fn: (tx: Tx) => T): Promise<T> {
-    return this.o.writer.write((db, emit) => fn({ db, emit, now: this.o.clock.now() }));
+    return this.o.write(fn);
   }
 
   private async tick(): Promise<number> {
@@ -243,10 +219,10 @@ export class Engine {
       if (wanted > 0) {
         this.lastClaimAt = this.o.clock.now();
         // An endpoint whose breaker is open admits nothing: its items stay queued and no attempt is burned.
-        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.o.owner, wanted, this.leaseMs, limits));
+        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits));
         const claimed = round.claimed;
         if (round.breakerHeld) this.noteLimiterWait('breaker_open');
-        if (claimed.length > 0) this.crash('after_claim');
+        if (claimed.length > 0) this.ctx.crashAt('after_claim');
         this.spans.claimed(claimed, this.lastClaimAt, this.o.clock.now());
         for (const c of claimed) this.launch(c.item, null, c);
         started = claimed.length;
@@ -289,15 +265,23 @@ export class Engine {
     if (this.dueTimer) clearTimeout(this.dueTimer);
     // Capped: a parked item's far-future not_before must not overflow setTimeout (it would fire at once),
     // and a long sleep re-checks now and then anyway.
-    this.dueTimer = setTimeout(() => {
-      this.dueTimer = null;
-      this.wake();
-    }, Math.min(MAX_SLEEP_MS, Math.max(0, at - this.o.clock.now())));
+    this.dueTimer = setTimeout(
+      () => {
+        this.dueTimer = null;
+        this.wake();
+      },
+      Math.min(MAX_SLEEP_MS, Math.max(0, at - this.o.clock.now())),
+    );
     this.dueTimer.unref();
   }
 
   /** Runs one leased item: `claim` is how it was claimed (its route), or null when recovery resumes a recorded answer. */
-  private launch(item: { id: string; thread_id: string; lock_scope: string }, resumeFrom: LedgerRow | null, claim: ClaimedItem | null, traceparent = claim?.traceparent ?? null): void {
+  private launch(
+    item: { id: string; thread_id: string; lock_scope: string },
+    resumeFrom: LedgerRow | null,
+    claim: ClaimedItem | null,
+    traceparent = claim?.traceparent ?? null,
+  ): void {
     const itemId = item.id;
     const log = this.o.logger.child({ component: 'engine', thread_id: item.thread_id, work_item_id: item.id, trace_id: traceIdOf(traceparent) });
     const entry: InFlight = { cancel: new AbortController(), lockScope: item.lock_scope, log };
@@ -314,7 +298,13 @@ export class Engine {
   /** Lets the route's breaker and rate limiter learn from a call; wakes the engine when they allow calls again. */
   private observeProvider(route: ModelRoute, outcome: CallOutcome): void {
     const breaker = this.o.flow.router.breaker(route);
-    const targets = { breaker, limiter: this.o.flow.limiter, log: this.log, endpoint: route.endpoint.label, defaultWaitMs: this.o.operations.defaultPolicy.baseMs };
+    const targets = {
+      breaker,
+      limiter: this.o.flow.limiter,
+      log: this.log,
+      endpoint: route.endpoint.label,
+      defaultWaitMs: this.ctx.operations.defaultPolicy.baseMs,
+    };
     const f = learnFromOutcome(targets, route.key, outcome, this.o.clock.now());
     if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
     for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
@@ -339,7 +329,7 @@ export class Engine {
     if (this.inFlight.size === 0) return;
     const items = [...this.inFlight.entries()].map(([id, f]) => ({ id, lockScope: f.lockScope }));
     try {
-      const lost = await this.write((tx) => extendLeases(tx, this.o.owner, items, tx.now + this.leaseMs));
+      const lost = await this.write((tx) => extendLeases(tx, this.ctx.owner, items, tx.now + this.leaseMs));
       for (const id of lost) (this.inFlight.get(id)?.log ?? this.log).warn('lease lost while the item was in flight');
     } catch (err) {
       this.log.error({ err }, 'lease heartbeat failed');
@@ -353,9 +343,7 @@ export class Engine {
   async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     try {
       const now = this.o.clock.now();
-      const stale = startup
-        ? listLeasesNotOwnedBy(this.o.db, this.o.owner)
-        : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
+      const stale = startup ? listLeasesNotOwnedBy(this.o.db, this.ctx.owner) : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
       const result = await this.write((tx) => ({
         ...rescueLeases(tx, this.ctx, stale, this.leaseMs),
         ...sweepLocksAndParents(tx),
@@ -381,11 +369,4 @@ export class Engine {
       this.log.error({ err }, 'recovery scan failed');
     }
   }
-
-  private crash(point: CrashPoint): void {
-    if (this.o.crashAt !== point) return;
-    this.log.warn({ point }, 'COMBINE_CRASH_AT: exiting abruptly');
-    process.kill(process.pid, 'SIGKILL');
-  }
 }
-

@@ -5,24 +5,22 @@
  * again: recovery resumes from it (`resumeFrom`).
  */
 import type { LedgerRow } from '../../db/schema.js';
-import type { Logger } from '../logger.js';
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { EngineSpans } from '../tracing/engine-spans.js';
-import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type CompleterContext } from './completer.js';
-import type { Clock, CrashPoint } from './engine.js';
+import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type EngineContext } from './completer.js';
 import { executeCall, type CallOutcome } from './executor.js';
 import type { Tx } from './tx.js';
 import { untilStored } from './until-stored.js';
 
 export interface PipelineDeps {
-  ctx: CompleterContext;
+  ctx: EngineContext;
   router: ModelRouter;
   clock: Clock;
   spans: EngineSpans;
   write<T>(fn: (tx: Tx) => T): Promise<T>;
   call: { timeoutMs: number; secrets: readonly string[]; maxProviderWaitMs: number | undefined };
-  crash(point: CrashPoint): void;
-  crashDuringCall: boolean;
   stopped(): boolean;
   /** A call's outcome, for the route's breaker and rate limiter and for metrics. */
   onOutcome(route: ModelRoute, outcome: CallOutcome): void;
@@ -52,7 +50,7 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
       return finish(d, l, started.response, false);
     }
     const { request, route } = started;
-    if (d.crashDuringCall) setTimeout(() => d.crash('during_call'), 200);
+    d.ctx.crashAt('during_call');
     const span = d.spans.call(l.traceparent, l.item, route, d.clock.now());
     const outcome = await executeCall(d.router.provider(route), request, {
       cancel: l.cancel,
@@ -71,7 +69,7 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     // Paid work: keep trying to record it through storage trouble rather than lose it.
     const record = () => d.write((tx) => recordResponse(tx, d.ctx, itemId, outcome, route));
     response = await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped });
-    d.crash('after_response');
+    d.ctx.crashAt('after_response');
   }
   await finish(d, l, response, l.resumeFrom !== null);
 }

@@ -6,7 +6,7 @@
  * both read the same stored state, so they agree.
  */
 import type { Db } from '../../db/connection.js';
-import { getLastLedgerEntryOfType, getLedgerEntryOfTypeBefore } from '../../db/ledger.js';
+import { getLastLedgerEntryOfType, getLedgerEntryOfTypeBefore } from '../../ledger/store.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
@@ -15,7 +15,7 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import { buildThreadRequest } from './operation-steps.js';
 
 export type ItemRequest =
-  | { ok: true; request: ChatRequest; /** The logical model the call goes to. */ model: string; escalated: boolean }
+  | { ok: true; request: ChatRequest /** The logical model the call goes to. */; model: string; escalated: boolean }
   | { ok: false; error: ClassifiedError };
 
 export function buildItemRequest(db: Db, ops: OperationRegistry, thread: ThreadRow, item: WorkItemRow): ItemRequest {

@@ -1,8 +1,9 @@
 /**
- * The JSON API's endpoints (WS-ADR-035 §12 and issue 19). Each handler is one call of an App method —
+ * The JSON API's endpoints (WS-ADR-035 §12 and issue 19). Each handler is one call of a service method —
  * the one the tRPC router calls for the same CLI command — so answers are the CLI's `--json` shapes.
  */
 import { z } from 'zod';
+import type { RequestOptions } from '../services/threads.js';
 import type { ThreadView } from '../views.js';
 import { route, type Route } from './routes.js';
 import {
@@ -40,6 +41,14 @@ const CREATED_BY = 'http';
 
 const accepted = (r: { thread_id: string }) => ({ location: `/threads/${r.thread_id}` });
 
+/** A command's options as the services take them: the deadline stays relative, the service's clock places it. */
+const requestOptions = (body: { force: boolean; deadline_ms: number | null }, traceparent: string | null): RequestOptions => ({
+  force: body.force,
+  deadlineMs: body.deadline_ms,
+  createdBy: CREATED_BY,
+  traceparent,
+});
+
 /** `Link: <…?cursor=last>; rel="next"` when the page is full, so a client can walk every thread. */
 function nextPage(path: string, query: Record<string, unknown>, list: ThreadView[], limit: number): Record<string, string> {
   if (list.length < limit) return {};
@@ -74,8 +83,7 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ app, body, traceparent }) =>
-      app.generateEpic(body.project_id, body.epic_id, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY, traceparent }),
+    handle: ({ services, body, traceparent }) => services.threads.generateEpic(body.project_id, body.epic_id, requestOptions(body, traceparent)),
   }),
   route({
     method: 'POST',
@@ -87,8 +95,7 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ app, body, traceparent }) =>
-      app.generateAll(body.project_id, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY, traceparent }),
+    handle: ({ services, body, traceparent }) => services.threads.generateAll(body.project_id, requestOptions(body, traceparent)),
   }),
   route({
     method: 'POST',
@@ -103,8 +110,7 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ app, params, body, traceparent }) =>
-      app.run(params.operation, body.input, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY, traceparent }),
+    handle: ({ services, params, body, traceparent }) => services.threads.run(params.operation, body.input, requestOptions(body, traceparent)),
   }),
   route({
     method: 'GET',
@@ -114,7 +120,7 @@ export const apiRoutes: Route[] = [
     tag: 'operations',
     status: 200,
     response: z.array(operationSummarySchema),
-    handle: ({ app }) => app.operationList(),
+    handle: ({ services }) => services.threads.operations(),
   }),
   route({
     method: 'GET',
@@ -125,7 +131,7 @@ export const apiRoutes: Route[] = [
     params: operationParams,
     status: 200,
     response: operationDetailSchema,
-    handle: ({ app, params }) => app.operation(params.operation),
+    handle: ({ services, params }) => services.threads.operation(params.operation),
   }),
   route({
     method: 'GET',
@@ -136,8 +142,8 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: threadDetailSchema,
-    handle: ({ app, params }) => {
-      const { work_items: _items, ...view } = app.thread(params.thread_id);
+    handle: ({ services, params }) => {
+      const { work_items: _items, ...view } = services.threads.get(params.thread_id);
       return view;
     },
   }),
@@ -150,7 +156,7 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: z.array(ledgerEntrySchema),
-    handle: ({ app, params }) => app.ledger(params.thread_id),
+    handle: ({ services, params }) => services.ledger.thread(params.thread_id),
   }),
   route({
     method: 'POST',
@@ -161,7 +167,7 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: threadSchema,
-    handle: ({ app, params }) => app.retry(params.thread_id),
+    handle: ({ services, params }) => services.threads.retry(params.thread_id),
   }),
   route({
     method: 'POST',
@@ -172,7 +178,7 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: threadSchema,
-    handle: ({ app, params }) => app.cancel(params.thread_id),
+    handle: ({ services, params }) => services.threads.cancel(params.thread_id),
   }),
   route({
     method: 'GET',
@@ -184,7 +190,7 @@ export const apiRoutes: Route[] = [
     status: 200,
     response: z.array(threadSchema),
     headers: (list: ThreadView[], { query }) => nextPage('/threads', query, list, query.limit),
-    handle: ({ app, query }) => app.threads(threadFilter(query, query.project_id ?? null)),
+    handle: ({ services, query }) => services.threads.list(threadFilter(query, query.project_id ?? null)),
   }),
   route({
     method: 'GET',
@@ -197,9 +203,9 @@ export const apiRoutes: Route[] = [
     status: 200,
     response: z.array(threadSchema),
     headers: (list: ThreadView[], { params, query }) => nextPage(`/projects/${encodeURIComponent(params.project_id)}/threads`, query, list, query.limit),
-    handle: ({ app, params, query }) => {
-      app.project(params.project_id); // 404 for an unknown project, not an empty list
-      return app.threads(threadFilter(query, params.project_id));
+    handle: ({ services, params, query }) => {
+      services.projects.get(params.project_id); // 404 for an unknown project, not an empty list
+      return services.threads.list(threadFilter(query, params.project_id));
     },
   }),
   route({
@@ -210,7 +216,7 @@ export const apiRoutes: Route[] = [
     tag: 'projects',
     status: 200,
     response: z.array(projectSchema),
-    handle: ({ app }) => app.projects(),
+    handle: ({ services }) => services.projects.list(),
   }),
   route({
     method: 'GET',
@@ -221,7 +227,7 @@ export const apiRoutes: Route[] = [
     params: projectParams,
     status: 200,
     response: projectSchema,
-    handle: ({ app, params }) => app.project(params.project_id),
+    handle: ({ services, params }) => services.projects.get(params.project_id),
   }),
   route({
     method: 'GET',
@@ -232,7 +238,7 @@ export const apiRoutes: Route[] = [
     params: projectParams,
     status: 200,
     response: z.array(documentHeadSchema),
-    handle: ({ app, params }) => app.documents(params.project_id),
+    handle: ({ services, params }) => services.projects.documents(params.project_id),
   }),
   route({
     method: 'GET',
@@ -244,7 +250,7 @@ export const apiRoutes: Route[] = [
     query: documentQuery,
     status: 200,
     response: documentSchema,
-    handle: ({ app, params, query }) => app.document(params.project_id, params.doc_type, query.key ?? null),
+    handle: ({ services, params, query }) => services.projects.document(params.project_id, params.doc_type, query.key ?? null),
   }),
   route({
     method: 'GET',
@@ -255,7 +261,7 @@ export const apiRoutes: Route[] = [
     query: usageQuery,
     status: 200,
     response: usageReportSchema,
-    handle: ({ app, query }) => app.usage(query.project_id ?? null),
+    handle: ({ services, query }) => services.admin.usage(query.project_id ?? null),
   }),
   route({
     method: 'GET',
@@ -266,7 +272,7 @@ export const apiRoutes: Route[] = [
     status: 200,
     response: healthSchema,
     otherStatus: { status: 503, description: 'unready (the same body): a check failed', when: (h: { ready: boolean }) => !h.ready },
-    handle: ({ app }) => app.health(),
+    handle: ({ services }) => services.admin.health(),
   }),
   route({
     method: 'GET',
@@ -277,7 +283,7 @@ export const apiRoutes: Route[] = [
     query: schedulesQuery,
     status: 200,
     response: z.array(scheduleSchema),
-    handle: ({ app, query }) => app.schedules.list(query.all),
+    handle: ({ services, query }) => services.schedules.list(query.all),
   }),
   route({
     method: 'GET',
@@ -289,6 +295,6 @@ export const apiRoutes: Route[] = [
     query: runsQuery,
     status: 200,
     response: z.array(runSchema),
-    handle: ({ app, params, query }) => app.schedules.runs(params.schedule_id, query.limit),
+    handle: ({ services, params, query }) => services.schedules.runs(params.schedule_id, query.limit),
   }),
 ];

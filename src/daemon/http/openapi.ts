@@ -6,7 +6,7 @@
  * input JSON Schema (the one that checks it) is a component, and the body's `input` is any of them.
  */
 import { z } from 'zod';
-import { VERSION } from '../app.js';
+import { VERSION } from '../../core/version.js';
 import type { Route } from './routes.js';
 import { componentNames } from './schemas.js';
 import { COOKIE_NAME } from './security.js';
@@ -41,7 +41,10 @@ function componentSchemas(): Record<string, JsonSchema> {
 
 function parameters(r: Route): JsonSchema[] {
   const out: JsonSchema[] = [];
-  for (const [where, schema] of [['path', r.params], ['query', r.query]] as const) {
+  for (const [where, schema] of [
+    ['path', r.params],
+    ['query', r.query],
+  ] as const) {
     if (!schema) continue;
     const json = schemaOf(schema, 'input') as { properties?: Record<string, JsonSchema>; required?: string[] };
     for (const [name, s] of Object.entries(json.properties ?? {})) {
@@ -76,7 +79,8 @@ function describeOperationInput(doc: { parameters?: JsonSchema[]; requestBody?: 
   const names = operations.map((o) => o.name);
   const param = doc.parameters?.find((p) => p.name === 'operation' && p.in === 'path');
   if (param) param.schema = { ...(param.schema as JsonSchema), enum: names };
-  const body = (doc.requestBody as { content: Record<string, { schema: { properties: Record<string, JsonSchema> } }> } | undefined)?.content['application/json']?.schema;
+  const body = (doc.requestBody as { content: Record<string, { schema: { properties: Record<string, JsonSchema> } }> } | undefined)?.content['application/json']
+    ?.schema;
   if (!body?.properties?.input) return;
   body.properties.input = {
     description: `the input of the operation named in the path: components.schemas["${inputComponent('<operation>')}"], also served by GET /operations/{operation}; checked by that schema (400 naming each field)`,
@@ -87,7 +91,10 @@ function describeOperationInput(doc: { parameters?: JsonSchema[]; requestBody?: 
 const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: { $ref: `${REF_PREFIX}Problem` } } } });
 
 function operation(r: Route, operations: readonly OperationDoc[]): JsonSchema {
-  const ok = { description: r.status === 202 ? 'accepted: recorded durably before this answer' : 'ok', content: { 'application/json': { schema: schemaOf(r.response, 'output') } } };
+  const ok = {
+    description: r.status === 202 ? 'accepted: recorded durably before this answer' : 'ok',
+    content: { 'application/json': { schema: schemaOf(r.response, 'output') } },
+  };
   const responses: Record<string, unknown> = { [String(r.status)]: ok };
   if (r.otherStatus) responses[String(r.otherStatus.status)] = { ...ok, description: r.otherStatus.description };
   responses['400'] = problem('bad input: `errors` names each field; nothing was stored');
@@ -98,10 +105,20 @@ function operation(r: Route, operations: readonly OperationDoc[]): JsonSchema {
     responses['409'] = problem('refused by the current state (e.g. LOCKED, or a thread that cannot be retried)');
     responses['413'] = problem('a body over 1 MiB');
     responses['415'] = problem('a body that is not application/json');
-    responses['503'] = problem('QUEUE_FULL (the queue is at engine.max_queued) or BACKPRESSURE (the WAL is over pressure.wal.max_bytes): nothing stored; try again after Retry-After seconds');
+    responses['503'] = problem(
+      'QUEUE_FULL (the queue is at engine.max_queued) or BACKPRESSURE (the WAL is over pressure.wal.max_bytes): nothing stored; try again after Retry-After seconds',
+    );
   }
   const traced = r.path.startsWith('/commands/')
-    ? [{ name: 'traceparent', in: 'header', required: false, description: 'W3C Trace Context: the command joins this trace (an invalid value starts a new one)', schema: { type: 'string' } }]
+    ? [
+        {
+          name: 'traceparent',
+          in: 'header',
+          required: false,
+          description: 'W3C Trace Context: the command joins this trace (an invalid value starts a new one)',
+          schema: { type: 'string' },
+        },
+      ]
     : [];
   const doc: JsonSchema = {
     operationId: r.operationId,

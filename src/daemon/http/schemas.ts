@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import type { ThreadView, CommandView } from '../views.js';
-import type { App } from '../app.js';
+import type { Services } from '../services/index.js';
 
 const id = (what: string) => z.string().min(1).max(200).describe(what);
 const force = z.boolean().default(false).describe('run again even when an identical request already completed');
@@ -41,7 +41,10 @@ const statusList = z
   .string()
   .max(200)
   .transform((v, ctx) => {
-    const list = v.split(',').map((s) => s.trim()).filter(Boolean);
+    const list = v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const bad = list.filter((s) => !(THREAD_STATUSES as readonly string[]).includes(s));
     if (bad.length > 0) {
       ctx.addIssue({ code: 'custom', message: `"${bad.join(', ')}" is not a thread status (${THREAD_STATUSES.join(', ')})` });
@@ -80,7 +83,8 @@ const named = <T extends z.ZodType>(name: string, schema: T): T => {
 };
 const iso = z.string().describe('ISO 8601 time, UTC');
 
-export const problemSchema = named(
+// Registered as a component (every error answer refers to it), never read by name here.
+named(
   'Problem',
   z.looseObject({
     type: z.string(),
@@ -88,7 +92,10 @@ export const problemSchema = named(
     status: z.number().int(),
     detail: z.string(),
     code: z.string().describe('BAD_REQUEST, NOT_FOUND, CONFLICT, QUEUE_FULL, LOCKED, UNAUTHORIZED, FORBIDDEN, PAYLOAD_TOO_LARGE, …'),
-    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('for 400: each bad field'),
+    errors: z
+      .array(z.object({ field: z.string(), message: z.string() }))
+      .optional()
+      .describe('for 400: each bad field'),
   }),
 );
 
@@ -149,7 +156,10 @@ export const threadDetailSchema = named(
       .looseObject({ work_item_id: z.string(), until: iso, reason: z.enum(['backoff', 'rate_limit']), error_code: z.string().nullable() })
       .nullable()
       .describe('a queued item held back until a time (backoff, or its model held after a 429)'),
-    traceparent: z.string().nullable().describe("the W3C trace context of the command that created the thread (its calls' `traceparent` headers are in this trace)"),
+    traceparent: z
+      .string()
+      .nullable()
+      .describe("the W3C trace context of the command that created the thread (its calls' `traceparent` headers are in this trace)"),
     models: z
       .array(z.looseObject({ logical_model: z.string(), model: z.string(), calls: z.number().int(), total_tokens: z.number(), cost_usd: z.number() }))
       .describe('the logical and real models its calls used, with their calls, tokens and cost'),
@@ -191,7 +201,14 @@ export const projectSchema = named(
 
 export const documentSchema = named(
   'Document',
-  z.looseObject({ project_id: z.string(), doc_type: z.string(), key: z.string().nullable(), version: z.number().int(), content: z.unknown(), updated_at: iso.nullable() }),
+  z.looseObject({
+    project_id: z.string(),
+    doc_type: z.string(),
+    key: z.string().nullable(),
+    version: z.number().int(),
+    content: z.unknown(),
+    updated_at: iso.nullable(),
+  }),
 );
 
 export const documentHeadSchema = named(
@@ -230,25 +247,28 @@ export const objectSchema = (name: string, description: string) => named(name, z
 export const usageReportSchema = objectSchema('UsageReport', 'as `combine usage --json`: usage per project and UTC day, totals and budgets');
 export const healthSchema = named(
   'Health',
-  z.looseObject({ live: z.boolean(), ready: z.boolean(), status: z.enum(['ready', 'unready']), checks: z.record(z.string(), z.boolean()), breakers: z.record(z.string(), z.unknown()) }),
+  z.looseObject({
+    live: z.boolean(),
+    ready: z.boolean(),
+    status: z.enum(['ready', 'unready']),
+    checks: z.record(z.string(), z.boolean()),
+    breakers: z.record(z.string(), z.unknown()),
+  }),
 );
 export const scheduleSchema = objectSchema('Schedule', 'as `combine schedule list --json`');
 export const runSchema = objectSchema('ScheduleRun', 'as `combine schedule runs --json`');
 
 // Compile-time guard: each view must still have the fields (and types) of the schema that documents it.
-type Known<T> = T extends readonly unknown[]
-  ? Known<T[number]>[]
-  : T extends object
-    ? { [K in keyof T as string extends K ? never : K]: Known<T[K]> }
-    : T;
+type Known<T> = T extends readonly unknown[] ? Known<T[number]>[] : T extends object ? { [K in keyof T as string extends K ? never : K]: Known<T[K]> } : T;
 type Documents<View extends Known<z.infer<Schema>>, Schema extends z.ZodType> = [View, Schema];
+/** @public Read by the compiler only: it fails the build when a view and its schema drift apart. */
 export type ViewsMatchSchemas = [
   Documents<ThreadView, typeof threadSchema>,
   Documents<CommandView, typeof commandSchema>,
-  Documents<ReturnType<App['project']>, typeof projectSchema>,
-  Documents<ReturnType<App['document']>, typeof documentSchema>,
-  Documents<ReturnType<App['ledger']>[number], typeof ledgerEntrySchema>,
-  Documents<ReturnType<App['operationList']>[number], typeof operationSummarySchema>,
-  Documents<ReturnType<App['operation']>, typeof operationDetailSchema>,
-  Documents<ReturnType<App['documents']>[number], typeof documentHeadSchema>,
+  Documents<ReturnType<Services['projects']['get']>, typeof projectSchema>,
+  Documents<ReturnType<Services['projects']['document']>, typeof documentSchema>,
+  Documents<ReturnType<Services['ledger']['thread']>[number], typeof ledgerEntrySchema>,
+  Documents<ReturnType<Services['threads']['operations']>[number], typeof operationSummarySchema>,
+  Documents<ReturnType<Services['threads']['operation']>, typeof operationDetailSchema>,
+  Documents<ReturnType<Services['projects']['documents']>[number], typeof documentHeadSchema>,
 ];

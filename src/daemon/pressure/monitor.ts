@@ -12,9 +12,10 @@
  * clock; the timer only decides when to look.
  */
 import { PRIORITY_INTERACTIVE } from '../../domain/operations.js';
-import { CommandError } from '../commands.js';
-import type { PressureConfig } from '../config-observe.js';
-import type { Clock, ClaimThrottle } from '../engine/engine.js';
+import { CommandError } from '../../core/errors.js';
+import type { PressureConfig } from '../config/observe.js';
+import type { Clock } from '../../core/clock.js';
+import type { ClaimThrottle } from '../engine/engine.js';
 import type { PressureProbe, PressureSignals } from './probe.js';
 
 export const PRESSURE_SIGNALS = ['cpu', 'memory', 'battery', 'wal'] as const;
@@ -69,7 +70,7 @@ export class PressureMonitor implements ClaimThrottle {
     const next: PressureSignal[] = [];
     if (this.cpuAboveSince !== null && now - this.cpuAboveSince >= c.cpuForMs) next.push('cpu');
     if (this.signals.memAvailableBytes !== null && this.signals.memAvailableBytes < c.minAvailableMemoryBytes) next.push('memory');
-    if (b !== null && b.discharging && b.percent < c.minBatteryPercent) next.push('battery');
+    if (b?.discharging && b.percent < c.minBatteryPercent) next.push('battery');
     if (this.wal > c.maxWalBytes) next.push('wal');
     if (next.includes('wal')) void this.shrinkWal();
     if (next.join() !== this.active.join()) {
@@ -122,7 +123,13 @@ export class PressureMonitor implements ClaimThrottle {
       active: [...this.active],
       cpu: { busy: s.cpuBusy, threshold: c.cpuThreshold, for_ms: c.cpuForMs, above_since: iso(this.cpuAboveSince), high: this.has('cpu') },
       memory: { available_bytes: s.memAvailableBytes, total_bytes: s.memTotalBytes, min_available_bytes: c.minAvailableMemoryBytes, low: this.has('memory') },
-      battery: { present: s.battery !== null, percent: s.battery?.percent ?? null, discharging: s.battery?.discharging ?? null, min_percent: c.minBatteryPercent, low: this.has('battery') },
+      battery: {
+        present: s.battery !== null,
+        percent: s.battery?.percent ?? null,
+        discharging: s.battery?.discharging ?? null,
+        min_percent: c.minBatteryPercent,
+        low: this.has('battery'),
+      },
       wal: { bytes: this.wal, max_bytes: c.maxWalBytes, over: this.has('wal') },
       paused: limits.maxPriority !== undefined ? ['bulk', 'scheduled'] : [],
       claim_interval_ms: limits.minIntervalMs,

@@ -10,7 +10,7 @@
 import { z } from 'zod';
 import type { ModelPrice } from '../../domain/budget.js';
 import type { ModelRateLimits } from '../../domain/rate-limit.js';
-import { ConfigError } from '../config-limits.js';
+import { ConfigError } from '../../core/errors.js';
 
 /** Logical names: letters, digits, `_` and `-`; a name with a colon is reserved for the daemon's own routes. */
 export const LOGICAL_MODEL_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
@@ -18,7 +18,9 @@ export const DEFAULT_MODEL = 'default';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name');
 export const priceSchema = z.object({ input_per_million_usd: z.number().min(0), output_per_million_usd: z.number().min(0) }).strict();
-export const rateLimitSchema = z.object({ requests_per_minute: z.number().positive().optional(), tokens_per_minute: z.number().positive().optional() }).strict();
+export const rateLimitSchema = z
+  .object({ requests_per_minute: z.number().positive().optional(), tokens_per_minute: z.number().positive().optional() })
+  .strict();
 
 const modelEntrySchema = z.union([
   z.string().min(1).max(200),
@@ -35,7 +37,10 @@ const modelEntrySchema = z.union([
     .strict(),
 ]);
 
-export const modelsConfigSchema = z.record(z.string().regex(LOGICAL_MODEL_NAME, 'a logical model name is letters, digits, _ and - (at most 64)'), modelEntrySchema);
+export const modelsConfigSchema = z.record(
+  z.string().regex(LOGICAL_MODEL_NAME, 'a logical model name is letters, digits, _ and - (at most 64)'),
+  modelEntrySchema,
+);
 export type ModelsConfigFile = z.infer<typeof modelsConfigSchema>;
 
 /** One logical model, resolved: what is sent (`model`), where (`baseURL` with its key), at what price and pace. */
@@ -70,7 +75,12 @@ function limitsOf(l: z.infer<typeof rateLimitSchema>): ModelRateLimits {
  * overrides the default's model; an `api_key_env` that is not set is an error naming it (a call would
  * fail with 401 later, after the user waited).
  */
-export function resolveModels(file: ModelsConfigFile | undefined, p: ProviderDefaults, env: NodeJS.ProcessEnv, envModel: string | undefined): Record<string, ModelConfig> {
+export function resolveModels(
+  file: ModelsConfigFile | undefined,
+  p: ProviderDefaults,
+  env: NodeJS.ProcessEnv,
+  envModel: string | undefined,
+): Record<string, ModelConfig> {
   const out: Record<string, ModelConfig> = {};
   const entries = { ...(file ?? {}) };
   for (const [logical, entry] of Object.entries({ [DEFAULT_MODEL]: entries[DEFAULT_MODEL] ?? p.model, ...entries })) {
@@ -98,7 +108,14 @@ export function modelsView(models: Record<string, ModelConfig>) {
   return Object.fromEntries(
     Object.entries(models).map(([logical, m]) => [
       logical,
-      { model: m.model, base_url: m.baseURL, api_key_env: m.apiKeyEnv ?? 'OPENAI_API_KEY', api_key: m.apiKey ? 'set (redacted)' : 'not set', prices: m.price ?? null, rate_limits: m.rateLimits },
+      {
+        model: m.model,
+        base_url: m.baseURL,
+        api_key_env: m.apiKeyEnv ?? 'OPENAI_API_KEY',
+        api_key: m.apiKey ? 'set (redacted)' : 'not set',
+        prices: m.price ?? null,
+        rate_limits: m.rateLimits,
+      },
     ]),
   );
 }

@@ -10,7 +10,7 @@ import type { ModelPrice } from '../../domain/budget.js';
 import type { ModelRateLimits } from '../../domain/rate-limit.js';
 import { redactValues } from '../../domain/errors.js';
 import { CircuitBreaker, type BreakerPolicy, type BreakerSnapshot, type BreakerState } from '../engine/breaker.js';
-import type { Provider } from '../provider.js';
+import type { Provider } from '../engine/provider.js';
 import { DEFAULT_MODEL, type ModelConfig } from './model-config.js';
 
 export interface Endpoint {

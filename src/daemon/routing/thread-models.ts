@@ -6,7 +6,7 @@
  */
 import { listResponseCostsForThread } from '../../db/charges.js';
 import type { Db } from '../../db/connection.js';
-import { listLedgerForThread } from '../../db/ledger.js';
+import { listLedgerForThread } from '../../ledger/store.js';
 
 export interface ModelUse {
   logical_model: string;

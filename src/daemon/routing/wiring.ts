@@ -5,8 +5,9 @@
 import type { OperationRegistry } from '../../operations/registry.js';
 import { canaryProvider } from '../canary/canary-operation.js';
 import { CANARY_MODEL, CANARY_PROVIDER_MODEL } from '../canary/names.js';
-import type { DaemonConfig } from '../config.js';
-import { createOpenAIProvider, type Provider } from '../provider.js';
+import type { DaemonConfig } from '../config/config.js';
+import type { Provider } from '../engine/provider.js';
+import { createOpenAIProvider } from '../openai-provider.js';
 import { ModelRouter } from './router.js';
 
 export function createModelRouter(config: DaemonConfig, provider: Provider | undefined): ModelRouter {

@@ -5,8 +5,8 @@
  * while spans are exported; the call's context is always made, because the provider gets the header.
  */
 import type { ModelRoute } from '../routing/router.js';
-import { formatTraceparent, parseTraceparent } from './trace-context.js';
-import type { SpanAttributes, Tracer } from './tracer.js';
+import { formatTraceparent, parseTraceparent } from '../../core/trace-context.js';
+import type { SpanAttributes, Tracer } from './types.js';
 
 export interface CallSpan {
   /** The `traceparent` header of the call. */
@@ -21,12 +21,23 @@ export class EngineSpans {
   claimed(items: readonly { item: { id: string; thread_id: string }; route: ModelRoute; traceparent: string | null }[], startMs: number, endMs: number): void {
     if (!this.tracer.exporting) return;
     for (const c of items) {
-      this.tracer.start('claim', parseTraceparent(c.traceparent), { kind: 'internal', startMs, attributes: { ...ids(c.item), 'combine.model.logical': c.route.logical } }).end(endMs);
+      this.tracer
+        .start('claim', parseTraceparent(c.traceparent), {
+          kind: 'internal',
+          startMs,
+          attributes: { ...ids(c.item), 'combine.model.logical': c.route.logical },
+        })
+        .end(endMs);
     }
   }
 
   call(traceparent: string | null, item: { id: string; thread_id: string }, route: ModelRoute, startMs: number): CallSpan {
-    const attributes: SpanAttributes = { ...ids(item), 'gen_ai.request.model': route.model, 'combine.model.logical': route.logical, 'combine.endpoint': route.endpoint.label };
+    const attributes: SpanAttributes = {
+      ...ids(item),
+      'gen_ai.request.model': route.model,
+      'combine.model.logical': route.logical,
+      'combine.endpoint': route.endpoint.label,
+    };
     const span = this.tracer.start('call', parseTraceparent(traceparent), { kind: 'client', startMs, attributes });
     return { header: formatTraceparent(span.context), end: (endMs, error) => span.end(endMs, error) };
   }
@@ -34,7 +45,11 @@ export class EngineSpans {
   /** Validation and mutation of a recorded answer, ending as `outcome` (applied, repair, dead_letter …). */
   applied(traceparent: string | null, item: { id: string; thread_id: string }, startMs: number, endMs: number, outcome: string): void {
     if (!this.tracer.exporting) return;
-    const span = this.tracer.start('apply', parseTraceparent(traceparent), { kind: 'internal', startMs, attributes: { ...ids(item), 'combine.outcome': outcome } });
+    const span = this.tracer.start('apply', parseTraceparent(traceparent), {
+      kind: 'internal',
+      startMs,
+      attributes: { ...ids(item), 'combine.outcome': outcome },
+    });
     span.end(endMs, outcome === 'applied' ? undefined : outcome);
   }
 }

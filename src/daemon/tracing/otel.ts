@@ -8,9 +8,9 @@ import { context, diag, DiagLogLevel, ROOT_CONTEXT, SpanKind as OtelSpanKind, Sp
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import type { Logger } from '../logger.js';
-import type { TraceContext } from './trace-context.js';
-import type { SpanKind, Tracer } from './tracer.js';
+import type { Logger } from '../../core/logger.js';
+import type { TraceContext } from '../../core/trace-context.js';
+import type { SpanKind, Tracer } from './types.js';
 
 const KINDS: Record<SpanKind, OtelSpanKind> = { server: OtelSpanKind.SERVER, client: OtelSpanKind.CLIENT, internal: OtelSpanKind.INTERNAL };
 
@@ -44,11 +44,17 @@ export function createOtlpTracer(o: { endpoint: string; serviceName: string; ver
   });
   const tracer = provider.getTracer('combine', o.version);
   const parentContext = (parent: TraceContext | null) =>
-    parent === null ? ROOT_CONTEXT : trace.setSpanContext(context.active(), { traceId: parent.traceId, spanId: parent.spanId, traceFlags: parent.flags, isRemote: true });
+    parent === null
+      ? ROOT_CONTEXT
+      : trace.setSpanContext(context.active(), { traceId: parent.traceId, spanId: parent.spanId, traceFlags: parent.flags, isRemote: true });
   return {
     exporting: true,
     start(name, parent, s) {
-      const span = tracer.startSpan(name, { kind: KINDS[s.kind], startTime: s.startMs, ...(s.attributes ? { attributes: s.attributes } : {}) }, parentContext(parent));
+      const span = tracer.startSpan(
+        name,
+        { kind: KINDS[s.kind], startTime: s.startMs, ...(s.attributes ? { attributes: s.attributes } : {}) },
+        parentContext(parent),
+      );
       const c = span.spanContext();
       return {
         context: { traceId: c.traceId, spanId: c.spanId, flags: c.traceFlags },

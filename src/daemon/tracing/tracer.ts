@@ -6,26 +6,9 @@
  *
  * Times are the caller's (the injected clock), so a span says what the engine saw.
  */
-import type { Logger } from '../logger.js';
-import { childContext, formatTraceparent, parseTraceparent, type TraceContext } from './trace-context.js';
-
-export type SpanKind = 'server' | 'client' | 'internal';
-export type SpanAttributes = Record<string, string | number | boolean>;
-
-export interface SpanHandle {
-  /** This span's context: what its children and the outgoing `traceparent` header carry. */
-  readonly context: TraceContext;
-  /** Ends the span at `endMs`; `error` marks it failed with that message. */
-  end(endMs: number, error?: string): void;
-}
-
-export interface Tracer {
-  /** True when spans leave the process (OTLP export is on). */
-  readonly exporting: boolean;
-  start(name: string, parent: TraceContext | null, o: { kind: SpanKind; startMs: number; attributes?: SpanAttributes }): SpanHandle;
-  /** Sends what is buffered; called at shutdown. */
-  shutdown(): Promise<void>;
-}
+import type { Logger } from '../../core/logger.js';
+import { childContext, formatTraceparent, parseTraceparent } from '../../core/trace-context.js';
+import type { Tracer } from './types.js';
 
 /** Spans that go nowhere: only the ids are made (log lines and the provider's header still carry them). */
 export const noTracer: Tracer = {
@@ -45,8 +28,18 @@ export async function createTracer(otel: { endpoint: string | null; serviceName:
  * Runs a command inside its span: the caller's `traceparent` (if valid) is the parent, and `fn` gets
  * the command span's own context — what the new thread stores.
  */
-export async function traceCommand<T>(tracer: Tracer, clock: { now(): number }, operation: string, callerTraceparent: string | null, fn: (traceparent: string) => Promise<T>): Promise<T> {
-  const span = tracer.start(`command ${operation}`, parseTraceparent(callerTraceparent), { kind: 'server', startMs: clock.now(), attributes: { 'combine.operation': operation } });
+export async function traceCommand<T>(
+  tracer: Tracer,
+  clock: { now(): number },
+  operation: string,
+  callerTraceparent: string | null,
+  fn: (traceparent: string) => Promise<T>,
+): Promise<T> {
+  const span = tracer.start(`command ${operation}`, parseTraceparent(callerTraceparent), {
+    kind: 'server',
+    startMs: clock.now(),
+    attributes: { 'combine.operation': operation },
+  });
   try {
     const result = await fn(formatTraceparent(span.context));
     span.end(clock.now());

@@ -4,8 +4,8 @@
  * State comes from documents and threads only, read at every request, so a document being written
  * shows which thread is at it until the page's refresh shows the new version.
  */
-import type { App } from '../../daemon/app.js';
-import { CommandError } from '../../daemon/commands.js';
+import type { Services } from '../../daemon/services/index.js';
+import { CommandError } from '../../core/errors.js';
 import type { DocumentView, ThreadView } from '../../daemon/views.js';
 import { documentHref, html, prettyJson, shortId, statusBadge, time, type Html } from '../html.js';
 import { threadsTable } from './threads.js';
@@ -16,13 +16,15 @@ const RECENT_THREADS = 200;
 const targets = (t: ThreadView, docType: string, key: string | null) => t.target_ref.doc_type === docType && (t.target_ref.key ?? null) === key;
 
 function writing(t: ThreadView | undefined): Html | string {
-  return t ? html`<span class="in-progress">Being written</span> by <a href="/threads/${t.thread_id}">thread <code>${shortId(t.thread_id)}</code></a> ${statusBadge(t.status)}` : '';
+  return t
+    ? html`<span class="in-progress">Being written</span> by <a href="/threads/${t.thread_id}">thread <code>${shortId(t.thread_id)}</code></a> ${statusBadge(t.status)}`
+    : '';
 }
 
 /** The project page's list: each document with the thread writing it now, and those not written yet that a thread is writing. */
-export function documentsSection(app: App, projectId: string): Html {
-  const docs = app.documents(projectId);
-  const active = app.threads({ active: true, projectId, limit: 1000 });
+export function documentsSection(services: Services, projectId: string): Html {
+  const docs = services.projects.documents(projectId);
+  const active = services.threads.list({ active: true, projectId, limit: 1000 });
   const writerOf = (docType: string, key: string | null) => active.find((t) => targets(t, docType, key));
   const unwritten = new Map<string, ThreadView>();
   for (const t of active) {
@@ -31,14 +33,16 @@ export function documentsSection(app: App, projectId: string): Html {
   }
   const rows = [
     ...docs.map(
-      (d) => html`<tr data-doc="${d.doc_type}/${d.key ?? ''}"><td><a href="${documentHref(d)}">${d.doc_type}</a></td><td>${d.key ?? '–'}</td><td class="num">${d.version}</td><td>${time(
-        d.updated_at,
-      )}</td><td>${writing(writerOf(d.doc_type, d.key))}</td></tr>`,
+      (d) =>
+        html`<tr data-doc="${d.doc_type}/${d.key ?? ''}"><td><a href="${documentHref(d)}">${d.doc_type}</a></td><td>${d.key ?? '–'}</td><td class="num">${d.version}</td><td>${time(
+          d.updated_at,
+        )}</td><td>${writing(writerOf(d.doc_type, d.key))}</td></tr>`,
     ),
     ...[...unwritten.values()].map(
-      (t) => html`<tr data-doc="${t.target_ref.doc_type}/${t.target_ref.key ?? ''}"><td><a href="${documentHref(t.target_ref)}">${t.target_ref.doc_type}</a></td><td>${
-        t.target_ref.key ?? '–'
-      }</td><td class="num">–</td><td>–</td><td>${writing(t)}</td></tr>`,
+      (t) =>
+        html`<tr data-doc="${t.target_ref.doc_type}/${t.target_ref.key ?? ''}"><td><a href="${documentHref(t.target_ref)}">${t.target_ref.doc_type}</a></td><td>${
+          t.target_ref.key ?? '–'
+        }</td><td class="num">–</td><td>–</td><td>${writing(t)}</td></tr>`,
     ),
   ];
   return html`<h2>Documents</h2>
@@ -51,9 +55,9 @@ ${
 }
 
 /** The document, or null when it does not exist (yet): a thread may be writing it, or have failed to. */
-function readDocument(app: App, projectId: string, docType: string, key: string | null): { doc: DocumentView | null; missing: CommandError | null } {
+function readDocument(services: Services, projectId: string, docType: string, key: string | null): { doc: DocumentView | null; missing: CommandError | null } {
   try {
-    return { doc: app.document(projectId, docType, key), missing: null };
+    return { doc: services.projects.document(projectId, docType, key), missing: null };
   } catch (err) {
     if (err instanceof CommandError && (err.kind === 'NOT_FOUND' || err.code === 'NOT_READY')) return { doc: null, missing: err };
     throw err;
@@ -61,12 +65,12 @@ function readDocument(app: App, projectId: string, docType: string, key: string 
 }
 
 /** `/projects/{id}/documents/{doc_type}?key=`: `key` absent is the type's one document, or its newest keyed one. */
-export function documentPage(app: App, projectId: string, docType: string, key: string | null): { title: string; body: Html } {
-  const project = app.project(projectId);
-  const { doc, missing } = readDocument(app, projectId, docType, key);
+export function documentPage(services: Services, projectId: string, docType: string, key: string | null): { title: string; body: Html } {
+  const project = services.projects.get(projectId);
+  const { doc, missing } = readDocument(services, projectId, docType, key);
   const shownKey = doc ? doc.key : key;
-  const threads = app.threads({ active: false, projectId, limit: RECENT_THREADS }).filter((t) => targets(t, docType, shownKey));
-  const writer = app.threads({ active: true, projectId, limit: 1000 }).find((t) => targets(t, docType, shownKey));
+  const threads = services.threads.list({ active: false, projectId, limit: RECENT_THREADS }).filter((t) => targets(t, docType, shownKey));
+  const writer = services.threads.list({ active: true, projectId, limit: 1000 }).find((t) => targets(t, docType, shownKey));
   // Neither the document nor any thread for it: a wrong address, answered as the API does (404).
   if (!doc && !writer && threads.length === 0) throw missing!;
   const cli = `combine doc ${projectId} ${docType}${shownKey ? ` --key ${shownKey}` : ''}`;

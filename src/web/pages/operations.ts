@@ -4,7 +4,7 @@
  * `POST /commands/run/{operation}`, the same service as `combine run`, so the daemon validates it and
  * the page shows the fields it names.
  */
-import type { App } from '../../daemon/app.js';
+import type { Services } from '../../daemon/services/index.js';
 import { html, prettyJson, type Html } from '../html.js';
 
 const schemaText = (schema: unknown) => prettyJson(schema, 50_000, 'GET /operations/{operation}');
@@ -15,7 +15,7 @@ function projectOf(query: URLSearchParams): string | null {
   return p && p.length <= 200 ? p : null;
 }
 
-export function operationsPage(app: App, query: URLSearchParams): { title: string; body: Html } {
+export function operationsPage(services: Services, query: URLSearchParams): { title: string; body: Html } {
   const projectId = projectOf(query);
   const suffix = projectId ? `?project_id=${encodeURIComponent(projectId)}` : '';
   const body = html`<h1>Operations</h1>
@@ -24,9 +24,12 @@ export function operationsPage(app: App, query: URLSearchParams): { title: strin
   }.</p>
 <table class="operations">
 <thead><tr><th>Operation</th><th>Description</th><th>Source</th><th>Model</th></tr></thead>
-<tbody>${app.operationList().map(
-    (o) => html`<tr data-operation="${o.name}"><td><a href="/operations/${encodeURIComponent(o.name)}${suffix}"><code>${o.name}</code></a></td><td>${o.description}</td><td><code>${o.source}</code></td><td>${o.model}</td></tr>`,
-  )}</tbody>
+<tbody>${services.threads
+    .operations()
+    .map(
+      (o) =>
+        html`<tr data-operation="${o.name}"><td><a href="/operations/${encodeURIComponent(o.name)}${suffix}"><code>${o.name}</code></a></td><td>${o.description}</td><td><code>${o.source}</code></td><td>${o.model}</td></tr>`,
+    )}</tbody>
 </table>`;
   return { title: 'Operations', body };
 }
@@ -48,8 +51,8 @@ function inputTemplate(schema: unknown, projectId: string | null): Record<string
   return out;
 }
 
-export function operationPage(app: App, name: string, query: URLSearchParams): { title: string; body: Html; live: false } {
-  const op = app.operation(name);
+export function operationPage(services: Services, name: string, query: URLSearchParams): { title: string; body: Html; live: false } {
+  const op = services.threads.operation(name);
   const template = JSON.stringify(inputTemplate(op.input, projectOf(query)), null, 2);
   const body = html`<p class="crumbs"><a href="/operations">Operations</a> /</p>
 <h1><code>${op.name}</code></h1>
