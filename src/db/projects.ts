@@ -1,4 +1,5 @@
 /** Projects and their documents (epic_architecture, story_backlog, and whatever operations write). */
+import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { Db } from './connection.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
 import { expectOneChange, prepared } from './statements.js';
@@ -15,8 +16,9 @@ export function getProject(db: Db, id: string): ProjectRow | undefined {
   return prepared(db, 'SELECT * FROM projects WHERE id = ?').get(id) as ProjectRow | undefined;
 }
 
+/** Users' projects (the daemon's own system project is left out). */
 export function listProjects(db: Db): ProjectRow[] {
-  return prepared(db, 'SELECT * FROM projects ORDER BY created_at, id').all() as ProjectRow[];
+  return prepared(db, 'SELECT * FROM projects WHERE id <> ? ORDER BY created_at, id').all(SYSTEM_PROJECT_ID) as ProjectRow[];
 }
 
 /** `doc_key` defaults to '' (the project's one document of that type). */

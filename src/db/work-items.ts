@@ -12,10 +12,10 @@ import { expectOneChange, prepared } from './statements.js';
 export function insertWorkItem(db: Db, row: WorkItemRow): void {
   prepared(
     db,
-    `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, lock_scope,
+    `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, escalated, lock_scope,
        project_id, priority, not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at,
        started_at, finished_at)
-     VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @lock_scope,
+     VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @escalated, @lock_scope,
        @project_id, @priority, @not_before, @deadline_at, @lease_owner, @lease_expires_at, @error_code, @error_message, @created_at,
        @started_at, @finished_at)`,
   ).run(row);
@@ -57,9 +57,11 @@ export function listClaimHeads(db: Db, now: number): ClaimHead[] {
 
 /**
  * The candidates of one project (one per priority with queued items). A claim round refreshes these
- * after a claim or a park in the project instead of walking every group again.
+ * after a claim or a park in the project instead of walking every group again. `excluded`: items the
+ * round held back (their endpoint's breaker is open, their model rate-limited): the next item of their
+ * group is the candidate instead, so one held model never blocks the others queued behind it.
  */
-export function listProjectClaimHeads(db: Db, projectId: string, now: number): ClaimHead[] {
+export function listProjectClaimHeads(db: Db, projectId: string, now: number, excluded: readonly string[] = []): ClaimHead[] {
   const heads: ClaimHead[] = [];
   let g = prepared(
     db,
@@ -67,7 +69,7 @@ export function listProjectClaimHeads(db: Db, projectId: string, now: number): C
      WHERE status = 'queued' AND project_id = ? ORDER BY priority LIMIT 1`,
   ).get(projectId) as QueueGroup | undefined;
   for (; g && g.project_id === projectId; g = nextQueueGroup(db, g)) {
-    const head = groupHead(db, g, now);
+    const head = excluded.length > 0 ? groupHeadExcluding(db, g, now, excluded) : groupHead(db, g, now);
     if (head) heads.push(head);
   }
   return heads;
@@ -108,6 +110,21 @@ function groupHead(db: Db, g: QueueGroup, now: number): ClaimHead | undefined {
          WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
      ORDER BY w.not_before LIMIT 1`,
   ).get({ ...g, now }) as ClaimHead | undefined;
+}
+
+/** `groupHead`, passing over the items in `excluded` (a JSON array of ids, walked as a set). */
+function groupHeadExcluding(db: Db, g: QueueGroup, now: number, excluded: readonly string[]): ClaimHead | undefined {
+  return prepared(
+    db,
+    `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
+     WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
+       AND (w.deadline_at IS NULL OR w.deadline_at > @now)
+       AND w.id NOT IN (SELECT value FROM json_each(@excluded))
+       AND NOT EXISTS (
+         SELECT 1 FROM locks l
+         WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
+     ORDER BY w.not_before LIMIT 1`,
+  ).get({ ...g, now, excluded: JSON.stringify(excluded) }) as ClaimHead | undefined;
 }
 
 /**
@@ -301,6 +318,7 @@ export function requeueWorkItem(
     owner: string | null;
     attempt: number;
     repair_count: number;
+    escalated: number;
     not_before: number;
     error_code: string | null;
     error_message: string | null;
@@ -310,7 +328,7 @@ export function requeueWorkItem(
   const result = prepared(
     db,
     `UPDATE llm_work_items
-     SET status = 'queued', attempt = @attempt, repair_count = @repair_count, not_before = @not_before,
+     SET status = 'queued', attempt = @attempt, repair_count = @repair_count, escalated = @escalated, not_before = @not_before,
          error_code = @error_code, error_message = @error_message, lease_owner = NULL, lease_expires_at = NULL
      WHERE id = @id AND status = @from AND lease_owner IS @owner`,
   ).run(p);

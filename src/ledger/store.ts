@@ -91,6 +91,15 @@ export function getLastLedgerEntryOfType(db: Db, workItemId: string, type: Ledge
     | undefined;
 }
 
+/** The work item's newest entry of one type written before `seq`. */
+export function getLedgerEntryOfTypeBefore(db: Db, workItemId: string, type: LedgerEntryType, seq: number): LedgerRow | undefined {
+  return prepared(db, 'SELECT * FROM llm_ledger_entries WHERE work_item_id = ? AND entry_type = ? AND seq < ? ORDER BY seq DESC LIMIT 1').get(
+    workItemId,
+    type,
+    seq,
+  ) as LedgerRow | undefined;
+}
+
 /** Every entry in chain order, streamed (the ledger can be large). */
 export function iterateLedger(db: Db): IterableIterator<LedgerRow> {
   return prepared(db, 'SELECT * FROM llm_ledger_entries ORDER BY seq').iterate() as IterableIterator<LedgerRow>;

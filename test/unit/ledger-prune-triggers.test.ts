@@ -27,6 +27,7 @@ beforeEach(() => {
     role: 'work',
     input: '{}',
     created_by: null,
+    traceparent: null,
     created_at: 1,
     closed_at: 2,
   });

@@ -33,6 +33,7 @@ function addItem(id: string, status: 'queued' | 'applied'): void {
     role: 'work',
     input: '{}',
     created_by: null,
+    traceparent: null,
     created_at: 1,
     closed_at: null,
   });
@@ -44,6 +45,7 @@ function addItem(id: string, status: 'queued' | 'applied'): void {
     attempt: 1,
     max_attempts: 3,
     repair_count: 0,
+    escalated: 0,
     lock_scope: `p:${id}`,
     project_id: 'p',
     priority: 0,

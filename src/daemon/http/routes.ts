@@ -18,6 +18,8 @@ export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends 
   query: z.output<Q>;
   body: z.output<B>;
   services: Services;
+  /** The request's `traceparent` header (W3C Trace Context), if any: a command joins that trace. */
+  traceparent: string | null;
 }
 
 export interface Route<P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType> {

@@ -97,8 +97,9 @@ export function newPruneId(): string {
 }
 
 export interface PruneDeps {
-  db: Tx['db'];
   write<T>(fn: (tx: Tx) => T): Promise<T>;
+  /** What a prune at `cutoff` would remove (a long read: the daemon runs it off its event loop). */
+  preview(cutoff: number): Promise<PruneTotals & { roots: number }>;
   logger: Logger;
   maintenance: Maintenance;
 }
@@ -116,7 +117,7 @@ export interface PruneReport extends PruneTotals {
 export async function runPrune(d: PruneDeps, cutoff: number, dryRun: boolean): Promise<PruneReport> {
   const base = { dry_run: dryRun, cutoff: new Date(cutoff).toISOString(), freed_pages: 0 };
   if (dryRun) {
-    const { roots: _roots, ...preview } = previewPrune({ db: d.db }, cutoff);
+    const { roots: _roots, ...preview } = await d.preview(cutoff);
     return { ...base, prune_id: null, ...preview };
   }
   const pruneId = newPruneId();

@@ -20,6 +20,7 @@ import { documentsOf, promptContextFor } from '../engine/operation-context.js';
 import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
 import { OperationCallError, CommandError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
+import { supersedableItem, supersedeThread } from './supersede.js';
 
 /** The largest input a request may carry, as JSON. */
 export const MAX_INPUT_BYTES = 256 * 1024;
@@ -33,6 +34,8 @@ export interface SubmitOptions {
   createdBy: string | null;
   /** Claim priority of the work items; defaults to the operation's (interactive, or bulk for children). */
   priority?: number;
+  /** The command's W3C trace context: stored on the new thread (and an orchestration's children). */
+  traceparent: string | null;
 }
 
 /** The operation named `name`, or a refusal a user can act on. */
@@ -96,10 +99,18 @@ export function submitOperation(tx: Tx, ops: OperationRegistry, name: string, in
 function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions, parent: ThreadRow | null): CommandResult {
   const p = plan(op, input);
   const active = findActiveThreadByKey(tx.db, p.key);
+  const id = newId(tx.now);
+  let superseded: string | undefined;
   if (active) {
-    // An orchestration adopts the run of its child's request already in progress instead of paying twice.
-    if (parent && active.parent_thread_id === null) adoptThread(tx.db, active.id, parent.id);
-    return { thread: active, deduplicated: true };
+    if (!parent && o.force && supersedableItem(tx, active)) {
+      // Its call has not started: the forced request replaces it rather than queueing behind it.
+      supersedeThread(tx, active, id);
+      superseded = active.id;
+    } else {
+      // An orchestration adopts the run of its child's request already in progress instead of paying twice.
+      if (parent && active.parent_thread_id === null) adoptThread(tx.db, active.id, parent.id);
+      return { thread: active, deduplicated: true };
+    }
   }
   const complete = o.force ? undefined : findLatestThreadByKeyAndStatus(tx.db, p.key, 'complete');
   if (complete) return { thread: complete, deduplicated: true };
@@ -112,15 +123,15 @@ function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o
   } catch (err) {
     refusal(err);
   }
-  const thread = newThread(tx, op, input, p, 'work', parent, o.createdBy);
+  const thread = newThread(tx, op, input, p, { id, role: 'work', parent, createdBy: o.createdBy, traceparent: parent?.traceparent ?? o.traceparent });
   const priority = o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
   enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
-  return { thread, deduplicated: false };
+  return { thread, deduplicated: false, ...(superseded ? { superseded } : {}) };
 }
 
 /** A parent holding the operation's lock, and one child request per input its `children` returns. */
 function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, p: Planned, o: SubmitOptions): CommandResult {
-  const parent = newThread(tx, op, input, p, 'orchestration', null, o.createdBy);
+  const parent = newThread(tx, op, input, p, { id: newId(tx.now), role: 'orchestration', parent: null, createdBy: o.createdBy, traceparent: o.traceparent });
   // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
   if (!acquireLock(tx.db, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null })) {
     throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${getLock(tx.db, p.lockScope)?.owner}`, 'LOCKED');
@@ -152,17 +163,18 @@ function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unkno
   return { thread: getThread(tx.db, parent.id)!, deduplicated: false };
 }
 
-function newThread(
-  tx: Tx,
-  op: Operation,
-  input: unknown,
-  p: Planned,
-  role: 'work' | 'orchestration',
-  parent: ThreadRow | null,
-  createdBy: string | null,
-): ThreadRow {
+interface NewThread {
+  id: string;
+  role: 'work' | 'orchestration';
+  parent: ThreadRow | null;
+  createdBy: string | null;
+  traceparent: string | null;
+}
+
+function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThread): ThreadRow {
+  const { role, parent, createdBy } = n;
   const row: ThreadRow = {
-    id: newId(tx.now),
+    id: n.id,
     kind: op.name,
     space_type: p.spaceType,
     space_id: p.spaceId,
@@ -173,6 +185,7 @@ function newThread(
     role,
     input: JSON.stringify(input),
     created_by: createdBy,
+    traceparent: n.traceparent,
     created_at: tx.now,
     closed_at: null,
   };
