@@ -96,18 +96,46 @@ export function parseWith<S extends z.ZodType>(where: string, schema: S, value: 
 /** Body size limit of the JSON API: the API socket's (server-limits.ts). */
 export const MAX_BODY_BYTES = DEFAULT_SERVER_LIMITS.maxBodyBytes;
 
+/**
+ * How much of a refused body is still read (and dropped) after a 413, so that the client, still sending,
+ * reads the answer instead of a connection reset; a longer body has its connection cut.
+ */
+const MAX_DISCARDED_BYTES = 8 * MAX_BODY_BYTES;
+
+/** Reads and drops the rest of a refused body, up to MAX_DISCARDED_BYTES (see there). */
+function discardRestOfBody(req: IncomingMessage): void {
+  let dropped = 0;
+  req.on('data', (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > MAX_DISCARDED_BYTES) req.destroy();
+  });
+  req.resume();
+}
+
 /** Reads a JSON body of at most MAX_BODY_BYTES (413 beyond, announced or not); undefined when empty. */
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const tooLarge = () => new HttpProblem(413, 'PAYLOAD_TOO_LARGE', `the body is over the limit of ${MAX_BODY_BYTES} bytes (1 MiB)`);
   const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > MAX_BODY_BYTES) throw tooLarge();
+  if (declared > MAX_BODY_BYTES) {
+    discardRestOfBody(req);
+    throw tooLarge();
+  }
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw tooLarge();
-    chunks.push(chunk);
-  }
+  // Listeners, not `for await`: leaving a for-await early destroys the request and its socket before the
+  // 413 is written, and a client still sending then sees a reset instead of the answer.
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) return void chunks.push(chunk);
+      req.off('data', onData);
+      discardRestOfBody(req);
+      reject(tooLarge());
+    };
+    req.on('data', onData);
+    req.once('end', resolve);
+    req.once('error', reject);
+  });
   if (size === 0) return undefined;
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/json') {
