@@ -24,11 +24,10 @@ export function defaultPgMigrationsFolder(): string {
 }
 
 async function appliedCount(client: pg.Client): Promise<number> {
-  const { rows } = await client.query<{ n: number | null }>(
-    `SELECT CASE WHEN to_regclass('drizzle.__drizzle_migrations') IS NULL THEN 0
-            ELSE (SELECT count(*) FROM drizzle.__drizzle_migrations) END AS n`,
-  );
-  return Number(rows[0]?.n ?? 0);
+  const table = await client.query("SELECT to_regclass('drizzle.__drizzle_migrations') AS t");
+  if (table.rows[0]?.t === null) return 0;
+  const { rows } = await client.query<{ n: number }>('SELECT count(*) AS n FROM drizzle.__drizzle_migrations');
+  return rows[0]!.n;
 }
 
 /** Applies pending migrations to the database at `url`, once however many daemons call it at the same time. */
