@@ -55,7 +55,10 @@ async function main(): Promise<void> {
   const sim = await createSimulator({ latencyMs: LATENCY_MS, faultRate: FAULT_RATE, seed: 7 });
   const home = mkdtempSync(join(tmpdir(), 'combine-chaos-'));
   const env = { ...process.env, COMBINE_HOME: home, OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'chaos', COMBINE_MODEL: 'sim' };
-  writeFileSync(join(home, 'config.json'), JSON.stringify({ engine: { max_in_flight: MAX_IN_FLIGHT }, retry: { base: '200ms', cap: '2s' }, interrupted: INTERRUPTED }));
+  writeFileSync(
+    join(home, 'config.json'),
+    JSON.stringify({ engine: { max_in_flight: MAX_IN_FLIGHT }, retry: { base: '200ms', cap: '2s' }, interrupted: INTERRUPTED }),
+  );
   const projectFile = join(home, 'project.json');
   writeFileSync(
     projectFile,
@@ -68,7 +71,9 @@ async function main(): Promise<void> {
   const started = Date.now();
   await json(env, ['project', 'import', projectFile]);
   const parent = await json(env, ['generate-all', '--project', 'chaos']);
-  console.log(`chaos: ${EPICS} epics, ${FAULT_RATE * 100}% faults, ${LATENCY_MS} ms latency, ${MAX_IN_FLIGHT} in flight, interrupted: ${INTERRUPTED}; parent ${parent.thread_id}`);
+  console.log(
+    `chaos: ${EPICS} epics, ${FAULT_RATE * 100}% faults, ${LATENCY_MS} ms latency, ${MAX_IN_FLIGHT} in flight, interrupted: ${INTERRUPTED}; parent ${parent.thread_id}`,
+  );
 
   let inFlightAtKills = 0;
   for (let round = 1; round <= ROUNDS; round++) {
@@ -89,14 +94,22 @@ async function main(): Promise<void> {
   await combine(env, ['daemon', 'stop']);
 
   const db = new Database(join(home, 'combine.db'), { readonly: true });
-  const children = db.prepare('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status').all(parent.thread_id) as { status: string; n: number }[];
+  const children = db.prepare('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status').all(parent.thread_id) as {
+    status: string;
+    n: number;
+  }[];
   const byStatus = Object.fromEntries(children.map((c) => [c.status, c.n]));
   const terminal = (byStatus.complete ?? 0) + (byStatus.failed ?? 0) + (byStatus.canceled ?? 0);
   const threadsLost = EPICS - terminal;
-  const twiceByItem = (db.prepare('SELECT count(*) AS n FROM (SELECT work_item_id FROM mutations GROUP BY work_item_id HAVING count(*) > 1)').get() as { n: number }).n;
-  const twiceByThread = (db.prepare('SELECT count(*) AS n FROM (SELECT thread_id FROM mutations GROUP BY thread_id HAVING count(*) > 1)').get() as { n: number }).n;
+  const twiceByItem = (
+    db.prepare('SELECT count(*) AS n FROM (SELECT work_item_id FROM mutations GROUP BY work_item_id HAVING count(*) > 1)').get() as { n: number }
+  ).n;
+  const twiceByThread = (
+    db.prepare('SELECT count(*) AS n FROM (SELECT thread_id FROM mutations GROUP BY thread_id HAVING count(*) > 1)').get() as { n: number }
+  ).n;
   const mutations = (db.prepare('SELECT count(*) AS n FROM mutations').get() as { n: number }).n;
-  const docVersion = (db.prepare("SELECT version FROM documents WHERE project_id = 'chaos' AND doc_type = 'story_backlog'").get() as { version: number }).version;
+  const docVersion = (db.prepare("SELECT version FROM documents WHERE project_id = 'chaos' AND doc_type = 'story_backlog'").get() as { version: number })
+    .version;
   const recordedAnswers = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'response'").get() as { n: number }).n;
   // What the unfinished children wait for: their newest work item's state, to explain a failed run.
   const stuck = db
@@ -106,10 +119,18 @@ async function main(): Promise<void> {
        WHERE t.parent_thread_id = ? AND t.status NOT IN ('complete', 'failed', 'canceled') GROUP BY w.status, w.error_code`,
     )
     .all(parent.thread_id);
-  const interrupted = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'error' AND payload LIKE '%\"INTERRUPTED\"%'").get() as { n: number }).n;
-  const held = (db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'error' AND json_extract(payload, '$.next') = 'hold'").get() as { n: number }).n;
+  const interrupted = (
+    db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'error' AND payload LIKE '%\"INTERRUPTED\"%'").get() as { n: number }
+  ).n;
+  const held = (
+    db.prepare("SELECT count(*) AS n FROM llm_ledger_entries WHERE entry_type = 'error' AND json_extract(payload, '$.next') = 'hold'").get() as { n: number }
+  ).n;
   // The simulator's request ids of the answers the ledger holds.
-  const recordedIds = new Set((db.prepare("SELECT json_extract(payload, '$.request_id') AS id FROM llm_ledger_entries WHERE entry_type = 'response'").all() as { id: string }[]).map((r) => r.id));
+  const recordedIds = new Set(
+    (db.prepare("SELECT json_extract(payload, '$.request_id') AS id FROM llm_ledger_entries WHERE entry_type = 'response'").all() as { id: string }[]).map(
+      (r) => r.id,
+    ),
+  );
   db.close();
   const paidAnswers = sim.calls.filter((c) => c.status === 200).length;
   const lostPaid = sim.calls.filter((c) => c.status === 200 && !recordedIds.has(`sim-req-${c.n}`));
@@ -127,7 +148,10 @@ async function main(): Promise<void> {
     ['paid answers lost at the kills (paid, not in ledger)', `${lostPaid.length} (bound: ${inFlightAtKills} calls in flight at the kills)`],
     ['repeated paid calls (a lost paid answer asked again)', `${repeatedPaid}${INTERRUPTED === 'hold' ? ' (must be 0 with interrupted: hold)' : ''}`],
     ['INTERRUPTED entries (calls in doubt)', `${interrupted}${INTERRUPTED === 'hold' ? `, ${held} held (not sent again)` : ''}`],
-    ['ledger verify', verifyResult.ok ? `ok (${verifyResult.entries} entries)` : `FAILED ${JSON.stringify(verifyResult.first_break ?? verifyResult.incomplete[0])}`],
+    [
+      'ledger verify',
+      verifyResult.ok ? `ok (${verifyResult.entries} entries)` : `FAILED ${JSON.stringify(verifyResult.first_break ?? verifyResult.incomplete[0])}`,
+    ],
     ['wall time', `${seconds} s on ${cpus().length} cores`],
   ];
   console.log('\n| measure | result |\n| --- | --- |');

@@ -19,10 +19,12 @@ import { openDatabase, type Db } from '../src/db/connection.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { acquireLock } from '../src/db/locks.js';
 import { Writer } from '../src/db/writer.js';
-import { importProject } from '../src/daemon/commands.js';
-import { submitOperation } from '../src/daemon/submit.js';
+import { importProject } from '../src/daemon/services/commands.js';
+import { submitOperation } from '../src/daemon/services/submit.js';
 import { claimWorkItems, type FlowControl } from '../src/daemon/engine/producer.js';
-import type { Tx } from '../src/daemon/engine/tx.js';
+import { systemClock } from '../src/core/clock.js';
+import { writeTx } from '../src/core/tx.js';
+import type { EngineEvent } from '../src/daemon/engine/events.js';
 import { FairScheduler } from '../src/domain/fair-scheduler.js';
 import { RateLimiter } from '../src/domain/rate-limit.js';
 import { DEFAULT_RETRY_POLICY } from '../src/domain/retry.js';
@@ -60,8 +62,8 @@ async function run(variant: Variant, projects: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'cmb-bench-claim-'));
   const db = openDatabase(join(dir, 'combine.db'));
   applyMigrations(db);
-  const writer = new Writer<unknown>(db, {});
-  const write = <T>(fn: (tx: Tx) => T) => writer.write((d, emit) => fn({ db: d, emit: emit as Tx['emit'], now: Date.now() }));
+  const writer = new Writer<EngineEvent>(db, {});
+  const write = writeTx(writer, systemClock, { threadEnded: () => {} });
   const perProject = ITEMS / projects;
   for (let p = 0; p < projects; p++) {
     const id = `p${p}`;

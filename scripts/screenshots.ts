@@ -1,13 +1,14 @@
 /**
  * `npm run screenshots`: the README's dashboard pictures, taken from the demo data (examples/acme.json
  * against the simulator, offline) by the same headless Chromium the tests use. Writes
- * docs/screenshots/project.png and docs/screenshots/thread-ledger.png.
+ * docs/screenshots/project.png, thread-ledger.png, operation.png and document.png.
  *
  * The scene: generate-all over the five epics, where the first answer for "checkout" breaks the schema
- * (so its ledger shows a repair), then one epic regenerated against a slow model, caught in flight.
+ * (so its ledger shows a repair), then one epic regenerated against a slow model, caught in flight;
+ * the example operation (release_notes) run once, and its page showing an input the daemon refused.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -31,12 +32,25 @@ async function main(): Promise<void> {
   const env = { ...process.env, COMBINE_HOME: home, OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'simulated', COMBINE_MODEL: 'combine-sim' };
   const browser = await launchBrowser();
   try {
-    writeFileSync(join(home, 'config.json'), JSON.stringify({ prices: { 'combine-sim': { input_per_million_usd: 2.5, output_per_million_usd: 10 } }, retry: { base: '50ms', cap: '200ms' } }));
+    mkdirSync(join(home, 'operations'));
+    copyFileSync(join(ROOT, 'examples', 'operations', 'release_notes.mjs'), join(home, 'operations', 'release_notes.mjs'));
+    writeFileSync(
+      join(home, 'config.json'),
+      JSON.stringify({ prices: { 'combine-sim': { input_per_million_usd: 2.5, output_per_million_usd: 10 } }, retry: { base: '50ms', cap: '200ms' } }),
+    );
     const { http } = await cli(env, 'daemon', 'start', '--http-port', '0');
     await cli(env, 'project', 'import', join(ROOT, 'examples', 'acme.json'));
     const all = await cli(env, 'generate-all', '--project', 'acme');
     await cli(env, 'thread', all.thread_id, '--follow');
-    const checkout = (await cli(env, 'threads', '--project', 'acme') as { thread_id: string; target_ref: { epic_id?: string } }[]).find((t) => t.target_ref.epic_id === 'checkout')!;
+    const notes = {
+      project_id: 'acme',
+      version: '2.4.0',
+      changes: ['Faster checkout on mobile', 'Returns can be started from the order page', 'Fix: catalog search ignored accents'],
+    };
+    await cli(env, 'run', 'release_notes', '--input', JSON.stringify(notes), '--follow');
+    const checkout = ((await cli(env, 'threads', '--project', 'acme')) as { thread_id: string; target_ref: { epic_id?: string } }[]).find(
+      (t) => t.target_ref.epic_id === 'checkout',
+    )!;
     sim.setFaults([{ kind: 'hang', match: 'Epic id: returns', hang_ms: 60_000 }]);
     await cli(env, 'generate-epic', '--project', 'acme', '--epic', 'returns', '--force');
 
@@ -51,8 +65,15 @@ async function main(): Promise<void> {
     await page.goto(`${http.url}threads/${checkout.thread_id}`);
     await page.locator('.entry-error details summary').first().click();
     await page.screenshot({ path: join(OUT, 'thread-ledger.png'), fullPage: true });
+    await page.goto(`${http.url}operations/release_notes?project_id=acme`);
+    await page.locator('#run-input').fill(JSON.stringify({ ...notes, version: '2.5', changes: [] }, null, 2));
+    await page.getByRole('button', { name: 'Run', exact: true }).click();
+    await page.locator('.form-result li').first().waitFor();
+    await page.screenshot({ path: join(OUT, 'operation.png'), fullPage: true });
+    await page.goto(`${http.url}projects/acme/documents/release_notes?key=2.4.0`);
+    await page.screenshot({ path: join(OUT, 'document.png'), fullPage: true });
     await cli(env, 'daemon', 'stop');
-    console.log(`wrote ${join(OUT, 'project.png')} and ${join(OUT, 'thread-ledger.png')}`);
+    console.log(`wrote ${['project', 'thread-ledger', 'operation', 'document'].map((n) => join(OUT, `${n}.png`)).join(', ')}`);
   } finally {
     await browser.close();
     await sim.close();

@@ -34,7 +34,12 @@ function generate([project_id, epic_id]) {
 }
 
 // Open the connections before the clock starts.
-await Promise.all(Array.from({ length: Math.min(concurrency, targets.length) }, () => new Promise((r) => http.get({ socketPath, agent, path: '/health' }, (res) => res.resume().on('end', r)))));
+await Promise.all(
+  Array.from(
+    { length: Math.min(concurrency, targets.length) },
+    () => new Promise((r) => http.get({ socketPath, agent, path: '/health' }, (res) => res.resume().on('end', r))),
+  ),
+);
 let next = 0;
 const t0 = performance.timeOrigin + performance.now();
 await Promise.all(
@@ -44,4 +49,4 @@ await Promise.all(
 );
 const t1 = performance.timeOrigin + performance.now();
 agent.destroy();
-process.stdout.write(JSON.stringify({ started: t0, ended: t1, acks: targets.length}));
+process.stdout.write(JSON.stringify({ started: t0, ended: t1, acks: targets.length }));

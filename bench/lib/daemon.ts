@@ -39,7 +39,15 @@ export class BenchDaemon {
   static inTempHome(baseURL: string, config: unknown): BenchDaemon {
     const home = mkdtempSync(join(tmpdir(), 'cmb-bench-'));
     writeFileSync(join(home, 'config.json'), JSON.stringify(config));
-    return new BenchDaemon(home, { PATH: process.env.PATH, HOME: process.env.HOME, COMBINE_HOME: home, OPENAI_BASE_URL: baseURL, OPENAI_API_KEY: 'bench', COMBINE_MODEL: 'bench', COMBINE_MAX_QUEUED: '10000000' });
+    return new BenchDaemon(home, {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      COMBINE_HOME: home,
+      OPENAI_BASE_URL: baseURL,
+      OPENAI_API_KEY: 'bench',
+      COMBINE_MODEL: 'bench',
+      COMBINE_MAX_QUEUED: '10000000',
+    });
   }
 
   get pid(): number {
@@ -48,7 +56,11 @@ export class BenchDaemon {
 
   async start(): Promise<void> {
     // BENCH_PROFILE_DIR: profile the daemon (node --cpu-prof); it is then stopped gracefully so the profile is written.
-    const prof = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : process.env.BENCH_HEAPSNAP ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${process.env.BENCH_HEAPSNAP}`] : [];
+    const prof = process.env.BENCH_PROFILE_DIR
+      ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
+      : process.env.BENCH_HEAPSNAP
+        ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${process.env.BENCH_HEAPSNAP}`]
+        : [];
     this.child = spawn(process.execPath, [...prof, CLI, 'daemon', 'run'], { env: this.env, stdio: 'ignore' });
     const deadline = Date.now() + 60_000;
     while (!(await probeSocket(this.socket))) {

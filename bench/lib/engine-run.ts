@@ -8,12 +8,12 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig } from '../../src/daemon/config.js';
-import { createEventLog, createLogger } from '../../src/daemon/logger.js';
-import type { Provider, RawResponse } from '../../src/daemon/provider.js';
+import { loadConfig } from '../../src/daemon/config/config.js';
+import { createEventLog, createLogger } from '../../src/daemon/runtime/logger.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { projectFile } from './daemon.js';
 import { startProfiler } from './profile.js';
+import type { Provider, RawResponse } from '../../src/daemon/engine/provider.js';
 
 /** A provider with zero latency: the same valid answer for every request, from memory. */
 export function instantProvider(): Provider & { calls: number } {
@@ -56,7 +56,6 @@ export interface EngineRunResult {
   bytesPerThread: number;
 }
 
-
 /** Enqueues the work with the engine stopped, then times a fresh App from start to the last applied item. */
 export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResult> {
   const home = mkdtempSync(join(tmpdir(), 'cmb-bench-engine-'));
@@ -69,8 +68,8 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     const seed = new App({ config, logger, eventLog: createEventLog(config.logPath, 'info'), ...(provider ? { provider } : {}) });
     await seed.engine.stop(0); // enqueue only: nothing is claimed while seeding
     for (let p = 0; p < o.projects; p++) {
-      await seed.importProject(projectFile(`p${p}`, o.epicsPerProject));
-      await seed.generateAll(`p${p}`, { force: false, deadlineAt: null, createdBy: 'bench' });
+      await seed.projects.import(projectFile(`p${p}`, o.epicsPerProject));
+      await seed.threads.generateAll(`p${p}`, { force: false, deadlineMs: null, createdBy: 'bench' });
     }
     await seed.shutdown(0);
 
@@ -89,8 +88,8 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     await done;
     const seconds = (performance.now() - started) / 1000;
     await profiler.stop('engine');
-    const ledgerEntries = app.stats().ledger_entries;
-    const threads = Object.values(app.stats().threads).reduce((a, b) => a + b, 0);
+    const ledgerEntries = app.admin.stats().ledger_entries;
+    const threads = Object.values(app.admin.stats().threads).reduce((a, b) => a + b, 0);
     app.db.pragma('wal_checkpoint(TRUNCATE)');
     const dbBytes = statSync(config.dbPath).size;
     await app.shutdown(0);
@@ -106,7 +105,6 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
 export function hangingProvider(): Provider {
   return {
     endpoint: 'in-process://hang',
-    send: (_request, signal) =>
-      new Promise<RawResponse>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
+    send: (_request, signal) => new Promise<RawResponse>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
   };
 }

@@ -50,7 +50,9 @@ async function concurrentAcks(socket: string, targets: { project_id: string; epi
   const results = await Promise.all(
     Array.from({ length: LOAD_PROCESSES }, (_, w) => {
       const mine = targets.slice(w * share, (w + 1) * share).map((t) => [t.project_id, t.epic_id]);
-      const child = spawn(process.execPath, [new URL('../lib/ack-load.mjs', import.meta.url).pathname, socket, String(CONCURRENCY / LOAD_PROCESSES)], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, [new URL('../lib/ack-load.mjs', import.meta.url).pathname, socket, String(CONCURRENCY / LOAD_PROCESSES)], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       child.stdin.end(JSON.stringify(mine));
       let out = '';
       child.stdout.on('data', (c) => (out += c));
@@ -88,7 +90,12 @@ export async function ackTargets(runs: number): Promise<Row[]> {
       p50.push(quantile(lat, 0.5));
       p95.push(quantile(lat, 0.95));
 
-      rates.push(await concurrentAcks(d.socket, Array.from({ length: CONCURRENT_PER_RUN }, () => epics.next())));
+      rates.push(
+        await concurrentAcks(
+          d.socket,
+          Array.from({ length: CONCURRENT_PER_RUN }, () => epics.next()),
+        ),
+      );
     }
   } finally {
     await d.dispose();
@@ -130,7 +137,7 @@ export async function queueToRunTarget(runs: number): Promise<Row[]> {
     await sim.close();
   }
   return [
-    row({ target: '3', figure: 'queue-to-run (ack → provider call), p50', runs: p50, unit: 'ms', goal: '', }),
+    row({ target: '3', figure: 'queue-to-run (ack → provider call), p50', runs: p50, unit: 'ms', goal: '' }),
     row({ target: '3', figure: 'queue-to-run (ack → provider call), p95', runs: p95, unit: 'ms', goal: '≤ 5 ms', check: (m) => m <= 5 }),
   ];
 }

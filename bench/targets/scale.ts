@@ -10,8 +10,8 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig } from '../../src/daemon/config.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { loadConfig } from '../../src/daemon/config/config.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { projectFile } from '../lib/daemon.js';
 import { hangingProvider } from '../lib/engine-run.js';
 import { quantile, row, type Row } from '../lib/stats.js';
@@ -56,8 +56,8 @@ async function claimRun(home: string, run: number): Promise<{ claimsPerSecond: n
   const seed = appFor(home, 1);
   await seed.engine.stop(0);
   const projectId = `k${run}`;
-  await seed.importProject(projectFile(projectId, K));
-  await seed.generateAll(projectId, { force: false, deadlineAt: null, createdBy: 'bench' });
+  await seed.projects.import(projectFile(projectId, K));
+  await seed.threads.generateAll(projectId, { force: false, deadlineMs: null, createdBy: 'bench' });
   await seed.shutdown(0);
 
   const app = appFor(home, K);
@@ -74,7 +74,7 @@ async function claimRun(home: string, run: number): Promise<{ claimsPerSecond: n
   const lat: number[] = [];
   for (let i = 0; i < QUERIES; i++) {
     const q0 = performance.now();
-    const list = app.threads({ active: true, projectId: null, limit: 100 });
+    const list = app.threads.list({ active: true, projectId: null, limit: 100 });
     lat.push(performance.now() - q0);
     if (list.length !== 100) throw new Error(`expected 100 active threads, got ${list.length}`);
   }
@@ -107,9 +107,10 @@ export async function scaleTargets(runs: number, bytesPerThread: number[]): Prom
     await claimRun(bigHome, -1);
     for (let run = 0; run < runs; run++) {
       // Alternate which goes first, so that neither always meets the machine in the same state.
-      const [e, b] = run % 2 === 0
-        ? [await claimRun(emptyHome, run), await claimRun(bigHome, run)]
-        : await claimRun(bigHome, run).then(async (big) => [await claimRun(emptyHome, run), big] as const);
+      const [e, b] =
+        run % 2 === 0
+          ? [await claimRun(emptyHome, run), await claimRun(bigHome, run)]
+          : await claimRun(bigHome, run).then(async (big) => [await claimRun(emptyHome, run), big] as const);
       claims.empty.push(e.claimsPerSecond);
       claims.big.push(b.claimsPerSecond);
       active.empty.push(e.activeP50);
@@ -124,7 +125,14 @@ export async function scaleTargets(runs: number, bytesPerThread: number[]): Prom
       row({ target: '5', figure: `claim slowdown, ${m} vs empty (per run)`, runs: ratioClaims, unit: '×', goal: '≤ 1.25×', check: (x) => x <= 1.25 }),
       row({ target: '5', figure: '`threads --active` query p50, empty db (in daemon, 100 rows)', runs: active.empty, unit: 'ms', goal: '' }),
       row({ target: '5', figure: `\`threads --active\` query p50, ${m} closed threads`, runs: active.big, unit: 'ms', goal: '' }),
-      row({ target: '5', figure: `\`threads --active\` slowdown, ${m} vs empty (per run)`, runs: ratioActive, unit: '×', goal: '≤ 1.25×', check: (x) => x <= 1.25 }),
+      row({
+        target: '5',
+        figure: `\`threads --active\` slowdown, ${m} vs empty (per run)`,
+        runs: ratioActive,
+        unit: '×',
+        goal: '≤ 1.25×',
+        check: (x) => x <= 1.25,
+      }),
       row({ target: '5', figure: 'bytes per closed thread, full record (db size ÷ threads after target 1 runs)', runs: bytesPerThread, unit: 'B', goal: '' }),
       row({ target: '5', figure: `bytes per closed thread, rows + indexes only (the ${m} db)`, runs: [bigBytes / CLOSED_THREADS], unit: 'B', goal: '' }),
     ];

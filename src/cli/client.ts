@@ -11,7 +11,8 @@ import { existsSync } from 'node:fs';
 import { createTRPCClient, TRPCClientError, type TRPCLink } from '@trpc/client';
 import { observable } from '@trpc/server/observable';
 import type { AppRouter } from '../daemon/router.js';
-import { CliError, EXIT } from './output.js';
+import { EXIT } from './output.js';
+import { CliError } from '../core/errors.js';
 
 export type DaemonClient = ReturnType<typeof createTRPCClient<AppRouter>>;
 

@@ -1,8 +1,11 @@
 /** Options every command shares, and the bits of rendering several commands use. */
 import type { Command } from 'commander';
 import type { ThreadView } from '../daemon/views.js';
+import { distinctShortIds } from '../domain/short-id.js';
 import { parseDurationMs } from '../domain/duration.js';
-import { CliError, EXIT, shortId, shortTime, table } from './output.js';
+import { costText } from './money.js';
+import { EXIT, statusCell, table, when } from './output.js';
+import { CliError } from '../core/errors.js';
 
 export interface CommonOptions {
   json?: boolean;
@@ -40,16 +43,17 @@ export function describeChildren(t: ThreadView): string {
 
 export function threadsTable(threads: ThreadView[]): string {
   if (threads.length === 0) return 'no threads';
+  const ids = distinctShortIds(threads.map((t) => t.thread_id));
   return table([
     ['THREAD', 'KIND', 'STATUS', 'TARGET', 'CREATED', 'TOKENS', 'COST', 'CHILDREN'],
     ...threads.map((t) => [
-      shortId(t.thread_id),
+      ids.get(t.thread_id)!,
       t.kind,
-      t.status,
+      statusCell(t.status),
       describeTarget(t),
-      shortTime(t.created_at),
+      when(t.created_at),
       String(t.usage.total_tokens),
-      `$${t.usage.cost_usd.toFixed(4)}`,
+      costText(t.usage),
       describeChildren(t),
     ]),
   ]);

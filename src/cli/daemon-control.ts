@@ -2,11 +2,13 @@
  * Starting, finding and stopping the daemon from the CLI. A command that needs the daemon starts it in
  * the background when it is not running (unless --no-autostart); the daemon outlives the CLI.
  */
-import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { connectHttp, probeSocket, toCliError, type Connection } from './client.js';
 import { homeFiles } from './home.js';
-import { CliError, EXIT } from './output.js';
+import { EXIT } from './output.js';
+import { CliError } from '../core/errors.js';
+import { systemClock } from '../core/clock.js';
 
 const START_TIMEOUT_MS = 15_000;
 /** What a daemon that lost the one-daemon-per-home race prints (daemon/main.ts). */
@@ -18,10 +20,11 @@ function sleep(ms: number) {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** The last lines of daemon.log, for error messages. */
-export function logTail(home: string, lines = 8): string {
+/** The last lines of daemon.log written after byte `from` (this start's, not earlier failures'), for error messages. */
+export function logTail(home: string, lines = 8, from = 0): string {
   try {
-    return readFileSync(homeFiles(home).log, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    const text = readFileSync(homeFiles(home).log).subarray(from).toString('utf8').trimEnd();
+    return text === '' ? '(nothing in daemon.log from this start)' : text.split('\n').slice(-lines).join('\n');
   } catch {
     return '(no daemon.log)';
   }
@@ -36,6 +39,7 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   if (await probeSocket(files.socket)) return { started: false };
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const log = openSync(files.log, 'a', 0o600);
+  const logStart = fstatSync(log).size;
   const cli = fileURLToPath(new URL('./cli.js', import.meta.url));
   // Loaded here, not at the top: only a start needs it, and every CLI run would pay for loading it.
   const { spawn } = await import('node:child_process');
@@ -48,17 +52,17 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   let exited: number | null = null;
   child.once('exit', (code) => (exited = code ?? 1));
   child.unref();
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  while (Date.now() < deadline) {
+  const deadline = systemClock.now() + START_TIMEOUT_MS;
+  while (systemClock.now() < deadline) {
     if (await probeSocket(files.socket)) return { started: exited === null };
     // Exit 1 because another start won the race (it says so in the log): keep waiting for its socket.
     // Any other exit (a failed migration, a bad config) is this start's failure.
-    if (exited !== null && (exited !== 1 || !logTail(home, 20).includes(ALREADY_RUNNING))) {
-      throw new CliError(`the daemon failed to start (exit ${exited}):\n${logTail(home)}`, exited === 2 ? EXIT.USAGE : EXIT.FAILED);
+    if (exited !== null && (exited !== 1 || !logTail(home, 20, logStart).includes(ALREADY_RUNNING))) {
+      throw new CliError(`the daemon failed to start (exit ${exited}):\n${logTail(home, 8, logStart)}`, exited === 2 ? EXIT.USAGE : EXIT.FAILED);
     }
     await sleep(exited === null ? 20 : 100);
   }
-  throw new CliError(`the daemon did not start within ${START_TIMEOUT_MS / 1000}s:\n${logTail(home)}`, EXIT.UNREACHABLE);
+  throw new CliError(`the daemon did not start within ${START_TIMEOUT_MS / 1000}s:\n${logTail(home, 8, logStart)}`, EXIT.UNREACHABLE);
 }
 
 /** Connects to the daemon, starting it first when allowed. Exit 3 if it is down and may not be started. */
@@ -118,8 +122,8 @@ export function isAlive(pid: number): boolean {
 
 /** Waits for a process to exit; false if it is still alive at the deadline. */
 export async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
+  const deadline = systemClock.now() + timeoutMs;
+  while (systemClock.now() < deadline) {
     if (!isAlive(pid)) return true;
     await sleep(50);
   }

@@ -1,8 +1,8 @@
 /** Rendering daemon.log lines (pino JSON) for people: one line each, ids shortened, errors inline. */
-import { shortId } from './output.js';
+import { MIN_ID_PREFIX, shortId } from '../domain/short-id.js';
 
 export interface LogFilter {
-  /** A thread id (or its first 8+ characters): lines of that thread and of its children. */
+  /** A thread id (whole, or a prefix of it or of its short id): lines of that thread and of its children. */
   thread?: string;
 }
 
@@ -19,8 +19,18 @@ export function parseLogLine(line: string): LogLine | null {
   }
 }
 
-function idMatches(value: unknown, wanted: string): boolean {
-  return typeof value === 'string' && (value === wanted || (wanted.length >= 8 && value.startsWith(wanted)));
+/** The whole id, or a prefix (of MIN_ID_PREFIX or more characters) of the id or of its short form. */
+export function idMatches(value: unknown, wanted: string): value is string {
+  if (typeof value !== 'string') return false;
+  if (value === wanted) return true;
+  const w = wanted.toLowerCase();
+  return w.length >= MIN_ID_PREFIX && (value.startsWith(w) || shortId(value, 12).startsWith(w));
+}
+
+/** The distinct thread ids a line names (its thread and its parent) that match `wanted`. */
+export function matchingThreadIds(line: LogLine | null, wanted: string): string[] {
+  if (!line) return [];
+  return [line.thread_id, line.parent_thread_id].filter((v): v is string => idMatches(v, wanted));
 }
 
 export function matchesFilter(line: LogLine | null, f: LogFilter): boolean {
@@ -39,7 +49,9 @@ function value(v: unknown): string {
 /** `2026-01-02 10:00:00.123 INFO  engine  thread=1a2b3c4d item=5e6f7a8b  ledger prompt  seq=4 attempt=1` */
 export function formatLogLine(l: LogLine): string {
   const ts = typeof l.ts === 'string' ? l.ts.replace('T', ' ').replace('Z', '') : typeof l.time === 'number' ? new Date(l.time).toISOString() : '-';
-  const level = String(l.level ?? '-').toUpperCase().padEnd(5);
+  const level = String(l.level ?? '-')
+    .toUpperCase()
+    .padEnd(5);
   const parts = [ts, level, String(l.component ?? 'daemon').padEnd(7)];
   if (typeof l.thread_id === 'string') parts.push(`thread=${shortId(l.thread_id)}`);
   if (typeof l.work_item_id === 'string') parts.push(`item=${shortId(l.work_item_id)}`);

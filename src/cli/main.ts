@@ -1,81 +1,49 @@
 /**
  * The `combine` CLI: parse, call the daemon, print. Exit codes: 0 ok, 1 the operation failed,
- * 2 bad usage or input, 3 daemon unreachable.
+ * 2 bad usage or input, 3 daemon unreachable, 130 interrupted (Ctrl-C while following).
  */
-import { Command, CommanderError } from 'commander';
-import { briefingCommand } from './commands/briefing.js';
-import { daemonCommand } from './commands/daemon.js';
-import { demoCommands } from './commands/demo.js';
-import { generateCommands } from './commands/generate.js';
-import { infoCommands } from './commands/info.js';
-import { ledgerCommand } from './commands/ledger.js';
-import { logsCommand } from './commands/logs.js';
-import { operationCommands } from './commands/operations.js';
-import { projectCommand } from './commands/project.js';
-import { pruneCommand } from './commands/prune.js';
-import { replayCommand } from './commands/replay.js';
-import { scheduleCommand } from './commands/schedule.js';
-import { threadCommands } from './commands/threads.js';
-import { uiCommand } from './commands/ui.js';
-import { usageCommands } from './commands/usage.js';
-import { resolveHome } from './home.js';
-import { CliError, EXIT } from './output.js';
+import { CommanderError } from 'commander';
+import { errColor, EXIT } from './output.js';
+import { buildProgram, UnknownCommandError } from './program.js';
+import { CliError } from '../core/errors.js';
 
-declare const __COMBINE_VERSION__: string;
-
-function buildProgram(): Command {
-  const getHome = () => resolveHome();
-  const program = new Command('combine')
-    .description('Durable, audited execution of paid LLM operations: no lost answers, no double payment, no corrupt documents.')
-    .version(typeof __COMBINE_VERSION__ === 'string' ? __COMBINE_VERSION__ : 'dev')
-    .showHelpAfterError('(run with --help for usage)')
-    .addHelpText(
-      'after',
-      [
-        '',
-        'Environment: COMBINE_HOME (state directory), OPENAI_BASE_URL, OPENAI_API_KEY, COMBINE_MODEL.',
-        'Exit codes: 0 ok, 1 operation failed, 2 bad usage or input, 3 daemon unreachable.',
-        '',
-        'Try it offline:  combine demo',
-      ].join('\n'),
-    );
-  const commands = [
-    daemonCommand(getHome),
-    projectCommand(getHome),
-    ...generateCommands(getHome),
-    ...operationCommands(getHome),
-    ...threadCommands(getHome),
-    scheduleCommand(getHome),
-    briefingCommand(getHome),
-    ledgerCommand(getHome),
-    replayCommand(getHome),
-    ...infoCommands(getHome),
-    ...usageCommands(getHome),
-    logsCommand(getHome),
-    uiCommand(getHome),
-    pruneCommand(getHome),
-    ...demoCommands(),
-  ];
-  for (const c of commands) program.addCommand(c);
-  // Usage errors anywhere in the tree exit 2, not commander's default 1.
-  const exitOverride = (cmd: Command) => {
-    cmd.exitOverride();
-    cmd.commands.forEach(exitOverride);
-  };
-  exitOverride(program);
-  return program;
+/**
+ * `combine … | head -1`: the reader left; that is not an error, and no stack trace is printed. A write
+ * to a closed pipe surfaces as an unhandled stream 'error'; catching it here, rather than with a
+ * listener on each stream, keeps start-up from creating process.stderr (~5M instructions) on every run.
+ */
+function endQuietlyOnBrokenPipe(): void {
+  process.on('uncaughtException', (err: NodeJS.ErrnoException) => {
+    if (err?.code === 'EPIPE') process.exit(EXIT.OK);
+    process.stderr.write(`combine: unexpected error: ${err?.stack ?? String(err)}\n`);
+    process.exit(EXIT.FAILED);
+  });
 }
 
 async function main(): Promise<void> {
+  endQuietlyOnBrokenPipe();
+  const program = buildProgram();
+  // Bare `combine`: the help, on stdout, as a successful answer.
+  if (process.argv.length <= 2) {
+    program.outputHelp();
+    return;
+  }
   try {
-    await buildProgram().parseAsync(process.argv);
-  } catch (err) {
+    await program.parseAsync(process.argv);
+  } catch (caught) {
+    let err = caught;
     if (err instanceof CommanderError) {
       process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? EXIT.OK : EXIT.USAGE;
       return;
     }
+    if (err instanceof UnknownCommandError) {
+      const { suggestCommands } = await import('./suggest.js');
+      const suggestions = suggestCommands(err.word, err.program).map((s) => `combine ${s}`);
+      const hint = suggestions.length > 0 ? `\nDid you mean: ${suggestions.join(', ')}?` : '';
+      err = new CliError(`unknown command '${err.word}'${hint}\n(run combine --help for the commands)`, EXIT.USAGE);
+    }
     if (err instanceof CliError) {
-      process.stderr.write(`combine: ${err.message}\n`);
+      process.stderr.write(`${errColor().red('combine:')} ${err.message}\n`);
       process.exitCode = err.exitCode;
       return;
     }

@@ -10,29 +10,26 @@ import { openDatabase } from '../db/connection.js';
 import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.js';
 import { loadOperations } from '../operations/loader.js';
 import type { OperationRegistry } from '../operations/registry.js';
-import { OperationDefinitionError } from '../operations/validate.js';
 import { App } from './app.js';
-import { ConfigError, loadConfig, operationSettingsOf, type DaemonConfig } from './config.js';
-import { acquireHomeLock } from './home-lock.js';
-import { createEventLog, createLogger, LogFile, type Logger } from './logger.js';
-import { startMetricsServer, type MetricsServer } from './metrics-server.js';
+import { loadConfig, operationSettingsOf, type DaemonConfig } from './config/config.js';
+import { acquireHomeLock } from './runtime/home-lock.js';
+import { createEventLog, createLogger, LogFile } from './runtime/logger.js';
+import { startMetricsServer, type MetricsServer } from './runtime/metrics-server.js';
 import { startApiServer } from './server.js';
 import { HttpService } from './http/service.js';
 import { createDashboard } from '../web/dashboard.js';
-import { isDiskFull } from './storage-guard.js';
+import { isDiskFull } from './runtime/storage-guard.js';
+import { crashHooks } from './test-hooks.js';
+import { OperationDefinitionError, ConfigError } from '../core/errors.js';
+import { DaemonStartError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import { systemClock } from '../core/clock.js';
+
+/** The CLI loads this bundle lazily and tells a start failure (exit code) from a crash by this class. */
+export { DaemonStartError };
 
 /** sockaddr_un.sun_path is 104 bytes on macOS and 108 on Linux, including the terminating NUL. */
 export const MAX_SOCKET_PATH_BYTES = 103;
-
-export class DaemonStartError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number,
-  ) {
-    super(message);
-    this.name = 'DaemonStartError';
-  }
-}
 
 /** Creates the home 0700 (or tightens a home we created earlier with looser bits). */
 export function ensureHome(home: string): void {
@@ -73,7 +70,7 @@ async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<vo
     const status = migrationStatus(db, folder);
     if (status.pending === 0) return;
     if (status.applied > 0) {
-      backup = await backupDatabase(db, config.backupsDir, Date.now(), status.applied);
+      backup = await backupDatabase(db, config.backupsDir, systemClock.now(), status.applied);
       logger.info({ backup, pending: status.pending }, 'backed up the database before migrating');
     }
     applyMigrations(db, folder);
@@ -82,8 +79,7 @@ async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<vo
     logger.fatal({ err, backup }, 'migration failed; the database was left as it was');
     throw new DaemonStartError(
       `cannot start: migrating ${config.dbPath} failed: ${(err as Error).message}
-` +
-        `No migration was applied; the database is as it was${backup ? ` (a backup taken just before is at ${backup})` : ''}.`,
+` + `No migration was applied; the database is as it was${backup ? ` (a backup taken just before is at ${backup})` : ''}.`,
       1,
     );
   } finally {
@@ -95,7 +91,7 @@ async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<vo
 export async function runDaemon(opts: RunOptions): Promise<void> {
   const env = opts.env ?? process.env;
   ensureHome(opts.home);
-  let config;
+  let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig(opts.home, env);
   } catch (err) {
@@ -116,7 +112,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
       2,
     );
   }
-  let lock;
+  let lock: ReturnType<typeof acquireHomeLock>;
   try {
     lock = acquireHomeLock(opts.home);
   } catch (err) {
@@ -134,14 +130,17 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   const logger = createLogger(config.logPath, config.logLevel, logFile);
   try {
     await migrateDatabase(config, logger);
-    app = new App({ config, logger, logFile, operations, eventLog: createEventLog(logFile, config.logLevel) });
+    app = new App({ config, logger, logFile, operations, eventLog: createEventLog(logFile, config.logLevel), crashAt: crashHooks(env, logger) });
   } catch (err) {
     lock.release();
     if (err instanceof DaemonStartError) throw err;
     logger.fatal({ err }, 'cannot open or migrate the database');
     // Opening a database that was closed cleanly creates its shared-memory index (32 KiB): not on a full disk.
     if (isDiskFull(err) || (err as { code?: string }).code === 'SQLITE_IOERR_SHMSIZE') {
-      throw new DaemonStartError(`cannot open ${config.dbPath}: the file system of ${opts.home} is full (opening the database needs a few KiB); free some space and start again`, 1);
+      throw new DaemonStartError(
+        `cannot open ${config.dbPath}: the file system of ${opts.home} is full (opening the database needs a few KiB); free some space and start again`,
+        1,
+      );
     }
     throw new DaemonStartError(`cannot open or migrate ${config.dbPath}: ${(err as Error).message}`, 1);
   }
@@ -164,7 +163,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     return stopping;
   };
 
-  const http = new HttpService({ app: running, home: opts.home, logger, dashboard: createDashboard() }, config.httpPort);
+  const http = new HttpService({ services: running, home: opts.home, logger, dashboard: createDashboard() }, config.httpPort);
   const metricsPort = opts.metricsPort ?? config.metricsPort;
   const httpPort = opts.httpPort ?? config.httpPort;
   let metricsServer: MetricsServer | null = null;
@@ -181,7 +180,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     const what = metricsPort !== null && metricsServer === null ? `cannot serve metrics on 127.0.0.1:${metricsPort}: ` : '';
     throw new DaemonStartError(`${what}${(err as Error).message}`, 1);
   }
-  const server = await startApiServer(config.socketPath, { app: running, requestStop: () => void stop('stop command'), http }, config.api);
+  const server = await startApiServer(config.socketPath, { services: running, requestStop: () => void stop('stop command'), http }, config.api);
   writePidFile(config.pidPath, logger);
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
@@ -189,7 +188,16 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled rejection'));
 
   logger.info(
-    { socket: config.socketPath, db: config.dbPath, operations: operations.list().map((o) => o.name), metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null, http: http.current()?.url ?? null, provider: config.provider.baseURL, model: config.provider.model, max_in_flight: config.maxInFlight },
+    {
+      socket: config.socketPath,
+      db: config.dbPath,
+      operations: operations.list().map((o) => o.name),
+      metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null,
+      http: http.current()?.url ?? null,
+      provider: config.provider.baseURL,
+      model: config.provider.model,
+      max_in_flight: config.maxInFlight,
+    },
     'daemon started',
   );
   await running.start();

@@ -5,12 +5,14 @@
  */
 import { initTRPC, TRPCError } from '@trpc/server';
 import { z } from 'zod';
-import type { App } from './app.js';
-import { CommandError } from './commands.js';
+import { THREAD_STATUSES } from '../domain/states.js';
 import type { HttpService } from './http/service.js';
+import type { Services } from './services/index.js';
+import type { RequestOptions } from './services/threads.js';
+import { CommandError } from '../core/errors.js';
 
 export interface RouterContext {
-  app: App;
+  services: Services;
   /** Asks the daemon to shut down gracefully after answering. */
   requestStop: () => void;
   /** The HTTP API and dashboard (`combine ui`). */
@@ -55,13 +57,13 @@ const requestInput = z.object({
 });
 const generateInput = requestInput.extend({ project_id: id });
 
-function requestOptions(input: z.infer<typeof requestInput>) {
-  return { force: input.force, deadlineAt: input.deadline_ms === null ? null : Date.now() + input.deadline_ms, createdBy: input.created_by };
+function requestOptions(input: z.infer<typeof requestInput>): RequestOptions {
+  return { force: input.force, deadlineMs: input.deadline_ms, createdBy: input.created_by };
 }
 
 export const appRouter = t.router({
   daemon: t.router({
-    status: procedure.query(({ ctx }) => ({ ...ctx.app.status(), http: ctx.http.current() })),
+    status: procedure.query(({ ctx }) => ({ ...ctx.services.admin.status(), http: ctx.http.current() })),
     /** Serves the HTTP API and dashboard unless it already does (`combine ui`); port null: config or 7878. */
     serveHttp: procedure
       .input(z.object({ port: z.number().int().min(0).max(65535).nullable().default(null) }))
@@ -71,63 +73,88 @@ export const appRouter = t.router({
       return { stopping: true, pid: process.pid };
     }),
   }),
-  health: procedure.query(({ ctx }) => ctx.app.health()),
-  stats: procedure.query(({ ctx }) => ctx.app.stats()),
-  metrics: procedure.query(({ ctx }) => ctx.app.metrics.text()),
+  health: procedure.query(({ ctx }) => ctx.services.admin.health()),
+  stats: procedure.query(({ ctx }) => ctx.services.admin.stats()),
+  metrics: procedure.query(({ ctx }) => ctx.services.admin.metrics()),
 
   project: t.router({
-    import: procedure.input(z.object({ file: z.unknown() })).mutation(({ ctx, input }) => ctx.app.importProject(input.file)),
-    list: procedure.query(({ ctx }) => ctx.app.projects()),
-    show: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.project(input.project_id)),
+    import: procedure.input(z.object({ file: z.unknown() })).mutation(({ ctx, input }) => ctx.services.projects.import(input.file)),
+    list: procedure.query(({ ctx }) => ctx.services.projects.list()),
+    show: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.services.projects.get(input.project_id)),
   }),
-  backlog: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.backlog(input.project_id)),
+  backlog: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.services.projects.backlog(input.project_id)),
   /** Any document (`combine doc`, `GET /projects/{id}/documents/{doc_type}`). */
   document: procedure
     .input(z.object({ project_id: id, doc_type: id, key: id.nullable().default(null) }))
-    .query(({ ctx, input }) => ctx.app.document(input.project_id, input.doc_type, input.key)),
+    .query(({ ctx, input }) => ctx.services.projects.document(input.project_id, input.doc_type, input.key)),
 
   generate: t.router({
-    epic: procedure.input(generateInput.extend({ epic_id: id })).mutation(({ ctx, input }) => ctx.app.generateEpic(input.project_id, input.epic_id, requestOptions(input))),
+    epic: procedure
+      .input(generateInput.extend({ epic_id: id }))
+      .mutation(({ ctx, input }) => ctx.services.threads.generateEpic(input.project_id, input.epic_id, requestOptions(input))),
     /** What generate-all would cost at most; enqueues nothing. */
-    allDryRun: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.app.dryRunGenerateAll(input.project_id)),
-    all: procedure.input(generateInput).mutation(({ ctx, input }) => ctx.app.generateAll(input.project_id, requestOptions(input))),
+    allDryRun: procedure.input(z.object({ project_id: id })).query(({ ctx, input }) => ctx.services.threads.dryRunGenerateAll(input.project_id)),
+    all: procedure.input(generateInput).mutation(({ ctx, input }) => ctx.services.threads.generateAll(input.project_id, requestOptions(input))),
   }),
 
   /** Any operation: `combine run` (and the shorthands' generic path). */
   run: procedure
     .input(requestInput.extend({ operation: operationName, input: z.unknown() }))
-    .mutation(({ ctx, input }) => ctx.app.run(input.operation, input.input, requestOptions(input))),
+    .mutation(({ ctx, input }) => ctx.services.threads.run(input.operation, input.input, requestOptions(input))),
   runDryRun: procedure
     .input(z.object({ operation: operationName, input: z.unknown() }))
-    .query(({ ctx, input }) => ctx.app.dryRun(input.operation, input.input)),
+    .query(({ ctx, input }) => ctx.services.threads.dryRun(input.operation, input.input)),
   operations: t.router({
-    list: procedure.query(({ ctx }) => ctx.app.operationList()),
-    show: procedure.input(z.object({ name: operationName })).query(({ ctx, input }) => ctx.app.operation(input.name)),
+    list: procedure.query(({ ctx }) => ctx.services.threads.operations()),
+    show: procedure.input(z.object({ name: operationName })).query(({ ctx, input }) => ctx.services.threads.operation(input.name)),
   }),
-  thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.thread(input.thread_id)),
+  thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.services.threads.get(input.thread_id)),
+  /** An orchestration's children, each with its latest error: what `thread` and a failed follow list. */
+  threadChildren: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.services.threads.children(input.thread_id)),
   threads: procedure
-    .input(z.object({ active: z.boolean().default(false), project_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(100) }))
-    .query(({ ctx, input }) => ctx.app.threads({ active: input.active, projectId: input.project_id, limit: input.limit })),
+    .input(
+      z.object({
+        active: z.boolean().default(false),
+        project_id: id.nullable().default(null),
+        limit: z.number().int().min(1).max(10_000).default(100),
+        status: z.array(z.enum(THREAD_STATUSES)).max(THREAD_STATUSES.length).default([]),
+        kind: id.nullable().default(null),
+        parent_thread_id: id.nullable().default(null),
+        since_ms: z.number().int().positive().nullable().default(null),
+        /** The id of the last thread of the previous page. */
+        cursor: id.nullable().default(null),
+      }),
+    )
+    .query(({ ctx, input }) =>
+      ctx.services.threads.list({
+        active: input.active,
+        projectId: input.project_id,
+        limit: input.limit,
+        statuses: input.status,
+        kind: input.kind,
+        parentId: input.parent_thread_id,
+        sinceMs: input.since_ms,
+        afterThreadId: input.cursor,
+      }),
+    ),
   // The thread is looked up before the stream starts, so an unknown id is a 404 like everywhere else.
   follow: procedure.input(z.object({ thread_id: id })).subscription(({ ctx, input, signal }) => {
-    ctx.app.thread(input.thread_id);
-    return ctx.app.follow(input.thread_id, signal);
+    ctx.services.threads.get(input.thread_id);
+    return ctx.services.threads.follow(input.thread_id, signal);
   }),
-  retry: procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.retry(input.thread_id)),
+  retry: procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.services.threads.retry(input.thread_id)),
   replay: procedure
     .input(z.object({ thread_id: id, apply: z.boolean().default(false), response_seq: z.number().int().positive().nullable().default(null) }))
-    .mutation(({ ctx, input }) => ctx.app.replay(input.thread_id, { apply: input.apply, responseSeq: input.response_seq })),
-  cancel: procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.app.cancel(input.thread_id)),
+    .mutation(({ ctx, input }) => ctx.services.threads.replay(input.thread_id, { apply: input.apply, responseSeq: input.response_seq })),
+  cancel: procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.services.threads.cancel(input.thread_id)),
 
-  usage: procedure
-    .input(z.object({ project_id: id.nullable().default(null) }))
-    .query(({ ctx, input }) => ctx.app.usage(input.project_id)),
+  usage: procedure.input(z.object({ project_id: id.nullable().default(null) })).query(({ ctx, input }) => ctx.services.admin.usage(input.project_id)),
   config: t.router({
-    show: procedure.query(({ ctx }) => ctx.app.configShow()),
+    show: procedure.query(({ ctx }) => ctx.services.admin.config()),
   }),
   prune: procedure
     .input(z.object({ older_than_ms: z.number().int().min(0), dry_run: z.boolean().default(false) }))
-    .mutation(({ ctx, input }) => ctx.app.prune(input.older_than_ms, input.dry_run)),
+    .mutation(({ ctx, input }) => ctx.services.admin.prune(input.older_than_ms, input.dry_run)),
   schedule: t.router({
     add: procedure
       .input(
@@ -140,32 +167,38 @@ export const appRouter = t.router({
           catch_up: z.string().min(1).max(20).default('latest'),
         }),
       )
-      .mutation(({ ctx, input }) => ctx.app.schedules.add(input)),
-    list: procedure
-      .input(z.object({ all: z.boolean().default(false) }))
-      .query(({ ctx, input }) => ctx.app.schedules.list(input.all)),
-    pause: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.pause(input.schedule_id)),
-    resume: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.resume(input.schedule_id)),
-    remove: procedure.input(z.object({ schedule_id: id })).mutation(({ ctx, input }) => ctx.app.schedules.remove(input.schedule_id)),
+      .mutation(({ ctx, input }) => ctx.services.schedules.add(input)),
+    list: procedure.input(z.object({ all: z.boolean().default(false) })).query(({ ctx, input }) => ctx.services.schedules.list(input.all)),
+    pause: procedure
+      .input(z.object({ schedule_id: id }))
+      .mutation(({ ctx, input }) => ctx.services.schedules.pause(ctx.services.schedules.scheduleId(input.schedule_id))),
+    resume: procedure
+      .input(z.object({ schedule_id: id }))
+      .mutation(({ ctx, input }) => ctx.services.schedules.resume(ctx.services.schedules.scheduleId(input.schedule_id))),
+    remove: procedure
+      .input(z.object({ schedule_id: id }))
+      .mutation(({ ctx, input }) => ctx.services.schedules.remove(ctx.services.schedules.scheduleId(input.schedule_id))),
     runs: procedure
       .input(z.object({ schedule_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(50) }))
-      .query(({ ctx, input }) => ctx.app.schedules.runs(input.schedule_id, input.limit)),
+      .query(({ ctx, input }) =>
+        ctx.services.schedules.runs(input.schedule_id === null ? null : ctx.services.schedules.scheduleId(input.schedule_id), input.limit),
+      ),
   }),
   briefing: procedure
     .input(z.object({ project_id: id, date: z.string().max(20).nullable().default(null) }))
-    .query(({ ctx, input }) => ctx.app.briefing(input.project_id, input.date)),
+    .query(({ ctx, input }) => ctx.services.projects.briefing(input.project_id, input.date)),
 
   ledger: t.router({
-    thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.app.ledger(input.thread_id)),
-    verify: procedure.query(({ ctx }) => ctx.app.verifyLedger()),
+    thread: procedure.input(z.object({ thread_id: id })).query(({ ctx, input }) => ctx.services.ledger.thread(input.thread_id)),
+    verify: procedure.query(({ ctx }) => ctx.services.ledger.verify()),
     export: procedure
       .input(
         z
           .object({ thread_id: id.nullable().default(null), project_id: id.nullable().default(null) })
           .refine((v) => (v.thread_id === null) !== (v.project_id === null), { message: 'give a thread id or --project, not both' }),
       )
-      .query(({ ctx, input }) => ctx.app.exportLedger({ threadId: input.thread_id, projectId: input.project_id })),
-    import: procedure.input(z.object({ text: z.string() })).mutation(({ ctx, input }) => ctx.app.importLedger(input.text)),
+      .query(({ ctx, input }) => ctx.services.ledger.export({ threadId: input.thread_id, projectId: input.project_id })),
+    import: procedure.input(z.object({ text: z.string() })).mutation(({ ctx, input }) => ctx.services.ledger.import(input.text)),
   }),
 });
 

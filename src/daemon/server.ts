@@ -11,7 +11,7 @@ import { createHTTPHandler } from '@trpc/server/adapters/standalone';
 import { applyWSSHandler } from '@trpc/server/adapters/ws';
 import { WebSocketServer } from 'ws';
 import { appRouter, type RouterContext } from './router.js';
-import { DEFAULT_SERVER_LIMITS, limitConnections, refuseOversizedBody, serverOptions, type ServerLimits } from './server-limits.js';
+import { DEFAULT_SERVER_LIMITS, limitConnections, refuseOversizedBody, serverOptions, type ServerLimits } from './runtime/server-limits.js';
 
 /** Procedures that take a whole file in their body: they get `maxImportBytes` instead of `maxBodyBytes`. */
 const IMPORT_PATHS = new Set(['project.import', 'ledger.import']);
@@ -26,7 +26,9 @@ function bodyLimitOf(url: string | undefined, limits: ServerLimits): { bytes: nu
 
 /** A refusal in tRPC's error shape, so every client reads it like any other (the CLI exits 2). */
 function tooLargeError(message: string) {
-  return { error: { message, code: -32413, data: { code: 'PAYLOAD_TOO_LARGE', httpStatus: 413, combine: { kind: 'BAD_REQUEST', code: 'PAYLOAD_TOO_LARGE' } } } };
+  return {
+    error: { message, code: -32413, data: { code: 'PAYLOAD_TOO_LARGE', httpStatus: 413, combine: { kind: 'BAD_REQUEST', code: 'PAYLOAD_TOO_LARGE' } } },
+  };
 }
 
 /** True if something answers on the socket; false for no file or a stale file (ECONNREFUSED). */

@@ -4,15 +4,15 @@
  */
 import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '../db/charges.js';
 import type { Db } from '../db/connection.js';
-import { listLedgerForThread } from '../db/ledger.js';
+import { listLedgerForThreadFamily } from '../ledger/store.js';
 import { readParsedDocument } from '../db/document-cache.js';
 import { getProject } from '../db/projects.js';
-import { listImportsForThread } from '../db/ledger-imports.js';
+import { listImportsForThread } from '../ledger/imports-store.js';
 import type { DocumentRow, LedgerImportRow, LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
-import { countChildThreadsByStatus } from '../db/threads.js';
+import { countChildThreadsByStatus, listChildThreadsWithLatestError } from '../db/threads.js';
 import { listWorkItemsForThread } from '../db/work-items.js';
 import { parseStoryBacklog, STORY_BACKLOG } from '../domain/backlog.js';
-import { summarizeLedgerEntry } from '../domain/ledger-summary.js';
+import { summarizeLedgerEntry } from '../ledger/summary.js';
 import type { TargetRef } from '../domain/operations.js';
 import { EPIC_ARCHITECTURE, parseEpicArchitecture } from '../domain/project.js';
 
@@ -30,12 +30,27 @@ export interface ThreadView {
   usage: UsageView;
 }
 
-export type UsageView = UsageTotals;
+/**
+ * Usage as shown: a cost is null ("unpriced") when every call it sums had no price — never $0 for
+ * calls that were paid at an unknown price; `unpriced_calls` says how many calls a cost leaves out.
+ */
+export interface UsageView
+  extends Omit<UsageTotals, 'cost_usd' | 'wasted_cost_usd' | 'in_doubt_cost_usd' | 'unpriced_wasted_calls' | 'unpriced_in_doubt_calls'> {
+  cost_usd: number | null;
+  wasted_cost_usd: number | null;
+  in_doubt_cost_usd: number | null;
+}
 
 /** Costs are sums of floats: rounded to a millionth of a dollar for display and JSON. */
 export function usageView(u: UsageTotals): UsageView {
-  const usd = (n: number) => Math.round(n * 1e6) / 1e6;
-  return { ...u, cost_usd: usd(u.cost_usd), wasted_cost_usd: usd(u.wasted_cost_usd), in_doubt_cost_usd: usd(u.in_doubt_cost_usd) };
+  const { unpriced_wasted_calls, unpriced_in_doubt_calls, ...shown } = u;
+  const usd = (n: number, calls: number, unpriced: number) => (calls > 0 && unpriced === calls ? null : Math.round(n * 1e6) / 1e6);
+  return {
+    ...shown,
+    cost_usd: usd(u.cost_usd, u.calls, u.unpriced_calls),
+    wasted_cost_usd: usd(u.wasted_cost_usd, u.wasted_calls, unpriced_wasted_calls),
+    in_doubt_cost_usd: usd(u.in_doubt_cost_usd, u.in_doubt_calls, unpriced_in_doubt_calls),
+  };
 }
 
 export interface CommandView {
@@ -83,6 +98,22 @@ export function workItemView(w: WorkItemRow) {
   };
 }
 
+/** Children listed with a thread (an orchestration has one per epic; more are counted, not listed). */
+const MAX_CHILDREN_LISTED = 10_000;
+
+/** A child of an orchestration as listed under it: where it stands, and why it failed if it did. */
+export function childViews(db: Db, parentId: string) {
+  return listChildThreadsWithLatestError(db, parentId, MAX_CHILDREN_LISTED).map((c) => ({
+    thread_id: c.id,
+    kind: c.kind,
+    status: c.status,
+    target_ref: JSON.parse(c.target_ref) as TargetRef,
+    error_code: c.error_code,
+    error_message: c.error_message,
+    closed_at: iso(c.closed_at),
+  }));
+}
+
 /** The thread plus what a person wants to see about it: its work items. */
 export function threadDetailView(db: Db, t: ThreadRow) {
   return { ...threadView(db, t), work_items: listWorkItemsForThread(db, t.id).map(workItemView) };
@@ -109,10 +140,17 @@ export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow, costs?
   };
 }
 
+/** Entries `ledger <thread>` answers with at most: a bigger orchestration is read child by child, or exported. */
+export const MAX_LEDGER_VIEW_ENTRIES = 20_000;
+
+/** A thread's ledger entries and, for an orchestration, its children's, in chain order; null when there are too many. */
 export function threadLedgerView(db: Db, threadId: string) {
-  const imports = new Map(listImportsForThread(db, threadId).map((i) => [i.seq, i]));
-  const costs = new Map(listResponseCostsForThread(db, threadId).map((c) => [c.response_seq, c.cost_usd]));
-  return listLedgerForThread(db, threadId).map((e) => ledgerEntryView(e, imports.get(e.seq), costs));
+  const entries = listLedgerForThreadFamily(db, threadId, MAX_LEDGER_VIEW_ENTRIES + 1);
+  if (entries.length > MAX_LEDGER_VIEW_ENTRIES) return null;
+  const threadIds = [...new Set(entries.map((e) => e.thread_id))];
+  const imports = new Map(threadIds.flatMap((id) => listImportsForThread(db, id)).map((i) => [i.seq, i]));
+  const costs = new Map(threadIds.flatMap((id) => listResponseCostsForThread(db, id)).map((c) => [c.response_seq, c.cost_usd]));
+  return entries.map((e) => ledgerEntryView(e, imports.get(e.seq), costs));
 }
 
 export function backlogView(db: Db, projectId: string) {
@@ -165,3 +203,14 @@ export function documentView(doc: DocumentRow) {
   };
 }
 export type DocumentView = ReturnType<typeof documentView>;
+
+/** A document in a project's list: which one, its version and when it changed (no content). */
+export function documentHeadView(doc: Omit<DocumentRow, 'content'>) {
+  return {
+    project_id: doc.project_id,
+    doc_type: doc.doc_type,
+    key: doc.doc_key === '' ? null : doc.doc_key,
+    version: doc.version,
+    updated_at: iso(doc.updated_at)!,
+  };
+}

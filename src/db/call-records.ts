@@ -12,12 +12,3 @@ export function insertCallRecord(db: Db, row: Omit<CallRecordRow, 'id'>): void {
        @completion_tokens, @total_tokens, @provider_request_id, @created_at)`,
   ).run(row);
 }
-
-export function sumCallUsage(db: Db): { calls: number; prompt_tokens: number; completion_tokens: number } {
-  return prepared(
-    db,
-    `SELECT count(*) AS calls, coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
-            coalesce(sum(completion_tokens), 0) AS completion_tokens
-     FROM llm_call_records`,
-  ).get() as { calls: number; prompt_tokens: number; completion_tokens: number };
-}

@@ -1,10 +1,13 @@
 /**
  * llm_charges: one row per provider call, reserved before the call and settled after it (see the
- * table's comment in schema.ts). Every state change is guarded by `status = 'reserved'`, so a call is
- * settled at most once, and `response_seq` is unique, so one response is never counted twice.
+ * table's comment in schema.ts and the transition table in domain/states.ts). Every state change is
+ * guarded by `status = 'reserved'` and its changed-row count checked, so a call is settled at most once,
+ * and `response_seq` is unique, so one response is never counted twice.
  */
 import type { Db } from './connection.js';
 import type { ChargeRow } from './schema.js';
+import { StaleStateError } from '../core/errors.js';
+import { assertChargeTransition } from '../domain/states.js';
 import { expectOneChange, prepared } from './statements.js';
 
 export function insertCharge(db: Db, row: ChargeRow): void {
@@ -21,9 +24,7 @@ export function insertCharge(db: Db, row: ChargeRow): void {
 
 /** The work item's open reservation (at most one, by a partial unique index). */
 export function getOpenCharge(db: Db, workItemId: string): ChargeRow | undefined {
-  return prepared(db, "SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'").get(workItemId) as
-    | ChargeRow
-    | undefined;
+  return prepared(db, "SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'").get(workItemId) as ChargeRow | undefined;
 }
 
 /** reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. */
@@ -40,6 +41,7 @@ export function settleChargeFromResponse(
     now: number;
   },
 ): void {
+  assertChargeTransition('reserved', p.status);
   const result = prepared(
     db,
     `UPDATE llm_charges
@@ -52,16 +54,21 @@ export function settleChargeFromResponse(
 
 /** reserved → released (certainly not billed) or in_doubt (may have been billed): no response. */
 export function closeChargeWithoutResponse(db: Db, p: { id: string; status: 'released' | 'in_doubt'; now: number }): void {
-  const result = prepared(
-    db,
-    "UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'",
-  ).run(p);
+  assertChargeTransition('reserved', p.status);
+  const result = prepared(db, "UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'").run(p);
   expectOneChange(result, `charge ${p.id} is not reserved`);
 }
 
-/** Marks the call whose answer was applied: the one paid call of the thread that was not wasted. */
+/**
+ * Marks the call whose answer was applied: the one paid call of the thread that was not wasted. A
+ * response may have no charge (a replayed or cached answer, or one recorded before charges existed);
+ * a charge already marked would be a second application of one answer: refused (StaleStateError).
+ */
 export function markChargeApplied(db: Db, responseSeq: number): void {
-  prepared(db, 'UPDATE llm_charges SET applied = 1 WHERE response_seq = ?').run(responseSeq);
+  if (prepared(db, 'UPDATE llm_charges SET applied = 1 WHERE response_seq = ? AND applied = 0').run(responseSeq).changes === 1) return;
+  if (prepared(db, 'SELECT 1 FROM llm_charges WHERE response_seq = ?').get(responseSeq) !== undefined) {
+    throw new StaleStateError(`the charge of response ${responseSeq} is already marked applied`);
+  }
 }
 
 /**
@@ -109,6 +116,13 @@ export interface UsageTotals {
   /** Calls in flight now, at their reserved maximum. */
   reserved_calls: number;
   reserved_tokens: number;
+  /**
+   * Calls whose model had no price: a settled one stores no cost, an in-doubt one reserved none. (A
+   * model priced at exactly 0 reads as unpriced while in doubt: nothing is lost by saying so.)
+   */
+  unpriced_calls: number;
+  unpriced_wasted_calls: number;
+  unpriced_in_doubt_calls: number;
 }
 
 const TOTALS_COLUMNS = `
@@ -124,7 +138,10 @@ const TOTALS_COLUMNS = `
   coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_tokens END), 0) AS in_doubt_tokens,
   coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_cost_usd END), 0) AS in_doubt_cost_usd,
   coalesce(sum(status = 'reserved'), 0) AS reserved_calls,
-  coalesce(sum(CASE WHEN status = 'reserved' THEN reserved_tokens END), 0) AS reserved_tokens`;
+  coalesce(sum(CASE WHEN status = 'reserved' THEN reserved_tokens END), 0) AS reserved_tokens,
+  coalesce(sum((status = 'settled' AND cost_usd IS NULL) OR (status = 'in_doubt' AND reserved_cost_usd = 0)), 0) AS unpriced_calls,
+  coalesce(sum(status = 'settled' AND applied = 0 AND cost_usd IS NULL), 0) AS unpriced_wasted_calls,
+  coalesce(sum(status = 'in_doubt' AND reserved_cost_usd = 0), 0) AS unpriced_in_doubt_calls`;
 
 /** A thread's usage; for an orchestration, its children's too (children are one level deep). */
 export function sumThreadUsage(db: Db, threadId: string): UsageTotals {
@@ -133,6 +150,11 @@ export function sumThreadUsage(db: Db, threadId: string): UsageTotals {
     `SELECT ${TOTALS_COLUMNS} FROM llm_charges
      WHERE thread_id = @id OR thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @id)`,
   ).get({ id: threadId }) as UsageTotals;
+}
+
+/** Every call ever made: what `combine stats` counts, with the same definition of a call as `usage`. */
+export function sumAllUsage(db: Db): UsageTotals {
+  return prepared(db, `SELECT ${TOTALS_COLUMNS} FROM llm_charges`).get() as UsageTotals;
 }
 
 export type UsageRow = UsageTotals & { project_id: string; day: string };
@@ -149,8 +171,8 @@ export function listUsageByProjectDay(db: Db, projectId: string | null): UsageRo
 
 /** The settled cost of each of a thread's recorded responses, by the response's ledger seq. */
 export function listResponseCostsForThread(db: Db, threadId: string): { response_seq: number; cost_usd: number | null }[] {
-  return prepared(
-    db,
-    'SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL',
-  ).all(threadId) as { response_seq: number; cost_usd: number | null }[];
+  return prepared(db, 'SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL').all(threadId) as {
+    response_seq: number;
+    cost_usd: number | null;
+  }[];
 }

@@ -18,11 +18,3 @@ export function isInfraSqliteError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && INFRA_CODE_PREFIXES.some((p) => code.startsWith(p));
 }
-
-/** A write that could not be committed because storage failed, after the writer's bounded retries. */
-export class InfraError extends Error {
-  constructor(override readonly cause: unknown) {
-    super(`storage failure: ${(cause as Error)?.message ?? String(cause)}`);
-    this.name = 'InfraError';
-  }
-}

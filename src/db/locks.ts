@@ -29,19 +29,18 @@ export function releaseLock(db: Db, scope: string, owner: string): boolean {
 }
 
 export function extendLock(db: Db, scope: string, owner: string, expiresAt: number): boolean {
-  return prepared(db, 'UPDATE locks SET expires_at = ? WHERE scope = ? AND owner = ?').run(expiresAt, scope, owner)
-    .changes === 1;
+  return prepared(db, 'UPDATE locks SET expires_at = ? WHERE scope = ? AND owner = ?').run(expiresAt, scope, owner).changes === 1;
 }
 
 export function getLock(db: Db, scope: string): LockRow | undefined {
   return prepared(db, 'SELECT * FROM locks WHERE scope = ?').get(scope) as LockRow | undefined;
 }
 
-export function listLocks(db: Db): LockRow[] {
-  return prepared(db, 'SELECT * FROM locks ORDER BY scope').all() as LockRow[];
-}
-
-/** Releases every lock `owner` holds (an orchestration ending); returns how many. */
+/**
+ * Releases every lock `owner` holds (an orchestration ending, a thread canceled); returns how many. Not
+ * an error when it is none: a canceled work thread's locks are its items', and an orchestration's lock
+ * may already have been swept while it was not active (`releaseOrphanedLocks`).
+ */
 export function releaseLocksOwnedBy(db: Db, owner: string): number {
   return prepared(db, 'DELETE FROM locks WHERE owner = ?').run(owner).changes;
 }

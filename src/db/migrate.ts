@@ -37,9 +37,7 @@ function appliedCount(db: Db): number {
  */
 export function migrationStatus(db: Db, migrationsFolder = defaultMigrationsFolder()): { applied: number; pending: number } {
   const files = readMigrationFiles({ migrationsFolder });
-  const last = hasMigrationsTable(db)
-    ? (db.prepare('SELECT max(created_at) AS t FROM __drizzle_migrations').get() as { t: number | null }).t
-    : null;
+  const last = hasMigrationsTable(db) ? (db.prepare('SELECT max(created_at) AS t FROM __drizzle_migrations').get() as { t: number | null }).t : null;
   return { applied: appliedCount(db), pending: files.filter((m) => last === null || Number(last) < m.folderMillis).length };
 }
 

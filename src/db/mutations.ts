@@ -11,11 +11,3 @@ export function insertMutation(db: Db, row: MutationRow): void {
      VALUES (@id, @work_item_id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at)`,
   ).run(row);
 }
-
-export function getMutationForWorkItem(db: Db, workItemId: string): MutationRow | undefined {
-  return prepared(db, 'SELECT * FROM mutations WHERE work_item_id = ?').get(workItemId) as MutationRow | undefined;
-}
-
-export function countMutationsForThread(db: Db, threadId: string): number {
-  return (prepared(db, 'SELECT count(*) AS n FROM mutations WHERE thread_id = ?').get(threadId) as { n: number }).n;
-}

@@ -3,11 +3,11 @@
  * `pending` before any work, its UNIQUE (schedule_id, period_key) decides the one claimer of a period,
  * a stale `pending` row is re-claimed by rewriting its stamp, and it is finalized by an UPDATE.
  */
-import { runStatusesLeadingTo, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
-import { SCHEDULE_TRANSITIONS } from '../domain/schedule.js';
+import { runStatusesLeadingTo, SCHEDULE_TRANSITIONS, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
 import type { Db } from './connection.js';
-import type { ScheduleRow, ScheduleRunRow } from './schema.js';
-import { expectOneChange, prepared, StaleStateError } from './statements.js';
+import type { ScheduleRow, ScheduleRunRow } from './schema-schedules.js';
+import { expectOneChange, prepared } from './statements.js';
+import { IllegalTransitionError, StaleStateError } from '../core/errors.js';
 
 export function insertSchedule(db: Db, row: ScheduleRow): void {
   prepared(
@@ -23,10 +23,9 @@ export function getSchedule(db: Db, id: string): ScheduleRow | undefined {
 
 /** Schedules a person sees: not removed (unless asked), oldest first. */
 export function listSchedules(db: Db, includeRemoved: boolean): ScheduleRow[] {
-  return prepared(
-    db,
-    "SELECT * FROM schedules WHERE status <> 'removed' OR @includeRemoved ORDER BY created_at, id",
-  ).all({ includeRemoved: includeRemoved ? 1 : 0 }) as ScheduleRow[];
+  return prepared(db, "SELECT * FROM schedules WHERE status <> 'removed' OR @includeRemoved ORDER BY created_at, id").all({
+    includeRemoved: includeRemoved ? 1 : 0,
+  }) as ScheduleRow[];
 }
 
 /** The schedules a tick looks at. */
@@ -38,11 +37,8 @@ export function listActiveSchedules(db: Db): ScheduleRow[] {
  * Moves a schedule between statuses (pause, resume, remove); a resume also moves `active_from` to now
  * so that periods that passed while paused are not caught up.
  */
-export function transitionSchedule(
-  db: Db,
-  p: { id: string; from: ScheduleStatus; to: ScheduleStatus; now: number },
-): void {
-  if (!SCHEDULE_TRANSITIONS[p.from].includes(p.to)) throw new Error(`illegal schedule transition ${p.from} → ${p.to}`);
+export function transitionSchedule(db: Db, p: { id: string; from: ScheduleStatus; to: ScheduleStatus; now: number }): void {
+  if (!SCHEDULE_TRANSITIONS[p.from].includes(p.to)) throw new IllegalTransitionError('schedule', p.from, p.to);
   const result = prepared(
     db,
     `UPDATE schedules
@@ -54,9 +50,7 @@ export function transitionSchedule(
 }
 
 export function getScheduleRunForPeriod(db: Db, scheduleId: string, periodKey: string): ScheduleRunRow | undefined {
-  return prepared(db, 'SELECT * FROM schedule_runs WHERE schedule_id = ? AND period_key = ?').get(scheduleId, periodKey) as
-    | ScheduleRunRow
-    | undefined;
+  return prepared(db, 'SELECT * FROM schedule_runs WHERE schedule_id = ? AND period_key = ?').get(scheduleId, periodKey) as ScheduleRunRow | undefined;
 }
 
 export function getScheduleRun(db: Db, id: string): ScheduleRunRow | undefined {
@@ -85,10 +79,7 @@ export function claimSchedulePeriod(
  * new stamp, never by a second INSERT. Of two claimers racing here the second sees a fresh stamp and
  * gets nothing back.
  */
-export function reclaimStaleScheduleRuns(
-  db: Db,
-  p: { owner: string; now: number; stale_before: number },
-): ScheduleRunRow[] {
+export function reclaimStaleScheduleRuns(db: Db, p: { owner: string; now: number; stale_before: number }): ScheduleRunRow[] {
   return prepared(
     db,
     `UPDATE schedule_runs INDEXED BY idx_schedule_runs_pending
@@ -100,10 +91,9 @@ export function reclaimStaleScheduleRuns(
 
 /** The oldest lease stamp among pending runs: when the next re-claim can become due. */
 export function oldestPendingClaim(db: Db): number | null {
-  const row = prepared(
-    db,
-    "SELECT min(claimed_at) AS t FROM schedule_runs INDEXED BY idx_schedule_runs_pending WHERE status = 'pending'",
-  ).get() as { t: number | null };
+  const row = prepared(db, "SELECT min(claimed_at) AS t FROM schedule_runs INDEXED BY idx_schedule_runs_pending WHERE status = 'pending'").get() as {
+    t: number | null;
+  };
   return row.t;
 }
 
@@ -154,10 +144,7 @@ export function finalizeScheduleRunOfThread(
  * Ends a pending run that could not start its work (e.g. its project is gone), guarded by the stamp.
  * Nothing was called, so there is no usage to record.
  */
-export function failUnstartedScheduleRun(
-  db: Db,
-  p: { id: string; owner: string; claimed_at: number; now: number; error_message: string },
-): void {
+export function failUnstartedScheduleRun(db: Db, p: { id: string; owner: string; claimed_at: number; now: number; error_message: string }): void {
   const result = prepared(
     db,
     `UPDATE schedule_runs SET status = 'failed', finished_at = @now, error_message = @error_message,
@@ -170,19 +157,14 @@ export function failUnstartedScheduleRun(
 /** Runs newest period first, of one schedule or of all. */
 export function listScheduleRuns(db: Db, p: { schedule_id: string | null; limit: number }): ScheduleRunRow[] {
   if (p.schedule_id !== null) {
-    return prepared(db, 'SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY period_at DESC LIMIT ?').all(
-      p.schedule_id,
-      p.limit,
-    ) as ScheduleRunRow[];
+    return prepared(db, 'SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY period_at DESC LIMIT ?').all(p.schedule_id, p.limit) as ScheduleRunRow[];
   }
   return prepared(db, 'SELECT * FROM schedule_runs ORDER BY period_at DESC, schedule_id LIMIT ?').all(p.limit) as ScheduleRunRow[];
 }
 
 /** The newest run of a schedule (for `schedule list`). */
 export function getLatestScheduleRun(db: Db, scheduleId: string): ScheduleRunRow | undefined {
-  return prepared(db, 'SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY period_at DESC LIMIT 1').get(scheduleId) as
-    | ScheduleRunRow
-    | undefined;
+  return prepared(db, 'SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY period_at DESC LIMIT 1').get(scheduleId) as ScheduleRunRow | undefined;
 }
 
 export type PendingRun = ScheduleRunRow & Pick<ScheduleRow, 'operation' | 'input' | 'project_id' | 'timezone'>;

@@ -59,9 +59,7 @@ export const threads = sqliteTable(
   },
   (t) => [
     // At most one active thread per semantic request: the database settles double submits.
-    uniqueIndex('uq_threads_idempotency_active')
-      .on(t.idempotency_key)
-      .where(sql`status IN ('open', 'running')`),
+    uniqueIndex('uq_threads_idempotency_active').on(t.idempotency_key).where(sql`status IN ('open', 'running')`),
     index('idx_threads_key_created').on(t.idempotency_key, t.created_at),
     index('idx_threads_parent').on(t.parent_thread_id).where(sql`parent_thread_id IS NOT NULL`),
     index('idx_threads_space_created').on(t.space_id, t.created_at),
@@ -73,6 +71,8 @@ export const threads = sqliteTable(
     index('idx_threads_ended_badly').on(t.created_at).where(sql`status IN ('failed', 'canceled')`),
     // Listing one kind (an operation's threads) newest first, at any database size.
     index('idx_threads_kind_created').on(t.kind, t.created_at),
+    // Short ids are the random tail of the UUIDv7 (db/id-prefix.ts): a range scan finds a typed tail.
+    index('idx_threads_id_tail').on(sql`substr(${t.id}, 25)`),
   ],
 );
 
@@ -105,25 +105,16 @@ export const workItems = sqliteTable(
   (t) => [
     uniqueIndex('uq_work_items_thread_sequence').on(t.thread_id, t.sequence),
     // The claim scan reads only queued items, in claim order.
-    index('idx_work_items_claimable')
-      .on(t.priority, t.not_before, t.lock_scope)
-      .where(sql`status = 'queued'`),
+    index('idx_work_items_claimable').on(t.priority, t.not_before, t.lock_scope).where(sql`status = 'queued'`),
     // The fair scheduler reads, per project and priority, the oldest queued item (see listClaimHeads).
-    index('idx_work_items_fair')
-      .on(t.project_id, t.priority, t.not_before)
-      .where(sql`status = 'queued'`),
+    index('idx_work_items_fair').on(t.project_id, t.priority, t.not_before).where(sql`status = 'queued'`),
     // Deadline sweeps read only queued items that have a deadline.
-    index('idx_work_items_deadline')
-      .on(t.deadline_at)
-      .where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
+    index('idx_work_items_deadline').on(t.deadline_at).where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
     // Budget-parked items only: unparking runs after every settled call and must not read the queue.
-    index('idx_work_items_parked')
-      .on(t.project_id)
-      .where(sql`status = 'queued' AND error_code = 'BUDGET_EXCEEDED'`),
+    index('idx_work_items_parked').on(t.project_id).where(sql`status = 'queued' AND error_code = 'BUDGET_EXCEEDED'`),
     // The recovery scan reads only leased items, by expiry.
-    index('idx_work_items_leased')
-      .on(t.lease_expires_at)
-      .where(sql`status IN ('claimed', 'running')`),
+    index('idx_work_items_leased').on(t.lease_expires_at).where(sql`status IN ('claimed', 'running')`),
+    index('idx_work_items_id_tail').on(sql`substr(${t.id}, 25)`),
   ],
 );
 
@@ -156,10 +147,7 @@ export const ledgerEntries = sqliteTable(
     hash: text('hash').notNull(),
     created_at: integer('created_at').notNull(),
   },
-  (t) => [
-    index('idx_ledger_thread').on(t.thread_id, t.seq),
-    index('idx_ledger_work_item').on(t.work_item_id, t.seq),
-  ],
+  (t) => [index('idx_ledger_thread').on(t.thread_id, t.seq), index('idx_ledger_work_item').on(t.work_item_id, t.seq)],
 );
 
 export const mutations = sqliteTable('mutations', {
@@ -304,70 +292,6 @@ export const ledgerImports = sqliteTable(
   (t) => [index('idx_ledger_imports_import').on(t.import_id)],
 );
 
-/** Cron schedules of recurring operations (`combine schedule add`). Removal is a status: history stays. */
-export const schedules = sqliteTable('schedules', {
-  id: text('id').primaryKey(),
-  project_id: text('project_id')
-    .notNull()
-    .references(() => projects.id),
-  /** An operation name, or a schedule alias (`briefing`, `generate-all`; see operations/builtin). */
-  operation: text('operation').notNull(),
-  /**
-   * The input template of each run (JSON object): `"{{date}}"` becomes the period's date in `timezone`,
-   * and `project_id` defaults to the schedule's project.
-   */
-  input: text('input').notNull().default('{}'),
-  cron: text('cron').notNull(),
-  /** IANA time zone the cron expression is read in. */
-  timezone: text('timezone').notNull(),
-  /** What a tick does about periods missed while no daemon ran: `latest` runs the newest once, `skip` none. */
-  catch_up: text('catch_up').notNull(),
-  /** `active` | `paused` | `removed`. */
-  status: text('status').notNull(),
-  /** Periods before this time never run: the creation time, moved forward on resume. */
-  active_from: integer('active_from').notNull(),
-  created_at: integer('created_at').notNull(),
-  updated_at: integer('updated_at').notNull(),
-});
-
-/**
- * One row per (schedule, period): the lease of lease-then-LLM (spec 004). The UNIQUE index decides
- * which claimer runs a period; `pending` rows are in flight and re-claimed by stamp when stale.
- */
-export const scheduleRuns = sqliteTable(
-  'schedule_runs',
-  {
-    id: text('id').primaryKey(),
-    schedule_id: text('schedule_id')
-      .notNull()
-      .references(() => schedules.id),
-    /** The period's fire time, ISO 8601 UTC: the natural key with schedule_id. */
-    period_key: text('period_key').notNull(),
-    period_at: integer('period_at').notNull(),
-    /** `pending` | `complete` | `failed` | `canceled`. */
-    status: text('status').notNull(),
-    /** The lease stamp: who claimed the period and when; a re-claim rewrites both. */
-    claim_owner: text('claim_owner').notNull(),
-    claimed_at: integer('claimed_at').notNull(),
-    claims: integer('claims').notNull().default(1),
-    thread_id: text('thread_id').references(() => threads.id),
-    error_message: text('error_message'),
-    /** Usage of the run's provider answers, recorded once when the run is finalized. */
-    responses: integer('responses'),
-    prompt_tokens: integer('prompt_tokens'),
-    completion_tokens: integer('completion_tokens'),
-    total_tokens: integer('total_tokens'),
-    created_at: integer('created_at').notNull(),
-    finished_at: integer('finished_at'),
-  },
-  (t) => [
-    uniqueIndex('uq_schedule_runs_period').on(t.schedule_id, t.period_key),
-    // The recovery clause reads only pending rows, oldest stamp first.
-    index('idx_schedule_runs_pending').on(t.claimed_at).where(sql`status = 'pending'`),
-    index('idx_schedule_runs_thread').on(t.thread_id).where(sql`thread_id IS NOT NULL`),
-  ],
-);
-
 export type ProjectRow = typeof projects.$inferSelect;
 export type DocumentRow = typeof documents.$inferSelect;
 export type ThreadRow = typeof threads.$inferSelect;
@@ -403,5 +327,3 @@ export const ledgerCheckpoints = sqliteTable('llm_ledger_checkpoints', {
 });
 
 export type LedgerCheckpointRow = typeof ledgerCheckpoints.$inferSelect;
-export type ScheduleRow = typeof schedules.$inferSelect;
-export type ScheduleRunRow = typeof scheduleRuns.$inferSelect;

@@ -4,6 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { Db } from './connection.js';
+import { StaleStateError } from '../core/errors.js';
 
 const caches = new WeakMap<Db, Map<string, Database.Statement>>();
 
@@ -19,14 +20,6 @@ export function prepared(db: Db, sql: string): Database.Statement {
     cache.set(sql, stmt);
   }
   return stmt;
-}
-
-/** Thrown when a guarded state change matched no row: someone else changed the row first. */
-export class StaleStateError extends Error {
-  constructor(what: string) {
-    super(`stale state: ${what}`);
-    this.name = 'StaleStateError';
-  }
 }
 
 /** Asserts a guarded statement changed exactly one row. */

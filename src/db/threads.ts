@@ -21,17 +21,14 @@ export function getThread(db: Db, id: string): ThreadRow | undefined {
 
 /** The open or running thread for a semantic request, if any (at most one, by the partial unique index). */
 export function findActiveThreadByKey(db: Db, key: string): ThreadRow | undefined {
-  return prepared(db, "SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')").get(
-    key,
-  ) as ThreadRow | undefined;
+  return prepared(db, "SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')").get(key) as ThreadRow | undefined;
 }
 
 /** The most recent thread for a semantic request that ended with `status`. */
 export function findLatestThreadByKeyAndStatus(db: Db, key: string, status: ThreadStatus): ThreadRow | undefined {
-  return prepared(
-    db,
-    'SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT 1',
-  ).get(key, status) as ThreadRow | undefined;
+  return prepared(db, 'SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT 1').get(key, status) as
+    | ThreadRow
+    | undefined;
 }
 
 export interface ThreadListFilter {
@@ -45,6 +42,8 @@ export interface ThreadListFilter {
   parentId?: string | null;
   /** Keyset paging: only threads listed after this one (the last thread of the previous page). */
   afterThreadId?: string | null;
+  /** Only threads created at or after this time (ms). */
+  since?: number | null;
 }
 
 /** Partial indexes over a few statuses, with the condition a query must repeat literally to use one. */
@@ -78,7 +77,9 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
   if (partial) where.push(partial.sql);
   if (statuses && statuses.length < (partial?.statuses.length ?? Infinity)) {
     where.push(`status IN (${statuses.map((_, i) => `@status${i}`).join(', ')})`);
-    statuses.forEach((s, i) => (params[`status${i}`] = s));
+    statuses.forEach((s, i) => {
+      params[`status${i}`] = s;
+    });
   }
   if (f.projectId != null) {
     where.push('space_id = @project');
@@ -96,6 +97,11 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
     where.push('(created_at, rowid) < (SELECT created_at, rowid FROM llm_threads WHERE id = @after)');
     params.after = f.afterThreadId;
   }
+  if (f.since != null) {
+    // A range on the order column: the index walk stops at the first older thread.
+    where.push('created_at >= @since');
+    params.since = f.since;
+  }
   // A parent's children are few: its own index wins. Otherwise a partial index is the smallest to walk.
   const indexed = partial && f.parentId == null ? ` INDEXED BY ${partial.index}` : '';
   const sql = `SELECT * FROM llm_threads${indexed}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}
@@ -103,17 +109,30 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
   return { sql, params };
 }
 
+/** An orchestration's children with their newest work item's error (what a person asks first about a failure). */
+export function listChildThreadsWithLatestError(
+  db: Db,
+  parentId: string,
+  limit: number,
+): (ThreadRow & { error_code: string | null; error_message: string | null })[] {
+  return prepared(
+    db,
+    `SELECT c.*, w.error_code, w.error_message FROM llm_threads c
+     LEFT JOIN llm_work_items w ON w.thread_id = c.id
+       AND w.sequence = (SELECT max(sequence) FROM llm_work_items WHERE thread_id = c.id)
+     WHERE c.parent_thread_id = ? ORDER BY c.created_at, c.rowid LIMIT ?`,
+  ).all(parentId, limit) as (ThreadRow & { error_code: string | null; error_message: string | null })[];
+}
+
 export function listChildThreads(db: Db, parentId: string): ThreadRow[] {
-  return prepared(db, 'SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid').all(
-    parentId,
-  ) as ThreadRow[];
+  return prepared(db, 'SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid').all(parentId) as ThreadRow[];
 }
 
 export function countChildThreadsByStatus(db: Db, parentId: string): { status: string; n: number }[] {
-  return prepared(
-    db,
-    'SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status',
-  ).all(parentId) as { status: string; n: number }[];
+  return prepared(db, 'SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status').all(parentId) as {
+    status: string;
+    n: number;
+  }[];
 }
 
 export function countThreadsByStatus(db: Db): { status: string; n: number }[] {
@@ -141,10 +160,12 @@ export function listParentsWithAllChildrenTerminal(db: Db): ThreadRow[] {
 export function transitionThread(db: Db, id: string, from: ThreadStatus, to: ThreadStatus, now: number): void {
   assertThreadTransition(from, to);
   const closing = to === 'complete' || to === 'failed' || to === 'canceled';
-  const result = prepared(
-    db,
-    'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from',
-  ).run({ id, from, to, closed_at: closing ? now : null });
+  const result = prepared(db, 'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from').run({
+    id,
+    from,
+    to,
+    closed_at: closing ? now : null,
+  });
   expectOneChange(result, `thread ${id} is not ${from}`);
 }
 

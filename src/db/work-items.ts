@@ -31,9 +31,7 @@ export function listWorkItemsForThread(db: Db, threadId: string): WorkItemRow[] 
 
 /** The thread's newest work item (highest sequence). */
 export function getLatestWorkItem(db: Db, threadId: string): WorkItemRow | undefined {
-  return prepared(db, 'SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence DESC LIMIT 1').get(threadId) as
-    | WorkItemRow
-    | undefined;
+  return prepared(db, 'SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence DESC LIMIT 1').get(threadId) as WorkItemRow | undefined;
 }
 
 export type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
@@ -262,10 +260,7 @@ export function extendLease(db: Db, id: string, owner: string, leaseUntil: numbe
 }
 
 /** Takes over an expired lease (recovery), keeping the item's status. */
-export function takeOverLease(
-  db: Db,
-  p: { id: string; status: WorkItemStatus; old_owner: string | null; owner: string; lease_until: number },
-): void {
+export function takeOverLease(db: Db, p: { id: string; status: WorkItemStatus; old_owner: string | null; owner: string; lease_until: number }): void {
   const result = prepared(
     db,
     `UPDATE llm_work_items SET lease_owner = @owner, lease_expires_at = @lease_until
@@ -277,10 +272,7 @@ export function takeOverLease(
 /** claimed → running: the prompt is recorded and the call is about to start. */
 export function markWorkItemRunning(db: Db, id: string, owner: string): void {
   assertWorkItemTransition('claimed', 'running');
-  const result = prepared(
-    db,
-    "UPDATE llm_work_items SET status = 'running' WHERE id = ? AND status = 'claimed' AND lease_owner = ?",
-  ).run(id, owner);
+  const result = prepared(db, "UPDATE llm_work_items SET status = 'running' WHERE id = ? AND status = 'claimed' AND lease_owner = ?").run(id, owner);
   expectOneChange(result, `work item ${id} is not claimed by ${owner}`);
 }
 

@@ -14,7 +14,8 @@
  */
 import type Database from 'better-sqlite3';
 import type { Db } from './connection.js';
-import { InfraError, isInfraSqliteError } from './errors.js';
+import { isInfraSqliteError } from './errors.js';
+import { InfraError } from '../core/errors.js';
 
 export type Emit<E> = (event: E) => void;
 export type WriteFn<T, E> = (db: Db, emit: Emit<E>) => T;
@@ -150,7 +151,10 @@ export class Writer<E = never> {
         }
         this.opts.onCommit?.({ writes: batch.length, commitMs });
         if (events.length > 0) this.opts.publish?.(events);
-        outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.value) : batch[i]!.reject(o.error)));
+        outcomes.forEach((o, i) => {
+          if (o.ok) batch[i]!.resolve(o.value);
+          else batch[i]!.reject(o.error);
+        });
         return;
       } catch (err) {
         lastErr = err;

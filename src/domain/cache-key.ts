@@ -4,8 +4,8 @@
  * format, temperature, max_tokens — in canonical JSON, so key order or whitespace never matters.
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from './ledger-hash.js';
 import type { ChatRequest } from './prompts.js';
+import { canonicalJson } from './canonical-json.js';
 
 /** Only deterministic calls may be answered from the cache. */
 export function isCacheable(request: ChatRequest): boolean {

@@ -9,15 +9,3 @@ export function parseDurationMs(input: string | number): number | null {
   if (!m) return null;
   return Math.round(Number(m[1]) * UNITS[m[2] ?? 'ms']!);
 }
-
-/** A short human form: 1500 → "1.5s", 90000 → "1m30s". */
-export function formatDuration(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)}ms`;
-  const s = ms / 1000;
-  if (s < 60) return `${Number(s.toFixed(1))}s`;
-  const m = Math.floor(s / 60);
-  const rest = Math.round(s - m * 60);
-  if (m < 60) return rest ? `${m}m${rest}s` : `${m}m`;
-  const h = Math.floor(m / 60);
-  return m % 60 ? `${h}h${m % 60}m` : `${h}h`;
-}

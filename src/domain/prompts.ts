@@ -51,7 +51,9 @@ export function withResponseFormat(request: ChatRequest, mode: ResponseFormatMod
   const instruction = `The JSON object must match this JSON schema:\n${JSON.stringify(format.json_schema.schema)}`;
   const [first, ...others] = request.messages;
   const messages =
-    first?.role === 'system' ? [{ ...first, content: `${first.content}\n${instruction}` }, ...others] : [{ role: 'system' as const, content: instruction }, ...request.messages];
+    first?.role === 'system'
+      ? [{ ...first, content: `${first.content}\n${instruction}` }, ...others]
+      : [{ role: 'system' as const, content: instruction }, ...request.messages];
   return { ...rest, messages, ...(mode === 'json_object' ? { response_format: { type: 'json_object' as const } } : {}) };
 }
 

@@ -30,12 +30,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
  * uniform factor in [1−jitter, 1+jitter], and never less than `retryAfterMs` when the provider sent one.
  * `random` returns a number in [0, 1) and is injected so tests can pin it.
  */
-export function backoffDelayMs(
-  policy: RetryPolicy,
-  attempt: number,
-  random: () => number,
-  retryAfterMs?: number,
-): number {
+export function backoffDelayMs(policy: RetryPolicy, attempt: number, random: () => number, retryAfterMs?: number): number {
   const exponential = Math.min(policy.baseMs * 2 ** Math.max(0, attempt - 1), policy.capMs);
   const factor = 1 + policy.jitter * (2 * random() - 1);
   const jittered = Math.round(exponential * factor);
@@ -46,11 +41,7 @@ export function backoffDelayMs(
  * Parses `Retry-After` (delta-seconds or an HTTP date) and `retry-after-ms` into milliseconds.
  * `retry-after-ms` wins when both are present (it is the more precise of the two).
  */
-export function parseRetryAfterMs(
-  retryAfter: string | null | undefined,
-  retryAfterMsHeader: string | null | undefined,
-  now: number,
-): number | undefined {
+export function parseRetryAfterMs(retryAfter: string | null | undefined, retryAfterMsHeader: string | null | undefined, now: number): number | undefined {
   if (retryAfterMsHeader) {
     const ms = Number(retryAfterMsHeader);
     if (Number.isFinite(ms) && ms >= 0) return ms;

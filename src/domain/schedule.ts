@@ -7,7 +7,6 @@
 import { Cron } from 'croner';
 
 export const CATCH_UP_POLICIES = ['latest', 'skip'] as const;
-export type CatchUpPolicy = (typeof CATCH_UP_POLICIES)[number];
 
 export const SCHEDULE_STATUSES = ['active', 'paused', 'removed'] as const;
 export type ScheduleStatus = (typeof SCHEDULE_STATUSES)[number];

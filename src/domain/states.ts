@@ -1,8 +1,11 @@
 /**
- * The two state machines of ADR-035, written down as transition tables. Every status change in the
- * database goes through a guarded UPDATE (`WHERE id = ? AND status = ?`) whose target was first checked
- * here, so an illegal transition is a thrown error, never a silent write.
+ * The state machines of ADR-035 — threads and work items — and of a call's charge, written down as
+ * transition tables. Every status change in the database goes through a guarded UPDATE
+ * (`WHERE id = ? AND status = ?`) whose target was first checked here and whose changed-row count is
+ * checked after, so an illegal transition is a thrown error, never a silent write. The status columns
+ * are also refused any other value by the database (migration 0014, CHECK triggers).
  */
+import { IllegalTransitionError } from '../core/errors.js';
 
 export const THREAD_STATUSES = ['open', 'running', 'complete', 'failed', 'canceled'] as const;
 export type ThreadStatus = (typeof THREAD_STATUSES)[number];
@@ -34,20 +37,24 @@ export const WORK_ITEM_TRANSITIONS: Record<WorkItemStatus, readonly WorkItemStat
   dead_letter: [],
 };
 
-export const TERMINAL_THREAD_STATUSES: readonly ThreadStatus[] = ['complete', 'failed', 'canceled'];
-export const ACTIVE_THREAD_STATUSES: readonly ThreadStatus[] = ['open', 'running'];
-export const TERMINAL_WORK_ITEM_STATUSES: readonly WorkItemStatus[] = ['applied', 'failed', 'dead_letter'];
+/**
+ * A provider call's charge (db/schema.ts, llm_charges): reserved before the call, then settled from the
+ * recorded response, kept in doubt when it may have been billed, or released when it certainly was not.
+ */
+export const CHARGE_STATUSES = ['reserved', 'settled', 'in_doubt', 'released'] as const;
+export type ChargeStatus = (typeof CHARGE_STATUSES)[number];
 
-export class IllegalTransitionError extends Error {
-  constructor(
-    readonly entity: 'thread' | 'work_item',
-    readonly from: string,
-    readonly to: string,
-  ) {
-    super(`illegal ${entity} transition ${from} → ${to}`);
-    this.name = 'IllegalTransitionError';
-  }
-}
+export const CHARGE_TRANSITIONS: Record<ChargeStatus, readonly ChargeStatus[]> = {
+  // settled: the response was recorded with usage; in_doubt: recorded without usage, or failed after it
+  // may have reached the provider; released: never sent, or an HTTP error answer (not billed).
+  reserved: ['settled', 'in_doubt', 'released'],
+  settled: [],
+  in_doubt: [],
+  released: [],
+};
+
+export const TERMINAL_THREAD_STATUSES: readonly ThreadStatus[] = ['complete', 'failed', 'canceled'];
+export const TERMINAL_WORK_ITEM_STATUSES: readonly WorkItemStatus[] = ['applied', 'failed', 'dead_letter'];
 
 export function canTransitionThread(from: ThreadStatus, to: ThreadStatus): boolean {
   return THREAD_TRANSITIONS[from].includes(to);
@@ -60,6 +67,11 @@ export function canTransitionWorkItem(from: WorkItemStatus, to: WorkItemStatus):
 /** Throws IllegalTransitionError unless the thread transition is in the table. */
 export function assertThreadTransition(from: string, to: ThreadStatus): void {
   if (!canTransitionThread(from as ThreadStatus, to)) throw new IllegalTransitionError('thread', from, to);
+}
+
+/** Throws IllegalTransitionError unless the charge transition is in the table. */
+export function assertChargeTransition(from: ChargeStatus, to: ChargeStatus): void {
+  if (!CHARGE_TRANSITIONS[from].includes(to)) throw new IllegalTransitionError('charge', from, to);
 }
 
 /** Throws IllegalTransitionError unless the work item transition is in the table. */

@@ -5,7 +5,7 @@
  */
 import { BUILTIN_OPERATIONS } from './builtin/index.js';
 import { loadOperationModule } from './loader.js';
-import { OperationDefinitionError } from './validate.js';
+import { OperationDefinitionError } from '../core/errors.js';
 
 export type CheckResult =
   | { ok: true; file: string; name: string; description: string; role: 'call' | 'orchestration'; warnings: string[] }

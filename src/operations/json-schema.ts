@@ -24,7 +24,10 @@ export type CompileResult = { ok: true; check: SchemaCheck } | { ok: false; erro
 
 /** `/stories/0/title` → `stories[0].title`; the root is `(root)`. */
 function pathOf(pointer: string, child?: string): string {
-  const parts = pointer.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parts = pointer
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
   if (child !== undefined) parts.push(child);
   let out = '';
   for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out === '' ? p : `.${p}`;
@@ -35,7 +38,8 @@ export function describeSchemaErrors(errors: readonly ErrorObject[] | null | und
   return (errors ?? []).map((e) => {
     if (e.keyword === 'required') return `${pathOf(e.instancePath, String(e.params.missingProperty))}: is required`;
     if (e.keyword === 'additionalProperties') return `${pathOf(e.instancePath, String(e.params.additionalProperty))}: is not allowed`;
-    if (e.keyword === 'enum') return `${pathOf(e.instancePath)}: must be one of ${(e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    if (e.keyword === 'enum')
+      return `${pathOf(e.instancePath)}: must be one of ${(e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
     return `${pathOf(e.instancePath)}: ${e.message ?? 'is invalid'}`;
   });
 }

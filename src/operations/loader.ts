@@ -9,7 +9,8 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BUILTIN_OPERATIONS } from './builtin/index.js';
 import { OperationRegistry, type OperationSettings } from './registry.js';
-import { OperationDefinitionError, validateDefinition, type ValidDefinition } from './validate.js';
+import { validateDefinition, type ValidDefinition } from './validate.js';
+import { OperationDefinitionError } from '../core/errors.js';
 
 export const OPERATIONS_DIR = 'operations';
 const MODULE_FILE = /\.(mjs|js)$/;
@@ -21,7 +22,13 @@ export function builtinDefinitions(): ValidDefinition[] {
 /** The module files a daemon for `home` loads, in load order. Relative config paths are read from `home`. */
 export function operationModuleFiles(home: string, configured: readonly string[]): string[] {
   const dir = join(home, OPERATIONS_DIR);
-  const found = existsSync(dir) && statSync(dir).isDirectory() ? readdirSync(dir).filter((f) => MODULE_FILE.test(f)).sort().map((f) => join(dir, f)) : [];
+  const found =
+    existsSync(dir) && statSync(dir).isDirectory()
+      ? readdirSync(dir)
+          .filter((f) => MODULE_FILE.test(f))
+          .sort()
+          .map((f) => join(dir, f))
+      : [];
   const listed = configured.map((p) => (isAbsolute(p) ? p : resolve(home, p)));
   return [...new Set([...found, ...listed])];
 }

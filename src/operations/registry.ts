@@ -7,7 +7,9 @@
 import type { ModelParams } from '../domain/prompts.js';
 import type { RetryPolicy } from '../domain/retry.js';
 import type { OperationDefinition, Priority } from './api.js';
-import { OperationDefinitionError, type ValidDefinition } from './validate.js';
+import type { ValidDefinition } from './validate.js';
+import { OperationDefinitionError } from '../core/errors.js';
+import { UnknownOperationError } from '../core/errors.js';
 
 /** What config.json says about operations (already validated for shape by the config loader). */
 export interface OperationSettings {
@@ -58,7 +60,11 @@ function resolve(v: ValidDefinition, settings: OperationSettings): Operation {
     const problem = v.checkRules(rules)[0];
     if (problem !== undefined) {
       const [, at, reason] = /^(.*?): (.*)$/.exec(problem) ?? [null, '(root)', problem];
-      throw new OperationDefinitionError(settings.configSource, at === '(root)' ? field : `${field}.${at}`, `${reason} (the rules ${d.name} declares: \`combine operations show ${d.name}\`)`);
+      throw new OperationDefinitionError(
+        settings.configSource,
+        at === '(root)' ? field : `${field}.${at}`,
+        `${reason} (the rules ${d.name} declares: \`combine operations show ${d.name}\`)`,
+      );
     }
   }
   const check = d.rules?.check;
@@ -103,7 +109,8 @@ export class OperationRegistry {
       if (child.fansOut) throw new OperationDefinitionError(op.source, 'child', `"${child.name}" has children itself; a child must make a call`);
     }
     for (const name of Object.keys(settings.operations)) {
-      if (!this.byName.has(name)) throw new OperationDefinitionError(settings.configSource, `operations.${name}`, `no operation "${name}" is loaded (see \`combine operations\`)`);
+      if (!this.byName.has(name))
+        throw new OperationDefinitionError(settings.configSource, `operations.${name}`, `no operation "${name}" is loaded (see \`combine operations\`)`);
     }
   }
 
@@ -124,13 +131,5 @@ export class OperationRegistry {
 
   list(): Operation[] {
     return [...this.byName.values()].sort((a, b) => a.name.localeCompare(b.name));
-  }
-}
-
-/** A thread whose operation is not loaded in this daemon (its module was removed or renamed). */
-export class UnknownOperationError extends Error {
-  constructor(readonly kind: string) {
-    super(`no loaded operation runs threads of kind "${kind}" (its module is missing from COMBINE_HOME/operations or config operations.modules)`);
-    this.name = 'UnknownOperationError';
   }
 }

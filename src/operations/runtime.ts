@@ -6,22 +6,10 @@
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
 import type { Operation } from './registry.js';
+import { OperationCallError } from '../core/errors.js';
 
 /** Size limits on what a module returns: a request, a document, a mutation summary. */
 export const LIMITS = { promptBytes: 1 << 20, contentBytes: 16 << 20, summaryBytes: 64 << 10, targetRefBytes: 4 << 10, children: 10_000, partChars: 200 };
-
-/** A definition's function threw or returned something unusable. `notFound`: it said the input names nothing that exists. */
-export class OperationCallError extends Error {
-  constructor(
-    readonly operation: string,
-    readonly fn: string,
-    readonly reason: string,
-    readonly notFound = false,
-  ) {
-    super(`${operation}.${fn}: ${reason}`);
-    this.name = 'OperationCallError';
-  }
-}
 
 function call<T>(op: Operation, fn: string, run: () => T): T {
   try {
@@ -40,7 +28,11 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 function part(op: Operation, fn: string, field: string, v: unknown, optional = false): string | undefined {
   if (optional && v === undefined) return undefined;
   if (typeof v !== 'string' || v === '' || v.length > LIMITS.partChars) {
-    throw new OperationCallError(op.name, fn, `${field} must be a non-empty string of at most ${LIMITS.partChars} characters (got ${JSON.stringify(v) ?? 'nothing'})`);
+    throw new OperationCallError(
+      op.name,
+      fn,
+      `${field} must be a non-empty string of at most ${LIMITS.partChars} characters (got ${JSON.stringify(v) ?? 'nothing'})`,
+    );
   }
   return v;
 }
@@ -62,7 +54,12 @@ export function idempotencyKey(op: Operation, identity: Identity): string {
 }
 
 export function lockScopeOf(op: Operation, input: unknown): string {
-  return part(op, 'lockScope', 'the lock scope', call(op, 'lockScope', () => op.definition.lockScope(input)))!;
+  return part(
+    op,
+    'lockScope',
+    'the lock scope',
+    call(op, 'lockScope', () => op.definition.lockScope(input)),
+  )!;
 }
 
 /** The target, as stored in `target_ref`: doc_type and project_id first, then key and extra fields. */
@@ -76,7 +73,8 @@ export function targetOf(op: Operation, input: unknown): DocumentTarget {
     ...(key !== undefined ? { key: part(op, 'target', 'key', key)! } : {}),
     ...extra,
   };
-  if (JSON.stringify(target).length > LIMITS.targetRefBytes) throw new OperationCallError(op.name, 'target', `must be at most ${LIMITS.targetRefBytes} bytes as JSON`);
+  if (JSON.stringify(target).length > LIMITS.targetRefBytes)
+    throw new OperationCallError(op.name, 'target', `must be at most ${LIMITS.targetRefBytes} bytes as JSON`);
   return target;
 }
 
@@ -93,7 +91,8 @@ const ROLES = new Set(['system', 'user', 'assistant']);
 export function renderRequest(op: Operation, context: PromptContext<unknown>): SchemaChatRequest {
   const result = call(op, 'prompt', () => op.definition.prompt!(context));
   const raw = isPlainObject(result) ? result.messages : undefined;
-  if (!Array.isArray(raw) || raw.length === 0) throw new OperationCallError(op.name, 'prompt', 'must return {messages: [{role, content}, …]} with at least one message');
+  if (!Array.isArray(raw) || raw.length === 0)
+    throw new OperationCallError(op.name, 'prompt', 'must return {messages: [{role, content}, …]} with at least one message');
   const messages: ChatMessage[] = raw.map((m, i) => {
     if (!isPlainObject(m) || !ROLES.has(m.role as string) || typeof m.content !== 'string') {
       throw new OperationCallError(op.name, 'prompt', `messages[${i}] must be {role: "system" | "user" | "assistant", content: string}`);

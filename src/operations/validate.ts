@@ -6,6 +6,7 @@
 import { parseDurationMs } from '../domain/duration.js';
 import type { JsonSchema, OperationDefinition, Priority, RetryOptions } from './api.js';
 import { compileSchema, type SchemaCheck } from './json-schema.js';
+import { OperationDefinitionError } from '../core/errors.js';
 
 export const PRIORITIES: readonly Priority[] = ['interactive', 'bulk', 'scheduled'];
 
@@ -14,18 +15,23 @@ const NAME = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
 /** Config `operations.modules` lists module files: no operation may be called that. */
 const RESERVED_NAMES = new Set(['modules']);
 
-const FIELDS = new Set(['name', 'description', 'input', 'identity', 'lockScope', 'target', 'prompt', 'output', 'apply', 'children', 'child', 'model', 'priority', 'retry', 'rules']);
-
-export class OperationDefinitionError extends Error {
-  constructor(
-    readonly source: string,
-    readonly field: string,
-    readonly reason: string,
-  ) {
-    super(`${source}: ${field}: ${reason}`);
-    this.name = 'OperationDefinitionError';
-  }
-}
+const FIELDS = new Set([
+  'name',
+  'description',
+  'input',
+  'identity',
+  'lockScope',
+  'target',
+  'prompt',
+  'output',
+  'apply',
+  'children',
+  'child',
+  'model',
+  'priority',
+  'retry',
+  'rules',
+]);
 
 /** A definition that passed validation, with its schemas compiled. */
 export interface ValidDefinition {
@@ -64,12 +70,16 @@ function describe(v: unknown): string {
 
 function checkRetry(source: string, retry: unknown): ValidDefinition['retry'] {
   if (retry === undefined) return {};
-  if (typeof retry !== 'object' || retry === null || Array.isArray(retry)) throw new OperationDefinitionError(source, 'retry', 'must be an object {max_attempts, base, cap}');
+  if (typeof retry !== 'object' || retry === null || Array.isArray(retry))
+    throw new OperationDefinitionError(source, 'retry', 'must be an object {max_attempts, base, cap}');
   const r = retry as RetryOptions & Fields;
-  for (const k of Object.keys(r)) if (!['max_attempts', 'base', 'cap'].includes(k)) throw new OperationDefinitionError(source, `retry.${k}`, 'is not a retry option (max_attempts, base, cap)');
+  for (const k of Object.keys(r))
+    if (!['max_attempts', 'base', 'cap'].includes(k))
+      throw new OperationDefinitionError(source, `retry.${k}`, 'is not a retry option (max_attempts, base, cap)');
   const out: ValidDefinition['retry'] = {};
   if (r.max_attempts !== undefined) {
-    if (!Number.isInteger(r.max_attempts) || r.max_attempts < 1 || r.max_attempts > 100) throw new OperationDefinitionError(source, 'retry.max_attempts', 'must be an integer from 1 to 100');
+    if (!Number.isInteger(r.max_attempts) || r.max_attempts < 1 || r.max_attempts > 100)
+      throw new OperationDefinitionError(source, 'retry.max_attempts', 'must be an integer from 1 to 100');
     out.maxAttempts = r.max_attempts;
   }
   for (const k of ['base', 'cap'] as const) {

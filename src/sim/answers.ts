@@ -176,7 +176,12 @@ export function simulatedContent(req: SimRequest, fault: 'schema_invalid' | 'not
   const schema = schemaOf(req, text) ?? { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] };
   const builtin = req.schemaName ? SIMULATED_ANSWERS[req.schemaName] : undefined;
   const lastUser = [...original].reverse().find((m) => m.role === 'user')?.content ?? '';
-  const subject = lastUser.split('\n').find((l) => l.trim() !== '')?.trim().slice(0, 60) ?? 'the request';
+  const subject =
+    lastUser
+      .split('\n')
+      .find((l) => l.trim() !== '')
+      ?.trim()
+      .slice(0, 60) ?? 'the request';
   const answer = builtin ? builtin(text) : answerFromSchema(schema, text, subject);
   if (fault === 'schema_invalid') return JSON.stringify(schemaInvalid(answer, schema));
   if (fault === 'not_json') return `Here is the answer: ${JSON.stringify(answer).slice(0, 200)}`;

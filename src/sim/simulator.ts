@@ -10,6 +10,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { echoInAnswer, seeded, simulatedContent } from './answers.js';
+import { systemClock } from '../core/clock.js';
 
 export const FAULT_KINDS = [
   'rate_limit',
@@ -124,7 +125,7 @@ function completionBody(n: number, model: string | undefined, content: string, p
   return {
     id: `chatcmpl-sim-${n}`,
     object: 'chat.completion',
-    created: Math.floor(Date.now() / 1000),
+    created: Math.floor(systemClock.now() / 1000),
     model: model ?? 'sim',
     choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
     usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
@@ -207,7 +208,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
       briefing_date: /Briefing date: (.+)/.exec(text)?.[1]?.trim() ?? null,
       fault: fault?.kind ?? null,
       repair,
-      at: Date.now(),
+      at: systemClock.now(),
       status: null,
     };
     calls.push(call);
@@ -219,12 +220,18 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
 
     switch (fault?.kind) {
       case 'rate_limit':
-        return sendJson(res, 429, { error: { message: 'Rate limit reached (simulated)', type: 'rate_limit_error' } }, {
-          ...headers,
-          ...(fault.reset_requests !== undefined
-            ? { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': fault.reset_requests }
-            : { 'retry-after': String(fault.retry_after_s ?? 1) }),
-        }, call);
+        return sendJson(
+          res,
+          429,
+          { error: { message: 'Rate limit reached (simulated)', type: 'rate_limit_error' } },
+          {
+            ...headers,
+            ...(fault.reset_requests !== undefined
+              ? { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': fault.reset_requests }
+              : { 'retry-after': String(fault.retry_after_s ?? 1) }),
+          },
+          call,
+        );
       case 'server_error':
         return sendJson(res, 500, { error: { message: 'The server had an error (simulated)', type: 'server_error' } }, headers, call);
       case 'auth': {
@@ -239,11 +246,21 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         return;
       case 'json_schema_unsupported':
         if (body.response_format?.type !== 'json_schema') break;
-        return sendJson(res, 400, { error: { message: "response_format of type 'json_schema' is not supported by this server (simulated)", type: 'invalid_request_error' } }, headers, call);
+        return sendJson(
+          res,
+          400,
+          { error: { message: "response_format of type 'json_schema' is not supported by this server (simulated)", type: 'invalid_request_error' } },
+          headers,
+          call,
+        );
       case 'huge':
         return sendHuge(res, fault.size_bytes ?? 30 * 2 ** 20, fault.chunked === true, headers, call);
       case 'reset_mid_body': {
-        const text = JSON.stringify({ id: `chatcmpl-sim-${n}`, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(4096) } }] });
+        const text = JSON.stringify({
+          id: `chatcmpl-sim-${n}`,
+          object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(4096) } }],
+        });
         call.status = 200;
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
         res.write(text.slice(0, text.length / 2), () => setTimeout(() => req.socket.resetAndDestroy(), 20));

@@ -6,19 +6,22 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { VERSION, type App } from '../daemon/app.js';
+import { VERSION } from '../core/version.js';
+import type { Services } from '../daemon/services/index.js';
 import type { Dashboard } from '../daemon/http/server.js';
 import type { Problem } from '../daemon/http/problem.js';
 import { compilePath, parseWith } from '../daemon/http/routes.js';
-import { threadsQuery } from '../daemon/http/schemas.js';
+import { documentQuery, threadsQuery } from '../daemon/http/schemas.js';
 import { html, layout, type Html } from './html.js';
-import { healthPage, schedulesPage } from './pages/operations.js';
+import { healthPage, schedulesPage } from './pages/daemon.js';
+import { documentPage } from './pages/documents.js';
+import { operationPage, operationsPage } from './pages/operations.js';
 import { projectPage, projectsPage } from './pages/projects.js';
 import { threadPage, threadsPage } from './pages/threads.js';
 import { usagePage } from './pages/usage.js';
 
-type Page = { title: string; body: Html };
-type Render = (app: App, params: Record<string, string>, query: URLSearchParams) => Page | Promise<Page>;
+type Page = { title: string; body: Html; live?: boolean };
+type Render = (services: Services, params: Record<string, string>, query: URLSearchParams) => Page | Promise<Page>;
 
 /** An empty form field means "any": dropped before the query is validated. */
 function filled(q: URLSearchParams): Record<string, string> {
@@ -26,14 +29,21 @@ function filled(q: URLSearchParams): Record<string, string> {
 }
 
 const PAGES: { path: string; section: string; render: Render }[] = [
-  { path: '/', section: 'Projects', render: (app) => projectsPage(app) },
-  { path: '/projects', section: 'Projects', render: (app) => projectsPage(app) },
-  { path: '/projects/{project_id}', section: 'Projects', render: (app, p) => projectPage(app, p.project_id!) },
-  { path: '/threads', section: 'Threads', render: (app, _p, q) => threadsPage(app, parseWith('query', threadsQuery, filled(q))) },
-  { path: '/threads/{thread_id}', section: 'Threads', render: (app, p) => threadPage(app, p.thread_id!) },
-  { path: '/usage', section: 'Usage', render: (app) => usagePage(app) },
-  { path: '/schedules', section: 'Schedules', render: (app) => schedulesPage(app) },
-  { path: '/health', section: 'Health', render: (app) => healthPage(app) },
+  { path: '/', section: 'Projects', render: (services) => projectsPage(services) },
+  { path: '/projects', section: 'Projects', render: (services) => projectsPage(services) },
+  { path: '/projects/{project_id}', section: 'Projects', render: (services, p) => projectPage(services, p.project_id!) },
+  {
+    path: '/projects/{project_id}/documents/{doc_type}',
+    section: 'Projects',
+    render: (services, p, q) => documentPage(services, p.project_id!, p.doc_type!, parseWith('query', documentQuery, filled(q)).key ?? null),
+  },
+  { path: '/operations', section: 'Operations', render: (services, _p, q) => operationsPage(services, q) },
+  { path: '/operations/{operation}', section: 'Operations', render: (services, p, q) => operationPage(services, p.operation!, q) },
+  { path: '/threads', section: 'Threads', render: (services, _p, q) => threadsPage(services, parseWith('query', threadsQuery, filled(q))) },
+  { path: '/threads/{thread_id}', section: 'Threads', render: (services, p) => threadPage(services, p.thread_id!) },
+  { path: '/usage', section: 'Usage', render: (services) => usagePage(services) },
+  { path: '/schedules', section: 'Schedules', render: (services) => schedulesPage(services) },
+  { path: '/health', section: 'Health', render: (services) => healthPage(services) },
 ];
 const compiled = PAGES.map((p) => ({ ...p, match: compilePath(p.path) }));
 
@@ -52,12 +62,12 @@ export function createDashboard(): Dashboard {
   const dir = assetsDir();
   const cache = new Map<string, Buffer>();
   return {
-    async page(path, query, app) {
+    async page(path, query, services) {
       for (const p of compiled) {
         const params = p.match(path);
         if (!params) continue;
-        const { title, body } = await p.render(app, params, query);
-        return layout({ title, section: p.section, body, version: VERSION });
+        const { title, body, live } = await p.render(services, params, query);
+        return layout({ title, section: p.section, body, version: VERSION, live });
       }
       return null;
     },
@@ -66,7 +76,12 @@ export function createDashboard(): Dashboard {
         problem.status === 401
           ? html`<p>Open the dashboard with the link <code>combine ui</code> prints: it carries the token once and leaves a cookie in this browser.</p>`
           : html`<p><a href="/">Back to the projects</a></p>`;
-      return layout({ title: problem.title, section: '', body: html`<h1>${problem.status} ${problem.title}</h1><p class="error">${problem.detail}</p>${hint}`, version: VERSION });
+      return layout({
+        title: problem.title,
+        section: '',
+        body: html`<h1>${problem.status} ${problem.title}</h1><p class="error">${problem.detail}</p>${hint}`,
+        version: VERSION,
+      });
     },
     asset(name) {
       const type = ASSET_TYPES[name];

@@ -25,7 +25,9 @@ function render(v: Value): string {
 
 export function html(strings: TemplateStringsArray, ...values: Value[]): Html {
   let out = strings[0]!;
-  values.forEach((v, i) => (out += render(v) + strings[i + 1]!));
+  values.forEach((v, i) => {
+    out += render(v) + strings[i + 1]!;
+  });
   return new Html(out);
 }
 
@@ -39,17 +41,20 @@ export function usd(n: number | null | undefined): string {
   return `$${n.toFixed(n !== 0 && Math.abs(n) < 0.01 ? 6 : 4)}`;
 }
 
-/** The distinguishing part of a UUIDv7 is its tail (its head is a timestamp, shared by ids made together). */
-export function shortId(id: string): string {
-  return id.length > 12 ? `…${id.slice(-8)}` : id;
-}
+/** The same short id the CLI shows and accepts (domain/short-id.ts): from the tail, not the timestamp head. */
+export { shortId } from '../domain/short-id.js';
 
 export function statusBadge(status: string): Html {
   return html`<span class="badge badge-${status}">${status}</span>`;
 }
 
 /** A button the client script turns into a JSON POST (`data-post`, `data-body`); `disabled` is rendered by the server. */
-export function actionButton(label: string, post: string, body: unknown, o: { disabled?: boolean; title?: string; primary?: boolean; confirm?: string } = {}): Html {
+export function actionButton(
+  label: string,
+  post: string,
+  body: unknown,
+  o: { disabled?: boolean; title?: string; primary?: boolean; confirm?: string } = {},
+): Html {
   return html`<button type="button" class="${o.primary ? 'primary' : ''}" data-post="${post}" data-body="${JSON.stringify(body)}"${
     o.disabled ? new Html(' disabled') : ''
   }${o.title ? html` title="${o.title}"` : ''}${o.confirm ? html` data-confirm="${o.confirm}"` : ''}>${label}</button>`;
@@ -57,14 +62,29 @@ export function actionButton(label: string, post: string, body: unknown, o: { di
 
 const NAV = [
   ['/', 'Projects'],
+  ['/operations', 'Operations'],
   ['/threads', 'Threads'],
   ['/usage', 'Usage'],
   ['/schedules', 'Schedules'],
   ['/health', 'Health'],
 ] as const;
 
-export function layout(o: { title: string; section: string; body: Html; version: string }): string {
-  return `<!doctype html>${html`<html lang="en">
+/** The page of a project's document (a thread's target, a row of the project's documents). */
+export function documentHref(d: { project_id: string; doc_type: string; key?: string | null }): string {
+  const path = `/projects/${encodeURIComponent(d.project_id)}/documents/${encodeURIComponent(d.doc_type)}`;
+  return d.key ? `${path}?key=${encodeURIComponent(d.key)}` : path;
+}
+
+/** JSON shown to a person: pretty, and cut at `max` characters with a pointer to the JSON API. */
+export function prettyJson(v: unknown, max: number, whole: string): string {
+  const text = typeof v === 'string' ? v : JSON.stringify(v, null, 2);
+  return text.length > max ? `${text.slice(0, max)}\n… (${text.length - max} more characters: ${whole} has all)` : text;
+}
+
+/** `live: false`: the page is not refreshed (it holds a form whose typing a refresh would lose). */
+export function layout(o: { title: string; section: string; body: Html; version: string; live?: boolean }): string {
+  return `<!doctype html>${
+    html`<html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -78,10 +98,11 @@ export function layout(o: { title: string; section: string; body: Html; version:
   <nav aria-label="Sections">${NAV.map(([href, label]) => html`<a href="${href}"${label === o.section ? new Html(' aria-current="page"') : ''}>${label}</a>`)}</nav>
 </header>
 <div id="flash" role="alert" hidden></div>
-<main id="live" data-live>
+<main id="live"${o.live === false ? '' : new Html(' data-live')}>
 ${o.body}
 </main>
 <footer>combine ${o.version} · state from threads and documents, refreshed every 1.5 s · <a href="/openapi.json">API</a></footer>
 </body>
-</html>`.text}`;
+</html>`.text
+  }`;
 }

@@ -22,6 +22,9 @@ CREATE INDEX `idx_schedule_runs_pending` ON `schedule_runs` (`claimed_at`) WHERE
 -- index idx_schedule_runs_thread
 CREATE INDEX `idx_schedule_runs_thread` ON `schedule_runs` (`thread_id`) WHERE thread_id IS NOT NULL;
 
+-- index idx_schedules_id_tail
+CREATE INDEX `idx_schedules_id_tail` ON `schedules` (substr("id", 25));
+
 -- index idx_threads_active
 CREATE INDEX `idx_threads_active` ON `llm_threads` (`created_at`) WHERE status IN ('open', 'running');
 
@@ -30,6 +33,9 @@ CREATE INDEX `idx_threads_created` ON `llm_threads` (`created_at`);
 
 -- index idx_threads_ended_badly
 CREATE INDEX `idx_threads_ended_badly` ON `llm_threads` (`created_at`) WHERE status IN ('failed', 'canceled');
+
+-- index idx_threads_id_tail
+CREATE INDEX `idx_threads_id_tail` ON `llm_threads` (substr("id", 25));
 
 -- index idx_threads_key_created
 CREATE INDEX `idx_threads_key_created` ON `llm_threads` (`idempotency_key`,`created_at`);
@@ -51,6 +57,9 @@ CREATE INDEX `idx_work_items_deadline` ON `llm_work_items` (`deadline_at`) WHERE
 
 -- index idx_work_items_fair
 CREATE INDEX `idx_work_items_fair` ON `llm_work_items` (`project_id`,`priority`,`not_before`) WHERE status = 'queued';
+
+-- index idx_work_items_id_tail
+CREATE INDEX `idx_work_items_id_tail` ON `llm_work_items` (substr("id", 25));
 
 -- index idx_work_items_leased
 CREATE INDEX `idx_work_items_leased` ON `llm_work_items` (`lease_expires_at`) WHERE status IN ('claimed', 'running');
@@ -302,6 +311,20 @@ CREATE TABLE `schedules` (
 	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE no action
 );
 
+-- trigger charges_status_check_insert
+CREATE TRIGGER `charges_status_check_insert` BEFORE INSERT ON `llm_charges`
+WHEN NEW.`status` NOT IN ('reserved', 'settled', 'in_doubt', 'released')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: llm_charges.status');
+END;
+
+-- trigger charges_status_check_update
+CREATE TRIGGER `charges_status_check_update` BEFORE UPDATE OF `status` ON `llm_charges`
+WHEN NEW.`status` NOT IN ('reserved', 'settled', 'in_doubt', 'released')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: llm_charges.status');
+END;
+
 -- trigger ledger_checkpoints_match_entries
 CREATE TRIGGER `ledger_checkpoints_match_entries` BEFORE INSERT ON `llm_ledger_checkpoints`
 WHEN NEW.`to_seq` < NEW.`from_seq`
@@ -342,6 +365,48 @@ BEGIN
   SELECT RAISE(ABORT, 'llm_ledger_entries is append-only: UPDATE refused');
 END;
 
+-- trigger schedule_runs_status_check_insert
+CREATE TRIGGER `schedule_runs_status_check_insert` BEFORE INSERT ON `schedule_runs`
+WHEN NEW.`status` NOT IN ('pending', 'complete', 'failed', 'canceled')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: schedule_runs.status');
+END;
+
+-- trigger schedule_runs_status_check_update
+CREATE TRIGGER `schedule_runs_status_check_update` BEFORE UPDATE OF `status` ON `schedule_runs`
+WHEN NEW.`status` NOT IN ('pending', 'complete', 'failed', 'canceled')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: schedule_runs.status');
+END;
+
+-- trigger schedules_status_check_insert
+CREATE TRIGGER `schedules_status_check_insert` BEFORE INSERT ON `schedules`
+WHEN NEW.`status` NOT IN ('active', 'paused', 'removed')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: schedules.status');
+END;
+
+-- trigger schedules_status_check_update
+CREATE TRIGGER `schedules_status_check_update` BEFORE UPDATE OF `status` ON `schedules`
+WHEN NEW.`status` NOT IN ('active', 'paused', 'removed')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: schedules.status');
+END;
+
+-- trigger threads_status_check_insert
+CREATE TRIGGER `threads_status_check_insert` BEFORE INSERT ON `llm_threads`
+WHEN NEW.`status` NOT IN ('open', 'running', 'complete', 'failed', 'canceled')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: llm_threads.status');
+END;
+
+-- trigger threads_status_check_update
+CREATE TRIGGER `threads_status_check_update` BEFORE UPDATE OF `status` ON `llm_threads`
+WHEN NEW.`status` NOT IN ('open', 'running', 'complete', 'failed', 'canceled')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: llm_threads.status');
+END;
+
 -- trigger work_items_queue_depth_delete
 CREATE TRIGGER `work_items_queue_depth_delete` AFTER DELETE ON `llm_work_items`
 WHEN OLD.`status` = 'queued'
@@ -368,4 +433,18 @@ CREATE TRIGGER `work_items_queue_depth_leave` AFTER UPDATE OF `status` ON `llm_w
 WHEN OLD.`status` = 'queued' AND NEW.`status` != 'queued'
 BEGIN
   UPDATE `llm_queue_depth` SET `queued` = `queued` - 1 WHERE `id` = 1;
+END;
+
+-- trigger work_items_status_check_insert
+CREATE TRIGGER `work_items_status_check_insert` BEFORE INSERT ON `llm_work_items`
+WHEN NEW.`status` NOT IN ('queued', 'claimed', 'running', 'applied', 'failed', 'dead_letter')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: llm_work_items.status');
+END;
+
+-- trigger work_items_status_check_update
+CREATE TRIGGER `work_items_status_check_update` BEFORE UPDATE OF `status` ON `llm_work_items`
+WHEN NEW.`status` NOT IN ('queued', 'claimed', 'running', 'applied', 'failed', 'dead_letter')
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: llm_work_items.status');
 END;

@@ -14,7 +14,5 @@ export function expectGolden(name: string, actual: string): void {
     return;
   }
   if (!existsSync(path)) throw new Error(`golden file ${path} is missing; create it with UPDATE_GOLDEN=1 npx vitest run`);
-  expect(actual, `differs from test/golden/${name} (regenerate with UPDATE_GOLDEN=1 if the change is intended)`).toBe(
-    readFileSync(path, 'utf8'),
-  );
+  expect(actual, `differs from test/golden/${name} (regenerate with UPDATE_GOLDEN=1 if the change is intended)`).toBe(readFileSync(path, 'utf8'));
 }

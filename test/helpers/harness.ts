@@ -13,6 +13,8 @@ import { createSimulator, type FaultRule, type Simulator, type SimulatorOptions 
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const CLI = join(ROOT, 'dist', 'cli.js');
+/** The test bundle (scripts/build.mjs --test-hooks): the shipped code plus the COMBINE_CRASH_AT seam. */
+export const TEST_HOOKS_CLI = join(ROOT, 'dist-test', 'cli.js');
 
 export interface CliResult {
   code: number;
@@ -38,15 +40,16 @@ export interface UsageJson {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
-  cost_usd: number;
+  cost_usd: number | null;
   wasted_calls: number;
   wasted_tokens: number;
-  wasted_cost_usd: number;
+  wasted_cost_usd: number | null;
   in_doubt_calls: number;
   in_doubt_tokens: number;
-  in_doubt_cost_usd: number;
+  in_doubt_cost_usd: number | null;
   reserved_calls: number;
   reserved_tokens: number;
+  unpriced_calls: number;
 }
 
 export interface CommandJson {
@@ -82,11 +85,15 @@ export class Harness {
     return new Harness(await createSimulator(sim));
   }
 
-  /** Runs the CLI; never throws on a non-zero exit. */
+  /**
+   * Runs the CLI; never throws on a non-zero exit. The shipped bundle, unless COMBINE_CRASH_AT is set: a
+   * daemon started then must be the test bundle, whose crash points work (the shipped one ignores them).
+   */
   cli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
     const started = performance.now();
+    const env = { ...this.env, ...opts.env };
     return new Promise((resolvePromise, reject) => {
-      const child = spawn(process.execPath, [CLI, ...args], { env: { ...this.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [env.COMBINE_CRASH_AT ? TEST_HOOKS_CLI : CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d) => (stdout += d));
@@ -180,7 +187,11 @@ export class Harness {
 }
 
 /** Polls a condition until it holds (for states with no event to follow, e.g. "the call has started"). */
-export async function waitUntil<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, what: string, timeoutMs = 20_000): Promise<T> {
+export async function waitUntil<T>(
+  fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

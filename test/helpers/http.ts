@@ -18,7 +18,11 @@ export interface HttpDaemon {
   port: number;
   token: string;
   /** A request with the token (unless `headers.authorization` is given, or `token: null`). */
-  request(method: string, path: string, o?: { headers?: Record<string, string>; body?: unknown; raw?: string | Buffer; token?: string | null }): Promise<HttpAnswer>;
+  request(
+    method: string,
+    path: string,
+    o?: { headers?: Record<string, string>; body?: unknown; raw?: string | Buffer; token?: string | null },
+  ): Promise<HttpAnswer>;
 }
 
 export function httpRequest(port: number, method: string, path: string, headers: Record<string, string>, body?: string | Buffer): Promise<HttpAnswer> {
@@ -28,7 +32,7 @@ export function httpRequest(port: number, method: string, path: string, headers:
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown = undefined;
+        let json: unknown;
         try {
           json = JSON.parse(text);
         } catch {

@@ -1,10 +1,26 @@
-/** The built-in operations outside a daemon: their registry and their requests from fixture state. */
+/**
+ * The built-in operations outside a daemon (their registry and their requests from fixture state), and
+ * the example of a user's own operation installed into a home.
+ */
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { ModelParams, SchemaChatRequest } from '../../src/domain/prompts.js';
 import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
 import type { ProjectThreads, ThreadFact } from '../../src/operations/api.js';
 import { builtinDefinitions } from '../../src/operations/loader.js';
 import { OperationRegistry, type OperationSettings } from '../../src/operations/registry.js';
 import { checkAnswer, renderRequest } from '../../src/operations/runtime.js';
+
+/** examples/operations/release_notes.mjs: one file, no import; a keyed document per project and version. */
+export const EXAMPLE_OPERATION = fileURLToPath(new URL('../../examples/operations/release_notes.mjs', import.meta.url));
+export const EXAMPLE_INPUT = { project_id: 'acme', version: '1.2.0', changes: ['Fix login on Safari', 'Export orders as CSV'] };
+
+/** Copies the example into `home`/operations/, where the daemon loads it at start. */
+export function installExampleOperation(home: string): void {
+  mkdirSync(join(home, 'operations'), { recursive: true });
+  copyFileSync(EXAMPLE_OPERATION, join(home, 'operations', 'release_notes.mjs'));
+}
 
 export const PARAMS: ModelParams = { model: 'gpt-4o-mini', temperature: 0.2, maxTokens: 2048 };
 
@@ -27,8 +43,17 @@ export function builtinRequest(name: string, input: Record<string, unknown>, f: 
   return renderRequest(op, { input, documents, project: f.project, threads: f.threads ?? noThreads });
 }
 
-export function storyRequest(project: { id: string; name: string }, epic: { id: string; title: string; description: string }, params: ModelParams = PARAMS): SchemaChatRequest {
-  return builtinRequest('story_generate_epic', { project_id: project.id, epic_id: epic.id }, { project, documents: { epic_architecture: { epics: [epic] } } }, params);
+export function storyRequest(
+  project: { id: string; name: string },
+  epic: { id: string; title: string; description: string },
+  params: ModelParams = PARAMS,
+): SchemaChatRequest {
+  return builtinRequest(
+    'story_generate_epic',
+    { project_id: project.id, epic_id: epic.id },
+    { project, documents: { epic_architecture: { epics: [epic] } } },
+    params,
+  );
 }
 
 /** Threads as the briefing's prompt reads them. */

@@ -75,11 +75,14 @@ async function startOnce(opts: StartPostgresOptions): Promise<PostgresServer> {
     createPostgresUser: process.getuid?.() === 0,
     initdbFlags: ['--encoding=UTF8', ...(opts.durable ? [] : ['--no-sync'])],
     postgresFlags: [
-      '-c', 'listen_addresses=127.0.0.1',
+      '-c',
+      'listen_addresses=127.0.0.1',
       // The socket and its lock file in our own directory, not /tmp where another server may use this port.
-      '-c', `unix_socket_directories=${dataDir}`,
+      '-c',
+      `unix_socket_directories=${dataDir}`,
       // Every integration test file runs daemons with pools of their own.
-      '-c', 'max_connections=400',
+      '-c',
+      'max_connections=400',
       ...durability,
     ],
     onLog: remember,

@@ -12,8 +12,8 @@
  */
 import { createInterface } from 'node:readline';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig } from '../../src/daemon/config.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { loadConfig } from '../../src/daemon/config/config.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 
 const DAY = 86_400_000;
 const [home, firstArg, periodsArg] = process.argv.slice(2);

@@ -54,7 +54,9 @@ describe('durable acknowledgements', () => {
       expect((items.get(a.thread_id) as { n: number }).n).toBe(1);
     }
     // Nothing half-stored: every thread that exists has its work item.
-    const orphans = db.prepare('SELECT count(*) AS n FROM llm_threads t WHERE NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id)').get() as { n: number };
+    const orphans = db.prepare('SELECT count(*) AS n FROM llm_threads t WHERE NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id)').get() as {
+      n: number;
+    };
     expect(orphans.n).toBe(0);
     db.close();
     // The restarted daemon serves them: one of them, through the CLI.

@@ -66,7 +66,10 @@ describe('budgets', () => {
     h.writeConfig({ budgets: { projects: { p: { total_tokens: Math.floor(perCall * 1.6) } } } });
     const r = await h.cli(['generate-all', '--project', 'p', '--follow', '--json']);
     expect(r.code, r.stderr).toBe(0);
-    const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const events = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     // The park happened at the first claim, before `--follow` subscribed: the daemon's event log has it.
     expect(h.logText()).toMatch(/"event":"work_item".*"status":"queued".*"error_code":"BUDGET_EXCEEDED"/);
     expect(events.at(-1)).toMatchObject({ status: 'complete', child_summary: { complete: 2 } });

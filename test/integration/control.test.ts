@@ -87,7 +87,7 @@ describe('combine cancel', () => {
     }, 'every child canceled');
     expect(children).toHaveLength(5);
     const db = h.openDb();
-    const items = db.prepare("SELECT status, error_code, count(*) AS n FROM llm_work_items GROUP BY status, error_code").all();
+    const items = db.prepare('SELECT status, error_code, count(*) AS n FROM llm_work_items GROUP BY status, error_code').all();
     const locks = db.prepare('SELECT count(*) AS n FROM locks').get();
     db.close();
     expect(items).toEqual([{ status: 'failed', error_code: 'CANCELED', n: 5 }]);
@@ -141,7 +141,7 @@ describe('circuit breaker', () => {
     expect(h.sim.calls).toHaveLength(5);
     h.setFaults([]); // the provider recovers
     const db = h.openDb();
-    const attemptWhileOpen = (db.prepare('SELECT attempt, status FROM llm_work_items WHERE thread_id = ?').get(r.thread_id) as any);
+    const attemptWhileOpen = db.prepare('SELECT attempt, status FROM llm_work_items WHERE thread_id = ?').get(r.thread_id) as any;
     db.close();
     expect(attemptWhileOpen).toEqual({ attempt: 6, status: 'queued' });
     const final = await h.waitForEnd(r.thread_id);

@@ -21,7 +21,10 @@ describe('generate-epic end to end', () => {
 
     const follow = await h.cli(['thread', first.thread_id, '--follow', '--json']);
     expect(follow.code).toBe(0);
-    const lines = follow.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = follow.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const final = lines[lines.length - 1] as ThreadJson;
     expect(final).toMatchObject({ thread_id: first.thread_id, kind: 'story_generate_epic', status: 'complete', child_summary: null });
     expect(final.closed_at).not.toBeNull();

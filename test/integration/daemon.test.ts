@@ -93,11 +93,19 @@ describe('daemon lifecycle', () => {
     const post = (path: string, body: unknown) =>
       new Promise<{ status: number; body: any }>((resolve, reject) => {
         const text = JSON.stringify(body);
-        const req = http.request({ socketPath: join(h.home, 'combine.sock'), method: 'POST', path, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
-          let data = '';
-          res.on('data', (c) => (data += c));
-          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
-        });
+        const req = http.request(
+          {
+            socketPath: join(h.home, 'combine.sock'),
+            method: 'POST',
+            path,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+          },
+          (res) => {
+            let data = '';
+            res.on('data', (c) => (data += c));
+            res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
+          },
+        );
         req.on('error', reject);
         req.end(text);
       });

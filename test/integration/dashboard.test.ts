@@ -95,7 +95,9 @@ describe('dashboard in a real browser', () => {
     expect((await ended(thread!.thread_id)).status).toBe('complete'); // it finished while we were elsewhere
     await page.getByRole('link', { name: 'Projects', exact: true }).click();
     await page.getByRole('link', { name: 'Project acme' }).click();
-    const stories = (await h.json<{ epics: { epic_id: string; stories: { title: string }[] }[] }>(['backlog', 'acme'])).epics.find((e) => e.epic_id === 'E1')!.stories;
+    const stories = (await h.json<{ epics: { epic_id: string; stories: { title: string }[] }[] }>(['backlog', 'acme'])).epics.find(
+      (e) => e.epic_id === 'E1',
+    )!.stories;
     expect(stories.length).toBeGreaterThan(0);
     expect(await storyCount('E1')).toBe(stories.length);
     await row('E1').locator('summary').click();
@@ -153,7 +155,8 @@ describe('dashboard in a real browser', () => {
 
   it("a thread's page shows its ledger as a timeline (tokens, cost, hashes); Retry and Cancel work from it", async () => {
     h.setFaults([{ kind: 'auth', match: 'Epic id: E4', times: 1 }]);
-    const failed = (await api.request('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E4', force: true } })).json.thread_id as string;
+    const failed = (await api.request('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E4', force: true } })).json
+      .thread_id as string;
     expect((await ended(failed)).status).toBe('failed');
     await page.goto(`${base}/threads/${failed}`);
     expect(await page.locator('.timeline .entry-error').count()).toBe(1);
@@ -161,8 +164,16 @@ describe('dashboard in a real browser', () => {
     await page.getByRole('button', { name: 'Retry' }).click();
     await until('the retry to complete', async () => (await page.locator('h1 .badge').innerText()) === 'complete');
     await until('the response entry', async () => (await page.locator('.timeline .entry-mutation_report').count()) === 1);
-    const ledger = (await api.request('GET', `/threads/${failed}/ledger`)).json as { seq: number; hash: string; entry_type: string; cost_usd?: number; payload: any }[];
-    const shown = await page.locator('.timeline .entry').evaluateAll((els) => els.map((e) => ({ seq: e.getAttribute('data-seq'), hash: e.querySelector('.hash code')!.textContent })));
+    const ledger = (await api.request('GET', `/threads/${failed}/ledger`)).json as {
+      seq: number;
+      hash: string;
+      entry_type: string;
+      cost_usd?: number;
+      payload: any;
+    }[];
+    const shown = await page
+      .locator('.timeline .entry')
+      .evaluateAll((els) => els.map((e) => ({ seq: e.getAttribute('data-seq'), hash: e.querySelector('.hash code')!.textContent })));
     expect(shown).toEqual(ledger.map((e) => ({ seq: String(e.seq), hash: e.hash })));
     const response = ledger.find((e) => e.entry_type === 'response')!;
     expect(response.cost_usd).toBeGreaterThan(0);
@@ -171,7 +182,8 @@ describe('dashboard in a real browser', () => {
     expect(costLine).toContain(`$${response.cost_usd!.toFixed(4)}`);
 
     h.setFaults([{ kind: 'hang', match: 'Epic id: E5' }]);
-    const hanging = (await api.request('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E5', force: true } })).json.thread_id as string;
+    const hanging = (await api.request('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E5', force: true } })).json
+      .thread_id as string;
     await waitUntil(() => h.sim.calls.some((c) => c.epic_id === 'E5' && c.fault === 'hang'), 'the E5 call in flight');
     await page.goto(`${base}/threads/${hanging}`);
     expect(await page.getByRole('button', { name: 'Retry' }).isDisabled()).toBe(true);

@@ -98,10 +98,7 @@ describe('provider failures', () => {
     h.setFaults([{ kind: 'schema_invalid', times: 1 }]);
     const { final, ledger, items } = await runEpic();
     expect(final.status).toBe('complete');
-    expect(ledger.map((e) => e.entry_type)).toEqual([
-      'prompt', 'response', 'parse_report', 'error',
-      'prompt', 'response', 'parse_report', 'mutation_report',
-    ]);
+    expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'error', 'prompt', 'response', 'parse_report', 'mutation_report']);
     expect(ledger[3].payload).toMatchObject({ code: 'SCHEMA_INVALID', next: 'repair', repair: 1 });
     const repairPrompt = ledger[4].payload;
     expect(repairPrompt.repair).toBe(1);

@@ -68,7 +68,11 @@ describe('backpressure', () => {
 
     const snapshot = () => {
       const db = h.openDb();
-      const s = db.prepare('SELECT (SELECT count(*) FROM llm_threads) AS threads, (SELECT count(*) FROM llm_work_items) AS items, (SELECT count(*) FROM llm_ledger_entries) AS entries').get();
+      const s = db
+        .prepare(
+          'SELECT (SELECT count(*) FROM llm_threads) AS threads, (SELECT count(*) FROM llm_work_items) AS items, (SELECT count(*) FROM llm_ledger_entries) AS entries',
+        )
+        .get();
       db.close();
       return s;
     };
@@ -96,9 +100,9 @@ describe('backpressure', () => {
 describe('fair scheduling', () => {
   function startedBetween(projectId: string, from: number, to: number): number {
     const db = h.openDb();
-    const n = db
-      .prepare('SELECT count(*) AS n FROM llm_work_items WHERE project_id = ? AND started_at > ? AND started_at < ?')
-      .get(projectId, from, to) as { n: number };
+    const n = db.prepare('SELECT count(*) AS n FROM llm_work_items WHERE project_id = ? AND started_at > ? AND started_at < ?').get(projectId, from, to) as {
+      n: number;
+    };
     db.close();
     return n.n;
   }

@@ -11,7 +11,10 @@ describe('generate-all over 5 epics with one schema-invalid answer', () => {
     await h.importProject(project('big', 5));
     const r = await h.cli(['generate-all', '--project', 'big', '--follow', '--json']);
     expect(r.code, r.stderr).toBe(1); // a followed thread that ends failed exits 1
-    lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     parent = lines[0];
   });
   afterAll(() => h.cleanup());

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiRoutes } from '../../src/daemon/http/api.js';
 import { Harness, project, waitUntil, type ThreadJson } from '../helpers/harness.js';
 import { httpRequest, startHttpDaemon, type HttpAnswer, type HttpDaemon } from '../helpers/http.js';
+import { EXAMPLE_INPUT, installExampleOperation } from '../helpers/operations.js';
 
 let h: Harness;
 let api: HttpDaemon;
@@ -68,6 +69,7 @@ async function finished(threadId: string): Promise<ThreadJson> {
 
 beforeAll(async () => {
   h = await Harness.start();
+  installExampleOperation(h.home); // an operation of the user's own, for POST /commands/run/{operation}
   // Room for the small project's work, not for the big one's generate-all (QUEUE_FULL).
   api = await startHttpDaemon(h, { COMBINE_MAX_QUEUED: '20' });
   await h.importProject(project('acme', 5));
@@ -95,7 +97,11 @@ describe('HTTP API: security', () => {
       expect(a.headers['www-authenticate']).toMatch(/^Bearer/);
     }
     expectProblem(await call('GET', `/projects?token=${api.token}`, { token: null }), 401, 'UNAUTHORIZED');
-    expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { token: null, body: { project_id: 'acme', epic_id: 'E1' } }), 401, 'UNAUTHORIZED');
+    expectProblem(
+      await call('POST', '/commands/story-backlog/generate-epic', { token: null, body: { project_id: 'acme', epic_id: 'E1' } }),
+      401,
+      'UNAUTHORIZED',
+    );
     ok(await call('GET', '/projects', { token: null, headers: { cookie: `other=1; combine_token=${encodeURIComponent(api.token)}` } }), 'listProjects');
   });
 
@@ -104,7 +110,11 @@ describe('HTTP API: security', () => {
     expectProblem(await call('GET', '/projects', { headers: { host: `evil.example:${api.port}` } }), 403, 'FORBIDDEN');
     expectProblem(await call('GET', '/projects', { headers: { host: `127.0.0.1:${api.port + 1}` } }), 403, 'FORBIDDEN');
     const before = threadCount();
-    expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { headers: { host: 'evil.example' }, body: { project_id: 'acme', epic_id: 'E1' } }), 403, 'FORBIDDEN');
+    expectProblem(
+      await call('POST', '/commands/story-backlog/generate-epic', { headers: { host: 'evil.example' }, body: { project_id: 'acme', epic_id: 'E1' } }),
+      403,
+      'FORBIDDEN',
+    );
     expect(threadCount()).toBe(before);
     ok(await call('GET', '/projects', { headers: { host: `localhost:${api.port}` } }), 'listProjects');
   });
@@ -112,12 +122,18 @@ describe('HTTP API: security', () => {
   it('refuses a state-changing request from another origin (CSRF) with 403, and stores nothing', async () => {
     const before = threadCount();
     for (const origin of ['http://evil.example', 'null', `http://127.0.0.1:${api.port + 1}`]) {
-      expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { headers: { origin }, body: { project_id: 'acme', epic_id: 'E1' } }), 403, 'FORBIDDEN');
+      expectProblem(
+        await call('POST', '/commands/story-backlog/generate-epic', { headers: { origin }, body: { project_id: 'acme', epic_id: 'E1' } }),
+        403,
+        'FORBIDDEN',
+      );
     }
     expect(threadCount()).toBe(before);
     // A read from elsewhere is answered, but without any CORS header no other origin's script can read it.
     ok(await call('GET', '/projects', { headers: { origin: 'http://evil.example' } }), 'listProjects');
-    const preflight = await call('OPTIONS', '/commands/story-backlog/generate-epic', { headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' } });
+    const preflight = await call('OPTIONS', '/commands/story-backlog/generate-epic', {
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' },
+    });
     expect(preflight.status).toBeGreaterThanOrEqual(400);
   });
 
@@ -144,24 +160,46 @@ describe('HTTP API: bad input stores nothing', () => {
     const huge = { project_id: 'acme', epic_id: 'E1', padding: 'x'.repeat(2 * 1024 * 1024) };
     expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { body: huge }), 413, 'PAYLOAD_TOO_LARGE');
     // Also when the client does not announce the size (chunked).
-    const chunked = await httpRequest(api.port, 'POST', '/commands/story-backlog/generate-epic', { authorization: `Bearer ${api.token}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, Buffer.from(JSON.stringify(huge)));
+    const chunked = await httpRequest(
+      api.port,
+      'POST',
+      '/commands/story-backlog/generate-epic',
+      { authorization: `Bearer ${api.token}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      Buffer.from(JSON.stringify(huge)),
+    );
     expectProblem(chunked, 413, 'PAYLOAD_TOO_LARGE');
     expect(threadCount()).toBe(before);
   });
 
   it('answers 400 naming the field for a wrong type, a missing field or an unknown one', async () => {
     const before = threadCount();
-    const wrongType = expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 7 } }), 400, 'BAD_REQUEST');
+    const wrongType = expectProblem(
+      await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 7 } }),
+      400,
+      'BAD_REQUEST',
+    );
     expect(wrongType.errors).toEqual([{ field: 'epic_id', message: expect.stringContaining('expected string') }]);
     expect(wrongType.detail).toContain('epic_id');
     const missing = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: {} }), 400, 'BAD_REQUEST');
     expect(missing.errors.map((e: { field: string }) => e.field)).toEqual(['project_id']);
-    const unknown = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', forse: true } }), 400, 'BAD_REQUEST');
+    const unknown = expectProblem(
+      await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', forse: true } }),
+      400,
+      'BAD_REQUEST',
+    );
     expect(unknown.errors).toEqual([{ field: 'forse', message: 'unknown field' }]);
     const force = expectProblem(await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'acme', force: 'yes' } }), 400, 'BAD_REQUEST');
     expect(force.errors[0].field).toBe('force');
-    expectProblem(await call('POST', '/commands/story-backlog/generate-all', { raw: '{"project_id":', headers: { 'content-type': 'application/json' } }), 400, 'BAD_REQUEST');
-    expectProblem(await call('POST', '/commands/story-backlog/generate-all', { raw: 'project_id=acme', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+    expectProblem(
+      await call('POST', '/commands/story-backlog/generate-all', { raw: '{"project_id":', headers: { 'content-type': 'application/json' } }),
+      400,
+      'BAD_REQUEST',
+    );
+    expectProblem(
+      await call('POST', '/commands/story-backlog/generate-all', { raw: 'project_id=acme', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    );
     expect(threadCount()).toBe(before);
     const limit = expectProblem(await call('GET', '/threads?limit=0'), 400, 'BAD_REQUEST');
     expect(limit.errors[0].field).toBe('limit');
@@ -215,7 +253,9 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
   it('GET /threads/{id} and its ledger equal `thread --json` and `ledger --json`', async () => {
     const t = ok(await call('GET', `/threads/${epicThread}`), 'getThread');
     expect(t).toEqual(await h.json(['thread', epicThread]));
-    expect(Object.keys(t).sort()).toEqual(['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage'].sort());
+    expect(Object.keys(t).sort()).toEqual(
+      ['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage'].sort(),
+    );
     const ledger = ok(await call('GET', `/threads/${epicThread}/ledger`), 'getThreadLedger');
     expect(ledger).toEqual(await h.json(['ledger', epicThread]));
     expect(ledger.map((e: { entry_type: string }) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);
@@ -262,7 +302,10 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
       { kind: 'auth', match: 'Epic id: E3', times: 1 },
       { kind: 'hang', match: 'Epic id: E4' },
     ]);
-    const failedId = ok(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E3', force: true } }), 'generateEpic').thread_id;
+    const failedId = ok(
+      await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E3', force: true } }),
+      'generateEpic',
+    ).thread_id;
     expect((await finished(failedId)).status).toBe('failed');
     const retried = ok(await call('POST', `/threads/${failedId}/retry`), 'retryThread');
     expect(retried.thread_id).toBe(failedId);
@@ -270,7 +313,10 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
     expect((await finished(failedId)).status).toBe('complete');
     expectProblem(await call('POST', `/threads/${failedId}/retry`), 409, 'CONFLICT');
 
-    const hanging = ok(await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E4', force: true } }), 'generateEpic').thread_id;
+    const hanging = ok(
+      await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 'E4', force: true } }),
+      'generateEpic',
+    ).thread_id;
     await waitUntil(() => h.sim.calls.some((c) => c.epic_id === 'E4' && c.fault === 'hang'), 'the E4 call to be in flight');
     const canceled = ok(await call('POST', `/threads/${hanging}/cancel`, { body: {} }), 'cancelThread');
     expect(canceled).toMatchObject({ thread_id: hanging, status: 'canceled' });
@@ -316,8 +362,106 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
     expect(ok(await call('GET', '/usage'), 'getUsage')).toEqual(await h.json(['usage']));
     expect(ok(await call('GET', '/usage?project_id=acme'), 'getUsage')).toEqual(await h.json(['usage', '--project', 'acme']));
     const health = ok(await call('GET', '/health'), 'getHealth');
-    expect(health).toEqual(await h.json(['health']));
+    // Free disk space is sampled as other processes write: equal in shape, not in the byte.
+    const sampled = (x: any) => ({ ...x, storage: { ...x.storage, free_bytes: typeof x.storage.free_bytes } });
+    expect(sampled(health)).toEqual(sampled(await h.json(['health'])));
     expect(health.ready).toBe(true);
+  });
+});
+
+describe('HTTP API: POST /commands/run/{operation} runs any operation, as `combine run` does', () => {
+  const RUN = '/commands/run/release_notes';
+  const releaseCalls = () => h.sim.calls.filter((c) => c.operation === 'release_notes');
+  const releaseNotes = (key: string) => `/projects/acme/documents/release_notes?key=${key}`;
+
+  it('202 with Location; the same input → the same thread (deduplicated, one paid call); force runs again', async () => {
+    const [a, b] = await Promise.all([call('POST', RUN, { body: { input: EXAMPLE_INPUT } }), call('POST', RUN, { body: { input: EXAMPLE_INPUT } })]);
+    const first = ok(a, 'runOperation');
+    const second = ok(b, 'runOperation');
+    expect(second.thread_id).toBe(first.thread_id);
+    expect([first.deduplicated, second.deduplicated].sort()).toEqual([false, true]);
+    expect(a.headers.location).toBe(`/threads/${first.thread_id}`);
+    const done = await finished(first.thread_id);
+    expect(done).toMatchObject({ kind: 'release_notes', status: 'complete', target_ref: { doc_type: 'release_notes', project_id: 'acme', key: '1.2.0' } });
+    expect(releaseCalls()).toHaveLength(1);
+
+    const again = ok(await call('POST', RUN, { body: { input: EXAMPLE_INPUT } }), 'runOperation');
+    expect(again).toEqual({ thread_id: first.thread_id, status: 'complete', deduplicated: true });
+    // The same service as the CLI: `combine run` answers the same thread, and neither paid again.
+    expect(await h.json(['run', 'release_notes', '--input', JSON.stringify(EXAMPLE_INPUT)])).toEqual(again);
+    expect(releaseCalls()).toHaveLength(1);
+    const doc = ok(await call('GET', releaseNotes('1.2.0')), 'getDocument');
+    expect(doc).toMatchObject({
+      project_id: 'acme',
+      doc_type: 'release_notes',
+      key: '1.2.0',
+      version: 1,
+      content: { version: '1.2.0', changes: EXAMPLE_INPUT.changes },
+    });
+
+    const forced = ok(await call('POST', RUN, { body: { input: EXAMPLE_INPUT, force: true } }), 'runOperation');
+    expect(forced).toMatchObject({ deduplicated: false });
+    expect(forced.thread_id).not.toBe(first.thread_id);
+    expect((await finished(forced.thread_id)).status).toBe('complete');
+    expect(releaseCalls()).toHaveLength(2);
+    const rewritten = ok(await call('GET', releaseNotes('1.2.0')), 'getDocument');
+    expect(rewritten.version).toBe(2);
+    expect(rewritten).toEqual(await h.json(['doc', 'acme', 'release_notes', '--key', '1.2.0']));
+    const docs = ok(await call('GET', '/projects/acme/documents'), 'listDocuments');
+    expect(docs).toContainEqual({ project_id: 'acme', doc_type: 'release_notes', key: '1.2.0', version: 2, updated_at: rewritten.updated_at });
+    expect(docs.map((d: { doc_type: string }) => d.doc_type)).toEqual(expect.arrayContaining(['epic_architecture', 'story_backlog']));
+  });
+
+  it("400 naming the field for input the operation's schema refuses (as `combine run` reports it), 404 for an unknown operation or project; nothing stored", async () => {
+    const before = threadCount();
+    const calls = releaseCalls().length;
+    const cases: [unknown, { field: string; message: string }[]][] = [
+      [{ input: { ...EXAMPLE_INPUT, changes: [] } }, [{ field: 'input.changes', message: 'must NOT have fewer than 1 items' }]],
+      [{ input: { project_id: 'acme', version: '1.2.0' } }, [{ field: 'input.changes', message: 'is required' }]],
+      [{ input: { ...EXAMPLE_INPUT, extra: 1 } }, [{ field: 'input.extra', message: 'is not allowed' }]],
+      [{ input: { ...EXAMPLE_INPUT, version: 'not a version!' } }, [{ field: 'input.version', message: expect.stringContaining('must match pattern') }]],
+      [{ input: { ...EXAMPLE_INPUT, changes: 'one change' } }, [{ field: 'input.changes', message: 'must be array' }]],
+      [{}, [{ field: 'input', message: expect.any(String) }]],
+      [{ input: 'acme' }, [{ field: 'input', message: expect.any(String) }]],
+      [{ input: EXAMPLE_INPUT, forse: true }, [{ field: 'forse', message: 'unknown field' }]],
+    ];
+    for (const [body, errors] of cases) {
+      const p = expectProblem(await call('POST', RUN, { body }), 400, 'BAD_REQUEST');
+      expect(p.errors, JSON.stringify(body)).toEqual(errors);
+      for (const e of errors) expect(p.detail).toContain(e.field);
+    }
+    // The daemon's words are the CLI's: the same lines, field by field.
+    const bad = { ...EXAMPLE_INPUT, changes: [], extra: 1 };
+    const p = expectProblem(await call('POST', RUN, { body: { input: bad } }), 400, 'BAD_REQUEST');
+    expect(p.errors.map((e: { field: string }) => e.field).sort()).toEqual(['input.changes', 'input.extra']);
+    const cli = await h.cli(['run', 'release_notes', '--input', JSON.stringify(bad)]);
+    expect(cli.code).toBe(2);
+    for (const e of p.errors) expect(cli.stderr).toContain(`${e.field}: ${e.message}`);
+
+    const unknown = expectProblem(await call('POST', '/commands/run/no_such_operation', { body: { input: {} } }), 404, 'NOT_FOUND');
+    expect(unknown.detail).toContain('no operation "no_such_operation"');
+    expectProblem(await call('POST', RUN, { body: { input: { ...EXAMPLE_INPUT, project_id: 'nope' } } }), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/operations/no_such_operation'), 404, 'NOT_FOUND');
+    expectProblem(await call('GET', '/projects/nope/documents'), 404, 'NOT_FOUND');
+    expect(threadCount()).toBe(before);
+    expect(releaseCalls()).toHaveLength(calls);
+  });
+
+  it('503 QUEUE_FULL for a run the queue has no room for (a built-in orchestration), nothing stored', async () => {
+    const before = threadCount();
+    const a = await call('POST', '/commands/run/story_generate_all', { body: { input: { project_id: 'big' } } });
+    expectProblem(a, 503, 'QUEUE_FULL');
+    expect(Number(a.headers['retry-after'])).toBeGreaterThan(0);
+    expect(threadCount()).toBe(before);
+  });
+
+  it('GET /operations and /operations/{operation} equal `operations --json` and `operations show --json`', async () => {
+    const list = ok(await call('GET', '/operations'), 'listOperations');
+    expect(list).toEqual(await h.json(['operations']));
+    expect(list.find((o: { name: string }) => o.name === 'release_notes')).toMatchObject({ source: join(h.home, 'operations', 'release_notes.mjs') });
+    const one = ok(await call('GET', '/operations/release_notes'), 'getOperation');
+    expect(one).toEqual(await h.json(['operations', 'show', 'release_notes']));
+    expect(one.input.required).toEqual(['project_id', 'version', 'changes']);
   });
 });
 
@@ -327,7 +471,9 @@ describe('/openapi.json', () => {
     const validator = new Validator();
     expect(await validator.validate(structuredClone(doc))).toEqual({ valid: true });
     expect(validator.version).toBe('3.1');
-    const listed = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    const listed = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
     expect(listed.sort()).toEqual(apiRoutes.map((r) => `${r.method} ${r.path}`).sort());
     for (const endpoint of [
       'POST /commands/story-backlog/generate-epic',
@@ -342,12 +488,32 @@ describe('/openapi.json', () => {
       'POST /threads/{thread_id}/cancel',
       'GET /usage',
       'GET /health',
+      'POST /commands/run/{operation}',
+      'GET /operations',
+      'GET /operations/{operation}',
     ]) {
       expect(listed).toContain(endpoint);
     }
+    // The run endpoint: the loaded operations by name, and each one's own input schema as a component.
+    const run = doc.paths['/commands/run/{operation}'].post;
+    expect(run.parameters.find((p: { name: string }) => p.name === 'operation').schema.enum).toEqual(
+      (await h.json<{ name: string }[]>(['operations'])).map((o) => o.name),
+    );
+    const runBody = run.requestBody.content['application/json'].schema;
+    expect(runBody).toMatchObject({ required: ['input'], additionalProperties: false, properties: { force: { type: 'boolean' } } });
+    expect(runBody.properties.input.anyOf).toContainEqual({ $ref: '#/components/schemas/OperationInput.release_notes' });
+    const { title, description, ...inputSchema } = doc.components.schemas['OperationInput.release_notes'];
+    expect({ title, description }).toEqual({ title: 'release_notes', description: expect.stringContaining('release notes') });
+    expect(inputSchema).toEqual((await call('GET', '/operations/release_notes')).json.input);
+    expect(run.responses['202'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/CommandResult' });
+    for (const status of ['400', '404', '503']) expect(run.responses[status]).toBeDefined();
     // The request schemas are the validating ones: the body of generate-epic names its fields and limits.
     const body = doc.paths['/commands/story-backlog/generate-epic'].post.requestBody.content['application/json'].schema;
-    expect(body).toMatchObject({ required: ['project_id', 'epic_id'], additionalProperties: false, properties: { epic_id: { type: 'string', maxLength: 200 } } });
+    expect(body).toMatchObject({
+      required: ['project_id', 'epic_id'],
+      additionalProperties: false,
+      properties: { epic_id: { type: 'string', maxLength: 200 } },
+    });
     expect(doc.components.schemas.Thread.properties.child_summary).toBeDefined();
     // The validator does reject a broken document (so the check above can fail).
     const broken = structuredClone(doc);

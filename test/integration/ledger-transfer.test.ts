@@ -31,7 +31,10 @@ async function homeWithHistory() {
 }
 
 function readLines(file: string): any[] {
-  return readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  return readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
 }
 
 describe('ledger export and import', () => {
@@ -55,7 +58,13 @@ describe('ledger export and import', () => {
     expect(imported).toMatchObject({ result: 'imported', threads: 3, work_items: 2, entries: summary.entries, first_seq: 1, last_seq: summary.entries });
     expect(imported.linked).toBeGreaterThan(0);
     const verify = await b.json(['ledger', 'verify']);
-    expect(verify).toMatchObject({ ok: true, entries: summary.entries, first_break: null, incomplete: [], imported: { entries: summary.entries, first_mismatch: null } });
+    expect(verify).toMatchObject({
+      ok: true,
+      entries: summary.entries,
+      first_break: null,
+      incomplete: [],
+      imported: { entries: summary.entries, first_mismatch: null },
+    });
 
     for (const [i, child] of children.entries()) {
       const there = await b.json<any[]>(['ledger', child.thread_id]);
@@ -106,7 +115,10 @@ describe('ledger export and import', () => {
 
     // A thread line is not hashed by the chain, but the digest covers it.
     const thread = lines.findIndex((l) => l.includes('"record":"thread"'));
-    const r2 = await tamper('thread.jsonl', [...lines.slice(0, thread), lines[thread]!.replace('"complete"', '"failed"'), ...lines.slice(thread + 1)].join('\n'));
+    const r2 = await tamper(
+      'thread.jsonl',
+      [...lines.slice(0, thread), lines[thread]!.replace('"complete"', '"failed"'), ...lines.slice(thread + 1)].join('\n'),
+    );
     expect(r2.code).toBe(1);
     expect(r2.stderr).toContain('the digest does not match');
 

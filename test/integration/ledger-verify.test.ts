@@ -73,7 +73,7 @@ describe('ledger verify', () => {
     await editDatabase((db) => {
       expect(() => db.prepare("UPDATE llm_ledger_entries SET payload = '{}' WHERE seq = ?").run(report.seq)).toThrow(/append-only/);
       db.exec('DROP TRIGGER ledger_entries_no_update');
-      db.prepare("UPDATE llm_ledger_entries SET payload = replace(payload, '\"ok\":true', '\"ok\":fals') WHERE seq = ?").run(report.seq);
+      db.prepare('UPDATE llm_ledger_entries SET payload = replace(payload, \'"ok":true\', \'"ok":fals\') WHERE seq = ?').run(report.seq);
     });
     const { report: r } = await verifyFails();
     expect(r.first_break).toEqual({ seq: report.seq, reason: 'hash does not match the entry contents' });

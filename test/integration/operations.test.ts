@@ -8,6 +8,7 @@ import net from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { shortId } from '../../src/domain/short-id.js';
 import { CLI, FAST_RETRY, Harness, project, waitUntil, type CommandJson } from '../helpers/harness.js';
 import { parseExposition } from '../helpers/prometheus.js';
 
@@ -34,7 +35,10 @@ describe('logs', () => {
     h.writeConfig(FAST_RETRY);
     const key = h.env.OPENAI_API_KEY!;
     await h.importProject(project('p', 3));
-    h.setFaults([{ kind: 'server_error', times: 1, match: 'Epic id: E1' }, { kind: 'auth', match: 'Epic id: E2' }]);
+    h.setFaults([
+      { kind: 'server_error', times: 1, match: 'Epic id: E1' },
+      { kind: 'auth', match: 'Epic id: E2' },
+    ]);
     await h.stopDaemon();
     await h.startDaemon({ COMBINE_LOG_LEVEL: 'debug' });
     expect((await runEpic('E1')).end.status).toBe('complete');
@@ -45,7 +49,11 @@ describe('logs', () => {
     const text = h.logText();
     expect(text.length).toBeGreaterThan(0);
     expect(text).not.toContain(key);
-    const lines = text.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = text
+      .trim()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const engine = lines.filter((l) => l.component === 'engine');
     expect(engine.length).toBeGreaterThan(20);
     for (const l of engine) {
@@ -66,7 +74,10 @@ describe('logs', () => {
     expect(human.stdout).toMatch(/INFO +engine +thread=[0-9a-f]{8} item=[0-9a-f]{8} +ledger response/);
 
     const filtered = await h.cli(['logs', '--thread', first.id, '--json']);
-    const objs = filtered.stdout.trim().split('\n').map((l) => JSON.parse(l) as { thread_id: string; msg: string });
+    const objs = filtered.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { thread_id: string; msg: string });
     expect(objs.length).toBeGreaterThan(4);
     expect(objs.every((o) => o.thread_id === first.id)).toBe(true);
     expect(objs.map((o) => o.msg)).toEqual(expect.arrayContaining(['ledger prompt', 'ledger response', 'thread complete']));
@@ -74,7 +85,6 @@ describe('logs', () => {
 
     const tail = await h.cli(['logs', '-n', '2']);
     expect(tail.stdout.trim().split('\n')).toHaveLength(2);
-
   });
 
   it('`combine logs -f` prints lines as they are written', async () => {
@@ -85,7 +95,7 @@ describe('logs', () => {
     follower.stdout.on('data', (d) => (out += d));
     try {
       const { id } = await runEpic('E1');
-      await waitUntil(() => out.includes(`thread=${id.slice(0, 8)}`) && out.includes('thread complete'), 'the run to appear in the followed log');
+      await waitUntil(() => out.includes(`thread=${shortId(id)}`) && out.includes('thread complete'), 'the run to appear in the followed log');
     } finally {
       follower.kill('SIGTERM');
     }
@@ -104,11 +114,16 @@ describe('metrics over HTTP', () => {
     const families = parseExposition(await res.text());
     expect(families.find((f) => f.name === 'combine_threads')?.type).toBe('GAUGE');
     expect((await fetch(`http://127.0.0.1:${port}/other`)).status).toBe(404);
-    const external = Object.values(networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal);
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === 'IPv4' && !i.internal);
     if (external) {
       const refused = await new Promise<boolean>((resolve) => {
         const s = net.connect(port, external.address);
-        s.once('connect', () => (s.destroy(), resolve(false)));
+        s.once('connect', () => {
+          s.destroy();
+          resolve(false);
+        });
         s.once('error', () => resolve(true));
       });
       expect(refused).toBe(true);

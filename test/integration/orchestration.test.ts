@@ -26,7 +26,7 @@ describe('orchestration children', () => {
     expect(h.sim.calls).toHaveLength(6);
     const db = h.openDb();
     expect(db.prepare('SELECT count(*) AS n FROM locks').get()).toEqual({ n: 0 });
-    expect(db.prepare("SELECT role, count(*) AS n FROM llm_threads GROUP BY role ORDER BY role").all()).toEqual([
+    expect(db.prepare('SELECT role, count(*) AS n FROM llm_threads GROUP BY role ORDER BY role').all()).toEqual([
       { role: 'orchestration', n: 2 },
       { role: 'work', n: 6 },
     ]);

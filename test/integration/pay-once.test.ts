@@ -13,7 +13,9 @@ afterEach(() => h?.cleanup());
 function completeThreadsPerEpic(): Record<string, number> {
   const db = h.openDb();
   const rows = db
-    .prepare("SELECT json_extract(target_ref, '$.epic_id') AS epic, count(*) AS n FROM llm_threads WHERE kind = 'story_generate_epic' AND status = 'complete' GROUP BY epic")
+    .prepare(
+      "SELECT json_extract(target_ref, '$.epic_id') AS epic, count(*) AS n FROM llm_threads WHERE kind = 'story_generate_epic' AND status = 'complete' GROUP BY epic",
+    )
     .all() as { epic: string; n: number }[];
   db.close();
   return Object.fromEntries(rows.map((r) => [r.epic, r.n]));
@@ -62,7 +64,12 @@ describe('generate-all and idempotency per epic', () => {
     const end = await h.waitForEnd(second.thread_id);
     expect(end.status).toBe('complete');
     expect(end.child_summary).toEqual({ complete: 2 });
-    expect(h.sim.calls.slice(5).map((c) => c.epic_id).sort()).toEqual(['E4', 'E5']);
+    expect(
+      h.sim.calls
+        .slice(5)
+        .map((c) => c.epic_id)
+        .sort(),
+    ).toEqual(['E4', 'E5']);
     expect(completeThreadsPerEpic()).toEqual({ E1: 1, E2: 1, E3: 1, E4: 1, E5: 1 });
   });
 });
@@ -94,7 +101,10 @@ describe('a call that never left', () => {
       expect(end.status, url).toBe('failed');
       expect(end.usage, url).toMatchObject({ calls: 0, in_doubt_calls: 0, in_doubt_tokens: 0, reserved_calls: 0 });
       const errors = (await h.json<any[]>(['ledger', r.thread_id])).filter((e) => e.entry_type === 'error');
-      expect(errors.map((e) => e.payload.code), url).toEqual(['PROVIDER_ERROR', 'PROVIDER_ERROR', 'PROVIDER_ERROR']);
+      expect(
+        errors.map((e) => e.payload.code),
+        url,
+      ).toEqual(['PROVIDER_ERROR', 'PROVIDER_ERROR', 'PROVIDER_ERROR']);
       expect(errors[0].payload.message, url).toMatch(/cannot reach the provider \(nothing was sent\)/);
     }
     const db = h.openDb();

@@ -2,7 +2,7 @@
  * The Postgres schema on a real Postgres (the run's embedded server, a database per test): migrations
  * apply once however many daemons start together; the database itself keeps the ledger append-only
  * and one chain, as SQLite's triggers do; the queue-depth bookkeeping stays exact, step for step equal
- * to SQLite's, under concurrent transactions too.
+ * to SQLite's, under concurrent transactions too; status columns refuse what SQLite's refuse.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,8 +15,11 @@ import { openDatabase, type Db } from '../../src/db/connection.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { connectPostgres, openPostgresPool } from '../../src/db/pg/connection.js';
 import { applyPgMigrations, defaultPgMigrationsFolder } from '../../src/db/pg/migrate.js';
-import * as pgSchema from '../../src/db/pg/schema.js';
-import { findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/domain/ledger-hash.js';
+import * as pgSchemaTables from '../../src/db/pg/schema.js';
+import * as pgScheduleTables from '../../src/db/pg/schema-schedules.js';
+import { findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/ledger/chain.js';
+import { RUN_STATUSES, SCHEDULE_STATUSES } from '../../src/domain/schedule.js';
+import { CHARGE_STATUSES, THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../src/domain/states.js';
 import type { LedgerRow } from '../../src/db/schema.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
@@ -46,7 +49,7 @@ describe('Postgres migrations', () => {
         `SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns
          WHERE table_schema = 'public' ORDER BY table_name, column_name`,
       );
-      const expected = Object.values(pgSchema)
+      const expected = [...Object.values(pgSchemaTables), ...Object.values(pgScheduleTables)]
         .filter((v) => v instanceof PgTable)
         .flatMap((t) => {
           const c = getTableConfig(t);
@@ -302,5 +305,81 @@ describe('Postgres queue depth', () => {
     expect(await pgDepth()).toBe(queued);
     // The sessions counted into shards of their own: no single counter row all of them waited on.
     expect(Number((await pool.query('SELECT count(*) AS n FROM llm_queue_depth')).rows[0].n)).toBeGreaterThan(1);
+  });
+});
+
+describe('Postgres status checks', () => {
+  let db: TestDatabase;
+  let pool: pg.Pool;
+  let sqliteDir: string;
+  let sqlite: Db;
+  /** One row of each table with a status column, in a valid state. Portable SQL. */
+  const rows = [
+    "INSERT INTO llm_work_items (id, thread_id, sequence, lock_scope, not_before, created_at) VALUES ('w1', 't1', 1, 'epic:e', 0, 1)",
+    `INSERT INTO llm_charges (id, work_item_id, thread_id, project_id, model, attempt, repair, status, day, reserved_tokens, reserved_cost_usd, created_at)
+     VALUES ('c1', 'w1', 't1', 'p1', 'm', 1, 0, 'reserved', '2026-01-01', 10, 0.5, 1)`,
+    `INSERT INTO schedules (id, project_id, operation, cron, timezone, catch_up, status, active_from, created_at, updated_at)
+     VALUES ('s1', 'p1', 'briefing', '0 9 * * *', 'UTC', 'latest', 'active', 1, 1, 1)`,
+    `INSERT INTO schedule_runs (id, schedule_id, period_key, period_at, status, claim_owner, claimed_at, created_at)
+     VALUES ('r1', 's1', '2026-01-01T09:00:00.000Z', 1, 'pending', 'me', 1, 1)`,
+  ];
+  const machines = [
+    { table: 'llm_threads', id: 't1', statuses: THREAD_STATUSES },
+    { table: 'llm_work_items', id: 'w1', statuses: WORK_ITEM_STATUSES },
+    { table: 'llm_charges', id: 'c1', statuses: CHARGE_STATUSES },
+    { table: 'schedules', id: 's1', statuses: SCHEDULE_STATUSES },
+    { table: 'schedule_runs', id: 'r1', statuses: RUN_STATUSES },
+  ];
+  /** Every state of every machine, and values of none. */
+  const candidates = [...new Set([...THREAD_STATUSES, ...WORK_ITEM_STATUSES, ...CHARGE_STATUSES, ...SCHEDULE_STATUSES, ...RUN_STATUSES, 'done', '', 'QUEUED'])];
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await applyPgMigrations(db.url);
+    pool = openPostgresPool(db.url, { max: 2 });
+    sqliteDir = mkdtempSync(join(tmpdir(), 'cmb-pg-status-'));
+    sqlite = openDatabase(join(sqliteDir, 'combine.db'));
+    applyMigrations(sqlite);
+    for (const s of [...SEED, ...rows]) {
+      await pool.query(s);
+      sqlite.exec(s);
+    }
+  });
+  afterAll(async () => {
+    await pool.end();
+    await db.drop();
+    sqlite.close();
+    rmSync(sqliteDir, { recursive: true, force: true });
+  });
+
+  it.each(machines)('$table: Postgres accepts exactly the status values SQLite accepts, the states of its machine', async ({ table, id, statuses }) => {
+    const accepted = { pg: [] as string[], sqlite: [] as string[] };
+    for (const status of candidates) {
+      const update = `UPDATE ${table} SET status = '${status}' WHERE id = '${id}'`;
+      const pgOk = await pool.query(update).then(
+        () => true,
+        (e: Error) => {
+          expect(e.message).toContain(`violates check constraint "${table}_status_check"`);
+          return false;
+        },
+      );
+      if (pgOk) accepted.pg.push(status);
+      try {
+        sqlite.exec(update);
+        accepted.sqlite.push(status);
+      } catch (e) {
+        expect((e as Error).message).toBe(`CHECK constraint failed: ${table}.status`);
+      }
+    }
+    expect(accepted.pg).toEqual(accepted.sqlite);
+    expect([...accepted.pg].sort()).toEqual([...statuses].sort());
+  });
+
+  it('refuse a row inserted with a status outside its machine', async () => {
+    const insert =
+      "INSERT INTO schedules (id, project_id, operation, cron, timezone, catch_up, status, active_from, created_at, updated_at) VALUES ('s2', 'p1', 'briefing', '* * * * *', 'UTC', 'skip', 'deleted', 1, 1, 1)";
+    await expect(pool.query(insert)).rejects.toThrow('violates check constraint "schedules_status_check"');
+    expect(() => sqlite.exec(insert)).toThrow('CHECK constraint failed: schedules.status');
+    expect((await pool.query("SELECT count(*) AS n FROM schedules WHERE id = 's2'")).rows).toEqual([{ n: 0 }]);
   });
 });

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Harness, project, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 import { parseExposition, seriesCount } from '../helpers/prometheus.js';
-import { METRIC_SERIES_BOUND, metricSeriesCount } from '../../src/daemon/metrics.js';
+import { METRIC_SERIES_BOUND, metricSeriesCount } from '../../src/daemon/runtime/metrics.js';
 
 const EPICS = 50;
 const ROUNDS = 21; // 20 superseded rounds × 51 threads = 1,020 prunable threads
@@ -37,7 +37,7 @@ async function metricsText(): Promise<string> {
 }
 
 describe('a long history', () => {
-  let keepers: CommandJson[] = [];
+  const keepers: CommandJson[] = [];
   let keeperLedgers: unknown[] = [];
   let last: ThreadJson;
   let seriesBefore = 0;
@@ -46,7 +46,21 @@ describe('a long history', () => {
     const text = await metricsText();
     const families = parseExposition(text);
     expect(families.map((f) => f.name)).toEqual(
-      expect.arrayContaining(['combine_threads', 'combine_work_items', 'combine_queue_depth', 'combine_calls_in_flight', 'combine_call_duration_seconds', 'combine_attempts_total', 'combine_failures_total', 'combine_tokens_total', 'combine_breaker_state', 'combine_limiter_waits_total', 'combine_recoveries_total', 'combine_commit_seconds', 'combine_wal_bytes']),
+      expect.arrayContaining([
+        'combine_threads',
+        'combine_work_items',
+        'combine_queue_depth',
+        'combine_calls_in_flight',
+        'combine_call_duration_seconds',
+        'combine_attempts_total',
+        'combine_failures_total',
+        'combine_tokens_total',
+        'combine_breaker_state',
+        'combine_limiter_waits_total',
+        'combine_recoveries_total',
+        'combine_commit_seconds',
+        'combine_wal_bytes',
+      ]),
     );
     seriesBefore = seriesCount(text);
     // Exactly the documented count for one model and no price, within the hard bound.

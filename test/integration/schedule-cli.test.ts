@@ -12,7 +12,15 @@ afterAll(() => h?.cleanup());
 describe('combine schedule / briefing', () => {
   it('add → list → pause → resume → remove, with stable JSON shapes', async () => {
     const s = await h.json(['schedule', 'add', '--project', 'p', '--operation', 'briefing', '--cron', '0 8 * * 1-5', '--tz', 'Europe/Berlin']);
-    expect(s).toMatchObject({ project_id: 'p', operation: 'briefing', cron: '0 8 * * 1-5', timezone: 'Europe/Berlin', catch_up: 'latest', status: 'active', last_run: null });
+    expect(s).toMatchObject({
+      project_id: 'p',
+      operation: 'briefing',
+      cron: '0 8 * * 1-5',
+      timezone: 'Europe/Berlin',
+      catch_up: 'latest',
+      status: 'active',
+      last_run: null,
+    });
     expect(s.upcoming).toHaveLength(3);
     expect(Object.keys(s).sort()).toEqual(
       ['catch_up', 'created_at', 'cron', 'last_run', 'next_run_at', 'operation', 'project_id', 'schedule_id', 'status', 'timezone', 'upcoming'].sort(),

@@ -39,10 +39,14 @@ async function crashDuringScheduledBriefing(point: string, simLatencyMs = 0) {
   const callsBeforeRestart = h.sim.calls.length;
 
   await h.startDaemon();
-  const [final] = await waitUntil(async () => {
-    const list = await runs(schedule.schedule_id);
-    return list.length === 1 && list[0].status !== 'pending' ? list : null;
-  }, 'the run to be finalized');
+  const [final] = await waitUntil(
+    async () => {
+      const list = await runs(schedule.schedule_id);
+      return list.length === 1 && list[0].status !== 'pending' ? list : null;
+    },
+    'the run to be finalized',
+    45_000,
+  ); // a restart, a stale window and a retried 1.5 s call: slow on a loaded 2-core CI machine
   const date = new Date(fireAt).toISOString().slice(0, 10);
   const check = h.openDb();
   const docs = check.prepare("SELECT * FROM documents WHERE project_id = 'p' AND doc_type = 'briefing'").all() as any[];

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/connection.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { verifyLedger } from '../../src/daemon/ledger-verify.js';
+import { verifyLedger } from '../../src/ledger/verify.js';
 import { Harness, ROOT, project } from '../helpers/harness.js';
 
 const PERIODS = 100;
@@ -54,7 +54,9 @@ function startRacer(): Racer {
     child.stdout.on('data', (d) => {
       out += d;
       if (out.startsWith('ready\n')) resolve();
-      for (const w of waiters.splice(0)) if (tickedCount() >= w.n) w.resolve(); else waiters.push(w);
+      for (const w of waiters.splice(0))
+        if (tickedCount() >= w.n) w.resolve();
+        else waiters.push(w);
     });
     child.once('exit', (code) => reject(new Error(`racer exited ${code} before it was ready: ${err}`)));
   });

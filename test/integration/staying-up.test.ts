@@ -54,9 +54,20 @@ describe('the one-daemon lock', () => {
   it('cannot be taken by another local user: binding the old abstract name as nobody does not stop the daemon', async () => {
     h = await Harness.start();
     const oldName = `\0combine-daemon-${createHash('sha256').update(realpathSync(h.home)).digest('hex').slice(0, 32)}`;
-    const squatter = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e', `require('net').createServer().listen(${JSON.stringify(oldName)}, () => console.log('bound'))`], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const squatter = spawn(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        process.execPath,
+        '-e',
+        `require('net').createServer().listen(${JSON.stringify(oldName)}, () => console.log('bound'))`,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     children.push(squatter);
     await new Promise<void>((resolve, reject) => {
       squatter.stdout!.on('data', (d) => String(d).includes('bound') && resolve());
@@ -135,7 +146,11 @@ describe('request bodies', () => {
     sock.write(`POST /generate.epic HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n`);
     const chunk = Buffer.alloc(2 ** 20, 0x20);
     for (let sent = 0; sent < size && !sock.destroyed; sent += chunk.length) {
-      if (!sock.write(chunk)) await new Promise((r) => { sock.once('drain', r); sock.once('close', r); });
+      if (!sock.write(chunk))
+        await new Promise((r) => {
+          sock.once('drain', r);
+          sock.once('close', r);
+        });
     }
     await waitUntil(() => answer.includes('\r\n\r\n{'), 'the answer');
     expect(answer).toMatch(/^HTTP\/1.1 413/);
@@ -149,7 +164,12 @@ describe('request bodies', () => {
     await h.json(['project', 'list']);
     const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       const req = http.request(
-        { socketPath: join(h.home, 'combine.sock'), path: '/generate.epic', method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+        {
+          socketPath: join(h.home, 'combine.sock'),
+          path: '/generate.epic',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+        },
         (res) => {
           let body = '';
           res.on('data', (d) => (body += d));

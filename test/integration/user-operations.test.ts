@@ -60,7 +60,13 @@ describe('an operation of your own', () => {
     expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);
     expect(ledger[0].payload.request.response_format.json_schema.name).toBe('release_notes');
     expect(ledger[2].summary).toMatch(/^valid: \d+ sections$/);
-    expect(ledger[3].payload).toMatchObject({ doc_type: 'release_notes', key: '1.2.0', from_version: 0, to_version: 1, summary: { version: '1.2.0', rewritten: false } });
+    expect(ledger[3].payload).toMatchObject({
+      doc_type: 'release_notes',
+      key: '1.2.0',
+      from_version: 0,
+      to_version: 1,
+      summary: { version: '1.2.0', rewritten: false },
+    });
 
     const again = await h.json<CommandJson>(['run', 'release_notes', '--input', JSON.stringify(INPUT)]);
     expect(again).toEqual({ thread_id: first.thread_id, status: 'complete', deduplicated: true });
@@ -128,12 +134,37 @@ describe('an operation of your own', () => {
 describe('a schedule of your own operation', () => {
   it('fills its input template per period and writes the document; a bad template is refused with exit 2', async () => {
     h = await withExample();
-    const bad = await h.cli(['schedule', 'add', '--project', 'acme', '--operation', 'release_notes', '--input', '{"version":"{{date}}"}', '--cron', '* * * * * *']);
+    const bad = await h.cli([
+      'schedule',
+      'add',
+      '--project',
+      'acme',
+      '--operation',
+      'release_notes',
+      '--input',
+      '{"version":"{{date}}"}',
+      '--cron',
+      '* * * * * *',
+    ]);
     expect(bad.code, bad.stderr).toBe(2);
     expect(bad.stderr).toMatch(/--input\.changes: is required/);
-    const s = await h.json(['schedule', 'add', '--project', 'acme', '--operation', 'release_notes', '--input', '{"version":"nightly-{{date}}","changes":["Nightly build"]}', '--cron', '* * * * * *']);
+    const s = await h.json([
+      'schedule',
+      'add',
+      '--project',
+      'acme',
+      '--operation',
+      'release_notes',
+      '--input',
+      '{"version":"nightly-{{date}}","changes":["Nightly build"]}',
+      '--cron',
+      '* * * * * *',
+    ]);
     expect(s).toMatchObject({ operation: 'release_notes', input: { version: 'nightly-{{date}}', changes: ['Nightly build'] } });
-    const run = await waitUntil(async () => (await h.json<any[]>(['schedule', 'runs', s.schedule_id])).find((r) => r.status === 'complete'), 'a scheduled run to complete');
+    const run = await waitUntil(
+      async () => (await h.json<any[]>(['schedule', 'runs', s.schedule_id])).find((r) => r.status === 'complete'),
+      'a scheduled run to complete',
+    );
     await h.json(['schedule', 'remove', s.schedule_id]);
     const date = new Date(run.period_key).toISOString().slice(0, 10);
     expect(await h.json(['doc', 'acme', 'release_notes', '--key', `nightly-${date}`])).toMatchObject({ version: 1, content: { changes: ['Nightly build'] } });
@@ -151,10 +182,22 @@ function isRunning(pid: number): boolean {
 
 describe('a module that is not a valid operation', () => {
   const broken: [string, string, RegExp][] = [
-    ['missing_output.mjs', `export default { name: 'x_notes', description: 'd', input: { type: 'object' }, identity: () => ({}), lockScope: () => 'x', target: () => ({}), prompt: () => ({ messages: [] }), apply: () => ({}) };`, /missing_output\.mjs: output: must be a JSON Schema object/],
-    ['bad_schema.mjs', `export default { name: 'x_notes', description: 'd', input: { type: 'object', properties: { a: { type: 'strng' } } }, identity: () => ({}), lockScope: () => 'x', target: () => ({}), prompt: () => ({ messages: [] }), output: { type: 'object' }, apply: () => ({}) };`, /bad_schema\.mjs: input: is not a valid JSON Schema/],
+    [
+      'missing_output.mjs',
+      `export default { name: 'x_notes', description: 'd', input: { type: 'object' }, identity: () => ({}), lockScope: () => 'x', target: () => ({}), prompt: () => ({ messages: [] }), apply: () => ({}) };`,
+      /missing_output\.mjs: output: must be a JSON Schema object/,
+    ],
+    [
+      'bad_schema.mjs',
+      `export default { name: 'x_notes', description: 'd', input: { type: 'object', properties: { a: { type: 'strng' } } }, identity: () => ({}), lockScope: () => 'x', target: () => ({}), prompt: () => ({ messages: [] }), output: { type: 'object' }, apply: () => ({}) };`,
+      /bad_schema\.mjs: input: is not a valid JSON Schema/,
+    ],
     ['bad_name.mjs', `export default { name: 'Release Notes', description: 'd' };`, /bad_name\.mjs: name: must be a snake_case name/],
-    ['duplicate.mjs', `export default { name: 'story_generate_epic', description: 'd', input: { type: 'object' }, identity: () => ({}), lockScope: () => 'x', target: () => ({}), prompt: () => ({ messages: [] }), output: { type: 'object' }, apply: () => ({}) };`, /duplicate\.mjs: name: "story_generate_epic" is already defined by builtin/],
+    [
+      'duplicate.mjs',
+      `export default { name: 'story_generate_epic', description: 'd', input: { type: 'object' }, identity: () => ({}), lockScope: () => 'x', target: () => ({}), prompt: () => ({ messages: [] }), output: { type: 'object' }, apply: () => ({}) };`,
+      /duplicate\.mjs: name: "story_generate_epic" is already defined by builtin/,
+    ],
     ['syntax.mjs', `export default {`, /syntax\.mjs: module: cannot be loaded/],
   ];
 

@@ -29,7 +29,10 @@ describe('budgets', () => {
 
   it('a daily limit resumes at the next UTC midnight, unless the call alone is bigger than the limit', () => {
     const spent = { today: { tokens: 900, cost_usd: 0.9 }, total: { tokens: 900, cost_usd: 0.9 } };
-    expect(checkBudget({ daily_cost_usd: 1 }, spent, { tokens: 10, cost_usd: 0.2 }, NOW)).toMatchObject({ ok: false, retryAt: Date.parse('2026-03-11T00:00:00Z') });
+    expect(checkBudget({ daily_cost_usd: 1 }, spent, { tokens: 10, cost_usd: 0.2 }, NOW)).toMatchObject({
+      ok: false,
+      retryAt: Date.parse('2026-03-11T00:00:00Z'),
+    });
     expect(checkBudget({ daily_tokens: 50 }, spent, { tokens: 60, cost_usd: 0 }, NOW)).toMatchObject({ ok: false, retryAt: null });
     expect(utcDay(NOW)).toBe('2026-03-10');
     expect(nextUtcMidnight(Date.parse('2026-03-10T23:59:59.999Z'))).toBe(Date.parse('2026-03-11T00:00:00Z'));

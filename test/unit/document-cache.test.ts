@@ -8,10 +8,11 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
 import { forgetDocuments, readParsedDocument, rememberDocument } from '../../src/db/document-cache.js';
-import { newId } from '../../src/db/ids.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { insertDocument, insertProject, updateDocumentContent } from '../../src/db/projects.js';
 import { Writer } from '../../src/db/writer.js';
+import { newId } from '../../src/core/ids.js';
+import { systemClock } from '../../src/core/clock.js';
 
 const parse = (content: string) => JSON.parse(content) as { n: number };
 
@@ -51,12 +52,17 @@ describe('parsed-document cache', () => {
 
   it('reads the stored version after a rolled-back write', async () => {
     const writer = new Writer(db, { onRollback: () => forgetDocuments(db) });
-    await expect(writer.write((d) => (bump(d, 1, 99), d.prepare('SELECT * FROM no_such_table').get()))).rejects.toThrow();
+    await expect(
+      writer.write((d) => {
+        bump(d, 1, 99);
+        return d.prepare('SELECT * FROM no_such_table').get();
+      }),
+    ).rejects.toThrow();
     expect(readParsedDocument(db, 'p', 'story_backlog', parse)).toMatchObject({ version: 1, value: { n: 1 } });
   });
 
   it('makes ids that sort in creation order', () => {
-    const ids = Array.from({ length: 5000 }, () => newId());
+    const ids = Array.from({ length: 5000 }, () => newId(systemClock.now()));
     expect([...ids].sort()).toEqual(ids);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);

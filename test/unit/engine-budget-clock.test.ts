@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig } from '../../src/daemon/config.js';
-import type { EngineEvent } from '../../src/daemon/events.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { loadConfig } from '../../src/daemon/config/config.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { estimateCall } from '../../src/domain/budget.js';
 import { storyRequest } from '../helpers/operations.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
@@ -49,7 +49,7 @@ describe('daily budget under a fake clock', () => {
     config.flow.budgets.projects.p = { daily_tokens: perCall + 100 };
     app = new App({ config, logger: createLogger(null, 'silent'), clock, random: () => 0.5 });
     await app.start();
-    await app.importProject(p);
+    await app.projects.import(p);
   });
   afterEach(async () => {
     await app.shutdown(0);
@@ -58,13 +58,13 @@ describe('daily budget under a fake clock', () => {
   });
 
   it('parks the second call until the next UTC midnight, then runs it', async () => {
-    const first = await app.generateEpic('p', 'E1', { force: false, deadlineAt: null, createdBy: null });
+    const first = await app.threads.generateEpic('p', 'E1', { force: false, deadlineMs: null, createdBy: null });
     await nextEvent(app, (e) => e.type === 'thread' && e.thread_id === first.thread_id && e.status === 'complete');
 
     const parked = nextEvent(app, (e) => e.type === 'work_item' && e.error_code === 'BUDGET_EXCEEDED');
-    const second = await app.generateEpic('p', 'E2', { force: false, deadlineAt: null, createdBy: null });
+    const second = await app.threads.generateEpic('p', 'E2', { force: false, deadlineMs: null, createdBy: null });
     expect(await parked).toMatchObject({ status: 'queued', not_before: Date.parse('2026-01-02T00:00:00Z') });
-    expect(app.thread(second.thread_id).work_items[0]!.error_message).toMatch(/daily_tokens.*resumes at 2026-01-02T00:00:00.000Z/);
+    expect(app.threads.get(second.thread_id).work_items[0]!.error_message).toMatch(/daily_tokens.*resumes at 2026-01-02T00:00:00.000Z/);
 
     clock.t = Date.parse('2026-01-01T23:59:59.999Z');
     expect(await app.engine.claimDue()).toBe(0);
@@ -75,7 +75,7 @@ describe('daily budget under a fake clock', () => {
     app.engine.wake();
     await done;
     expect(sim.calls).toHaveLength(2);
-    const usage = app.usage('p');
+    const usage = app.admin.usage('p');
     expect(usage.rows.map((r) => [r.day, r.calls])).toEqual([
       ['2026-01-02', 1],
       ['2026-01-01', 1],

@@ -8,12 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig, type DaemonConfig } from '../../src/daemon/config.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { loadConfig, type DaemonConfig } from '../../src/daemon/config/config.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { builtinDefinitions } from '../../src/operations/loader.js';
 import { OperationRegistry } from '../../src/operations/registry.js';
 import { validateDefinition } from '../../src/operations/validate.js';
-import { operationSettingsOf } from '../../src/daemon/config.js';
+import { operationSettingsOf } from '../../src/daemon/config/config.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
 
@@ -45,8 +45,8 @@ describe('a claim round with many free slots', () => {
     const seed = newApp();
     await seed.engine.stop(0);
     for (const p of ['a', 'b', 'c']) {
-      await seed.importProject(project(p, 4));
-      await seed.generateAll(p, { force: false, deadlineAt: null, createdBy: null });
+      await seed.projects.import(project(p, 4));
+      await seed.threads.generateAll(p, { force: false, deadlineMs: null, createdBy: null });
     }
     await seed.shutdown(0);
     apps.length = 0;
@@ -87,9 +87,9 @@ describe('a claim round with many free slots', () => {
     apps.push(seed);
     await seed.engine.stop(0);
     for (const p of ['a', 'b', 'c']) {
-      await seed.importProject(project(p, 1));
-      await seed.run('global_note', { project_id: p }, { force: false, deadlineAt: null, createdBy: null });
-      await seed.generateEpic(p, 'E1', { force: false, deadlineAt: null, createdBy: null });
+      await seed.projects.import(project(p, 1));
+      await seed.threads.run('global_note', { project_id: p }, { force: false, deadlineMs: null, createdBy: null });
+      await seed.threads.generateEpic(p, 'E1', { force: false, deadlineMs: null, createdBy: null });
     }
     await seed.shutdown(0);
     apps.length = 0;
@@ -98,7 +98,9 @@ describe('a claim round with many free slots', () => {
     apps.push(app);
     await app.start();
     await app.engine.claimDue();
-    const leased = app.db.prepare("SELECT lock_scope FROM llm_work_items WHERE status IN ('claimed', 'running') ORDER BY lock_scope").all() as { lock_scope: string }[];
+    const leased = app.db.prepare("SELECT lock_scope FROM llm_work_items WHERE status IN ('claimed', 'running') ORDER BY lock_scope").all() as {
+      lock_scope: string;
+    }[];
     expect(leased.map((l) => l.lock_scope)).toEqual(['epic:a:E1', 'epic:b:E1', 'epic:c:E1', 'notes:global']);
   });
 });

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig } from '../../src/daemon/config.js';
-import type { EngineEvent } from '../../src/daemon/events.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { loadConfig } from '../../src/daemon/config/config.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
 
@@ -41,9 +41,14 @@ describe('engine schedule under a fake clock', () => {
     sim = await createSimulator();
     clock = new FakeClock();
     const config = loadConfig(dir, { OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'k' });
-    app = new App({ config: { ...config, retry: { ...config.retry, baseMs: 1000, capMs: 60_000, jitter: 0.1 } }, logger: createLogger(null, 'silent'), clock, random: () => 0.5 });
+    app = new App({
+      config: { ...config, retry: { ...config.retry, baseMs: 1000, capMs: 60_000, jitter: 0.1 } },
+      logger: createLogger(null, 'silent'),
+      clock,
+      random: () => 0.5,
+    });
     await app.start();
-    await app.importProject(project('p', 1));
+    await app.projects.import(project('p', 1));
   });
   afterEach(async () => {
     await app.shutdown(0);
@@ -55,7 +60,7 @@ describe('engine schedule under a fake clock', () => {
     sim.setFaults([{ kind: 'server_error', times: 2 }]);
     const t0 = clock.t;
     const firstRetry = nextEvent(app, (e) => e.type === 'work_item' && e.status === 'queued' && e.attempt === 2);
-    const { thread_id } = await app.generateEpic('p', 'E1', { force: false, deadlineAt: null, createdBy: null });
+    const { thread_id } = await app.threads.generateEpic('p', 'E1', { force: false, deadlineMs: null, createdBy: null });
     expect(await firstRetry).toMatchObject({ not_before: t0 + 1000 });
 
     const secondRetry = nextEvent(app, (e) => e.type === 'work_item' && e.status === 'queued' && e.attempt === 3);
@@ -67,7 +72,10 @@ describe('engine schedule under a fake clock', () => {
     clock.t = t0 + 3000;
     app.engine.wake();
     await done;
-    const delays = app.ledger(thread_id).filter((e) => e.entry_type === 'error').map((e) => e.payload.delay_ms);
+    const delays = app.ledger
+      .thread(thread_id)
+      .filter((e) => e.entry_type === 'error')
+      .map((e) => e.payload.delay_ms);
     expect(delays).toEqual([1000, 2000]);
     expect(sim.calls).toHaveLength(3);
   });
@@ -76,7 +84,7 @@ describe('engine schedule under a fake clock', () => {
     sim.setFaults([{ kind: 'rate_limit', retry_after_s: 7, times: 1 }]);
     const t0 = clock.t;
     const retry = nextEvent(app, (e) => e.type === 'work_item' && e.status === 'queued' && e.attempt === 2);
-    const { thread_id } = await app.generateEpic('p', 'E1', { force: false, deadlineAt: null, createdBy: null });
+    const { thread_id } = await app.threads.generateEpic('p', 'E1', { force: false, deadlineMs: null, createdBy: null });
     expect(await retry).toMatchObject({ not_before: t0 + 7000 });
 
     clock.t = t0 + 6999;

@@ -8,7 +8,14 @@ const item = (id: string, project_id: string, priority: number, not_before = T0)
 
 /** Runs `n` picks where every project always has work at `priority`; returns the project sequence. */
 function rotation(s: FairScheduler, projects: string[], n: number, now = T0): string {
-  return Array.from({ length: n }, () => s.pick(projects.map((p) => item(`${p}-next`, p, PRIORITY_BULK, now)), now)!.project_id).join('');
+  return Array.from(
+    { length: n },
+    () =>
+      s.pick(
+        projects.map((p) => item(`${p}-next`, p, PRIORITY_BULK, now)),
+        now,
+      )!.project_id,
+  ).join('');
 }
 
 describe('fair scheduler', () => {

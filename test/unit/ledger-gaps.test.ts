@@ -1,6 +1,6 @@
 /** Retention gaps: runs of removed entries, and crossing them only over checkpoints that link. */
 import { describe, expect, it } from 'vitest';
-import { GapBridge, splitIntoRuns } from '../../src/domain/ledger-gaps.js';
+import { GapBridge, splitIntoRuns } from '../../src/ledger/gaps.js';
 
 const e = (seq: number) => ({ seq, prev_hash: `h${seq - 1}`, hash: `h${seq}` });
 

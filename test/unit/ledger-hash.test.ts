@@ -1,11 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalJson, findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/domain/ledger-hash.js';
+import { findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/ledger/chain.js';
+import { canonicalJson } from '../../src/domain/canonical-json.js';
 
 function chain(n: number) {
   const out = [];
   let prev = GENESIS_HASH;
   for (let seq = 1; seq <= n; seq++) {
-    const e = { seq, thread_id: 't', work_item_id: 'w', entry_type: 'prompt', attempt: 1, created_at: seq, payload: canonicalJson({ n: seq }), prev_hash: prev };
+    const e = {
+      seq,
+      thread_id: 't',
+      work_item_id: 'w',
+      entry_type: 'prompt',
+      attempt: 1,
+      created_at: seq,
+      payload: canonicalJson({ n: seq }),
+      prev_hash: prev,
+    };
     const hash = ledgerEntryHash(e);
     out.push({ ...e, hash });
     prev = hash;

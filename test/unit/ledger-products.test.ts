@@ -1,7 +1,7 @@
 /** Pure parts of the ledger products: completeness tracking, answer rules, story diffs, cache keys. */
 import { describe, expect, it } from 'vitest';
 import { requestCacheKey } from '../../src/domain/cache-key.js';
-import { CompletenessTracker } from '../../src/domain/ledger-completeness.js';
+import { CompletenessTracker } from '../../src/ledger/completeness.js';
 import { diffStories } from '../../src/operations/builtin/story_generate_epic/merge.js';
 import { checkStoryRules as checkAnswerRules } from '../../src/operations/builtin/story_generate_epic/rules.js';
 
@@ -13,10 +13,18 @@ describe('completeness tracker', () => {
   it('accepts retries, repairs, replays and a prompt whose call is in flight', () => {
     const t = new CompletenessTracker();
     for (const [w, type] of [
-      ['a', 'prompt'], ['a', 'error'], ['a', 'prompt'], ['a', 'response'], ['a', 'parse_report'], ['a', 'mutation_report'],
-      ['b', 'response'], ['b', 'parse_report'], ['b', 'mutation_report'], // a replay: the answer is a copy, no prompt
+      ['a', 'prompt'],
+      ['a', 'error'],
+      ['a', 'prompt'],
+      ['a', 'response'],
+      ['a', 'parse_report'],
+      ['a', 'mutation_report'],
+      ['b', 'response'],
+      ['b', 'parse_report'],
+      ['b', 'mutation_report'], // a replay: the answer is a copy, no prompt
       ['c', 'prompt'],
-    ] as const) t.observe(entry(w, type));
+    ] as const)
+      t.observe(entry(w, type));
     expect(t.finish((id) => id === 'c')).toEqual([]);
   });
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
-import { appendLedgerEntry, getLedgerHead } from '../../src/db/ledger.js';
+import { appendLedgerEntry, getLedgerHead } from '../../src/ledger/store.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { deleteCheckpointedLedgerRun, insertLedgerCheckpoint } from '../../src/db/retention.js';
 import { insertThread } from '../../src/db/threads.js';
@@ -15,7 +15,21 @@ beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'cmb-prune-'));
   db = openDatabase(join(dir, 'combine.db'));
   applyMigrations(db);
-  insertThread(db, { id: 't', kind: 'k', space_type: 'project', space_id: 'p', target_ref: '{}', status: 'complete', parent_thread_id: null, idempotency_key: 'key', role: 'work', input: '{}', created_by: null, created_at: 1, closed_at: 2 });
+  insertThread(db, {
+    id: 't',
+    kind: 'k',
+    space_type: 'project',
+    space_id: 'p',
+    target_ref: '{}',
+    status: 'complete',
+    parent_thread_id: null,
+    idempotency_key: 'key',
+    role: 'work',
+    input: '{}',
+    created_by: null,
+    created_at: 1,
+    closed_at: 2,
+  });
   for (let i = 0; i < 4; i++) appendLedgerEntry(db, { thread_id: 't', work_item_id: null, entry_type: 'prompt', attempt: null, payload: { i }, created_at: 1 });
 });
 afterEach(() => {
@@ -24,7 +38,15 @@ afterEach(() => {
 });
 
 const row = (db: Db, seq: number) => db.prepare('SELECT prev_hash, hash FROM llm_ledger_entries WHERE seq = ?').get(seq) as { prev_hash: string; hash: string };
-const cp = (from: number, to: number, before: string, after: string) => ({ from_seq: from, to_seq: to, hash_before: before, hash_after: after, prune_id: 'x', cutoff_at: 0, created_at: 0 });
+const cp = (from: number, to: number, before: string, after: string) => ({
+  from_seq: from,
+  to_seq: to,
+  hash_before: before,
+  hash_after: after,
+  prune_id: 'x',
+  cutoff_at: 0,
+  created_at: 0,
+});
 
 describe('ledger prune triggers', () => {
   it('refuse a DELETE no checkpoint covers', () => {
@@ -44,7 +66,10 @@ describe('ledger prune triggers', () => {
     expect(deleteCheckpointedLedgerRun(db, 3, 4)).toBe(2);
     // The newest entries are gone; the next append continues at seq 5 from the checkpoint's hash.
     expect(getLedgerHead(db)).toEqual(head);
-    expect(appendLedgerEntry(db, { thread_id: 't', work_item_id: null, entry_type: 'prompt', attempt: null, payload: {}, created_at: 1 })).toMatchObject({ seq: 5, prev_hash: head!.hash });
+    expect(appendLedgerEntry(db, { thread_id: 't', work_item_id: null, entry_type: 'prompt', attempt: null, payload: {}, created_at: 1 })).toMatchObject({
+      seq: 5,
+      prev_hash: head!.hash,
+    });
     expect(() => db.prepare('UPDATE llm_ledger_checkpoints SET hash_after = 0').run()).toThrow(/append-only/);
     expect(() => db.prepare('DELETE FROM llm_ledger_checkpoints').run()).toThrow(/append-only/);
   });

@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig, operationSettingsOf, type DaemonConfig } from '../../src/daemon/config.js';
-import type { EngineEvent } from '../../src/daemon/events.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { loadConfig, operationSettingsOf, type DaemonConfig } from '../../src/daemon/config/config.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
@@ -74,17 +74,21 @@ describe('an apply that throws', () => {
 
   it('fails MUTATION_CONFLICT once, keeps the paid answer, is never resumed, and replay --apply rescues it after the fix', async () => {
     const broken = await appWith('summary_note.mjs', `() => { throw new Error('cannot merge into this document'); }`);
-    await broken.importProject(project('p', 1));
-    const { thread_id } = await broken.run('summary_note', { project_id: 'p', text: 'a long text' }, { force: false, deadlineAt: null, createdBy: null });
+    await broken.projects.import(project('p', 1));
+    const { thread_id } = await broken.threads.run(
+      'summary_note',
+      { project_id: 'p', text: 'a long text' },
+      { force: false, deadlineMs: null, createdBy: null },
+    );
     const failed = ended(broken, thread_id, 'failed');
     await failed;
 
-    const entries = broken.ledger(thread_id);
+    const entries = broken.ledger.thread(thread_id);
     expect(entries.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'error']);
     expect(entries[2]!.payload).toMatchObject({ ok: true });
     expect(entries[3]!.payload).toMatchObject({ code: 'MUTATION_CONFLICT', class: 'permanent', next: 'dead_letter' });
     expect(String(entries[3]!.payload.message)).toContain('summary_note.apply: cannot merge into this document');
-    expect(broken.thread(thread_id).work_items).toMatchObject([{ status: 'dead_letter', error_code: 'MUTATION_CONFLICT' }]);
+    expect(broken.threads.get(thread_id).work_items).toMatchObject([{ status: 'dead_letter', error_code: 'MUTATION_CONFLICT' }]);
 
     // Far past every lease, then recovery scans: at start-up (a restart) and on its interval.
     clock.t += 3_600_000;
@@ -93,7 +97,7 @@ describe('an apply that throws', () => {
     await new Promise((r) => setTimeout(r, 4 * config.recoveryIntervalMs));
     expect(await broken.metrics.text()).not.toMatch(/combine_recoveries_total\{action="resumed"\} [1-9]/);
     expect(sim.calls).toHaveLength(1);
-    expect(broken.ledger(thread_id)).toHaveLength(4);
+    expect(broken.ledger.thread(thread_id)).toHaveLength(4);
     await broken.shutdown(0);
     apps.length = 0;
 
@@ -101,11 +105,11 @@ describe('an apply that throws', () => {
     rmSync(join(dir, 'operations', 'summary_note.mjs'));
     const fixed = await appWith('summary_note_v2.mjs', `({ answer }) => ({ content: { summary: answer.summary }, summary: { chars: answer.summary.length } })`);
     const rescued = ended(fixed, thread_id, 'complete');
-    const report = await fixed.replay(thread_id, { apply: true, responseSeq: null });
+    const report = await fixed.threads.replay(thread_id, { apply: true, responseSeq: null });
     expect(report.replayed).toMatchObject({ ok: true });
     await rescued;
     expect(sim.calls).toHaveLength(1);
-    expect(fixed.document('p', 'summary', null)).toMatchObject({ version: 1, content: { summary: expect.any(String) } });
+    expect(fixed.projects.document('p', 'summary', null)).toMatchObject({ version: 1, content: { summary: expect.any(String) } });
     const log = readFileSync(config.logPath, 'utf8');
     const resumed = log.split('\n').filter((l) => l.includes('"recovery scan"') && /"resumed":[1-9]/.test(l));
     expect(resumed).toEqual([]);

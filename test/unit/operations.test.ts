@@ -9,7 +9,7 @@ import { join, relative } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/connection.js';
-import { acquireLock, listLocks, releaseOrphanedLocks } from '../../src/db/locks.js';
+import { acquireLock, releaseOrphanedLocks } from '../../src/db/locks.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { compileSchema } from '../../src/operations/json-schema.js';
 import { validateDefinition } from '../../src/operations/validate.js';
@@ -68,7 +68,11 @@ describe('the simulator answers any output schema', () => {
           type: 'array',
           minItems: 2,
           maxItems: 2,
-          items: { type: 'object', properties: { title: { type: 'string' }, items: { type: 'array', items: { type: 'string' } } }, required: ['title', 'items'] },
+          items: {
+            type: 'object',
+            properties: { title: { type: 'string' }, items: { type: 'array', items: { type: 'string' } } },
+            required: ['title', 'items'],
+          },
         },
       },
       required: ['headline', 'published', 'severity', 'score', 'ratio', 'breaking', 'sections'],
@@ -99,7 +103,7 @@ describe('locks', () => {
         expect(acquireLock(db, { scope, owner: `gone-${scope}`, now: 1, expires_at: null })).toBe(true);
       }
       expect(releaseOrphanedLocks(db).sort()).toEqual(['briefing:p:2026-03-01', 'epic:p:E1', 'project:p', 'release_notes:p:1.2.0']);
-      expect(listLocks(db)).toEqual([]);
+      expect(db.prepare('SELECT * FROM locks').all()).toEqual([]);
     } finally {
       db.close();
       rmSync(dir, { recursive: true, force: true });
@@ -127,8 +131,14 @@ const wrong = defineOperation({ name: 'y', description: 'd', input: {}, identity
     const host = ts.createCompilerHost({});
     const original = host.getSourceFile;
     host.getSourceFile = (name, v) => (name === file ? ts.createSourceFile(name, source, v) : original(name, v));
-    const program = ts.createProgram([file], { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, strict: true, noEmit: true, types: [] }, host);
-    const errors = ts.getPreEmitDiagnostics(program).map((d) => `${d.start !== undefined ? source.slice(0, d.start).split('\n').length : 0}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+    const program = ts.createProgram(
+      [file],
+      { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, strict: true, noEmit: true, types: [] },
+      host,
+    );
+    const errors = ts
+      .getPreEmitDiagnostics(program)
+      .map((d) => `${d.start !== undefined ? source.slice(0, d.start).split('\n').length : 0}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
     // The well-typed definition compiles; the wrong one is caught on its line.
     expect(errors.length).toBeGreaterThan(0);
     expect(errors.every((e) => e.startsWith('10:'))).toBe(true);
@@ -147,7 +157,10 @@ describe('code outside the built-ins', () => {
       }
     };
     walk(src);
-    const naming = files.filter((f) => !relative(src, f).startsWith('operations/builtin/') && /STORY_GENERATE|PROJECT_BRIEFING|story_generate|project_briefing/.test(readFileSync(f, 'utf8')));
+    const naming = files.filter(
+      (f) =>
+        !relative(src, f).startsWith('operations/builtin/') && /STORY_GENERATE|PROJECT_BRIEFING|story_generate|project_briefing/.test(readFileSync(f, 'utf8')),
+    );
     expect(naming.map((f) => relative(ROOT, f))).toEqual([]);
   });
 });

@@ -1,14 +1,19 @@
 /**
  * The Postgres schema mirrors the SQLite one: same tables, columns, keys, indexes (with their partial
- * conditions) and row types, so storage code reads the same rows from either backend. A change to
- * src/db/schema.ts that is not made to src/db/pg/schema.ts fails here.
+ * conditions and expressions) and row types, so storage code reads the same rows from either backend. A
+ * change to src/db/schema.ts or src/db/schema-schedules.ts that is not made to src/db/pg/ fails here.
  */
 import { getTableConfig as pgTableConfig, PgDialect, PgTable } from 'drizzle-orm/pg-core';
 import { getTableConfig as sqliteTableConfig, SQLiteSyncDialect, SQLiteTable } from 'drizzle-orm/sqlite-core';
-import type { SQL } from 'drizzle-orm';
+import { SQL } from 'drizzle-orm';
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import * as pgSchema from '../../src/db/pg/schema.js';
-import * as sqliteSchema from '../../src/db/schema.js';
+import * as pgSchemaTables from '../../src/db/pg/schema.js';
+import * as pgScheduleTables from '../../src/db/pg/schema-schedules.js';
+import * as sqliteSchemaTables from '../../src/db/schema.js';
+import * as sqliteScheduleTables from '../../src/db/schema-schedules.js';
+
+const pgSchema = { ...pgSchemaTables, ...pgScheduleTables };
+const sqliteSchema = { ...sqliteSchemaTables, ...sqliteScheduleTables };
 
 /** Tables only Postgres has: the chain head that serializes appends across daemons. */
 const PG_ONLY = ['llm_ledger_head'];
@@ -29,7 +34,8 @@ function describeTable(config: Config, render: (sql: SQL) => string) {
       .map((i) => ({
         name: i.config.name,
         unique: i.config.unique,
-        columns: i.config.columns.map((c) => (c as { name: string }).name),
+        // A column, or an expression (the id-tail indexes' `substr(id, 25)`) rendered in its dialect.
+        columns: i.config.columns.map((c) => (c instanceof SQL ? render(c) : (c as { name: string }).name)),
         where: i.config.where ? render(i.config.where) : null,
       }))
       .sort((a, b) => String(a.name).localeCompare(String(b.name))),
@@ -46,7 +52,7 @@ function tables<T>(schema: Record<string, unknown>, isTable: (v: unknown) => v i
   return Object.values(schema).filter(isTable);
 }
 
-describe('Postgres schema (src/db/pg/schema.ts)', () => {
+describe('Postgres schema (src/db/pg/)', () => {
   const pgDialect = new PgDialect();
   const sqliteDialect = new SQLiteSyncDialect();
   const pgTables = new Map(
@@ -71,19 +77,19 @@ describe('Postgres schema (src/db/pg/schema.ts)', () => {
   });
 
   it('reads rows of the same types', () => {
-    expectTypeOf<typeof pgSchema.threads.$inferSelect>().toEqualTypeOf<sqliteSchema.ThreadRow>();
-    expectTypeOf<typeof pgSchema.workItems.$inferSelect>().toEqualTypeOf<sqliteSchema.WorkItemRow>();
-    expectTypeOf<typeof pgSchema.ledgerEntries.$inferSelect>().toEqualTypeOf<sqliteSchema.LedgerRow>();
-    expectTypeOf<typeof pgSchema.charges.$inferSelect>().toEqualTypeOf<sqliteSchema.ChargeRow>();
-    expectTypeOf<typeof pgSchema.documents.$inferSelect>().toEqualTypeOf<sqliteSchema.DocumentRow>();
-    expectTypeOf<typeof pgSchema.locks.$inferSelect>().toEqualTypeOf<sqliteSchema.LockRow>();
-    expectTypeOf<typeof pgSchema.mutations.$inferSelect>().toEqualTypeOf<sqliteSchema.MutationRow>();
-    expectTypeOf<typeof pgSchema.callRecords.$inferSelect>().toEqualTypeOf<sqliteSchema.CallRecordRow>();
-    expectTypeOf<typeof pgSchema.responseCache.$inferSelect>().toEqualTypeOf<sqliteSchema.ResponseCacheRow>();
-    expectTypeOf<typeof pgSchema.ledgerImports.$inferSelect>().toEqualTypeOf<sqliteSchema.LedgerImportRow>();
-    expectTypeOf<typeof pgSchema.ledgerCheckpoints.$inferSelect>().toEqualTypeOf<sqliteSchema.LedgerCheckpointRow>();
-    expectTypeOf<typeof pgSchema.schedules.$inferSelect>().toEqualTypeOf<sqliteSchema.ScheduleRow>();
-    expectTypeOf<typeof pgSchema.scheduleRuns.$inferSelect>().toEqualTypeOf<sqliteSchema.ScheduleRunRow>();
-    expectTypeOf<typeof pgSchema.projects.$inferSelect>().toEqualTypeOf<sqliteSchema.ProjectRow>();
+    expectTypeOf<typeof pgSchemaTables.threads.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.ThreadRow>();
+    expectTypeOf<typeof pgSchemaTables.workItems.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.WorkItemRow>();
+    expectTypeOf<typeof pgSchemaTables.ledgerEntries.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.LedgerRow>();
+    expectTypeOf<typeof pgSchemaTables.charges.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.ChargeRow>();
+    expectTypeOf<typeof pgSchemaTables.documents.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.DocumentRow>();
+    expectTypeOf<typeof pgSchemaTables.locks.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.LockRow>();
+    expectTypeOf<typeof pgSchemaTables.mutations.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.MutationRow>();
+    expectTypeOf<typeof pgSchemaTables.callRecords.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.CallRecordRow>();
+    expectTypeOf<typeof pgSchemaTables.responseCache.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.ResponseCacheRow>();
+    expectTypeOf<typeof pgSchemaTables.ledgerImports.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.LedgerImportRow>();
+    expectTypeOf<typeof pgSchemaTables.ledgerCheckpoints.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.LedgerCheckpointRow>();
+    expectTypeOf<typeof pgScheduleTables.schedules.$inferSelect>().toEqualTypeOf<sqliteScheduleTables.ScheduleRow>();
+    expectTypeOf<typeof pgScheduleTables.scheduleRuns.$inferSelect>().toEqualTypeOf<sqliteScheduleTables.ScheduleRunRow>();
+    expectTypeOf<typeof pgSchemaTables.projects.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.ProjectRow>();
   });
 });

@@ -21,10 +21,41 @@ afterEach(() => {
 });
 
 function addItem(id: string, status: 'queued' | 'applied'): void {
-  insertThread(db, { id: `t-${id}`, kind: 'k', space_type: 'project', space_id: 'p', target_ref: '{}', status: 'open', parent_thread_id: null, idempotency_key: id, role: 'work', input: '{}', created_by: null, created_at: 1, closed_at: null });
+  insertThread(db, {
+    id: `t-${id}`,
+    kind: 'k',
+    space_type: 'project',
+    space_id: 'p',
+    target_ref: '{}',
+    status: 'open',
+    parent_thread_id: null,
+    idempotency_key: id,
+    role: 'work',
+    input: '{}',
+    created_by: null,
+    created_at: 1,
+    closed_at: null,
+  });
   insertWorkItem(db, {
-    id, thread_id: `t-${id}`, sequence: 1, status, attempt: 1, max_attempts: 3, repair_count: 0, lock_scope: `p:${id}`, project_id: 'p', priority: 0,
-    not_before: 0, deadline_at: null, lease_owner: null, lease_expires_at: null, error_code: null, error_message: null, created_at: 1, started_at: null, finished_at: null,
+    id,
+    thread_id: `t-${id}`,
+    sequence: 1,
+    status,
+    attempt: 1,
+    max_attempts: 3,
+    repair_count: 0,
+    lock_scope: `p:${id}`,
+    project_id: 'p',
+    priority: 0,
+    not_before: 0,
+    deadline_at: null,
+    lease_owner: null,
+    lease_expires_at: null,
+    error_code: null,
+    error_message: null,
+    created_at: 1,
+    started_at: null,
+    finished_at: null,
   });
 }
 
@@ -42,7 +73,7 @@ describe('queue depth', () => {
       ['a back in the queue for a retry', () => setStatus('a', 'queued'), 3],
       ['b set to queued again (no change)', () => setStatus('b', 'queued'), 3],
       ['an update that leaves status alone', () => db.prepare("UPDATE llm_work_items SET not_before = 5 WHERE id = 'c'").run(), 3],
-      ['c canceled', () => setStatus('c', 'canceled'), 2],
+      ['c canceled (a canceled item ends failed)', () => setStatus('c', 'failed'), 2],
       ['a queued item deleted', () => db.prepare("DELETE FROM llm_work_items WHERE id = 'b'").run(), 1],
       ['a finished item deleted', () => db.prepare("DELETE FROM llm_work_items WHERE id = 'd'").run(), 1],
     ];

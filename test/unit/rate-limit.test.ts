@@ -32,7 +32,11 @@ describe('rate limiter', () => {
 
   it('the provider’s remaining/reset headers correct the buckets: never more than the provider says remains', () => {
     const l = new RateLimiter(() => ({ requestsPerMinute: 1000, tokensPerMinute: null }));
-    l.observe('m', { 'x-ratelimit-remaining-requests': '1', 'x-ratelimit-reset-requests': '6s', 'x-ratelimit-remaining-tokens': '500', 'x-ratelimit-reset-tokens': '1m0s' }, T0);
+    l.observe(
+      'm',
+      { 'x-ratelimit-remaining-requests': '1', 'x-ratelimit-reset-requests': '6s', 'x-ratelimit-remaining-tokens': '500', 'x-ratelimit-reset-tokens': '1m0s' },
+      T0,
+    );
     expect(l.admit('m', 400, T0).ok).toBe(true);
     expect(l.admit('m', 10, T0 + 1)).toMatchObject({ ok: false, retryAt: T0 + 6000, reason: 'provider requests remaining' });
     expect(l.admit('m', 200, T0 + 6000)).toMatchObject({ ok: false, retryAt: T0 + 60_000, reason: 'provider tokens remaining' });

@@ -8,9 +8,7 @@ const highest = () => 0.999999; // factor just under 1 + jitter
 
 describe('backoff schedule', () => {
   it('doubles from the base and stops at the cap', () => {
-    expect([1, 2, 3, 4, 5, 6, 7, 8].map((a) => backoffDelayMs(policy, a, middle))).toEqual([
-      1000, 2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000,
-    ]);
+    expect([1, 2, 3, 4, 5, 6, 7, 8].map((a) => backoffDelayMs(policy, a, middle))).toEqual([1000, 2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000]);
   });
 
   it('keeps jitter within ±10% at every attempt', () => {

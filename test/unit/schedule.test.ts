@@ -58,7 +58,14 @@ describe('briefing prompt and answer', () => {
   const story = { title: 's', description: 'd', acceptance_criteria: ['c'] };
   const backlog = { epics: [{ epic_id: 'checkout', title: 'Checkout', stories: Array(5).fill(story), thread_id: 't-1', work_item_id: 'w', generated_at: 0 }] };
   const failed = [
-    { thread_id: 't-2', kind: 'story_generate_epic', target_ref: { epic_id: 'returns' }, status: 'failed', error_code: 'SCHEMA_INVALID', created_at: '2026-03-01T07:00:00.000Z' },
+    {
+      thread_id: 't-2',
+      kind: 'story_generate_epic',
+      target_ref: { epic_id: 'returns' },
+      status: 'failed',
+      error_code: 'SCHEMA_INVALID',
+      created_at: '2026-03-01T07:00:00.000Z',
+    },
   ];
   const fixture = {
     project: { id: 'acme', name: 'ACME Shop' },
@@ -81,7 +88,10 @@ describe('briefing prompt and answer', () => {
   });
 
   it('rejects an answer that misses fields, naming them', () => {
-    expect(parseBriefingAnswer('{"summary":"ok","highlights":[]}')).toMatchObject({ ok: false, errors: expect.arrayContaining([expect.stringMatching(/^risks:/)]) });
+    expect(parseBriefingAnswer('{"summary":"ok","highlights":[]}')).toMatchObject({
+      ok: false,
+      errors: expect.arrayContaining([expect.stringMatching(/^risks:/)]),
+    });
     expect(parseBriefingAnswer('nope')).toMatchObject({ ok: false });
   });
 });

@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { App } from '../../src/daemon/app.js';
-import { loadConfig } from '../../src/daemon/config.js';
-import type { EngineEvent } from '../../src/daemon/events.js';
-import { createLogger } from '../../src/daemon/logger.js';
+import { loadConfig } from '../../src/daemon/config/config.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { PRIORITY_SCHEDULED } from '../../src/domain/operations.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
@@ -69,7 +69,7 @@ describe('scheduler under a fake clock', () => {
 
   it('runs a due period once; a second tick for it claims nothing and calls nothing', async () => {
     const app = await startApp();
-    await app.importProject(project('p', 2));
+    await app.projects.import(project('p', 2));
     const s = await app.schedules.add({ project_id: 'p', operation: 'briefing', cron: '0 * * * *', timezone: 'UTC', catch_up: 'latest' });
     expect(s.next_run_at).toBe('2026-03-01T01:00:00.000Z');
     expect((await app.scheduler.tick()).claimed).toHaveLength(0); // 00:30: nothing due yet
@@ -85,12 +85,12 @@ describe('scheduler under a fake clock', () => {
     const [run] = app.schedules.runs(s.schedule_id, 10);
     expect(run).toMatchObject({ status: 'complete', ready: true, claims: 1, thread_status: 'complete' });
     expect(run!.usage!.responses).toBe(1);
-    expect(app.briefing('p', '2026-03-01')).toMatchObject({ date: '2026-03-01', version: 1 });
+    expect(app.projects.briefing('p', '2026-03-01')).toMatchObject({ date: '2026-03-01', version: 1 });
   });
 
   it('a daemon down over three periods catches up with one run, for the latest period', async () => {
     let app = await startApp();
-    await app.importProject(project('p', 1));
+    await app.projects.import(project('p', 1));
     const s = await app.schedules.add({ project_id: 'p', operation: 'briefing', cron: '0 * * * *', timezone: 'UTC', catch_up: 'latest' });
     clock.t = T0 + 30 * 60_000; // 01:00 exactly
     let done = threadEnded(app, 'project_briefing');
@@ -115,7 +115,7 @@ describe('scheduler under a fake clock', () => {
 
   it('with catch-up "skip", missed periods do not run; the next on-time period does', async () => {
     let app = await startApp();
-    await app.importProject(project('p', 1));
+    await app.projects.import(project('p', 1));
     const s = await app.schedules.add({ project_id: 'p', operation: 'briefing', cron: '0 * * * *', timezone: 'UTC', catch_up: 'skip' });
     await stopApp(app);
     clock.t = T0 + 3 * HOUR; // 03:30: 01:00, 02:00 and 03:00 missed
@@ -132,7 +132,7 @@ describe('scheduler under a fake clock', () => {
 
   it('a paused schedule runs nothing, and resuming does not catch up what passed while paused', async () => {
     const app = await startApp();
-    await app.importProject(project('p', 1));
+    await app.projects.import(project('p', 1));
     const s = await app.schedules.add({ project_id: 'p', operation: 'briefing', cron: '0 * * * *', timezone: 'UTC', catch_up: 'latest' });
     expect((await app.schedules.pause(s.schedule_id)).next_run_at).toBeNull();
     clock.t = T0 + 2 * HOUR; // 02:30
@@ -150,7 +150,7 @@ describe('scheduler under a fake clock', () => {
 
   it('a pending run is not ready: no usage shown, and its briefing is reported as not ready', async () => {
     const app = await startApp();
-    await app.importProject(project('p', 1));
+    await app.projects.import(project('p', 1));
     sim.setFaults([{ kind: 'hang', hang_ms: 400, times: 1 }]);
     const s = await app.schedules.add({ project_id: 'p', operation: 'briefing', cron: '0 9 * * *', timezone: 'Europe/Berlin', catch_up: 'latest' });
     clock.t = Date.parse('2026-03-01T08:00:05Z'); // 09:00:05 in Berlin
@@ -158,15 +158,15 @@ describe('scheduler under a fake clock', () => {
     await app.scheduler.tick();
     const [pending] = app.schedules.runs(s.schedule_id, 10);
     expect(pending).toMatchObject({ status: 'pending', ready: false, usage: null });
-    expect(() => app.briefing('p', '2026-03-01')).toThrow(/not ready yet/);
+    expect(() => app.projects.briefing('p', '2026-03-01')).toThrow(/not ready yet/);
     await done;
     expect(app.schedules.runs(s.schedule_id, 10)[0]).toMatchObject({ status: 'complete', ready: true });
-    expect(app.briefing('p', null)).toMatchObject({ date: '2026-03-01' });
+    expect(app.projects.briefing('p', null)).toMatchObject({ date: '2026-03-01' });
   });
 
   it('a scheduled generate-all runs its children at the scheduled priority and records their usage', async () => {
     const app = await startApp();
-    await app.importProject(project('p', 3));
+    await app.projects.import(project('p', 3));
     const s = await app.schedules.add({ project_id: 'p', operation: 'generate-all', cron: '0 * * * *', timezone: 'UTC', catch_up: 'latest' });
     clock.t = T0 + 30 * 60_000 + 1000;
     const done = threadEnded(app, 'story_generate_all');
@@ -177,6 +177,6 @@ describe('scheduler under a fake clock', () => {
     expect(run!.usage!.responses).toBe(3);
     const priorities = app.db.prepare('SELECT DISTINCT priority FROM llm_work_items').all();
     expect(priorities).toEqual([{ priority: PRIORITY_SCHEDULED }]);
-    expect(app.backlog('p')!.epics.every((e) => e.stories.length > 0)).toBe(true);
+    expect(app.projects.backlog('p')!.epics.every((e) => e.stories.length > 0)).toBe(true);
   });
 });

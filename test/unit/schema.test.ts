@@ -20,9 +20,11 @@ describe('migrated schema', () => {
   });
 
   it('equals the committed snapshot', () => {
-    const rows = db
-      .prepare("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type, name")
-      .all() as { type: string; name: string; sql: string }[];
+    const rows = db.prepare("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type, name").all() as {
+      type: string;
+      name: string;
+      sql: string;
+    }[];
     expectGolden('schema.sql', rows.map((r) => `-- ${r.type} ${r.name}\n${r.sql};\n`).join('\n'));
   });
 
@@ -47,8 +49,30 @@ describe('migrated schema', () => {
       `INSERT INTO llm_ledger_entries (seq, thread_id, entry_type, payload, prev_hash, hash, created_at)
        VALUES (1, 't', 'prompt', '{}', 'x', 'y', 0)`,
     ).run();
-    expect(() => db.prepare("UPDATE llm_ledger_entries SET payload = '{\"x\":1}' WHERE seq = 1").run()).toThrow(/append-only/);
+    expect(() => db.prepare('UPDATE llm_ledger_entries SET payload = \'{"x":1}\' WHERE seq = 1').run()).toThrow(/append-only/);
     expect(() => db.prepare('DELETE FROM llm_ledger_entries WHERE seq = 1').run()).toThrow(/append-only/);
     expect(db.prepare('SELECT payload FROM llm_ledger_entries WHERE seq = 1').get()).toEqual({ payload: '{}' });
+  });
+
+  const insertThread = (status: string) =>
+    db
+      .prepare(
+        `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, idempotency_key, created_at)
+         VALUES ('t', 'k', 'project', 'p', '{}', ?, 'key', 0)`,
+      )
+      .run(status);
+
+  it('refuses a status outside the machine, on insert and on update, like a CHECK constraint', () => {
+    db.prepare("INSERT INTO projects (id, name, created_at) VALUES ('p', 'P', 0)").run();
+    expect(() => insertThread('done')).toThrow(/CHECK constraint failed: llm_threads.status/);
+    insertThread('open');
+    expect(() => db.prepare("UPDATE llm_threads SET status = 'finished' WHERE id = 't'").run()).toThrow(/CHECK constraint failed: llm_threads.status/);
+    expect(db.prepare("SELECT status FROM llm_threads WHERE id = 't'").get()).toEqual({ status: 'open' });
+    for (const table of ['llm_work_items', 'llm_charges', 'schedules', 'schedule_runs']) {
+      const triggers = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name LIKE '%status_check%' ORDER BY name")
+        .all(table);
+      expect(triggers, table).toHaveLength(2);
+    }
   });
 });

@@ -4,10 +4,10 @@ import {
   assertWorkItemTransition,
   canTransitionThread,
   canTransitionWorkItem,
-  IllegalTransitionError,
   THREAD_STATUSES,
   WORK_ITEM_STATUSES,
 } from '../../src/domain/states.js';
+import { IllegalTransitionError } from '../../src/core/errors.js';
 
 /** The work-item state machine, written out in full: every pair not listed here must be refused. */
 const ALLOWED_WORK_ITEM: [string, string, string][] = [

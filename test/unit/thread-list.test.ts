@@ -28,7 +28,8 @@ beforeAll(() => {
   rows = [];
   for (let i = 0; i < 300; i++) {
     const kind = KINDS[i % 3]!;
-    const parent = kind === 'story_generate_epic' && i % 4 === 0 && rows.length > 0 ? rows.filter((r) => r.kind === 'story_generate_all').at(-1)?.id ?? null : null;
+    const parent =
+      kind === 'story_generate_epic' && i % 4 === 0 && rows.length > 0 ? (rows.filter((r) => r.kind === 'story_generate_all').at(-1)?.id ?? null) : null;
     const row: ThreadRow = {
       id: `t${String(i).padStart(4, '0')}`,
       kind,
@@ -81,11 +82,18 @@ function filters(): ThreadListFilter[] {
 
 describe('listThreads', () => {
   it('returns what a plain filter returns, for every combination of filters', () => {
-    for (const f of filters()) expect(listThreads(db, f).map((r) => r.id), JSON.stringify(f)).toEqual(expected(f));
+    for (const f of filters())
+      expect(
+        listThreads(db, f).map((r) => r.id),
+        JSON.stringify(f),
+      ).toEqual(expected(f));
   });
 
   it('pages by cursor without losing or repeating a thread', () => {
-    for (const f of [{ active: false, projectId: null, limit: 7 }, { active: false, projectId: 'a', statuses: ['failed', 'canceled'], limit: 4 }] as ThreadListFilter[]) {
+    for (const f of [
+      { active: false, projectId: null, limit: 7 },
+      { active: false, projectId: 'a', statuses: ['failed', 'canceled'], limit: 4 },
+    ] as ThreadListFilter[]) {
       const seen: string[] = [];
       let cursor: string | null = null;
       for (;;) {
@@ -103,8 +111,13 @@ describe('listThreads', () => {
       const q = threadListQuery(f);
       if (!q) continue;
       const plan = (db.prepare(`EXPLAIN QUERY PLAN ${q.sql}`).all(q.params) as { detail: string }[]).map((p) => p.detail);
-      const main = plan.filter((d) => /llm_threads/.test(d) && !/^SEARCH llm_threads USING INTEGER PRIMARY KEY|USING INDEX sqlite_autoindex_llm_threads_1/.test(d));
-      expect(main.every((d) => /USING (COVERING )?INDEX/.test(d)), `${JSON.stringify(f)}: ${plan.join(' | ')}`).toBe(true);
+      const main = plan.filter(
+        (d) => /llm_threads/.test(d) && !/^SEARCH llm_threads USING INTEGER PRIMARY KEY|USING INDEX sqlite_autoindex_llm_threads_1/.test(d),
+      );
+      expect(
+        main.every((d) => /USING (COVERING )?INDEX/.test(d)),
+        `${JSON.stringify(f)}: ${plan.join(' | ')}`,
+      ).toBe(true);
       expect(plan.some((d) => /TEMP B-TREE/.test(d)) && f.parentId == null, `${JSON.stringify(f)}: ${plan.join(' | ')}`).toBe(false);
     }
   });

@@ -21,7 +21,9 @@ describe('group-commit writer', () => {
   it('commits writes that arrive together in one transaction, answering each after the commit', async () => {
     const commits: number[] = [];
     const w = new Writer(db, { onCommit: (i) => commits.push(i.writes) });
-    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => w.write((d) => d.prepare('INSERT INTO t (v) VALUES (?)').run(`v${i}`).lastInsertRowid)));
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => w.write((d) => d.prepare('INSERT INTO t (v) VALUES (?)').run(`v${i}`).lastInsertRowid)),
+    );
     expect(results).toHaveLength(100);
     expect(commits).toEqual([100]);
     expect(db.prepare('SELECT count(*) AS n FROM t').get()).toEqual({ n: 100 });

@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import type { BriefingView } from '../../operations/builtin/index.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, shortTime } from '../output.js';
+import { EXIT, print, shortTime } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 function renderBriefing(b: BriefingView): string {
   const section = (title: string, items: string[]) => (items.length === 0 ? [] : ['', `${title}:`, ...items.map((i) => `  - ${i}`)]);
@@ -29,6 +30,6 @@ export function briefingCommand(getHome: () => string): Command {
       throw new CliError(`--date: "${opts.date}" is not a date (YYYY-MM-DD)`, EXIT.USAGE);
     }
     const b = await withDaemon(getHome(), opts, ({ client }, signal) => client.briefing.query({ project_id: projectId, date: opts.date ?? null }, { signal }));
-    print(opts, b, () => renderBriefing(b));
+    await print(opts, b, () => renderBriefing(b));
   });
 }

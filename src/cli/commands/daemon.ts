@@ -8,8 +8,9 @@ import { probeSocket, toCliError, connectHttp } from '../client.js';
 import { parsePort, withCommonOptions, type CommonOptions } from '../common.js';
 import { CALL_TIMEOUT_MS, readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
-import { CliError, EXIT, print } from '../output.js';
+import { EXIT, print } from '../output.js';
 import { renderUnit, UNIT_NAME, userUnitDir } from '../systemd-unit.js';
+import { CliError } from '../../core/errors.js';
 
 /** `daemon run` arguments for the ports a start was asked for. */
 function portArgs(metricsPort: number | null, httpPort: number | null): string[] {
@@ -55,7 +56,7 @@ export function daemonCommand(getHome: () => string): Command {
           });
       }
       const status = await daemonStatus(home);
-      print(opts, { ...status, started }, () => (started ? `started; ${describeStatus(status)}` : `already ${describeStatus(status)}`));
+      await print(opts, { ...status, started }, () => (started ? `started; ${describeStatus(status)}` : `already ${describeStatus(status)}`));
     });
 
   withCommonOptions(cmd.command('stop').description('stop claiming, let in-flight calls finish (up to the drain timeout), exit'), false).action(
@@ -63,7 +64,7 @@ export function daemonCommand(getHome: () => string): Command {
       const home = getHome();
       const files = homeFiles(home);
       if (!(await probeSocket(files.socket))) {
-        print(opts, { stopped: false, running: false }, () => 'the daemon is not running');
+        await print(opts, { stopped: false, running: false }, () => 'the daemon is not running');
         return;
       }
       const pid = readDaemonPid(home);
@@ -74,14 +75,14 @@ export function daemonCommand(getHome: () => string): Command {
       }
       const exited = pid === null ? true : await waitForExit(pid, 30_000);
       if (!exited) throw new CliError(`the daemon (pid ${pid}) did not exit within 30s`, EXIT.FAILED);
-      print(opts, { stopped: true, pid }, () => `stopped${pid ? ` (pid ${pid})` : ''}`);
+      await print(opts, { stopped: true, pid }, () => `stopped${pid ? ` (pid ${pid})` : ''}`);
     },
   );
 
   withCommonOptions(cmd.command('status').description('show whether the daemon runs, and where (exit 3 when it does not)'), false).action(
     async (opts: CommonOptions) => {
       const status = await daemonStatus(getHome());
-      print(opts, status, () => describeStatus(status));
+      await print(opts, status, () => describeStatus(status));
     },
   );
 
@@ -93,7 +94,10 @@ export function daemonCommand(getHome: () => string): Command {
     .action(async (opts: { metricsPort?: string; httpPort?: string }) => {
       const metricsPort = parsePort(opts.metricsPort);
       const httpPort = parsePort(opts.httpPort, '--http-port', true);
-      const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as { runDaemon: typeof RunDaemon; DaemonStartError: new (...a: any[]) => Error & { exitCode: number } };
+      const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as {
+        runDaemon: typeof RunDaemon;
+        DaemonStartError: new (...a: any[]) => Error & { exitCode: number };
+      };
       try {
         await mod.runDaemon({ home: getHome(), ...(metricsPort !== null ? { metricsPort } : {}), ...(httpPort !== null ? { httpPort } : {}) });
       } catch (err) {
@@ -107,9 +111,14 @@ export function daemonCommand(getHome: () => string): Command {
     .option('--force', 'overwrite an existing unit file')
     .option('--print', 'print the unit to stdout instead of writing it')
     .addHelpText('after', '\nExamples:\n  combine daemon install\n  combine daemon install --metrics-port 9464 --force\n  combine daemon install --print')
-    .action((opts: CommonOptions & { metricsPort?: string; force?: boolean; print?: boolean }) => {
+    .action(async (opts: CommonOptions & { metricsPort?: string; force?: boolean; print?: boolean }) => {
       const home = getHome();
-      const unit = renderUnit({ node: process.execPath, cli: fileURLToPath(new URL('./cli.js', import.meta.url)), home, metricsPort: parsePort(opts.metricsPort) });
+      const unit = renderUnit({
+        node: process.execPath,
+        cli: fileURLToPath(new URL('./cli.js', import.meta.url)),
+        home,
+        metricsPort: parsePort(opts.metricsPort),
+      });
       if (opts.print) {
         process.stdout.write(opts.json ? `${JSON.stringify({ unit }, null, 2)}\n` : unit);
         return;
@@ -125,7 +134,7 @@ export function daemonCommand(getHome: () => string): Command {
         `systemctl --user enable --now ${UNIT_NAME}`,
         'loginctl enable-linger "$USER"           # optional: keep it running while you are logged out',
       ];
-      print(opts, { path, home, unit, next }, () =>
+      await print(opts, { path, home, unit, next }, () =>
         [`wrote ${path}`, `Put OPENAI_API_KEY=… in ${join(home, 'daemon.env')} (chmod 600), then:`, ...next.map((l) => `  ${l}`)].join('\n'),
       );
     });

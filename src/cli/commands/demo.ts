@@ -9,9 +9,11 @@ import { connectHttp, toCliError } from '../client.js';
 import { readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { loadFollow } from '../common.js';
 import { homeFiles } from '../home.js';
-import { CliError, EXIT } from '../output.js';
+import { EXIT, plural } from '../output.js';
 import { readProjectFile } from './project.js';
 import { renderBacklog } from './info.js';
+import { CliError } from '../../core/errors.js';
+import { systemClock } from '../../core/clock.js';
 
 async function loadSim(): Promise<typeof SimModule> {
   return (await import(new URL('./sim.js', import.meta.url).href)) as typeof SimModule;
@@ -26,7 +28,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
   const sim = await createSimulator({ latencyMs: Number(opts.latency) });
   const home = mkdtempSync(join(tmpdir(), 'combine-demo-'));
   const example = fileURLToPath(new URL('../examples/acme.json', import.meta.url));
-  const started = Date.now();
+  const started = systemClock.now();
   say('combine demo: the model is SIMULATED — a deterministic OpenAI-compatible server on');
   say(`${sim.url}; no API key is used and nothing leaves this machine.`);
   say(`state: ${home}`);
@@ -37,7 +39,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
     const { client } = connectHttp(homeFiles(home).socket);
     const imported = await client.project.import.mutate({ file: readProjectFile(example) });
     say(`$ combine project import examples/acme.json`);
-    say(`${imported.result} project ${imported.project_id}: ${imported.epics} epics`);
+    say(`${imported.result} project ${imported.project_id}: ${plural(imported.epics, 'epic')}`);
     say();
     say(`$ combine generate-all --project ${imported.project_id} --follow`);
     const r = await client.generate.all.mutate({ project_id: imported.project_id });
@@ -51,9 +53,9 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
     say();
     const verify = await client.ledger.verify.query();
     say(`$ combine ledger verify`);
-    say(verify.ok ? `ledger ok: ${verify.entries} entries, chain head ${verify.head_hash}` : 'ledger verification FAILED');
+    say(verify.ok ? `ledger ok: ${plural(verify.entries, 'entry', 'entries')}, chain head ${verify.head_hash}` : 'ledger verification FAILED');
     say();
-    say(`done in ${((Date.now() - started) / 1000).toFixed(1)}s; ${sim.calls.length} simulated provider calls.`);
+    say(`done in ${((systemClock.now() - started) / 1000).toFixed(1)}s; ${sim.calls.length} simulated provider calls.`);
     if (opts.json) {
       const summary = {
         simulated: true,
@@ -64,7 +66,7 @@ async function runDemo(opts: { keep?: boolean; latency: string; json?: boolean }
         epics: backlog.epics.map((e) => ({ epic_id: e.epic_id, title: e.title, stories: e.stories.length })),
         ledger_ok: verify.ok,
         provider_calls: sim.calls.length,
-        duration_ms: Date.now() - started,
+        duration_ms: systemClock.now() - started,
       };
       process.stdout.write(`${JSON.stringify(summary)}\n`);
     }
@@ -99,7 +101,10 @@ export function demoCommands(): Command[] {
     .option('--latency <ms>', 'delay before every answer', '0')
     .option('--fault-rate <share>', 'share of calls (0-1) that get a random transient fault', '0')
     .option('--seed <n>', 'seed for the fault sequence', '42')
-    .addHelpText('after', '\nExample:\n  combine sim --port 8787 --latency 300 --fault-rate 0.2 &\n  OPENAI_BASE_URL=http://127.0.0.1:8787/v1 combine generate-all --project acme --follow')
+    .addHelpText(
+      'after',
+      '\nExample:\n  combine sim --port 8787 --latency 300 --fault-rate 0.2 &\n  OPENAI_BASE_URL=http://127.0.0.1:8787/v1 combine generate-all --project acme --follow',
+    )
     .action(async (o: { port: string; latency: string; faultRate: string; seed: string }) => {
       const nums = { port: Number(o.port), latency: Number(o.latency), faultRate: Number(o.faultRate), seed: Number(o.seed) };
       for (const [k, v] of Object.entries(nums)) if (!Number.isFinite(v) || v < 0) throw new CliError(`--${k}: "${v}" is not a number ≥ 0`, EXIT.USAGE);

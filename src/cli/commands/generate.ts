@@ -3,7 +3,9 @@ import { Command } from 'commander';
 import type { CommandView } from '../../daemon/views.js';
 import { exitCodeFor, parseDeadline, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, printJsonLine } from '../output.js';
+import { formatUsd } from '../money.js';
+import { EXIT, print, printJsonLine, statusText } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface GenerateOptions extends CommonOptions {
   project: string;
@@ -23,25 +25,33 @@ function describeResult(r: CommandView): string {
 }
 
 /** A dry run's estimate for a person (`generate-all --dry-run`, `run --dry-run`). */
-export function renderDryRun(d: { project_id: string; model: string; calls: number; estimated_max_tokens: number; max_tokens_per_call: number; priced: boolean; estimated_max_cost: number }): string {
+export function renderDryRun(d: {
+  project_id: string;
+  model: string;
+  calls: number;
+  estimated_max_tokens: number;
+  max_tokens_per_call: number;
+  priced: boolean;
+  estimated_max_cost: number | null;
+}): string {
   return [
     `dry run for ${d.project_id} (model ${d.model}): nothing was enqueued`,
     `  calls                 ${d.calls} (retries and repairs not included)`,
     `  estimated max tokens  ${d.estimated_max_tokens} (prompt estimate + max_tokens ${d.max_tokens_per_call} per call)`,
-    `  estimated max cost    ${d.priced ? `$${d.estimated_max_cost.toFixed(4)}` : `unknown: no price for ${d.model} in config.json "prices"`}`,
+    `  estimated max cost    ${d.estimated_max_cost !== null ? formatUsd(d.estimated_max_cost) : `unpriced: no price for ${d.model} in config.json "prices"`}`,
   ].join('\n');
 }
 
 /** Prints the command's answer, then follows the thread when asked. Returns the exit code. */
 export async function reportAndFollow(home: string, r: CommandView, opts: FollowOptions): Promise<number> {
   if (!opts.follow) {
-    print(opts, r, () => describeResult(r));
+    await print(opts, r, () => describeResult(r));
     return 0;
   }
   if (opts.json) printJsonLine(r);
   else process.stdout.write(`${describeResult(r)}\n`);
   const final = await (await loadFollow()).followThread(home, r.thread_id, opts);
-  if (!opts.json) process.stdout.write(`thread ${final.thread_id} ${final.status}\n`);
+  if (!opts.json) process.stdout.write(`thread ${final.thread_id} ${statusText(final.status)}\n`);
   return exitCodeFor(final);
 }
 
@@ -54,12 +64,18 @@ export function generateCommands(getHome: () => string): Command[] {
       .option('--force', 'generate again even if a previous run completed')
       .option('--follow', 'stream the thread until it ends (exit 1 if it fails)')
       .option('--deadline <duration>', 'fail with SKIPPED_DEADLINE if not started within this time (e.g. 10m)')
-      .addHelpText('after', '\nExamples:\n  combine generate-epic --project acme --epic checkout --follow\n  combine generate-epic --project acme --epic checkout --force --json'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  combine generate-epic --project acme --epic checkout --follow\n  combine generate-epic --project acme --epic checkout --force --json',
+      ),
   ).action(async (opts: GenerateOptions) => {
     const home = getHome();
     const deadline_ms = parseDeadline(opts.deadline);
     const r = await withDaemon(home, opts, ({ client }, signal) =>
-      client.generate.epic.mutate({ project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null }, { signal }),
+      client.generate.epic.mutate(
+        { project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null },
+        { signal },
+      ),
     );
     process.exitCode = await reportAndFollow(home, r, opts);
   });
@@ -81,7 +97,7 @@ export function generateCommands(getHome: () => string): Command[] {
     if (opts.dryRun) {
       if (opts.follow) throw new CliError('--dry-run and --follow cannot be combined: a dry run starts nothing', EXIT.USAGE);
       const d = await withDaemon(home, opts, ({ client }, signal) => client.generate.allDryRun.query({ project_id: opts.project }, { signal }));
-      print(opts, d, () => renderDryRun(d));
+      await print(opts, d, () => renderDryRun(d));
       return;
     }
     const deadline_ms = parseDeadline(opts.deadline);

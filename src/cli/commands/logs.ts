@@ -2,8 +2,9 @@
 import { closeSync, createReadStream, existsSync, openSync, readSync, statSync } from 'node:fs';
 import { Command } from 'commander';
 import { homeFiles } from '../home.js';
-import { formatLogLine, matchesFilter, parseLogLine, type LogFilter } from '../log-format.js';
-import { CliError, EXIT } from '../output.js';
+import { formatLogLine, matchesFilter, matchingThreadIds, parseLogLine, type LogFilter } from '../log-format.js';
+import { EXIT } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface LogsOptions {
   follow?: boolean;
@@ -19,6 +20,30 @@ function render(line: string, filter: LogFilter, json: boolean): string | null {
   if (!matchesFilter(parsed, filter)) return null;
   if (json) return parsed ? line : null;
   return parsed ? formatLogLine(parsed) : line;
+}
+
+/**
+ * What `--thread` names in this log: the one thread id matching what was typed (whole, or a prefix of
+ * the id or of its short id). Several → exit 2 listing them; none → the text itself (for `-f`, a
+ * thread that has not logged yet).
+ */
+async function resolveThreadFilter(path: string, typed: string): Promise<string> {
+  if (!existsSync(path)) return typed;
+  const found = new Set<string>();
+  const { createInterface } = await import('node:readline');
+  for await (const line of createInterface({ input: createReadStream(path), crlfDelay: Infinity })) {
+    if (!line.includes('thread_id')) continue;
+    for (const id of matchingThreadIds(parseLogLine(line), typed)) found.add(id);
+  }
+  if (found.size > 1) {
+    const ids = [...found].sort();
+    const listed = ids.slice(0, 10).map((id) => `  ${id}`);
+    throw new CliError(
+      [`"${typed}" matches ${ids.length} threads in the log; give more characters of one of:`, ...listed, ...(ids.length > 10 ? ['  …'] : [])].join('\n'),
+      EXIT.USAGE,
+    );
+  }
+  return found.size === 1 ? [...found][0]! : typed;
 }
 
 /** Prints the matching lines of the file (the last `limit` of them); returns the byte offset read up to. */
@@ -79,13 +104,10 @@ export function logsCommand(getHome: () => string): Command {
   return new Command('logs')
     .description("print the daemon's log (COMBINE_HOME/daemon.log) readably")
     .option('-f, --follow', 'keep printing lines as they are written (Ctrl-C to stop)')
-    .option('--thread <id>', 'only lines about this thread (full id or its first 8+ characters) and its children')
+    .option('--thread <id>', 'only lines about this thread and its children (whole id, short id, or a unique prefix)')
     .option('-n, --lines <n>', 'only the last n matching lines (default: all; 20 with --follow)')
     .option('--json', 'print the matching lines as the JSON objects they are')
-    .addHelpText(
-      'after',
-      ['', 'Examples:', '  combine logs -n 50', '  combine logs -f', '  combine logs --thread 1a2b3c4d --json'].join('\n'),
-    )
+    .addHelpText('after', ['', 'Examples:', '  combine logs -n 50', '  combine logs -f', '  combine logs --thread 9f3c2a1b --json'].join('\n'))
     .action(async (opts: LogsOptions) => {
       const path = homeFiles(getHome()).log;
       let limit: number | null = opts.follow ? 20 : null;
@@ -97,7 +119,7 @@ export function logsCommand(getHome: () => string): Command {
         if (!opts.follow) throw new CliError(`no log yet at ${path} (the daemon writes it when it starts)`, EXIT.FAILED);
         await follow(path, 0, { thread: opts.thread }, opts.json ?? false);
       }
-      const filter = { thread: opts.thread };
+      const filter = { thread: opts.thread === undefined ? undefined : await resolveThreadFilter(path, opts.thread) };
       const offset = await printExisting(path, filter, opts.json ?? false, limit);
       if (opts.follow) await follow(path, offset, filter, opts.json ?? false);
     });

@@ -2,12 +2,13 @@
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command } from 'commander';
-import type { OperationDetailView, OperationSummaryView } from '../../daemon/operation-views.js';
+import type { OperationDetailView, OperationSummaryView } from '../../daemon/services/operation-views.js';
 import type { DocumentView } from '../../daemon/views.js';
 import { parseDeadline, withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, table } from '../output.js';
+import { EXIT, print, table } from '../output.js';
 import { renderDryRun, reportAndFollow } from './generate.js';
+import { CliError } from '../../core/errors.js';
 
 /** The daemon refuses larger inputs too; reading a huge file first would only waste memory. */
 const MAX_INPUT_FILE_BYTES = 256 * 1024;
@@ -104,10 +105,15 @@ function operationsCommand(getHome: () => string): Command {
   const cmd = withCommonOptions(
     new Command('operations')
       .description('list the operations this daemon runs: built-ins and modules in COMBINE_HOME/operations/')
-      .addHelpText('after', '\nExamples:\n  combine operations\n  combine operations show release_notes --json\n  combine operations check ./release_notes.mjs'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  combine operations\n  combine operations show release_notes --json\n  combine operations check ./release_notes.mjs',
+      ),
   ).action(async (opts: CommonOptions) => {
     const list = await withDaemon(getHome(), opts, ({ client }, signal) => client.operations.list.query(undefined, { signal }));
-    print(opts, list, () => table([['NAME', 'MODEL', 'SOURCE', 'DESCRIPTION'], ...list.map((o: OperationSummaryView) => [o.name, o.model, o.source, o.description])]));
+    print(opts, list, () =>
+      table([['NAME', 'MODEL', 'SOURCE', 'DESCRIPTION'], ...list.map((o: OperationSummaryView) => [o.name, o.model, o.source, o.description])]),
+    );
   });
 
   withCommonOptions(
@@ -150,7 +156,9 @@ function docCommand(getHome: () => string): Command {
       .option('--key <key>', 'for documents that exist once per key (e.g. a briefing per date); default: the newest')
       .addHelpText('after', '\nExamples:\n  combine doc acme story_backlog --json\n  combine doc acme briefing --key 2026-03-01'),
   ).action(async (projectId: string, docType: string, opts: CommonOptions & { key?: string }) => {
-    const d = await withDaemon(getHome(), opts, ({ client }, signal) => client.document.query({ project_id: projectId, doc_type: docType, key: opts.key ?? null }, { signal }));
+    const d = await withDaemon(getHome(), opts, ({ client }, signal) =>
+      client.document.query({ project_id: projectId, doc_type: docType, key: opts.key ?? null }, { signal }),
+    );
     print(opts, d, () => renderDocument(d));
   });
 }

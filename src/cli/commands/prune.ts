@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import { parseDurationMs } from '../../domain/duration.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print } from '../output.js';
+import { EXIT, print } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 /** A prune of a large history takes a while; it commits batch by batch, so it is safe to wait long. */
 const PRUNE_TIMEOUT_MS = 30 * 60_000;
@@ -33,7 +34,7 @@ export function pruneCommand(getHome: () => string): Command {
     const r = await withDaemon(getHome(), opts, ({ client }) =>
       client.prune.mutate({ older_than_ms: ms, dry_run: opts.dryRun ?? false }, { signal: AbortSignal.timeout(PRUNE_TIMEOUT_MS) }),
     );
-    print(opts, r, () =>
+    await print(opts, r, () =>
       [
         `${r.dry_run ? 'would remove' : 'removed'} ${r.threads} closed thread(s) closed before ${r.cutoff}:`,
         `  ${r.work_items} work item(s), ${r.ledger_entries} ledger entries under ${r.checkpoints} checkpoint(s)`,

@@ -1,9 +1,10 @@
 /** `combine replay <thread-id> [--apply] [--response <seq>]`. */
 import { Command } from 'commander';
-import type { ReplayReport } from '../../daemon/replay.js';
+import type { ReplayReport } from '../../ledger/replay.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print } from '../output.js';
+import { EXIT, print } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 interface ReplayOptions extends CommonOptions {
   apply?: boolean;
@@ -19,15 +20,15 @@ function render(r: ReplayReport): string {
         : `rejected: ${r.recorded.errors.slice(0, 3).join('; ')}`;
   const noun = Object.keys(r.replayed).find((k) => !['ok', 'stage', 'errors', 'items'].includes(k)) ?? 'items';
   const today = r.replayed.ok ? `valid: ${r.replayed.items} ${noun}` : `rejected (${r.replayed.stage}): ${r.replayed.errors.slice(0, 5).join('; ')}`;
-  const lines = [
-    `thread ${r.thread_id} (${r.thread_status}), recorded response #${r.response_seq}`,
-    `  recorded    ${recorded}`,
-    `  today       ${today}`,
-  ];
+  const lines = [`thread ${r.thread_id} (${r.thread_status}), recorded response #${r.response_seq}`, `  recorded    ${recorded}`, `  today       ${today}`];
   if (r.plan) {
     const { doc_type, key, document_version, difference, ...summary } = r.plan;
-    const facts = Object.entries(summary).filter(([, v]) => typeof v !== 'object' || v === null).map(([k, v]) => `${k} ${String(v)}`);
-    lines.push(`  plan        ${doc_type}${key ? ` ${key}` : ''} v${document_version} → v${document_version + 1}${facts.length > 0 ? `: ${facts.join(', ')}` : ''}`);
+    const facts = Object.entries(summary)
+      .filter(([, v]) => typeof v !== 'object' || v === null)
+      .map(([k, v]) => `${k} ${String(v)}`);
+    lines.push(
+      `  plan        ${doc_type}${key ? ` ${key}` : ''} v${document_version} → v${document_version + 1}${facts.length > 0 ? `: ${facts.join(', ')}` : ''}`,
+    );
     const d = difference as { added?: string[]; removed?: string[]; changed?: string[]; unchanged?: number } | undefined;
     if (d && Array.isArray(d.added) && Array.isArray(d.removed) && Array.isArray(d.changed)) {
       lines.push(
@@ -50,18 +51,20 @@ export function replayCommand(getHome: () => string): Command {
   return withCommonOptions(
     new Command('replay')
       .argument('<thread-id>')
-      .description("run today's parsing, validation and mutation planning over a thread's recorded answer (no provider call) and show the difference from what is applied")
+      .description(
+        "run today's parsing, validation and mutation planning over a thread's recorded answer (no provider call) and show the difference from what is applied",
+      )
       .option('--apply', 'apply it through the normal path: a new work item of the (failed) thread, ledger entries marked replay_of')
       .option('--response <seq>', 'replay this response entry (default: the thread’s newest)')
       .addHelpText(
         'after',
         [
           '',
-          'Exit codes: 0 today\'s validation accepts the answer (and, with --apply, it was queued);',
+          "Exit codes: 0 today's validation accepts the answer (and, with --apply, it was queued);",
           '            1 it is rejected, or --apply was refused (the thread is not failed).',
           '',
           'Examples:',
-          '  combine replay 3f2a9c1e-…                 # what would today\'s code do with the recorded answer?',
+          "  combine replay 3f2a9c1e-…                 # what would today's code do with the recorded answer?",
           '  combine replay 3f2a9c1e-… --apply         # rescue a dead-lettered thread without paying again',
           '  combine replay 3f2a9c1e-… --response 12 --json',
         ].join('\n'),
@@ -75,7 +78,7 @@ export function replayCommand(getHome: () => string): Command {
     const r = await withDaemon(getHome(), opts, ({ client }, signal) =>
       client.replay.mutate({ thread_id: threadId, apply: !!opts.apply, response_seq: seq }, { signal }),
     );
-    print(opts, r, () => render(r));
+    await print(opts, r, () => render(r));
     if (!r.replayed.ok) process.exitCode = EXIT.FAILED;
   });
 }

@@ -3,8 +3,9 @@ import { Command } from 'commander';
 import type { RunView, ScheduleView } from '../../daemon/scheduler/views.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
-import { CliError, EXIT, print, shortId, shortTime, table } from '../output.js';
+import { EXIT, print, shortId, shortTime, table } from '../output.js';
 import { readInput } from './operations.js';
+import { CliError } from '../../core/errors.js';
 
 interface AddOptions extends CommonOptions {
   project: string;
@@ -88,11 +89,18 @@ export function scheduleCommand(getHome: () => string): Command {
     if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new CliError('--input: must be a JSON object', EXIT.USAGE);
     const s = await withDaemon(getHome(), opts, ({ client }, signal) =>
       client.schedule.add.mutate(
-        { project_id: opts.project, operation: opts.operation, input: input as Record<string, unknown>, cron: opts.cron, timezone: opts.tz, catch_up: opts.catchUp },
+        {
+          project_id: opts.project,
+          operation: opts.operation,
+          input: input as Record<string, unknown>,
+          cron: opts.cron,
+          timezone: opts.tz,
+          catch_up: opts.catchUp,
+        },
         { signal },
       ),
     );
-    print(opts, s, () => `${describeSchedule(s)}\n  upcoming  ${s.upcoming.map((t) => shortTime(t)).join(', ')} UTC`);
+    await print(opts, s, () => `${describeSchedule(s)}\n  upcoming  ${s.upcoming.map((t) => shortTime(t)).join(', ')} UTC`);
   });
 
   withCommonOptions(
@@ -103,7 +111,7 @@ export function scheduleCommand(getHome: () => string): Command {
       .addHelpText('after', '\nExamples:\n  combine schedule list\n  combine schedule list --all --json'),
   ).action(async (opts: CommonOptions & { all?: boolean }) => {
     const list = await withDaemon(getHome(), opts, ({ client }, signal) => client.schedule.list.query({ all: !!opts.all }, { signal }));
-    print(opts, list, () => schedulesTable(list));
+    await print(opts, list, () => schedulesTable(list));
   });
 
   const verbs = [
@@ -113,14 +121,10 @@ export function scheduleCommand(getHome: () => string): Command {
   ] as const;
   for (const [verb, description] of verbs) {
     withCommonOptions(
-      cmd
-        .command(verb)
-        .argument('<schedule-id>')
-        .description(description)
-        .addHelpText('after', `\nExample:\n  combine schedule ${verb} 3f2c9a1e-…`),
+      cmd.command(verb).argument('<schedule-id>').description(description).addHelpText('after', `\nExample:\n  combine schedule ${verb} 3f2c9a1e-…`),
     ).action(async (scheduleId: string, opts: CommonOptions) => {
       const s = await withDaemon(getHome(), opts, ({ client }, signal) => client.schedule[verb].mutate({ schedule_id: scheduleId }, { signal }));
-      print(opts, s, () => describeSchedule(s));
+      await print(opts, s, () => describeSchedule(s));
     });
   }
 
@@ -134,10 +138,8 @@ export function scheduleCommand(getHome: () => string): Command {
   ).action(async (scheduleId: string | undefined, opts: CommonOptions & { limit?: string }) => {
     const limit = Number(opts.limit);
     if (!Number.isInteger(limit) || limit < 1) throw new CliError(`--limit: "${opts.limit}" is not a positive integer`, EXIT.USAGE);
-    const runs = await withDaemon(getHome(), opts, ({ client }, signal) =>
-      client.schedule.runs.query({ schedule_id: scheduleId ?? null, limit }, { signal }),
-    );
-    print(opts, runs, () => runsTable(runs));
+    const runs = await withDaemon(getHome(), opts, ({ client }, signal) => client.schedule.runs.query({ schedule_id: scheduleId ?? null, limit }, { signal }));
+    await print(opts, runs, () => runsTable(runs));
   });
   return cmd;
 }

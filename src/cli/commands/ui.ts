@@ -4,7 +4,8 @@ import { Command } from 'commander';
 import { parsePort, withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
-import { CliError, EXIT, print } from '../output.js';
+import { EXIT, print } from '../output.js';
+import { CliError } from '../../core/errors.js';
 
 /** Starts the platform's URL opener, detached; resolves false if it cannot be started. */
 async function openBrowser(url: string): Promise<boolean> {

@@ -1,22 +1,9 @@
 /** `combine usage` (tokens and cost per project and day, with budgets) and `combine config show`. */
 import { Command } from 'commander';
-import type { UsageView } from '../../daemon/views.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
+import { costText, describeUsage, formatUsd } from '../money.js';
 import { print, table } from '../output.js';
-
-export function formatUsd(n: number): string {
-  return `$${n.toFixed(n > 0 && n < 0.01 ? 6 : 4)}`;
-}
-
-/** "1234 tok, $0.0123 (2 wasted calls, 1 in doubt)". */
-export function describeUsage(u: UsageView): string {
-  const extras = [
-    u.wasted_calls > 0 ? `${u.wasted_calls} wasted call${u.wasted_calls === 1 ? '' : 's'} (${u.wasted_tokens} tok)` : '',
-    u.in_doubt_calls > 0 ? `${u.in_doubt_calls} in doubt (≤${u.in_doubt_tokens} tok)` : '',
-  ].filter(Boolean);
-  return `${u.calls} call${u.calls === 1 ? '' : 's'}, ${u.total_tokens} tok, ${formatUsd(u.cost_usd)}${extras.length ? ` — ${extras.join(', ')}` : ''}`;
-}
 
 export function usageCommands(getHome: () => string): Command[] {
   const usage = withCommonOptions(
@@ -26,7 +13,7 @@ export function usageCommands(getHome: () => string): Command[] {
       .addHelpText('after', '\nExamples:\n  combine usage\n  combine usage --project acme --json'),
   ).action(async (opts: CommonOptions & { project?: string }) => {
     const u = await withDaemon(getHome(), opts, ({ client }, signal) => client.usage.query({ project_id: opts.project ?? null }, { signal }));
-    print(opts, u, () => {
+    await print(opts, u, () => {
       const lines =
         u.rows.length === 0
           ? ['no provider calls yet']
@@ -40,7 +27,7 @@ export function usageCommands(getHome: () => string): Command[] {
                   String(r.prompt_tokens),
                   String(r.completion_tokens),
                   String(r.total_tokens),
-                  formatUsd(r.cost_usd),
+                  costText(r),
                   `${r.wasted_calls} (${r.wasted_tokens} tok)`,
                   `${r.in_doubt_calls} (≤${r.in_doubt_tokens} tok)`,
                 ]),
@@ -67,11 +54,23 @@ export function usageCommands(getHome: () => string): Command[] {
   config.addCommand(
     withCommonOptions(
       new Command('show')
-        .description("the daemon's effective configuration: defaults, COMBINE_HOME/config.json, then environment (API key redacted)")
-        .addHelpText('after', '\nExamples:\n  combine config show\n  combine config show --json'),
+        .description("the daemon's effective configuration (defaults, COMBINE_HOME/config.json, then environment) in config.json's own keys")
+        .addHelpText(
+          'after',
+          [
+            '',
+            'The output is valid config.json: `combine config show > config.json` keeps the effective settings.',
+            'With --json: the resolved settings, and the same under "file" in config.json form. Every key is in the README.',
+            '',
+            'Examples:',
+            '  combine config show',
+            '  combine config show --json',
+          ].join('\n'),
+        ),
     ).action(async (opts: CommonOptions) => {
       const c = await withDaemon(getHome(), opts, ({ client }, signal) => client.config.show.query(undefined, { signal }));
-      print(opts, c, () => JSON.stringify(c, null, 2));
+      await print(opts, c, () => JSON.stringify(c.file, null, 2));
+      if (!opts.json) process.stderr.write(`# ${c.home}/config.json shape; OPENAI_API_KEY (environment only): ${c.provider.api_key}\n`);
     }),
   );
   return [usage, config];

@@ -11,7 +11,6 @@
  * row is guarded by `status = 'reserved'` and a unique `response_seq`: a paid call is counted exactly
  * once, however often the item is retried or the daemon restarted.
  */
-import { newId } from '../../db/ids.js';
 import { addProjectSpend, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
 import type { ChargeRow, LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
@@ -19,6 +18,7 @@ import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domai
 import type { Usage } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import type { Tx } from './tx.js';
+import { newId } from '../../core/ids.js';
 
 export type PriceOf = (model: string) => ModelPrice | undefined;
 
@@ -26,7 +26,7 @@ export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate
   const day = utcDay(tx.now);
   addProjectSpend(tx.db, { project_id: item.project_id, day, tokens: estimate.tokens, cost_usd: estimate.cost_usd });
   insertCharge(tx.db, {
-    id: newId(),
+    id: newId(tx.now),
     work_item_id: item.id,
     thread_id: item.thread_id,
     project_id: item.project_id,
@@ -55,7 +55,9 @@ export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate
 export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRow, usage: Usage | null, priceOf: PriceOf): void {
   const charge = getOpenCharge(tx.db, item.id);
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
-  const cost = usage ? costUsd(priceOf(charge.model), usage.prompt_tokens, usage.completion_tokens) : null;
+  // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
+  const price = priceOf(charge.model);
+  const cost = usage && price ? costUsd(price, usage.prompt_tokens, usage.completion_tokens) : null;
   settleChargeFromResponse(tx.db, {
     id: charge.id,
     status: usage ? 'settled' : 'in_doubt',
@@ -72,7 +74,7 @@ export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRo
     project_id: charge.project_id,
     day: charge.day,
     tokens: usage.total_tokens - charge.reserved_tokens,
-    cost_usd: cost! - charge.reserved_cost_usd,
+    cost_usd: (cost ?? 0) - charge.reserved_cost_usd,
   });
   if (usage.total_tokens < charge.reserved_tokens) freeHeadroom(tx, item);
 }

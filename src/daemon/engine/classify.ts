@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import { redactSecrets, type ClassifiedError } from '../../domain/errors.js';
 import { parseResetDuration } from '../../domain/rate-limit.js';
 import { parseRetryAfterMs } from '../../domain/retry.js';
-import { AnswerTooLargeError, MissingApiKeyError } from '../provider.js';
+import { AnswerTooLargeError, MissingApiKeyError } from '../../core/errors.js';
 
 export interface AbortState {
   /** The user canceled the thread. */
@@ -38,7 +38,12 @@ export function classifyCallError(err: unknown, aborts: AbortState, now: number,
   }
   if (err instanceof OpenAI.APIConnectionError) {
     if (neverConnected(err)) {
-      return { code: 'PROVIDER_ERROR', class: 'transient', message: `cannot reach the provider (nothing was sent): ${describeCause(err, o.secrets)}`, notSent: true };
+      return {
+        code: 'PROVIDER_ERROR',
+        class: 'transient',
+        message: `cannot reach the provider (nothing was sent): ${describeCause(err, o.secrets)}`,
+        notSent: true,
+      };
     }
     const dropped = connectionDropped(err);
     return {
@@ -50,7 +55,11 @@ export function classifyCallError(err: unknown, aborts: AbortState, now: number,
   if (err instanceof OpenAI.APIError && typeof err.status === 'number') return classifyHttpError(err, err.status, message, now, o);
   // The answer's headers came, then the connection broke while its body was read (undici: "terminated").
   if (connectionDropped(err)) {
-    return { code: 'PROVIDER_ERROR', class: 'transient', message: `the connection dropped while the answer was being received: ${describeCause(err, o.secrets)}` };
+    return {
+      code: 'PROVIDER_ERROR',
+      class: 'transient',
+      message: `the connection dropped while the answer was being received: ${describeCause(err, o.secrets)}`,
+    };
   }
   return { code: 'UNKNOWN', class: 'transient', message };
 }

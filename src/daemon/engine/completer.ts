@@ -13,10 +13,9 @@
  */
 import { insertCallRecord } from '../../db/call-records.js';
 import { markChargeApplied } from '../../db/charges.js';
-import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
+import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { StaleStateError } from '../../db/statements.js';
 import { getThread } from '../../db/threads.js';
 import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
@@ -31,8 +30,11 @@ import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
 import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
+import { StaleStateError } from '../../core/errors.js';
+import type { CrashAt } from '../../core/crash.js';
 
-export interface CompleterContext {
+/** What every engine step works with; built once by the composition root (app.ts). */
+export interface EngineContext {
   /** This daemon's lease owner id. */
   owner: string;
   endpoint: string;
@@ -43,12 +45,23 @@ export interface CompleterContext {
   random: () => number;
   /** The price table, to settle a call's cost from its usage. */
   priceOf: PriceOf;
-  /** Debug hook for crash tests: runs inside the mutation transaction, before it commits. */
-  inMutation?: () => void;
+  /** Crash tests' hook (a no-op in the shipped bundle): `in_mutation` runs before the mutation commits. */
+  crashAt: CrashAt;
+}
+
+/**
+ * A leased item holds its scope's lock (taken with the lease, extended with it): the step that ends the
+ * lease releases it, and a lock that is not there any more means another item may have held the scope
+ * meanwhile — refused (StaleStateError: the transaction rolls back, recovery resumes the item). A queued
+ * item holds none.
+ */
+function releaseItemLock(tx: Tx, item: WorkItemRow): void {
+  if (item.status !== 'claimed' && item.status !== 'running') return;
+  if (!releaseLock(tx.db, item.lock_scope, item.id)) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
 }
 
 /** Reads the item and checks we still hold its lease in the expected status. */
-function leasedItem(tx: Tx, ctx: CompleterContext, id: string, status: 'claimed' | 'running'): WorkItemRow {
+function leasedItem(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): WorkItemRow {
   const item = getWorkItem(tx.db, id);
   if (!item || item.status !== status || item.lease_owner !== ctx.owner) {
     throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
@@ -71,7 +84,7 @@ export type StartResult = { kind: 'call'; request: ChatRequest } | { kind: 'reco
  * queued it with the answer), or the cache holds a valid answer to this exact request. Returns null
  * when the item ended instead (its thread was canceled, or its target no longer exists).
  */
-export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): StartResult | null {
+export function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): StartResult | null {
   const item = leasedItem(tx, ctx, itemId, 'claimed');
   let thread = threadOf(tx, item);
   if (thread.status === 'canceled') {
@@ -110,19 +123,13 @@ export function startWorkItem(tx: Tx, ctx: CompleterContext, itemId: string): St
   return { kind: 'call', request };
 }
 
-function markRunning(tx: Tx, ctx: CompleterContext, thread: ThreadRow, item: WorkItemRow): void {
+function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): void {
   markWorkItemRunning(tx.db, item.id, ctx.owner);
   emitWorkItem(tx, thread, { ...item, status: 'running' });
 }
 
 /** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry. */
-export function recordResponse(
-  tx: Tx,
-  ctx: CompleterContext,
-  itemId: string,
-  outcome: Extract<CallOutcome, { kind: 'response' }>,
-  model: string,
-): LedgerRow {
+export function recordResponse(tx: Tx, ctx: EngineContext, itemId: string, outcome: Extract<CallOutcome, { kind: 'response' }>, model: string): LedgerRow {
   const item = leasedItem(tx, ctx, itemId, 'running');
   const thread = threadOf(tx, item);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
@@ -161,13 +168,7 @@ export type AnswerResult = 'applied' | 'repair' | 'retry' | 'dead_letter' | 'can
  * mutation (document version, mutation row, mutation_report, item applied, thread complete, lock
  * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart.
  */
-export function finishAnswer(
-  tx: Tx,
-  ctx: CompleterContext,
-  itemId: string,
-  response: LedgerRow,
-  resumed: boolean,
-): AnswerResult {
+export function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, response: LedgerRow, resumed: boolean): AnswerResult {
   const item = leasedItem(tx, ctx, itemId, 'running');
   const thread = threadOf(tx, item);
   if (thread.status === 'canceled') {
@@ -201,17 +202,18 @@ export function finishAnswer(
     ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
-  markChargeApplied(tx.db, response.seq);
+  // A replayed answer is the original paid call's: that call was not wasted after all.
+  markChargeApplied(tx.db, recorded.replay_of ?? response.seq);
   markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
-  releaseLock(tx.db, item.lock_scope, item.id);
+  releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
-  ctx.inMutation?.();
+  ctx.crashAt('in_mutation');
   endThread(tx, thread.id, 'complete');
   return 'applied';
 }
 
 /** An answer that failed the schema: ask again with the errors while repairs remain, else dead_letter. */
-function rejectAnswer(tx: Tx, ctx: CompleterContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): AnswerResult {
+function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): AnswerResult {
   const policy = ctx.operations.policyFor(thread.kind);
   const message = `the answer does not match the schema: ${errors.slice(0, 5).join('; ')}`;
   if (item.repair_count < policy.repairAttempts) {
@@ -233,7 +235,7 @@ function rejectAnswer(tx: Tx, ctx: CompleterContext, item: WorkItemRow, thread: 
       error_code: 'SCHEMA_INVALID',
       error_message: message,
     });
-    releaseLock(tx.db, item.lock_scope, item.id);
+    releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'queued', repair_count: item.repair_count + 1, not_before: tx.now, error_code: 'SCHEMA_INVALID' });
     return 'repair';
   }
@@ -241,14 +243,7 @@ function rejectAnswer(tx: Tx, ctx: CompleterContext, item: WorkItemRow, thread: 
 }
 
 /** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
-export function failLeasedAttempt(
-  tx: Tx,
-  ctx: CompleterContext,
-  itemId: string,
-  error: ClassifiedError,
-  latencyMs: number,
-  model: string,
-): AnswerResult {
+export function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, error: ClassifiedError, latencyMs: number, model: string): AnswerResult {
   const item = leasedItem(tx, ctx, itemId, 'running');
   closeAfterError(tx, item, error);
   insertCallRecord(tx.db, {
@@ -272,14 +267,23 @@ export function failLeasedAttempt(
  * attempts left go back to the queue after a capped, jittered backoff (at least the provider's
  * Retry-After); the rest end the item. A canceled thread never retries.
  */
-export function failAttempt(tx: Tx, ctx: CompleterContext, item: WorkItemRow, error: ClassifiedError): AnswerResult {
+export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error: ClassifiedError): AnswerResult {
   const thread = threadOf(tx, item);
   const owner = item.status === 'queued' ? null : item.lease_owner;
   if (error.class === 'canceled' || thread.status === 'canceled') {
-    const canceled: ClassifiedError = error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
+    const canceled: ClassifiedError =
+      error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
     appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
-    endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'failed', owner, error_code: canceled.code, error_message: canceled.message, now: tx.now });
-    releaseLock(tx.db, item.lock_scope, item.id);
+    endWorkItem(tx.db, {
+      id: item.id,
+      from: item.status as WorkItemStatus,
+      to: 'failed',
+      owner,
+      error_code: canceled.code,
+      error_message: canceled.message,
+      now: tx.now,
+    });
+    releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
     endThread(tx, thread.id, 'canceled');
     return 'canceled';
@@ -304,7 +308,7 @@ export function failAttempt(tx: Tx, ctx: CompleterContext, item: WorkItemRow, er
       error_code: error.code,
       error_message: error.message,
     });
-    releaseLock(tx.db, item.lock_scope, item.id);
+    releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'queued', attempt: item.attempt + 1, not_before: notBefore, error_code: error.code });
     return 'retry';
   }
@@ -320,14 +324,22 @@ export function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): 
   const thread = threadOf(tx, item);
   const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
   appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
-  endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'failed', owner: item.lease_owner, error_code: error.code, error_message: message, now: tx.now });
-  releaseLock(tx.db, item.lock_scope, item.id);
+  endWorkItem(tx.db, {
+    id: item.id,
+    from: item.status as WorkItemStatus,
+    to: 'failed',
+    owner: item.lease_owner,
+    error_code: error.code,
+    error_message: message,
+    now: tx.now,
+  });
+  releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
   endThread(tx, thread.id, 'failed');
   return 'held';
 }
 
-function deadLetter(tx: Tx, _ctx: CompleterContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): AnswerResult {
+function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): AnswerResult {
   const owner = item.status === 'queued' ? null : item.lease_owner;
   const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
   appendEntry(tx, thread, item.id, 'error', item.attempt, {
@@ -335,8 +347,16 @@ function deadLetter(tx: Tx, _ctx: CompleterContext, item: WorkItemRow, thread: T
     next: 'dead_letter',
     ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),
   });
-  endWorkItem(tx.db, { id: item.id, from: item.status as WorkItemStatus, to: 'dead_letter', owner, error_code: error.code, error_message: error.message, now: tx.now });
-  releaseLock(tx.db, item.lock_scope, item.id);
+  endWorkItem(tx.db, {
+    id: item.id,
+    from: item.status as WorkItemStatus,
+    to: 'dead_letter',
+    owner,
+    error_code: error.code,
+    error_message: error.message,
+    now: tx.now,
+  });
+  releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
   endThread(tx, thread.id, 'failed');
   return 'dead_letter';

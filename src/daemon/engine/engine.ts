@@ -8,37 +8,21 @@
  */
 import type { Db } from '../../db/connection.js';
 import type { LedgerRow } from '../../db/schema.js';
-import {
-  getWorkItem,
-  listExpiredLeases,
-  listLeasesNotOwnedBy,
-  nextQueuedDeadline,
-  nextQueuedDueAt,
-  unparkBudgetItems,
-} from '../../db/work-items.js';
-import type { Writer } from '../../db/writer.js';
-import type { OperationRegistry } from '../../operations/registry.js';
-import type { EngineEvent } from '../events.js';
-import type { Logger } from '../logger.js';
-import type { Provider } from '../provider.js';
-import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type CompleterContext } from './completer.js';
+import { getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
+import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type EngineContext } from './completer.js';
 import { CircuitBreaker, type BreakerPolicy } from './breaker.js';
 import { executeCall, type CallOutcome } from './executor.js';
 import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type FlowControl } from './producer.js';
 import { extendLeases, rescueLeases, sweepLocksAndParents } from './rescuer.js';
-import type { Tx } from './tx.js';
+import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
-
-export interface Clock {
-  now(): number;
-}
-export const systemClock: Clock = { now: () => Date.now() };
+import type { Clock } from '../../core/clock.js';
+import type { Provider } from './provider.js';
+import type { Logger } from '../../core/logger.js';
 
 /** The longest the engine sleeps before looking at the queue again. */
 const MAX_SLEEP_MS = 3_600_000;
-
-export type CrashPoint = 'after_claim' | 'during_call' | 'after_response' | 'in_mutation';
 
 /** What the engine reports for metrics; nothing here feeds back into execution. */
 export interface EngineObserver {
@@ -50,16 +34,15 @@ export interface EngineObserver {
 
 export interface EngineOptions {
   db: Db;
-  writer: Writer<EngineEvent>;
+  /** Every write: one writer transaction (core/tx.ts), `now` from the same clock. */
+  write: Write;
+  /** The one engine context (owner, operations, prices, …), shared with the commands that end items. */
+  ctx: EngineContext;
   provider: Provider;
   clock: Clock;
   logger: Logger;
-  /** Lease owner id: unique per daemon process. */
-  owner: string;
   maxInFlight: number;
   callTimeoutMs: number;
-  operations: OperationRegistry;
-  cache: boolean;
   recoveryIntervalMs: number;
   breaker: BreakerPolicy;
   /** Fair scheduler, rate limiter, budgets and prices (see producer.ts). */
@@ -70,9 +53,6 @@ export interface EngineOptions {
   maxProviderWaitMs?: number;
   /** Claiming pauses while this says no (storage pressure): no paid call whose answer cannot be recorded. */
   storage?: { readonly allowsClaims: boolean };
-  random?: () => number;
-  /** Debug switch for crash tests (COMBINE_CRASH_AT). */
-  crashAt?: string | null;
   observer?: EngineObserver;
 }
 
@@ -85,7 +65,6 @@ interface InFlight {
 
 export class Engine {
   private readonly inFlight = new Map<string, InFlight>();
-  private readonly ctx: CompleterContext;
   /** Lease length: a call can run to its timeout and the lease still covers it. */
   private readonly leaseMs: number;
   private stopping = false;
@@ -107,15 +86,10 @@ export class Engine {
     this.log = o.logger.child({ component: 'engine', thread_id: null, work_item_id: null });
     this.leaseMs = o.callTimeoutMs + 30_000;
     this.breaker = new CircuitBreaker(o.breaker);
-    this.ctx = {
-      owner: o.owner,
-      endpoint: o.provider.endpoint,
-      operations: o.operations,
-      cache: o.cache,
-      random: o.random ?? Math.random,
-      priceOf: o.flow.priceOf,
-      ...(o.crashAt === 'in_mutation' ? { inMutation: () => this.crash('in_mutation') } : {}),
-    };
+  }
+
+  private get ctx(): EngineContext {
+    return this.o.ctx;
   }
 
   get endpoint(): string {
@@ -136,7 +110,11 @@ export class Engine {
     // On a full disk these wait for space (health says why) rather than fail the start.
     const stopped = () => this.stopping;
     // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
-    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), { log: this.log, what: 'the start-up writes', stopped });
+    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), {
+      log: this.log,
+      what: 'the start-up writes',
+      stopped,
+    });
     await untilStored(() => this.recover(true, true), { log: this.log, what: 'the start-up recovery scan', stopped }).catch((err) =>
       this.log.error({ err }, 'recovery scan failed'),
     );
@@ -194,7 +172,7 @@ export class Engine {
   }
 
   private write<T>(fn: (tx: Tx) => T): Promise<T> {
-    return this.o.writer.write((db, emit) => fn({ db, emit, now: this.o.clock.now() }));
+    return this.o.write(fn);
   }
 
   private async tick(): Promise<number> {
@@ -208,10 +186,10 @@ export class Engine {
       const free = this.breaker.admit(wanted, this.o.clock.now());
       if (free < Math.max(1, wanted)) this.noteLimiterWait(wanted === 0 ? 'slots_full' : 'breaker_open');
       if (free > 0) {
-        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.o.owner, free, this.leaseMs));
+        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, free, this.leaseMs));
         const claimed = round.claimed;
         if (claimed.length === 0) this.breaker.onInconclusive();
-        if (claimed.length > 0) this.crash('after_claim');
+        if (claimed.length > 0) this.ctx.crashAt('after_claim');
         for (const item of claimed) this.launch(item, null);
         started = claimed.length;
         // A full batch means more may be waiting; otherwise sleep until the next item is due, or until
@@ -253,10 +231,13 @@ export class Engine {
     if (this.dueTimer) clearTimeout(this.dueTimer);
     // Capped: a parked item's far-future not_before must not overflow setTimeout (it would fire at once),
     // and a long sleep re-checks now and then anyway.
-    this.dueTimer = setTimeout(() => {
-      this.dueTimer = null;
-      this.wake();
-    }, Math.min(MAX_SLEEP_MS, Math.max(0, at - this.o.clock.now())));
+    this.dueTimer = setTimeout(
+      () => {
+        this.dueTimer = null;
+        this.wake();
+      },
+      Math.min(MAX_SLEEP_MS, Math.max(0, at - this.o.clock.now())),
+    );
     this.dueTimer.unref();
   }
 
@@ -287,7 +268,7 @@ export class Engine {
         return;
       }
       const request = started.request;
-      if (this.o.crashAt === 'during_call') setTimeout(() => this.crash('during_call'), 200);
+      this.ctx.crashAt('during_call');
       const outcome = await executeCall(this.o.provider, request, {
         cancel,
         timeoutMs: this.o.callTimeoutMs,
@@ -304,7 +285,7 @@ export class Engine {
       // Paid work: keep trying to record it through storage trouble rather than lose it.
       const record = () => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model));
       response = await untilStored(record, { log, what: 'the write of a paid response', stopped: () => this.stopping });
-      this.crash('after_response');
+      this.ctx.crashAt('after_response');
     }
     const recorded = response;
     await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
@@ -312,19 +293,25 @@ export class Engine {
 
   /** Lets the breaker and the rate limiter learn from a call; wakes the engine when they allow calls again. */
   private observeProvider(model: string, outcome: CallOutcome): void {
-    const targets = { breaker: this.breaker, limiter: this.o.flow.limiter, log: this.log, endpoint: this.o.provider.endpoint, defaultWaitMs: this.o.operations.defaultPolicy.baseMs };
+    const targets = {
+      breaker: this.breaker,
+      limiter: this.o.flow.limiter,
+      log: this.log,
+      endpoint: this.o.provider.endpoint,
+      defaultWaitMs: this.ctx.operations.defaultPolicy.baseMs,
+    };
     const f = learnFromOutcome(targets, model, outcome, this.o.clock.now());
     if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
     for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
   }
 
   /** When a model's 429 hold ends (null: not held), for `combine thread` and health; default: the configured model. */
-  rateLimitHeldUntil(model = this.o.operations.defaultParams.model): number | null {
+  rateLimitHeldUntil(model = this.ctx.operations.defaultParams.model): number | null {
     return this.o.flow.limiter.parkedUntil(model, this.o.clock.now());
   }
 
   /** `combine retry` of a held item: the user lifts the model's 429 hold now. */
-  releaseRateLimitHold(model = this.o.operations.defaultParams.model): void {
+  releaseRateLimitHold(model = this.ctx.operations.defaultParams.model): void {
     this.o.flow.limiter.unpark(model);
     this.limitedUntil = null;
     this.wake();
@@ -335,7 +322,7 @@ export class Engine {
     if (this.inFlight.size === 0) return;
     const items = [...this.inFlight.entries()].map(([id, f]) => ({ id, lockScope: f.lockScope }));
     try {
-      const lost = await this.write((tx) => extendLeases(tx, this.o.owner, items, tx.now + this.leaseMs));
+      const lost = await this.write((tx) => extendLeases(tx, this.ctx.owner, items, tx.now + this.leaseMs));
       for (const id of lost) (this.inFlight.get(id)?.log ?? this.log).warn('lease lost while the item was in flight');
     } catch (err) {
       this.log.error({ err }, 'lease heartbeat failed');
@@ -349,9 +336,7 @@ export class Engine {
   async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     try {
       const now = this.o.clock.now();
-      const stale = startup
-        ? listLeasesNotOwnedBy(this.o.db, this.o.owner)
-        : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
+      const stale = startup ? listLeasesNotOwnedBy(this.o.db, this.ctx.owner) : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
       const result = await this.write((tx) => ({
         ...rescueLeases(tx, this.ctx, stale, this.leaseMs),
         ...sweepLocksAndParents(tx),
@@ -377,11 +362,4 @@ export class Engine {
       this.log.error({ err }, 'recovery scan failed');
     }
   }
-
-  private crash(point: CrashPoint): void {
-    if (this.o.crashAt !== point) return;
-    this.log.warn({ point }, 'COMBINE_CRASH_AT: exiting abruptly');
-    process.kill(process.pid, 'SIGKILL');
-  }
 }
-

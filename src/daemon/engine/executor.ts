@@ -4,12 +4,10 @@
  */
 import { redactValues, type ClassifiedError } from '../../domain/errors.js';
 import type { ChatRequest } from '../../domain/prompts.js';
-import type { Provider, RawResponse } from '../provider.js';
 import { classifyCallError } from './classify.js';
+import type { Provider, RawResponse } from './provider.js';
 
-export type CallOutcome =
-  | ({ kind: 'response'; latencyMs: number } & RawResponse)
-  | { kind: 'error'; error: ClassifiedError; latencyMs: number };
+export type CallOutcome = ({ kind: 'response'; latencyMs: number } & RawResponse) | { kind: 'error'; error: ClassifiedError; latencyMs: number };
 
 /**
  * Sends `request` with a deadline of `timeoutMs`; `cancel` aborts it (a user's cancel). Never throws:

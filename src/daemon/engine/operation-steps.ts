@@ -8,15 +8,16 @@
  * request); it never leaves a step half-done for recovery to resume.
  */
 import type { Db } from '../../db/connection.js';
-import { newId } from '../../db/ids.js';
 import { insertMutation } from '../../db/mutations.js';
 import { getDocumentHead, insertDocument, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
-import { checkAnswer, countAnswerItems, OperationCallError, planMutation, renderRequest } from '../../operations/runtime.js';
-import { documentsOf, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from '../operation-context.js';
+import { checkAnswer, countAnswerItems, planMutation, renderRequest } from '../../operations/runtime.js';
+import { documentsOf, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from './operation-context.js';
+import { OperationCallError } from '../../core/errors.js';
+import { newId } from '../../core/ids.js';
 
 export type BuildResult = { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError };
 
@@ -37,7 +38,10 @@ function permanent(code: 'UNKNOWN' | 'MUTATION_CONFLICT', message: string): Clas
 function unknownOperation(ops: OperationRegistry, thread: ThreadRow) {
   const op = ops.get(thread.kind);
   if (op) return { op, error: null };
-  return { op: null, error: permanent('UNKNOWN', `no loaded operation runs threads of kind "${thread.kind}" (is its module still in COMBINE_HOME/operations?)`) };
+  return {
+    op: null,
+    error: permanent('UNKNOWN', `no loaded operation runs threads of kind "${thread.kind}" (is its module still in COMBINE_HOME/operations?)`),
+  };
 }
 
 /** The request for this thread's call, or a permanent error when it cannot be built (its target is gone). */
@@ -93,7 +97,7 @@ export function applyThreadAnswer(
   const target = threadTarget(thread);
   const key = target.key ?? '';
   const documents = documentsOf(db, target.project_id);
-  let planned;
+  let planned: ReturnType<typeof planMutation>;
   try {
     planned = planMutation(op, {
       current: documents.get(target.doc_type, key),
@@ -107,16 +111,24 @@ export function applyThreadAnswer(
     throw err;
   }
   const head = getDocumentHead(db, target.project_id, target.doc_type, key);
-  const documentId = head?.id ?? newId();
+  const documentId = head?.id ?? newId(now);
   const fromVersion = head?.version ?? 0;
   if (head) {
     updateDocumentContent(db, { id: head.id, from_version: head.version, content: planned.text, updated_at: now });
   } else {
-    insertDocument(db, { id: documentId, project_id: target.project_id, doc_type: target.doc_type, doc_key: key, version: 1, content: planned.text, updated_at: now });
+    insertDocument(db, {
+      id: documentId,
+      project_id: target.project_id,
+      doc_type: target.doc_type,
+      doc_key: key,
+      version: 1,
+      content: planned.text,
+      updated_at: now,
+    });
   }
   rememberWrittenDocument(db, documentId, fromVersion + 1, planned.content);
   const mutation: AppliedMutation = {
-    mutation_id: newId(),
+    mutation_id: newId(now),
     document_id: documentId,
     doc_type: target.doc_type,
     ...(target.key !== undefined ? { key: target.key } : {}),

@@ -15,13 +15,21 @@ import { acquireLock } from '../../db/locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
-import { claimWorkItem, getWorkItem, listClaimHeads, listProjectClaimHeads, listQueuedPastDeadline, parkProjectItems, type ClaimHead } from '../../db/work-items.js';
+import {
+  claimWorkItem,
+  getWorkItem,
+  listClaimHeads,
+  listProjectClaimHeads,
+  listQueuedPastDeadline,
+  parkProjectItems,
+  type ClaimHead,
+} from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import { reserveCharge, type PriceOf } from './charges.js';
-import { failAttempt, type CompleterContext } from './completer.js';
+import { failAttempt, type EngineContext } from './completer.js';
 import { buildItemRequest } from './request.js';
 import { emitWorkItem, type Tx } from './tx.js';
 
@@ -135,7 +143,7 @@ function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate: Call
 }
 
 /** Ends queued items whose deadline passed before they could start (SKIPPED_DEADLINE). */
-export function skipItemsPastDeadline(tx: Tx, ctx: CompleterContext, limit = 500): number {
+export function skipItemsPastDeadline(tx: Tx, ctx: EngineContext, limit = 500): number {
   const late = listQueuedPastDeadline(tx.db, tx.now, limit);
   for (const item of late) {
     failAttempt(tx, ctx, item, {

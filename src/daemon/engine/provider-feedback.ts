@@ -5,9 +5,9 @@
  * `retry.max_provider_wait` (the provider's own value is logged when it was longer).
  */
 import type { RateLimiter } from '../../domain/rate-limit.js';
-import type { Logger } from '../logger.js';
 import type { CircuitBreaker } from './breaker.js';
 import type { CallOutcome } from './executor.js';
+import type { Logger } from '../../core/logger.js';
 
 export interface FeedbackTargets {
   breaker: CircuitBreaker;
@@ -55,7 +55,8 @@ function feedLimiter(t: FeedbackTargets, model: string, outcome: CallOutcome, no
   const until = now + (retryAfterMs ?? t.defaultWaitMs);
   t.limiter.park(model, until, now);
   const asked = providerRetryAfterMs !== undefined ? { provider_retry_after_ms: providerRetryAfterMs, capped_by: 'retry.max_provider_wait' } : {};
-  const why = providerRetryAfterMs !== undefined ? ` (the provider asked for ${Math.round(providerRetryAfterMs / 1000)} s; cut to retry.max_provider_wait)` : '';
+  const why =
+    providerRetryAfterMs !== undefined ? ` (the provider asked for ${Math.round(providerRetryAfterMs / 1000)} s; cut to retry.max_provider_wait)` : '';
   t.log.warn({ model, until: new Date(until).toISOString(), ...asked }, `rate limited by the provider (429): no new calls of this model until the reset${why}`);
   return until;
 }

@@ -4,7 +4,7 @@
  * `startWorkItem` (to record and send it); both read the same stored state, so they agree.
  */
 import type { Db } from '../../db/connection.js';
-import { getLastLedgerEntryOfType } from '../../db/ledger.js';
+import { getLastLedgerEntryOfType } from '../../ledger/store.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';

@@ -9,13 +9,13 @@
  *
  * It also releases locks whose owner is gone and closes orchestrations whose children have all ended.
  */
-import { getLastLedgerEntryForWorkItem } from '../../db/ledger.js';
-import { extendLock, releaseOrphanedLocks } from '../../db/locks.js';
+import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
+import { acquireLock, extendLock, releaseOrphanedLocks } from '../../db/locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
 import { extendLease, getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
 import { closeAfterError, releaseUnsent } from './charges.js';
-import { failAttempt, holdInDoubt, type CompleterContext } from './completer.js';
+import { failAttempt, holdInDoubt, type EngineContext } from './completer.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
 
@@ -26,10 +26,12 @@ export interface RescueResult {
   interrupted: number;
   /** Of the interrupted: held in doubt (at-most-once), not retried. */
   held: number;
+  /** Left for a later scan: another item holds their lock's scope. */
+  deferred: number;
 }
 
-export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[], leaseMs: number): RescueResult {
-  const result: RescueResult = { resume: [], requeued: 0, interrupted: 0, held: 0 };
+export function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], leaseMs: number): RescueResult {
+  const result: RescueResult = { resume: [], requeued: 0, interrupted: 0, held: 0, deferred: 0 };
   for (const stale of items) {
     // Re-read inside the transaction: the listing may be older than this write.
     const item = getWorkItem(tx.db, stale.id);
@@ -54,8 +56,13 @@ export function rescueLeases(tx: Tx, ctx: CompleterContext, items: WorkItemRow[]
       continue;
     }
     const leaseUntil = tx.now + leaseMs;
+    // The item's lock expired with its lease: take it back (it is still the item's, expired, or free).
+    // While another item holds the scope, this one waits for a later scan.
+    if (!acquireLock(tx.db, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: leaseUntil })) {
+      result.deferred++;
+      continue;
+    }
     takeOverLease(tx.db, { id: item.id, status: 'running', old_owner: item.lease_owner, owner: ctx.owner, lease_until: leaseUntil });
-    extendLock(tx.db, item.lock_scope, item.id, leaseUntil);
     const mine = { ...item, lease_owner: ctx.owner, lease_expires_at: leaseUntil };
     const last = getLastLedgerEntryForWorkItem(tx.db, item.id);
     if (last?.entry_type === 'response') {
@@ -87,12 +94,18 @@ export function sweepLocksAndParents(tx: Tx): { locksReleased: string[]; parents
   return { locksReleased, parentsClosed: parents.length };
 }
 
-/** The heartbeat: extends the leases (and locks) of items in flight here; returns those another owner took. */
+/**
+ * The heartbeat: extends the leases and locks of items in flight here. Returns the items whose lease
+ * another owner took, or whose lock another item holds (the completer then refuses to end them).
+ */
 export function extendLeases(tx: Tx, owner: string, items: { id: string; lockScope: string }[], until: number): string[] {
   const lost: string[] = [];
   for (const { id, lockScope } of items) {
-    if (extendLease(tx.db, id, owner, until)) extendLock(tx.db, lockScope, id, until);
-    else if (getWorkItem(tx.db, id)?.lease_owner !== owner) lost.push(id);
+    if (extendLease(tx.db, id, owner, until)) {
+      // A lock that expired anyway (a stalled process) is taken back unless another item holds it now.
+      const locked = extendLock(tx.db, lockScope, id, until) || acquireLock(tx.db, { scope: lockScope, owner: id, now: tx.now, expires_at: until });
+      if (!locked) lost.push(id);
+    } else if (getWorkItem(tx.db, id)?.lease_owner !== owner) lost.push(id);
   }
   return lost;
 }

@@ -7,7 +7,7 @@
  * The index table is only a pointer: every hit is re-checked against the ledger entries it names, so a
  * stale or tampered index row can cause a miss but never a wrong answer.
  */
-import { getLastLedgerEntryOfType, getLedgerEntry } from '../../db/ledger.js';
+import { getLastLedgerEntryOfType, getLedgerEntry } from '../../ledger/store.js';
 import { getCachedAnswer, rememberCachedAnswer } from '../../db/response-cache.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { Db } from '../../db/connection.js';

@@ -1,28 +1,36 @@
 /**
  * Helpers for code that runs inside one writer transaction: append a ledger entry, move a thread, close a
- * finished orchestration. Each emits the matching event, published only if the transaction commits.
+ * finished orchestration. Each emits the matching event, published only if the transaction commits. A
+ * thread that ends is reported through the `threadEnded` hook, which the composition root wires to the
+ * scheduler (a scheduled run ends with its thread, in the same transaction).
  */
-import type { Db } from '../../db/connection.js';
-import { newId } from '../../db/ids.js';
-import { appendLedgerEntry, type LedgerEntryType } from '../../db/ledger.js';
+import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
+import { appendLedgerEntry, type LedgerEntryType } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { countChildThreadsByStatus, getThread, transitionThread } from '../../db/threads.js';
 import { insertWorkItem } from '../../db/work-items.js';
-import type { Emit } from '../../db/writer.js';
-import { summarizeLedgerEntry } from '../../domain/ledger-summary.js';
+import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
 import type { RetryPolicy } from '../../domain/retry.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
-import type { EngineEvent } from '../events.js';
-import { finalizeRunOfThread } from '../scheduler/finalize.js';
+import type { EngineEvent } from './events.js';
+import { newId } from '../../core/ids.js';
 
-/** What a write closure works with: the connection, the event sink and the transaction's `now`. */
-export interface Tx {
-  db: Db;
-  emit: Emit<EngineEvent>;
-  now: number;
+export type EndedStatus = 'complete' | 'failed' | 'canceled';
+
+/**
+ * What the engine tells the rest of the daemon from inside a transaction. The composition root wires
+ * them (app.ts); they run in the same transaction as the change they report.
+ */
+export interface EngineHooks {
+  /** A thread reached a terminal status: the scheduler finalizes the run the thread works for. */
+  threadEnded(tx: Tx, thread: ThreadRow, status: EndedStatus): void;
 }
+
+/** A write closure's transaction (core/tx.ts) with the engine's events and hooks. */
+export type Tx = WriteScope<EngineEvent, EngineHooks>;
+export type Write = WriteTx<EngineEvent, EngineHooks>;
 
 export function appendEntry(
   tx: Tx,
@@ -69,17 +77,15 @@ export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void
 }
 
 /**
- * Moves the thread to `to` (guarded by its current status). When that ends the thread, it finalizes the
- * scheduled run the thread works for, and closes the parent if this was its last running child.
- * Returns the updated row.
+ * Moves the thread to `to` (guarded by its current status). When that ends the thread, it calls the
+ * `threadEnded` hook and closes the parent if this was its last running child. Returns the updated row.
  */
 export function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): ThreadRow {
   transitionThread(tx.db, thread.id, thread.status as ThreadStatus, to, tx.now);
   const updated: ThreadRow = { ...thread, status: to, closed_at: isTerminalThread(to) ? tx.now : null };
   emitThread(tx, updated);
   if (isTerminalThread(to)) {
-    // A scheduled run ends with its thread, in this transaction (lease-then-LLM's finalize).
-    finalizeRunOfThread(tx, updated, to as 'complete' | 'failed' | 'canceled');
+    tx.hooks.threadEnded(tx, updated, to as EndedStatus);
     if (thread.parent_thread_id) closeParentIfDone(tx, thread.parent_thread_id);
   }
   return updated;
@@ -129,9 +135,13 @@ export function closeParentIfDone(tx: Tx, parentId: string): void {
 }
 
 /** Queues a new work item of `thread` (its first, or a retry's next sequence). */
-export function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null }): WorkItemRow {
+export function enqueueWorkItem(
+  tx: Tx,
+  thread: ThreadRow,
+  p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null },
+): WorkItemRow {
   const item: WorkItemRow = {
-    id: newId(),
+    id: newId(tx.now),
     thread_id: thread.id,
     sequence: p.sequence,
     status: 'queued',

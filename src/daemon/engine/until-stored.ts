@@ -3,8 +3,8 @@
  * storage fails (a full disk, an I/O error, a lock held too long) instead of being lost or crashing the
  * daemon; they go through as soon as storage takes writes again.
  */
-import { InfraError } from '../../db/errors.js';
-import type { Logger } from '../logger.js';
+import { InfraError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
 
 /** Runs `write` until it commits. Storage failures are retried with backoff (0.1 s doubling to 5 s); anything else is thrown. */
 export async function untilStored<T>(write: () => Promise<T>, o: { log: Logger; what: string; stopped: () => boolean }): Promise<T> {

@@ -1,12 +1,14 @@
 /**
- * The JSON API's endpoints (WS-ADR-035 §12 and issue 19). Each handler is one call of an App method —
+ * The JSON API's endpoints (WS-ADR-035 §12 and issue 19). Each handler is one call of a service method —
  * the one the tRPC router calls for the same CLI command — so answers are the CLI's `--json` shapes.
  */
 import { z } from 'zod';
+import type { RequestOptions } from '../services/threads.js';
 import type { ThreadView } from '../views.js';
 import { route, type Route } from './routes.js';
 import {
   commandSchema,
+  documentHeadSchema,
   documentParams,
   documentQuery,
   documentSchema,
@@ -14,9 +16,13 @@ import {
   generateEpicBody,
   healthSchema,
   ledgerEntrySchema,
+  operationDetailSchema,
+  operationParams,
+  operationSummarySchema,
   projectParams,
   projectSchema,
   projectThreadsQuery,
+  runBody,
   runSchema,
   runsQuery,
   scheduleParams,
@@ -34,6 +40,13 @@ import {
 const CREATED_BY = 'http';
 
 const accepted = (r: { thread_id: string }) => ({ location: `/threads/${r.thread_id}` });
+
+/** A command's options as the services take them: the deadline stays relative, the service's clock places it. */
+const requestOptions = (body: { force: boolean; deadline_ms: number | null }): RequestOptions => ({
+  force: body.force,
+  deadlineMs: body.deadline_ms,
+  createdBy: CREATED_BY,
+});
 
 /** `Link: <…?cursor=last>; rel="next"` when the page is full, so a client can walk every thread. */
 function nextPage(path: string, query: Record<string, unknown>, list: ThreadView[], limit: number): Record<string, string> {
@@ -69,8 +82,7 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ app, body }) =>
-      app.generateEpic(body.project_id, body.epic_id, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY }),
+    handle: ({ services, body }) => services.threads.generateEpic(body.project_id, body.epic_id, requestOptions(body)),
   }),
   route({
     method: 'POST',
@@ -82,8 +94,43 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ app, body }) =>
-      app.generateAll(body.project_id, { force: body.force, deadlineAt: body.deadline_ms === null ? null : Date.now() + body.deadline_ms, createdBy: CREATED_BY }),
+    handle: ({ services, body }) => services.threads.generateAll(body.project_id, requestOptions(body)),
+  }),
+  route({
+    method: 'POST',
+    path: '/commands/run/{operation}',
+    operationId: 'runOperation',
+    summary:
+      'Run any operation with an input (as `combine run <operation> --input …`; idempotent: an identical active or completed request returns its thread). An input its schema refuses is a 400 naming each field; nothing is stored',
+    tag: 'commands',
+    params: operationParams,
+    body: runBody,
+    inputOfOperation: true,
+    status: 202,
+    response: commandSchema,
+    headers: accepted,
+    handle: ({ services, params, body }) => services.threads.run(params.operation, body.input, requestOptions(body)),
+  }),
+  route({
+    method: 'GET',
+    path: '/operations',
+    operationId: 'listOperations',
+    summary: 'The operations this daemon runs, built-in and loaded from modules (as `combine operations --json`)',
+    tag: 'operations',
+    status: 200,
+    response: z.array(operationSummarySchema),
+    handle: ({ services }) => services.threads.operations(),
+  }),
+  route({
+    method: 'GET',
+    path: '/operations/{operation}',
+    operationId: 'getOperation',
+    summary: 'One operation: its input and output schemas, model, priority and retry (as `combine operations show <name> --json`)',
+    tag: 'operations',
+    params: operationParams,
+    status: 200,
+    response: operationDetailSchema,
+    handle: ({ services, params }) => services.threads.operation(params.operation),
   }),
   route({
     method: 'GET',
@@ -94,8 +141,8 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: threadDetailSchema,
-    handle: ({ app, params }) => {
-      const { work_items: _items, ...view } = app.thread(params.thread_id);
+    handle: ({ services, params }) => {
+      const { work_items: _items, ...view } = services.threads.get(params.thread_id);
       return view;
     },
   }),
@@ -108,7 +155,7 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: z.array(ledgerEntrySchema),
-    handle: ({ app, params }) => app.ledger(params.thread_id),
+    handle: ({ services, params }) => services.ledger.thread(params.thread_id),
   }),
   route({
     method: 'POST',
@@ -119,7 +166,7 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: threadSchema,
-    handle: ({ app, params }) => app.retry(params.thread_id),
+    handle: ({ services, params }) => services.threads.retry(params.thread_id),
   }),
   route({
     method: 'POST',
@@ -130,7 +177,7 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: threadSchema,
-    handle: ({ app, params }) => app.cancel(params.thread_id),
+    handle: ({ services, params }) => services.threads.cancel(params.thread_id),
   }),
   route({
     method: 'GET',
@@ -142,7 +189,7 @@ export const apiRoutes: Route[] = [
     status: 200,
     response: z.array(threadSchema),
     headers: (list: ThreadView[], { query }) => nextPage('/threads', query, list, query.limit),
-    handle: ({ app, query }) => app.threads(threadFilter(query, query.project_id ?? null)),
+    handle: ({ services, query }) => services.threads.list(threadFilter(query, query.project_id ?? null)),
   }),
   route({
     method: 'GET',
@@ -155,9 +202,9 @@ export const apiRoutes: Route[] = [
     status: 200,
     response: z.array(threadSchema),
     headers: (list: ThreadView[], { params, query }) => nextPage(`/projects/${encodeURIComponent(params.project_id)}/threads`, query, list, query.limit),
-    handle: ({ app, params, query }) => {
-      app.project(params.project_id); // 404 for an unknown project, not an empty list
-      return app.threads(threadFilter(query, params.project_id));
+    handle: ({ services, params, query }) => {
+      services.projects.get(params.project_id); // 404 for an unknown project, not an empty list
+      return services.threads.list(threadFilter(query, params.project_id));
     },
   }),
   route({
@@ -168,7 +215,7 @@ export const apiRoutes: Route[] = [
     tag: 'projects',
     status: 200,
     response: z.array(projectSchema),
-    handle: ({ app }) => app.projects(),
+    handle: ({ services }) => services.projects.list(),
   }),
   route({
     method: 'GET',
@@ -179,7 +226,18 @@ export const apiRoutes: Route[] = [
     params: projectParams,
     status: 200,
     response: projectSchema,
-    handle: ({ app, params }) => app.project(params.project_id),
+    handle: ({ services, params }) => services.projects.get(params.project_id),
+  }),
+  route({
+    method: 'GET',
+    path: '/projects/{project_id}/documents',
+    operationId: 'listDocuments',
+    summary: "A project's documents without their content: type, key, version, last change",
+    tag: 'projects',
+    params: projectParams,
+    status: 200,
+    response: z.array(documentHeadSchema),
+    handle: ({ services, params }) => services.projects.documents(params.project_id),
   }),
   route({
     method: 'GET',
@@ -191,51 +249,51 @@ export const apiRoutes: Route[] = [
     query: documentQuery,
     status: 200,
     response: documentSchema,
-    handle: ({ app, params, query }) => app.document(params.project_id, params.doc_type, query.key ?? null),
+    handle: ({ services, params, query }) => services.projects.document(params.project_id, params.doc_type, query.key ?? null),
   }),
   route({
     method: 'GET',
     path: '/usage',
     operationId: 'getUsage',
     summary: 'Tokens and cost per project and UTC day, with budgets (as `combine usage --json`)',
-    tag: 'operations',
+    tag: 'daemon',
     query: usageQuery,
     status: 200,
     response: usageReportSchema,
-    handle: ({ app, query }) => app.usage(query.project_id ?? null),
+    handle: ({ services, query }) => services.admin.usage(query.project_id ?? null),
   }),
   route({
     method: 'GET',
     path: '/health',
     operationId: 'getHealth',
     summary: 'Liveness and readiness, with the provider breakers (as `combine health --json`)',
-    tag: 'operations',
+    tag: 'daemon',
     status: 200,
     response: healthSchema,
     otherStatus: { status: 503, description: 'unready (the same body): a check failed', when: (h: { ready: boolean }) => !h.ready },
-    handle: ({ app }) => app.health(),
+    handle: ({ services }) => services.admin.health(),
   }),
   route({
     method: 'GET',
     path: '/schedules',
     operationId: 'listSchedules',
     summary: 'Schedules (as `combine schedule list --json`)',
-    tag: 'operations',
+    tag: 'daemon',
     query: schedulesQuery,
     status: 200,
     response: z.array(scheduleSchema),
-    handle: ({ app, query }) => app.schedules.list(query.all),
+    handle: ({ services, query }) => services.schedules.list(query.all),
   }),
   route({
     method: 'GET',
     path: '/schedules/{schedule_id}/runs',
     operationId: 'listScheduleRuns',
     summary: "A schedule's runs, newest first (as `combine schedule runs <id> --json`)",
-    tag: 'operations',
+    tag: 'daemon',
     params: scheduleParams,
     query: runsQuery,
     status: 200,
     response: z.array(runSchema),
-    handle: ({ app, params, query }) => app.schedules.runs(params.schedule_id, query.limit),
+    handle: ({ services, params, query }) => services.schedules.runs(params.schedule_id, query.limit),
   }),
 ];

@@ -2,9 +2,11 @@
  * `/openapi.json`: an OpenAPI 3.1 document generated from the route table — its paths, parameters and
  * bodies from the very zod schemas that validate requests (`io: 'input'`: what a client may send), its
  * answers from the response schemas (`components.schemas`). Nothing here is written by hand per endpoint.
+ * The input of `POST /commands/run/{operation}` depends on the operation: each loaded operation's own
+ * input JSON Schema (the one that checks it) is a component, and the body's `input` is any of them.
  */
 import { z } from 'zod';
-import { VERSION } from '../app.js';
+import { VERSION } from '../../core/version.js';
 import type { Route } from './routes.js';
 import { componentNames } from './schemas.js';
 import { COOKIE_NAME } from './security.js';
@@ -39,7 +41,10 @@ function componentSchemas(): Record<string, JsonSchema> {
 
 function parameters(r: Route): JsonSchema[] {
   const out: JsonSchema[] = [];
-  for (const [where, schema] of [['path', r.params], ['query', r.query]] as const) {
+  for (const [where, schema] of [
+    ['path', r.params],
+    ['query', r.query],
+  ] as const) {
     if (!schema) continue;
     const json = schemaOf(schema, 'input') as { properties?: Record<string, JsonSchema>; required?: string[] };
     for (const [name, s] of Object.entries(json.properties ?? {})) {
@@ -50,10 +55,46 @@ function parameters(r: Route): JsonSchema[] {
   return out;
 }
 
+/** A loaded operation as the document describes it: its input schema becomes a component. */
+export interface OperationDoc {
+  name: string;
+  description: string;
+  input: JsonSchema;
+}
+
+const inputComponent = (operation: string) => `OperationInput.${operation}`;
+
+/** An operation's input schema as a component; its local `$ref`s (`#/definitions/…`) are moved with it. */
+function inputSchemaOf(op: OperationDoc): JsonSchema {
+  const own = `${REF_PREFIX}${inputComponent(op.name)}`;
+  let text = JSON.stringify(op.input);
+  // A schema with its own $id resolves `#…` against itself wherever it sits; one without, against this document.
+  if (typeof op.input.$id !== 'string') text = text.replaceAll('"$ref":"#/', `"$ref":"${own}/`).replaceAll('"$ref":"#"', `"$ref":"${own}"`);
+  return { title: op.name, description: op.description, ...(JSON.parse(text) as JsonSchema) };
+}
+
+/** The `{operation}` parameter lists the loaded operations; the body's `input` is any of their inputs. */
+function describeOperationInput(doc: { parameters?: JsonSchema[]; requestBody?: JsonSchema }, operations: readonly OperationDoc[]): void {
+  if (operations.length === 0) return;
+  const names = operations.map((o) => o.name);
+  const param = doc.parameters?.find((p) => p.name === 'operation' && p.in === 'path');
+  if (param) param.schema = { ...(param.schema as JsonSchema), enum: names };
+  const body = (doc.requestBody as { content: Record<string, { schema: { properties: Record<string, JsonSchema> } }> } | undefined)?.content['application/json']
+    ?.schema;
+  if (!body?.properties?.input) return;
+  body.properties.input = {
+    description: `the input of the operation named in the path: components.schemas["${inputComponent('<operation>')}"], also served by GET /operations/{operation}; checked by that schema (400 naming each field)`,
+    anyOf: names.map((n) => ({ $ref: `${REF_PREFIX}${inputComponent(n)}` })),
+  };
+}
+
 const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: { $ref: `${REF_PREFIX}Problem` } } } });
 
-function operation(r: Route): JsonSchema {
-  const ok = { description: r.status === 202 ? 'accepted: recorded durably before this answer' : 'ok', content: { 'application/json': { schema: schemaOf(r.response, 'output') } } };
+function operation(r: Route, operations: readonly OperationDoc[]): JsonSchema {
+  const ok = {
+    description: r.status === 202 ? 'accepted: recorded durably before this answer' : 'ok',
+    content: { 'application/json': { schema: schemaOf(r.response, 'output') } },
+  };
   const responses: Record<string, unknown> = { [String(r.status)]: ok };
   if (r.otherStatus) responses[String(r.otherStatus.status)] = { ...ok, description: r.otherStatus.description };
   responses['400'] = problem('bad input: `errors` names each field; nothing was stored');
@@ -66,7 +107,7 @@ function operation(r: Route): JsonSchema {
     responses['415'] = problem('a body that is not application/json');
     responses['503'] = problem('QUEUE_FULL: the queue is at engine.max_queued; try again after Retry-After seconds');
   }
-  return {
+  const doc: JsonSchema = {
     operationId: r.operationId,
     summary: r.summary,
     tags: [r.tag],
@@ -74,11 +115,15 @@ function operation(r: Route): JsonSchema {
     ...(r.body ? { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(r.body, 'input') } } } } : {}),
     responses,
   };
+  if (r.inputOfOperation) describeOperationInput(doc, operations);
+  return doc;
 }
 
-export function openApiDocument(routes: readonly Route[]): JsonSchema {
+/** The document for `routes`, with the input schemas of `operations` (those this daemon loaded). */
+export function openApiDocument(routes: readonly Route[], operations: readonly OperationDoc[]): JsonSchema {
   const paths: Record<string, Record<string, JsonSchema>> = {};
-  for (const r of routes) (paths[r.path] ??= {})[r.method.toLowerCase()] = operation(r);
+  for (const r of routes) (paths[r.path] ??= {})[r.method.toLowerCase()] = operation(r, operations);
+  const inputs = routes.some((r) => r.inputOfOperation) ? Object.fromEntries(operations.map((o) => [inputComponent(o.name), inputSchemaOf(o)])) : {};
   return {
     openapi: '3.1.0',
     info: {
@@ -91,7 +136,7 @@ export function openApiDocument(routes: readonly Route[]): JsonSchema {
     security: [{ bearer: [] }, { cookie: [] }],
     paths,
     components: {
-      schemas: componentSchemas(),
+      schemas: { ...componentSchemas(), ...inputs },
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'the token in COMBINE_HOME/http.token' },
         cookie: { type: 'apiKey', in: 'cookie', name: COOKIE_NAME, description: 'set by opening the dashboard URL that `combine ui` prints' },

@@ -5,13 +5,9 @@
  * field, and anything else is a 500 whose cause goes to the log, not to the client.
  */
 import { STATUS_CODES } from 'node:http';
-import { z } from 'zod';
-import { CommandError } from '../commands.js';
-
-export interface FieldError {
-  field: string;
-  message: string;
-}
+import type { z } from 'zod';
+import { CommandError } from '../../core/errors.js';
+import { type FieldError, HttpProblem } from '../../core/errors.js';
 
 export interface Problem {
   type: string;
@@ -22,20 +18,6 @@ export interface Problem {
   errors?: FieldError[];
 }
 
-/** An error answered with its own status and code. */
-export class HttpProblem extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly errors?: FieldError[],
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-    this.name = 'HttpProblem';
-  }
-}
-
 /** How long a client refused for a full queue should wait before trying again. */
 const QUEUE_FULL_RETRY_AFTER_S = 5;
 
@@ -44,7 +26,10 @@ export function badInput(where: string, error: z.ZodError): HttpProblem {
   const errors = error.issues.map((i) => {
     // An unknown key is reported on its parent object: name the key itself.
     const keys = i.code === 'unrecognized_keys' ? i.keys : [null];
-    return keys.map((k) => ({ field: [...i.path, ...(k === null ? [] : [k])].join('.') || where, message: i.code === 'unrecognized_keys' ? 'unknown field' : i.message }));
+    return keys.map((k) => ({
+      field: [...i.path, ...(k === null ? [] : [k])].join('.') || where,
+      message: i.code === 'unrecognized_keys' ? 'unknown field' : i.message,
+    }));
   });
   const flat = errors.flat();
   return new HttpProblem(400, 'BAD_REQUEST', `invalid ${where}: ${flat.map((e) => `${e.field}: ${e.message}`).join('; ')}`, flat);
@@ -55,7 +40,7 @@ function classify(err: unknown): HttpProblem | null {
   if (err instanceof CommandError) {
     if (err.code === 'QUEUE_FULL') return new HttpProblem(503, 'QUEUE_FULL', err.message, undefined, { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) });
     const status = err.kind === 'BAD_REQUEST' ? 400 : err.kind === 'NOT_FOUND' ? 404 : 409;
-    return new HttpProblem(status, err.code ?? err.kind, err.message);
+    return new HttpProblem(status, err.code ?? err.kind, err.message, err.fields ? [...err.fields] : undefined);
   }
   return null;
 }

@@ -1,14 +1,15 @@
 /**
  * A route of the JSON API: method, path template (OpenAPI's `{name}` syntax), the zod schemas that
- * validate its path, query and body, the schema of its answer, and a handler that calls the App — the
+ * validate its path, query and body, the schema of its answer, and a handler that calls a service — the
  * same functions the tRPC router calls, so the HTTP API and the CLI's `--json` give the same answers.
  * `/openapi.json` is generated from this table.
  */
 import type { IncomingMessage } from 'node:http';
-import { z } from 'zod';
-import type { App } from '../app.js';
-import { badInput, HttpProblem } from './problem.js';
-import { DEFAULT_SERVER_LIMITS } from '../server-limits.js';
+import type { z } from 'zod';
+import type { Services } from '../services/index.js';
+import { badInput } from './problem.js';
+import { DEFAULT_SERVER_LIMITS } from '../runtime/server-limits.js';
+import { HttpProblem } from '../../core/errors.js';
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
@@ -16,7 +17,7 @@ export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends 
   params: z.output<P>;
   query: z.output<Q>;
   body: z.output<B>;
-  app: App;
+  services: Services;
 }
 
 export interface Route<P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType> {
@@ -29,6 +30,11 @@ export interface Route<P extends AnyObject = AnyObject, Q extends AnyObject = An
   query?: Q;
   /** A POST's JSON body; absent: the body must be empty or `{}`. */
   body?: B;
+  /**
+   * The body's `input` is the input of the operation the path's `{operation}` names, checked by that
+   * operation's JSON Schema: /openapi.json documents it with each loaded operation's schema.
+   */
+  inputOfOperation?: boolean;
   status: 200 | 202;
   response: z.ZodType;
   /** Another status for some answers (health: 503 while unready), documented with the same schema. */
@@ -56,7 +62,9 @@ export function compilePath(template: string): (path: string) => Record<string, 
     if (!m) return null;
     const out: Record<string, string> = {};
     try {
-      names.forEach((n, i) => (out[n] = decodeURIComponent(m[i + 1]!)));
+      names.forEach((n, i) => {
+        out[n] = decodeURIComponent(m[i + 1]!);
+      });
     } catch {
       return null; // a malformed %-escape matches nothing
     }
@@ -68,7 +76,10 @@ export function compilePath(template: string): (path: string) => Record<string, 
 export function queryObject(search: URLSearchParams): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of search) {
-    if (k in out) throw new HttpProblem(400, 'BAD_REQUEST', `invalid query: ${k}: given twice (separate several values with commas)`, [{ field: k, message: 'given twice' }]);
+    if (k in out)
+      throw new HttpProblem(400, 'BAD_REQUEST', `invalid query: ${k}: given twice (separate several values with commas)`, [
+        { field: k, message: 'given twice' },
+      ]);
     out[k] = v;
   }
   return out;

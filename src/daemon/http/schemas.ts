@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import type { ThreadView, CommandView } from '../views.js';
-import type { App } from '../app.js';
+import type { Services } from '../services/index.js';
 
 const id = (what: string) => z.string().min(1).max(200).describe(what);
 const force = z.boolean().default(false).describe('run again even when an identical request already completed');
@@ -18,11 +18,18 @@ const deadlineMs = z.number().int().positive().nullable().default(null).describe
 export const generateEpicBody = z.strictObject({ project_id: id('the project'), epic_id: id('the epic'), force, deadline_ms: deadlineMs });
 export const generateAllBody = z.strictObject({ project_id: id('the project'), force, deadline_ms: deadlineMs });
 export const noBody = z.strictObject({});
+/** `input` is checked by the operation's own JSON Schema (GET /operations/{name}), as `combine run` does. */
+export const runBody = z.strictObject({
+  input: z.record(z.string(), z.unknown()).describe("the operation's input: an object its input schema accepts (GET /operations/{operation} shows it)"),
+  force,
+  deadline_ms: deadlineMs,
+});
 
 export const threadParams = z.strictObject({ thread_id: id('the thread') });
 export const projectParams = z.strictObject({ project_id: id('the project') });
 export const documentParams = z.strictObject({ project_id: id('the project'), doc_type: id('the document type, e.g. story_backlog') });
 export const scheduleParams = z.strictObject({ schedule_id: id('the schedule') });
+export const operationParams = z.strictObject({ operation: id('the operation, as `combine operations` lists it') });
 
 const bool = (what: string) =>
   z
@@ -34,7 +41,10 @@ const statusList = z
   .string()
   .max(200)
   .transform((v, ctx) => {
-    const list = v.split(',').map((s) => s.trim()).filter(Boolean);
+    const list = v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const bad = list.filter((s) => !(THREAD_STATUSES as readonly string[]).includes(s));
     if (bad.length > 0) {
       ctx.addIssue({ code: 'custom', message: `"${bad.join(', ')}" is not a thread status (${THREAD_STATUSES.join(', ')})` });
@@ -73,7 +83,8 @@ const named = <T extends z.ZodType>(name: string, schema: T): T => {
 };
 const iso = z.string().describe('ISO 8601 time, UTC');
 
-export const problemSchema = named(
+// Registered as a component (every error answer refers to it), never read by name here.
+named(
   'Problem',
   z.looseObject({
     type: z.string(),
@@ -81,7 +92,10 @@ export const problemSchema = named(
     status: z.number().int(),
     detail: z.string(),
     code: z.string().describe('BAD_REQUEST, NOT_FOUND, CONFLICT, QUEUE_FULL, LOCKED, UNAUTHORIZED, FORBIDDEN, PAYLOAD_TOO_LARGE, …'),
-    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('for 400: each bad field'),
+    errors: z
+      .array(z.object({ field: z.string(), message: z.string() }))
+      .optional()
+      .describe('for 400: each bad field'),
   }),
 );
 
@@ -97,15 +111,16 @@ const usageSchema = named(
     prompt_tokens: z.number(),
     completion_tokens: z.number(),
     total_tokens: z.number(),
-    cost_usd: z.number(),
+    cost_usd: z.number().nullable().describe('null ("unpriced") when none of the calls had a price'),
     wasted_calls: z.number(),
     wasted_tokens: z.number(),
-    wasted_cost_usd: z.number(),
+    wasted_cost_usd: z.number().nullable(),
     in_doubt_calls: z.number(),
     in_doubt_tokens: z.number(),
-    in_doubt_cost_usd: z.number(),
+    in_doubt_cost_usd: z.number().nullable(),
     reserved_calls: z.number(),
     reserved_tokens: z.number(),
+    unpriced_calls: z.number().describe('calls whose model had no price: the cost leaves them out'),
   }),
 );
 
@@ -169,7 +184,45 @@ export const projectSchema = named(
 
 export const documentSchema = named(
   'Document',
-  z.looseObject({ project_id: z.string(), doc_type: z.string(), key: z.string().nullable(), version: z.number().int(), content: z.unknown(), updated_at: iso.nullable() }),
+  z.looseObject({
+    project_id: z.string(),
+    doc_type: z.string(),
+    key: z.string().nullable(),
+    version: z.number().int(),
+    content: z.unknown(),
+    updated_at: iso.nullable(),
+  }),
+);
+
+export const documentHeadSchema = named(
+  'DocumentHead',
+  z.looseObject({ project_id: z.string(), doc_type: z.string(), key: z.string().nullable(), version: z.number().int(), updated_at: iso.nullable() }),
+);
+
+export const operationSummarySchema = named(
+  'OperationSummary',
+  z.looseObject({
+    name: z.string(),
+    description: z.string(),
+    source: z.string().describe('`builtin`, or the module file it was loaded from'),
+    model: z.string().describe('the logical model name'),
+  }),
+);
+
+/** `GET /operations/{name}` (as `combine operations show --json`): what a caller needs to run it. */
+export const operationDetailSchema = named(
+  'OperationDetail',
+  operationSummarySchema.extend({
+    role: z.enum(['call', 'orchestration']),
+    child: z.string().nullable(),
+    identity: z.string(),
+    input: z.record(z.string(), z.unknown()).describe('the JSON Schema of `input` (POST /commands/run/{operation})'),
+    output: z.record(z.string(), z.unknown()).nullable().describe("the JSON Schema of the model's answer (null for an orchestration)"),
+    provider_model: z.string().nullable(),
+    priority: z.string(),
+    retry: z.looseObject({ max_attempts: z.number().int(), base_ms: z.number(), cap_ms: z.number(), repair_attempts: z.number().int() }),
+    rules: z.looseObject({ schema: z.unknown(), configured: z.unknown() }).nullable(),
+  }),
 );
 
 /** Shapes owned by other modules, documented as objects (their fields are listed in the README). */
@@ -177,22 +230,28 @@ export const objectSchema = (name: string, description: string) => named(name, z
 export const usageReportSchema = objectSchema('UsageReport', 'as `combine usage --json`: usage per project and UTC day, totals and budgets');
 export const healthSchema = named(
   'Health',
-  z.looseObject({ live: z.boolean(), ready: z.boolean(), status: z.enum(['ready', 'unready']), checks: z.record(z.string(), z.boolean()), breakers: z.record(z.string(), z.unknown()) }),
+  z.looseObject({
+    live: z.boolean(),
+    ready: z.boolean(),
+    status: z.enum(['ready', 'unready']),
+    checks: z.record(z.string(), z.boolean()),
+    breakers: z.record(z.string(), z.unknown()),
+  }),
 );
 export const scheduleSchema = objectSchema('Schedule', 'as `combine schedule list --json`');
 export const runSchema = objectSchema('ScheduleRun', 'as `combine schedule runs --json`');
 
 // Compile-time guard: each view must still have the fields (and types) of the schema that documents it.
-type Known<T> = T extends readonly unknown[]
-  ? Known<T[number]>[]
-  : T extends object
-    ? { [K in keyof T as string extends K ? never : K]: Known<T[K]> }
-    : T;
+type Known<T> = T extends readonly unknown[] ? Known<T[number]>[] : T extends object ? { [K in keyof T as string extends K ? never : K]: Known<T[K]> } : T;
 type Documents<View extends Known<z.infer<Schema>>, Schema extends z.ZodType> = [View, Schema];
+/** @public Read by the compiler only: it fails the build when a view and its schema drift apart. */
 export type ViewsMatchSchemas = [
   Documents<ThreadView, typeof threadSchema>,
   Documents<CommandView, typeof commandSchema>,
-  Documents<ReturnType<App['project']>, typeof projectSchema>,
-  Documents<ReturnType<App['document']>, typeof documentSchema>,
-  Documents<ReturnType<App['ledger']>[number], typeof ledgerEntrySchema>,
+  Documents<ReturnType<Services['projects']['get']>, typeof projectSchema>,
+  Documents<ReturnType<Services['projects']['document']>, typeof documentSchema>,
+  Documents<ReturnType<Services['ledger']['thread']>[number], typeof ledgerEntrySchema>,
+  Documents<ReturnType<Services['threads']['operations']>[number], typeof operationSummarySchema>,
+  Documents<ReturnType<Services['threads']['operation']>, typeof operationDetailSchema>,
+  Documents<ReturnType<Services['projects']['documents']>[number], typeof documentHeadSchema>,
 ];

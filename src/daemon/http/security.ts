@@ -13,7 +13,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
-import { HttpProblem } from './problem.js';
+import { HttpProblem } from '../../core/errors.js';
 
 export const TOKEN_FILE = 'http.token';
 export const COOKIE_NAME = 'combine_token';

@@ -5,26 +5,27 @@
  * other client the JSON API (routes in api.ts, documented at /openapi.json).
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { App } from '../app.js';
-import type { Logger } from '../logger.js';
+import type { Services } from '../services/index.js';
 import { apiRoutes } from './api.js';
 import { openApiDocument } from './openapi.js';
-import { HttpProblem, toProblem, type Problem } from './problem.js';
+import { toProblem, type Problem } from './problem.js';
 import { compilePath, parseWith, queryObject, readJsonBody, type Route } from './routes.js';
 import { noBody } from './schemas.js';
 import { ensureHttpToken, RequestGuard } from './security.js';
-import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../server-limits.js';
+import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../runtime/server-limits.js';
+import { HttpProblem } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
 
 /** The dashboard as the server sees it (src/web): pages by path, static assets, error pages. */
 export interface Dashboard {
   /** The page for a GET of `path`, or null when there is none (the JSON API answers instead). */
-  page(path: string, query: URLSearchParams, app: App): string | null | Promise<string | null>;
+  page(path: string, query: URLSearchParams, services: Services): string | null | Promise<string | null>;
   errorPage(problem: Problem): string;
   asset(path: string): { type: string; body: Buffer } | null;
 }
 
 export interface HttpServerOptions {
-  app: App;
+  services: Services;
   home: string;
   /** 0: any free port (tests). */
   port: number;
@@ -53,6 +54,12 @@ const HTML_HEADERS = {
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 };
 
+/** The operations this daemon loaded (fixed until it restarts, so the document is made once). */
+const operationDocs = (services: Services) =>
+  services.threads
+    .operations()
+    .map((s) => ({ name: s.name, description: s.description, input: services.threads.operation(s.name).input as Record<string, unknown> }));
+
 const compiled = apiRoutes.map((r) => ({ route: r, match: compilePath(r.path) }));
 
 function findRoute(method: string, path: string): { route: Route; params: Record<string, string> } {
@@ -63,7 +70,10 @@ function findRoute(method: string, path: string): { route: Route; params: Record
     if (c.route.method === method) return { route: c.route, params };
     allowed.push(c.route.method);
   }
-  if (allowed.length > 0) throw new HttpProblem(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${path} (use ${allowed.join(', ')})`, undefined, { allow: allowed.join(', ') });
+  if (allowed.length > 0)
+    throw new HttpProblem(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${path} (use ${allowed.join(', ')})`, undefined, {
+      allow: allowed.join(', '),
+    });
   throw new HttpProblem(404, 'NOT_FOUND', `no endpoint ${method} ${path} (see /openapi.json)`);
 }
 
@@ -74,15 +84,22 @@ function wantsHtml(req: IncomingMessage): boolean {
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { ...COMMON_HEADERS, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers }).end(text);
+  res
+    .writeHead(status, { ...COMMON_HEADERS, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers })
+    .end(text);
 }
 
-async function callRoute(app: App, req: IncomingMessage, method: string, url: URL): Promise<{ status: number; body: unknown; headers: Record<string, string> }> {
+async function callRoute(
+  services: Services,
+  req: IncomingMessage,
+  method: string,
+  url: URL,
+): Promise<{ status: number; body: unknown; headers: Record<string, string> }> {
   const { route: r, params } = findRoute(method, url.pathname);
   const query = queryObject(url.searchParams);
   const raw = method === 'POST' ? await readJsonBody(req) : undefined;
   const input = {
-    app,
+    services,
     params: r.params ? parseWith('path', r.params, params) : {},
     query: parseWith('query', r.query ?? noBody, query),
     body: parseWith('body', r.body ?? noBody, raw ?? {}),
@@ -118,22 +135,30 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
         return;
       }
       if (!guard!.isAuthenticated(req)) {
-        throw new HttpProblem(401, 'UNAUTHORIZED', 'a token is needed: send `Authorization: Bearer <COMBINE_HOME/http.token>`, or open the URL `combine ui` prints', undefined, {
-          'www-authenticate': 'Bearer realm="combine"',
-        });
+        throw new HttpProblem(
+          401,
+          'UNAUTHORIZED',
+          'a token is needed: send `Authorization: Bearer <COMBINE_HOME/http.token>`, or open the URL `combine ui` prints',
+          undefined,
+          {
+            'www-authenticate': 'Bearer realm="combine"',
+          },
+        );
       }
-      if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes)));
+      if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes, operationDocs(o.services))));
       if (html) {
-        const page = await o.dashboard!.page(url.pathname, url.searchParams, o.app);
+        const page = await o.dashboard!.page(url.pathname, url.searchParams, o.services);
         if (page !== null) {
           res.writeHead(200, HTML_HEADERS).end(page);
           return;
         }
       }
-      const r = await callRoute(o.app, req, method, url);
+      const r = await callRoute(o.services, req, method, url);
       sendJson(res, r.status, r.body, r.headers);
     } catch (err) {
-      const { problem, headers } = toProblem(err, (e) => o.logger.error({ err: e, component: 'http', method, path: (req.url ?? '').split('?')[0] }, 'HTTP request failed'));
+      const { problem, headers } = toProblem(err, (e) =>
+        o.logger.error({ err: e, component: 'http', method, path: (req.url ?? '').split('?')[0] }, 'HTTP request failed'),
+      );
       // A body cut short at the size limit is still arriving: close rather than read it.
       const close: Record<string, string> = problem.status === 413 ? { connection: 'close' } : {};
       if (html) res.writeHead(problem.status, { ...HTML_HEADERS, ...headers, ...close }).end(o.dashboard!.errorPage(problem));

@@ -3,7 +3,8 @@
  * the same transaction, with the run's usage. There is no window in which the thread has ended and its
  * run still looks in flight, and usage is written once, by the UPDATE that ends the lease.
  */
-import type { ScheduleRunRow, ThreadRow } from '../../db/schema.js';
+import type { ScheduleRunRow } from '../../db/schema-schedules.js';
+import type { ThreadRow } from '../../db/schema.js';
 import { finalizeScheduleRunOfThread } from '../../db/schedules.js';
 import { countChildThreadsByStatus } from '../../db/threads.js';
 import { getLatestWorkItem } from '../../db/work-items.js';

@@ -4,7 +4,7 @@
  * period's date in the schedule's time zone, `"{{period}}"` its fire time (ISO 8601, UTC) — and
  * `project_id` set to the schedule's project unless the template sets it.
  */
-import type { ScheduleRow } from '../../db/schema.js';
+import type { ScheduleRow } from '../../db/schema-schedules.js';
 import { localDate } from '../../domain/schedule.js';
 import { SCHEDULE_ALIASES, type OperationRequest } from '../../operations/builtin/index.js';
 

@@ -8,9 +8,8 @@
  * Time comes from the injected clock, so the tick is testable with a fake one. Wake-ups are timers set
  * to the next fire time or the next stale stamp, never a fixed poll.
  */
-import { newId } from '../../db/ids.js';
 import type { Db } from '../../db/connection.js';
-import type { ScheduleRunRow } from '../../db/schema.js';
+import type { ScheduleRunRow } from '../../db/schema-schedules.js';
 import {
   claimSchedulePeriod,
   failUnstartedScheduleRun,
@@ -19,23 +18,23 @@ import {
   oldestPendingClaim,
   reclaimStaleScheduleRuns,
 } from '../../db/schedules.js';
-import { StaleStateError } from '../../db/statements.js';
-import type { Writer } from '../../db/writer.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { duePeriod, nextFireAt, periodKey } from '../../domain/schedule.js';
-import { CommandError } from '../commands.js';
-import type { Clock } from '../engine/engine.js';
-import type { Tx } from '../engine/tx.js';
-import type { EngineEvent } from '../events.js';
-import type { Logger } from '../logger.js';
+import type { Tx, Write } from '../engine/tx.js';
+import type { CrashAt } from '../../core/crash.js';
 import { startScheduledRun, type StartOutcome } from './start-run.js';
+import { StaleStateError, CommandError } from '../../core/errors.js';
+import { newId } from '../../core/ids.js';
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/logger.js';
 
 /** Longest sleep between ticks: bounds the effect of a wall-clock jump or a suspended machine. */
 const MAX_SLEEP_MS = 60_000;
 
 export interface SchedulerOptions {
   db: Db;
-  writer: Writer<EngineEvent>;
+  /** Every write: one writer transaction, `now` from this scheduler's clock. */
+  write: Write;
   clock: Clock;
   logger: Logger;
   /** The claim stamp's owner: unique per process. */
@@ -47,8 +46,8 @@ export interface SchedulerOptions {
   maxQueued: number;
   /** Called when runs started threads, so the engine claims their work at once. */
   onWorkQueued(): void;
-  /** Debug switch for crash tests (COMBINE_CRASH_AT=after_schedule_claim). */
-  crashAt?: string | null;
+  /** Crash tests' hook (`after_schedule_claim`); a no-op in the shipped bundle. */
+  crashAt: CrashAt;
 }
 
 export interface TickResult {
@@ -95,11 +94,17 @@ export class Scheduler {
   }
 
   private write<T>(fn: (tx: Tx) => T): Promise<T> {
-    return this.o.writer.write((db, emit) => fn({ db, emit, now: this.o.clock.now() }));
+    return this.o.write(fn);
   }
 
   private async tickOnce(): Promise<TickResult> {
-    const result: TickResult = { claimed: [], lost: 0, lostAtInsert: 0, reclaimed: [], outcomes: { started: 0, in_progress: 0, finalized: 0, lost: 0, failed: 0 } };
+    const result: TickResult = {
+      claimed: [],
+      lost: 0,
+      lostAtInsert: 0,
+      reclaimed: [],
+      outcomes: { started: 0, in_progress: 0, finalized: 0, lost: 0, failed: 0 },
+    };
     if (this.stopped) return result;
     try {
       const now = this.o.clock.now();
@@ -108,11 +113,11 @@ export class Scheduler {
       if (due.length > 0) {
         // Step 1, the claim: one INSERT per due period; the UNIQUE index picks the single winner.
         result.claimed = await this.write((tx) =>
-          due.flatMap((d) => claimSchedulePeriod(tx.db, { id: newId(), ...d, owner: this.o.owner, now: tx.now }) ?? []),
+          due.flatMap((d) => claimSchedulePeriod(tx.db, { id: newId(tx.now), ...d, owner: this.o.owner, now: tx.now }) ?? []),
         );
         result.lostAtInsert = due.length - result.claimed.length;
         result.lost += result.lostAtInsert;
-        if (result.claimed.length > 0) this.crash('after_schedule_claim');
+        if (result.claimed.length > 0) this.o.crashAt('after_schedule_claim');
       }
       result.reclaimed = await this.write((tx) =>
         reclaimStaleScheduleRuns(tx.db, { owner: this.o.owner, now: tx.now, stale_before: tx.now - this.o.staleAfterMs }),
@@ -194,11 +199,5 @@ export class Scheduler {
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => void this.tick(), Math.max(0, Math.min(...candidates) - now));
     this.timer.unref();
-  }
-
-  private crash(point: string): void {
-    if (this.o.crashAt !== point) return;
-    this.o.logger.warn({ point }, 'COMBINE_CRASH_AT: exiting abruptly');
-    process.kill(process.pid, 'SIGKILL');
   }
 }

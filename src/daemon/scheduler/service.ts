@@ -3,21 +3,22 @@
  * Commands are one writer transaction each and validate everything before writing; a change wakes the
  * scheduler so its timer follows.
  */
-import { newId } from '../../db/ids.js';
 import type { Db } from '../../db/connection.js';
 import { getProject } from '../../db/projects.js';
-import type { ScheduleRow } from '../../db/schema.js';
+import type { ScheduleRow } from '../../db/schema-schedules.js';
 import { getSchedule, insertSchedule, listScheduleRuns, listSchedules, transitionSchedule } from '../../db/schedules.js';
 import { CATCH_UP_POLICIES, canTransitionSchedule, checkCron, nextFireTimes, type ScheduleStatus } from '../../domain/schedule.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { SCHEDULE_ALIASES } from '../../operations/builtin/index.js';
-import { CommandError } from '../commands.js';
-import type { Clock } from '../engine/engine.js';
 import type { Tx } from '../engine/tx.js';
-import { checkInput, requireOperation } from '../submit.js';
+import { checkInput, requireOperation } from '../services/submit.js';
+import { resolveScheduleId } from '../services/id-resolver.js';
 import { scheduledRequest } from './request.js';
 import type { Scheduler } from './scheduler.js';
 import { runView, scheduleView, type RunView, type ScheduleView } from './views.js';
+import { CommandError } from '../../core/errors.js';
+import { newId } from '../../core/ids.js';
+import type { Clock } from '../../core/clock.js';
 
 export interface NewSchedule {
   project_id: string;
@@ -63,13 +64,26 @@ export class ScheduleService {
       if (!getProject(tx.db, input.project_id)) {
         throw new CommandError('NOT_FOUND', `no project "${input.project_id}" (see \`combine project list\`)`);
       }
-      const s: ScheduleRow = { id: newId(), ...input, input: template.input, status: 'active', active_from: tx.now, created_at: tx.now, updated_at: tx.now };
+      const s: ScheduleRow = {
+        id: newId(tx.now),
+        ...input,
+        input: template.input,
+        status: 'active',
+        active_from: tx.now,
+        created_at: tx.now,
+        updated_at: tx.now,
+      };
       insertSchedule(tx.db, s);
       return s;
     });
     this.scheduler.wake();
     const now = this.clock.now();
     return { ...scheduleView(this.db, row, now), upcoming: nextFireTimes(row, now, 3).map((t) => new Date(t).toISOString()) };
+  }
+
+  /** The schedule a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
+  scheduleId(text: string): string {
+    return resolveScheduleId(this.db, text);
   }
 
   list(includeRemoved: boolean): ScheduleView[] {

@@ -3,18 +3,17 @@
  * engine then leases, pays for and applies it with all its guarantees). One transaction: the thread,
  * its work items and the run's link to the thread commit together, so a run never has two threads.
  */
-import { newId } from '../../db/ids.js';
-import type { ScheduleRunRow } from '../../db/schema.js';
+import type { ScheduleRunRow } from '../../db/schema-schedules.js';
 import { getSchedule, getScheduleRun, linkScheduleRunThread } from '../../db/schedules.js';
 import { getThread } from '../../db/threads.js';
 import { PRIORITY_SCHEDULED } from '../../domain/operations.js';
 import { isTerminalThread } from '../../domain/states.js';
 import type { OperationRegistry } from '../../operations/registry.js';
-import { CommandError } from '../commands.js';
 import type { Tx } from '../engine/tx.js';
-import { submitOperation } from '../submit.js';
+import { submitOperation } from '../services/submit.js';
 import { finalizeRunOfThread } from './finalize.js';
 import { scheduledRequest } from './request.js';
+import { CommandError } from '../../core/errors.js';
 
 /**
  * `started`: a thread now does the run's work. `in_progress`: a re-claimed run whose thread is still
@@ -36,7 +35,7 @@ export interface RunStartOptions {
  */
 export function startScheduledRun(tx: Tx, o: RunStartOptions, run: ScheduleRunRow): StartOutcome {
   const current = getScheduleRun(tx.db, run.id);
-  if (!current || current.status !== 'pending' || current.claim_owner !== run.claim_owner || current.claimed_at !== run.claimed_at) {
+  if (current?.status !== 'pending' || current.claim_owner !== run.claim_owner || current.claimed_at !== run.claimed_at) {
     return 'lost';
   }
   if (current.thread_id) {
@@ -63,8 +62,4 @@ export function startScheduledRun(tx: Tx, o: RunStartOptions, run: ScheduleRunRo
     return 'finalized';
   }
   return 'started';
-}
-
-export function newRunId(): string {
-  return newId();
 }

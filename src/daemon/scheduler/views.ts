@@ -3,7 +3,7 @@
  * never rename or remove them). A `pending` run is not ready: it shows no usage.
  */
 import type { Db } from '../../db/connection.js';
-import type { ScheduleRow, ScheduleRunRow } from '../../db/schema.js';
+import type { ScheduleRow, ScheduleRunRow } from '../../db/schema-schedules.js';
 import { getLatestScheduleRun } from '../../db/schedules.js';
 import { getThread } from '../../db/threads.js';
 import { nextFireAt } from '../../domain/schedule.js';

@@ -1,8 +1,8 @@
 /**
  * The Postgres schema (drizzle pg-core): the same tables, columns, keys and indexes as the SQLite
- * schema in ../schema.ts, so one set of row types serves both backends (test/unit/pg-schema.test.ts
- * checks that they stay equal). Migrations in `migrations/pg/` are generated from this file by
- * `npm run db:generate:pg`; hand-written ones (triggers, in plpgsql) live next to them.
+ * schema in ../schema.ts (the scheduler's tables: ./schema-schedules.ts, as ../schema-schedules.ts), so
+ * one set of row types serves both backends (test/unit/pg-schema.test.ts checks that they stay equal).
+ * Migrations in `migrations/pg/` are generated from both files by `npm run db:generate:pg`; hand-written ones (triggers, in plpgsql) live next to them.
  *
  * Types: times (ms since the epoch) and ledger seqs are `bigint` read as JS numbers (they stay far
  * below 2^53; the connection parses int8 as a number); SQLite's `real` is `double precision`; JSON is
@@ -13,21 +13,21 @@
  * whose sum is the queue depth, so concurrent transactions do not all wait on one counter row.
  */
 import { sql } from 'drizzle-orm';
-import {
-  type AnyPgColumn,
-  bigint,
-  check,
-  doublePrecision,
-  index,
-  integer,
-  pgTable,
-  primaryKey,
-  text,
-  uniqueIndex,
-} from 'drizzle-orm/pg-core';
+import { type AnyPgColumn, bigint, check, doublePrecision, index, integer, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { CHARGE_STATUSES, THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../domain/states.js';
 
 /** Milliseconds since the epoch, or a ledger seq: int8, read as a JS number. */
-const int8 = (name: string) => bigint(name, { mode: 'number' });
+export const int8 = (name: string) => bigint(name, { mode: 'number' });
+
+/**
+ * A status column accepts only the states of its machine: a real CHECK constraint, named
+ * `<table>_status_check`, built from the domain's list. SQLite enforces the same lists with triggers
+ * (migrations/0014_status_checks.sql), because it cannot add a CHECK to an existing table;
+ * test/integration/postgres-schema.test.ts checks that both refuse exactly the same values.
+ */
+export function statusCheck(table: string, status: AnyPgColumn, statuses: readonly string[]) {
+  return check(`${table}_status_check`, sql`${status} IN (${sql.raw(statuses.map((s) => `'${s}'`).join(', '))})`);
+}
 
 export const projects = pgTable('projects', {
   id: text('id').primaryKey(),
@@ -70,9 +70,7 @@ export const threads = pgTable(
   },
   (t) => [
     // At most one active thread per semantic request, across every daemon: the database settles double submits.
-    uniqueIndex('uq_threads_idempotency_active')
-      .on(t.idempotency_key)
-      .where(sql`status IN ('open', 'running')`),
+    uniqueIndex('uq_threads_idempotency_active').on(t.idempotency_key).where(sql`status IN ('open', 'running')`),
     index('idx_threads_key_created').on(t.idempotency_key, t.created_at),
     index('idx_threads_parent').on(t.parent_thread_id).where(sql`parent_thread_id IS NOT NULL`),
     index('idx_threads_space_created').on(t.space_id, t.created_at),
@@ -80,6 +78,9 @@ export const threads = pgTable(
     index('idx_threads_active').on(t.created_at).where(sql`status IN ('open', 'running')`),
     index('idx_threads_ended_badly').on(t.created_at).where(sql`status IN ('failed', 'canceled')`),
     index('idx_threads_kind_created').on(t.kind, t.created_at),
+    // Short ids are the random tail of the UUIDv7 (db/id-prefix.ts).
+    index('idx_threads_id_tail').on(sql`substr(${t.id}, 25)`),
+    statusCheck('llm_threads', t.status, THREAD_STATUSES),
   ],
 );
 
@@ -110,22 +111,14 @@ export const workItems = pgTable(
   },
   (t) => [
     uniqueIndex('uq_work_items_thread_sequence').on(t.thread_id, t.sequence),
-    index('idx_work_items_claimable')
-      .on(t.priority, t.not_before, t.lock_scope)
-      .where(sql`status = 'queued'`),
-    index('idx_work_items_fair')
-      .on(t.project_id, t.priority, t.not_before)
-      .where(sql`status = 'queued'`),
-    index('idx_work_items_deadline')
-      .on(t.deadline_at)
-      .where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
-    index('idx_work_items_parked')
-      .on(t.project_id)
-      .where(sql`status = 'queued' AND error_code = 'BUDGET_EXCEEDED'`),
+    index('idx_work_items_claimable').on(t.priority, t.not_before, t.lock_scope).where(sql`status = 'queued'`),
+    index('idx_work_items_fair').on(t.project_id, t.priority, t.not_before).where(sql`status = 'queued'`),
+    index('idx_work_items_deadline').on(t.deadline_at).where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
+    index('idx_work_items_parked').on(t.project_id).where(sql`status = 'queued' AND error_code = 'BUDGET_EXCEEDED'`),
     // Every daemon's recovery scan reads only leased items, by expiry.
-    index('idx_work_items_leased')
-      .on(t.lease_expires_at)
-      .where(sql`status IN ('claimed', 'running')`),
+    index('idx_work_items_leased').on(t.lease_expires_at).where(sql`status IN ('claimed', 'running')`),
+    index('idx_work_items_id_tail').on(sql`substr(${t.id}, 25)`),
+    statusCheck('llm_work_items', t.status, WORK_ITEM_STATUSES),
   ],
 );
 
@@ -154,10 +147,7 @@ export const ledgerEntries = pgTable(
     hash: text('hash').notNull(),
     created_at: int8('created_at').notNull(),
   },
-  (t) => [
-    index('idx_ledger_thread').on(t.thread_id, t.seq),
-    index('idx_ledger_work_item').on(t.work_item_id, t.seq),
-  ],
+  (t) => [index('idx_ledger_thread').on(t.thread_id, t.seq), index('idx_ledger_work_item').on(t.work_item_id, t.seq)],
 );
 
 /**
@@ -252,6 +242,7 @@ export const charges = pgTable(
     uniqueIndex('uq_charges_open_reservation').on(t.work_item_id).where(sql`status = 'reserved'`),
     index('idx_charges_project_day').on(t.project_id, t.day),
     index('idx_charges_thread').on(t.thread_id),
+    statusCheck('llm_charges', t.status, CHARGE_STATUSES),
   ],
 );
 
@@ -288,52 +279,6 @@ export const ledgerImports = pgTable(
     source_hash: text('source_hash').notNull(),
   },
   (t) => [index('idx_ledger_imports_import').on(t.import_id)],
-);
-
-export const schedules = pgTable('schedules', {
-  id: text('id').primaryKey(),
-  project_id: text('project_id')
-    .notNull()
-    .references(() => projects.id),
-  operation: text('operation').notNull(),
-  input: text('input').notNull().default('{}'),
-  cron: text('cron').notNull(),
-  timezone: text('timezone').notNull(),
-  catch_up: text('catch_up').notNull(),
-  status: text('status').notNull(),
-  active_from: int8('active_from').notNull(),
-  created_at: int8('created_at').notNull(),
-  updated_at: int8('updated_at').notNull(),
-});
-
-/** The lease of lease-then-LLM (spec 004): the UNIQUE index decides which daemon runs a period. */
-export const scheduleRuns = pgTable(
-  'schedule_runs',
-  {
-    id: text('id').primaryKey(),
-    schedule_id: text('schedule_id')
-      .notNull()
-      .references(() => schedules.id),
-    period_key: text('period_key').notNull(),
-    period_at: int8('period_at').notNull(),
-    status: text('status').notNull(),
-    claim_owner: text('claim_owner').notNull(),
-    claimed_at: int8('claimed_at').notNull(),
-    claims: integer('claims').notNull().default(1),
-    thread_id: text('thread_id').references(() => threads.id),
-    error_message: text('error_message'),
-    responses: integer('responses'),
-    prompt_tokens: integer('prompt_tokens'),
-    completion_tokens: integer('completion_tokens'),
-    total_tokens: integer('total_tokens'),
-    created_at: int8('created_at').notNull(),
-    finished_at: int8('finished_at'),
-  },
-  (t) => [
-    uniqueIndex('uq_schedule_runs_period').on(t.schedule_id, t.period_key),
-    index('idx_schedule_runs_pending').on(t.claimed_at).where(sql`status = 'pending'`),
-    index('idx_schedule_runs_thread').on(t.thread_id).where(sql`thread_id IS NOT NULL`),
-  ],
 );
 
 export const ledgerCheckpoints = pgTable('llm_ledger_checkpoints', {

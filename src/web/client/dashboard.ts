@@ -1,9 +1,11 @@
 /**
- * The dashboard's only client code (bundled into dist/web/dashboard.js). Two jobs:
- * - refresh: every 1.5 s (while the tab is visible) fetch this page again and swap in its live part,
- *   so state shown is always the server's — derived from threads and documents, never kept here;
+ * The dashboard's only client code (bundled into dist/web/dashboard.js). Three jobs:
+ * - refresh: every 1.5 s (while the tab is visible) fetch this page again and swap in its live part
+ *   (`data-live`), so state shown is always the server's — derived from threads and documents;
  * - commands: a button with `data-post` sends its `data-body` as a JSON POST, disables itself at once
- *   (a double click sends one request; the daemon's idempotency covers the rest) and refreshes.
+ *   (a double click sends one request; the daemon's idempotency covers the rest) and refreshes;
+ * - running an operation: a form with `data-run` sends its JSON input to that URL; the daemon checks
+ *   it, and the fields it names are shown under the form. A new run opens its thread's page.
  */
 
 const POLL_MS = 1500;
@@ -33,7 +35,7 @@ function detailsKey(d: Element, i: number): string {
 
 async function refresh(): Promise<void> {
   const live = document.getElementById('live');
-  if (!live || stopped) return;
+  if (!live || stopped || !live.hasAttribute('data-live')) return;
   // Do not pull a form out from under someone typing in it.
   if (document.activeElement && live.contains(document.activeElement) && /^(INPUT|SELECT|TEXTAREA)$/.test(document.activeElement.tagName)) return;
   const res = await fetch(location.href, { headers: { accept: 'text/html' }, credentials: 'same-origin' });
@@ -87,6 +89,74 @@ async function post(button: HTMLButtonElement): Promise<void> {
   schedule(0);
 }
 
+type Problem = { detail?: string; errors?: { field: string; message: string }[] };
+
+/** Shows `message` (and a list of lines, or a link) in the form's result box; null hides it. */
+function result(form: HTMLFormElement, message: string | null, lines: string[] = [], link?: { href: string; text: string }): void {
+  const box = form.querySelector<HTMLElement>('.form-result');
+  if (!box) return;
+  box.replaceChildren();
+  box.hidden = message === null;
+  box.dataset.kind = link ? 'notice' : 'problem';
+  if (message === null) return;
+  const p = document.createElement('p');
+  p.textContent = message;
+  if (link) {
+    const a = document.createElement('a');
+    a.href = link.href;
+    a.textContent = link.text;
+    p.append(' ', a);
+  }
+  box.append(p);
+  if (lines.length > 0) {
+    const ul = document.createElement('ul');
+    for (const line of lines) ul.append(Object.assign(document.createElement('li'), { textContent: line }));
+    box.append(ul);
+  }
+}
+
+async function run(form: HTMLFormElement): Promise<void> {
+  const text = form.querySelector('textarea')?.value ?? '';
+  let input: unknown;
+  try {
+    input = JSON.parse(text);
+  } catch (err) {
+    result(form, `The input is not JSON: ${(err as Error).message}`);
+    return;
+  }
+  const force = form.querySelector<HTMLInputElement>('input[name="force"]')?.checked ?? false;
+  const button = form.querySelector<HTMLButtonElement>('button[type="submit"]');
+  if (button) button.disabled = true;
+  try {
+    const res = await fetch(form.dataset.run!, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify({ input, force }),
+      credentials: 'same-origin',
+    });
+    const body = (await res.json().catch(() => null)) as (Problem & { thread_id?: string; status?: string; deduplicated?: boolean }) | null;
+    if (res.ok && body?.thread_id) {
+      const thread = `/threads/${encodeURIComponent(body.thread_id)}`;
+      if (!body.deduplicated) return location.assign(thread);
+      const again = body.status === 'complete' ? ' Tick "Run again" to pay for a new run.' : '';
+      result(form, `An identical request is already ${body.status}: nothing new was started.${again}`, [], { href: thread, text: 'Open its thread' });
+    } else {
+      const [first, ...rest] = (body?.detail ?? `${res.status} ${res.statusText}`).split('\n');
+      result(form, first!, body?.errors?.map((e) => `${e.field}: ${e.message}`) ?? rest.map((l) => l.trim()));
+    }
+  } catch (err) {
+    result(form, `the daemon did not answer: ${(err as Error).message}`);
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+document.addEventListener('submit', (e) => {
+  const form = e.target;
+  if (!(form instanceof HTMLFormElement) || form.dataset.run === undefined) return;
+  e.preventDefault();
+  void run(form);
+});
 document.addEventListener('click', (e) => {
   const button = (e.target as Element | null)?.closest('button[data-post]');
   if (!(button instanceof HTMLButtonElement) || button.disabled) return;

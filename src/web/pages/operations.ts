@@ -1,52 +1,81 @@
-/** The daemon's side: schedules with their recent runs, and health with the provider's breakers. */
-import type { App } from '../../daemon/app.js';
-import { html, shortId, statusBadge, time, type Html } from '../html.js';
+/**
+ * The operations this daemon runs (built-ins and the home's modules) and an operation's page: what it
+ * does, its model and retry, its input schema, and a form to run it — a JSON input sent to
+ * `POST /commands/run/{operation}`, the same service as `combine run`, so the daemon validates it and
+ * the page shows the fields it names.
+ */
+import type { Services } from '../../daemon/services/index.js';
+import { html, prettyJson, type Html } from '../html.js';
 
-export function schedulesPage(app: App): { title: string; body: Html } {
-  const schedules = app.schedules.list(false);
-  const runs = app.schedules.runs(null, 50);
-  const body = html`<h1>Schedules</h1>
-${
-  schedules.length === 0
-    ? html`<p class="empty">No schedule. Add one with <code>combine schedule add --project &lt;id&gt; --operation &lt;name&gt; --cron "0 8 * * *"</code>.</p>`
-    : html`<table><thead><tr><th>Schedule</th><th>Project</th><th>Operation</th><th>Cron</th><th>Status</th><th>Next run</th><th>Last run</th></tr></thead><tbody>${schedules.map(
-        (s) => html`<tr><td><code title="${s.schedule_id}">${shortId(s.schedule_id)}</code></td><td>${s.project_id}</td><td>${s.operation}</td><td><code>${s.cron}</code> ${s.timezone}</td><td>${statusBadge(s.status)}</td><td>${time(
-          s.next_run_at,
-        )}</td><td>${s.last_run ? html`${s.last_run.period_key} ${statusBadge(s.last_run.status)}` : '–'}</td></tr>`,
-      )}</tbody></table>`
-}
-<h2>Recent runs</h2>
-${
-  runs.length === 0
-    ? html`<p class="empty">No run yet.</p>`
-    : html`<table><thead><tr><th>Run</th><th>Schedule</th><th>Period</th><th>Status</th><th>Thread</th><th class="num">Tokens</th><th>Finished</th><th>Error</th></tr></thead><tbody>${runs.map(
-        (r) => html`<tr><td><code title="${r.run_id}">${shortId(r.run_id)}</code></td><td><code>${shortId(r.schedule_id)}</code></td><td>${r.period_key}</td><td>${statusBadge(r.status)}</td><td>${
-          r.thread_id ? html`<a href="/threads/${r.thread_id}"><code>${shortId(r.thread_id)}</code></a> ${r.thread_status ? statusBadge(r.thread_status) : ''}` : '–'
-        }</td><td class="num">${r.usage?.total_tokens ?? '–'}</td><td>${time(r.finished_at)}</td><td>${r.error ?? ''}</td></tr>`,
-      )}</tbody></table>`
-}`;
-  return { title: 'Schedules', body };
+const schemaText = (schema: unknown) => prettyJson(schema, 50_000, 'GET /operations/{operation}');
+
+/** `?project_id=` carried from a project's page, so the form starts with that project. */
+function projectOf(query: URLSearchParams): string | null {
+  const p = query.get('project_id');
+  return p && p.length <= 200 ? p : null;
 }
 
-export async function healthPage(app: App): Promise<{ title: string; body: Html }> {
-  const h = await app.health();
-  const s = app.stats();
-  const counts = (o: Record<string, number>) => Object.entries(o).map(([k, v]) => `${v} ${k}`).join(', ') || 'none';
-  const body = html`<h1>Health ${statusBadge(h.status)}</h1>
-<table><thead><tr><th>Check</th><th>Result</th></tr></thead><tbody>${Object.entries(h.checks).map(
-    ([k, ok]) => html`<tr><td>${k.replaceAll('_', ' ')}</td><td>${ok ? html`<span class="badge badge-complete">ok</span>` : html`<span class="badge badge-failed">failing</span>`}</td></tr>`,
-  )}</tbody></table>
-<h2>Provider circuit breakers</h2>
-<table><thead><tr><th>Endpoint</th><th>State</th><th class="num">Consecutive failures</th><th>Open until</th><th class="num">Times opened</th></tr></thead><tbody>${Object.entries(h.breakers).map(
-    ([endpoint, b]) => html`<tr><td><code>${endpoint}</code></td><td>${statusBadge(b.state)}</td><td class="num">${b.consecutive_failures}</td><td>${time(b.open_until)}</td><td class="num">${b.times_opened}</td></tr>`,
-  )}</tbody></table>
-<h2>Activity</h2>
+export function operationsPage(services: Services, query: URLSearchParams): { title: string; body: Html } {
+  const projectId = projectOf(query);
+  const suffix = projectId ? `?project_id=${encodeURIComponent(projectId)}` : '';
+  const body = html`<h1>Operations</h1>
+<p class="muted">Each operation is a definition: built in, or a module in <code>COMBINE_HOME/operations/</code>. Open one to see its input and run it${
+    projectId ? html` for <code>${projectId}</code>` : ''
+  }.</p>
+<table class="operations">
+<thead><tr><th>Operation</th><th>Description</th><th>Source</th><th>Model</th></tr></thead>
+<tbody>${services.threads
+    .operations()
+    .map(
+      (o) =>
+        html`<tr data-operation="${o.name}"><td><a href="/operations/${encodeURIComponent(o.name)}${suffix}"><code>${o.name}</code></a></td><td>${o.description}</td><td><code>${o.source}</code></td><td>${o.model}</td></tr>`,
+    )}</tbody>
+</table>`;
+  return { title: 'Operations', body };
+}
+
+type JsonSchema = { type?: unknown; properties?: Record<string, { type?: unknown; default?: unknown }>; required?: unknown };
+
+/** A starting input from the schema: its required fields, each with its default or an empty value of its type. */
+function inputTemplate(schema: unknown, projectId: string | null): Record<string, unknown> {
+  const s = (schema ?? {}) as JsonSchema;
+  const required = Array.isArray(s.required) ? (s.required as string[]) : [];
+  const out: Record<string, unknown> = {};
+  for (const name of required) {
+    const p = s.properties?.[name] ?? {};
+    const type = Array.isArray(p.type) ? p.type[0] : p.type;
+    if (p.default !== undefined) out[name] = p.default;
+    else if (name === 'project_id' && projectId) out[name] = projectId;
+    else out[name] = type === 'array' ? [] : type === 'object' ? {} : type === 'integer' || type === 'number' ? 0 : type === 'boolean' ? false : '';
+  }
+  return out;
+}
+
+export function operationPage(services: Services, name: string, query: URLSearchParams): { title: string; body: Html; live: false } {
+  const op = services.threads.operation(name);
+  const template = JSON.stringify(inputTemplate(op.input, projectOf(query)), null, 2);
+  const body = html`<p class="crumbs"><a href="/operations">Operations</a> /</p>
+<h1><code>${op.name}</code></h1>
+<p>${op.description}</p>
 <dl class="facts">
-  <dt>Threads</dt><dd>${counts(s.threads)}</dd>
-  <dt>Work items</dt><dd>${counts(s.work_items)}</dd>
-  <dt>In flight</dt><dd>${s.in_flight}</dd>
-  <dt>Ledger entries</dt><dd>${s.ledger_entries}</dd>
-  <dt>Migrations</dt><dd>${h.migrations.applied} applied, ${h.migrations.pending} pending</dd>
-</dl>`;
-  return { title: 'Health', body };
+  <dt>Source</dt><dd><code>${op.source}</code></dd>
+  <dt>Role</dt><dd>${op.role === 'orchestration' ? html`orchestration: one <a href="/operations/${encodeURIComponent(op.child ?? '')}"><code>${op.child}</code></a> thread per child input` : 'one model call per request'}</dd>
+  <dt>Model</dt><dd>${op.model}${op.provider_model ? html` → <code>${op.provider_model}</code>` : ''}</dd>
+  <dt>Priority</dt><dd>${op.priority}</dd>
+  <dt>Retry</dt><dd>${op.retry.max_attempts} attempts, backoff ${op.retry.base_ms}–${op.retry.cap_ms} ms, ${op.retry.repair_attempts} repair attempts</dd>
+  <dt>Identity</dt><dd><code>${op.identity}</code> — an identical request returns the same thread</dd>
+</dl>
+<h2>Run</h2>
+<form class="run" data-run="/commands/run/${encodeURIComponent(op.name)}">
+  <label for="run-input">Input (JSON, checked by the input schema below)</label>
+  <textarea id="run-input" name="input" rows="${Math.min(20, template.split('\n').length + 3)}" spellcheck="false">${template}</textarea>
+  <label class="check"><input type="checkbox" name="force"> Run again even if an identical request already completed (a new paid call)</label>
+  <div><button type="submit" class="primary">Run</button></div>
+  <div class="form-result" role="alert" hidden></div>
+</form>
+<h2>Input schema</h2>
+<pre class="document" data-testid="input-schema">${schemaText(op.input)}</pre>
+${op.output ? html`<details><summary>Output schema (the model's answer)</summary><pre class="document">${schemaText(op.output)}</pre></details>` : ''}
+${op.rules ? html`<details><summary>Validation rules</summary><pre class="document">${schemaText(op.rules)}</pre></details>` : ''}`;
+  return { title: op.name, body, live: false };
 }

@@ -1,16 +1,18 @@
 /**
- * The projects list and a project's page: each epic with its story count and a `Generate` button that
- * is disabled, with `Generation in progress`, while a thread for the epic is open or running; `Generate
- * all` with a progress bar of its children. Everything shown comes from threads and documents, read
- * fresh at every request, so a reload or another tab shows the same state.
+ * The projects list and a project's page: for a project with epics, the story view — each epic with its
+ * story count and a `Generate` button that is disabled, with `Generation in progress`, while a thread
+ * for the epic is open or running; `Generate all` with a progress bar of its children — and for every
+ * project its documents (documents.ts). Everything shown comes from threads and documents, read fresh
+ * at every request, so a reload or another tab shows the same state.
  */
-import type { App } from '../../daemon/app.js';
+import type { Services } from '../../daemon/services/index.js';
 import type { ThreadView } from '../../daemon/views.js';
 import { actionButton, html, shortId, statusBadge, time, type Html } from '../html.js';
+import { documentsSection } from './documents.js';
 
-export function projectsPage(app: App): { title: string; body: Html } {
-  const projects = app.projects();
-  const active = app.threads({ active: true, projectId: null, limit: 1000 });
+export function projectsPage(services: Services): { title: string; body: Html } {
+  const projects = services.projects.list();
+  const active = services.threads.list({ active: true, projectId: null, limit: 1000 });
   const activeCount = (id: string) => active.filter((t) => t.target_ref.project_id === id).length;
   const body = html`<h1>Projects</h1>
 ${
@@ -19,7 +21,8 @@ ${
     : html`<table>
 <thead><tr><th>Project</th><th>Id</th><th class="num">Epics</th><th class="num">Active threads</th></tr></thead>
 <tbody>${projects.map(
-        (p) => html`<tr><td><a href="/projects/${encodeURIComponent(p.project_id)}">${p.name}</a></td><td><code>${p.project_id}</code></td><td class="num">${p.epics.length}</td><td class="num">${activeCount(p.project_id)}</td></tr>`,
+        (p) =>
+          html`<tr><td><a href="/projects/${encodeURIComponent(p.project_id)}">${p.name}</a></td><td><code>${p.project_id}</code></td><td class="num">${p.epics.length}</td><td class="num">${activeCount(p.project_id)}</td></tr>`,
       )}</tbody>
 </table>`
 }`;
@@ -52,30 +55,36 @@ function generateAllSection(projectId: string, threads: ThreadView[]): Html {
 </section>`;
 }
 
-export function projectPage(app: App, projectId: string): { title: string; body: Html } {
-  const project = app.project(projectId);
-  const backlog = app.backlog(projectId);
-  const threads = app.threads({ active: false, projectId, limit: 200 });
-  const active = app.threads({ active: true, projectId, limit: 1000 });
+export function projectPage(services: Services, projectId: string): { title: string; body: Html } {
+  const project = services.projects.get(projectId);
+  const backlog = services.projects.backlog(projectId);
+  const threads = services.threads.list({ active: false, projectId, limit: 200 });
+  const active = services.threads.list({ active: true, projectId, limit: 1000 });
   const activeFor = (epicId: string) => active.find((t) => t.target_ref.epic_id === epicId);
   const latestFor = (epicId: string) => threads.find((t) => t.target_ref.epic_id === epicId);
-  const stories = new Map(backlog.epics.map((e) => [e.epic_id, e]));
+  const generatedOf = new Map(backlog.epics.map((e) => [e.epic_id, e]));
 
   const rows = project.epics.map((epic) => {
-    const generated = stories.get(epic.id);
+    const generated = generatedOf.get(epic.id);
     const count = generated?.stories.length ?? 0;
     const inFlight = activeFor(epic.id);
     const latest = latestFor(epic.id);
     let state: Html;
-    if (inFlight) state = html`<span class="in-progress">Generation in progress</span> <a href="/threads/${inFlight.thread_id}">${statusBadge(inFlight.status)}</a>`;
+    if (inFlight)
+      state = html`<span class="in-progress">Generation in progress</span> <a href="/threads/${inFlight.thread_id}">${statusBadge(inFlight.status)}</a>`;
     else if (latest && latest.status !== 'complete') state = html`<a href="/threads/${latest.thread_id}">Last generation ${statusBadge(latest.status)}</a>`;
     else if (generated?.generated_at) state = html`<span class="muted">generated ${time(generated.generated_at)}</span>`;
     else state = html`<span class="muted">no stories yet</span>`;
-    const button = actionButton('Generate', '/commands/story-backlog/generate-epic', { project_id: projectId, epic_id: epic.id, ...(count > 0 ? { force: true } : {}) }, {
-      disabled: !!inFlight,
-      title: count > 0 ? `replace the ${count} stories (a new paid call)` : undefined,
-      confirm: count > 0 ? `Replace the ${count} stories of "${epic.title}"? This is a new paid call.` : undefined,
-    });
+    const button = actionButton(
+      'Generate',
+      '/commands/story-backlog/generate-epic',
+      { project_id: projectId, epic_id: epic.id, ...(count > 0 ? { force: true } : {}) },
+      {
+        disabled: !!inFlight,
+        title: count > 0 ? `replace the ${count} stories (a new paid call)` : undefined,
+        confirm: count > 0 ? `Replace the ${count} stories of "${epic.title}"? This is a new paid call.` : undefined,
+      },
+    );
     return html`<tr data-epic="${epic.id}">
   <td><code>${epic.id}</code></td>
   <td><strong>${epic.title}</strong>${
@@ -91,13 +100,19 @@ export function projectPage(app: App, projectId: string): { title: string; body:
 </tr>`;
   });
 
-  const body = html`<p class="crumbs"><a href="/">Projects</a> /</p>
-<h1>${project.name}</h1>
-<p class="muted"><code>${project.project_id}</code> · ${project.epics.length} epics · story backlog v${backlog.version}${backlog.updated_at ? ` · updated ${time(backlog.updated_at)}` : ''} · <a href="/threads?project_id=${encodeURIComponent(projectId)}">threads</a></p>
-${generateAllSection(projectId, threads)}
+  const stories = html`${generateAllSection(projectId, threads)}
 <table class="epics">
 <thead><tr><th>Epic</th><th>Title and stories</th><th class="num">Stories</th><th>State</th><th></th></tr></thead>
 <tbody>${rows}</tbody>
 </table>`;
+  const body = html`<p class="crumbs"><a href="/">Projects</a> /</p>
+<h1>${project.name}</h1>
+<p class="muted"><code>${project.project_id}</code>${
+    project.epics.length > 0
+      ? ` · ${project.epics.length} epics · story backlog v${backlog.version}${backlog.updated_at ? ` · updated ${time(backlog.updated_at)}` : ''}`
+      : ''
+  } · <a href="/threads?project_id=${encodeURIComponent(projectId)}">threads</a></p>
+${project.epics.length > 0 ? stories : ''}
+${documentsSection(services, projectId)}`;
   return { title: project.name, body };
 }

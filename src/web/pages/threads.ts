@@ -3,16 +3,16 @@
  * children, work items, Retry / Cancel, and its ledger as a timeline — what was asked, paid, received,
  * validated and applied, with tokens and cost per call and each entry's place in the hash chain.
  */
-import type { App } from '../../daemon/app.js';
+import type { Services } from '../../daemon/services/index.js';
 import type { ThreadView } from '../../daemon/views.js';
 import { THREAD_STATUSES } from '../../domain/states.js';
 import type { threadsQuery } from '../../daemon/http/schemas.js';
 import type { z } from 'zod';
-import { actionButton, html, shortId, statusBadge, time, usd, type Html } from '../html.js';
+import { actionButton, documentHref, html, prettyJson, shortId, statusBadge, time, usd, type Html } from '../html.js';
 
 function target(t: ThreadView): string {
   const r = t.target_ref;
-  const what = r.epic_id ?? r.date ?? 'all';
+  const what = r.epic_id ?? r.key ?? r.date ?? 'all';
   return `${r.project_id} · ${r.doc_type} · ${what}`;
 }
 
@@ -38,11 +38,11 @@ export function threadsTable(threads: ThreadView[]): Html {
 }
 
 /** `q` was validated by the API's own query schema (GET /threads): the page and the API filter alike. */
-export function threadsPage(app: App, q: ThreadsQuery): { title: string; body: Html } {
+export function threadsPage(services: Services, q: ThreadsQuery): { title: string; body: Html } {
   const status = q.status?.join(',') ?? null;
   const kind = q.kind ?? null;
   const projectId = q.project_id ?? null;
-  const threads = app.threads({
+  const threads = services.threads.list({
     active: q.active,
     projectId,
     statuses: q.status,
@@ -51,10 +51,16 @@ export function threadsPage(app: App, q: ThreadsQuery): { title: string; body: H
     afterThreadId: q.cursor ?? null,
     limit: q.limit,
   });
-  const projects = app.projects();
+  const projects = services.projects.list();
   const link = (cursor: string | null) => {
     const p = new URLSearchParams();
-    for (const [k, v] of [['status', status], ['kind', kind], ['project_id', projectId], ['cursor', cursor]] as const) if (v) p.set(k, v);
+    for (const [k, v] of [
+      ['status', status],
+      ['kind', kind],
+      ['project_id', projectId],
+      ['cursor', cursor],
+    ] as const)
+      if (v) p.set(k, v);
     return `/threads?${p.toString()}`;
   };
   const full = threads.length === q.limit;
@@ -73,16 +79,11 @@ ${full ? html` <a href="${link(threads[threads.length - 1]!.thread_id)}">Older �
   return { title: 'Threads', body };
 }
 
-const MAX_SHOWN = 20_000;
-
-function pretty(v: unknown): string {
-  const text = typeof v === 'string' ? v : JSON.stringify(v, null, 2);
-  return text.length > MAX_SHOWN ? `${text.slice(0, MAX_SHOWN)}\n… (${text.length - MAX_SHOWN} more characters: GET /threads/{id}/ledger has all)` : text;
-}
+const pretty = (v: unknown) => prettyJson(v, 20_000, 'GET /threads/{id}/ledger');
 
 type ThreadsQuery = z.output<typeof threadsQuery>;
 
-type LedgerEntry = ReturnType<App['ledger']>[number];
+type LedgerEntry = ReturnType<Services['ledger']['thread']>[number];
 
 /** What a person wants to read in an entry: the messages asked, the answer given, the reports. */
 function entryDetail(e: LedgerEntry): Html {
@@ -126,10 +127,10 @@ function timeline(entries: LedgerEntry[]): Html {
   )}</ol>`;
 }
 
-export function threadPage(app: App, threadId: string): { title: string; body: Html } {
-  const t = app.thread(threadId);
-  const ledger = app.ledger(threadId);
-  const kids = t.child_summary ? app.threads({ active: false, projectId: null, parentId: t.thread_id, limit: 1000 }) : [];
+export function threadPage(services: Services, threadId: string): { title: string; body: Html } {
+  const t = services.threads.get(threadId);
+  const ledger = services.ledger.thread(threadId);
+  const kids = t.child_summary ? services.threads.list({ active: false, projectId: null, parentId: t.thread_id, limit: 1000 }) : [];
   const active = t.status === 'open' || t.status === 'running';
   const u = t.usage;
   const body = html`<p class="crumbs"><a href="/threads">Threads</a> /</p>
@@ -141,7 +142,7 @@ export function threadPage(app: App, threadId: string): { title: string; body: H
 <dl class="facts">
   <dt>Id</dt><dd><code>${t.thread_id}</code></dd>
   <dt>Kind</dt><dd>${t.kind}</dd>
-  <dt>Target</dt><dd><a href="/projects/${encodeURIComponent(t.target_ref.project_id)}">${target(t)}</a></dd>
+  <dt>Target</dt><dd><a href="${documentHref(t.target_ref)}" title="the document this thread writes">${target(t)}</a> · <a href="/projects/${encodeURIComponent(t.target_ref.project_id)}">project</a></dd>
   ${t.parent_thread_id ? html`<dt>Parent</dt><dd><a href="/threads/${t.parent_thread_id}"><code>${t.parent_thread_id}</code></a></dd>` : ''}
   <dt>Created</dt><dd>${time(t.created_at)}</dd>
   <dt>Closed</dt><dd>${time(t.closed_at)}</dd>
@@ -153,9 +154,10 @@ ${kids.length > 0 ? html`<h2>Children</h2>${threadsTable(kids)}` : ''}
 ${
   t.work_items.length > 0
     ? html`<h2>Work items</h2><table><thead><tr><th class="num">Seq</th><th>Status</th><th>Attempt</th><th>Lock</th><th>Error</th></tr></thead><tbody>${t.work_items.map(
-        (w) => html`<tr><td class="num">${w.sequence}</td><td>${statusBadge(w.status)}</td><td>${w.attempt}/${w.max_attempts}</td><td><code>${w.lock_scope}</code></td><td>${
-          w.error_code ? `${w.error_code}: ${w.error_message ?? ''}` : ''
-        }</td></tr>`,
+        (w) =>
+          html`<tr><td class="num">${w.sequence}</td><td>${statusBadge(w.status)}</td><td>${w.attempt}/${w.max_attempts}</td><td><code>${w.lock_scope}</code></td><td>${
+            w.error_code ? `${w.error_code}: ${w.error_message ?? ''}` : ''
+          }</td></tr>`,
       )}</tbody></table>`
     : ''
 }

@@ -2,10 +2,10 @@
  * Usage: cost per project per UTC day as a stacked bar chart (inline SVG, drawn on the server: no chart
  * library, nothing to download), then the same figures as a table, and the budgets.
  */
-import type { App } from '../../daemon/app.js';
+import type { Services } from '../../daemon/services/index.js';
 import { html, usd, type Html } from '../html.js';
 
-type Report = ReturnType<App['usage']>;
+type Report = ReturnType<Services['admin']['usage']>;
 type Row = Report['rows'][number];
 
 const W = 760;
@@ -22,8 +22,9 @@ function niceMax(x: number): number {
 }
 
 export function costChart(rows: Row[]): Html {
-  const byCost = rows.some((r) => r.cost_usd > 0);
-  const value = (r: Row) => (byCost ? r.cost_usd : r.total_tokens);
+  // Unpriced costs are null: chart tokens unless some cost is known.
+  const byCost = rows.some((r) => (r.cost_usd ?? 0) > 0);
+  const value = (r: Row) => (byCost ? (r.cost_usd ?? 0) : r.total_tokens);
   const label = (v: number) => (byCost ? usd(v) : `${Math.round(v)} tokens`);
   const axis = (v: number) => (byCost ? usd(v) : v >= 1000 ? `${+(v / 1000).toFixed(1)}k tokens` : `${Math.round(v)} tokens`);
   const days = [...new Set(rows.map((r) => r.day))].sort().slice(-MAX_DAYS);
@@ -49,11 +50,13 @@ export function costChart(rows: Row[]): Html {
       base += v;
       return html`<rect class="series-${pi % SERIES}" x="${x.toFixed(1)}" y="${top.toFixed(1)}" width="${barW.toFixed(1)}" height="${Math.max(h, 0.5).toFixed(1)}"><title>${p} ${day}: ${label(v)}</title></rect>`;
     });
-    const tick = i % every === 0 ? html`<text class="tick" x="${(x + barW / 2).toFixed(1)}" y="${H - M.bottom + 16}" text-anchor="middle">${day.slice(5)}</text>` : '';
+    const tick =
+      i % every === 0 ? html`<text class="tick" x="${(x + barW / 2).toFixed(1)}" y="${H - M.bottom + 16}" text-anchor="middle">${day.slice(5)}</text>` : '';
     return html`${segments}${tick}`;
   });
   const grid = [0, 0.5, 1].map(
-    (f) => html`<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(max * f).toFixed(1)}" y2="${y(max * f).toFixed(1)}"></line><text class="tick" x="${M.left - 6}" y="${(y(max * f) + 4).toFixed(1)}" text-anchor="end">${axis(max * f)}</text>`,
+    (f) =>
+      html`<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(max * f).toFixed(1)}" y2="${y(max * f).toFixed(1)}"></line><text class="tick" x="${M.left - 6}" y="${(y(max * f) + 4).toFixed(1)}" text-anchor="end">${axis(max * f)}</text>`,
   );
   return html`<figure class="chart">
 <svg viewBox="0 0 ${W} ${H}" role="img" aria-labelledby="chart-title" width="100%">
@@ -65,8 +68,8 @@ ${grid}${bars}
 </figure>`;
 }
 
-export function usagePage(app: App): { title: string; body: Html } {
-  const u = app.usage(null);
+export function usagePage(services: Services): { title: string; body: Html } {
+  const u = services.admin.usage(null);
   const t = u.totals;
   const body = html`<h1>Usage</h1>
 <p>${t.calls} calls · ${t.total_tokens} tokens · ${usd(t.cost_usd)}${t.wasted_calls > 0 ? ` · ${t.wasted_calls} wasted calls (${usd(t.wasted_cost_usd)})` : ''}${
@@ -78,12 +81,14 @@ ${
   u.rows.length === 0
     ? ''
     : html`<table><thead><tr><th>Day</th><th>Project</th><th class="num">Calls</th><th class="num">Tokens</th><th class="num">Cost</th><th class="num">Wasted</th></tr></thead><tbody>${u.rows.map(
-        (r) => html`<tr><td>${r.day}</td><td><a href="/projects/${encodeURIComponent(r.project_id)}">${r.project_id}</a></td><td class="num">${r.calls}</td><td class="num">${r.total_tokens}</td><td class="num">${usd(r.cost_usd)}</td><td class="num">${usd(r.wasted_cost_usd)}</td></tr>`,
+        (r) =>
+          html`<tr><td>${r.day}</td><td><a href="/projects/${encodeURIComponent(r.project_id)}">${r.project_id}</a></td><td class="num">${r.calls}</td><td class="num">${r.total_tokens}</td><td class="num">${usd(r.cost_usd)}</td><td class="num">${usd(r.wasted_cost_usd)}</td></tr>`,
       )}</tbody></table>`
 }
 <h2>Budgets (today, ${u.day})</h2>
 <table><thead><tr><th>Project</th><th class="num">Spent today</th><th class="num">Spent in all</th><th>Limits</th></tr></thead><tbody>${u.budgets.map(
-    (b) => html`<tr><td>${b.project_id}</td><td class="num">${usd(b.spent_today.cost_usd)}</td><td class="num">${usd(b.spent_total.cost_usd)}</td><td><code>${JSON.stringify(b.limits)}</code></td></tr>`,
+    (b) =>
+      html`<tr><td>${b.project_id}</td><td class="num">${usd(b.spent_today.cost_usd)}</td><td class="num">${usd(b.spent_total.cost_usd)}</td><td><code>${JSON.stringify(b.limits)}</code></td></tr>`,
   )}</tbody></table>`;
   return { title: 'Usage', body };
 }

@@ -54,7 +54,8 @@ export function briefingMessages(project: ProjectInfo, date: string, facts: Proj
   const counts = Object.entries(facts.threads)
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([status, n]) => `${n} ${status}`);
-  const threadLine = (t: BriefingThread) => `- ${t.kind} for ${t.target} (thread ${t.thread_id}, since ${t.created_at}${t.error_code ? `, error ${t.error_code}` : ''})`;
+  const threadLine = (t: BriefingThread) =>
+    `- ${t.kind} for ${t.target} (thread ${t.thread_id}, since ${t.created_at}${t.error_code ? `, error ${t.error_code}` : ''})`;
   const user = [
     `Project: ${project.name} (id: ${project.id})`,
     `Briefing date: ${date}`,

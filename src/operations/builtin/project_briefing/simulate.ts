@@ -6,8 +6,16 @@ export function simulatedBriefing(prompt: string) {
   const project = /Project: (.+?) \(id:/.exec(prompt)?.[1] ?? 'the project';
   const date = /Briefing date: (.+)/.exec(prompt)?.[1]?.trim() ?? 'today';
   const epics = [...prompt.matchAll(/^- (\S+) "(.*)": (\d+) stories$/gm)].map((m) => ({ id: m[1]!, title: m[2]!, stories: Number(m[3]) }));
-  const failed = /Failed threads:\n([\s\S]*?)\nRunning threads:/.exec(prompt)?.[1]?.split('\n').filter((l) => l.startsWith('- ')) ?? [];
-  const running = /Running threads:\n([\s\S]*?)\n\n/.exec(prompt)?.[1]?.split('\n').filter((l) => l.startsWith('- ')) ?? [];
+  const failed =
+    /Failed threads:\n([\s\S]*?)\nRunning threads:/
+      .exec(prompt)?.[1]
+      ?.split('\n')
+      .filter((l) => l.startsWith('- ')) ?? [];
+  const running =
+    /Running threads:\n([\s\S]*?)\n\n/
+      .exec(prompt)?.[1]
+      ?.split('\n')
+      .filter((l) => l.startsWith('- ')) ?? [];
   const stories = epics.reduce((n, e) => n + e.stories, 0);
   const done = epics.filter((e) => e.stories > 0);
   return {

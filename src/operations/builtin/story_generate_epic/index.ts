@@ -28,7 +28,9 @@ function epicOf(documents: Documents, input: EpicInput): Epic {
   if (!byId) indexes.set(epics, (byId = new Map(epics.map((e) => [e.id, e]))));
   const epic = byId.get(input.epic_id);
   if (!epic) {
-    throw Object.assign(new Error(`project "${input.project_id}" has no epic "${input.epic_id}" (see \`combine project show ${input.project_id}\`)`), { code: 'NOT_FOUND' });
+    throw Object.assign(new Error(`project "${input.project_id}" has no epic "${input.epic_id}" (see \`combine project show ${input.project_id}\`)`), {
+      code: 'NOT_FOUND',
+    });
   }
   return epic;
 }

@@ -4,8 +4,8 @@
  * architecture's order. The summary says what changed, story by story (keyed by title).
  */
 import type { BacklogEpic, Story, StoryBacklog } from '../../../domain/backlog.js';
-import { canonicalJson } from '../../../domain/ledger-hash.js';
 import type { Epic } from '../../../domain/project.js';
+import { canonicalJson } from '../../../domain/canonical-json.js';
 
 export interface StoryDiff {
   added: string[];
@@ -32,7 +32,12 @@ export function diffStories(before: readonly Story[], after: readonly Story[]): 
 
 /** The answer's stories as stored: text fields trimmed, extra fields the model sent kept. */
 export function trimStories(stories: readonly Story[]): Story[] {
-  return stories.map((s) => ({ ...s, title: s.title.trim(), description: s.description.trim(), acceptance_criteria: s.acceptance_criteria.map((c) => c.trim()) }));
+  return stories.map((s) => ({
+    ...s,
+    title: s.title.trim(),
+    description: s.description.trim(),
+    acceptance_criteria: s.acceptance_criteria.map((c) => c.trim()),
+  }));
 }
 
 export interface BacklogChange {

@@ -1,0 +1,34 @@
+/**
+ * Row ids: UUID version 7 (RFC 9562), i.e. a 48-bit millisecond timestamp followed by random bits.
+ * Why not v4: ids are primary keys, and the rows of one command (a thread, its work item, later its
+ * mutation) are written together and updated together. Random keys scatter them over the whole B-tree,
+ * so every commit rewrote one page per row touched; time-ordered keys keep rows created together on
+ * the same pages, which one group commit then writes once.
+ *
+ * Within one millisecond the 12-bit `rand_a` field counts up from a random start (RFC 9562 §6.2,
+ * method 1), so ids made by this process are strictly increasing.
+ */
+import { randomBytes } from 'node:crypto';
+
+let lastMs = -1;
+let counter = 0;
+
+/** A new UUIDv7 for time `now` (ms since the epoch, from the caller's clock). Ids from one process increase strictly. */
+export function newId(now: number): string {
+  if (now > lastMs) {
+    lastMs = now;
+    counter = randomBytes(2).readUInt16BE(0) & 0x7ff; // leave headroom before the 12-bit field overflows
+  } else if (++counter > 0xfff) {
+    // More than ~2k ids in one millisecond: borrow the next millisecond to stay ordered.
+    lastMs++;
+    counter = 0;
+  }
+  const ms = lastMs;
+  const bytes = randomBytes(16);
+  bytes.writeUIntBE(ms, 0, 6);
+  bytes[6] = 0x70 | (counter >> 8);
+  bytes[7] = counter & 0xff;
+  bytes[8] = 0x80 | (bytes[8]! & 0x3f);
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}

@@ -1,0 +1,368 @@
+/**
+ * The daemon's effective configuration: defaults, then `COMBINE_HOME/config.json` (validated; an error
+ * names the field), then environment variables. The API key is held here and nowhere else: it is never
+ * logged or written to the ledger (see `redactedConfig`).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { parseDurationMs } from '../../domain/duration.js';
+import { describeZodIssues } from '../../domain/project.js';
+import type { OperationSettings } from '../../operations/registry.js';
+import { redactValues } from '../../domain/errors.js';
+import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../domain/retry.js';
+import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from '../engine/breaker.js';
+import { duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './limits.js';
+import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow.js';
+import { ConfigError } from '../../core/errors.js';
+
+/** How the engine asks for structured output (`provider.response_format`); the answer is validated either way. */
+export const RESPONSE_FORMATS = ['json_schema', 'json_object', 'none'] as const;
+export type ResponseFormat = (typeof RESPONSE_FORMATS)[number];
+
+export const DEFAULT_MAX_ANSWER_BYTES = 4 * 2 ** 20;
+export const DEFAULT_MAX_PROVIDER_WAIT_MS = 10 * 60_000;
+
+const DEFAULT_TEMPERATURE = 0.2;
+
+const retrySchema = z
+  .object({
+    base: duration.optional(),
+    cap: duration.optional(),
+    jitter: z.number().min(0).max(1).optional(),
+    max_attempts: z.number().int().min(1).max(100).optional(),
+    repair_attempts: z.number().int().min(0).max(10).optional(),
+  })
+  .strict();
+
+/**
+ * Per operation: retry overrides and answer rules (`validation`, checked against the rules schema the
+ * operation declares when the daemon loads it). `modules`: more operation module files to load.
+ */
+const operationsSchema = z
+  .object({ modules: z.array(z.string().min(1).max(4096)).max(200).optional() })
+  .catchall(
+    z
+      .object({ retry: retrySchema.optional(), validation: z.record(z.string(), z.unknown()).optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() })
+      .strict(),
+  );
+
+export const configFileSchema = z
+  .object({
+    provider: z
+      .object({
+        base_url: z.url().optional(),
+        model: z.string().min(1).optional(),
+        temperature: z.number().min(0).max(2).optional(),
+        max_tokens: z.number().int().min(1).optional(),
+        timeout: duration.optional(),
+        response_format: z.enum(RESPONSE_FORMATS).optional(),
+        /** A larger answer is refused while it is read (PROVIDER_ERROR "answer too large"), never stored. */
+        max_answer_bytes: z
+          .number()
+          .int()
+          .min(1024)
+          .max(2 ** 30)
+          .optional(),
+      })
+      .strict()
+      .optional(),
+    metrics: z
+      .object({ port: z.number().int().min(1).max(65535).optional() })
+      .strict()
+      .optional(),
+    /** The HTTP API and dashboard on 127.0.0.1 (off when absent; 0: any free port). */
+    http: z
+      .object({ port: z.number().int().min(0).max(65535).optional() })
+      .strict()
+      .optional(),
+    maintenance: z
+      .object({
+        /** Quiet time (no commits, nothing in flight) before the WAL checkpoint and incremental vacuum run. */
+        idle_after: duration.optional(),
+      })
+      .strict()
+      .optional(),
+    engine: z
+      .object({
+        max_in_flight: z.number().int().min(1).max(100_000).optional(),
+        max_queued: z.number().int().min(1).max(10_000_000).optional(),
+        recovery_interval: duration.optional(),
+        drain_timeout: duration.optional(),
+      })
+      .strict()
+      .optional(),
+    /** The longest wait a provider may impose (Retry-After, rate-limit resets); longer ones are cut to this. */
+    retry: retrySchema.extend({ max_provider_wait: duration.optional() }).strict().optional(),
+    breaker: z
+      .object({
+        failure_threshold: z.number().int().min(1).max(1000).optional(),
+        open: duration.optional(),
+        max_open: duration.optional(),
+      })
+      .strict()
+      .optional(),
+    /** Per-operation overrides by operation name, e.g. {"<name>": {"retry": {"max_attempts": 5}, "interrupted": "hold", "validation": {…its rules…}}}. */
+    operations: operationsSchema.optional(),
+    /** Logical model names operations may ask for (`model` in a definition) → the provider's model. */
+    models: z.record(z.string().min(1).max(64), z.string().min(1).max(200)).optional(),
+    /** Reuse a recorded answer for an identical request instead of paying again (temperature 0 only). */
+    cache: z.boolean().optional(),
+    ...flowConfigFileSchema,
+    ...limitsConfigFileSchema,
+    scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
+    scheduler: z
+      .object({
+        /** A `pending` run older than this is re-claimed (lease-then-LLM's recovery clause). */
+        stale_after: duration.optional(),
+        /** With catch_up "skip", a tick this late after a fire time still counts as on time. */
+        misfire_grace: duration.optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    // A cached answer stands in for a new call only when the call is deterministic.
+    if (c.cache === true && (c.provider?.temperature ?? DEFAULT_TEMPERATURE) !== 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['cache'],
+        message: `needs provider.temperature 0 (it is ${c.provider?.temperature ?? `${DEFAULT_TEMPERATURE} by default`}): answers at a higher temperature vary, a cached one would hide that`,
+      });
+    }
+  });
+export type ConfigFile = z.infer<typeof configFileSchema>;
+
+export interface ProviderConfig {
+  baseURL: string;
+  apiKey: string | null;
+  model: string;
+  temperature: number;
+  maxTokens: number;
+  callTimeoutMs: number;
+  responseFormat: ResponseFormat;
+  maxAnswerBytes: number;
+}
+
+export interface DaemonConfig extends LimitsConfig {
+  home: string;
+  dbPath: string;
+  socketPath: string;
+  logPath: string;
+  pidPath: string;
+  /** Online backups taken before migrations (the newest 3 are kept). */
+  backupsDir: string;
+  provider: ProviderConfig;
+  maxInFlight: number;
+  recoveryIntervalMs: number;
+  drainTimeoutMs: number;
+  retry: RetryPolicy;
+  /** Config `operations.<name>`: retry overrides (over the definition's and the global policy), at-most-once mode and answer rules. */
+  operationSettings: Record<string, { retry?: Partial<RetryPolicy>; validation?: Record<string, unknown> }>;
+  /** Operation module files beyond COMBINE_HOME/operations/*.mjs (config `operations.modules`). */
+  operationModules: string[];
+  /** Logical model name → provider model (config `models`); `default` is `provider.model`. */
+  models: Record<string, string>;
+  /** Provider-requested waits (Retry-After, rate-limit resets) are cut to this. */
+  maxProviderWaitMs: number;
+  /** Opt-in response cache (only allowed with temperature 0). */
+  cache: boolean;
+  breaker: BreakerPolicy;
+  flow: FlowConfig;
+  /** How long a write waits for another process's lock before it counts as an infrastructure failure. */
+  busyTimeoutMs: number;
+  scheduler: SchedulerConfig;
+  /** 127.0.0.1 port serving /metrics, or null. */
+  metricsPort: number | null;
+  /** 127.0.0.1 port serving the HTTP API and dashboard, or null (off). */
+  httpPort: number | null;
+  maintenanceIdleMs: number;
+  /**
+   * Test/debug switch (COMBINE_MIGRATIONS_DIR): apply migrations from this folder instead of the ones
+   * shipped with combine. Used to prove that a failing migration leaves the database as it was.
+   */
+  migrationsDir: string | null;
+}
+
+/** The engine's settings from the configuration (engine/engine.ts's options). */
+export function engineSettingsOf(c: DaemonConfig) {
+  const { maxInFlight, recoveryIntervalMs, breaker, secrets, maxProviderWaitMs } = c;
+  return { maxInFlight, callTimeoutMs: c.provider.callTimeoutMs, recoveryIntervalMs, breaker, secrets, maxProviderWaitMs };
+}
+
+export interface SchedulerConfig {
+  staleAfterMs: number;
+  misfireGraceMs: number;
+}
+
+export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+
+export function homePaths(home: string) {
+  return {
+    home,
+    dbPath: join(home, 'combine.db'),
+    socketPath: join(home, 'combine.sock'),
+    logPath: join(home, 'daemon.log'),
+    pidPath: join(home, 'daemon.pid'),
+    backupsDir: join(home, 'backups'),
+    configPath: join(home, 'config.json'),
+  };
+}
+
+/** Reads and validates `config.json` (absent → {}). Throws ConfigError naming each bad field. */
+export function readConfigFile(path: string): ConfigFile {
+  if (!existsSync(path)) return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`${path}: not valid JSON (${(err as Error).message})`);
+  }
+  const parsed = configFileSchema.safeParse(json);
+  if (!parsed.success) throw new ConfigError(`${path}: ${describeZodIssues(parsed.error).join('; ')}`);
+  return parsed.data;
+}
+
+function retryOverrides(o: z.infer<typeof retrySchema> | undefined, interrupted?: InterruptedMode): Partial<RetryPolicy> {
+  const out: Partial<RetryPolicy> = {};
+  if (interrupted !== undefined) out.interrupted = interrupted;
+  if (o?.base !== undefined) out.baseMs = o.base;
+  if (o?.cap !== undefined) out.capMs = o.cap;
+  if (o?.jitter !== undefined) out.jitter = o.jitter;
+  if (o?.max_attempts !== undefined) out.maxAttempts = o.max_attempts;
+  if (o?.repair_attempts !== undefined) out.repairAttempts = o.repair_attempts;
+  return out;
+}
+
+function envDuration(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const ms = parseDurationMs(raw);
+  if (ms === null) throw new ConfigError(`${name}: "${raw}" is not a duration (use e.g. 500ms, 30s, 5m)`);
+  return ms;
+}
+
+function envNumber(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new ConfigError(`${name}: "${raw}" is not a positive number`);
+  return n;
+}
+
+function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${name}: "${raw}" is not a positive integer`);
+  return n;
+}
+
+/** The effective configuration for a daemon serving `home`. */
+export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): DaemonConfig {
+  const paths = homePaths(home);
+  const file = readConfigFile(paths.configPath);
+  const retry = { ...DEFAULT_RETRY_POLICY, ...retryOverrides(file.retry, file.interrupted) };
+  const { modules, ...perOperation } = file.operations ?? {};
+  const operationSettings: DaemonConfig['operationSettings'] = {};
+  for (const [name, o] of Object.entries(perOperation)) {
+    const settings = o as { retry?: z.infer<typeof retrySchema>; validation?: Record<string, unknown>; interrupted?: InterruptedMode };
+    operationSettings[name] = {
+      retry: retryOverrides(settings.retry, settings.interrupted),
+      ...(settings.validation ? { validation: settings.validation } : {}),
+    };
+  }
+  const model = env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini';
+  const flow = flowConfig(file, env, model);
+  const problem = checkPricesCoverBudgets(flow, model);
+  if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
+  const baseURL = env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL;
+  const apiKey = env.OPENAI_API_KEY || null;
+  return {
+    ...paths,
+    ...resolveLimits(file, env, { apiKey, baseURL }),
+    provider: {
+      baseURL,
+      apiKey,
+      model,
+      temperature: file.provider?.temperature ?? DEFAULT_TEMPERATURE,
+      maxTokens: file.provider?.max_tokens ?? 2048,
+      callTimeoutMs: envDuration(env, 'COMBINE_CALL_TIMEOUT') ?? file.provider?.timeout ?? 60_000,
+      responseFormat: file.provider?.response_format ?? 'json_schema',
+      maxAnswerBytes: file.provider?.max_answer_bytes ?? DEFAULT_MAX_ANSWER_BYTES,
+    },
+    maxInFlight: envInt(env, 'COMBINE_MAX_IN_FLIGHT') ?? file.engine?.max_in_flight ?? 8,
+    recoveryIntervalMs: file.engine?.recovery_interval ?? 30_000,
+    drainTimeoutMs: file.engine?.drain_timeout ?? 10_000,
+    retry,
+    operationSettings,
+    operationModules: modules ?? [],
+    models: file.models ?? {},
+    maxProviderWaitMs: file.retry?.max_provider_wait ?? DEFAULT_MAX_PROVIDER_WAIT_MS,
+    cache: file.cache ?? false,
+    breaker: {
+      failureThreshold: file.breaker?.failure_threshold ?? DEFAULT_BREAKER_POLICY.failureThreshold,
+      openMs: file.breaker?.open ?? DEFAULT_BREAKER_POLICY.openMs,
+      maxOpenMs: file.breaker?.max_open ?? DEFAULT_BREAKER_POLICY.maxOpenMs,
+    },
+    flow,
+    busyTimeoutMs: envDuration(env, 'COMBINE_BUSY_TIMEOUT') ?? 5000,
+    scheduler: {
+      staleAfterMs: file.scheduler?.stale_after ?? 5 * 60_000,
+      misfireGraceMs: file.scheduler?.misfire_grace ?? 60_000,
+    },
+    metricsPort: file.metrics?.port ?? null,
+    httpPort: file.http?.port ?? null,
+    maintenanceIdleMs: file.maintenance?.idle_after ?? 60_000,
+    migrationsDir: env.COMBINE_MIGRATIONS_DIR || null,
+  };
+}
+
+/**
+ * Backpressure, rate limits, scheduling, prices and budgets. Environment overrides:
+ * COMBINE_MAX_QUEUED, and COMBINE_REQUESTS_PER_MINUTE / COMBINE_TOKENS_PER_MINUTE for the configured model.
+ */
+function flowConfig(file: ConfigFile, env: NodeJS.ProcessEnv, model: string): FlowConfig {
+  const rateLimits: FlowConfig['rateLimits'] = {};
+  for (const [m, l] of Object.entries(file.rate_limits ?? {})) {
+    rateLimits[m] = { requestsPerMinute: l.requests_per_minute ?? null, tokensPerMinute: l.tokens_per_minute ?? null };
+  }
+  const rpm = envNumber(env, 'COMBINE_REQUESTS_PER_MINUTE');
+  const tpm = envNumber(env, 'COMBINE_TOKENS_PER_MINUTE');
+  if (rpm !== undefined || tpm !== undefined) {
+    const base = rateLimits[model] ?? { requestsPerMinute: null, tokensPerMinute: null };
+    rateLimits[model] = { requestsPerMinute: rpm ?? base.requestsPerMinute, tokensPerMinute: tpm ?? base.tokensPerMinute };
+  }
+  return {
+    maxQueued: envInt(env, 'COMBINE_MAX_QUEUED') ?? file.engine?.max_queued ?? DEFAULT_MAX_QUEUED,
+    rateLimits,
+    projectWeights: file.scheduling?.project_weights ?? {},
+    defaultWeight: file.scheduling?.default_weight ?? 1,
+    agingStepMs: file.scheduling?.aging_step ?? DEFAULT_AGING_STEP_MS,
+    prices: file.prices ?? {},
+    budgets: { default: file.budgets?.default ?? {}, projects: file.budgets?.projects ?? {} },
+  };
+}
+
+/** What the operation registry needs from the configuration. */
+export function operationSettingsOf(c: DaemonConfig): OperationSettings {
+  return {
+    retry: c.retry,
+    params: { model: c.provider.model, temperature: c.provider.temperature, maxTokens: c.provider.maxTokens, responseFormat: c.provider.responseFormat },
+    models: c.models,
+    operations: c.operationSettings,
+    configSource: homePaths(c.home).configPath,
+  };
+}
+
+/** The configuration as shown to people and logs: the API key is reduced to whether one is set, secrets to a count. */
+export function redactedConfig(c: DaemonConfig) {
+  const { apiKey, ...provider } = c.provider;
+  const { secrets, ...rest } = c;
+  return {
+    ...rest,
+    secrets: `${secrets.length} redacted`,
+    provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' },
+  };
+}

@@ -1,0 +1,115 @@
+/**
+ * The effective configuration written back in `config.json`'s own shape and key names (snake_case,
+ * durations as "30s"): what `combine config show` prints, so that what a user sees can be pasted into
+ * the file as it is. The API key is not a config.json key (it comes from OPENAI_API_KEY only).
+ */
+import type { BudgetLimits } from '../../domain/budget.js';
+import { redactValues } from '../../domain/errors.js';
+import type { RetryPolicy } from '../../domain/retry.js';
+import type { DaemonConfig } from './config.js';
+
+const UNITS: [number, string][] = [
+  [86_400_000, 'd'],
+  [3_600_000, 'h'],
+  [60_000, 'm'],
+  [1_000, 's'],
+];
+
+/** The largest whole unit: 90000 → "90s", 300000 → "5m", 1500 → "1500ms" (each parses back exactly). */
+export function durationText(ms: number): string {
+  const unit = UNITS.find(([size]) => ms >= size && ms % size === 0);
+  return unit ? `${ms / unit[0]}${unit[1]}` : `${ms}ms`;
+}
+
+function retryFile(p: RetryPolicy) {
+  return { base: durationText(p.baseMs), cap: durationText(p.capMs), jitter: p.jitter, max_attempts: p.maxAttempts, repair_attempts: p.repairAttempts };
+}
+
+/** An operation's retry overrides: only the keys config.json set (the rest comes from the definition and `retry`). */
+function retryOverridesFile(p: Partial<RetryPolicy>) {
+  return {
+    ...(p.baseMs !== undefined ? { base: durationText(p.baseMs) } : {}),
+    ...(p.capMs !== undefined ? { cap: durationText(p.capMs) } : {}),
+    ...(p.jitter !== undefined ? { jitter: p.jitter } : {}),
+    ...(p.maxAttempts !== undefined ? { max_attempts: p.maxAttempts } : {}),
+    ...(p.repairAttempts !== undefined ? { repair_attempts: p.repairAttempts } : {}),
+  };
+}
+
+/** `operations`: the module files to load, and per operation name what config.json sets for it. */
+function operationsFile(c: DaemonConfig) {
+  const perOperation = Object.entries(c.operationSettings).map(([name, o]) => {
+    const retry = retryOverridesFile(o.retry ?? {});
+    return [
+      name,
+      {
+        ...(Object.keys(retry).length > 0 ? { retry } : {}),
+        ...(o.retry?.interrupted !== undefined ? { interrupted: o.retry.interrupted } : {}),
+        ...(o.validation ? { validation: o.validation } : {}),
+      },
+    ];
+  });
+  return { ...(c.operationModules.length > 0 ? { modules: c.operationModules } : {}), ...Object.fromEntries(perOperation) };
+}
+
+/** Budget limits as the file writes them: only the limits that are set. */
+function limitsFile(l: BudgetLimits) {
+  return Object.fromEntries(Object.entries(l).filter(([, v]) => v !== undefined));
+}
+
+export function configFileView(c: DaemonConfig) {
+  const f = c.flow;
+  return {
+    provider: {
+      // An endpoint may carry a password (https://user:password@host/v1): never shown.
+      base_url: redactValues(c.provider.baseURL, c.secrets),
+      model: c.provider.model,
+      temperature: c.provider.temperature,
+      max_tokens: c.provider.maxTokens,
+      timeout: durationText(c.provider.callTimeoutMs),
+      response_format: c.provider.responseFormat,
+      max_answer_bytes: c.provider.maxAnswerBytes,
+    },
+    metrics: c.metricsPort === null ? {} : { port: c.metricsPort },
+    http: c.httpPort === null ? {} : { port: c.httpPort },
+    maintenance: { idle_after: durationText(c.maintenanceIdleMs) },
+    engine: {
+      max_in_flight: c.maxInFlight,
+      max_queued: f.maxQueued,
+      recovery_interval: durationText(c.recoveryIntervalMs),
+      drain_timeout: durationText(c.drainTimeoutMs),
+    },
+    retry: { ...retryFile(c.retry), max_provider_wait: durationText(c.maxProviderWaitMs) },
+    breaker: { failure_threshold: c.breaker.failureThreshold, open: durationText(c.breaker.openMs), max_open: durationText(c.breaker.maxOpenMs) },
+    operations: operationsFile(c),
+    models: c.models,
+    cache: c.cache,
+    interrupted: c.retry.interrupted,
+    rate_limits: Object.fromEntries(
+      Object.entries(f.rateLimits).map(([model, l]) => [
+        model,
+        {
+          ...(l.requestsPerMinute !== null ? { requests_per_minute: l.requestsPerMinute } : {}),
+          ...(l.tokensPerMinute !== null ? { tokens_per_minute: l.tokensPerMinute } : {}),
+        },
+      ]),
+    ),
+    scheduling: { project_weights: f.projectWeights, default_weight: f.defaultWeight, aging_step: durationText(f.agingStepMs) },
+    prices: f.prices,
+    budgets: {
+      default: limitsFile(f.budgets.default),
+      projects: Object.fromEntries(Object.entries(f.budgets.projects).map(([p, l]) => [p, limitsFile(l)])),
+    },
+    scheduler: { stale_after: durationText(c.scheduler.staleAfterMs), misfire_grace: durationText(c.scheduler.misfireGraceMs) },
+    storage: { min_free_bytes: c.storage.minFreeBytes, probe_interval: durationText(c.storage.probeIntervalMs) },
+    api: {
+      max_connections: c.api.maxConnections,
+      header_timeout: durationText(c.api.headerTimeoutMs),
+      request_timeout: durationText(c.api.requestTimeoutMs),
+      idle_timeout: durationText(c.api.idleTimeoutMs),
+      max_body_bytes: c.api.maxBodyBytes,
+      max_import_bytes: c.api.maxImportBytes,
+    },
+    redact: { env: c.redactEnv },
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * pino JSON logs to COMBINE_HOME/daemon.log. Secrets never reach the log: the API key is not passed to
+ * any log call, the redaction paths below catch keys and Authorization headers that an error object
+ * might carry (the SDK's request options, HTTP headers), and every configured secret's value is cut
+ * out of each line before it is written.
+ *
+ * A log write that fails (a full disk) never takes the daemon down: the line is dropped and counted
+ * (`LogFile.dropped`, shown by `combine health`).
+ */
+import { closeSync, openSync, writeSync } from 'node:fs';
+import pino from 'pino';
+import { redactValues } from '../../domain/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { EngineEvent } from '../engine/events.js';
+
+export const REDACT_PATHS = [
+  'apiKey',
+  'api_key',
+  '*.apiKey',
+  '*.api_key',
+  'authorization',
+  'Authorization',
+  '*.authorization',
+  '*.Authorization',
+  'headers.authorization',
+  '*.headers.authorization',
+  'err.headers.authorization',
+  'err.request.headers.authorization',
+  'err.headers["x-api-key"]',
+  'headers["x-api-key"]',
+];
+
+/** The line shape both loggers write: {"level":"info","ts":"<ISO time>","pid":…,…}; `combine logs` renders it. */
+function lineOptions(level: string): pino.LoggerOptions {
+  return {
+    level,
+    base: { pid: process.pid },
+    timestamp: () => `,"ts":"${new Date().toISOString()}"`,
+    formatters: { level: (label) => ({ level: label }) },
+  };
+}
+
+/**
+ * The log file, written synchronously (a line logged just before a crash is on disk, not in a lost
+ * buffer). Both loggers share it. A failed write drops its lines and counts them instead of throwing.
+ */
+export class LogFile {
+  /** Lines dropped because a write failed (ENOSPC, EIO …) since the daemon started. */
+  dropped = 0;
+  private readonly fd: number;
+
+  constructor(
+    path: string,
+    private readonly secrets: readonly string[] = [],
+    private readonly onDrop: (err: unknown) => void = () => {},
+  ) {
+    this.fd = openSync(path, 'a', 0o600);
+  }
+
+  write(text: string, lines = 1): void {
+    const buf = Buffer.from(this.secrets.length > 0 ? redactValues(text, this.secrets) : text);
+    try {
+      for (let off = 0; off < buf.length; ) off += writeSync(this.fd, buf, off);
+    } catch (err) {
+      this.dropped += lines;
+      this.onDrop(err);
+    }
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+export function createLogger(destination: string | null, level = 'info', file?: LogFile): Logger {
+  const options: pino.LoggerOptions = { ...lineOptions(level), redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
+  if (file) return pino(options, { write: (line: string) => file.write(line) });
+  if (destination === null) return pino(options, pino.destination(1));
+  return pino(options, pino.destination({ dest: destination, mkdir: true, sync: true }));
+}
+
+/** The log of engine events: one JSON line per event, written with one write per committed batch. */
+export interface EventLog {
+  logger: Logger;
+  /** Writes the buffered lines now (synchronously). */
+  flush(): void;
+  close(): void;
+}
+
+/**
+ * A second logger on the same file for engine events, the daemon's most frequent lines (about ten per
+ * work item). Its lines are buffered and `flush()` writes them with one write(2): the App flushes right
+ * after publishing a committed batch's events, in the same synchronous step, so lines reach the file as
+ * promptly as before, only grouped (and, like the main log, without an fsync). Engine events have a
+ * fixed shape with no credential fields (see events.ts), so this logger skips the redaction pass.
+ */
+export function createEventLog(destination: string | LogFile, level = 'info'): EventLog {
+  const file = typeof destination === 'string' ? new LogFile(destination) : destination;
+  let lines: string[] = [];
+  const sink = { write: (line: string) => void lines.push(line) };
+  const logger = pino(lineOptions(level), sink);
+  return {
+    logger,
+    flush() {
+      if (lines.length === 0) return;
+      const text = lines.join('');
+      const n = lines.length;
+      lines = [];
+      file.write(text, n);
+    },
+    close() {
+      this.flush();
+      if (typeof destination === 'string') file.close();
+    },
+  };
+}
+
+/** Logs each engine event as one line; every line carries thread_id and work_item_id (null for thread-level events). */
+export function logEngineEvents(log: EventLog): (e: EngineEvent) => void {
+  return (e) => {
+    const { type, ...fields } = e;
+    log.logger.info({ component: 'engine', event: type, work_item_id: null, ...fields }, `${type} ${'status' in e ? e.status : e.entry_type}`);
+  };
+}
+
+/** An event log that writes through `logger` line by line (in-process uses: tests, benchmarks). */
+export function unbufferedEventLog(logger: Logger): EventLog {
+  return { logger, flush() {}, close() {} };
+}

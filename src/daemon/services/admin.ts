@@ -1,0 +1,103 @@
+/**
+ * The admin service: the daemon's own state — status, health, stats, metrics, usage and budgets, the
+ * effective configuration — and retention (`combine prune`).
+ */
+import type { Clock } from '../../core/clock.js';
+import { VERSION } from '../../core/version.js';
+import type { Logger } from '../../core/logger.js';
+import { sumAllUsage } from '../../db/charges.js';
+import type { Db } from '../../db/connection.js';
+import { countThreadsByStatus } from '../../db/threads.js';
+import { countWorkItemsByStatus } from '../../db/work-items.js';
+import { countLedgerEntries } from '../../ledger/store.js';
+import type { DaemonConfig } from '../config/config.js';
+import type { Engine } from '../engine/engine.js';
+import type { Write } from '../engine/tx.js';
+import { checkHealth } from './health.js';
+import type { Maintenance } from '../runtime/maintenance.js';
+import type { Metrics } from '../runtime/metrics.js';
+import { runPrune } from './retention.js';
+import type { StorageGuard } from '../runtime/storage-guard.js';
+import { configView, usageReport } from './usage-views.js';
+import type { WriteHealth } from '../runtime/write-health.js';
+
+export interface AdminServiceDeps {
+  db: Db;
+  write: Write;
+  clock: Clock;
+  config: DaemonConfig;
+  logger: Logger;
+  engine: Pick<Engine, 'inFlightCount' | 'recoveryDone' | 'endpoint' | 'breaker' | 'rateLimitSnapshot'>;
+  storage: Pick<StorageGuard, 'snapshot'>;
+  writeHealth: Pick<WriteHealth, 'healthy'>;
+  maintenance: Maintenance;
+  metrics: Pick<Metrics, 'text'>;
+}
+
+export class AdminService {
+  private readonly startedAt: number;
+
+  constructor(private readonly d: AdminServiceDeps) {
+    this.startedAt = d.clock.now();
+  }
+
+  status() {
+    const c = this.d.config;
+    return {
+      pid: process.pid,
+      socket: c.socketPath,
+      version: VERSION,
+      uptime_s: Math.round((this.d.clock.now() - this.startedAt) / 1000),
+      db_path: c.dbPath,
+    };
+  }
+
+  health() {
+    const { engine } = this.d;
+    return checkHealth({
+      db: this.d.db,
+      probe: () => this.d.write(() => true),
+      migrationsFolder: this.d.config.migrationsDir ?? undefined,
+      infraHealthy: this.d.writeHealth.healthy,
+      recoveryDone: engine.recoveryDone,
+      endpoint: engine.endpoint,
+      breaker: engine.breaker.snapshot(),
+      storage: this.d.storage.snapshot(),
+      rateLimits: engine.rateLimitSnapshot(),
+    });
+  }
+
+  stats() {
+    const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    // The same definition of a call as `usage` and `thread`: one that reached the provider and may be billed.
+    const usage = sumAllUsage(this.d.db);
+    return {
+      threads: byStatus(countThreadsByStatus(this.d.db)),
+      work_items: byStatus(countWorkItemsByStatus(this.d.db)),
+      in_flight: this.d.engine.inFlightCount,
+      ledger_entries: countLedgerEntries(this.d.db),
+      calls: usage.calls,
+      tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
+      rate_limits: this.d.engine.rateLimitSnapshot(),
+    };
+  }
+
+  /** Prometheus text (`combine metrics`, and /metrics when a port is set). */
+  metrics(): Promise<string> {
+    return this.d.metrics.text();
+  }
+
+  usage(projectId: string | null) {
+    return usageReport(this.d.db, this.d.config, projectId, this.d.clock.now());
+  }
+
+  config() {
+    return configView(this.d.config);
+  }
+
+  /** Removes closed threads older than `olderThanMs` (see retention.ts), then returns freed pages. */
+  prune(olderThanMs: number, dryRun: boolean) {
+    const { db, write, logger, maintenance } = this.d;
+    return runPrune({ db, write, logger, maintenance }, this.d.clock.now() - olderThanMs, dryRun);
+  }
+}

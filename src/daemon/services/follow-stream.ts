@@ -1,0 +1,122 @@
+/**
+ * `--follow` on the daemon's side: what already happened, then what happens, with no gap and no
+ * duplicate. The subscription starts first; then the snapshot — the thread, its children's states and
+ * the ledger entries of the thread and its children — is read in the same synchronous step, so every
+ * event published later is newer than the snapshot. Ledger events are still de-duplicated by seq, and
+ * thread events by status, so a client that re-subscribes after a reconnect can count on both.
+ */
+import type { Db } from '../../db/connection.js';
+import type { LedgerRow, ThreadRow } from '../../db/schema.js';
+import { getThread, listChildThreads } from '../../db/threads.js';
+import type { TargetRef } from '../../domain/operations.js';
+import { isTerminalThread } from '../../domain/states.js';
+import { listLedgerForThreadFamily } from '../../ledger/store.js';
+import { summarizeLedgerEntry } from '../../ledger/summary.js';
+import type { EngineEvent, EventBus } from '../engine/events.js';
+import { threadView, type ThreadView } from '../views.js';
+import { CommandError } from '../../core/errors.js';
+
+/** An engine event as streamed to a follower: its `type` renamed to `event`. */
+type EventMessage = EngineEvent extends infer E ? (E extends { type: infer T } ? Omit<E, 'type'> & { event: T } : never) : never;
+
+/**
+ * One line of a follow stream: the snapshot first, then events — those that happened before the
+ * follower attached carry `history: true` (and ledger ones their `created_at`) — and `end` with the
+ * terminal thread last.
+ */
+export type FollowMessage =
+  | (EventMessage & { history?: true; created_at?: string })
+  /** `history`: how many history messages follow the snapshot. */
+  | { event: 'snapshot'; thread: ThreadView; history: number }
+  | { event: 'end'; thread: ThreadView };
+
+function threadMessage(t: ThreadRow): FollowMessage {
+  return {
+    event: 'thread',
+    thread_id: t.id,
+    parent_thread_id: t.parent_thread_id,
+    status: t.status,
+    kind: t.kind,
+    target_ref: JSON.parse(t.target_ref) as TargetRef,
+    history: true,
+  };
+}
+
+function ledgerMessage(e: LedgerRow, parentOf: (threadId: string) => string | null): FollowMessage {
+  const payload = JSON.parse(e.payload) as Record<string, unknown>;
+  return {
+    event: 'ledger',
+    thread_id: e.thread_id,
+    parent_thread_id: parentOf(e.thread_id),
+    work_item_id: e.work_item_id,
+    seq: e.seq,
+    entry_type: e.entry_type,
+    attempt: e.attempt,
+    code: typeof payload.code === 'string' ? payload.code : null,
+    next: typeof payload.next === 'string' ? payload.next : null,
+    summary: summarizeLedgerEntry(e.entry_type, payload),
+    history: true,
+    created_at: new Date(e.created_at).toISOString(),
+  };
+}
+
+/** Streams a thread's history, then its events and its children's, until it ends. */
+export async function* followThread(db: Db, bus: EventBus, threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+  const queue: EngineEvent[] = [];
+  let wakeUp: (() => void) | null = null;
+  const unsubscribe = bus.subscribe((e) => {
+    if (e.thread_id !== threadId && e.parent_thread_id !== threadId) return;
+    queue.push(e);
+    wakeUp?.();
+  });
+  const onAbort = () => wakeUp?.();
+  signal?.addEventListener('abort', onAbort);
+  try {
+    // The snapshot: read in one synchronous step, before anything is yielded.
+    const initial = getThread(db, threadId);
+    if (!initial) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
+    const children = listChildThreads(db, threadId);
+    const parentOf = (id: string) => (id === threadId ? initial.parent_thread_id : threadId);
+    const history = [...children.map(threadMessage), ...listLedgerForThreadFamily(db, threadId).map((e) => ledgerMessage(e, parentOf))];
+    const snapshot = threadView(db, initial);
+
+    let lastSeq = 0;
+    const statusOf = new Map<string, string>([[threadId, initial.status], ...children.map((c) => [c.id, c.status] as const)]);
+    const fresh = (e: EngineEvent): boolean => {
+      if (e.type === 'ledger') {
+        if (e.seq <= lastSeq) return false;
+        lastSeq = e.seq;
+      } else if (e.type === 'thread') {
+        if (statusOf.get(e.thread_id) === e.status) return false;
+        statusOf.set(e.thread_id, e.status);
+      }
+      return true;
+    };
+
+    yield { event: 'snapshot', thread: snapshot, history: history.length };
+    for (const m of history) {
+      if (m.event === 'ledger') lastSeq = Math.max(lastSeq, m.seq);
+      yield m;
+    }
+    if (isTerminalThread(initial.status)) {
+      yield { event: 'end', thread: snapshot };
+      return;
+    }
+    while (!signal?.aborted) {
+      if (queue.length === 0) await new Promise<void>((r) => (wakeUp = r));
+      wakeUp = null;
+      for (const e of queue.splice(0)) {
+        if (!fresh(e)) continue;
+        const { type, ...rest } = e;
+        yield { event: type, ...rest } as FollowMessage;
+        if (e.type === 'thread' && e.thread_id === threadId && isTerminalThread(e.status)) {
+          yield { event: 'end', thread: threadView(db, getThread(db, threadId)!) };
+          return;
+        }
+      }
+    }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    unsubscribe();
+  }
+}

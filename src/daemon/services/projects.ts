@@ -1,0 +1,59 @@
+/**
+ * The project service: importing a project file, and reading projects and their documents (the story
+ * backlog, any operation's document, the briefing of a date).
+ */
+import { CommandError } from '../../core/errors.js';
+import type { Db } from '../../db/connection.js';
+import { listDocumentHeads, listProjects } from '../../db/projects.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import type { Write } from '../engine/tx.js';
+import { importProject } from './commands.js';
+import { readBriefing, readDocument } from './documents.js';
+import { backlogView, documentHeadView, documentView, projectView } from '../views.js';
+
+const noProject = (projectId: string) => new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+
+export class ProjectService {
+  constructor(
+    private readonly db: Db,
+    private readonly write: Write,
+    private readonly operations: OperationRegistry,
+  ) {}
+
+  /** Creates the project, or writes its epics as the architecture's next version; validates everything first. */
+  import(file: unknown) {
+    return this.write((tx) => importProject(tx, file));
+  }
+
+  list() {
+    return listProjects(this.db).map((p) => projectView(this.db, p.id)!);
+  }
+
+  get(projectId: string) {
+    const view = projectView(this.db, projectId);
+    if (!view) throw noProject(projectId);
+    return view;
+  }
+
+  backlog(projectId: string) {
+    const view = backlogView(this.db, projectId);
+    if (!view) throw noProject(projectId);
+    return view;
+  }
+
+  /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
+  document(projectId: string, docType: string, key: string | null) {
+    return documentView(readDocument(this.db, this.operations, { projectId, docType, key }));
+  }
+
+  /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
+  documents(projectId: string, limit = 500) {
+    this.get(projectId); // 404 for an unknown project, not an empty list
+    return listDocumentHeads(this.db, projectId, limit).map(documentHeadView);
+  }
+
+  /** `combine briefing`: a project's briefing document for a date (the newest when null). */
+  briefing(projectId: string, date: string | null) {
+    return readBriefing(this.db, this.operations, projectId, date);
+  }
+}

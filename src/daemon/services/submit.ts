@@ -1,0 +1,182 @@
+/**
+ * The one recipe every request of work goes through — `combine run`, the story shorthands, schedules
+ * and an orchestration's children alike: input checked → key → existing thread → new thread → work
+ * item (or children) → queue room. It runs inside one writer transaction: an acknowledged request is
+ * on disk, a refused one stored nothing.
+ *
+ * Idempotency (ADR-035 §8): a request's key finds an open or running thread → that thread is returned
+ * (`deduplicated: true`); a complete one → returned as is, no new work, unless `force`. A child of an
+ * orchestration follows the same rule, so an epic already generated is not paid for again.
+ */
+import { acquireLock, getLock, releaseLocksOwnedBy } from '../../db/locks.js';
+import type { ThreadRow } from '../../db/schema.js';
+import { adoptThread, findActiveThreadByKey, findLatestThreadByKeyAndStatus, getThread, insertThread, listChildThreads } from '../../db/threads.js';
+import { PRIORITY_OF } from '../../domain/operations.js';
+import type { DocumentTarget } from '../../operations/api.js';
+import type { Operation, OperationRegistry } from '../../operations/registry.js';
+import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, targetOf } from '../../operations/runtime.js';
+import { assertQueueHasRoom, type CommandResult } from './commands.js';
+import { documentsOf, promptContextFor } from '../engine/operation-context.js';
+import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import { OperationCallError, CommandError } from '../../core/errors.js';
+import { newId } from '../../core/ids.js';
+
+/** The largest input a request may carry, as JSON. */
+export const MAX_INPUT_BYTES = 256 * 1024;
+
+export interface SubmitOptions {
+  force: boolean;
+  /** Backpressure: refuse (QUEUE_FULL) when the request would leave more than this many items queued. */
+  maxQueued: number;
+  /** Absolute time after which unstarted work fails with SKIPPED_DEADLINE. */
+  deadlineAt: number | null;
+  createdBy: string | null;
+  /** Claim priority of the work items; defaults to the operation's (interactive, or bulk for children). */
+  priority?: number;
+}
+
+/** The operation named `name`, or a refusal a user can act on. */
+export function requireOperation(ops: OperationRegistry, name: string): Operation {
+  const op = ops.get(name);
+  if (!op) throw new CommandError('NOT_FOUND', `no operation "${name}" (see \`combine operations\`)`);
+  return op;
+}
+
+/** Refuses input its operation's schema rejects, naming each field; nothing is stored. */
+export function checkInput(op: Operation, input: unknown, what = 'input'): void {
+  const errors = op.checkInput(input);
+  if (errors.length === 0) return;
+  const lines = errors.map((e) => (e.startsWith('(root)') ? e.replace('(root)', what) : `${what}.${e}`));
+  // Each line is `<field>: <message>` (json-schema.ts): the field is what precedes the first ": ".
+  const fields = lines.map((l) => ({ field: l.slice(0, l.indexOf(': ')), message: l.slice(l.indexOf(': ') + 2) }));
+  throw new CommandError('BAD_REQUEST', `invalid ${what} for ${op.name}:\n  ${lines.join('\n  ')}`, undefined, fields);
+}
+
+/** A definition's function refused the request (or failed): the user gets its message. */
+export function refusal(err: unknown): never {
+  if (err instanceof OperationCallError) throw new CommandError(err.notFound ? 'NOT_FOUND' : 'BAD_REQUEST', err.notFound ? err.reason : err.message);
+  throw err;
+}
+
+interface Planned {
+  key: string;
+  target: DocumentTarget;
+  lockScope: string;
+  spaceType: string;
+  spaceId: string;
+}
+
+function plan(op: Operation, input: unknown): Planned {
+  try {
+    const identity = identityOf(op, input);
+    return {
+      key: idempotencyKey(op, identity),
+      target: targetOf(op, input),
+      lockScope: lockScopeOf(op, input),
+      spaceType: identity.space_type,
+      spaceId: identity.space_id,
+    };
+  } catch (err) {
+    return refusal(err);
+  }
+}
+
+/** Submits one request of `name`: the thread that answers it, new or found. */
+export function submitOperation(tx: Tx, ops: OperationRegistry, name: string, input: unknown, o: SubmitOptions): CommandResult {
+  if (JSON.stringify(input ?? null).length > MAX_INPUT_BYTES)
+    throw new CommandError('BAD_REQUEST', `the input is larger than ${MAX_INPUT_BYTES} bytes as JSON`);
+  const op = requireOperation(ops, name);
+  checkInput(op, input);
+  const result = submit(tx, ops, op, input, o, null);
+  // After the inserts, so a whole orchestration is refused as one: the savepoint rolls all of it back.
+  assertQueueHasRoom(tx, o.maxQueued);
+  return result;
+}
+
+function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions, parent: ThreadRow | null): CommandResult {
+  const p = plan(op, input);
+  const active = findActiveThreadByKey(tx.db, p.key);
+  if (active) {
+    // An orchestration adopts the run of its child's request already in progress instead of paying twice.
+    if (parent && active.parent_thread_id === null) adoptThread(tx.db, active.id, parent.id);
+    return { thread: active, deduplicated: true };
+  }
+  const complete = o.force ? undefined : findLatestThreadByKeyAndStatus(tx.db, p.key, 'complete');
+  if (complete) return { thread: complete, deduplicated: true };
+  const context = promptContextFor(tx.db, p.target.project_id, input);
+  if (!context) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
+  if (op.fansOut) return orchestrate(tx, ops, op, input, p, o);
+  // A request that cannot be built now (e.g. its epic does not exist) is refused now, not failed later.
+  try {
+    renderRequest(op, context);
+  } catch (err) {
+    refusal(err);
+  }
+  const thread = newThread(tx, op, input, p, 'work', parent, o.createdBy);
+  const priority = o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
+  enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
+  return { thread, deduplicated: false };
+}
+
+/** A parent holding the operation's lock, and one child request per input its `children` returns. */
+function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, p: Planned, o: SubmitOptions): CommandResult {
+  const parent = newThread(tx, op, input, p, 'orchestration', null, o.createdBy);
+  // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
+  if (!acquireLock(tx.db, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null })) {
+    throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${getLock(tx.db, p.lockScope)?.owner}`, 'LOCKED');
+  }
+  const child = requireOperation(ops, op.definition.child!);
+  let inputs: unknown[];
+  try {
+    inputs = childInputs(op, input, documentsOf(tx.db, p.target.project_id));
+  } catch (err) {
+    return refusal(err);
+  }
+  const childOptions = { ...o, priority: o.priority ?? PRIORITY_OF[op.priority ?? 'bulk'] };
+  inputs.forEach((childInput, i) => {
+    checkInput(child, childInput, `children[${i}]`);
+    // The parent holds its scope until every child ended: a child needing it would wait forever.
+    if (plan(child, childInput).lockScope === p.lockScope) {
+      throw new CommandError(
+        'BAD_REQUEST',
+        `${op.name}: children[${i}] would lock ${p.lockScope}, which the orchestration itself holds until its children end`,
+      );
+    }
+    submit(tx, ops, child, childInput, childOptions, parent);
+  });
+  if (listChildThreads(tx.db, parent.id).length === 0) {
+    // Nothing to wait for (no inputs, or every child's request was already complete).
+    moveThread(tx, parent, 'complete');
+    releaseLocksOwnedBy(tx.db, parent.id);
+  }
+  return { thread: getThread(tx.db, parent.id)!, deduplicated: false };
+}
+
+function newThread(
+  tx: Tx,
+  op: Operation,
+  input: unknown,
+  p: Planned,
+  role: 'work' | 'orchestration',
+  parent: ThreadRow | null,
+  createdBy: string | null,
+): ThreadRow {
+  const row: ThreadRow = {
+    id: newId(tx.now),
+    kind: op.name,
+    space_type: p.spaceType,
+    space_id: p.spaceId,
+    target_ref: JSON.stringify(p.target),
+    status: 'open',
+    parent_thread_id: parent?.id ?? null,
+    idempotency_key: p.key,
+    role,
+    input: JSON.stringify(input),
+    created_by: createdBy,
+    created_at: tx.now,
+    closed_at: null,
+  };
+  insertThread(tx.db, row);
+  emitThread(tx, row);
+  return row;
+}

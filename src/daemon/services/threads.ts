@@ -1,0 +1,168 @@
+/**
+ * The thread service: requests of work (`combine run` and its shorthands), what may be done to a
+ * thread afterwards (retry, replay, cancel) and what can be read about threads. Each command is one
+ * writer transaction — an acknowledged command is on disk, a refused one stored nothing — after which
+ * the engine is told (woken, or asked to abort calls in flight).
+ */
+import type { Clock } from '../../core/clock.js';
+import { CommandError } from '../../core/errors.js';
+import type { Db } from '../../db/connection.js';
+import { getThread, listThreads, type ThreadListFilter } from '../../db/threads.js';
+import { applyReplay, planReplay, type ReplayReport } from '../../ledger/replay.js';
+import { SHORTHANDS } from '../../operations/builtin/index.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import type { EngineContext } from '../engine/completer.js';
+import type { Engine } from '../engine/engine.js';
+import type { EventBus } from '../engine/events.js';
+import type { Write } from '../engine/tx.js';
+import { followThread, type FollowMessage } from './follow-stream.js';
+import { cancelThread, retryThread } from './commands.js';
+import { holdOf, inDoubtOf } from './holds.js';
+import { operationDetailView, operationSummaryView } from './operation-views.js';
+import { requireOperation, submitOperation } from './submit.js';
+import { dryRun } from './usage-views.js';
+import type { DaemonConfig } from '../config/config.js';
+import { childViews, threadDetailView, threadView, type CommandView, type ThreadView } from '../views.js';
+import { resolveThreadId } from './id-resolver.js';
+
+/** What a user's request says besides what it asks for; the daemon adds its own limits (max_queued). */
+export interface RequestOptions {
+  force: boolean;
+  /** Unstarted work fails with SKIPPED_DEADLINE this many milliseconds after the request (null: never). */
+  deadlineMs: number | null;
+  createdBy: string | null;
+}
+
+/** `threads` filters as clients pass them: ids as typed (resolved by `list`), an age instead of a time. */
+export type ThreadsQuery = Omit<ThreadListFilter, 'since'> & { sinceMs?: number | null };
+
+export interface ThreadServiceDeps {
+  db: Db;
+  write: Write;
+  clock: Clock;
+  ctx: EngineContext;
+  engine: Pick<Engine, 'wake' | 'abort' | 'releaseRateLimitHold' | 'rateLimitHeldUntil'>;
+  bus: EventBus;
+  config: DaemonConfig;
+}
+
+export class ThreadService {
+  private readonly ops: OperationRegistry;
+
+  constructor(private readonly d: ThreadServiceDeps) {
+    this.ops = d.ctx.operations;
+  }
+
+  /**
+   * Requests one run of `operation` with `input` (`combine run`, HTTP `POST /commands/…`). Refuses an
+   * unknown operation or invalid input (nothing stored); answers `deduplicated: true` with the thread
+   * already doing (or, unless `force`, done with) it.
+   */
+  async run(operation: string, input: unknown, o: RequestOptions): Promise<CommandView> {
+    const deadlineAt = o.deadlineMs === null ? null : this.d.clock.now() + o.deadlineMs;
+    const opts = { force: o.force, deadlineAt, createdBy: o.createdBy, maxQueued: this.d.config.flow.maxQueued };
+    const r = await this.d.write((tx) => submitOperation(tx, this.ops, operation, input, opts));
+    if (!r.deduplicated) this.d.engine.wake();
+    return { thread_id: r.thread.id, status: r.thread.status, deduplicated: r.deduplicated };
+  }
+
+  generateEpic(projectId: string, epicId: string, o: RequestOptions): Promise<CommandView> {
+    const { operation, input } = SHORTHANDS.generateEpic(projectId, epicId);
+    return this.run(operation, input, o);
+  }
+
+  generateAll(projectId: string, o: RequestOptions): Promise<CommandView> {
+    const { operation, input } = SHORTHANDS.generateAll(projectId);
+    return this.run(operation, input, o);
+  }
+
+  /** The thread a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
+  threadId(text: string): string {
+    return resolveThreadId(this.d.db, text);
+  }
+
+  /** A page cursor names a thread the previous page listed: an unknown one is bad input, not a missing thing. */
+  private cursorThreadId(text: string): string {
+    try {
+      return this.threadId(text);
+    } catch (err) {
+      if (err instanceof CommandError && err.kind === 'NOT_FOUND') {
+        throw new CommandError('BAD_REQUEST', `cursor: no thread "${text}" (pass the thread_id of the last thread of the previous page)`);
+      }
+      throw err;
+    }
+  }
+
+  async retry(typedId: string): Promise<ThreadView> {
+    const threadId = this.threadId(typedId);
+    const t = await this.d.write((tx) => retryThread(tx, this.ops, threadId, this.d.config.flow.maxQueued));
+    // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
+    this.d.engine.releaseRateLimitHold();
+    return threadView(this.d.db, t);
+  }
+
+  /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
+  async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
+    const threadId = this.threadId(typedId);
+    if (!o.apply) return planReplay(this.d.db, this.ops, threadId, o.responseSeq);
+    const r = await this.d.write((tx) => applyReplay(tx, this.ops, threadId, o.responseSeq));
+    this.d.engine.wake();
+    return r;
+  }
+
+  async cancel(typedId: string): Promise<ThreadView> {
+    const threadId = this.threadId(typedId);
+    const r = await this.d.write((tx) => cancelThread(tx, this.d.ctx, threadId));
+    this.d.engine.abort(r.abort);
+    return threadView(this.d.db, r.thread);
+  }
+
+  /** What a request of `operation` would cost at most; enqueues nothing. */
+  dryRun(operation: string, input: unknown) {
+    return dryRun(this.d.db, this.ops, this.d.config, operation, input);
+  }
+
+  dryRunGenerateAll(projectId: string) {
+    const r = SHORTHANDS.generateAll(projectId);
+    return this.dryRun(r.operation, r.input);
+  }
+
+  operations() {
+    return this.ops.list().map(operationSummaryView);
+  }
+
+  operation(name: string) {
+    return operationDetailView(requireOperation(this.ops, name));
+  }
+
+  /** `combine thread <id>`: the thread, its work items, and why it waits (a hold) or is held in doubt. */
+  get(typedId: string) {
+    const t = getThread(this.d.db, this.threadId(typedId))!;
+    const hold = holdOf(this.d.db, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
+    return { ...threadDetailView(this.d.db, t), in_doubt: inDoubtOf(this.d.db, t), hold };
+  }
+
+  /** An orchestration's children with their latest error (empty for a thread without children). */
+  children(typedId: string) {
+    return childViews(this.d.db, this.threadId(typedId));
+  }
+
+  /**
+   * Newest first, one page. `parentId` and `afterThreadId` (the last thread of the previous page) are
+   * ids as typed — whole, short or a unique prefix — and resolved here; `sinceMs`: created within it.
+   */
+  list(f: ThreadsQuery): ThreadView[] {
+    const { sinceMs, ...filter } = f;
+    return listThreads(this.d.db, {
+      ...filter,
+      parentId: f.parentId != null ? this.threadId(f.parentId) : null,
+      afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
+      since: sinceMs != null ? this.d.clock.now() - sinceMs : null,
+    }).map((t) => threadView(this.d.db, t));
+  }
+
+  /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
+  async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+    yield* followThread(this.d.db, this.d.bus, this.threadId(typedId), signal);
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Cost views: `combine usage` (per project and UTC day, with budgets), `run --dry-run` and
+ * `generate-all --dry-run` (what a request may cost at most, nothing enqueued) and `config show`
+ * (the effective configuration).
+ */
+import { listUsageByProjectDay, sumProjectSpend, type UsageTotals } from '../../db/charges.js';
+import type { Db } from '../../db/connection.js';
+import { getProject, listProjects } from '../../db/projects.js';
+import { estimateCall, utcDay } from '../../domain/budget.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import { childInputs, renderRequest, targetOf } from '../../operations/runtime.js';
+import { redactedConfig, type DaemonConfig } from '../config/config.js';
+import { configFileView } from '../config/file-view.js';
+import { budgetFor } from '../config/flow.js';
+import { documentsOf, promptContextFor } from '../engine/operation-context.js';
+import { checkInput, refusal, requireOperation } from './submit.js';
+import { usageView } from '../views.js';
+import { CommandError } from '../../core/errors.js';
+
+const ZERO: UsageTotals = {
+  calls: 0,
+  prompt_tokens: 0,
+  completion_tokens: 0,
+  total_tokens: 0,
+  cost_usd: 0,
+  wasted_calls: 0,
+  wasted_tokens: 0,
+  wasted_cost_usd: 0,
+  in_doubt_calls: 0,
+  in_doubt_tokens: 0,
+  in_doubt_cost_usd: 0,
+  reserved_calls: 0,
+  reserved_tokens: 0,
+  unpriced_calls: 0,
+  unpriced_wasted_calls: 0,
+  unpriced_in_doubt_calls: 0,
+};
+
+function add(a: UsageTotals, b: UsageTotals): UsageTotals {
+  const out = { ...a };
+  for (const k of Object.keys(ZERO) as (keyof UsageTotals)[]) out[k] = a[k] + b[k];
+  return out;
+}
+
+export function usageReport(db: Db, config: DaemonConfig, projectId: string | null, now: number) {
+  if (projectId !== null && !getProject(db, projectId)) {
+    throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+  }
+  const rows = listUsageByProjectDay(db, projectId);
+  const totals = rows.reduce<UsageTotals>((acc, r) => add(acc, r), { ...ZERO });
+  const today = utcDay(now);
+  const projects = projectId !== null ? [projectId] : listProjects(db).map((p) => p.id);
+  const budgets = projects.map((id) => {
+    const spentToday = sumProjectSpend(db, id, today);
+    const spentTotal = sumProjectSpend(db, id, null);
+    return { project_id: id, limits: budgetFor(config.flow, id), spent_today: spentToday, spent_total: spentTotal };
+  });
+  return { day: today, rows: rows.map((r) => ({ project_id: r.project_id, day: r.day, ...usageView(r) })), totals: usageView(totals), budgets };
+}
+
+/**
+ * What a request would cost at most: one call per child of an orchestration (or one call), each at its
+ * estimated maximum (prompt + max_tokens), the same estimate the claim reserves. Retries, repairs and
+ * requests that would be deduplicated are not taken into account; nothing is enqueued.
+ */
+export function dryRun(db: Db, ops: OperationRegistry, config: DaemonConfig, name: string, input: unknown) {
+  const op = requireOperation(ops, name);
+  checkInput(op, input);
+  try {
+    const projectId = targetOf(op, input).project_id;
+    if (!getProject(db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+    const child = op.fansOut ? requireOperation(ops, op.definition.child!) : op;
+    const inputs = op.fansOut ? childInputs(op, input, documentsOf(db, projectId)) : [input];
+    const requests = inputs.map((i) => renderRequest(child, promptContextFor(db, projectId, i)!));
+    const model = requests[0]?.model ?? child.params.model;
+    const estimates = requests.map((r) => estimateCall(r, config.flow.prices[r.model]));
+    const priced = requests.every((r) => config.flow.prices[r.model] !== undefined);
+    return {
+      operation: op.name,
+      project_id: projectId,
+      model,
+      calls: requests.length,
+      estimated_max_tokens: estimates.reduce((n, e) => n + e.tokens, 0),
+      // null, not 0, when a call's model has no price: the most it can cost is unknown.
+      estimated_max_cost: priced ? Math.round(estimates.reduce((n, e) => n + e.cost_usd, 0) * 1e6) / 1e6 : null,
+      priced,
+      max_tokens_per_call: child.params.maxTokens,
+    };
+  } catch (err) {
+    return refusal(err);
+  }
+}
+
+/**
+ * The effective configuration (defaults, config.json, environment), with the API key redacted: the
+ * daemon's resolved settings, and under `file` the same in config.json's own shape, ready to paste.
+ */
+export function configView(config: DaemonConfig) {
+  return { ...redactedConfig(config), file: configFileView(config) };
+}

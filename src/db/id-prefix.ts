@@ -1,0 +1,42 @@
+/**
+ * Finding rows by what a person types: a whole id, a prefix of it, or a prefix of its random tail.
+ *
+ * Row ids are UUIDv7 (db/ids.ts): the first 12 hex digits are the creation time, so every row made in
+ * the same minute shares its first 8 characters. The short id people see is taken from the random
+ * tail instead (characters 25–36, see src/domain/short-id.ts). Each kind is one statement of two range
+ * scans — the primary key for a prefix of the id, the `substr(id, 25)` expression index for a prefix
+ * of the tail — so a lookup costs the same at a million rows as at ten.
+ */
+import type { Db } from './connection.js';
+import { prepared } from './statements.js';
+
+export interface IdRange {
+  /** Lowest matching value (the typed text). */
+  lo: string;
+  /** First value past every match: the typed text with its last character incremented. */
+  hi: string;
+}
+
+const matchesOf = (table: string) => `
+  SELECT id FROM (SELECT id FROM ${table} WHERE id >= @lo AND id < @hi LIMIT @limit)
+  UNION
+  SELECT id FROM (SELECT id FROM ${table} WHERE substr(id, 25) >= @lo AND substr(id, 25) < @hi LIMIT @limit)
+  ORDER BY id LIMIT @limit`;
+
+/** Thread ids starting with the range's text, or whose tail does; at most `limit`, in id order. */
+export function findThreadIdsByPrefix(db: Db, r: IdRange, limit: number): string[] {
+  return (prepared(db, matchesOf('llm_threads')).all({ ...r, limit }) as { id: string }[]).map((row) => row.id);
+}
+
+/** Work item ids matched the same way, with the thread each belongs to. */
+export function findWorkItemIdsByPrefix(db: Db, r: IdRange, limit: number): { id: string; thread_id: string }[] {
+  return prepared(db, `SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`).all({
+    ...r,
+    limit,
+  }) as { id: string; thread_id: string }[];
+}
+
+/** Schedule ids matched the same way. */
+export function findScheduleIdsByPrefix(db: Db, r: IdRange, limit: number): string[] {
+  return (prepared(db, matchesOf('schedules')).all({ ...r, limit }) as { id: string }[]).map((row) => row.id);
+}

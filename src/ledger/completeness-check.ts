@@ -1,0 +1,48 @@
+/**
+ * The completeness half of `combine ledger verify`, kept apart from the hash-chain walk: per work item
+ * (from the entries, see domain/ledger-completeness.ts) and per thread (from the tables):
+ *   - every prompt has a response or an error, unless its call is in flight now;
+ *   - a mutation_report follows a recorded response of the same work item;
+ *   - every applied work item has a mutation_report;
+ *   - every complete thread with work items has an applied one.
+ */
+import type { Db } from '../db/connection.js';
+import {
+  getLastLedgerEntryForWorkItem,
+  getLatestLedgerEntrySeqForThread,
+  listAppliedWithoutMutationReport,
+  listCompleteThreadsWithoutAppliedItem,
+} from './store.js';
+import { getWorkItem } from '../db/work-items.js';
+import { CompletenessTracker, type CompletenessEntry, type IncompleteRecord } from './completeness.js';
+
+export interface CompletenessCheck {
+  /** Feed every entry, in chain order. */
+  observe(e: CompletenessEntry): void;
+  /** The holes, first (lowest seq) first. */
+  finish(): IncompleteRecord[];
+}
+
+export function createCompletenessCheck(db: Db): CompletenessCheck {
+  const tracker = new CompletenessTracker();
+  return {
+    observe: (e) => tracker.observe(e),
+    finish() {
+      const found = tracker.finish((id) => getWorkItem(db, id)?.status === 'running');
+      for (const id of listAppliedWithoutMutationReport(db)) {
+        const last = getLastLedgerEntryForWorkItem(db, id);
+        const item = getWorkItem(db, id)!;
+        found.push({ seq: last?.seq ?? null, thread_id: item.thread_id, work_item_id: id, reason: 'applied without a mutation_report entry' });
+      }
+      for (const threadId of listCompleteThreadsWithoutAppliedItem(db)) {
+        found.push({
+          seq: getLatestLedgerEntrySeqForThread(db, threadId),
+          thread_id: threadId,
+          work_item_id: null,
+          reason: 'the thread is complete but none of its work items was applied',
+        });
+      }
+      return found.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity));
+    },
+  };
+}

@@ -1,0 +1,21 @@
+/**
+ * The crash tests' seam (daemon/test-hooks.ts) is in the test bundle and nowhere in the shipped one:
+ * test/helpers/global-setup.ts built both, with scripts/build.mjs, as CI builds them.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/harness.js';
+
+const HOOKS = ['COMBINE_CRASH_AT', 'process.kill(process.pid'];
+
+describe('the shipped bundle', () => {
+  it('contains no crash hook; the test bundle, built from the same code, does', () => {
+    for (const file of ['daemon.js', 'cli.js']) {
+      const shipped = readFileSync(join(ROOT, 'dist', file), 'utf8');
+      for (const hook of HOOKS) expect(shipped, `dist/${file}`).not.toContain(hook);
+    }
+    const test = readFileSync(join(ROOT, 'dist-test', 'daemon.js'), 'utf8');
+    for (const hook of HOOKS) expect(test, 'dist-test/daemon.js').toContain(hook);
+  });
+});
