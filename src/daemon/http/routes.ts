@@ -8,7 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
 import type { Services } from '../services/index.js';
 import { badInput } from './problem.js';
-import { DEFAULT_SERVER_LIMITS } from '../runtime/server-limits.js';
+import { DEFAULT_SERVER_LIMITS, dropRestOfBody } from '../runtime/server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
@@ -96,28 +96,12 @@ export function parseWith<S extends z.ZodType>(where: string, schema: S, value: 
 /** Body size limit of the JSON API: the API socket's (server-limits.ts). */
 export const MAX_BODY_BYTES = DEFAULT_SERVER_LIMITS.maxBodyBytes;
 
-/**
- * How much of a refused body is still read (and dropped) after a 413, so that the client, still sending,
- * reads the answer instead of a connection reset; a longer body has its connection cut.
- */
-const MAX_DISCARDED_BYTES = 8 * MAX_BODY_BYTES;
-
-/** Reads and drops the rest of a refused body, up to MAX_DISCARDED_BYTES (see there). */
-function discardRestOfBody(req: IncomingMessage): void {
-  let dropped = 0;
-  req.on('data', (chunk: Buffer) => {
-    dropped += chunk.length;
-    if (dropped > MAX_DISCARDED_BYTES) req.destroy();
-  });
-  req.resume();
-}
-
 /** Reads a JSON body of at most MAX_BODY_BYTES (413 beyond, announced or not); undefined when empty. */
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const tooLarge = () => new HttpProblem(413, 'PAYLOAD_TOO_LARGE', `the body is over the limit of ${MAX_BODY_BYTES} bytes (1 MiB)`);
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > MAX_BODY_BYTES) {
-    discardRestOfBody(req);
+    dropRestOfBody(req);
     throw tooLarge();
   }
   const chunks: Buffer[] = [];
@@ -129,7 +113,7 @@ export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
       size += chunk.length;
       if (size <= MAX_BODY_BYTES) return void chunks.push(chunk);
       req.off('data', onData);
-      discardRestOfBody(req);
+      dropRestOfBody(req);
       reject(tooLarge());
     };
     req.on('data', onData);
