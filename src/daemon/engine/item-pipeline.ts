@@ -31,7 +31,8 @@ export interface LeasedItem {
   cancel: AbortSignal;
   /** The recorded answer recovery resumes from (no call), or null. */
   resumeFrom: LedgerRow | null;
-  log: Logger;
+  /** The item's logger (made on first use: most items never log). */
+  log: () => Logger;
   /** The route the claim admitted (its half-open probe is given back when no call follows). */
   claimedRoute: ModelRoute | null;
   traceparent: string | null;

@@ -2,10 +2,11 @@
  * The engine's spans, each a child of the command span whose context the thread stores: `claim` (the
  * lease, with its reservation), `call` (the provider call; its id is the `traceparent` header the
  * provider receives) and `apply` (validation and the mutation). Claim and apply spans are made only
- * while spans are exported; the call's context is always made, because the provider gets the header.
+ * while spans are exported; the call's context is always made, because the provider gets the header —
+ * and when nothing is exported, only that header (no span, no attributes: this runs for every call).
  */
 import type { ModelRoute } from '../routing/router.js';
-import { formatTraceparent, parseTraceparent } from '../../core/trace-context.js';
+import { childContext, formatTraceparent, parseTraceparent } from '../../core/trace-context.js';
 import type { SpanAttributes, Tracer } from './types.js';
 
 export interface CallSpan {
@@ -32,6 +33,7 @@ export class EngineSpans {
   }
 
   call(traceparent: string | null, item: { id: string; thread_id: string }, route: ModelRoute, startMs: number): CallSpan {
+    if (!this.tracer.exporting) return { header: formatTraceparent(childContext(parseTraceparent(traceparent))), end: noEnd };
     const attributes: SpanAttributes = {
       ...ids(item),
       'gen_ai.request.model': route.model,
@@ -53,6 +55,8 @@ export class EngineSpans {
     span.end(endMs, outcome === 'applied' ? undefined : outcome);
   }
 }
+
+const noEnd = () => {};
 
 function ids(item: { id: string; thread_id: string }): SpanAttributes {
   return { 'combine.thread_id': item.thread_id, 'combine.work_item_id': item.id };
