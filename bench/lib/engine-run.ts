@@ -51,6 +51,11 @@ export interface EngineRunResult {
   items: number;
   seconds: number;
   perSecond: number;
+  /**
+   * CPU time of this process (user + system, all threads) from engine start to the last applied item,
+   * per item: less sensitive than items/s to other processes on a shared machine.
+   */
+  cpuMicrosPerItem: number;
   ledgerEntries: number;
   /** Database size over the number of threads (all closed by then), ledger included. */
   bytesPerThread: number;
@@ -84,9 +89,11 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     });
     const profiler = await startProfiler();
     const started = performance.now();
+    const cpuStarted = process.cpuUsage();
     await app.start();
     await done;
     const seconds = (performance.now() - started) / 1000;
+    const cpu = process.cpuUsage(cpuStarted);
     await profiler.stop('engine');
     const ledgerEntries = app.admin.stats().ledger_entries;
     const threads = Object.values(app.admin.stats().threads).reduce((a, b) => a + b, 0);
@@ -95,7 +102,7 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     await app.shutdown(0);
     // Every item's full record: prompt, response, parse_report, mutation_report.
     if (ledgerEntries !== items * 4) throw new Error(`expected ${items * 4} ledger entries, found ${ledgerEntries}`);
-    return { items, seconds, perSecond: items / seconds, ledgerEntries, bytesPerThread: dbBytes / threads };
+    return { items, seconds, perSecond: items / seconds, cpuMicrosPerItem: (cpu.user + cpu.system) / items, ledgerEntries, bytesPerThread: dbBytes / threads };
   } finally {
     rmSync(home, { recursive: true, force: true });
   }

@@ -22,6 +22,7 @@ export interface ThroughputResult {
 
 export async function throughputTargets(runs: number): Promise<ThroughputResult> {
   const engine: number[] = [];
+  const engineCpu: number[] = [];
   const plainjob: number[] = [];
   const ratio: number[] = [];
   const viaHttp: number[] = [];
@@ -34,6 +35,7 @@ export async function throughputTargets(runs: number): Promise<ThroughputResult>
       const e = await runEngineOnce(WORKLOAD);
       const p = await runPlainjobOnce(PLAINJOB_JOBS);
       engine.push(e.perSecond);
+      engineCpu.push(e.cpuMicrosPerItem);
       plainjob.push(p.perSecond);
       ratio.push(e.perSecond / p.perSecond);
       bytesPerThread.push(e.bytesPerThread);
@@ -46,6 +48,7 @@ export async function throughputTargets(runs: number): Promise<ThroughputResult>
     bytesPerThread,
     rows: [
       row({ target: '1', figure: 'engine items/s (full lifecycle, instant in-process provider, FULL sync)', runs: engine, unit: '/s', goal: '' }),
+      row({ target: '1', figure: 'engine CPU µs per item (same runs; user + system)', runs: engineCpu, unit: 'µs', goal: '' }),
       row({ target: '1', figure: 'plainjob no-op jobs/s (same runs)', runs: plainjob, unit: '/s', goal: '' }),
       row({ target: '1', figure: 'engine ÷ plainjob (per run)', runs: ratio, unit: '×', goal: '≥ 1.0×', check: (m) => m >= 1 }),
       row({ target: '1', figure: 'engine items/s via openai SDK + HTTP simulator (in process)', runs: viaHttp, unit: '/s', goal: '' }),
