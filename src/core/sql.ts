@@ -1,0 +1,24 @@
+/**
+ * The storage handle every query function takes: one statement at a time, async so that a network
+ * database (Postgres) fits behind the same functions as SQLite. Statement texts use better-sqlite3's
+ * parameters (`@name` with an object, `?` with an array); where the SQL itself differs between
+ * dialects, the query function picks its text by `dialect`.
+ *
+ * Two handles exist in a daemon: the writer's, given to a write closure for the closure's lifetime only
+ * (db/writer.ts), and the reader's, for every read that is not part of a write. Code outside a write
+ * never holds the writer's handle, so it cannot see rows a batch has not committed — or will roll back.
+ */
+export type SqlParams = Readonly<Record<string, unknown>> | readonly unknown[];
+
+export interface RunResult {
+  /** Rows the statement changed: what every guarded state change checks. */
+  readonly changes: number;
+}
+
+export interface Sql {
+  readonly dialect: 'sqlite' | 'postgres';
+  /** The first row, or undefined. */
+  get<T>(text: string, params?: SqlParams): Promise<T | undefined>;
+  all<T>(text: string, params?: SqlParams): Promise<T[]>;
+  run(text: string, params?: SqlParams): Promise<RunResult>;
+}
