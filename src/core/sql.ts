@@ -17,6 +17,11 @@ export interface RunResult {
 
 export interface Sql {
   readonly dialect: 'sqlite' | 'postgres';
+  /**
+   * Identifies the connection (or pool) behind the handle, for per-connection caches: every handle the
+   * writer gives its closures shares the writer's.
+   */
+  readonly connection: object;
   /** The first row, or undefined. */
   get<T>(text: string, params?: SqlParams): Promise<T | undefined>;
   all<T>(text: string, params?: SqlParams): Promise<T[]>;

@@ -18,6 +18,10 @@ export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;
   constructor(readonly db: Db) {}
 
+  get connection(): object {
+    return this.db;
+  }
+
   async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
     return call(prepared(this.db, text), 'get', params) as T | undefined;
   }
@@ -40,6 +44,10 @@ export class ClosureSql implements Sql {
   readonly dialect = 'sqlite' as const;
   private open = true;
   constructor(private readonly inner: SqliteSql) {}
+
+  get connection(): object {
+    return this.inner.db;
+  }
 
   revoke(): void {
     this.open = false;
