@@ -110,7 +110,7 @@ export class Engine {
     // On a full disk these wait for space (health says why) rather than fail the start.
     const stopped = () => this.stopping;
     // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
-    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), {
+    await untilStored(() => this.write((tx) => await unparkBudgetItems(tx.sql, { project_id: null, now: tx.now })), {
       log: this.log,
       what: 'the start-up writes',
       stopped,
@@ -180,13 +180,13 @@ export class Engine {
     this.ticking = true;
     let started = 0;
     try {
-      await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
+      await this.write((tx) => await skipItemsPastDeadline(tx, this.ctx));
       const wanted = this.o.maxInFlight - this.inFlight.size;
       // An open breaker admits nothing: items stay queued and no attempt is burned.
       const free = this.breaker.admit(wanted, this.o.clock.now());
       if (free < Math.max(1, wanted)) this.noteLimiterWait(wanted === 0 ? 'slots_full' : 'breaker_open');
       if (free > 0) {
-        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, free, this.leaseMs));
+        const round = await this.write((tx) => await claimWorkItems(tx, this.o.flow, this.ctx.owner, free, this.leaseMs));
         const claimed = round.claimed;
         if (claimed.length === 0) this.breaker.onInconclusive();
         if (claimed.length > 0) this.ctx.crashAt('after_claim');
@@ -259,12 +259,12 @@ export class Engine {
   private async runItem(itemId: string, cancel: AbortSignal, resumeFrom: LedgerRow | null, log: Logger): Promise<void> {
     let response = resumeFrom;
     if (!response) {
-      const started = await this.write((tx) => startWorkItem(tx, this.ctx, itemId));
+      const started = await this.write((tx) => await startWorkItem(tx, this.ctx, itemId));
       if (!started) return this.breaker.onInconclusive();
       if (started.kind === 'recorded') {
         // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
         const recorded = started.response;
-        await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, false));
+        await this.write((tx) => await finishAnswer(tx, this.ctx, itemId, recorded, false));
         return;
       }
       const request = started.request;
@@ -279,16 +279,16 @@ export class Engine {
       this.observeProvider(request.model, outcome);
       this.o.observer?.onCall(outcome, request.model);
       if (outcome.kind === 'error') {
-        await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
+        await this.write((tx) => await failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
         return;
       }
       // Paid work: keep trying to record it through storage trouble rather than lose it.
-      const record = () => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model));
+      const record = () => this.write((tx) => await recordResponse(tx, this.ctx, itemId, outcome, request.model));
       response = await untilStored(record, { log, what: 'the write of a paid response', stopped: () => this.stopping });
       this.ctx.crashAt('after_response');
     }
     const recorded = response;
-    await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
+    await this.write((tx) => await finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
   }
 
   /** Lets the breaker and the rate limiter learn from a call; wakes the engine when they allow calls again. */
@@ -322,7 +322,7 @@ export class Engine {
     if (this.inFlight.size === 0) return;
     const items = [...this.inFlight.entries()].map(([id, f]) => ({ id, lockScope: f.lockScope }));
     try {
-      const lost = await this.write((tx) => extendLeases(tx, this.ctx.owner, items, tx.now + this.leaseMs));
+      const lost = await this.write((tx) => await extendLeases(tx, this.ctx.owner, items, tx.now + this.leaseMs));
       for (const id of lost) (this.inFlight.get(id)?.log ?? this.log).warn('lease lost while the item was in flight');
     } catch (err) {
       this.log.error({ err }, 'lease heartbeat failed');

@@ -27,7 +27,7 @@ export function rememberWrittenDocument(sql: Sql, id: string, version: number, c
 }
 
 /** The project's documents as an operation reads them: synchronously, loaded ahead (read-ahead.ts). */
-export function documentsOf(sql: Sql, reads: ReadAhead, projectId: string): Documents {
+export async function documentsOf(sql: Sql, reads: ReadAhead, projectId: string): Promise<Documents> {
   return {
     get(docType, key) {
       if (typeof docType !== 'string' || (key !== undefined && typeof key !== 'string')) throw new Error('documents.get(doc_type, key?) takes strings');
@@ -41,7 +41,7 @@ export function documentsOf(sql: Sql, reads: ReadAhead, projectId: string): Docu
 
 const MAX_LISTED_THREADS = 100;
 
-export function projectThreadsOf(sql: Sql, reads: ReadAhead, projectId: string): ProjectThreads {
+export async function projectThreadsOf(sql: Sql, reads: ReadAhead, projectId: string): Promise<ProjectThreads> {
   return {
     countByStatus(o) {
       const exclude = o?.exclude_kinds ?? [];
@@ -72,8 +72,8 @@ export async function projectInfo(sql: Sql, projectId: string): Promise<ProjectI
 }
 
 /** The prompt context of `input` against its target project (read with `projectInfo` first). */
-export function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInfo, input: unknown): PromptContext<unknown> {
-  return { input, documents: documentsOf(sql, reads, project.id), project, threads: projectThreadsOf(sql, reads, project.id) };
+export async function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInfo, input: unknown): Promise<PromptContext<unknown>> {
+  return { input, documents: await documentsOf(sql, reads, project.id), project, threads: await projectThreadsOf(sql, reads, project.id) };
 }
 
 export function threadTarget(thread: ThreadRow): TargetRef {

@@ -45,11 +45,11 @@ function unknownOperation(ops: OperationRegistry, thread: ThreadRow) {
 }
 
 /** The request for this thread's call, or a permanent error when it cannot be built (its target is gone). */
-export function buildThreadRequest(db: Db, ops: OperationRegistry, thread: ThreadRow): BuildResult {
+export async function buildThreadRequest(sql: Sql, ops: OperationRegistry, thread: ThreadRow): Promise<BuildResult> {
   const { op, error } = unknownOperation(ops, thread);
   if (!op) return { ok: false, error };
   const target = threadTarget(thread);
-  const context = promptContextFor(db, target.project_id, threadInput(thread));
+  const context = await promptContextFor(sql, target.project_id, threadInput(thread));
   if (!context) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
   try {
     // As the provider accepts it (config provider.response_format); the answer is validated either way.
@@ -84,19 +84,19 @@ export function checkThreadAnswer(ops: OperationRegistry, thread: ThreadRow, con
  * and the mutation row, unique per work item — a second application of one item fails instead of
  * applying twice. Returns MUTATION_CONFLICT when the operation's `apply` throws or returns garbage.
  */
-export function applyThreadAnswer(
-  db: Db,
+export async function applyThreadAnswer(
+  sql: Sql,
   ops: OperationRegistry,
   thread: ThreadRow,
   item: WorkItemRow,
   answer: unknown,
   now: number,
-): { ok: true; mutation: AppliedMutation } | { ok: false; error: ClassifiedError } {
+): Promise<{ ok: true; mutation: AppliedMutation } | { ok: false; error: ClassifiedError }> {
   const { op, error } = unknownOperation(ops, thread);
   if (!op) return { ok: false, error };
   const target = threadTarget(thread);
   const key = target.key ?? '';
-  const documents = documentsOf(db, target.project_id);
+  const documents = await documentsOf(sql, target.project_id);
   let planned: ReturnType<typeof planMutation>;
   try {
     planned = planMutation(op, {
@@ -110,13 +110,13 @@ export function applyThreadAnswer(
     if (err instanceof OperationCallError) return { ok: false, error: permanent('MUTATION_CONFLICT', `the answer could not be applied: ${err.message}`) };
     throw err;
   }
-  const head = getDocumentHead(db, target.project_id, target.doc_type, key);
+  const head = await getDocumentHead(sql, target.project_id, target.doc_type, key);
   const documentId = head?.id ?? newId(now);
   const fromVersion = head?.version ?? 0;
   if (head) {
-    updateDocumentContent(db, { id: head.id, from_version: head.version, content: planned.text, updated_at: now });
+    await updateDocumentContent(sql, { id: head.id, from_version: head.version, content: planned.text, updated_at: now });
   } else {
-    insertDocument(db, {
+    await insertDocument(sql, {
       id: documentId,
       project_id: target.project_id,
       doc_type: target.doc_type,
@@ -136,7 +136,7 @@ export function applyThreadAnswer(
     to_version: fromVersion + 1,
     summary: planned.summary,
   };
-  insertMutation(db, {
+  await insertMutation(sql, {
     id: mutation.mutation_id,
     work_item_id: item.id,
     thread_id: thread.id,

@@ -12,22 +12,22 @@ import { renderRepairPrompt, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { buildThreadRequest } from './operation-steps.js';
 
-export function buildItemRequest(
-  db: Db,
+export async function buildItemRequest(
+  sql: Sql,
   ops: OperationRegistry,
   thread: ThreadRow,
   item: WorkItemRow,
-): { ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError } {
-  const built = buildThreadRequest(db, ops, thread);
+): Promise<{ ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError }> {
+  const built = await buildThreadRequest(sql, ops, thread);
   if (!built.ok || item.repair_count === 0) return built;
   return { ok: true, request: repairRequest(db, item) ?? built.request };
 }
 
 /** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */
-function repairRequest(db: Db, item: WorkItemRow): ChatRequest | null {
-  const prompt = getLastLedgerEntryOfType(db, item.id, 'prompt');
-  const response = getLastLedgerEntryOfType(db, item.id, 'response');
-  const report = getLastLedgerEntryOfType(db, item.id, 'parse_report');
+async function repairRequest(sql: Sql, item: WorkItemRow): Promise<ChatRequest | null> {
+  const prompt = await getLastLedgerEntryOfType(sql, item.id, 'prompt');
+  const response = await getLastLedgerEntryOfType(sql, item.id, 'response');
+  const report = await getLastLedgerEntryOfType(sql, item.id, 'parse_report');
   if (!prompt || !response || !report) return null;
   const original = (JSON.parse(prompt.payload) as { request: ChatRequest }).request;
   const envelope = readCompletionBody(JSON.parse(response.payload).body);

@@ -113,14 +113,14 @@ export class Scheduler {
       if (due.length > 0) {
         // Step 1, the claim: one INSERT per due period; the UNIQUE index picks the single winner.
         result.claimed = await this.write((tx) =>
-          due.flatMap((d) => claimSchedulePeriod(tx.db, { id: newId(tx.now), ...d, owner: this.o.owner, now: tx.now }) ?? []),
+          due.flatMap((d) => await claimSchedulePeriod(tx.sql, { id: newId(tx.now), ...d, owner: this.o.owner, now: tx.now }) ?? []),
         );
         result.lostAtInsert = due.length - result.claimed.length;
         result.lost += result.lostAtInsert;
         if (result.claimed.length > 0) this.o.crashAt('after_schedule_claim');
       }
       result.reclaimed = await this.write((tx) =>
-        reclaimStaleScheduleRuns(tx.db, { owner: this.o.owner, now: tx.now, stale_before: tx.now - this.o.staleAfterMs }),
+        await reclaimStaleScheduleRuns(tx.sql, { owner: this.o.owner, now: tx.now, stale_before: tx.now - this.o.staleAfterMs }),
       );
       for (const r of result.reclaimed) {
         this.o.logger.warn({ run_id: r.id, schedule_id: r.schedule_id, period_key: r.period_key, claims: r.claims }, 're-claimed a stale pending schedule run');
@@ -162,7 +162,7 @@ export class Scheduler {
   /** Step 2 for one held lease; a run whose operation cannot start is recorded failed, not retried forever. */
   private async startRun(run: ScheduleRunRow): Promise<StartOutcome | 'failed'> {
     try {
-      const outcome = await this.write((tx) => startScheduledRun(tx, this.o, run));
+      const outcome = await this.write((tx) => await startScheduledRun(tx, this.o, run));
       if (outcome === 'started') this.o.logger.info({ run_id: run.id, schedule_id: run.schedule_id, period_key: run.period_key }, 'schedule run started');
       return outcome;
     } catch (err) {
@@ -174,7 +174,7 @@ export class Scheduler {
       }
       this.o.logger.warn({ run_id: run.id, schedule_id: run.schedule_id, error: err.message }, 'schedule run failed to start');
       await this.write((tx) =>
-        failUnstartedScheduleRun(tx.db, { id: run.id, owner: run.claim_owner, claimed_at: run.claimed_at, now: tx.now, error_message: err.message }),
+        await failUnstartedScheduleRun(tx.sql, { id: run.id, owner: run.claim_owner, claimed_at: run.claimed_at, now: tx.now, error_message: err.message }),
       ).catch((e) => this.o.logger.error({ err: e, run_id: run.id }, 'cannot record the failed schedule run'));
       return 'failed';
     }

@@ -61,7 +61,7 @@ export class ScheduleService {
     const sample = scheduledRequest(template, this.clock.now());
     checkInput(requireOperation(this.operations, sample.operation), sample.input, '--input');
     const row = await this.write((tx) => {
-      if (!getProject(tx.db, input.project_id)) {
+      if (!await getProject(tx.sql, input.project_id)) {
         throw new CommandError('NOT_FOUND', `no project "${input.project_id}" (see \`combine project list\`)`);
       }
       const s: ScheduleRow = {
@@ -73,7 +73,7 @@ export class ScheduleService {
         created_at: tx.now,
         updated_at: tx.now,
       };
-      insertSchedule(tx.db, s);
+      await insertSchedule(tx.sql, s);
       return s;
     });
     this.scheduler.wake();
@@ -88,7 +88,7 @@ export class ScheduleService {
 
   list(includeRemoved: boolean): ScheduleView[] {
     const now = this.clock.now();
-    return listSchedules(this.db, includeRemoved).map((s) => scheduleView(this.db, s, now));
+    return await listSchedules(this.sql, includeRemoved).map((s) => await scheduleView(this.sql, s, now));
   }
 
   pause(id: string): Promise<ScheduleView> {
@@ -107,23 +107,23 @@ export class ScheduleService {
 
   private async transition(id: string, to: ScheduleStatus): Promise<ScheduleView> {
     const row = await this.write((tx) => {
-      const s = getSchedule(tx.db, id);
+      const s = await getSchedule(tx.sql, id);
       if (!s) throw new CommandError('NOT_FOUND', `no schedule "${id}" (see \`combine schedule list\`)`);
       if (s.status === to) return s;
       if (!canTransitionSchedule(s.status as ScheduleStatus, to)) {
         throw new CommandError('CONFLICT', `schedule ${id} is ${s.status}; it cannot become ${to}`);
       }
-      transitionSchedule(tx.db, { id, from: s.status as ScheduleStatus, to, now: tx.now });
-      return getSchedule(tx.db, id)!;
+      await transitionSchedule(tx.sql, { id, from: s.status as ScheduleStatus, to, now: tx.now });
+      return await getSchedule(tx.sql, id)!;
     });
     this.scheduler.wake();
-    return scheduleView(this.db, row, this.clock.now());
+    return await scheduleView(this.sql, row, this.clock.now());
   }
 
   runs(scheduleId: string | null, limit: number): RunView[] {
-    if (scheduleId !== null && !getSchedule(this.db, scheduleId)) {
+    if (scheduleId !== null && !await getSchedule(this.sql, scheduleId)) {
       throw new CommandError('NOT_FOUND', `no schedule "${scheduleId}" (see \`combine schedule list\`)`);
     }
-    return listScheduleRuns(this.db, { schedule_id: scheduleId, limit }).map((r) => runView(this.db, r));
+    return await listScheduleRuns(this.sql, { schedule_id: scheduleId, limit }).map((r) => await runView(this.sql, r));
   }
 }
