@@ -76,7 +76,7 @@ export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: Le
     tokens: usage.total_tokens - charge.reserved_tokens,
     cost_usd: (cost ?? 0) - charge.reserved_cost_usd,
   });
-  if (usage.total_tokens < charge.reserved_tokens) freeHeadroom(tx, item);
+  if (usage.total_tokens < charge.reserved_tokens) await freeHeadroom(tx, item);
 }
 
 /**
@@ -89,7 +89,7 @@ export async function closeAfterError(tx: Tx, item: WorkItemRow, error: Classifi
   if (!charge) return;
   const billed = error.httpStatus === undefined && !error.notSent;
   await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: billed ? 'in_doubt' : 'released', now: tx.now });
-  if (!billed) unreserve(tx, item, charge);
+  if (!billed) await unreserve(tx, item, charge);
 }
 
 /** No call was made for this lease (canceled, target gone, lease expired before the prompt). */
@@ -97,13 +97,13 @@ export async function releaseUnsent(tx: Tx, item: WorkItemRow): Promise<void> {
   const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return;
   await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: 'released', now: tx.now });
-  unreserve(tx, item, charge);
+  await unreserve(tx, item, charge);
 }
 
 /** A released charge gives its whole reservation back to the budget. */
 async function unreserve(tx: Tx, item: WorkItemRow, charge: ChargeRow): Promise<void> {
   await addProjectSpend(tx.sql, { project_id: charge.project_id, day: charge.day, tokens: -charge.reserved_tokens, cost_usd: -charge.reserved_cost_usd });
-  freeHeadroom(tx, item);
+  await freeHeadroom(tx, item);
 }
 
 /** Part of a reservation came back: the project's budget-parked items may fit now; the claim re-checks. */

@@ -85,8 +85,8 @@ export type StartResult = { kind: 'call'; request: ChatRequest } | { kind: 'reco
  * when the item ended instead (its thread was canceled, or its target no longer exists).
  */
 export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): Promise<StartResult | null> {
-  const item = leasedItem(tx, ctx, itemId, 'claimed');
-  let thread = threadOf(tx, item);
+  const item = await leasedItem(tx, ctx, itemId, 'claimed');
+  let thread = await threadOf(tx, item);
   if (thread.status === 'canceled') {
     await releaseUnsent(tx, item);
     await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
@@ -96,10 +96,10 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
   if (pending?.entry_type === 'response') {
     // A replay queued this item with its answer: nothing will be sent, so nothing stays reserved.
     await releaseUnsent(tx, item);
-    markRunning(tx, ctx, await markThreadStarted(tx, thread), item);
+    await markRunning(tx, ctx, await markThreadStarted(tx, thread), item);
     return { kind: 'recorded', response: pending };
   }
-  const built = buildItemRequest(tx.db, ctx.operations, thread, item);
+  const built = await buildItemRequest(tx.sql, ctx.operations, thread, item);
   if (!built.ok) {
     await releaseUnsent(tx, item);
     await failAttempt(tx, ctx, item, built.error);
@@ -113,7 +113,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     repair: item.repair_count,
     endpoint: ctx.endpoint,
   });
-  markRunning(tx, ctx, thread, item);
+  await markRunning(tx, ctx, thread, item);
   const cached = ctx.cache ? await findCachedAnswer(tx.sql, ctx.endpoint, request) : null;
   if (cached) {
     // Served from the ledger: no call, so the claim's reservation goes back to the budget.
@@ -136,8 +136,8 @@ export async function recordResponse(
   outcome: Extract<CallOutcome, { kind: 'response' }>,
   model: string,
 ): Promise<LedgerRow> {
-  const item = leasedItem(tx, ctx, itemId, 'running');
-  const thread = threadOf(tx, item);
+  const item = await leasedItem(tx, ctx, itemId, 'running');
+  const thread = await threadOf(tx, item);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
   const entry = await appendEntry(tx, thread, item.id, 'response', item.attempt, {
@@ -175,8 +175,8 @@ export type AnswerResult = 'applied' | 'repair' | 'retry' | 'dead_letter' | 'can
  * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart.
  */
 export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, response: LedgerRow, resumed: boolean): Promise<AnswerResult> {
-  const item = leasedItem(tx, ctx, itemId, 'running');
-  const thread = threadOf(tx, item);
+  const item = await leasedItem(tx, ctx, itemId, 'running');
+  const thread = await threadOf(tx, item);
   if (thread.status === 'canceled') {
     return await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }
@@ -193,17 +193,17 @@ export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, r
     return await failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
   const verdict = checkThreadAnswer(ctx.operations, thread, envelope.content);
-  if (verdict.kind === 'failed') return deadLetter(tx, ctx, item, thread, verdict.error);
+  if (verdict.kind === 'failed') return await deadLetter(tx, ctx, item, thread, verdict.error);
   if (verdict.kind === 'invalid') {
     await appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: verdict.errors, ...provenance });
-    return rejectAnswer(tx, ctx, item, thread, verdict.errors);
+    return await rejectAnswer(tx, ctx, item, thread, verdict.errors);
   }
   await appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
   await rememberValidAnswer(tx, item, response);
   const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, tx.now);
   // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
   // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.
-  if (!applied.ok) return deadLetter(tx, ctx, item, thread, applied.error);
+  if (!applied.ok) return await deadLetter(tx, ctx, item, thread, applied.error);
   await appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
     ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
@@ -211,7 +211,7 @@ export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, r
   // A replayed answer is the original paid call's: that call was not wasted after all.
   await markChargeApplied(tx.sql, recorded.replay_of ?? response.seq);
   await markWorkItemApplied(tx.sql, item.id, ctx.owner, tx.now);
-  releaseItemLock(tx, item);
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
   await endThread(tx, thread.id, 'complete');
@@ -241,11 +241,11 @@ async function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, threa
       error_code: 'SCHEMA_INVALID',
       error_message: message,
     });
-    releaseItemLock(tx, item);
+    await releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'queued', repair_count: item.repair_count + 1, not_before: tx.now, error_code: 'SCHEMA_INVALID' });
     return 'repair';
   }
-  return deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
+  return await deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
 }
 
 /** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
@@ -257,7 +257,7 @@ export async function failLeasedAttempt(
   latencyMs: number,
   model: string,
 ): Promise<AnswerResult> {
-  const item = leasedItem(tx, ctx, itemId, 'running');
+  const item = await leasedItem(tx, ctx, itemId, 'running');
   await closeAfterError(tx, item, error);
   await insertCallRecord(tx.sql, {
     thread_id: item.thread_id,
@@ -281,7 +281,7 @@ export async function failLeasedAttempt(
  * Retry-After); the rest end the item. A canceled thread never retries.
  */
 export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
-  const thread = threadOf(tx, item);
+  const thread = await threadOf(tx, item);
   const owner = item.status === 'queued' ? null : item.lease_owner;
   if (error.class === 'canceled' || thread.status === 'canceled') {
     const canceled: ClassifiedError =
@@ -296,7 +296,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
       error_message: canceled.message,
       now: tx.now,
     });
-    releaseItemLock(tx, item);
+    await releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
     await endThread(tx, thread.id, 'canceled');
     return 'canceled';
@@ -321,11 +321,11 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
       error_code: error.code,
       error_message: error.message,
     });
-    releaseItemLock(tx, item);
+    await releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'queued', attempt: item.attempt + 1, not_before: notBefore, error_code: error.code });
     return 'retry';
   }
-  return deadLetter(tx, ctx, item, thread, error);
+  return await deadLetter(tx, ctx, item, thread, error);
 }
 
 /**
@@ -334,7 +334,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
  * user decides: `combine retry` sends the call again (it may be paid twice), `combine cancel` gives up.
  */
 export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
-  const thread = threadOf(tx, item);
+  const thread = await threadOf(tx, item);
   const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
   await appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
   await endWorkItem(tx.sql, {
@@ -346,7 +346,7 @@ export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedEr
     error_message: message,
     now: tx.now,
   });
-  releaseItemLock(tx, item);
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
   await endThread(tx, thread.id, 'failed');
   return 'held';
@@ -369,7 +369,7 @@ async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread
     error_message: error.message,
     now: tx.now,
   });
-  releaseItemLock(tx, item);
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
   await endThread(tx, thread.id, 'failed');
   return 'dead_letter';

@@ -27,7 +27,7 @@ export function rememberWrittenDocument(sql: Sql, id: string, version: number, c
 }
 
 /** The project's documents as an operation reads them: synchronously, loaded ahead (read-ahead.ts). */
-export async function documentsOf(sql: Sql, reads: ReadAhead, projectId: string): Promise<Documents> {
+export function documentsOf(sql: Sql, reads: ReadAhead, projectId: string): Documents {
   return {
     get(docType, key) {
       if (typeof docType !== 'string' || (key !== undefined && typeof key !== 'string')) throw new Error('documents.get(doc_type, key?) takes strings');
@@ -41,7 +41,7 @@ export async function documentsOf(sql: Sql, reads: ReadAhead, projectId: string)
 
 const MAX_LISTED_THREADS = 100;
 
-export async function projectThreadsOf(sql: Sql, reads: ReadAhead, projectId: string): Promise<ProjectThreads> {
+export function projectThreadsOf(sql: Sql, reads: ReadAhead, projectId: string): ProjectThreads {
   return {
     countByStatus(o) {
       const exclude = o?.exclude_kinds ?? [];
@@ -72,7 +72,7 @@ export async function projectInfo(sql: Sql, projectId: string): Promise<ProjectI
 }
 
 /** The prompt context of `input` against its target project (read with `projectInfo` first). */
-export async function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInfo, input: unknown): Promise<PromptContext<unknown>> {
+export function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInfo, input: unknown): PromptContext<unknown> {
   return { input, documents: await documentsOf(sql, reads, project.id), project, threads: await projectThreadsOf(sql, reads, project.id) };
 }
 

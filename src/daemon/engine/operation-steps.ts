@@ -7,7 +7,7 @@
  * A definition's function that throws fails the work item permanently (its operation cannot do this
  * request); it never leaves a step half-done for recovery to resume.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { insertMutation } from '../../db/mutations.js';
 import { getDocumentHead, insertDocument, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
@@ -15,7 +15,8 @@ import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { checkAnswer, countAnswerItems, planMutation, renderRequest } from '../../operations/runtime.js';
-import { documentsOf, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from './operation-context.js';
+import { documentsOf, projectInfo, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from './operation-context.js';
+import { runWithReads } from './read-ahead.js';
 import { OperationCallError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 
@@ -49,11 +50,13 @@ export async function buildThreadRequest(sql: Sql, ops: OperationRegistry, threa
   const { op, error } = unknownOperation(ops, thread);
   if (!op) return { ok: false, error };
   const target = threadTarget(thread);
-  const context = await promptContextFor(sql, target.project_id, threadInput(thread));
-  if (!context) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
+  const project = await projectInfo(sql, target.project_id);
+  if (!project) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
+  const input = threadInput(thread);
   try {
+    const rendered = await runWithReads((reads) => renderRequest(op, promptContextFor(sql, reads, project, input)));
     // As the provider accepts it (config provider.response_format); the answer is validated either way.
-    return { ok: true, request: withResponseFormat(renderRequest(op, context), op.params.responseFormat ?? 'json_schema') };
+    return { ok: true, request: withResponseFormat(rendered, op.params.responseFormat ?? 'json_schema') };
   } catch (err) {
     if (err instanceof OperationCallError) return { ok: false, error: permanent('UNKNOWN', err.message) };
     throw err;
@@ -96,15 +99,18 @@ export async function applyThreadAnswer(
   if (!op) return { ok: false, error };
   const target = threadTarget(thread);
   const key = target.key ?? '';
-  const documents = await documentsOf(sql, target.project_id);
+  const input = threadInput(thread);
   let planned: ReturnType<typeof planMutation>;
   try {
-    planned = planMutation(op, {
-      current: documents.get(target.doc_type, key),
-      answer,
-      input: threadInput(thread),
-      documents,
-      provenance: { thread_id: thread.id, work_item_id: item.id, at: now },
+    planned = await runWithReads((reads) => {
+      const documents = documentsOf(sql, reads, target.project_id);
+      return planMutation(op, {
+        current: documents.get(target.doc_type, key),
+        answer,
+        input,
+        documents,
+        provenance: { thread_id: thread.id, work_item_id: item.id, at: now },
+      });
     });
   } catch (err) {
     if (err instanceof OperationCallError) return { ok: false, error: permanent('MUTATION_CONFLICT', `the answer could not be applied: ${err.message}`) };
@@ -126,7 +132,7 @@ export async function applyThreadAnswer(
       updated_at: now,
     });
   }
-  rememberWrittenDocument(db, documentId, fromVersion + 1, planned.content);
+  rememberWrittenDocument(sql, documentId, fromVersion + 1, planned.content);
   const mutation: AppliedMutation = {
     mutation_id: newId(now),
     document_id: documentId,

@@ -63,14 +63,14 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
-    const item = await getWorkItem(tx.sql, pick.id)!;
+    const item = (await getWorkItem(tx.sql, pick.id))!;
     if (locked.has(item.lock_scope)) {
-      heads = replaceProjectHeads(tx, heads, pick.project_id);
+      heads = await replaceProjectHeads(tx, heads, pick.project_id);
       continue;
     }
-    const { model, estimate } = estimateFor(tx, flow, item);
-    if (!fitsBudget(tx, flow, item, estimate, round)) {
-      heads = replaceProjectHeads(tx, heads, pick.project_id);
+    const { model, estimate } = await estimateFor(tx, flow, item);
+    if (!(await fitsBudget(tx, flow, item, estimate, round))) {
+      heads = await replaceProjectHeads(tx, heads, pick.project_id);
       continue;
     }
     const admission = flow.limiter.admit(model, estimate.tokens, tx.now);
@@ -91,7 +91,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     const thread = await getThread(tx.sql, leased.thread_id);
     if (thread) emitWorkItem(tx, thread, leased);
     round.claimed.push(leased);
-    heads = replaceProjectHeads(tx, heads, pick.project_id);
+    heads = await replaceProjectHeads(tx, heads, pick.project_id);
   }
   return round;
 }
@@ -101,14 +101,14 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
  * locked that another project's head needs is caught by the round's `locked` set) instead of every
  * group — a round of many claims across hundreds of projects would otherwise walk them all once per claim.
  */
-function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string): ClaimHead[] {
-  return [...heads.filter((h) => h.project_id !== projectId), ...listProjectClaimHeads(tx.db, projectId, tx.now)];
+async function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string): Promise<ClaimHead[]> {
+  return [...heads.filter((h) => h.project_id !== projectId), ...(await listProjectClaimHeads(tx.sql, projectId, tx.now))];
 }
 
 /** The model of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens. */
 async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promise<{ model: string; estimate: CallEstimate }> {
   const thread = await getThread(tx.sql, item.thread_id);
-  const built = thread ? buildItemRequest(tx.db, flow.operations, thread, item) : null;
+  const built = thread ? await buildItemRequest(tx.sql, flow.operations, thread, item) : null;
   if (built?.ok) return { model: built.request.model, estimate: estimateCall(built.request, flow.priceOf(built.request.model)) };
   const params = flow.operations.defaultParams;
   return { model: params.model, estimate: { tokens: params.maxTokens, cost_usd: 0 } };

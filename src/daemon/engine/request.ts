@@ -3,7 +3,7 @@
  * the invalid answer and what was wrong with it. Used by the claim (to reserve its cost) and by
  * `startWorkItem` (to record and send it); both read the same stored state, so they agree.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getLastLedgerEntryOfType } from '../../ledger/store.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
@@ -20,7 +20,7 @@ export async function buildItemRequest(
 ): Promise<{ ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError }> {
   const built = await buildThreadRequest(sql, ops, thread);
   if (!built.ok || item.repair_count === 0) return built;
-  return { ok: true, request: repairRequest(db, item) ?? built.request };
+  return { ok: true, request: (await repairRequest(sql, item)) ?? built.request };
 }
 
 /** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */

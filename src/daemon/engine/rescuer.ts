@@ -106,7 +106,7 @@ export async function extendLeases(tx: Tx, owner: string, items: { id: string; l
       const locked =
         (await extendLock(tx.sql, lockScope, id, until)) || (await acquireLock(tx.sql, { scope: lockScope, owner: id, now: tx.now, expires_at: until }));
       if (!locked) lost.push(id);
-    } else if ((await getWorkItem(tx.sql, id)?.lease_owner) !== owner) lost.push(id);
+    } else if ((await getWorkItem(tx.sql, id))?.lease_owner !== owner) lost.push(id);
   }
   return lost;
 }

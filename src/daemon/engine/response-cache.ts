@@ -10,7 +10,7 @@
 import { getLastLedgerEntryOfType, getLedgerEntry } from '../../ledger/store.js';
 import { getCachedAnswer, rememberCachedAnswer } from '../../db/response-cache.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { isCacheable, requestCacheKey } from '../../domain/cache-key.js';
 import type { ChatRequest } from '../../domain/prompts.js';
 import { appendEntry, type Tx } from './tx.js';

@@ -30,6 +30,6 @@ export async function finalizeRunOfThread(tx: Tx, thread: ThreadRow, status: End
     thread_id: thread.id,
     to: status,
     now: tx.now,
-    error_message: failureReason(tx, thread, status),
+    error_message: await failureReason(tx, thread, status),
   });
 }
