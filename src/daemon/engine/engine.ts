@@ -6,7 +6,7 @@
  * Wake-ups are event-driven: a new command, a finished item or the next due time wakes it; nothing
  * polls on a fixed delay.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import type { LedgerRow } from '../../db/schema.js';
 import { getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
 import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type EngineContext } from './completer.js';
@@ -33,7 +33,8 @@ export interface EngineObserver {
 }
 
 export interface EngineOptions {
-  db: Db;
+  /** Reads outside a write (due times, the recovery scan's candidates): the last commit, never a batch in progress. */
+  reader: Sql;
   /** Every write: one writer transaction (core/tx.ts), `now` from the same clock. */
   write: Write;
   /** The one engine context (owner, operations, prices, …), shared with the commands that end items. */
@@ -110,7 +111,7 @@ export class Engine {
     // On a full disk these wait for space (health says why) rather than fail the start.
     const stopped = () => this.stopping;
     // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
-    await untilStored(() => this.write((tx) => await unparkBudgetItems(tx.sql, { project_id: null, now: tx.now })), {
+    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.sql, { project_id: null, now: tx.now })), {
       log: this.log,
       what: 'the start-up writes',
       stopped,
@@ -180,13 +181,13 @@ export class Engine {
     this.ticking = true;
     let started = 0;
     try {
-      await this.write((tx) => await skipItemsPastDeadline(tx, this.ctx));
+      await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
       const wanted = this.o.maxInFlight - this.inFlight.size;
       // An open breaker admits nothing: items stay queued and no attempt is burned.
       const free = this.breaker.admit(wanted, this.o.clock.now());
-      if (free < Math.max(1, wanted)) this.noteLimiterWait(wanted === 0 ? 'slots_full' : 'breaker_open');
+      if (free < Math.max(1, wanted)) await this.noteLimiterWait(wanted === 0 ? 'slots_full' : 'breaker_open');
       if (free > 0) {
-        const round = await this.write((tx) => await claimWorkItems(tx, this.o.flow, this.ctx.owner, free, this.leaseMs));
+        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, free, this.leaseMs));
         const claimed = round.claimed;
         if (claimed.length === 0) this.breaker.onInconclusive();
         if (claimed.length > 0) this.ctx.crashAt('after_claim');
@@ -197,7 +198,7 @@ export class Engine {
         if (claimed.length === free && free === wanted) this.tickAgain = true;
         if (round.limitedUntil !== null) this.limitedUntil = round.limitedUntil;
       }
-      this.scheduleNextDue();
+      await this.scheduleNextDue();
     } catch (err) {
       this.log.error({ err }, 'claim failed; retrying in 1s');
       this.scheduleAt(this.o.clock.now() + 1000);
@@ -211,16 +212,16 @@ export class Engine {
     return started;
   }
 
-  private noteLimiterWait(reason: 'slots_full' | 'breaker_open'): void {
+  private async noteLimiterWait(reason: 'slots_full' | 'breaker_open'): Promise<void> {
     if (!this.o.observer) return;
-    const due = nextQueuedDueAt(this.o.db);
+    const due = await nextQueuedDueAt(this.o.reader);
     if (due !== null && due <= this.o.clock.now()) this.o.observer.onLimiterWait(reason);
   }
 
   /** Sleeps until the next queued item is due, a deadline passes, or the breaker lets a probe through. */
-  private scheduleNextDue(): void {
+  private async scheduleNextDue(): Promise<void> {
     const now = this.o.clock.now();
-    const candidates = [nextQueuedDueAt(this.o.db), nextQueuedDeadline(this.o.db), this.breaker.reopensAt(), this.limitedUntil].filter(
+    const candidates = [await nextQueuedDueAt(this.o.reader), await nextQueuedDeadline(this.o.reader), this.breaker.reopensAt(), this.limitedUntil].filter(
       (t): t is number => t !== null && t > now,
     );
     if (candidates.length > 0) this.scheduleAt(Math.min(...candidates));
@@ -259,12 +260,12 @@ export class Engine {
   private async runItem(itemId: string, cancel: AbortSignal, resumeFrom: LedgerRow | null, log: Logger): Promise<void> {
     let response = resumeFrom;
     if (!response) {
-      const started = await this.write((tx) => await startWorkItem(tx, this.ctx, itemId));
+      const started = await this.write((tx) => startWorkItem(tx, this.ctx, itemId));
       if (!started) return this.breaker.onInconclusive();
       if (started.kind === 'recorded') {
         // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
         const recorded = started.response;
-        await this.write((tx) => await finishAnswer(tx, this.ctx, itemId, recorded, false));
+        await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, false));
         return;
       }
       const request = started.request;
@@ -279,16 +280,16 @@ export class Engine {
       this.observeProvider(request.model, outcome);
       this.o.observer?.onCall(outcome, request.model);
       if (outcome.kind === 'error') {
-        await this.write((tx) => await failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
+        await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
         return;
       }
       // Paid work: keep trying to record it through storage trouble rather than lose it.
-      const record = () => this.write((tx) => await recordResponse(tx, this.ctx, itemId, outcome, request.model));
+      const record = () => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model));
       response = await untilStored(record, { log, what: 'the write of a paid response', stopped: () => this.stopping });
       this.ctx.crashAt('after_response');
     }
     const recorded = response;
-    await this.write((tx) => await finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
+    await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
   }
 
   /** Lets the breaker and the rate limiter learn from a call; wakes the engine when they allow calls again. */
@@ -322,7 +323,7 @@ export class Engine {
     if (this.inFlight.size === 0) return;
     const items = [...this.inFlight.entries()].map(([id, f]) => ({ id, lockScope: f.lockScope }));
     try {
-      const lost = await this.write((tx) => await extendLeases(tx, this.ctx.owner, items, tx.now + this.leaseMs));
+      const lost = await this.write((tx) => extendLeases(tx, this.ctx.owner, items, tx.now + this.leaseMs));
       for (const id of lost) (this.inFlight.get(id)?.log ?? this.log).warn('lease lost while the item was in flight');
     } catch (err) {
       this.log.error({ err }, 'lease heartbeat failed');
@@ -336,13 +337,15 @@ export class Engine {
   async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     try {
       const now = this.o.clock.now();
-      const stale = startup ? listLeasesNotOwnedBy(this.o.db, this.ctx.owner) : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
-      const result = await this.write((tx) => ({
-        ...rescueLeases(tx, this.ctx, stale, this.leaseMs),
-        ...sweepLocksAndParents(tx),
+      const stale = startup
+        ? await listLeasesNotOwnedBy(this.o.reader, this.ctx.owner)
+        : (await listExpiredLeases(this.o.reader, now)).filter((i) => !this.inFlight.has(i.id));
+      const result = await this.write(async (tx) => ({
+        ...(await rescueLeases(tx, this.ctx, stale, this.leaseMs)),
+        ...(await sweepLocksAndParents(tx)),
       }));
       for (const r of result.resume) {
-        const item = getWorkItem(this.o.db, r.itemId);
+        const item = await getWorkItem(this.o.reader, r.itemId);
         if (item) this.launch(item, r.response);
       }
       const { resume, ...counts } = result;

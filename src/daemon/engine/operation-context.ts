@@ -73,7 +73,7 @@ export async function projectInfo(sql: Sql, projectId: string): Promise<ProjectI
 
 /** The prompt context of `input` against its target project (read with `projectInfo` first). */
 export function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInfo, input: unknown): PromptContext<unknown> {
-  return { input, documents: await documentsOf(sql, reads, project.id), project, threads: await projectThreadsOf(sql, reads, project.id) };
+  return { input, documents: documentsOf(sql, reads, project.id), project, threads: projectThreadsOf(sql, reads, project.id) };
 }
 
 export function threadTarget(thread: ThreadRow): TargetRef {

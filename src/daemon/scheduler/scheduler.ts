@@ -162,7 +162,7 @@ export class Scheduler {
   /** Step 2 for one held lease; a run whose operation cannot start is recorded failed, not retried forever. */
   private async startRun(run: ScheduleRunRow): Promise<StartOutcome | 'failed'> {
     try {
-      const outcome = await this.write((tx) => await startScheduledRun(tx, this.o, run));
+      const outcome = await this.write((tx) => startScheduledRun(tx, this.o, run));
       if (outcome === 'started') this.o.logger.info({ run_id: run.id, schedule_id: run.schedule_id, period_key: run.period_key }, 'schedule run started');
       return outcome;
     } catch (err) {
