@@ -17,7 +17,7 @@ async function failureReason(tx: Tx, thread: ThreadRow, status: Ended): Promise<
   if (status === 'complete') return null;
   const item = await getLatestWorkItem(tx.sql, thread.id);
   if (item) return item.error_code ? `${item.error_code}: ${item.error_message ?? ''}`.trim() : `thread ${status}`;
-  const children = await countChildThreadsByStatus(tx.sql, thread.id).map((c) => `${c.n} ${c.status}`);
+  const children = (await countChildThreadsByStatus(tx.sql, thread.id)).map((c) => `${c.n} ${c.status}`);
   return children.length > 0 ? `thread ${status} (children: ${children.join(', ')})` : `thread ${status}`;
 }
 

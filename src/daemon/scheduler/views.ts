@@ -2,7 +2,7 @@
  * The public JSON shapes of schedules and runs (`--json` output is stable: add fields,
  * never rename or remove them). A `pending` run is not ready: it shows no usage.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import type { ScheduleRow, ScheduleRunRow } from '../../db/schema-schedules.js';
 import { getLatestScheduleRun } from '../../db/schedules.js';
 import { getThread } from '../../db/threads.js';
