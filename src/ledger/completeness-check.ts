@@ -23,20 +23,20 @@ export interface CompletenessCheck {
   finish(): IncompleteRecord[];
 }
 
-export function createCompletenessCheck(db: Db): CompletenessCheck {
+export async function createCompletenessCheck(sql: Sql): Promise<CompletenessCheck> {
   const tracker = new CompletenessTracker();
   return {
     observe: (e) => tracker.observe(e),
     finish() {
-      const found = tracker.finish((id) => getWorkItem(db, id)?.status === 'running');
-      for (const id of listAppliedWithoutMutationReport(db)) {
-        const last = getLastLedgerEntryForWorkItem(db, id);
-        const item = getWorkItem(db, id)!;
+      const found = tracker.finish((id) => await getWorkItem(sql, id)?.status === 'running');
+      for (const id of await listAppliedWithoutMutationReport(sql)) {
+        const last = await getLastLedgerEntryForWorkItem(sql, id);
+        const item = await getWorkItem(sql, id)!;
         found.push({ seq: last?.seq ?? null, thread_id: item.thread_id, work_item_id: id, reason: 'applied without a mutation_report entry' });
       }
-      for (const threadId of listCompleteThreadsWithoutAppliedItem(db)) {
+      for (const threadId of await listCompleteThreadsWithoutAppliedItem(sql)) {
         found.push({
-          seq: getLatestLedgerEntrySeqForThread(db, threadId),
+          seq: await getLatestLedgerEntrySeqForThread(sql, threadId),
           thread_id: threadId,
           work_item_id: null,
           reason: 'the thread is complete but none of its work items was applied',

@@ -13,13 +13,13 @@ export interface ImportsReport {
   first_mismatch: { seq: number; reason: string } | null;
 }
 
-export function verifyImportedEntries(db: Db): ImportsReport {
+export async function verifyImportedEntries(sql: Sql): Promise<ImportsReport> {
   let entries = 0;
   let firstMismatch: ImportsReport['first_mismatch'] = null;
-  for (const imp of iterateLedgerImports(db)) {
+  for (const imp of await iterateLedgerImports(sql)) {
     entries++;
     if (firstMismatch) continue;
-    const e = getLedgerEntry(db, imp.seq);
+    const e = await getLedgerEntry(sql, imp.seq);
     if (!e) firstMismatch = { seq: imp.seq, reason: 'an import record names an entry that does not exist' };
     else if (ledgerEntryHash({ ...e, seq: imp.source_seq, prev_hash: imp.source_prev_hash }) !== imp.source_hash) {
       firstMismatch = { seq: imp.seq, reason: `does not hash to ${imp.source_hash.slice(0, 12)}…, its hash as entry ${imp.source_seq} of the exporting home` };

@@ -73,16 +73,16 @@ export interface MetricsSource {
 }
 
 /** The daemon's source: counts from the database (due as of the clock), the engine's calls and breaker, the WAL file. */
-export function daemonMetricsSource(
-  db: Db,
+export async function daemonMetricsSource(
+  sql: Sql,
   clock: Clock,
   engine: () => { readonly inFlightCount: number; readonly breaker: CircuitBreaker },
   walPath: string,
-): MetricsSource {
+): Promise<MetricsSource> {
   return {
-    threadsByStatus: () => countThreadsByStatus(db),
-    workItemsByStatus: () => countWorkItemsByStatus(db),
-    queuedDue: () => countQueuedDue(db, clock.now()),
+    threadsByStatus: () => await countThreadsByStatus(sql),
+    workItemsByStatus: () => await countWorkItemsByStatus(sql),
+    queuedDue: () => await countQueuedDue(sql, clock.now()),
     inFlight: () => engine().inFlightCount,
     breakerState: () => engine().breaker.snapshot().state,
     walBytes: () => walBytes(walPath),

@@ -70,12 +70,12 @@ export class AdminService {
   stats() {
     const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
     // The same definition of a call as `usage` and `thread`: one that reached the provider and may be billed.
-    const usage = sumAllUsage(this.d.db);
+    const usage = await sumAllUsage(this.d.sql);
     return {
-      threads: byStatus(countThreadsByStatus(this.d.db)),
-      work_items: byStatus(countWorkItemsByStatus(this.d.db)),
+      threads: byStatus(await countThreadsByStatus(this.d.sql)),
+      work_items: byStatus(await countWorkItemsByStatus(this.d.sql)),
       in_flight: this.d.engine.inFlightCount,
-      ledger_entries: countLedgerEntries(this.d.db),
+      ledger_entries: await countLedgerEntries(this.d.sql),
       calls: usage.calls,
       tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
       rate_limits: this.d.engine.rateLimitSnapshot(),
@@ -88,7 +88,7 @@ export class AdminService {
   }
 
   usage(projectId: string | null) {
-    return usageReport(this.d.db, this.d.config, projectId, this.d.clock.now());
+    return await usageReport(this.d.sql, this.d.config, projectId, this.d.clock.now());
   }
 
   config() {

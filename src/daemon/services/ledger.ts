@@ -20,8 +20,8 @@ export class LedgerService {
 
   /** A thread's entries (and its children's), oldest first; `typedId` as the user typed it (id-resolver.ts). */
   thread(typedId: string) {
-    const threadId = resolveThreadId(this.db, typedId);
-    const view = threadLedgerView(this.db, threadId);
+    const threadId = await resolveThreadId(this.sql, typedId);
+    const view = await threadLedgerView(this.sql, threadId);
     if (view) return view;
     throw new CommandError(
       'BAD_REQUEST',
@@ -31,12 +31,12 @@ export class LedgerService {
   }
 
   verify() {
-    return verifyLedger(this.db);
+    return await verifyLedger(this.sql);
   }
 
   export(scope: { threadId: string | null; projectId: string | null }) {
-    const threadId = scope.threadId === null ? null : resolveThreadId(this.db, scope.threadId);
-    return exportLedger(this.db, { ...scope, threadId }, this.clock.now());
+    const threadId = scope.threadId === null ? null : await resolveThreadId(this.sql, scope.threadId);
+    return await exportLedger(this.sql, { ...scope, threadId }, this.clock.now());
   }
 
   /** Verifies the whole file first; imports all of it in one transaction, or nothing. */

@@ -26,34 +26,34 @@ export class ProjectService {
   }
 
   list() {
-    return listProjects(this.db).map((p) => projectView(this.db, p.id)!);
+    return await listProjects(this.sql).map((p) => await projectView(this.sql, p.id)!);
   }
 
   get(projectId: string) {
-    const view = projectView(this.db, projectId);
+    const view = await projectView(this.sql, projectId);
     if (!view) throw noProject(projectId);
     return view;
   }
 
   backlog(projectId: string) {
-    const view = backlogView(this.db, projectId);
+    const view = await backlogView(this.sql, projectId);
     if (!view) throw noProject(projectId);
     return view;
   }
 
   /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
   document(projectId: string, docType: string, key: string | null) {
-    return documentView(readDocument(this.db, this.operations, { projectId, docType, key }));
+    return documentView(await readDocument(this.sql, this.operations, { projectId, docType, key }));
   }
 
   /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
   documents(projectId: string, limit = 500) {
     this.get(projectId); // 404 for an unknown project, not an empty list
-    return listDocumentHeads(this.db, projectId, limit).map(documentHeadView);
+    return await listDocumentHeads(this.sql, projectId, limit).map(documentHeadView);
   }
 
   /** `combine briefing`: a project's briefing document for a date (the newest when null). */
   briefing(projectId: string, date: string | null) {
-    return readBriefing(this.db, this.operations, projectId, date);
+    return await readBriefing(this.sql, this.operations, projectId, date);
   }
 }

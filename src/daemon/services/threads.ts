@@ -78,7 +78,7 @@ export class ThreadService {
 
   /** The thread a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
   threadId(text: string): string {
-    return resolveThreadId(this.d.db, text);
+    return await resolveThreadId(this.d.sql, text);
   }
 
   /** A page cursor names a thread the previous page listed: an unknown one is bad input, not a missing thing. */
@@ -98,13 +98,13 @@ export class ThreadService {
     const t = await this.d.write((tx) => retryThread(tx, this.ops, threadId, this.d.config.flow.maxQueued));
     // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
     this.d.engine.releaseRateLimitHold();
-    return threadView(this.d.db, t);
+    return await threadView(this.d.sql, t);
   }
 
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
   async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
     const threadId = this.threadId(typedId);
-    if (!o.apply) return planReplay(this.d.db, this.ops, threadId, o.responseSeq);
+    if (!o.apply) return await planReplay(this.d.sql, this.ops, threadId, o.responseSeq);
     const r = await this.d.write((tx) => applyReplay(tx, this.ops, threadId, o.responseSeq));
     this.d.engine.wake();
     return r;
@@ -114,12 +114,12 @@ export class ThreadService {
     const threadId = this.threadId(typedId);
     const r = await this.d.write((tx) => cancelThread(tx, this.d.ctx, threadId));
     this.d.engine.abort(r.abort);
-    return threadView(this.d.db, r.thread);
+    return await threadView(this.d.sql, r.thread);
   }
 
   /** What a request of `operation` would cost at most; enqueues nothing. */
   dryRun(operation: string, input: unknown) {
-    return dryRun(this.d.db, this.ops, this.d.config, operation, input);
+    return await dryRun(this.d.sql, this.ops, this.d.config, operation, input);
   }
 
   dryRunGenerateAll(projectId: string) {
@@ -137,14 +137,14 @@ export class ThreadService {
 
   /** `combine thread <id>`: the thread, its work items, and why it waits (a hold) or is held in doubt. */
   get(typedId: string) {
-    const t = getThread(this.d.db, this.threadId(typedId))!;
-    const hold = holdOf(this.d.db, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
-    return { ...threadDetailView(this.d.db, t), in_doubt: inDoubtOf(this.d.db, t), hold };
+    const t = await getThread(this.d.sql, this.threadId(typedId))!;
+    const hold = await holdOf(this.d.sql, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
+    return { ...threadDetailView(this.d.db, t), in_doubt: await inDoubtOf(this.d.sql, t), hold };
   }
 
   /** An orchestration's children with their latest error (empty for a thread without children). */
   children(typedId: string) {
-    return childViews(this.d.db, this.threadId(typedId));
+    return await childViews(this.d.sql, this.threadId(typedId));
   }
 
   /**
@@ -153,16 +153,16 @@ export class ThreadService {
    */
   list(f: ThreadsQuery): ThreadView[] {
     const { sinceMs, ...filter } = f;
-    return listThreads(this.d.db, {
+    return await listThreads(this.d.sql, {
       ...filter,
       parentId: f.parentId != null ? this.threadId(f.parentId) : null,
       afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
       since: sinceMs != null ? this.d.clock.now() - sinceMs : null,
-    }).map((t) => threadView(this.d.db, t));
+    }).map((t) => await threadView(this.d.sql, t));
   }
 
   /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
   async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    yield* followThread(this.d.db, this.d.bus, this.threadId(typedId), signal);
+    yield* await followThread(this.d.sql, this.d.bus, this.threadId(typedId), signal);
   }
 }

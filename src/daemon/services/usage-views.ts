@@ -42,17 +42,17 @@ function add(a: UsageTotals, b: UsageTotals): UsageTotals {
   return out;
 }
 
-export function usageReport(db: Db, config: DaemonConfig, projectId: string | null, now: number) {
-  if (projectId !== null && !getProject(db, projectId)) {
+export async function usageReport(sql: Sql, config: DaemonConfig, projectId: string | null, now: number) {
+  if (projectId !== null && !await getProject(sql, projectId)) {
     throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
   }
-  const rows = listUsageByProjectDay(db, projectId);
+  const rows = await listUsageByProjectDay(sql, projectId);
   const totals = rows.reduce<UsageTotals>((acc, r) => add(acc, r), { ...ZERO });
   const today = utcDay(now);
-  const projects = projectId !== null ? [projectId] : listProjects(db).map((p) => p.id);
+  const projects = projectId !== null ? [projectId] : await listProjects(sql).map((p) => p.id);
   const budgets = projects.map((id) => {
-    const spentToday = sumProjectSpend(db, id, today);
-    const spentTotal = sumProjectSpend(db, id, null);
+    const spentToday = await sumProjectSpend(sql, id, today);
+    const spentTotal = await sumProjectSpend(sql, id, null);
     return { project_id: id, limits: budgetFor(config.flow, id), spent_today: spentToday, spent_total: spentTotal };
   });
   return { day: today, rows: rows.map((r) => ({ project_id: r.project_id, day: r.day, ...usageView(r) })), totals: usageView(totals), budgets };
@@ -63,12 +63,12 @@ export function usageReport(db: Db, config: DaemonConfig, projectId: string | nu
  * estimated maximum (prompt + max_tokens), the same estimate the claim reserves. Retries, repairs and
  * requests that would be deduplicated are not taken into account; nothing is enqueued.
  */
-export function dryRun(db: Db, ops: OperationRegistry, config: DaemonConfig, name: string, input: unknown) {
+export async function dryRun(sql: Sql, ops: OperationRegistry, config: DaemonConfig, name: string, input: unknown) {
   const op = requireOperation(ops, name);
   checkInput(op, input);
   try {
     const projectId = targetOf(op, input).project_id;
-    if (!getProject(db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+    if (!await getProject(sql, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
     const child = op.fansOut ? requireOperation(ops, op.definition.child!) : op;
     const inputs = op.fansOut ? childInputs(op, input, documentsOf(db, projectId)) : [input];
     const requests = inputs.map((i) => renderRequest(child, promptContextFor(db, projectId, i)!));
