@@ -6,7 +6,7 @@ import type { Clock } from '../../core/clock.js';
 import { VERSION } from '../../core/version.js';
 import type { Logger } from '../../core/logger.js';
 import { sumAllUsage } from '../../db/charges.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { countThreadsByStatus } from '../../db/threads.js';
 import { countWorkItemsByStatus } from '../../db/work-items.js';
 import { countLedgerEntries } from '../../ledger/store.js';
@@ -22,7 +22,8 @@ import { configView, usageReport } from './usage-views.js';
 import type { WriteHealth } from '../runtime/write-health.js';
 
 export interface AdminServiceDeps {
-  db: Db;
+  /** Reads outside a write: the last commit (the reader connection). */
+  reader: Sql;
   write: Write;
   clock: Clock;
   config: DaemonConfig;
@@ -55,7 +56,7 @@ export class AdminService {
   health() {
     const { engine } = this.d;
     return checkHealth({
-      db: this.d.db,
+      db: this.d.reader,
       probe: () => this.d.write(() => true),
       migrationsFolder: this.d.config.migrationsDir ?? undefined,
       infraHealthy: this.d.writeHealth.healthy,
@@ -67,15 +68,15 @@ export class AdminService {
     });
   }
 
-  stats() {
+  async stats() {
     const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
     // The same definition of a call as `usage` and `thread`: one that reached the provider and may be billed.
-    const usage = await sumAllUsage(this.d.sql);
+    const usage = await sumAllUsage(this.d.reader);
     return {
-      threads: byStatus(await countThreadsByStatus(this.d.sql)),
-      work_items: byStatus(await countWorkItemsByStatus(this.d.sql)),
+      threads: byStatus(await countThreadsByStatus(this.d.reader)),
+      work_items: byStatus(await countWorkItemsByStatus(this.d.reader)),
       in_flight: this.d.engine.inFlightCount,
-      ledger_entries: await countLedgerEntries(this.d.sql),
+      ledger_entries: await countLedgerEntries(this.d.reader),
       calls: usage.calls,
       tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
       rate_limits: this.d.engine.rateLimitSnapshot(),
@@ -87,8 +88,8 @@ export class AdminService {
     return this.d.metrics.text();
   }
 
-  usage(projectId: string | null) {
-    return await usageReport(this.d.sql, this.d.config, projectId, this.d.clock.now());
+  async usage(projectId: string | null) {
+    return await usageReport(this.d.reader, this.d.config, projectId, this.d.clock.now());
   }
 
   config() {

@@ -3,7 +3,7 @@
  * generated — a thread or a pending scheduled run targets it — is reported as not ready (exit 1), never
  * shown half-made or reported missing.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getKeyedDocument, getLatestKeyedDocument, getProject } from '../../db/projects.js';
 import type { DocumentRow } from '../../db/schema.js';
 import { listPendingRunsForProject } from '../../db/schedules.js';

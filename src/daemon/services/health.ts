@@ -4,7 +4,7 @@
  * start-up recovery scan has run, the provider's circuit breaker is not open, and storage has room
  * (claiming is not paused by a full disk). Provider rate-limit holds are shown, not counted against readiness.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { migrationStatus } from '../../db/migrate.js';
 import type { BreakerSnapshot } from '../engine/breaker.js';
 import type { StorageSnapshot } from '../runtime/storage-guard.js';
@@ -13,7 +13,8 @@ import type { StorageSnapshot } from '../runtime/storage-guard.js';
 const WRITE_PROBE_TIMEOUT_MS = 2000;
 
 export interface HealthInputs {
-  db: Db;
+  /** Reads outside a write: the last commit (the reader connection). */
+  reader: Sql;
   /** Any write: an empty one through the writer proves the queue moves. */
   probe: () => Promise<unknown>;
   migrationsFolder: string | undefined;

@@ -3,7 +3,7 @@
  * decide), or a queued item held back until a time — its own backoff (at least the provider's capped
  * Retry-After) or its model's rate-limit hold after a 429.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getLatestWorkItem } from '../../db/work-items.js';
 

@@ -3,7 +3,7 @@
  * prefix of the id or of its short (tail) form. A thread may also be named by one of its work items.
  * No match is NOT_FOUND; several are BAD_REQUEST listing them (exit 2), never a guess.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { findScheduleIdsByPrefix, findThreadIdsByPrefix, findWorkItemIdsByPrefix } from '../../db/id-prefix.js';
 import { getSchedule } from '../../db/schedules.js';
 import { getThread } from '../../db/threads.js';

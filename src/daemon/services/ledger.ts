@@ -4,7 +4,7 @@
  */
 import type { Clock } from '../../core/clock.js';
 import { CommandError } from '../../core/errors.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { exportLedger, importLedger } from '../../ledger/transfer.js';
 import { verifyLedger } from '../../ledger/verify.js';
 import type { Write } from '../engine/tx.js';
@@ -19,9 +19,9 @@ export class LedgerService {
   ) {}
 
   /** A thread's entries (and its children's), oldest first; `typedId` as the user typed it (id-resolver.ts). */
-  thread(typedId: string) {
-    const threadId = await resolveThreadId(this.sql, typedId);
-    const view = await threadLedgerView(this.sql, threadId);
+  async thread(typedId: string) {
+    const threadId = await resolveThreadId(this.reader, typedId);
+    const view = await threadLedgerView(this.reader, threadId);
     if (view) return view;
     throw new CommandError(
       'BAD_REQUEST',
@@ -30,13 +30,13 @@ export class LedgerService {
     );
   }
 
-  verify() {
-    return await verifyLedger(this.sql);
+  async verify() {
+    return await verifyLedger(this.reader);
   }
 
-  export(scope: { threadId: string | null; projectId: string | null }) {
-    const threadId = scope.threadId === null ? null : await resolveThreadId(this.sql, scope.threadId);
-    return await exportLedger(this.sql, { ...scope, threadId }, this.clock.now());
+  async export(scope: { threadId: string | null; projectId: string | null }) {
+    const threadId = scope.threadId === null ? null : await resolveThreadId(this.reader, scope.threadId);
+    return await exportLedger(this.reader, { ...scope, threadId }, this.clock.now());
   }
 
   /** Verifies the whole file first; imports all of it in one transaction, or nothing. */

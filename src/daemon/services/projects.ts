@@ -3,7 +3,7 @@
  * backlog, any operation's document, the briefing of a date).
  */
 import { CommandError } from '../../core/errors.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { listDocumentHeads, listProjects } from '../../db/projects.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { Write } from '../engine/tx.js';
@@ -25,35 +25,35 @@ export class ProjectService {
     return this.write((tx) => importProject(tx, file));
   }
 
-  list() {
-    return await listProjects(this.sql).map((p) => await projectView(this.sql, p.id)!);
+  async list() {
+    return await listProjects(this.reader).map((p) => await projectView(this.reader, p.id)!);
   }
 
-  get(projectId: string) {
-    const view = await projectView(this.sql, projectId);
+  async get(projectId: string) {
+    const view = await projectView(this.reader, projectId);
     if (!view) throw noProject(projectId);
     return view;
   }
 
-  backlog(projectId: string) {
-    const view = await backlogView(this.sql, projectId);
+  async backlog(projectId: string) {
+    const view = await backlogView(this.reader, projectId);
     if (!view) throw noProject(projectId);
     return view;
   }
 
   /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
-  document(projectId: string, docType: string, key: string | null) {
-    return documentView(await readDocument(this.sql, this.operations, { projectId, docType, key }));
+  async document(projectId: string, docType: string, key: string | null) {
+    return documentView(await readDocument(this.reader, this.operations, { projectId, docType, key }));
   }
 
   /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
-  documents(projectId: string, limit = 500) {
+  async documents(projectId: string, limit = 500) {
     this.get(projectId); // 404 for an unknown project, not an empty list
-    return await listDocumentHeads(this.sql, projectId, limit).map(documentHeadView);
+    return await listDocumentHeads(this.reader, projectId, limit).map(documentHeadView);
   }
 
   /** `combine briefing`: a project's briefing document for a date (the newest when null). */
-  briefing(projectId: string, date: string | null) {
-    return await readBriefing(this.sql, this.operations, projectId, date);
+  async briefing(projectId: string, date: string | null) {
+    return await readBriefing(this.reader, this.operations, projectId, date);
   }
 }

@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../../core/clock.js';
 import { CommandError } from '../../core/errors.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getThread, listThreads, type ThreadListFilter } from '../../db/threads.js';
 import { applyReplay, planReplay, type ReplayReport } from '../../ledger/replay.js';
 import { SHORTHANDS } from '../../operations/builtin/index.js';
@@ -37,7 +37,8 @@ export interface RequestOptions {
 export type ThreadsQuery = Omit<ThreadListFilter, 'since'> & { sinceMs?: number | null };
 
 export interface ThreadServiceDeps {
-  db: Db;
+  /** Reads outside a write: the last commit (the reader connection). */
+  reader: Sql;
   write: Write;
   clock: Clock;
   ctx: EngineContext;
@@ -77,8 +78,8 @@ export class ThreadService {
   }
 
   /** The thread a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
-  threadId(text: string): string {
-    return await resolveThreadId(this.d.sql, text);
+  async threadId(text: string): Promise<string> {
+    return await resolveThreadId(this.d.reader, text);
   }
 
   /** A page cursor names a thread the previous page listed: an unknown one is bad input, not a missing thing. */
@@ -98,13 +99,13 @@ export class ThreadService {
     const t = await this.d.write((tx) => retryThread(tx, this.ops, threadId, this.d.config.flow.maxQueued));
     // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
     this.d.engine.releaseRateLimitHold();
-    return await threadView(this.d.sql, t);
+    return await threadView(this.d.reader, t);
   }
 
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
   async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
     const threadId = this.threadId(typedId);
-    if (!o.apply) return await planReplay(this.d.sql, this.ops, threadId, o.responseSeq);
+    if (!o.apply) return await planReplay(this.d.reader, this.ops, threadId, o.responseSeq);
     const r = await this.d.write((tx) => applyReplay(tx, this.ops, threadId, o.responseSeq));
     this.d.engine.wake();
     return r;
@@ -114,12 +115,12 @@ export class ThreadService {
     const threadId = this.threadId(typedId);
     const r = await this.d.write((tx) => cancelThread(tx, this.d.ctx, threadId));
     this.d.engine.abort(r.abort);
-    return await threadView(this.d.sql, r.thread);
+    return await threadView(this.d.reader, r.thread);
   }
 
   /** What a request of `operation` would cost at most; enqueues nothing. */
-  dryRun(operation: string, input: unknown) {
-    return await dryRun(this.d.sql, this.ops, this.d.config, operation, input);
+  async dryRun(operation: string, input: unknown) {
+    return await dryRun(this.d.reader, this.ops, this.d.config, operation, input);
   }
 
   dryRunGenerateAll(projectId: string) {
@@ -136,33 +137,33 @@ export class ThreadService {
   }
 
   /** `combine thread <id>`: the thread, its work items, and why it waits (a hold) or is held in doubt. */
-  get(typedId: string) {
-    const t = await getThread(this.d.sql, this.threadId(typedId))!;
-    const hold = await holdOf(this.d.sql, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
-    return { ...threadDetailView(this.d.db, t), in_doubt: await inDoubtOf(this.d.sql, t), hold };
+  async get(typedId: string) {
+    const t = await getThread(this.d.reader, this.threadId(typedId))!;
+    const hold = await holdOf(this.d.reader, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
+    return { ...threadDetailView(this.d.reader, t), in_doubt: await inDoubtOf(this.d.reader, t), hold };
   }
 
   /** An orchestration's children with their latest error (empty for a thread without children). */
-  children(typedId: string) {
-    return await childViews(this.d.sql, this.threadId(typedId));
+  async children(typedId: string) {
+    return await childViews(this.d.reader, this.threadId(typedId));
   }
 
   /**
    * Newest first, one page. `parentId` and `afterThreadId` (the last thread of the previous page) are
    * ids as typed — whole, short or a unique prefix — and resolved here; `sinceMs`: created within it.
    */
-  list(f: ThreadsQuery): ThreadView[] {
+  async list(f: ThreadsQuery): Promise<ThreadView[]> {
     const { sinceMs, ...filter } = f;
-    return await listThreads(this.d.sql, {
+    return await listThreads(this.d.reader, {
       ...filter,
       parentId: f.parentId != null ? this.threadId(f.parentId) : null,
       afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
       since: sinceMs != null ? this.d.clock.now() - sinceMs : null,
-    }).map((t) => await threadView(this.d.sql, t));
+    }).map((t) => await threadView(this.d.reader, t));
   }
 
   /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
   async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    yield* await followThread(this.d.sql, this.d.bus, this.threadId(typedId), signal);
+    yield* await followThread(this.d.reader, this.d.bus, this.threadId(typedId), signal);
   }
 }

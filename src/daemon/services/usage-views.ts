@@ -4,7 +4,7 @@
  * (the effective configuration).
  */
 import { listUsageByProjectDay, sumProjectSpend, type UsageTotals } from '../../db/charges.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getProject, listProjects } from '../../db/projects.js';
 import { estimateCall, utcDay } from '../../domain/budget.js';
 import type { OperationRegistry } from '../../operations/registry.js';
