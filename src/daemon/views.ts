@@ -3,7 +3,7 @@
  * rename or remove them.
  */
 import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '../db/charges.js';
-import type { Db } from '../db/connection.js';
+import type { Sql } from '../core/sql.js';
 import { listLedgerForThreadFamily } from '../ledger/store.js';
 import { readParsedDocument } from '../db/document-cache.js';
 import { getProject } from '../db/projects.js';
@@ -103,7 +103,7 @@ const MAX_CHILDREN_LISTED = 10_000;
 
 /** A child of an orchestration as listed under it: where it stands, and why it failed if it did. */
 export async function childViews(sql: Sql, parentId: string) {
-  return await listChildThreadsWithLatestError(sql, parentId, MAX_CHILDREN_LISTED).map((c) => ({
+  return (await listChildThreadsWithLatestError(sql, parentId, MAX_CHILDREN_LISTED)).map((c) => ({
     thread_id: c.id,
     kind: c.kind,
     status: c.status,
@@ -116,11 +116,11 @@ export async function childViews(sql: Sql, parentId: string) {
 
 /** The thread plus what a person wants to see about it: its work items. */
 export async function threadDetailView(sql: Sql, t: ThreadRow) {
-  return { ...threadView(db, t), work_items: await listWorkItemsForThread(sql, t.id).map(workItemView) };
+  return { ...threadView(db, t), work_items: (await listWorkItemsForThread(sql, t.id)).map(workItemView) };
 }
 
 /** `costs`: settled cost by response seq; a `response` entry shows its own (null when unpriced or in doubt). */
-export async function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow, costs?: Map<number, number | null>) {
+export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow, costs?: Map<number, number | null>) {
   const payload = JSON.parse(e.payload) as Record<string, unknown>;
   const cost = costs?.get(e.seq);
   return {
@@ -158,7 +158,7 @@ export async function backlogView(sql: Sql, projectId: string) {
   const doc = await readParsedDocument(sql, projectId, STORY_BACKLOG, parseStoryBacklog);
   if (!project || !doc) return null;
   const backlog = doc.value;
-  const epics = await readParsedDocument(sql, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture)?.value.epics ?? [];
+  const epics = (await readParsedDocument(sql, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture))?.value.epics ?? [];
   return {
     project_id: project.id,
     project_name: project.name,

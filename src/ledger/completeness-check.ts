@@ -28,10 +28,10 @@ export async function createCompletenessCheck(sql: Sql): Promise<CompletenessChe
   return {
     observe: (e) => tracker.observe(e),
     finish() {
-      const found = tracker.finish((id) => await getWorkItem(sql, id)?.status === 'running');
+      const found = tracker.finish((id) => (await getWorkItem(sql, id))?.status === 'running');
       for (const id of await listAppliedWithoutMutationReport(sql)) {
         const last = await getLastLedgerEntryForWorkItem(sql, id);
-        const item = await getWorkItem(sql, id)!;
+        const item = (await getWorkItem(sql, id))!;
         found.push({ seq: last?.seq ?? null, thread_id: item.thread_id, work_item_id: id, reason: 'applied without a mutation_report entry' });
       }
       for (const threadId of await listCompleteThreadsWithoutAppliedItem(sql)) {

@@ -127,7 +127,7 @@ export async function planReplay(sql: Sql, ops: OperationRegistry, threadId: str
  */
 export async function applyReplay(tx: Tx, ops: OperationRegistry, threadId: string, seq: number | null): Promise<ReplayReport> {
   const report = await planReplay(tx.sql, ops, threadId, seq);
-  const thread = await getThread(tx.sql, report.thread_id)!;
+  const thread = (await getThread(tx.sql, report.thread_id))!;
   if (thread.status !== 'failed') {
     throw new CommandError(
       'CONFLICT',
@@ -148,7 +148,7 @@ export async function applyReplay(tx: Tx, ops: OperationRegistry, threadId: stri
     http_status: number;
     body: unknown;
   };
-  await appendEntry(tx, await getThread(tx.sql, thread.id)!, item.id, 'response', item.attempt, {
+  await appendEntry(tx, (await getThread(tx.sql, thread.id))!, item.id, 'response', item.attempt, {
     http_status: source.http_status,
     request_id: null,
     latency_ms: 0,

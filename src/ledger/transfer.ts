@@ -33,7 +33,7 @@ export interface ExportResult {
 }
 
 async function isFinished(sql: Sql, t: ThreadRow): Promise<boolean> {
-  return isTerminalThread(t.status) && await listWorkItemsForThread(sql, t.id).every((w) => TERMINAL_WORK_ITEM_STATUSES.includes(w.status as WorkItemStatus));
+  return isTerminalThread(t.status) && (await listWorkItemsForThread(sql, t.id)).every((w) => TERMINAL_WORK_ITEM_STATUSES.includes(w.status as WorkItemStatus));
 }
 
 async function threadsInScope(sql: Sql, scope: { threadId: string | null; projectId: string | null }): Promise<{ threads: ThreadRow[]; skipped: string[] }> {

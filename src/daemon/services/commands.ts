@@ -65,7 +65,7 @@ export async function importProject(tx: Tx, file: unknown) {
     return { project_id: p.id, result: 'created' as const, epics: p.epics.length, version: 1 };
   }
   if (existing.name !== p.name) await renameProject(tx.sql, p.id, p.name);
-  const doc = await getDocument(tx.sql, p.id, EPIC_ARCHITECTURE)!;
+  const doc = (await getDocument(tx.sql, p.id, EPIC_ARCHITECTURE))!;
   if (doc.content === content) return { project_id: p.id, result: 'unchanged' as const, epics: p.epics.length, version: doc.version };
   await updateDocumentContent(tx.sql, { id: doc.id, from_version: doc.version, content, updated_at: tx.now });
   return { project_id: p.id, result: 'updated' as const, epics: p.epics.length, version: doc.version + 1 };
@@ -92,7 +92,7 @@ export async function retryThread(tx: Tx, ops: OperationRegistry, threadId: stri
   const thread = await getThread(tx.sql, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   // A running thread whose item waits (a provider's long Retry-After): the user says "now".
-  if (!isTerminalThread(thread.status) && await makeWaitingItemsDue(tx, thread) > 0) return await getThread(tx.sql, thread.id)!;
+  if (!isTerminalThread(thread.status) && await makeWaitingItemsDue(tx, thread) > 0) return (await getThread(tx.sql, thread.id))!;
   if (thread.status !== 'failed') {
     const why = isTerminalThread(thread.status) ? `it is ${thread.status}` : `it is still ${thread.status}`;
     throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: ${why}; only failed threads can be retried`);
@@ -100,23 +100,23 @@ export async function retryThread(tx: Tx, ops: OperationRegistry, threadId: stri
   const newer = await findActiveThreadByKey(tx.sql, thread.idempotency_key);
   if (newer) throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: thread ${newer.id} is already working on the same request`);
   if (thread.role === 'orchestration') {
-    const failedChildren = await listChildThreads(tx.sql, thread.id).filter((c) => c.status === 'failed');
+    const failedChildren = (await listChildThreads(tx.sql, thread.id)).filter((c) => c.status === 'failed');
     await takeOrchestrationLock(tx, ops, thread, 'retry');
     const reopened = await moveThread(tx, thread, 'running');
     for (const child of failedChildren) await retryChild(tx, ops, child);
     await closeParentIfDone(tx, reopened.id);
     await assertQueueHasRoom(tx, maxQueued);
-    return await getThread(tx.sql, thread.id)!;
+    return (await getThread(tx.sql, thread.id))!;
   }
   await reopenFailedParent(tx, ops, thread, 'retry');
   await retryChild(tx, ops, thread);
   await assertQueueHasRoom(tx, maxQueued);
-  return await getThread(tx.sql, thread.id)!;
+  return (await getThread(tx.sql, thread.id))!;
 }
 
 /** Makes the waiting (queued, not yet due) items of a thread, or of an orchestration's children, due now. */
 async function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): Promise<number> {
-  const threads = thread.role === 'orchestration' ? await listChildThreads(tx.sql, thread.id).filter((c) => !isTerminalThread(c.status)) : [thread];
+  const threads = thread.role === 'orchestration' ? (await listChildThreads(tx.sql, thread.id)).filter((c) => !isTerminalThread(c.status)) : [thread];
   let released = 0;
   for (const t of threads) {
     const item = await getLatestWorkItem(tx.sql, t.id);
@@ -163,14 +163,14 @@ export async function cancelThread(tx: Tx, ctx: EngineContext, threadId: string)
   const thread = await getThread(tx.sql, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.status === 'canceled') return { thread, abort: [] };
-  if (thread.status === 'failed' && await giveUpCallsInDoubt(tx, thread)) return { thread: await getThread(tx.sql, threadId)!, abort: [] };
+  if (thread.status === 'failed' && await giveUpCallsInDoubt(tx, thread)) return { thread: (await getThread(tx.sql, threadId))!, abort: [] };
   if (isTerminalThread(thread.status)) {
     throw new CommandError('CONFLICT', `cannot cancel thread ${threadId}: it is already ${thread.status}`);
   }
   const abort: string[] = [];
   let targets = [thread];
   if (thread.role === 'orchestration') {
-    targets = await listChildThreads(tx.sql, thread.id).filter((c) => !isTerminalThread(c.status));
+    targets = (await listChildThreads(tx.sql, thread.id)).filter((c) => !isTerminalThread(c.status));
     await moveThread(tx, thread, 'canceled');
     await releaseLocksOwnedBy(tx.sql, thread.id);
   }
@@ -184,7 +184,7 @@ export async function cancelThread(tx: Tx, ctx: EngineContext, threadId: string)
     }
     await endThread(tx, t.id, 'canceled');
   }
-  return { thread: await getThread(tx.sql, threadId)!, abort };
+  return { thread: (await getThread(tx.sql, threadId))!, abort };
 }
 
 /**
@@ -194,10 +194,10 @@ export async function cancelThread(tx: Tx, ctx: EngineContext, threadId: string)
  */
 async function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): Promise<boolean> {
   const parent = thread.role === 'orchestration';
-  const candidates = parent ? await listChildThreads(tx.sql, thread.id).filter((c) => c.status === 'failed') : [thread];
+  const candidates = parent ? (await listChildThreads(tx.sql, thread.id)).filter((c) => c.status === 'failed') : [thread];
   const held = candidates.filter((t) => isHeldInDoubt(await getLatestWorkItem(tx.sql, t.id)));
   if (held.length === 0) return false;
   for (const t of held) await moveThread(tx, t, 'canceled');
-  if (parent) await moveThread(tx, await getThread(tx.sql, thread.id)!, 'canceled');
+  if (parent) await moveThread(tx, (await getThread(tx.sql, thread.id))!, 'canceled');
   return true;
 }

@@ -66,7 +66,7 @@ export async function resolveScheduleId(sql: Sql, text: string): Promise<string>
       text,
       'schedule',
       ids.map((id) => {
-        const s = await getSchedule(sql, id)!;
+        const s = (await getSchedule(sql, id))!;
         return `${id}  ${s.operation} of ${s.project_id}  "${s.cron}"  ${s.status}`;
       }),
     );

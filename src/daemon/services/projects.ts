@@ -26,7 +26,7 @@ export class ProjectService {
   }
 
   async list() {
-    return await listProjects(this.reader).map((p) => await projectView(this.reader, p.id)!);
+    return (await listProjects(this.reader)).map((p) => (await projectView(this.reader, p.id))!);
   }
 
   async get(projectId: string) {
@@ -49,7 +49,7 @@ export class ProjectService {
   /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
   async documents(projectId: string, limit = 500) {
     this.get(projectId); // 404 for an unknown project, not an empty list
-    return await listDocumentHeads(this.reader, projectId, limit).map(documentHeadView);
+    return (await listDocumentHeads(this.reader, projectId, limit)).map(documentHeadView);
   }
 
   /** `combine briefing`: a project's briefing document for a date (the newest when null). */

@@ -123,7 +123,7 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
   const parent = await newThread(tx, op, input, p, 'orchestration', null, o.createdBy);
   // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
   if (!await acquireLock(tx.sql, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null })) {
-    throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${await getLock(tx.sql, p.lockScope)?.owner}`, 'LOCKED');
+    throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${(await getLock(tx.sql, p.lockScope))?.owner}`, 'LOCKED');
   }
   const child = requireOperation(ops, op.definition.child!);
   let inputs: unknown[];
@@ -149,7 +149,7 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
     await moveThread(tx, parent, 'complete');
     await releaseLocksOwnedBy(tx.sql, parent.id);
   }
-  return { thread: await getThread(tx.sql, parent.id)!, deduplicated: false };
+  return { thread: (await getThread(tx.sql, parent.id))!, deduplicated: false };
 }
 
 async function newThread(

@@ -138,7 +138,7 @@ export class ThreadService {
 
   /** `combine thread <id>`: the thread, its work items, and why it waits (a hold) or is held in doubt. */
   async get(typedId: string) {
-    const t = await getThread(this.d.reader, this.threadId(typedId))!;
+    const t = (await getThread(this.d.reader, this.threadId(typedId)))!;
     const hold = await holdOf(this.d.reader, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
     return { ...threadDetailView(this.d.reader, t), in_doubt: await inDoubtOf(this.d.reader, t), hold };
   }
@@ -154,12 +154,12 @@ export class ThreadService {
    */
   async list(f: ThreadsQuery): Promise<ThreadView[]> {
     const { sinceMs, ...filter } = f;
-    return await listThreads(this.d.reader, {
+    return (await listThreads(this.d.reader, {
       ...filter,
       parentId: f.parentId != null ? this.threadId(f.parentId) : null,
       afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
       since: sinceMs != null ? this.d.clock.now() - sinceMs : null,
-    }).map((t) => await threadView(this.d.reader, t));
+    })).map((t) => await threadView(this.d.reader, t));
   }
 
   /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */

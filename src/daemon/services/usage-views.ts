@@ -49,7 +49,7 @@ export async function usageReport(sql: Sql, config: DaemonConfig, projectId: str
   const rows = await listUsageByProjectDay(sql, projectId);
   const totals = rows.reduce<UsageTotals>((acc, r) => add(acc, r), { ...ZERO });
   const today = utcDay(now);
-  const projects = projectId !== null ? [projectId] : await listProjects(sql).map((p) => p.id);
+  const projects = projectId !== null ? [projectId] : (await listProjects(sql)).map((p) => p.id);
   const budgets = projects.map((id) => {
     const spentToday = await sumProjectSpend(sql, id, today);
     const spentTotal = await sumProjectSpend(sql, id, null);
