@@ -116,7 +116,7 @@ export async function childViews(sql: Sql, parentId: string) {
 
 /** The thread plus what a person wants to see about it: its work items. */
 export async function threadDetailView(sql: Sql, t: ThreadRow) {
-  return { ...threadView(db, t), work_items: (await listWorkItemsForThread(sql, t.id)).map(workItemView) };
+  return { ...(await threadView(sql, t)), work_items: (await listWorkItemsForThread(sql, t.id)).map(workItemView) };
 }
 
 /** `costs`: settled cost by response seq; a `response` entry shows its own (null when unpriced or in doubt). */
@@ -148,8 +148,12 @@ export async function threadLedgerView(sql: Sql, threadId: string) {
   const entries = await listLedgerForThreadFamily(sql, threadId, MAX_LEDGER_VIEW_ENTRIES + 1);
   if (entries.length > MAX_LEDGER_VIEW_ENTRIES) return null;
   const threadIds = [...new Set(entries.map((e) => e.thread_id))];
-  const imports = new Map(threadIds.flatMap((id) => await listImportsForThread(sql, id)).map((i) => [i.seq, i]));
-  const costs = new Map(threadIds.flatMap((id) => await listResponseCostsForThread(sql, id)).map((c) => [c.response_seq, c.cost_usd]));
+  const imports = new Map<number, LedgerImportRow>();
+  const costs = new Map<number, number | null>();
+  for (const id of threadIds) {
+    for (const i of await listImportsForThread(sql, id)) imports.set(i.seq, i);
+    for (const c of await listResponseCostsForThread(sql, id)) costs.set(c.response_seq, c.cost_usd);
+  }
   return entries.map((e) => ledgerEntryView(e, imports.get(e.seq), costs));
 }
 

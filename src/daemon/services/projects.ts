@@ -15,7 +15,7 @@ const noProject = (projectId: string) => new CommandError('NOT_FOUND', `no proje
 
 export class ProjectService {
   constructor(
-    private readonly db: Db,
+    private readonly reader: Sql,
     private readonly write: Write,
     private readonly operations: OperationRegistry,
   ) {}
@@ -26,7 +26,9 @@ export class ProjectService {
   }
 
   async list() {
-    return (await listProjects(this.reader)).map((p) => (await projectView(this.reader, p.id))!);
+    const views = [];
+    for (const p of await listProjects(this.reader)) views.push((await projectView(this.reader, p.id))!);
+    return views;
   }
 
   async get(projectId: string) {
@@ -48,7 +50,7 @@ export class ProjectService {
 
   /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
   async documents(projectId: string, limit = 500) {
-    this.get(projectId); // 404 for an unknown project, not an empty list
+    await this.get(projectId); // 404 for an unknown project, not an empty list
     return (await listDocumentHeads(this.reader, projectId, limit)).map(documentHeadView);
   }
 

@@ -16,7 +16,8 @@ import type { DocumentTarget } from '../../operations/api.js';
 import type { Operation, OperationRegistry } from '../../operations/registry.js';
 import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, targetOf } from '../../operations/runtime.js';
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
-import { documentsOf, promptContextFor } from '../engine/operation-context.js';
+import { documentsOf, projectInfo, promptContextFor } from '../engine/operation-context.js';
+import { runWithReads } from '../engine/read-ahead.js';
 import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
 import { OperationCallError, CommandError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
@@ -103,12 +104,12 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
   }
   const complete = o.force ? undefined : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
   if (complete) return { thread: complete, deduplicated: true };
-  const context = promptContextFor(tx.db, p.target.project_id, input);
-  if (!context) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
+  const project = await projectInfo(tx.sql, p.target.project_id);
+  if (!project) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
   if (op.fansOut) return await orchestrate(tx, ops, op, input, p, o);
   // A request that cannot be built now (e.g. its epic does not exist) is refused now, not failed later.
   try {
-    renderRequest(op, context);
+    await runWithReads((reads) => renderRequest(op, promptContextFor(tx.sql, reads, project, input)));
   } catch (err) {
     refusal(err);
   }
@@ -122,18 +123,18 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
 async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, p: Planned, o: SubmitOptions): Promise<CommandResult> {
   const parent = await newThread(tx, op, input, p, 'orchestration', null, o.createdBy);
   // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
-  if (!await acquireLock(tx.sql, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null })) {
+  if (!(await acquireLock(tx.sql, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null }))) {
     throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${(await getLock(tx.sql, p.lockScope))?.owner}`, 'LOCKED');
   }
   const child = requireOperation(ops, op.definition.child!);
   let inputs: unknown[];
   try {
-    inputs = childInputs(op, input, documentsOf(tx.db, p.target.project_id));
+    inputs = await runWithReads((reads) => childInputs(op, input, documentsOf(tx.sql, reads, p.target.project_id)));
   } catch (err) {
     return refusal(err);
   }
   const childOptions = { ...o, priority: o.priority ?? PRIORITY_OF[op.priority ?? 'bulk'] };
-  inputs.forEach((childInput, i) => {
+  for (const [i, childInput] of inputs.entries()) {
     checkInput(child, childInput, `children[${i}]`);
     // The parent holds its scope until every child ended: a child needing it would wait forever.
     if (plan(child, childInput).lockScope === p.lockScope) {
@@ -143,8 +144,8 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
       );
     }
     await submit(tx, ops, child, childInput, childOptions, parent);
-  });
-  if (await listChildThreads(tx.sql, parent.id).length === 0) {
+  }
+  if ((await listChildThreads(tx.sql, parent.id)).length === 0) {
     // Nothing to wait for (no inputs, or every child's request was already complete).
     await moveThread(tx, parent, 'complete');
     await releaseLocksOwnedBy(tx.sql, parent.id);

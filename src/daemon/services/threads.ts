@@ -79,13 +79,13 @@ export class ThreadService {
 
   /** The thread a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
   async threadId(text: string): Promise<string> {
-    return await resolveThreadId(this.d.reader, text);
+    return resolveThreadId(this.d.reader, text);
   }
 
   /** A page cursor names a thread the previous page listed: an unknown one is bad input, not a missing thing. */
-  private cursorThreadId(text: string): string {
+  private async cursorThreadId(text: string): Promise<string> {
     try {
-      return this.threadId(text);
+      return await this.threadId(text);
     } catch (err) {
       if (err instanceof CommandError && err.kind === 'NOT_FOUND') {
         throw new CommandError('BAD_REQUEST', `cursor: no thread "${text}" (pass the thread_id of the last thread of the previous page)`);
@@ -95,7 +95,7 @@ export class ThreadService {
   }
 
   async retry(typedId: string): Promise<ThreadView> {
-    const threadId = this.threadId(typedId);
+    const threadId = await this.threadId(typedId);
     const t = await this.d.write((tx) => retryThread(tx, this.ops, threadId, this.d.config.flow.maxQueued));
     // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
     this.d.engine.releaseRateLimitHold();
@@ -104,7 +104,7 @@ export class ThreadService {
 
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
   async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
-    const threadId = this.threadId(typedId);
+    const threadId = await this.threadId(typedId);
     if (!o.apply) return await planReplay(this.d.reader, this.ops, threadId, o.responseSeq);
     const r = await this.d.write((tx) => applyReplay(tx, this.ops, threadId, o.responseSeq));
     this.d.engine.wake();
@@ -112,7 +112,7 @@ export class ThreadService {
   }
 
   async cancel(typedId: string): Promise<ThreadView> {
-    const threadId = this.threadId(typedId);
+    const threadId = await this.threadId(typedId);
     const r = await this.d.write((tx) => cancelThread(tx, this.d.ctx, threadId));
     this.d.engine.abort(r.abort);
     return await threadView(this.d.reader, r.thread);
@@ -138,14 +138,14 @@ export class ThreadService {
 
   /** `combine thread <id>`: the thread, its work items, and why it waits (a hold) or is held in doubt. */
   async get(typedId: string) {
-    const t = (await getThread(this.d.reader, this.threadId(typedId)))!;
+    const t = (await getThread(this.d.reader, await this.threadId(typedId)))!;
     const hold = await holdOf(this.d.reader, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
-    return { ...threadDetailView(this.d.reader, t), in_doubt: await inDoubtOf(this.d.reader, t), hold };
+    return { ...(await threadDetailView(this.d.reader, t)), in_doubt: await inDoubtOf(this.d.reader, t), hold };
   }
 
   /** An orchestration's children with their latest error (empty for a thread without children). */
   async children(typedId: string) {
-    return await childViews(this.d.reader, this.threadId(typedId));
+    return await childViews(this.d.reader, await this.threadId(typedId));
   }
 
   /**
@@ -154,16 +154,19 @@ export class ThreadService {
    */
   async list(f: ThreadsQuery): Promise<ThreadView[]> {
     const { sinceMs, ...filter } = f;
-    return (await listThreads(this.d.reader, {
+    const rows = await listThreads(this.d.reader, {
       ...filter,
-      parentId: f.parentId != null ? this.threadId(f.parentId) : null,
-      afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
+      parentId: f.parentId != null ? await this.threadId(f.parentId) : null,
+      afterThreadId: f.afterThreadId != null ? await this.cursorThreadId(f.afterThreadId) : null,
       since: sinceMs != null ? this.d.clock.now() - sinceMs : null,
-    })).map((t) => await threadView(this.d.reader, t));
+    });
+    const views: ThreadView[] = [];
+    for (const t of rows) views.push(await threadView(this.d.reader, t));
+    return views;
   }
 
   /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
   async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    yield* await followThread(this.d.reader, this.d.bus, this.threadId(typedId), signal);
+    yield* followThread(this.d.reader, this.d.bus, await this.threadId(typedId), signal);
   }
 }
