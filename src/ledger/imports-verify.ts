@@ -3,7 +3,7 @@
  * exporting home's chain (source seq and prev_hash), still hashes to the hash it had there. Together
  * with this home's own chain over the same bytes, that ties the entry to the record it was exported from.
  */
-import type { Db } from '../db/connection.js';
+import type { Sql } from '../core/sql.js';
 import { getLedgerEntry } from './store.js';
 import { iterateLedgerImports } from './imports-store.js';
 import { ledgerEntryHash } from './chain.js';
@@ -16,7 +16,7 @@ export interface ImportsReport {
 export async function verifyImportedEntries(sql: Sql): Promise<ImportsReport> {
   let entries = 0;
   let firstMismatch: ImportsReport['first_mismatch'] = null;
-  for (const imp of await iterateLedgerImports(sql)) {
+  for await (const imp of iterateLedgerImports(sql)) {
     entries++;
     if (firstMismatch) continue;
     const e = await getLedgerEntry(sql, imp.seq);

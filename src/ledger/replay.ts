@@ -6,7 +6,7 @@
  * operation's lock, sees the answer is already recorded and validates and applies it without a call
  * (engine/completer.ts `startWorkItem`).
  */
-import type { Db } from '../db/connection.js';
+import type { Sql } from '../core/sql.js';
 import { listLedgerForThread } from './store.js';
 import { getDocumentHead } from '../db/projects.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
@@ -18,6 +18,7 @@ import { reopenFailedParent, retryChild } from '../daemon/services/commands.js';
 import { checkThreadAnswer } from '../daemon/engine/operation-steps.js';
 import { appendEntry, type Tx } from '../daemon/engine/tx.js';
 import { documentsOf, threadInput, threadTarget } from '../daemon/engine/operation-context.js';
+import { runWithReads } from '../daemon/engine/read-ahead.js';
 import { OperationCallError, CommandError } from '../core/errors.js';
 
 export interface ReplayReport {
@@ -43,9 +44,7 @@ async function replayableThread(sql: Sql, threadId: string): Promise<ThreadRow> 
   const thread = await getThread(sql, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.role === 'orchestration') {
-    const failed = await listChildThreads(sql, thread.id)
-      .filter((c) => c.status === 'failed')
-      .map((c) => c.id);
+    const failed = (await listChildThreads(sql, thread.id)).filter((c) => c.status === 'failed').map((c) => c.id);
     const hint = failed.length > 0 ? `; its failed children: ${failed.join(', ')}` : '';
     throw new CommandError('BAD_REQUEST', `thread ${threadId} is a ${thread.kind} orchestration: replay one of its children at a time${hint}`);
   }
@@ -99,16 +98,18 @@ export async function planReplay(sql: Sql, ops: OperationRegistry, threadId: str
   }
   const target = threadTarget(thread);
   const key = target.key ?? '';
-  const documents = documentsOf(db, target.project_id);
   try {
-    const planned = planMutation(op, {
-      current: documents.get(target.doc_type, key),
-      answer: verdict.value,
-      input: threadInput(thread),
-      documents,
-      provenance: { thread_id: thread.id, work_item_id: '', at: 0 },
+    const planned = await runWithReads((reads) => {
+      const documents = documentsOf(sql, reads, target.project_id);
+      return planMutation(op, {
+        current: documents.get(target.doc_type, key),
+        answer: verdict.value,
+        input: threadInput(thread),
+        documents,
+        provenance: { thread_id: thread.id, work_item_id: '', at: 0 },
+      });
     });
-    const version = (await getDocumentHead(sql, target.project_id, target.doc_type, key)?.version) ?? 0;
+    const version = (await getDocumentHead(sql, target.project_id, target.doc_type, key))?.version ?? 0;
     return {
       ...base,
       replayed: replayed(true, null, [], verdict.items),
@@ -144,7 +145,7 @@ export async function applyReplay(tx: Tx, ops: OperationRegistry, threadId: stri
   if (newer) throw new CommandError('CONFLICT', `cannot replay thread ${threadId}: thread ${newer.id} is already working on the same request`);
   await reopenFailedParent(tx, ops, thread, 'replay');
   const item: WorkItemRow = await retryChild(tx, ops, thread);
-  const source = JSON.parse(await listLedgerForThread(tx.sql, thread.id).find((e) => e.seq === report.response_seq)!.payload) as {
+  const source = JSON.parse((await listLedgerForThread(tx.sql, thread.id)).find((e) => e.seq === report.response_seq)!.payload) as {
     http_status: number;
     body: unknown;
   };

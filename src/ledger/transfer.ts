@@ -9,7 +9,8 @@
  * their ids but their idempotency key gets an `imported:` prefix: work applied to another home's
  * documents must never answer ("deduplicate") a request in this one.
  */
-import type { Db } from '../db/connection.js';
+import { filterAsync, flatMapAsync } from '../core/async.js';
+import type { Sql } from '../core/sql.js';
 import { appendLedgerEntry, getLedgerHead, LEDGER_ENTRY_TYPES, listLedgerForThread, type LedgerEntryType } from './store.js';
 import { hasImport, insertLedgerImport } from './imports-store.js';
 import { getProject } from '../db/projects.js';
@@ -40,8 +41,8 @@ async function threadsInScope(sql: Sql, scope: { threadId: string | null; projec
   if (scope.threadId !== null) {
     const t = await getThread(sql, scope.threadId);
     if (!t) throw new CommandError('NOT_FOUND', `no thread "${scope.threadId}"`);
-    const all = t.role === 'orchestration' ? [t, ...listChildThreads(db, t.id)] : [t];
-    const active = all.filter((x) => !await isFinished(sql, x));
+    const all = t.role === 'orchestration' ? [t, ...(await listChildThreads(sql, t.id))] : [t];
+    const active = await filterAsync(all, async (x) => !(await isFinished(sql, x)));
     if (active.length > 0)
       throw new CommandError(
         'CONFLICT',
@@ -51,8 +52,8 @@ async function threadsInScope(sql: Sql, scope: { threadId: string | null; projec
   }
   const projectId = scope.projectId!;
   const all = await listThreadsForSpace(sql, projectId);
-  if (all.length === 0 && !await getProject(sql, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
-  const finished = all.filter((t) => await isFinished(sql, t));
+  if (all.length === 0 && !(await getProject(sql, projectId))) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+  const finished = await filterAsync(all, (t) => isFinished(sql, t));
   return { threads: finished, skipped: all.filter((t) => !finished.includes(t)).map((t) => t.id) };
 }
 
@@ -61,8 +62,8 @@ export async function exportLedger(sql: Sql, scope: { threadId: string | null; p
   const { threads, skipped } = await threadsInScope(sql, scope);
   // Parents first, so an import can insert each thread after the one it points to.
   const ordered = [...threads.filter((t) => t.parent_thread_id === null), ...threads.filter((t) => t.parent_thread_id !== null)];
-  const workItems = ordered.flatMap((t) => await listWorkItemsForThread(sql, t.id));
-  const entries = ordered.flatMap((t) => await listLedgerForThread(sql, t.id)).sort((a, b) => a.seq - b.seq);
+  const workItems = await flatMapAsync(ordered, (t) => listWorkItemsForThread(sql, t.id));
+  const entries = (await flatMapAsync(ordered, (t) => listLedgerForThread(sql, t.id))).sort((a, b) => a.seq - b.seq);
   const head = await getLedgerHead(sql);
   const lines = buildExportLines({
     header: {

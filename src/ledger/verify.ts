@@ -3,7 +3,7 @@
  * `combine prune` left only over checkpoints that link), and every thread's record is complete
  * (ledger-completeness.ts). A report names the first entry that does not verify.
  */
-import type { Db } from '../db/connection.js';
+import type { Sql } from '../core/sql.js';
 import { iterateLedger } from './store.js';
 import { listLedgerCheckpoints } from '../db/retention.js';
 import { GapBridge } from './gaps.js';
@@ -33,7 +33,7 @@ export async function verifyLedger(sql: Sql): Promise<VerifyReport> {
   let firstBreak: VerifyReport['first_break'] = null;
   const completeness = await createCompletenessCheck(sql);
   const gaps = new GapBridge(await listLedgerCheckpoints(sql));
-  for (const e of await iterateLedger(sql)) {
+  for await (const e of iterateLedger(sql)) {
     entries++;
     if (!firstBreak && e.seq !== expectedSeq) {
       const crossed = gaps.cross(expectedSeq, e.seq, prev);
@@ -52,7 +52,7 @@ export async function verifyLedger(sql: Sql): Promise<VerifyReport> {
   const head = firstBreak ? null : gaps.cross(expectedSeq, null, prev);
   if (head?.ok) prev = head.hash;
   if (!firstBreak && gaps.unused > 0) firstBreak = { seq: expectedSeq, reason: `${gaps.unused} checkpoint(s) cover entries that still exist` };
-  const incomplete = completeness.finish();
+  const incomplete = await completeness.finish();
   const imported = await verifyImportedEntries(sql);
   return {
     ok: firstBreak === null && incomplete.length === 0 && imported.first_mismatch === null,

@@ -7,7 +7,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../../core/clock.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { countThreadsByStatus } from '../../db/threads.js';
 import { countQueuedDue, countWorkItemsByStatus } from '../../db/work-items.js';
 import { LEDGER_ENTRY_TYPES } from '../../ledger/store.js';
@@ -63,26 +63,26 @@ export const METRIC_SERIES_BOUND = metricSeriesCount(MAX_MODEL_LABELS + 1, true)
 
 /** What the gauges read when scraped, and nothing more. */
 export interface MetricsSource {
-  threadsByStatus(): { status: string; n: number }[];
-  workItemsByStatus(): { status: string; n: number }[];
+  threadsByStatus(): Promise<{ status: string; n: number }[]>;
+  workItemsByStatus(): Promise<{ status: string; n: number }[]>;
   /** Queued work items due now. */
-  queuedDue(): number;
+  queuedDue(): Promise<number>;
   inFlight(): number;
   breakerState(): BreakerState;
   walBytes(): number;
 }
 
 /** The daemon's source: counts from the database (due as of the clock), the engine's calls and breaker, the WAL file. */
-export async function daemonMetricsSource(
+export function daemonMetricsSource(
   sql: Sql,
   clock: Clock,
   engine: () => { readonly inFlightCount: number; readonly breaker: CircuitBreaker },
   walPath: string,
-): Promise<MetricsSource> {
+): MetricsSource {
   return {
-    threadsByStatus: () => await countThreadsByStatus(sql),
-    workItemsByStatus: () => await countWorkItemsByStatus(sql),
-    queuedDue: () => await countQueuedDue(sql, clock.now()),
+    threadsByStatus: () => countThreadsByStatus(sql),
+    workItemsByStatus: () => countWorkItemsByStatus(sql),
+    queuedDue: () => countQueuedDue(sql, clock.now()),
     inFlight: () => engine().inFlightCount,
     breakerState: () => engine().breaker.snapshot().state,
     walBytes: () => walBytes(walPath),
@@ -111,13 +111,14 @@ export class Metrics implements EngineObserver {
     defaultModel: string,
   ) {
     const registers = [this.registry];
-    const gauge = (name: string, help: string, read: () => number) =>
+    // prom-client awaits an async collect(): the counts are read (on the reader) when scraped.
+    const gauge = (name: string, help: string, read: () => number | Promise<number>) =>
       new Gauge({
         name,
         help,
         registers,
-        collect() {
-          this.set(read());
+        async collect() {
+          this.set(await read());
         },
       });
     new Gauge({
@@ -125,8 +126,8 @@ export class Metrics implements EngineObserver {
       help: 'Threads by status',
       labelNames: ['status'],
       registers,
-      collect() {
-        const counts = new Map(source.threadsByStatus().map((r) => [r.status, r.n]));
+      async collect() {
+        const counts = new Map((await source.threadsByStatus()).map((r) => [r.status, r.n]));
         for (const s of THREAD_STATUSES) this.set({ status: s }, counts.get(s) ?? 0);
       },
     });
@@ -135,8 +136,8 @@ export class Metrics implements EngineObserver {
       help: 'Work items by status',
       labelNames: ['status'],
       registers,
-      collect() {
-        const counts = new Map(source.workItemsByStatus().map((r) => [r.status, r.n]));
+      async collect() {
+        const counts = new Map((await source.workItemsByStatus()).map((r) => [r.status, r.n]));
         for (const s of WORK_ITEM_STATUSES) this.set({ status: s }, counts.get(s) ?? 0);
       },
     });

@@ -24,6 +24,8 @@ import type { WriteHealth } from '../runtime/write-health.js';
 export interface AdminServiceDeps {
   /** Reads outside a write: the last commit (the reader connection). */
   reader: Sql;
+  /** Applied and pending migrations (health's `migrations_applied`). */
+  migrations: () => { applied: number; pending: number };
   write: Write;
   clock: Clock;
   config: DaemonConfig;
@@ -56,9 +58,8 @@ export class AdminService {
   health() {
     const { engine } = this.d;
     return checkHealth({
-      db: this.d.reader,
+      migrations: this.d.migrations,
       probe: () => this.d.write(() => true),
-      migrationsFolder: this.d.config.migrationsDir ?? undefined,
       infraHealthy: this.d.writeHealth.healthy,
       recoveryDone: engine.recoveryDone,
       endpoint: engine.endpoint,
@@ -98,7 +99,7 @@ export class AdminService {
 
   /** Removes closed threads older than `olderThanMs` (see retention.ts), then returns freed pages. */
   prune(olderThanMs: number, dryRun: boolean) {
-    const { db, write, logger, maintenance } = this.d;
-    return runPrune({ db, write, logger, maintenance }, this.d.clock.now() - olderThanMs, dryRun);
+    const { reader, write, logger, maintenance } = this.d;
+    return runPrune({ reader, write, logger, maintenance }, this.d.clock.now() - olderThanMs, dryRun);
   }
 }

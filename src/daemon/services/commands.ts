@@ -79,7 +79,7 @@ async function takeOrchestrationLock(tx: Tx, ops: OperationRegistry, parent: Thr
   } catch (err) {
     throw new CommandError('CONFLICT', `cannot ${verb} thread ${parent.id}: ${err instanceof OperationCallError ? err.message : (err as Error).message}`);
   }
-  if (!await acquireLock(tx.sql, { scope, owner: parent.id, now: tx.now, expires_at: null })) {
+  if (!(await acquireLock(tx.sql, { scope, owner: parent.id, now: tx.now, expires_at: null }))) {
     throw new CommandError('CONFLICT', `cannot ${verb} thread ${parent.id}: ${scope} is locked by another orchestration`, 'LOCKED');
   }
 }
@@ -92,7 +92,7 @@ export async function retryThread(tx: Tx, ops: OperationRegistry, threadId: stri
   const thread = await getThread(tx.sql, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   // A running thread whose item waits (a provider's long Retry-After): the user says "now".
-  if (!isTerminalThread(thread.status) && await makeWaitingItemsDue(tx, thread) > 0) return (await getThread(tx.sql, thread.id))!;
+  if (!isTerminalThread(thread.status) && (await makeWaitingItemsDue(tx, thread)) > 0) return (await getThread(tx.sql, thread.id))!;
   if (thread.status !== 'failed') {
     const why = isTerminalThread(thread.status) ? `it is ${thread.status}` : `it is still ${thread.status}`;
     throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: ${why}; only failed threads can be retried`);
@@ -120,7 +120,7 @@ async function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): Promise<number> {
   let released = 0;
   for (const t of threads) {
     const item = await getLatestWorkItem(tx.sql, t.id);
-    if (item?.status === 'queued' && await makeQueuedItemDueNow(tx.sql, { id: item.id, now: tx.now })) {
+    if (item?.status === 'queued' && (await makeQueuedItemDueNow(tx.sql, { id: item.id, now: tx.now }))) {
       emitWorkItem(tx, t, { ...item, not_before: tx.now });
       released++;
     }
@@ -163,7 +163,7 @@ export async function cancelThread(tx: Tx, ctx: EngineContext, threadId: string)
   const thread = await getThread(tx.sql, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.status === 'canceled') return { thread, abort: [] };
-  if (thread.status === 'failed' && await giveUpCallsInDoubt(tx, thread)) return { thread: (await getThread(tx.sql, threadId))!, abort: [] };
+  if (thread.status === 'failed' && (await giveUpCallsInDoubt(tx, thread))) return { thread: (await getThread(tx.sql, threadId))!, abort: [] };
   if (isTerminalThread(thread.status)) {
     throw new CommandError('CONFLICT', `cannot cancel thread ${threadId}: it is already ${thread.status}`);
   }
@@ -195,7 +195,8 @@ export async function cancelThread(tx: Tx, ctx: EngineContext, threadId: string)
 async function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): Promise<boolean> {
   const parent = thread.role === 'orchestration';
   const candidates = parent ? (await listChildThreads(tx.sql, thread.id)).filter((c) => c.status === 'failed') : [thread];
-  const held = candidates.filter((t) => isHeldInDoubt(await getLatestWorkItem(tx.sql, t.id)));
+  const held: ThreadRow[] = [];
+  for (const t of candidates) if (isHeldInDoubt(await getLatestWorkItem(tx.sql, t.id))) held.push(t);
   if (held.length === 0) return false;
   for (const t of held) await moveThread(tx, t, 'canceled');
   if (parent) await moveThread(tx, (await getThread(tx.sql, thread.id))!, 'canceled');

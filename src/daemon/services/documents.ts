@@ -27,7 +27,7 @@ export interface DocumentQuery {
 /** What is working on the document now: an active thread's id, or a pending run's. */
 async function inProgress(sql: Sql, ops: OperationRegistry, q: DocumentQuery): Promise<string | null> {
   if (q.key !== null) {
-    const thread = await listActiveThreadsForDocument(sql, { project_id: q.projectId, doc_type: q.docType, key: q.key })[0];
+    const thread = (await listActiveThreadsForDocument(sql, { project_id: q.projectId, doc_type: q.docType, key: q.key }))[0];
     if (thread) return `thread ${thread.id} is ${thread.status}`;
   }
   for (const run of await listPendingRunsForProject(sql, q.projectId)) {

@@ -4,8 +4,6 @@
  * start-up recovery scan has run, the provider's circuit breaker is not open, and storage has room
  * (claiming is not paused by a full disk). Provider rate-limit holds are shown, not counted against readiness.
  */
-import type { Sql } from '../../core/sql.js';
-import { migrationStatus } from '../../db/migrate.js';
 import type { BreakerSnapshot } from '../engine/breaker.js';
 import type { StorageSnapshot } from '../runtime/storage-guard.js';
 
@@ -13,11 +11,10 @@ import type { StorageSnapshot } from '../runtime/storage-guard.js';
 const WRITE_PROBE_TIMEOUT_MS = 2000;
 
 export interface HealthInputs {
-  /** Reads outside a write: the last commit (the reader connection). */
-  reader: Sql;
+  /** Applied and pending migrations, as the backend counts them (SQLite: db/migrate.ts migrationStatus). */
+  migrations: () => { applied: number; pending: number };
   /** Any write: an empty one through the writer proves the queue moves. */
   probe: () => Promise<unknown>;
-  migrationsFolder: string | undefined;
   infraHealthy: boolean;
   recoveryDone: boolean;
   endpoint: string;
@@ -48,7 +45,7 @@ export async function checkHealth(i: HealthInputs) {
   const writable = (await probeWrite(i.probe)) && i.infraHealthy;
   let migrations = { applied: 0, pending: -1 };
   try {
-    migrations = migrationStatus(i.db, i.migrationsFolder);
+    migrations = i.migrations();
   } catch {
     // An unreadable migrations table or folder: not ready.
   }

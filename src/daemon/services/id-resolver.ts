@@ -38,12 +38,7 @@ export async function resolveThreadId(sql: Sql, text: string): Promise<string> {
   const range = prefixRange(normalized(text, 'thread'));
   const threads = await findThreadIdsByPrefix(sql, range, LISTED + 1);
   if (threads.length === 1) return threads[0]!;
-  if (threads.length > 1)
-    throw ambiguous(
-      text,
-      'thread',
-      threads.map((id) => await describeThread(sql, id)),
-    );
+  if (threads.length > 1) throw ambiguous(text, 'thread', await Promise.all(threads.map((id) => describeThread(sql, id))));
   const items = await findWorkItemIdsByPrefix(sql, range, LISTED + 1);
   const owners = [...new Set(items.map((w) => w.thread_id))];
   if (owners.length === 1) return owners[0]!;
@@ -65,10 +60,12 @@ export async function resolveScheduleId(sql: Sql, text: string): Promise<string>
     throw ambiguous(
       text,
       'schedule',
-      ids.map((id) => {
-        const s = (await getSchedule(sql, id))!;
-        return `${id}  ${s.operation} of ${s.project_id}  "${s.cron}"  ${s.status}`;
-      }),
+      await Promise.all(
+        ids.map(async (id) => {
+          const s = (await getSchedule(sql, id))!;
+          return `${id}  ${s.operation} of ${s.project_id}  "${s.cron}"  ${s.status}`;
+        }),
+      ),
     );
   }
   throw new CommandError('NOT_FOUND', `no schedule "${text}" (see \`combine schedule list\`)`);

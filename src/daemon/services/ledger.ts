@@ -13,7 +13,7 @@ import { resolveThreadId } from './id-resolver.js';
 
 export class LedgerService {
   constructor(
-    private readonly db: Db,
+    private readonly reader: Sql,
     private readonly write: Write,
     private readonly clock: Clock,
   ) {}

@@ -47,15 +47,15 @@ export interface PruneBatchResult extends PruneTotals {
 }
 
 /** Counts what a prune would remove, without removing it (`--dry-run`). Reads in one pass. */
-export async function previewPrune(tx: Pick<Tx, 'db'>, cutoff: number): Promise<PruneTotals & { roots: number }> {
+export async function previewPrune(tx: Pick<Tx, 'sql'>, cutoff: number): Promise<PruneTotals & { roots: number }> {
   const totals = { roots: 0, threads: 0, work_items: 0, ledger_entries: 0, checkpoints: 0 };
   const roots = await listPrunableRoots(tx.sql, cutoff, Number.MAX_SAFE_INTEGER);
   const links: LedgerLink[] = [];
   for (const root of roots) {
-    for (const id of [...listChildThreadIds(tx.db, root), root]) {
+    for (const id of [...(await listChildThreadIds(tx.sql, root)), root]) {
       totals.threads++;
       totals.work_items += await countWorkItemsOfThread(tx.sql, id);
-      links.push(...listLedgerLinksForThread(tx.db, id));
+      links.push(...(await listLedgerLinksForThread(tx.sql, id)));
     }
   }
   totals.roots = roots.length;
@@ -71,8 +71,10 @@ export async function previewPrune(tx: Pick<Tx, 'db'>, cutoff: number): Promise<
 export async function pruneBatch(tx: Tx, p: { cutoff: number; pruneId: string; limit: number }): Promise<PruneBatchResult> {
   const roots = await listPrunableRoots(tx.sql, p.cutoff, p.limit);
   const threadIds: string[] = [];
-  for (const root of roots) threadIds.push(...listChildThreadIds(tx.db, root), root);
-  const runs = splitIntoRuns(threadIds.flatMap((id) => await listLedgerLinksForThread(tx.sql, id)));
+  for (const root of roots) threadIds.push(...(await listChildThreadIds(tx.sql, root)), root);
+  const links: LedgerLink[] = [];
+  for (const id of threadIds) links.push(...(await listLedgerLinksForThread(tx.sql, id)));
+  const runs = splitIntoRuns(links);
   let ledgerEntries = 0;
   for (const run of runs) {
     await insertLedgerCheckpoint(tx.sql, { ...run, prune_id: p.pruneId, cutoff_at: p.cutoff, created_at: tx.now });
@@ -86,7 +88,7 @@ export async function pruneBatch(tx: Tx, p: { cutoff: number; pruneId: string; l
     await deleteChargesOfThread(tx.sql, id);
     await detachScheduleRunsFromThread(tx.sql, id);
     workItems += await deleteWorkItemsOfThread(tx.sql, id);
-    if (await deleteClosedThread(tx.sql, id) !== 1) throw new StaleStateError(`thread ${id} is no longer closed`);
+    if ((await deleteClosedThread(tx.sql, id)) !== 1) throw new StaleStateError(`thread ${id} is no longer closed`);
   }
   return { roots: roots.length, threads: threadIds.length, work_items: workItems, ledger_entries: ledgerEntries, checkpoints: runs.length };
 }
@@ -97,8 +99,9 @@ export function newPruneId(): string {
 }
 
 export interface PruneDeps {
-  db: Tx['db'];
-  write<T>(fn: (tx: Tx) => T): Promise<T>;
+  /** Reads outside a write (the dry run's preview): the last commit. */
+  reader: Tx['sql'];
+  write<T>(fn: (tx: Tx) => T | Promise<T>): Promise<T>;
   logger: Logger;
   maintenance: Maintenance;
 }
@@ -116,7 +119,7 @@ export interface PruneReport extends PruneTotals {
 export async function runPrune(d: PruneDeps, cutoff: number, dryRun: boolean): Promise<PruneReport> {
   const base = { dry_run: dryRun, cutoff: new Date(cutoff).toISOString(), freed_pages: 0 };
   if (dryRun) {
-    const { roots: _roots, ...preview } = previewPrune({ db: d.db }, cutoff);
+    const { roots: _roots, ...preview } = await previewPrune({ sql: d.reader }, cutoff);
     return { ...base, prune_id: null, ...preview };
   }
   const pruneId = newPruneId();
