@@ -9,9 +9,11 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { type CrashAt, neverCrash } from '../core/crash.js';
 import type { Logger } from '../core/logger.js';
 import { writeTx } from '../core/tx.js';
+import type { Sql } from '../core/sql.js';
 import { type Db, openDatabase } from '../db/connection.js';
 import { forgetDocuments } from '../db/document-cache.js';
-import { applyMigrations } from '../db/migrate.js';
+import { applyMigrations, migrationStatus } from '../db/migrate.js';
+import { SqliteSql } from '../db/sql.js';
 import { Writer } from '../db/writer.js';
 import { builtinDefinitions } from '../operations/loader.js';
 import { OperationRegistry } from '../operations/registry.js';
@@ -56,7 +58,14 @@ export interface AppOptions {
 }
 
 export class App implements Services {
+  /** The writer's connection: only the Writer (and maintenance, between batches) touches it. */
   readonly db: Db;
+  /**
+   * Every read that is not part of a write: a second, read-only connection. WAL gives it the last
+   * commit, never a batch the writer has not committed (or will roll back) while a write closure awaits.
+   */
+  readonly reader: Sql;
+  private readonly readerDb: Db;
   readonly bus: EventBus;
   readonly engine: Engine;
   readonly scheduler: Scheduler;
@@ -78,6 +87,8 @@ export class App implements Services {
     this.bus = new EventBus(() => eventLog.flush());
     const db = (this.db = openDatabase(config.dbPath, { busyTimeoutMs: config.busyTimeoutMs }));
     applyMigrations(db, config.migrationsDir ?? undefined);
+    const readerDb = (this.readerDb = openDatabase(config.dbPath, { readonly: true, busyTimeoutMs: config.busyTimeoutMs }));
+    const reader = (this.reader = new SqliteSql(readerDb));
     const operations = o.operations ?? new OperationRegistry(builtinDefinitions(), operationSettingsOf(config));
     const provider = o.provider ?? createOpenAIProvider(config.provider);
     const wake = () => this.engine.wake();
@@ -89,12 +100,16 @@ export class App implements Services {
         this.metrics.observeCommit(info.commitMs);
         this.maintenance.noteActivity();
       },
-      onRollback: () => forgetDocuments(db),
+      onRollback: () => forgetDocuments({ connection: db }),
       onInfraFailure: (err) => writeHealth.failed(err),
       onInfraRecovered: () => writeHealth.recovered(),
     }));
     // A scheduled run ends with its thread, in the thread's transaction (lease-then-LLM's finalize).
-    const hooks: EngineHooks = { threadEnded: finalizeRunOfThread };
+    const hooks: EngineHooks = {
+      threadEnded: async (tx, thread, status) => {
+        await finalizeRunOfThread(tx, thread, status);
+      },
+    };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;
     const flow = flowControlOf(config.flow, operations);
@@ -109,21 +124,33 @@ export class App implements Services {
       crashAt,
     };
     const walPath = `${config.dbPath}-wal`;
-    const gauges = daemonMetricsSource(db, clock, () => this.engine, walPath);
+    const gauges = daemonMetricsSource(reader, clock, () => this.engine, walPath);
     this.metrics = new Metrics(gauges, config.flow.prices, config.provider.model);
-    this.engine = new Engine({ db, write, ctx, provider, clock, logger, flow, storage: this.storage, observer: this.metrics, ...engineSettingsOf(config) });
+    this.engine = new Engine({ reader, write, ctx, provider, clock, logger, flow, storage: this.storage, observer: this.metrics, ...engineSettingsOf(config) });
     this.maintenance = new Maintenance({ db, writer, walPath, logger, clock, idleMs: config.maintenanceIdleMs, calls: this.engine, observer: this.metrics });
     const schedulerClock = o.schedulerClock ?? clock;
     const scheduleWrite = writeTx(writer, schedulerClock, hooks);
     const { maxQueued } = config.flow;
-    const scheduling = { db, write: scheduleWrite, clock: schedulerClock, logger, owner, operations, crashAt, maxQueued, onWorkQueued: wake };
+    const scheduling = { reader, write: scheduleWrite, clock: schedulerClock, logger, owner, operations, crashAt, maxQueued, onWorkQueued: wake };
     this.scheduler = new Scheduler({ ...scheduling, ...config.scheduler });
     const { engine, storage, maintenance, metrics } = this;
-    this.threads = new ThreadService({ db, write, clock, ctx, engine, bus: this.bus, config });
-    this.projects = new ProjectService(db, write, operations);
-    this.ledger = new LedgerService(db, write, clock);
-    this.schedules = new ScheduleService(db, scheduleWrite, schedulerClock, this.scheduler, operations);
-    this.admin = new AdminService({ db, write, clock, config, logger, engine, storage, writeHealth, maintenance, metrics });
+    this.threads = new ThreadService({ reader, write, clock, ctx, engine, bus: this.bus, config });
+    this.projects = new ProjectService(reader, write, operations);
+    this.ledger = new LedgerService(reader, write, clock);
+    this.schedules = new ScheduleService(reader, scheduleWrite, schedulerClock, this.scheduler, operations);
+    this.admin = new AdminService({
+      reader,
+      migrations: () => migrationStatus(readerDb, config.migrationsDir ?? undefined),
+      write,
+      clock,
+      config,
+      logger,
+      engine,
+      storage,
+      writeHealth,
+      maintenance,
+      metrics,
+    });
     this.bus.subscribe(logEngineEvents(eventLog));
     this.bus.subscribe((e) => metrics.observeEvent(e));
   }
@@ -144,6 +171,7 @@ export class App implements Services {
     const result = await this.engine.stop(drainMs);
     await this.writer.close();
     this.eventLog.close();
+    this.readerDb.close();
     this.db.close();
     return result;
   }

@@ -171,17 +171,17 @@ export const appRouter = t.router({
     list: procedure.input(z.object({ all: z.boolean().default(false) })).query(({ ctx, input }) => ctx.services.schedules.list(input.all)),
     pause: procedure
       .input(z.object({ schedule_id: id }))
-      .mutation(({ ctx, input }) => ctx.services.schedules.pause(ctx.services.schedules.scheduleId(input.schedule_id))),
+      .mutation(async ({ ctx, input }) => ctx.services.schedules.pause(await ctx.services.schedules.scheduleId(input.schedule_id))),
     resume: procedure
       .input(z.object({ schedule_id: id }))
-      .mutation(({ ctx, input }) => ctx.services.schedules.resume(ctx.services.schedules.scheduleId(input.schedule_id))),
+      .mutation(async ({ ctx, input }) => ctx.services.schedules.resume(await ctx.services.schedules.scheduleId(input.schedule_id))),
     remove: procedure
       .input(z.object({ schedule_id: id }))
-      .mutation(({ ctx, input }) => ctx.services.schedules.remove(ctx.services.schedules.scheduleId(input.schedule_id))),
+      .mutation(async ({ ctx, input }) => ctx.services.schedules.remove(await ctx.services.schedules.scheduleId(input.schedule_id))),
     runs: procedure
       .input(z.object({ schedule_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(50) }))
-      .query(({ ctx, input }) =>
-        ctx.services.schedules.runs(input.schedule_id === null ? null : ctx.services.schedules.scheduleId(input.schedule_id), input.limit),
+      .query(async ({ ctx, input }) =>
+        ctx.services.schedules.runs(input.schedule_id === null ? null : await ctx.services.schedules.scheduleId(input.schedule_id), input.limit),
       ),
   }),
   briefing: procedure

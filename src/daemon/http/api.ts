@@ -141,8 +141,8 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: threadDetailSchema,
-    handle: ({ services, params }) => {
-      const { work_items: _items, ...view } = services.threads.get(params.thread_id);
+    handle: async ({ services, params }) => {
+      const { work_items: _items, ...view } = await services.threads.get(params.thread_id);
       return view;
     },
   }),

@@ -48,7 +48,7 @@ export async function startScheduledRun(tx: Tx, o: RunStartOptions, run: Schedul
   if (!schedule) throw new CommandError('NOT_FOUND', `schedule ${run.schedule_id} of run ${run.id} does not exist`);
   const request = scheduledRequest(schedule, current.period_at);
   // force: a schedule runs again every period; a thread already working on the request is joined instead.
-  const { thread } = submitOperation(tx, o.operations, request.operation, request.input, {
+  const { thread } = await submitOperation(tx, o.operations, request.operation, request.input, {
     force: true,
     maxQueued: o.maxQueued,
     deadlineAt: null,
