@@ -83,12 +83,12 @@ describe('an apply that throws', () => {
     const failed = ended(broken, thread_id, 'failed');
     await failed;
 
-    const entries = broken.ledger.thread(thread_id);
+    const entries = await broken.ledger.thread(thread_id);
     expect(entries.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'error']);
     expect(entries[2]!.payload).toMatchObject({ ok: true });
     expect(entries[3]!.payload).toMatchObject({ code: 'MUTATION_CONFLICT', class: 'permanent', next: 'dead_letter' });
     expect(String(entries[3]!.payload.message)).toContain('summary_note.apply: cannot merge into this document');
-    expect(broken.threads.get(thread_id).work_items).toMatchObject([{ status: 'dead_letter', error_code: 'MUTATION_CONFLICT' }]);
+    expect((await broken.threads.get(thread_id)).work_items).toMatchObject([{ status: 'dead_letter', error_code: 'MUTATION_CONFLICT' }]);
 
     // Far past every lease, then recovery scans: at start-up (a restart) and on its interval.
     clock.t += 3_600_000;
