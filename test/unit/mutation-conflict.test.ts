@@ -97,7 +97,7 @@ describe('an apply that throws', () => {
     await new Promise((r) => setTimeout(r, 4 * config.recoveryIntervalMs));
     expect(await broken.metrics.text()).not.toMatch(/combine_recoveries_total\{action="resumed"\} [1-9]/);
     expect(sim.calls).toHaveLength(1);
-    expect(broken.ledger.thread(thread_id)).toHaveLength(4);
+    expect(await broken.ledger.thread(thread_id)).toHaveLength(4);
     await broken.shutdown(0);
     apps.length = 0;
 
@@ -109,7 +109,7 @@ describe('an apply that throws', () => {
     expect(report.replayed).toMatchObject({ ok: true });
     await rescued;
     expect(sim.calls).toHaveLength(1);
-    expect(fixed.projects.document('p', 'summary', null)).toMatchObject({ version: 1, content: { summary: expect.any(String) } });
+    expect(await fixed.projects.document('p', 'summary', null)).toMatchObject({ version: 1, content: { summary: expect.any(String) } });
     const log = readFileSync(config.logPath, 'utf8');
     const resumed = log.split('\n').filter((l) => l.includes('"recovery scan"') && /"resumed":[1-9]/.test(l));
     expect(resumed).toEqual([]);
