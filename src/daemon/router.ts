@@ -138,8 +138,8 @@ export const appRouter = t.router({
       }),
     ),
   // The thread is looked up before the stream starts, so an unknown id is a 404 like everywhere else.
-  follow: procedure.input(z.object({ thread_id: id })).subscription(({ ctx, input, signal }) => {
-    ctx.services.threads.get(input.thread_id);
+  follow: procedure.input(z.object({ thread_id: id })).subscription(async ({ ctx, input, signal }) => {
+    await ctx.services.threads.get(input.thread_id);
     return ctx.services.threads.follow(input.thread_id, signal);
   }),
   retry: procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.services.threads.retry(input.thread_id)),

@@ -202,8 +202,8 @@ export const apiRoutes: Route[] = [
     status: 200,
     response: z.array(threadSchema),
     headers: (list: ThreadView[], { params, query }) => nextPage(`/projects/${encodeURIComponent(params.project_id)}/threads`, query, list, query.limit),
-    handle: ({ services, params, query }) => {
-      services.projects.get(params.project_id); // 404 for an unknown project, not an empty list
+    handle: async ({ services, params, query }) => {
+      await services.projects.get(params.project_id); // 404 for an unknown project, not an empty list
       return services.threads.list(threadFilter(query, params.project_id));
     },
   }),
