@@ -10,7 +10,8 @@ import { getProject } from '../../db/projects.js';
 import type { ThreadRow } from '../../db/schema.js';
 import type { TargetRef } from '../../domain/operations.js';
 import type { Documents, ProjectInfo, ProjectThreads, PromptContext } from '../../operations/api.js';
-import type { ReadAhead } from './read-ahead.js';
+import type { Operation } from '../../operations/registry.js';
+import { ReadAhead, runWithReads } from './read-ahead.js';
 
 function deepFreeze<T>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
@@ -26,17 +27,53 @@ export function rememberWrittenDocument(sql: Sql, id: string, version: number, c
   rememberDocument(sql, id, version, parseDocumentJson, deepFreeze(content));
 }
 
+const DOC = 'doc\0';
+const documentKey = (docType: string, key: string) => `${DOC}${docType}\0${key}`;
+const documentLoader = (sql: Sql, projectId: string, docType: string, key: string) => async () =>
+  (await readParsedDocument(sql, projectId, docType, parseDocumentJson, key))?.value ?? null;
+
 /** The project's documents as an operation reads them: synchronously, loaded ahead (read-ahead.ts). */
 export function documentsOf(sql: Sql, reads: ReadAhead, projectId: string): Documents {
   return {
     get(docType, key) {
       if (typeof docType !== 'string' || (key !== undefined && typeof key !== 'string')) throw new Error('documents.get(doc_type, key?) takes strings');
-      return reads.read(
-        `doc\0${docType}\0${key ?? ''}`,
-        async () => (await readParsedDocument(sql, projectId, docType, parseDocumentJson, key ?? ''))?.value ?? null,
-      );
+      return reads.read(documentKey(docType, key ?? ''), documentLoader(sql, projectId, docType, key ?? ''));
     },
   };
+}
+
+/** The documents (type, key) each operation's function read on its previous call. */
+const documentsReadBefore = new WeakMap<Operation, Map<string, (readonly [string, string])[]>>();
+
+/**
+ * `runWithReads` for one of `op`'s functions (`fn`: 'prompt', 'apply', …) over `projectId`'s
+ * documents, with the documents it read on its previous call — and `expected`, which the caller knows
+ * it reads — loaded before the first run: a read not loaded ahead costs one more run of the function,
+ * and a function usually reads the same document types every time. A guess that was wrong only costs
+ * its read.
+ */
+export async function runReadingDocuments<T>(
+  sql: Sql,
+  projectId: string,
+  site: { op: Operation; fn: string },
+  run: (reads: ReadAhead) => T,
+  expected: readonly (readonly [string, string])[] = [],
+): Promise<T> {
+  const reads = new ReadAhead();
+  const before = documentsReadBefore.get(site.op)?.get(site.fn) ?? [];
+  for (const [docType, key] of [...expected, ...before]) await reads.preload(documentKey(docType, key), documentLoader(sql, projectId, docType, key));
+  const result = await runWithReads(run, reads);
+  const read = reads
+    .loadedKeys()
+    .filter((k) => k.startsWith(DOC))
+    .map((k) => {
+      const [docType = '', key = ''] = k.slice(DOC.length).split('\0');
+      return [docType, key] as const;
+    });
+  const byFn = documentsReadBefore.get(site.op) ?? new Map<string, (readonly [string, string])[]>();
+  byFn.set(site.fn, read);
+  documentsReadBefore.set(site.op, byFn);
+  return result;
 }
 
 const MAX_LISTED_THREADS = 100;

@@ -15,8 +15,7 @@ import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { checkAnswer, countAnswerItems, planMutation, renderRequest } from '../../operations/runtime.js';
-import { documentsOf, projectInfo, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from './operation-context.js';
-import { runWithReads } from './read-ahead.js';
+import { documentsOf, projectInfo, promptContextFor, rememberWrittenDocument, runReadingDocuments, threadInput, threadTarget } from './operation-context.js';
 import { OperationCallError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 
@@ -54,7 +53,9 @@ export async function buildThreadRequest(sql: Sql, ops: OperationRegistry, threa
   if (!project) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
   const input = threadInput(thread);
   try {
-    const rendered = await runWithReads((reads) => renderRequest(op, promptContextFor(sql, reads, project, input)));
+    const rendered = await runReadingDocuments(sql, project.id, { op, fn: 'prompt' }, (reads) =>
+      renderRequest(op, promptContextFor(sql, reads, project, input)),
+    );
     // As the provider accepts it (config provider.response_format); the answer is validated either way.
     return { ok: true, request: withResponseFormat(rendered, op.params.responseFormat ?? 'json_schema') };
   } catch (err) {
@@ -102,16 +103,23 @@ export async function applyThreadAnswer(
   const input = threadInput(thread);
   let planned: ReturnType<typeof planMutation>;
   try {
-    planned = await runWithReads((reads) => {
-      const documents = documentsOf(sql, reads, target.project_id);
-      return planMutation(op, {
-        current: documents.get(target.doc_type, key),
-        answer,
-        input,
-        documents,
-        provenance: { thread_id: thread.id, work_item_id: item.id, at: now },
-      });
-    });
+    // The target document is read first (`current`): loaded ahead with the ones `apply` read last time.
+    planned = await runReadingDocuments(
+      sql,
+      target.project_id,
+      { op, fn: 'apply' },
+      (reads) => {
+        const documents = documentsOf(sql, reads, target.project_id);
+        return planMutation(op, {
+          current: documents.get(target.doc_type, key),
+          answer,
+          input,
+          documents,
+          provenance: { thread_id: thread.id, work_item_id: item.id, at: now },
+        });
+      },
+      [[target.doc_type, key]],
+    );
   } catch (err) {
     if (err instanceof OperationCallError) return { ok: false, error: permanent('MUTATION_CONFLICT', `the answer could not be applied: ${err.message}`) };
     throw err;

@@ -21,6 +21,16 @@ export class ReadAhead {
     throw NOT_LOADED_YET;
   }
 
+  /** Loads `key` before a round reads it (a value the caller knows, or guesses, the function will read). */
+  async preload(key: string, load: () => Promise<unknown>): Promise<void> {
+    if (!this.values.has(key)) this.values.set(key, await load());
+  }
+
+  /** The keys loaded so far. */
+  loadedKeys(): string[] {
+    return [...this.values.keys()];
+  }
+
   /** @internal runWithReads: the read that stopped this round, loaded; false when none did. */
   async loadMissing(): Promise<boolean> {
     const m = this.missing;
@@ -31,9 +41,8 @@ export class ReadAhead {
   }
 }
 
-/** Runs `fn` until it completes with every value it reads loaded; returns its result. */
-export async function runWithReads<T>(fn: (reads: ReadAhead) => T): Promise<T> {
-  const reads = new ReadAhead();
+/** Runs `fn` until it completes with every value it reads loaded (some may be preloaded in `reads`); returns its result. */
+export async function runWithReads<T>(fn: (reads: ReadAhead) => T, reads = new ReadAhead()): Promise<T> {
   for (let round = 0; round < MAX_ROUNDS; round++) {
     let result: T | undefined;
     let error: unknown;

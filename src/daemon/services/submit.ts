@@ -16,7 +16,7 @@ import type { DocumentTarget } from '../../operations/api.js';
 import type { Operation, OperationRegistry } from '../../operations/registry.js';
 import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, targetOf } from '../../operations/runtime.js';
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
-import { documentsOf, projectInfo, promptContextFor } from '../engine/operation-context.js';
+import { documentsOf, projectInfo, promptContextFor, runReadingDocuments } from '../engine/operation-context.js';
 import { runWithReads } from '../engine/read-ahead.js';
 import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
 import { OperationCallError, CommandError } from '../../core/errors.js';
@@ -120,7 +120,7 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
   if (op.fansOut) return await orchestrate(tx, ops, op, input, p, o);
   // A request that cannot be built now (e.g. its epic does not exist) is refused now, not failed later.
   try {
-    await runWithReads((reads) => renderRequest(op, promptContextFor(tx.sql, reads, project, input)));
+    await runReadingDocuments(tx.sql, project.id, { op, fn: 'prompt' }, (reads) => renderRequest(op, promptContextFor(tx.sql, reads, project, input)));
   } catch (err) {
     refusal(err);
   }
