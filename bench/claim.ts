@@ -66,7 +66,7 @@ async function run(variant: Variant, projects: number): Promise<number> {
   const db = openDatabase(join(dir, 'combine.db'));
   applyMigrations(db);
   const writer = new Writer<EngineEvent>(db, {});
-  const write = writeTx(writer, systemClock, { threadEnded: () => {} });
+  const write = writeTx(writer, systemClock, { threadEnded: async () => {} });
   const perProject = ITEMS / projects;
   for (let p = 0; p < projects; p++) {
     const id = `p${p}`;
@@ -101,13 +101,13 @@ async function run(variant: Variant, projects: number): Promise<number> {
   let claimed = 0;
   const started = performance.now();
   while (claimed < ITEMS) {
-    const n = await write((tx) => {
-      if (variant !== 'baseline') return claimWorkItems(tx, flow, owner, BATCH, 60_000).claimed.length;
+    const n = await write(async (tx) => {
+      if (variant !== 'baseline') return (await claimWorkItems(tx, flow, owner, BATCH, 60_000)).claimed.length;
       let k = 0;
       for (; k < BATCH; k++) {
         const item = baselineClaim(tx.db, owner, tx.now);
         if (!item) break;
-        acquireLock(tx.db, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: tx.now + 60_000 });
+        await acquireLock(tx.sql, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: tx.now + 60_000 });
       }
       return k;
     });

@@ -95,8 +95,8 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuStarted);
     await profiler.stop('engine');
-    const ledgerEntries = app.admin.stats().ledger_entries;
-    const threads = Object.values(app.admin.stats().threads).reduce((a, b) => a + b, 0);
+    const ledgerEntries = (await app.admin.stats()).ledger_entries;
+    const threads = Object.values((await app.admin.stats()).threads).reduce((a, b) => a + b, 0);
     app.db.pragma('wal_checkpoint(TRUNCATE)');
     const dbBytes = statSync(config.dbPath).size;
     await app.shutdown(0);

@@ -74,7 +74,7 @@ async function claimRun(home: string, run: number): Promise<{ claimsPerSecond: n
   const lat: number[] = [];
   for (let i = 0; i < QUERIES; i++) {
     const q0 = performance.now();
-    const list = app.threads.list({ active: true, projectId: null, limit: 100 });
+    const list = await app.threads.list({ active: true, projectId: null, limit: 100 });
     lat.push(performance.now() - q0);
     if (list.length !== 100) throw new Error(`expected 100 active threads, got ${list.length}`);
   }

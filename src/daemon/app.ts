@@ -10,9 +10,11 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { type CrashAt, neverCrash } from '../core/crash.js';
 import type { Logger } from '../core/logger.js';
 import { writeTx } from '../core/tx.js';
+import type { Sql } from '../core/sql.js';
 import { type Db, openDatabase } from '../db/connection.js';
 import { forgetDocuments } from '../db/document-cache.js';
-import { applyMigrations } from '../db/migrate.js';
+import { applyMigrations, migrationStatus } from '../db/migrate.js';
+import { SqliteSql } from '../db/sql.js';
 import { Writer } from '../db/writer.js';
 import { builtinDefinitions } from '../operations/loader.js';
 import { OperationRegistry } from '../operations/registry.js';
@@ -67,7 +69,14 @@ export interface AppOptions {
 }
 
 export class App implements Services {
+  /** The writer's connection: only the Writer (and maintenance, between batches) touches it. */
   readonly db: Db;
+  /**
+   * Every read that is not part of a write: a second, read-only connection. WAL gives it the last
+   * commit, never a batch the writer has not committed (or will roll back) while a write closure awaits.
+   */
+  readonly reader: Sql;
+  private readonly readerDb: Db;
   readonly bus: EventBus;
   readonly engine: Engine;
   readonly scheduler: Scheduler;
@@ -84,7 +93,7 @@ export class App implements Services {
   readonly pressure: PressureMonitor;
   readonly canary: CanaryService;
   /** `ledger verify`, `ledger export` and prune dry runs, off the event loop (control-plane/reader.ts). */
-  private readonly reader: ControlPlaneReader;
+  private readonly controlPlane: ControlPlaneReader;
   private readonly tracer: Tracer;
   private readonly writer: Writer<EngineEvent>;
   private readonly maintenance: Maintenance;
@@ -97,6 +106,8 @@ export class App implements Services {
     this.bus = new EventBus(() => eventLog.flush());
     const db = (this.db = openDatabase(config.dbPath, { busyTimeoutMs: config.busyTimeoutMs }));
     applyMigrations(db, config.migrationsDir ?? undefined);
+    const readerDb = (this.readerDb = openDatabase(config.dbPath, { readonly: true, busyTimeoutMs: config.busyTimeoutMs }));
+    const reader = (this.reader = new SqliteSql(readerDb));
     const operations = o.operations ?? new OperationRegistry(builtinDefinitions(), operationSettingsOf(config), [canaryDefinition()]);
     const router = (this.router = createModelRouter(config, o.provider));
     const tracer = (this.tracer = o.tracer ?? noTracer);
@@ -109,12 +120,16 @@ export class App implements Services {
         this.metrics.observeCommit(info.commitMs);
         this.maintenance.noteActivity();
       },
-      onRollback: () => forgetDocuments(db),
+      onRollback: () => forgetDocuments({ connection: db }),
       onInfraFailure: (err) => writeHealth.failed(err),
       onInfraRecovered: () => writeHealth.recovered(),
     }));
     // A scheduled run ends with its thread, in the thread's transaction (lease-then-LLM's finalize).
-    const hooks: EngineHooks = { threadEnded: finalizeRunOfThread };
+    const hooks: EngineHooks = {
+      threadEnded: async (tx, thread, status) => {
+        await finalizeRunOfThread(tx, thread, status);
+      },
+    };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;
     const flow = flowControlOf(config.flow, operations, router);
@@ -129,7 +144,7 @@ export class App implements Services {
       crashAt,
     };
     const walPath = `${config.dbPath}-wal`;
-    const gauges = daemonMetricsSource(db, clock, () => this, walPath);
+    const gauges = daemonMetricsSource(reader, clock, () => this, walPath);
     this.metrics = new Metrics(
       gauges,
       config.flow.prices,
@@ -137,7 +152,7 @@ export class App implements Services {
     );
     const throttle = { claimLimits: () => this.pressure.claimLimits() };
     this.engine = new Engine({
-      db,
+      reader,
       write,
       ctx,
       clock,
@@ -157,19 +172,20 @@ export class App implements Services {
       return { thread_id: r.thread.id };
     };
     this.canary = new CanaryService({ ...config.canary, clock, logger, submit: submitOne, subscribe: (listener) => this.bus.subscribe(listener) });
-    this.reader = new ControlPlaneReader({ dbPath: config.dbPath, busyTimeoutMs: config.busyTimeoutMs });
+    this.controlPlane = new ControlPlaneReader({ dbPath: config.dbPath, busyTimeoutMs: config.busyTimeoutMs });
     const schedulerClock = o.schedulerClock ?? clock;
     const scheduleWrite = writeTx(writer, schedulerClock, hooks);
     const { maxQueued } = config.flow;
-    const scheduling = { db, write: scheduleWrite, clock: schedulerClock, logger, owner, operations, crashAt, maxQueued, onWorkQueued: wake };
+    const scheduling = { reader, write: scheduleWrite, clock: schedulerClock, logger, owner, operations, crashAt, maxQueued, onWorkQueued: wake };
     this.scheduler = new Scheduler({ ...scheduling, ...config.scheduler });
-    const { engine, storage, maintenance, metrics, pressure, canary, reader } = this;
-    this.threads = new ThreadService({ db, write, clock, ctx, engine, bus: this.bus, config, router, pressure, tracer });
-    this.projects = new ProjectService(db, write, operations, pressure);
-    this.ledger = new LedgerService(db, write, clock, reader, pressure);
-    this.schedules = new ScheduleService(db, scheduleWrite, schedulerClock, this.scheduler, operations);
+    const { engine, storage, maintenance, metrics, pressure, canary, controlPlane } = this;
+    this.threads = new ThreadService({ reader, write, clock, ctx, engine, bus: this.bus, config, router, pressure, tracer });
+    this.projects = new ProjectService(reader, write, operations, pressure);
+    this.ledger = new LedgerService(reader, write, clock, controlPlane, pressure);
+    this.schedules = new ScheduleService(reader, scheduleWrite, schedulerClock, this.scheduler, operations);
     this.admin = new AdminService({
-      db,
+      reader,
+      migrations: () => migrationStatus(readerDb, config.migrationsDir ?? undefined),
       write,
       clock,
       config,
@@ -183,7 +199,7 @@ export class App implements Services {
       router,
       pressure,
       canary,
-      reader,
+      controlPlane,
     });
     this.bus.subscribe(logEngineEvents(eventLog));
     this.bus.subscribe((e) => metrics.observeEvent(e));
@@ -207,10 +223,11 @@ export class App implements Services {
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
-    await this.reader.close();
+    await this.controlPlane.close();
     await this.tracer.shutdown();
     await this.writer.close();
     this.eventLog.close();
+    this.readerDb.close();
     this.db.close();
     return result;
   }

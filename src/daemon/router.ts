@@ -146,8 +146,8 @@ export const appRouter = t.router({
       }),
     ),
   // The thread is looked up before the stream starts, so an unknown id is a 404 like everywhere else.
-  follow: procedure.input(z.object({ thread_id: id })).subscription(({ ctx, input, signal }) => {
-    ctx.services.threads.get(input.thread_id);
+  follow: procedure.input(z.object({ thread_id: id })).subscription(async ({ ctx, input, signal }) => {
+    await ctx.services.threads.get(input.thread_id);
     return ctx.services.threads.follow(input.thread_id, signal);
   }),
   retry: procedure.input(z.object({ thread_id: id })).mutation(({ ctx, input }) => ctx.services.threads.retry(input.thread_id)),
@@ -179,17 +179,17 @@ export const appRouter = t.router({
     list: procedure.input(z.object({ all: z.boolean().default(false) })).query(({ ctx, input }) => ctx.services.schedules.list(input.all)),
     pause: procedure
       .input(z.object({ schedule_id: id }))
-      .mutation(({ ctx, input }) => ctx.services.schedules.pause(ctx.services.schedules.scheduleId(input.schedule_id))),
+      .mutation(async ({ ctx, input }) => ctx.services.schedules.pause(await ctx.services.schedules.scheduleId(input.schedule_id))),
     resume: procedure
       .input(z.object({ schedule_id: id }))
-      .mutation(({ ctx, input }) => ctx.services.schedules.resume(ctx.services.schedules.scheduleId(input.schedule_id))),
+      .mutation(async ({ ctx, input }) => ctx.services.schedules.resume(await ctx.services.schedules.scheduleId(input.schedule_id))),
     remove: procedure
       .input(z.object({ schedule_id: id }))
-      .mutation(({ ctx, input }) => ctx.services.schedules.remove(ctx.services.schedules.scheduleId(input.schedule_id))),
+      .mutation(async ({ ctx, input }) => ctx.services.schedules.remove(await ctx.services.schedules.scheduleId(input.schedule_id))),
     runs: procedure
       .input(z.object({ schedule_id: id.nullable().default(null), limit: z.number().int().min(1).max(10_000).default(50) }))
-      .query(({ ctx, input }) =>
-        ctx.services.schedules.runs(input.schedule_id === null ? null : ctx.services.schedules.scheduleId(input.schedule_id), input.limit),
+      .query(async ({ ctx, input }) =>
+        ctx.services.schedules.runs(input.schedule_id === null ? null : await ctx.services.schedules.scheduleId(input.schedule_id), input.limit),
       ),
   }),
   briefing: procedure

@@ -3,7 +3,7 @@
  * rename or remove them.
  */
 import { listResponseCostsForThread, sumThreadUsage, type UsageTotals } from '../db/charges.js';
-import type { Db } from '../db/connection.js';
+import type { Sql } from '../core/sql.js';
 import { listLedgerForThreadFamily } from '../ledger/store.js';
 import { readParsedDocument } from '../db/document-cache.js';
 import { getProject } from '../db/projects.js';
@@ -63,11 +63,11 @@ export interface CommandView {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-export function threadView(db: Db, t: ThreadRow): ThreadView {
+export async function threadView(sql: Sql, t: ThreadRow): Promise<ThreadView> {
   let child_summary: Record<string, number> | null = null;
   if (t.role === 'orchestration') {
     child_summary = {};
-    for (const c of countChildThreadsByStatus(db, t.id)) child_summary[c.status] = c.n;
+    for (const c of await countChildThreadsByStatus(sql, t.id)) child_summary[c.status] = c.n;
   }
   return {
     thread_id: t.id,
@@ -78,7 +78,7 @@ export function threadView(db: Db, t: ThreadRow): ThreadView {
     created_at: iso(t.created_at)!,
     closed_at: iso(t.closed_at),
     child_summary,
-    usage: usageView(sumThreadUsage(db, t.id)),
+    usage: usageView(await sumThreadUsage(sql, t.id)),
   };
 }
 
@@ -104,8 +104,8 @@ export function workItemView(w: WorkItemRow) {
 const MAX_CHILDREN_LISTED = 10_000;
 
 /** A child of an orchestration as listed under it: where it stands, and why it failed if it did. */
-export function childViews(db: Db, parentId: string) {
-  return listChildThreadsWithLatestError(db, parentId, MAX_CHILDREN_LISTED).map((c) => ({
+export async function childViews(sql: Sql, parentId: string) {
+  return (await listChildThreadsWithLatestError(sql, parentId, MAX_CHILDREN_LISTED)).map((c) => ({
     thread_id: c.id,
     kind: c.kind,
     status: c.status,
@@ -117,8 +117,8 @@ export function childViews(db: Db, parentId: string) {
 }
 
 /** The thread plus what a person wants to see about it: its work items. */
-export function threadDetailView(db: Db, t: ThreadRow) {
-  return { ...threadView(db, t), work_items: listWorkItemsForThread(db, t.id).map(workItemView) };
+export async function threadDetailView(sql: Sql, t: ThreadRow) {
+  return { ...(await threadView(sql, t)), work_items: (await listWorkItemsForThread(sql, t.id)).map(workItemView) };
 }
 
 /** `costs`: settled cost by response seq; a `response` entry shows its own (null when unpriced or in doubt). */
@@ -146,21 +146,25 @@ export function ledgerEntryView(e: LedgerRow, imported?: LedgerImportRow, costs?
 export const MAX_LEDGER_VIEW_ENTRIES = 20_000;
 
 /** A thread's ledger entries and, for an orchestration, its children's, in chain order; null when there are too many. */
-export function threadLedgerView(db: Db, threadId: string) {
-  const entries = listLedgerForThreadFamily(db, threadId, MAX_LEDGER_VIEW_ENTRIES + 1);
+export async function threadLedgerView(sql: Sql, threadId: string) {
+  const entries = await listLedgerForThreadFamily(sql, threadId, MAX_LEDGER_VIEW_ENTRIES + 1);
   if (entries.length > MAX_LEDGER_VIEW_ENTRIES) return null;
   const threadIds = [...new Set(entries.map((e) => e.thread_id))];
-  const imports = new Map(threadIds.flatMap((id) => listImportsForThread(db, id)).map((i) => [i.seq, i]));
-  const costs = new Map(threadIds.flatMap((id) => listResponseCostsForThread(db, id)).map((c) => [c.response_seq, c.cost_usd]));
+  const imports = new Map<number, LedgerImportRow>();
+  const costs = new Map<number, number | null>();
+  for (const id of threadIds) {
+    for (const i of await listImportsForThread(sql, id)) imports.set(i.seq, i);
+    for (const c of await listResponseCostsForThread(sql, id)) costs.set(c.response_seq, c.cost_usd);
+  }
   return entries.map((e) => ledgerEntryView(e, imports.get(e.seq), costs));
 }
 
-export function backlogView(db: Db, projectId: string) {
-  const project = getProject(db, projectId);
-  const doc = readParsedDocument(db, projectId, STORY_BACKLOG, parseStoryBacklog);
+export async function backlogView(sql: Sql, projectId: string) {
+  const project = await getProject(sql, projectId);
+  const doc = await readParsedDocument(sql, projectId, STORY_BACKLOG, parseStoryBacklog);
   if (!project || !doc) return null;
   const backlog = doc.value;
-  const epics = readParsedDocument(db, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture)?.value.epics ?? [];
+  const epics = (await readParsedDocument(sql, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture))?.value.epics ?? [];
   return {
     project_id: project.id,
     project_name: project.name,
@@ -179,10 +183,10 @@ export function backlogView(db: Db, projectId: string) {
   };
 }
 
-export function projectView(db: Db, projectId: string) {
-  const project = getProject(db, projectId);
+export async function projectView(sql: Sql, projectId: string) {
+  const project = await getProject(sql, projectId);
   if (!project) return null;
-  const arch = readParsedDocument(db, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture);
+  const arch = await readParsedDocument(sql, projectId, EPIC_ARCHITECTURE, parseEpicArchitecture);
   const epics = arch?.value.epics ?? [];
   return {
     project_id: project.id,

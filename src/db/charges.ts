@@ -4,32 +4,32 @@
  * guarded by `status = 'reserved'` and its changed-row count checked, so a call is settled at most once,
  * and `response_seq` is unique, so one response is never counted twice.
  */
-import type { Db } from './connection.js';
+import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { StaleStateError } from '../core/errors.js';
 import { assertChargeTransition } from '../domain/states.js';
-import { expectOneChange, prepared } from './statements.js';
+import { expectOneChange } from './statements.js';
 
-export function insertCharge(db: Db, row: ChargeRow): void {
-  prepared(
-    db,
+export async function insertCharge(sql: Sql, row: ChargeRow): Promise<void> {
+  await sql.run(
     `INSERT INTO llm_charges (id, work_item_id, thread_id, project_id, model, attempt, repair, status, day,
        reserved_tokens, reserved_cost_usd, prompt_tokens, completion_tokens, total_tokens, cost_usd, response_seq,
        applied, created_at, settled_at)
      VALUES (@id, @work_item_id, @thread_id, @project_id, @model, @attempt, @repair, @status, @day,
        @reserved_tokens, @reserved_cost_usd, @prompt_tokens, @completion_tokens, @total_tokens, @cost_usd, @response_seq,
        @applied, @created_at, @settled_at)`,
-  ).run(row);
+    row,
+  );
 }
 
 /** The work item's open reservation (at most one, by a partial unique index). */
-export function getOpenCharge(db: Db, workItemId: string): ChargeRow | undefined {
-  return prepared(db, "SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'").get(workItemId) as ChargeRow | undefined;
+export async function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow | undefined> {
+  return (await sql.get("SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'", [workItemId])) as ChargeRow | undefined;
 }
 
 /** reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. */
-export function settleChargeFromResponse(
-  db: Db,
+export async function settleChargeFromResponse(
+  sql: Sql,
   p: {
     id: string;
     status: 'settled' | 'in_doubt';
@@ -40,22 +40,22 @@ export function settleChargeFromResponse(
     response_seq: number;
     now: number;
   },
-): void {
+): Promise<void> {
   assertChargeTransition('reserved', p.status);
-  const result = prepared(
-    db,
+  const result = await sql.run(
     `UPDATE llm_charges
      SET status = @status, prompt_tokens = @prompt_tokens, completion_tokens = @completion_tokens,
          total_tokens = @total_tokens, cost_usd = @cost_usd, response_seq = @response_seq, settled_at = @now
      WHERE id = @id AND status = 'reserved'`,
-  ).run(p);
+    p,
+  );
   expectOneChange(result, `charge ${p.id} is not reserved`);
 }
 
 /** reserved → released (certainly not billed) or in_doubt (may have been billed): no response. */
-export function closeChargeWithoutResponse(db: Db, p: { id: string; status: 'released' | 'in_doubt'; now: number }): void {
+export async function closeChargeWithoutResponse(sql: Sql, p: { id: string; status: 'released' | 'in_doubt'; now: number }): Promise<void> {
   assertChargeTransition('reserved', p.status);
-  const result = prepared(db, "UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'").run(p);
+  const result = await sql.run("UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'", p);
   expectOneChange(result, `charge ${p.id} is not reserved`);
 }
 
@@ -64,9 +64,9 @@ export function closeChargeWithoutResponse(db: Db, p: { id: string; status: 'rel
  * response may have no charge (a replayed or cached answer, or one recorded before charges existed);
  * a charge already marked would be a second application of one answer: refused (StaleStateError).
  */
-export function markChargeApplied(db: Db, responseSeq: number): void {
-  if (prepared(db, 'UPDATE llm_charges SET applied = 1 WHERE response_seq = ? AND applied = 0').run(responseSeq).changes === 1) return;
-  if (prepared(db, 'SELECT 1 FROM llm_charges WHERE response_seq = ?').get(responseSeq) !== undefined) {
+export async function markChargeApplied(sql: Sql, responseSeq: number): Promise<void> {
+  if ((await sql.run('UPDATE llm_charges SET applied = 1 WHERE response_seq = ? AND applied = 0', [responseSeq])).changes === 1) return;
+  if ((await sql.get('SELECT 1 FROM llm_charges WHERE response_seq = ?', [responseSeq])) !== undefined) {
     throw new StaleStateError(`the charge of response ${responseSeq} is already marked applied`);
   }
 }
@@ -76,13 +76,13 @@ export function markChargeApplied(db: Db, responseSeq: number): void {
  * difference when it settles, negative when it is released). Called in the same transaction as the
  * charge change it mirrors (engine/charges.ts).
  */
-export function addProjectSpend(db: Db, p: { project_id: string; day: string; tokens: number; cost_usd: number }): void {
-  prepared(
-    db,
+export async function addProjectSpend(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
+  await sql.run(
     `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
      ON CONFLICT (project_id, day) DO UPDATE
        SET tokens = tokens + excluded.tokens, cost_usd = cost_usd + excluded.cost_usd`,
-  ).run(p);
+    p,
+  );
 }
 
 /**
@@ -90,12 +90,12 @@ export function addProjectSpend(db: Db, p: { project_id: string; day: string; to
  * at their maximum; released calls count nothing. `day` null sums every day. Reads the running totals
  * (one row per day), not the call history.
  */
-export function sumProjectSpend(db: Db, projectId: string, day: string | null): { tokens: number; cost_usd: number } {
-  return prepared(
-    db,
+export async function sumProjectSpend(sql: Sql, projectId: string, day: string | null): Promise<{ tokens: number; cost_usd: number }> {
+  return (await sql.get(
     `SELECT coalesce(sum(tokens), 0) AS tokens, coalesce(sum(cost_usd), 0) AS cost_usd
      FROM llm_project_spend WHERE project_id = @projectId AND (@day IS NULL OR day = @day)`,
-  ).get({ projectId, day }) as { tokens: number; cost_usd: number };
+    { projectId, day },
+  )) as { tokens: number; cost_usd: number };
 }
 
 export interface UsageTotals {
@@ -144,34 +144,34 @@ const TOTALS_COLUMNS = `
   coalesce(sum(status = 'in_doubt' AND reserved_cost_usd = 0), 0) AS unpriced_in_doubt_calls`;
 
 /** A thread's usage; for an orchestration, its children's too (children are one level deep). */
-export function sumThreadUsage(db: Db, threadId: string): UsageTotals {
-  return prepared(
-    db,
+export async function sumThreadUsage(sql: Sql, threadId: string): Promise<UsageTotals> {
+  return (await sql.get(
     `SELECT ${TOTALS_COLUMNS} FROM llm_charges
      WHERE thread_id = @id OR thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @id)`,
-  ).get({ id: threadId }) as UsageTotals;
+    { id: threadId },
+  )) as UsageTotals;
 }
 
 /** Every call ever made: what `combine stats` counts, with the same definition of a call as `usage`. */
-export function sumAllUsage(db: Db): UsageTotals {
-  return prepared(db, `SELECT ${TOTALS_COLUMNS} FROM llm_charges`).get() as UsageTotals;
+export async function sumAllUsage(sql: Sql): Promise<UsageTotals> {
+  return (await sql.get(`SELECT ${TOTALS_COLUMNS} FROM llm_charges`)) as UsageTotals;
 }
 
 export type UsageRow = UsageTotals & { project_id: string; day: string };
 
 /** Usage per project and UTC day, newest day first; `projectId` null for every project. */
-export function listUsageByProjectDay(db: Db, projectId: string | null): UsageRow[] {
-  return prepared(
-    db,
+export async function listUsageByProjectDay(sql: Sql, projectId: string | null): Promise<UsageRow[]> {
+  return (await sql.all(
     `SELECT project_id, day, ${TOTALS_COLUMNS} FROM llm_charges
      WHERE (@projectId IS NULL OR project_id = @projectId)
      GROUP BY project_id, day ORDER BY day DESC, project_id`,
-  ).all({ projectId }) as UsageRow[];
+    { projectId },
+  )) as UsageRow[];
 }
 
 /** The settled cost of each of a thread's recorded responses, by the response's ledger seq. */
-export function listResponseCostsForThread(db: Db, threadId: string): { response_seq: number; cost_usd: number | null }[] {
-  return prepared(db, 'SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL').all(threadId) as {
+export async function listResponseCostsForThread(sql: Sql, threadId: string): Promise<{ response_seq: number; cost_usd: number | null }[]> {
+  return (await sql.all('SELECT response_seq, cost_usd FROM llm_charges WHERE thread_id = ? AND response_seq IS NOT NULL', [threadId])) as {
     response_seq: number;
     cost_usd: number | null;
   }[];

@@ -8,7 +8,7 @@
  * rolled back, so the writer calls `forgetDocuments` after every rollback (WriterOptions.onRollback).
  * The daemon is the only writer of its database. Cached values are shared: callers must not mutate them.
  */
-import type { Db } from './connection.js';
+import type { Sql } from '../core/sql.js';
 import { getDocumentContent, getDocumentHead, type DocumentHead } from './projects.js';
 
 type Parse<T> = (content: string) => T;
@@ -19,13 +19,14 @@ interface Entry {
   value: unknown;
 }
 
-const caches = new WeakMap<Db, Map<string, Entry>>();
+/** One cache per connection (`Sql.connection`: a write closure's handle shares its writer's). */
+const caches = new WeakMap<object, Map<string, Entry>>();
 
-function cacheOf(db: Db): Map<string, Entry> {
-  let cache = caches.get(db);
+function cacheOf(sql: Pick<Sql, 'connection'>): Map<string, Entry> {
+  let cache = caches.get(sql.connection);
   if (!cache) {
     cache = new Map();
-    caches.set(db, cache);
+    caches.set(sql.connection, cache);
   }
   return cache;
 }
@@ -35,13 +36,13 @@ export interface ParsedDocument<T> extends DocumentHead {
 }
 
 /** The project's document of `docType` (and `key`), parsed by `parse` (once per version), or undefined if absent. */
-export function readParsedDocument<T>(db: Db, projectId: string, docType: string, parse: Parse<T>, key = ''): ParsedDocument<T> | undefined {
-  const head = getDocumentHead(db, projectId, docType, key);
+export async function readParsedDocument<T>(sql: Sql, projectId: string, docType: string, parse: Parse<T>, key = ''): Promise<ParsedDocument<T> | undefined> {
+  const head = await getDocumentHead(sql, projectId, docType, key);
   if (!head) return undefined;
-  const cache = cacheOf(db);
+  const cache = cacheOf(sql);
   const hit = cache.get(head.id);
   if (hit && hit.version === head.version && hit.parse === parse) return { ...head, value: hit.value as T };
-  const content = getDocumentContent(db, head.id);
+  const content = await getDocumentContent(sql, head.id);
   if (content === undefined) return undefined;
   const value = parse(content);
   cache.set(head.id, { version: head.version, parse, value });
@@ -52,11 +53,11 @@ export function readParsedDocument<T>(db: Db, projectId: string, docType: string
  * Records the value just written as `version` of document `id`, so the next read needs no parse.
  * `value` must be what `parse` would return for the stored content.
  */
-export function rememberDocument<T>(db: Db, id: string, version: number, parse: Parse<T>, value: T): void {
-  cacheOf(db).set(id, { version, parse, value });
+export function rememberDocument<T>(sql: Sql, id: string, version: number, parse: Parse<T>, value: T): void {
+  cacheOf(sql).set(id, { version, parse, value });
 }
 
 /** Drops every cached document of this connection (after a rollback). */
-export function forgetDocuments(db: Db): void {
-  caches.get(db)?.clear();
+export function forgetDocuments(sql: Pick<Sql, 'connection'>): void {
+  caches.get(sql.connection)?.clear();
 }

@@ -7,8 +7,7 @@
  * scans — the primary key for a prefix of the id, the `substr(id, 25)` expression index for a prefix
  * of the tail — so a lookup costs the same at a million rows as at ten.
  */
-import type { Db } from './connection.js';
-import { prepared } from './statements.js';
+import type { Sql } from '../core/sql.js';
 
 export interface IdRange {
   /** Lowest matching value (the typed text). */
@@ -24,19 +23,19 @@ const matchesOf = (table: string) => `
   ORDER BY id LIMIT @limit`;
 
 /** Thread ids starting with the range's text, or whose tail does; at most `limit`, in id order. */
-export function findThreadIdsByPrefix(db: Db, r: IdRange, limit: number): string[] {
-  return (prepared(db, matchesOf('llm_threads')).all({ ...r, limit }) as { id: string }[]).map((row) => row.id);
+export async function findThreadIdsByPrefix(sql: Sql, r: IdRange, limit: number): Promise<string[]> {
+  return ((await sql.all(matchesOf('llm_threads'), { ...r, limit })) as { id: string }[]).map((row) => row.id);
 }
 
 /** Work item ids matched the same way, with the thread each belongs to. */
-export function findWorkItemIdsByPrefix(db: Db, r: IdRange, limit: number): { id: string; thread_id: string }[] {
-  return prepared(db, `SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`).all({
+export async function findWorkItemIdsByPrefix(sql: Sql, r: IdRange, limit: number): Promise<{ id: string; thread_id: string }[]> {
+  return (await sql.all(`SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`, {
     ...r,
     limit,
-  }) as { id: string; thread_id: string }[];
+  })) as { id: string; thread_id: string }[];
 }
 
 /** Schedule ids matched the same way. */
-export function findScheduleIdsByPrefix(db: Db, r: IdRange, limit: number): string[] {
-  return (prepared(db, matchesOf('schedules')).all({ ...r, limit }) as { id: string }[]).map((row) => row.id);
+export async function findScheduleIdsByPrefix(sql: Sql, r: IdRange, limit: number): Promise<string[]> {
+  return ((await sql.all(matchesOf('schedules'), { ...r, limit })) as { id: string }[]).map((row) => row.id);
 }

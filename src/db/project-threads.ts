@@ -1,14 +1,13 @@
 /** The reads behind an operation's `threads` prompt context: a project's thread counts and newest threads. */
-import type { Db } from './connection.js';
-import { prepared } from './statements.js';
+import type { Sql } from '../core/sql.js';
 
 /** Thread counts by status for a project, threads of the `exclude` kinds left out. */
-export function countProjectThreadsByStatus(db: Db, projectId: string, exclude: readonly string[]): { status: string; n: number }[] {
-  return prepared(
-    db,
+export async function countProjectThreadsByStatus(sql: Sql, projectId: string, exclude: readonly string[]): Promise<{ status: string; n: number }[]> {
+  return (await sql.all(
     `SELECT status, count(*) AS n FROM llm_threads
      WHERE space_id = ? AND kind NOT IN (SELECT value FROM json_each(?)) GROUP BY status ORDER BY status`,
-  ).all(projectId, JSON.stringify(exclude)) as { status: string; n: number }[];
+    [projectId, JSON.stringify(exclude)],
+  )) as { status: string; n: number }[];
 }
 
 export interface ThreadWithError {
@@ -24,17 +23,17 @@ export interface ThreadWithError {
  * A project's newest threads in the given statuses, threads of the `exclude` kinds left out, each with
  * the error code of its latest work item (why it failed, or why it is waiting).
  */
-export function listProjectThreadsWithStatus(
-  db: Db,
+export async function listProjectThreadsWithStatus(
+  sql: Sql,
   p: { projectId: string; statuses: readonly string[]; exclude: readonly string[]; limit: number },
-): ThreadWithError[] {
-  return prepared(
-    db,
+): Promise<ThreadWithError[]> {
+  return (await sql.all(
     `SELECT t.id, t.kind, t.status, t.target_ref, t.created_at,
        (SELECT w.error_code FROM llm_work_items w WHERE w.thread_id = t.id ORDER BY w.sequence DESC LIMIT 1) AS error_code
      FROM llm_threads t
      WHERE t.space_id = @projectId AND t.kind NOT IN (SELECT value FROM json_each(@exclude))
        AND t.status IN (SELECT value FROM json_each(@statuses))
      ORDER BY t.created_at DESC, t.id LIMIT @limit`,
-  ).all({ projectId: p.projectId, exclude: JSON.stringify(p.exclude), statuses: JSON.stringify(p.statuses), limit: p.limit }) as ThreadWithError[];
+    { projectId: p.projectId, exclude: JSON.stringify(p.exclude), statuses: JSON.stringify(p.statuses), limit: p.limit },
+  )) as ThreadWithError[];
 }

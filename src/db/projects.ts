@@ -1,86 +1,86 @@
 /** Projects and their documents (epic_architecture, story_backlog, and whatever operations write). */
+import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
-import type { Db } from './connection.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { expectOneChange, prepared } from './statements.js';
+import { expectOneChange } from './statements.js';
 
-export function insertProject(db: Db, row: ProjectRow): void {
-  prepared(db, 'INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)').run(row);
+export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
+  await sql.run('INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)', row);
 }
 
-export function renameProject(db: Db, id: string, name: string): void {
-  expectOneChange(prepared(db, 'UPDATE projects SET name = ? WHERE id = ?').run(name, id), `project ${id} does not exist`);
+export async function renameProject(sql: Sql, id: string, name: string): Promise<void> {
+  expectOneChange(await sql.run('UPDATE projects SET name = ? WHERE id = ?', [name, id]), `project ${id} does not exist`);
 }
 
-export function getProject(db: Db, id: string): ProjectRow | undefined {
-  return prepared(db, 'SELECT * FROM projects WHERE id = ?').get(id) as ProjectRow | undefined;
+export async function getProject(sql: Sql, id: string): Promise<ProjectRow | undefined> {
+  return (await sql.get('SELECT * FROM projects WHERE id = ?', [id])) as ProjectRow | undefined;
 }
 
 /** Users' projects (the daemon's own system project is left out). */
-export function listProjects(db: Db): ProjectRow[] {
-  return prepared(db, 'SELECT * FROM projects WHERE id <> ? ORDER BY created_at, id').all(SYSTEM_PROJECT_ID) as ProjectRow[];
+export async function listProjects(sql: Sql): Promise<ProjectRow[]> {
+  return (await sql.all('SELECT * FROM projects WHERE id <> ? ORDER BY created_at, id', [SYSTEM_PROJECT_ID])) as ProjectRow[];
 }
 
 /** `doc_key` defaults to '' (the project's one document of that type). */
-export function insertDocument(db: Db, row: Omit<DocumentRow, 'doc_key'> & { doc_key?: string }): void {
-  prepared(
-    db,
+export async function insertDocument(sql: Sql, row: Omit<DocumentRow, 'doc_key'> & { doc_key?: string }): Promise<void> {
+  await sql.run(
     `INSERT INTO documents (id, project_id, doc_type, doc_key, version, content, updated_at)
      VALUES (@id, @project_id, @doc_type, @doc_key, @version, @content, @updated_at)`,
-  ).run({ doc_key: '', ...row });
+    { doc_key: '', ...row },
+  );
 }
 
 /** The project's one document of a type (epic_architecture, story_backlog). */
-export function getDocument(db: Db, projectId: string, docType: string): DocumentRow | undefined {
-  return prepared(db, "SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''").get(projectId, docType) as DocumentRow | undefined;
+export async function getDocument(sql: Sql, projectId: string, docType: string): Promise<DocumentRow | undefined> {
+  return (await sql.get("SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''", [projectId, docType])) as DocumentRow | undefined;
 }
 
 /** One document of a type that exists per key (a briefing per date). */
-export function getKeyedDocument(db: Db, projectId: string, docType: string, key: string): DocumentRow | undefined {
-  return prepared(db, 'SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?').get(projectId, docType, key) as DocumentRow | undefined;
+export async function getKeyedDocument(sql: Sql, projectId: string, docType: string, key: string): Promise<DocumentRow | undefined> {
+  return (await sql.get('SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?', [projectId, docType, key])) as DocumentRow | undefined;
 }
 
 /** The keyed document with the greatest key (for dates: the newest briefing). */
-export function getLatestKeyedDocument(db: Db, projectId: string, docType: string): DocumentRow | undefined {
-  return prepared(db, "SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key <> '' ORDER BY doc_key DESC LIMIT 1").get(
+export async function getLatestKeyedDocument(sql: Sql, projectId: string, docType: string): Promise<DocumentRow | undefined> {
+  return (await sql.get("SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key <> '' ORDER BY doc_key DESC LIMIT 1", [
     projectId,
     docType,
-  ) as DocumentRow | undefined;
+  ])) as DocumentRow | undefined;
 }
 
 /**
  * A project's documents without their content, by type, the greatest key first within a type (for
  * dates: the newest briefing), at most `limit`. Sorts only the project's rows (the unique index finds them).
  */
-export function listDocumentHeads(db: Db, projectId: string, limit: number): Omit<DocumentRow, 'content'>[] {
-  return prepared(
-    db,
+export async function listDocumentHeads(sql: Sql, projectId: string, limit: number): Promise<Omit<DocumentRow, 'content'>[]> {
+  return (await sql.all(
     'SELECT id, project_id, doc_type, doc_key, version, updated_at FROM documents WHERE project_id = ? ORDER BY doc_type, doc_key DESC LIMIT ?',
-  ).all(projectId, limit) as Omit<DocumentRow, 'content'>[];
+    [projectId, limit],
+  )) as Omit<DocumentRow, 'content'>[];
 }
 
 export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
 
 /** A document without its content (which can be large): enough to check a cache. `key` '' is the type's one document. */
-export function getDocumentHead(db: Db, projectId: string, docType: string, key = ''): DocumentHead | undefined {
-  return prepared(db, 'SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?').get(projectId, docType, key) as
+export async function getDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<DocumentHead | undefined> {
+  return (await sql.get('SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?', [projectId, docType, key])) as
     | DocumentHead
     | undefined;
 }
 
-export function getDocumentContent(db: Db, id: string): string | undefined {
-  return (prepared(db, 'SELECT content FROM documents WHERE id = ?').get(id) as { content: string } | undefined)?.content;
+export async function getDocumentContent(sql: Sql, id: string): Promise<string | undefined> {
+  return ((await sql.get('SELECT content FROM documents WHERE id = ?', [id])) as { content: string } | undefined)?.content;
 }
 
 /**
  * Writes a document's next version. Guarded by the version it was read at (optimistic concurrency):
  * throws StaleStateError if the document changed in between.
  */
-export function updateDocumentContent(db: Db, p: { id: string; from_version: number; content: string; updated_at: number }): void {
-  const result = prepared(
-    db,
+export async function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
+  const result = await sql.run(
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at
      WHERE id = @id AND version = @from_version`,
-  ).run(p);
+    p,
+  );
   expectOneChange(result, `document ${p.id} is no longer at version ${p.from_version}`);
 }

@@ -3,9 +3,8 @@
  * them with their work items, mutations, telemetry and ledger entries. Ledger entries go only through
  * `insertLedgerCheckpoint` + `deleteCheckpointedLedgerRun`: the database refuses any other DELETE.
  */
-import type { Db } from './connection.js';
+import type { Sql } from '../core/sql.js';
 import type { LedgerCheckpointRow } from './schema.js';
-import { prepared } from './statements.js';
 
 /**
  * Roots (threads without a parent) whose whole tree may go: every thread in it closed before `cutoff`,
@@ -14,10 +13,9 @@ import { prepared } from './statements.js';
  * That newest completion is kept on purpose: it is what makes a repeated request a no-op instead of a
  * second paid run, and it explains the document's current content.
  */
-export function listPrunableRoots(db: Db, cutoff: number, limit: number): string[] {
+export async function listPrunableRoots(sql: Sql, cutoff: number, limit: number): Promise<string[]> {
   return (
-    prepared(
-      db,
+    (await sql.all(
       `SELECT r.id FROM llm_threads r
        WHERE r.parent_thread_id IS NULL
          AND r.status IN ('complete', 'failed', 'canceled') AND r.closed_at < @cutoff
@@ -35,12 +33,13 @@ export function listPrunableRoots(db: Db, cutoff: number, limit: number): string
                        AND (n.created_at > t.created_at OR (n.created_at = t.created_at AND n.rowid > t.rowid))))))
        ORDER BY r.closed_at
        LIMIT @limit`,
-    ).all({ cutoff, limit }) as { id: string }[]
+      { cutoff, limit },
+    )) as { id: string }[]
   ).map((r) => r.id);
 }
 
-export function listChildThreadIds(db: Db, parentId: string): string[] {
-  return (prepared(db, 'SELECT id FROM llm_threads WHERE parent_thread_id = ?').all(parentId) as { id: string }[]).map((r) => r.id);
+export async function listChildThreadIds(sql: Sql, parentId: string): Promise<string[]> {
+  return ((await sql.all('SELECT id FROM llm_threads WHERE parent_thread_id = ?', [parentId])) as { id: string }[]).map((r) => r.id);
 }
 
 export interface LedgerLink {
@@ -49,65 +48,65 @@ export interface LedgerLink {
   hash: string;
 }
 
-export function listLedgerLinksForThread(db: Db, threadId: string): LedgerLink[] {
-  return prepared(db, 'SELECT seq, prev_hash, hash FROM llm_ledger_entries WHERE thread_id = ? ORDER BY seq').all(threadId) as LedgerLink[];
+export async function listLedgerLinksForThread(sql: Sql, threadId: string): Promise<LedgerLink[]> {
+  return (await sql.all('SELECT seq, prev_hash, hash FROM llm_ledger_entries WHERE thread_id = ? ORDER BY seq', [threadId])) as LedgerLink[];
 }
 
 /** Records a run about to be removed; the insert trigger checks it against the entries. */
-export function insertLedgerCheckpoint(db: Db, row: LedgerCheckpointRow): void {
-  prepared(
-    db,
+export async function insertLedgerCheckpoint(sql: Sql, row: LedgerCheckpointRow): Promise<void> {
+  await sql.run(
     `INSERT INTO llm_ledger_checkpoints (from_seq, to_seq, hash_before, hash_after, prune_id, cutoff_at, created_at)
      VALUES (@from_seq, @to_seq, @hash_before, @hash_after, @prune_id, @cutoff_at, @created_at)`,
-  ).run(row);
+    row,
+  );
 }
 
 /** Deletes the entries of a run a checkpoint covers (the delete trigger refuses any other). */
-export function deleteCheckpointedLedgerRun(db: Db, fromSeq: number, toSeq: number): number {
-  return prepared(db, 'DELETE FROM llm_ledger_entries WHERE seq BETWEEN ? AND ?').run(fromSeq, toSeq).changes;
+export async function deleteCheckpointedLedgerRun(sql: Sql, fromSeq: number, toSeq: number): Promise<number> {
+  return (await sql.run('DELETE FROM llm_ledger_entries WHERE seq BETWEEN ? AND ?', [fromSeq, toSeq])).changes;
 }
 
 /** Through work_item_id (unique index), not thread_id (no index on it). */
-export function deleteMutationsOfThread(db: Db, threadId: string): number {
-  return prepared(db, 'DELETE FROM mutations WHERE work_item_id IN (SELECT id FROM llm_work_items WHERE thread_id = ?)').run(threadId).changes;
+export async function deleteMutationsOfThread(sql: Sql, threadId: string): Promise<number> {
+  return (await sql.run('DELETE FROM mutations WHERE work_item_id IN (SELECT id FROM llm_work_items WHERE thread_id = ?)', [threadId])).changes;
 }
 
-export function deleteCallRecordsOfThread(db: Db, threadId: string): number {
-  return prepared(db, 'DELETE FROM llm_call_records WHERE thread_id = ?').run(threadId).changes;
+export async function deleteCallRecordsOfThread(sql: Sql, threadId: string): Promise<number> {
+  return (await sql.run('DELETE FROM llm_call_records WHERE thread_id = ?', [threadId])).changes;
 }
 
 /**
  * A thread's charge rows. Budgets do not lose them: they read llm_project_spend, which keeps each
  * project's per-day totals; `combine usage` then reports the history that is still kept.
  */
-export function deleteChargesOfThread(db: Db, threadId: string): number {
-  return prepared(db, 'DELETE FROM llm_charges WHERE thread_id = ?').run(threadId).changes;
+export async function deleteChargesOfThread(sql: Sql, threadId: string): Promise<number> {
+  return (await sql.run('DELETE FROM llm_charges WHERE thread_id = ?', [threadId])).changes;
 }
 
 /** Provenance of imported entries in a removed run: the entries are gone, so is what they were checked against. */
-export function deleteLedgerImportsInRun(db: Db, fromSeq: number, toSeq: number): number {
-  return prepared(db, 'DELETE FROM llm_ledger_imports WHERE seq BETWEEN ? AND ?').run(fromSeq, toSeq).changes;
+export async function deleteLedgerImportsInRun(sql: Sql, fromSeq: number, toSeq: number): Promise<number> {
+  return (await sql.run('DELETE FROM llm_ledger_imports WHERE seq BETWEEN ? AND ?', [fromSeq, toSeq])).changes;
 }
 
 /** Finished schedule runs keep their record (period, status, usage) but no longer point at the thread. */
-export function detachScheduleRunsFromThread(db: Db, threadId: string): number {
-  return prepared(db, "UPDATE schedule_runs SET thread_id = NULL WHERE thread_id = ? AND status <> 'pending'").run(threadId).changes;
+export async function detachScheduleRunsFromThread(sql: Sql, threadId: string): Promise<number> {
+  return (await sql.run("UPDATE schedule_runs SET thread_id = NULL WHERE thread_id = ? AND status <> 'pending'", [threadId])).changes;
 }
 
-export function countWorkItemsOfThread(db: Db, threadId: string): number {
-  return (prepared(db, 'SELECT count(*) AS n FROM llm_work_items WHERE thread_id = ?').get(threadId) as { n: number }).n;
+export async function countWorkItemsOfThread(sql: Sql, threadId: string): Promise<number> {
+  return ((await sql.get('SELECT count(*) AS n FROM llm_work_items WHERE thread_id = ?', [threadId])) as { n: number }).n;
 }
 
-export function deleteWorkItemsOfThread(db: Db, threadId: string): number {
-  return prepared(db, 'DELETE FROM llm_work_items WHERE thread_id = ?').run(threadId).changes;
+export async function deleteWorkItemsOfThread(sql: Sql, threadId: string): Promise<number> {
+  return (await sql.run('DELETE FROM llm_work_items WHERE thread_id = ?', [threadId])).changes;
 }
 
 /** Deletes a closed thread; the status guard keeps an active thread from ever being removed here. */
-export function deleteClosedThread(db: Db, threadId: string): number {
-  return prepared(db, "DELETE FROM llm_threads WHERE id = ? AND status IN ('complete', 'failed', 'canceled')").run(threadId).changes;
+export async function deleteClosedThread(sql: Sql, threadId: string): Promise<number> {
+  return (await sql.run("DELETE FROM llm_threads WHERE id = ? AND status IN ('complete', 'failed', 'canceled')", [threadId])).changes;
 }
 
 /** Every checkpoint in chain order (for `ledger verify`). */
-export function listLedgerCheckpoints(db: Db): LedgerCheckpointRow[] {
-  return prepared(db, 'SELECT * FROM llm_ledger_checkpoints ORDER BY from_seq').all() as LedgerCheckpointRow[];
+export async function listLedgerCheckpoints(sql: Sql): Promise<LedgerCheckpointRow[]> {
+  return (await sql.all('SELECT * FROM llm_ledger_checkpoints ORDER BY from_seq')) as LedgerCheckpointRow[];
 }

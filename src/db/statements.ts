@@ -3,6 +3,7 @@
  * preparing it once, so the hot path is one `run`/`get` on an already-compiled statement.
  */
 import type Database from 'better-sqlite3';
+import type { RunResult } from '../core/sql.js';
 import type { Db } from './connection.js';
 import { StaleStateError } from '../core/errors.js';
 
@@ -23,6 +24,6 @@ export function prepared(db: Db, sql: string): Database.Statement {
 }
 
 /** Asserts a guarded statement changed exactly one row. */
-export function expectOneChange(result: Database.RunResult, what: string): void {
+export function expectOneChange(result: RunResult, what: string): void {
   if (result.changes !== 1) throw new StaleStateError(what);
 }

@@ -1,33 +1,33 @@
 /** llm_threads: intent containers. Every status change is one guarded UPDATE. */
+import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
-import type { Db } from './connection.js';
 import type { ThreadRow } from './schema.js';
-import { expectOneChange, prepared } from './statements.js';
+import { expectOneChange } from './statements.js';
 
-export function insertThread(db: Db, row: ThreadRow): void {
-  prepared(
-    db,
+export async function insertThread(sql: Sql, row: ThreadRow): Promise<void> {
+  await sql.run(
     `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, parent_thread_id,
        idempotency_key, role, input, created_by, traceparent, created_at, closed_at)
      VALUES (@id, @kind, @space_type, @space_id, @target_ref, @status, @parent_thread_id,
        @idempotency_key, @role, @input, @created_by, @traceparent, @created_at, @closed_at)`,
-  ).run(row);
+    row,
+  );
 }
 
-export function getThread(db: Db, id: string): ThreadRow | undefined {
-  return prepared(db, 'SELECT * FROM llm_threads WHERE id = ?').get(id) as ThreadRow | undefined;
+export async function getThread(sql: Sql, id: string): Promise<ThreadRow | undefined> {
+  return (await sql.get('SELECT * FROM llm_threads WHERE id = ?', [id])) as ThreadRow | undefined;
 }
 
 /** The open or running thread for a semantic request, if any (at most one, by the partial unique index). */
-export function findActiveThreadByKey(db: Db, key: string): ThreadRow | undefined {
-  return prepared(db, "SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')").get(key) as ThreadRow | undefined;
+export async function findActiveThreadByKey(sql: Sql, key: string): Promise<ThreadRow | undefined> {
+  return (await sql.get("SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')", [key])) as ThreadRow | undefined;
 }
 
 /** The most recent thread for a semantic request that ended with `status`. */
-export function findLatestThreadByKeyAndStatus(db: Db, key: string, status: ThreadStatus): ThreadRow | undefined {
-  return prepared(db, 'SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT 1').get(key, status) as
+export async function findLatestThreadByKeyAndStatus(sql: Sql, key: string, status: ThreadStatus): Promise<ThreadRow | undefined> {
+  return (await sql.get('SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT 1', [key, status])) as
     | ThreadRow
     | undefined;
 }
@@ -62,9 +62,9 @@ const STATUS_INDEXES = [
  * its children, the rest the created_at index. Paging is by keyset (`(created_at, rowid)` below the
  * previous page's last row), never by OFFSET.
  */
-export function listThreads(db: Db, f: ThreadListFilter): ThreadRow[] {
+export async function listThreads(sql: Sql, f: ThreadListFilter): Promise<ThreadRow[]> {
   const q = threadListQuery(f);
-  return q ? (prepared(db, q.sql).all(q.params) as ThreadRow[]) : [];
+  return q ? ((await sql.all(q.sql, q.params)) as ThreadRow[]) : [];
 }
 
 /** The statement and values of `listThreads`; null when the filters exclude every thread. */
@@ -112,57 +112,54 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
 }
 
 /** An orchestration's children with their newest work item's error (what a person asks first about a failure). */
-export function listChildThreadsWithLatestError(
-  db: Db,
+export async function listChildThreadsWithLatestError(
+  sql: Sql,
   parentId: string,
   limit: number,
-): (ThreadRow & { error_code: string | null; error_message: string | null })[] {
-  return prepared(
-    db,
+): Promise<(ThreadRow & { error_code: string | null; error_message: string | null })[]> {
+  return (await sql.all(
     `SELECT c.*, w.error_code, w.error_message FROM llm_threads c
      LEFT JOIN llm_work_items w ON w.thread_id = c.id
        AND w.sequence = (SELECT max(sequence) FROM llm_work_items WHERE thread_id = c.id)
      WHERE c.parent_thread_id = ? ORDER BY c.created_at, c.rowid LIMIT ?`,
-  ).all(parentId, limit) as (ThreadRow & { error_code: string | null; error_message: string | null })[];
+    [parentId, limit],
+  )) as (ThreadRow & { error_code: string | null; error_message: string | null })[];
 }
 
-export function listChildThreads(db: Db, parentId: string): ThreadRow[] {
-  return prepared(db, 'SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid').all(parentId) as ThreadRow[];
+export async function listChildThreads(sql: Sql, parentId: string): Promise<ThreadRow[]> {
+  return (await sql.all('SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid', [parentId])) as ThreadRow[];
 }
 
-export function countChildThreadsByStatus(db: Db, parentId: string): { status: string; n: number }[] {
-  return prepared(db, 'SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status').all(parentId) as {
+export async function countChildThreadsByStatus(sql: Sql, parentId: string): Promise<{ status: string; n: number }[]> {
+  return (await sql.all('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status', [parentId])) as {
     status: string;
     n: number;
   }[];
 }
 
-export function countThreadsByStatus(db: Db): { status: string; n: number }[] {
-  return prepared(db, 'SELECT status, count(*) AS n FROM llm_threads GROUP BY status').all() as {
+export async function countThreadsByStatus(sql: Sql): Promise<{ status: string; n: number }[]> {
+  return (await sql.all('SELECT status, count(*) AS n FROM llm_threads GROUP BY status')) as {
     status: string;
     n: number;
   }[];
 }
 
 /** Parents still open or running whose every child has ended: the recovery scan closes them. */
-export function listParentsWithAllChildrenTerminal(db: Db): ThreadRow[] {
-  return prepared(
-    db,
-    `SELECT p.* FROM llm_threads p INDEXED BY idx_threads_active
+export async function listParentsWithAllChildrenTerminal(sql: Sql): Promise<ThreadRow[]> {
+  return (await sql.all(`SELECT p.* FROM llm_threads p INDEXED BY idx_threads_active
      WHERE p.status IN ('open', 'running')
        AND EXISTS (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id)
-       AND NOT EXISTS (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running'))`,
-  ).all() as ThreadRow[];
+       AND NOT EXISTS (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running'))`)) as ThreadRow[];
 }
 
 /**
  * Moves a thread from `from` to `to`; a terminal `to` also stamps closed_at, a reopening clears it.
  * Throws on a transition the table forbids, and StaleStateError if the thread was not in `from`.
  */
-export function transitionThread(db: Db, id: string, from: ThreadStatus, to: ThreadStatus, now: number): void {
+export async function transitionThread(sql: Sql, id: string, from: ThreadStatus, to: ThreadStatus, now: number): Promise<void> {
   assertThreadTransition(from, to);
   const closing = to === 'complete' || to === 'failed' || to === 'canceled';
-  const result = prepared(db, 'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from').run({
+  const result = await sql.run('UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from', {
     id,
     from,
     to,
@@ -175,32 +172,32 @@ export function transitionThread(db: Db, id: string, from: ThreadStatus, to: Thr
  * Makes an active thread with no parent a child of an orchestration (generate-all adopts the epic run
  * already in progress instead of paying for a second one).
  */
-export function adoptThread(db: Db, id: string, parentId: string): void {
-  const result = prepared(
-    db,
+export async function adoptThread(sql: Sql, id: string, parentId: string): Promise<void> {
+  const result = await sql.run(
     `UPDATE llm_threads SET parent_thread_id = @parentId
      WHERE id = @id AND parent_thread_id IS NULL AND status IN ('open', 'running')`,
-  ).run({ id, parentId });
+    { id, parentId },
+  );
   expectOneChange(result, `thread ${id} cannot be adopted`);
 }
 
 /** Every thread of a space (project), oldest first: what `ledger export --project` walks. */
-export function listThreadsForSpace(db: Db, spaceId: string): ThreadRow[] {
-  return prepared(db, 'SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at, rowid').all(spaceId) as ThreadRow[];
+export async function listThreadsForSpace(sql: Sql, spaceId: string): Promise<ThreadRow[]> {
+  return (await sql.all('SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at, rowid', [spaceId])) as ThreadRow[];
 }
 
 /**
  * Active threads whose target is this document (`doc` and `briefing` say "not ready" instead of "not
  * found" while one runs). Reads the partial index of active threads, which stays small.
  */
-export function listActiveThreadsForDocument(db: Db, p: { project_id: string; doc_type: string; key: string }): ThreadRow[] {
-  return prepared(
-    db,
+export async function listActiveThreadsForDocument(sql: Sql, p: { project_id: string; doc_type: string; key: string }): Promise<ThreadRow[]> {
+  return (await sql.all(
     `SELECT * FROM llm_threads INDEXED BY idx_threads_active
      WHERE status IN ('open', 'running')
        AND json_extract(target_ref, '$.project_id') = @project_id
        AND json_extract(target_ref, '$.doc_type') = @doc_type
        AND coalesce(json_extract(target_ref, '$.key'), '') = @key
      ORDER BY created_at`,
-  ).all(p) as ThreadRow[];
+    p,
+  )) as ThreadRow[];
 }

@@ -3,35 +3,35 @@
  * every later state change is guarded by the status it expects and, while leased, by the lease owner,
  * so a worker that lost its lease can never complete an item.
  */
+import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
-import type { Db } from './connection.js';
 import type { WorkItemRow } from './schema.js';
-import { expectOneChange, prepared } from './statements.js';
+import { expectOneChange } from './statements.js';
 
-export function insertWorkItem(db: Db, row: WorkItemRow): void {
-  prepared(
-    db,
+export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
+  await sql.run(
     `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, escalated, lock_scope,
        project_id, priority, not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at,
        started_at, finished_at)
      VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @escalated, @lock_scope,
        @project_id, @priority, @not_before, @deadline_at, @lease_owner, @lease_expires_at, @error_code, @error_message, @created_at,
        @started_at, @finished_at)`,
-  ).run(row);
+    row,
+  );
 }
 
-export function getWorkItem(db: Db, id: string): WorkItemRow | undefined {
-  return prepared(db, 'SELECT * FROM llm_work_items WHERE id = ?').get(id) as WorkItemRow | undefined;
+export async function getWorkItem(sql: Sql, id: string): Promise<WorkItemRow | undefined> {
+  return (await sql.get('SELECT * FROM llm_work_items WHERE id = ?', [id])) as WorkItemRow | undefined;
 }
 
-export function listWorkItemsForThread(db: Db, threadId: string): WorkItemRow[] {
-  return prepared(db, 'SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence').all(threadId) as WorkItemRow[];
+export async function listWorkItemsForThread(sql: Sql, threadId: string): Promise<WorkItemRow[]> {
+  return (await sql.all('SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence', [threadId])) as WorkItemRow[];
 }
 
 /** The thread's newest work item (highest sequence). */
-export function getLatestWorkItem(db: Db, threadId: string): WorkItemRow | undefined {
-  return prepared(db, 'SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence DESC LIMIT 1').get(threadId) as WorkItemRow | undefined;
+export async function getLatestWorkItem(sql: Sql, threadId: string): Promise<WorkItemRow | undefined> {
+  return (await sql.get('SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence DESC LIMIT 1', [threadId])) as WorkItemRow | undefined;
 }
 
 export type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
@@ -46,10 +46,10 @@ type QueueGroup = Pick<WorkItemRow, 'project_id' | 'priority'>;
  * (project, priority) pair, so the cost grows with the number of groups, not with the queue (a plain
  * DISTINCT reads every queued entry: ~0.4 ms per claim at 10,000 queued).
  */
-export function listClaimHeads(db: Db, now: number): ClaimHead[] {
+export async function listClaimHeads(sql: Sql, now: number): Promise<ClaimHead[]> {
   const heads: ClaimHead[] = [];
-  for (let g = firstQueueGroup(db); g; g = nextQueueGroup(db, g)) {
-    const head = groupHead(db, g, now);
+  for (let g = await firstQueueGroup(sql); g; g = await nextQueueGroup(sql, g)) {
+    const head = await groupHead(sql, g, now);
     if (head) heads.push(head);
   }
   return heads;
@@ -61,47 +61,43 @@ export function listClaimHeads(db: Db, now: number): ClaimHead[] {
  * round held back (their endpoint's breaker is open, their model rate-limited): the next item of their
  * group is the candidate instead, so one held model never blocks the others queued behind it.
  */
-export function listProjectClaimHeads(db: Db, projectId: string, now: number, excluded: readonly string[] = []): ClaimHead[] {
+export async function listProjectClaimHeads(sql: Sql, projectId: string, now: number, excluded: readonly string[] = []): Promise<ClaimHead[]> {
   const heads: ClaimHead[] = [];
-  let g = prepared(
-    db,
+  let g = (await sql.get(
     `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
      WHERE status = 'queued' AND project_id = ? ORDER BY priority LIMIT 1`,
-  ).get(projectId) as QueueGroup | undefined;
-  for (; g && g.project_id === projectId; g = nextQueueGroup(db, g)) {
-    const head = excluded.length > 0 ? groupHeadExcluding(db, g, now, excluded) : groupHead(db, g, now);
+    [projectId],
+  )) as QueueGroup | undefined;
+  for (; g && g.project_id === projectId; g = await nextQueueGroup(sql, g)) {
+    const head = excluded.length > 0 ? await groupHeadExcluding(sql, g, now, excluded) : await groupHead(sql, g, now);
     if (head) heads.push(head);
   }
   return heads;
 }
 
-function firstQueueGroup(db: Db): QueueGroup | undefined {
-  return prepared(
-    db,
-    `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
-     WHERE status = 'queued' ORDER BY project_id, priority LIMIT 1`,
-  ).get() as QueueGroup | undefined;
+async function firstQueueGroup(sql: Sql): Promise<QueueGroup | undefined> {
+  return (await sql.get(`SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' ORDER BY project_id, priority LIMIT 1`)) as QueueGroup | undefined;
 }
 
 /** The next group after `g` in index order: a higher priority of the same project, else the next project. */
-function nextQueueGroup(db: Db, g: QueueGroup): QueueGroup | undefined {
-  const samePriority = prepared(
-    db,
+async function nextQueueGroup(sql: Sql, g: QueueGroup): Promise<QueueGroup | undefined> {
+  const samePriority = (await sql.get(
     `SELECT priority FROM llm_work_items INDEXED BY idx_work_items_fair
      WHERE status = 'queued' AND project_id = ? AND priority > ? ORDER BY priority LIMIT 1`,
-  ).get(g.project_id, g.priority) as { priority: number } | undefined;
+    [g.project_id, g.priority],
+  )) as { priority: number } | undefined;
   if (samePriority) return { project_id: g.project_id, priority: samePriority.priority };
-  return prepared(
-    db,
+  return (await sql.get(
     `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
      WHERE status = 'queued' AND project_id > ? ORDER BY project_id, priority LIMIT 1`,
-  ).get(g.project_id) as QueueGroup | undefined;
+    [g.project_id],
+  )) as QueueGroup | undefined;
 }
 
 /** The group's oldest item that can run now; one index seek walking past held or late items in due order. */
-function groupHead(db: Db, g: QueueGroup, now: number): ClaimHead | undefined {
-  return prepared(
-    db,
+async function groupHead(sql: Sql, g: QueueGroup, now: number): Promise<ClaimHead | undefined> {
+  return (await sql.get(
     `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
      WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
        AND (w.deadline_at IS NULL OR w.deadline_at > @now)
@@ -109,13 +105,13 @@ function groupHead(db: Db, g: QueueGroup, now: number): ClaimHead | undefined {
          SELECT 1 FROM locks l
          WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
      ORDER BY w.not_before LIMIT 1`,
-  ).get({ ...g, now }) as ClaimHead | undefined;
+    { ...g, now },
+  )) as ClaimHead | undefined;
 }
 
 /** `groupHead`, passing over the items in `excluded` (a JSON array of ids, walked as a set). */
-function groupHeadExcluding(db: Db, g: QueueGroup, now: number, excluded: readonly string[]): ClaimHead | undefined {
-  return prepared(
-    db,
+async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded: readonly string[]): Promise<ClaimHead | undefined> {
+  return (await sql.get(
     `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
      WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
        AND (w.deadline_at IS NULL OR w.deadline_at > @now)
@@ -124,17 +120,17 @@ function groupHeadExcluding(db: Db, g: QueueGroup, now: number, excluded: readon
          SELECT 1 FROM locks l
          WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
      ORDER BY w.not_before LIMIT 1`,
-  ).get({ ...g, now, excluded: JSON.stringify(excluded) }) as ClaimHead | undefined;
+    { ...g, now, excluded: JSON.stringify(excluded) },
+  )) as ClaimHead | undefined;
 }
 
 /**
  * Leases one chosen item: queued → claimed. One guarded UPDATE: of two claimers racing for the same
  * row, exactly one sees a changed row; `not_before` in the guard keeps a parked item parked.
  */
-export function claimWorkItem(db: Db, p: { id: string; owner: string; now: number; lease_until: number }): WorkItemRow | undefined {
+export async function claimWorkItem(sql: Sql, p: { id: string; owner: string; now: number; lease_until: number }): Promise<WorkItemRow | undefined> {
   assertWorkItemTransition('queued', 'claimed');
-  return prepared(
-    db,
+  return (await sql.get(
     `UPDATE llm_work_items
      SET status = 'claimed', lease_owner = @owner, lease_expires_at = @lease_until,
          started_at = COALESCE(started_at, @now),
@@ -143,21 +139,22 @@ export function claimWorkItem(db: Db, p: { id: string; owner: string; now: numbe
          error_message = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_message END
      WHERE id = @id AND status = 'queued' AND not_before <= @now
      RETURNING *`,
-  ).get(p) as WorkItemRow | undefined;
+    p,
+  )) as WorkItemRow | undefined;
 }
 
 /**
  * Parks a project's due queued items until `until` (BUDGET_EXCEEDED): they stay queued, keep their
  * attempt, and are not candidates until then or until `unparkProjectItems`. Returns the parked rows.
  */
-export function parkProjectItems(db: Db, p: { project_id: string; now: number; until: number; message: string }): WorkItemRow[] {
-  return prepared(
-    db,
+export async function parkProjectItems(sql: Sql, p: { project_id: string; now: number; until: number; message: string }): Promise<WorkItemRow[]> {
+  return (await sql.all(
     `UPDATE llm_work_items INDEXED BY idx_work_items_fair
      SET not_before = @until, error_code = 'BUDGET_EXCEEDED', error_message = @message
      WHERE status = 'queued' AND project_id = @project_id AND not_before <= @now
      RETURNING *`,
-  ).all(p) as WorkItemRow[];
+    p,
+  )) as WorkItemRow[];
 }
 
 /**
@@ -165,44 +162,46 @@ export function parkProjectItems(db: Db, p: { project_id: string; now: number; u
  * settled below its maximum or released). The claim re-checks the budget and parks them again if not.
  * `project_id` null: every project's (at start, when the configuration may have changed).
  */
-export function unparkBudgetItems(db: Db, p: { project_id: string | null; now: number }): number {
-  return prepared(
-    db,
-    `UPDATE llm_work_items SET not_before = @now
+export async function unparkBudgetItems(sql: Sql, p: { project_id: string | null; now: number }): Promise<number> {
+  return (
+    await sql.run(
+      `UPDATE llm_work_items SET not_before = @now
      WHERE status = 'queued' AND error_code = 'BUDGET_EXCEEDED' AND not_before > @now
        AND (@project_id IS NULL OR project_id = @project_id)`,
-  ).run(p).changes;
+      p,
+    )
+  ).changes;
 }
 
 /**
  * `combine retry` of a thread whose item waits (its backoff after a 429, or a long provider wait): the
  * item becomes due now. Guarded by status: an item claimed meanwhile is left alone.
  */
-export function makeQueuedItemDueNow(db: Db, p: { id: string; now: number }): boolean {
-  return prepared(db, `UPDATE llm_work_items SET not_before = @now WHERE id = @id AND status = 'queued' AND not_before > @now`).run(p).changes === 1;
+export async function makeQueuedItemDueNow(sql: Sql, p: { id: string; now: number }): Promise<boolean> {
+  return (await sql.run(`UPDATE llm_work_items SET not_before = @now WHERE id = @id AND status = 'queued' AND not_before > @now`, p)).changes === 1;
 }
 
 /**
  * Queue depth for backpressure: every queued item, due or not (parked and backing-off items included).
  * One row kept by triggers (migration 0009), not a count of the queue: it is read on every command.
  */
-export function countQueuedWorkItems(db: Db): number {
-  return (prepared(db, 'SELECT queued FROM llm_queue_depth WHERE id = 1').get() as { queued: number }).queued;
+export async function countQueuedWorkItems(sql: Sql): Promise<number> {
+  return ((await sql.get('SELECT queued FROM llm_queue_depth WHERE id = 1')) as { queued: number }).queued;
 }
 
 /** Queued items whose deadline passed before they started. */
-export function listQueuedPastDeadline(db: Db, now: number, limit: number): WorkItemRow[] {
-  return prepared(
-    db,
+export async function listQueuedPastDeadline(sql: Sql, now: number, limit: number): Promise<WorkItemRow[]> {
+  return (await sql.all(
     `SELECT * FROM llm_work_items INDEXED BY idx_work_items_deadline
      WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= ? LIMIT ?`,
-  ).all(now, limit) as WorkItemRow[];
+    [now, limit],
+  )) as WorkItemRow[];
 }
 
 /** Queued items that are due now: work waiting for a call slot (the queue depth metric). */
-export function countQueuedDue(db: Db, now: number): number {
+export async function countQueuedDue(sql: Sql, now: number): Promise<number> {
   return (
-    prepared(db, `SELECT count(*) AS n FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued' AND not_before <= ?`).get(now) as {
+    (await sql.get(`SELECT count(*) AS n FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued' AND not_before <= ?`, [now])) as {
       n: number;
     }
   ).n;
@@ -214,10 +213,8 @@ export function countQueuedDue(db: Db, now: number): number {
  * (priority, not_before), so the answer is the first entry of each priority. The recursive CTE walks the
  * few distinct priorities (one index seek each) and takes the first not_before of each.
  */
-export function nextQueuedDueAt(db: Db): number | null {
-  const row = prepared(
-    db,
-    `WITH RECURSIVE p(priority) AS (
+export async function nextQueuedDueAt(sql: Sql): Promise<number | null> {
+  const row = (await sql.get(`WITH RECURSIVE p(priority) AS (
        SELECT min(priority) FROM llm_work_items INDEXED BY idx_work_items_claimable WHERE status = 'queued'
        UNION ALL
        SELECT (SELECT min(priority) FROM llm_work_items INDEXED BY idx_work_items_claimable
@@ -225,84 +222,85 @@ export function nextQueuedDueAt(db: Db): number | null {
        FROM p WHERE p.priority IS NOT NULL)
      SELECT min((SELECT min(not_before) FROM llm_work_items INDEXED BY idx_work_items_claimable
                  WHERE status = 'queued' AND priority = p.priority)) AS t
-     FROM p WHERE p.priority IS NOT NULL`,
-  ).get() as { t: number | null };
+     FROM p WHERE p.priority IS NOT NULL`)) as { t: number | null };
   return row.t;
 }
 
 /** The earliest deadline among queued items (null if none has one). */
-export function nextQueuedDeadline(db: Db): number | null {
-  const row = prepared(
-    db,
-    `SELECT min(deadline_at) AS t FROM llm_work_items INDEXED BY idx_work_items_deadline
-     WHERE status = 'queued' AND deadline_at IS NOT NULL`,
-  ).get() as { t: number | null };
+export async function nextQueuedDeadline(sql: Sql): Promise<number | null> {
+  const row = (await sql.get(`SELECT min(deadline_at) AS t FROM llm_work_items INDEXED BY idx_work_items_deadline
+     WHERE status = 'queued' AND deadline_at IS NOT NULL`)) as { t: number | null };
   return row.t;
 }
 
 /** Leased items whose lease has expired (their worker died or stalled). */
-export function listExpiredLeases(db: Db, now: number): WorkItemRow[] {
-  return prepared(
-    db,
+export async function listExpiredLeases(sql: Sql, now: number): Promise<WorkItemRow[]> {
+  return (await sql.all(
     `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased
      WHERE status IN ('claimed', 'running') AND lease_expires_at <= ?`,
-  ).all(now) as WorkItemRow[];
+    [now],
+  )) as WorkItemRow[];
 }
 
 /** Leased items held by a lease owner other than `owner`: at daemon start, the previous process's items. */
-export function listLeasesNotOwnedBy(db: Db, owner: string): WorkItemRow[] {
-  return prepared(
-    db,
+export async function listLeasesNotOwnedBy(sql: Sql, owner: string): Promise<WorkItemRow[]> {
+  return (await sql.all(
     `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased
      WHERE status IN ('claimed', 'running') AND lease_owner IS NOT ?`,
-  ).all(owner) as WorkItemRow[];
+    [owner],
+  )) as WorkItemRow[];
 }
 
-export function countWorkItemsByStatus(db: Db): { status: string; n: number }[] {
-  return prepared(db, 'SELECT status, count(*) AS n FROM llm_work_items GROUP BY status').all() as {
+export async function countWorkItemsByStatus(sql: Sql): Promise<{ status: string; n: number }[]> {
+  return (await sql.all('SELECT status, count(*) AS n FROM llm_work_items GROUP BY status')) as {
     status: string;
     n: number;
   }[];
 }
 
 /** Extends a live lease (heartbeat). Returns false if the lease is no longer ours. */
-export function extendLease(db: Db, id: string, owner: string, leaseUntil: number): boolean {
+export async function extendLease(sql: Sql, id: string, owner: string, leaseUntil: number): Promise<boolean> {
   return (
-    prepared(
-      db,
-      `UPDATE llm_work_items SET lease_expires_at = ?
+    (
+      await sql.run(
+        `UPDATE llm_work_items SET lease_expires_at = ?
        WHERE id = ? AND lease_owner = ? AND status IN ('claimed', 'running')`,
-    ).run(leaseUntil, id, owner).changes === 1
+        [leaseUntil, id, owner],
+      )
+    ).changes === 1
   );
 }
 
 /** Takes over an expired lease (recovery), keeping the item's status. */
-export function takeOverLease(db: Db, p: { id: string; status: WorkItemStatus; old_owner: string | null; owner: string; lease_until: number }): void {
-  const result = prepared(
-    db,
+export async function takeOverLease(
+  sql: Sql,
+  p: { id: string; status: WorkItemStatus; old_owner: string | null; owner: string; lease_until: number },
+): Promise<void> {
+  const result = await sql.run(
     `UPDATE llm_work_items SET lease_owner = @owner, lease_expires_at = @lease_until
      WHERE id = @id AND status = @status AND lease_owner IS @old_owner`,
-  ).run(p);
+    p,
+  );
   expectOneChange(result, `work item ${p.id} lease changed hands`);
 }
 
 /** claimed → running: the prompt is recorded and the call is about to start. */
-export function markWorkItemRunning(db: Db, id: string, owner: string): void {
+export async function markWorkItemRunning(sql: Sql, id: string, owner: string): Promise<void> {
   assertWorkItemTransition('claimed', 'running');
-  const result = prepared(db, "UPDATE llm_work_items SET status = 'running' WHERE id = ? AND status = 'claimed' AND lease_owner = ?").run(id, owner);
+  const result = await sql.run("UPDATE llm_work_items SET status = 'running' WHERE id = ? AND status = 'claimed' AND lease_owner = ?", [id, owner]);
   expectOneChange(result, `work item ${id} is not claimed by ${owner}`);
 }
 
 /** running → applied: the mutation committed in this same transaction. Clears the lease. */
-export function markWorkItemApplied(db: Db, id: string, owner: string, now: number): void {
+export async function markWorkItemApplied(sql: Sql, id: string, owner: string, now: number): Promise<void> {
   assertWorkItemTransition('running', 'applied');
-  const result = prepared(
-    db,
+  const result = await sql.run(
     `UPDATE llm_work_items
      SET status = 'applied', finished_at = ?, lease_owner = NULL, lease_expires_at = NULL,
          error_code = NULL, error_message = NULL
      WHERE id = ? AND status = 'running' AND lease_owner = ?`,
-  ).run(now, id, owner);
+    [now, id, owner],
+  );
   expectOneChange(result, `work item ${id} is not running under ${owner}`);
 }
 
@@ -310,8 +308,8 @@ export function markWorkItemApplied(db: Db, id: string, owner: string, now: numb
  * Back to the queue with a new attempt number (transient failure, repair, or a claim that never
  * reached the provider), due at `not_before`. Clears the lease.
  */
-export function requeueWorkItem(
-  db: Db,
+export async function requeueWorkItem(
+  sql: Sql,
   p: {
     id: string;
     from: 'claimed' | 'running';
@@ -323,15 +321,15 @@ export function requeueWorkItem(
     error_code: string | null;
     error_message: string | null;
   },
-): void {
+): Promise<void> {
   assertWorkItemTransition(p.from, 'queued');
-  const result = prepared(
-    db,
+  const result = await sql.run(
     `UPDATE llm_work_items
      SET status = 'queued', attempt = @attempt, repair_count = @repair_count, escalated = @escalated, not_before = @not_before,
          error_code = @error_code, error_message = @error_message, lease_owner = NULL, lease_expires_at = NULL
      WHERE id = @id AND status = @from AND lease_owner IS @owner`,
-  ).run(p);
+    p,
+  );
   expectOneChange(result, `work item ${p.id} is not ${p.from} under ${p.owner}`);
 }
 
@@ -339,8 +337,8 @@ export function requeueWorkItem(
  * To a terminal failure state (`dead_letter`, or `failed` when canceled). `owner` guards leased items;
  * pass null for a queued item (it has no lease).
  */
-export function endWorkItem(
-  db: Db,
+export async function endWorkItem(
+  sql: Sql,
   p: {
     id: string;
     from: WorkItemStatus;
@@ -350,14 +348,14 @@ export function endWorkItem(
     error_message: string;
     now: number;
   },
-): void {
+): Promise<void> {
   assertWorkItemTransition(p.from, p.to);
-  const result = prepared(
-    db,
+  const result = await sql.run(
     `UPDATE llm_work_items
      SET status = @to, error_code = @error_code, error_message = @error_message, finished_at = @now,
          lease_owner = NULL, lease_expires_at = NULL
      WHERE id = @id AND status = @from AND lease_owner IS @owner`,
-  ).run(p);
+    p,
+  );
   expectOneChange(result, `work item ${p.id} is not ${p.from}`);
 }

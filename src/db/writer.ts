@@ -7,18 +7,29 @@
  * back alone and only its caller sees the error. Events a write emits are published after the commit
  * that made them true, never for a write that was rolled back.
  *
+ * Async closures: a closure may return a promise (it awaits the `Sql` handle it is given). The closures
+ * of a batch still run strictly one after another, each inside its savepoint, so they nest as before. A
+ * closure may await only its statements — never a provider call or a timer: the batch, and every write
+ * queued behind it, waits for it; one that has not settled after `closureTimeoutMs` fails (rolled back
+ * alone). While a closure awaits, other code runs: it must not read this connection, which holds the
+ * batch's uncommitted rows. Reads outside writes go to a reader connection (WAL: the last commit).
+ * A closure that returns a plain value runs exactly as before, with no await between statements.
+ *
  * Failure behaviour: if BEGIN, COMMIT or a statement fails with an infrastructure error (busy beyond
  * busy_timeout, disk full, I/O error), the whole batch is rolled back and retried a bounded number of
  * times; after that every caller in the batch gets an InfraError and `onInfraFailure` is called (health
  * turns unready). Nothing is ever half-applied: a batch commits entirely or not at all.
  */
 import type Database from 'better-sqlite3';
+import { InfraError } from '../core/errors.js';
+import type { Sql } from '../core/sql.js';
 import type { Db } from './connection.js';
 import { isInfraSqliteError } from './errors.js';
-import { InfraError } from '../core/errors.js';
+import { ClosureSql, SqliteSql } from './sql.js';
 
 export type Emit<E> = (event: E) => void;
-export type WriteFn<T, E> = (db: Db, emit: Emit<E>) => T;
+/** A write: `sql` is the writer's handle, valid until the closure settles. */
+export type WriteFn<T, E> = (db: Db, emit: Emit<E>, sql: Sql) => T | Promise<T>;
 
 interface Job<E> {
   fn: WriteFn<unknown, E>;
@@ -41,6 +52,8 @@ export interface WriterOptions<E> {
   onInfraRecovered?: () => void;
   /** Called after any rollback (one write's savepoint or a whole batch): caches of stored state must forget. */
   onRollback?: () => void;
+  /** An async closure still pending after this long fails (default 5 s): it holds up every write. */
+  closureTimeoutMs?: number;
 }
 
 /** The transaction-control statements, compiled once: a batch of N writes runs 2N + 2 of them. */
@@ -60,6 +73,7 @@ export class Writer<E = never> {
   private infraFailed = false;
   private closed = false;
   private readonly sql: TxStatements;
+  private readonly handle: SqliteSql;
 
   constructor(
     readonly db: Db,
@@ -73,6 +87,7 @@ export class Writer<E = never> {
       release: db.prepare('RELEASE write'),
       rollbackTo: db.prepare('ROLLBACK TO write'),
     };
+    this.handle = new SqliteSql(db);
   }
 
   /** Runs `fn` in a transaction shared with concurrent writes; resolves with its result once committed. */
@@ -124,7 +139,7 @@ export class Writer<E = never> {
         if (this.queue[0]!.outside) {
           const job = this.queue.shift()!;
           try {
-            job.resolve(job.fn(this.db, () => {}));
+            job.resolve(job.fn(this.db, () => {}, this.handle));
           } catch (err) {
             job.reject(err);
           }
@@ -144,7 +159,7 @@ export class Writer<E = never> {
     let lastErr: unknown;
     for (let attempt = 1; attempt <= attempts; attempt++) {
       try {
-        const { outcomes, events, commitMs } = this.runBatch(batch);
+        const { outcomes, events, commitMs } = await this.runBatch(batch);
         if (this.infraFailed) {
           this.infraFailed = false;
           this.opts.onInfraRecovered?.();
@@ -168,18 +183,24 @@ export class Writer<E = never> {
     for (const job of batch) job.reject(failure);
   }
 
-  /** One transaction for the batch; throws (after ROLLBACK) only for errors that doom the whole batch. */
-  private runBatch(batch: Job<E>[]) {
+  /**
+   * One transaction for the batch; throws (after ROLLBACK) only for errors that doom the whole batch.
+   * Runs synchronously to the COMMIT when every closure returns a plain value.
+   */
+  private async runBatch(batch: Job<E>[]) {
     const { db, sql } = this;
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
     const events: E[] = [];
+    const emit = (e: E) => events.push(e);
     sql.begin.run();
     try {
       for (const job of batch) {
         const mark = events.length;
         sql.savepoint.run();
+        const handle = new ClosureSql(this.handle);
         try {
-          const value = job.fn(db, (e) => events.push(e));
+          let value = job.fn(db, emit, handle);
+          if (value instanceof Promise) value = await this.settleInTime(value);
           sql.release.run();
           outcomes.push({ ok: true, value });
         } catch (error) {
@@ -190,6 +211,8 @@ export class Writer<E = never> {
           sql.release.run();
           this.opts.onRollback?.();
           outcomes.push({ ok: false, error });
+        } finally {
+          handle.revoke();
         }
       }
       const started = performance.now();
@@ -200,6 +223,16 @@ export class Writer<E = never> {
       this.opts.onRollback?.();
       throw err;
     }
+  }
+
+  /** The closure's result, or a failure once it has kept the batch waiting for `closureTimeoutMs`. */
+  private settleInTime<T>(pending: Promise<T>): Promise<T> {
+    const ms = this.opts.closureTimeoutMs ?? 5000;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`a write closure did not settle within ${ms} ms (it may await only its statements)`)), ms);
+    });
+    return Promise.race([pending, late]).finally(() => clearTimeout(timer));
   }
 }
 

@@ -6,7 +6,7 @@
  *   - every applied work item has a mutation_report;
  *   - every complete thread with work items has an applied one.
  */
-import type { Db } from '../db/connection.js';
+import type { Sql } from '../core/sql.js';
 import {
   getLastLedgerEntryForWorkItem,
   getLatestLedgerEntrySeqForThread,
@@ -20,23 +20,26 @@ export interface CompletenessCheck {
   /** Feed every entry, in chain order. */
   observe(e: CompletenessEntry): void;
   /** The holes, first (lowest seq) first. */
-  finish(): IncompleteRecord[];
+  finish(): Promise<IncompleteRecord[]>;
 }
 
-export function createCompletenessCheck(db: Db): CompletenessCheck {
+export function createCompletenessCheck(sql: Sql): CompletenessCheck {
   const tracker = new CompletenessTracker();
   return {
     observe: (e) => tracker.observe(e),
-    finish() {
-      const found = tracker.finish((id) => getWorkItem(db, id)?.status === 'running');
-      for (const id of listAppliedWithoutMutationReport(db)) {
-        const last = getLastLedgerEntryForWorkItem(db, id);
-        const item = getWorkItem(db, id)!;
+    async finish() {
+      // The tracker asks synchronously about the items whose call it saw start; read those first.
+      const running = new Set<string>();
+      for (const id of tracker.startedWithoutAnswer()) if ((await getWorkItem(sql, id))?.status === 'running') running.add(id);
+      const found = tracker.finish((id) => running.has(id));
+      for (const id of await listAppliedWithoutMutationReport(sql)) {
+        const last = await getLastLedgerEntryForWorkItem(sql, id);
+        const item = (await getWorkItem(sql, id))!;
         found.push({ seq: last?.seq ?? null, thread_id: item.thread_id, work_item_id: id, reason: 'applied without a mutation_report entry' });
       }
-      for (const threadId of listCompleteThreadsWithoutAppliedItem(db)) {
+      for (const threadId of await listCompleteThreadsWithoutAppliedItem(sql)) {
         found.push({
-          seq: getLatestLedgerEntrySeqForThread(db, threadId),
+          seq: await getLatestLedgerEntrySeqForThread(sql, threadId),
           thread_id: threadId,
           work_item_id: null,
           reason: 'the thread is complete but none of its work items was applied',

@@ -54,6 +54,11 @@ export class CompletenessTracker {
     }
   }
 
+  /** Work items whose prompt is still unanswered: `finish` asks whether each is in flight. */
+  startedWithoutAnswer(): string[] {
+    return [...this.openPrompts.keys()];
+  }
+
   /**
    * The holes found, in chain order. A prompt still unanswered at the end is a hole unless its call is
    * in flight now (`inFlight`).

@@ -6,7 +6,7 @@
  * operation's lock, sees the answer is already recorded and validates and applies it without a call
  * (engine/completer.ts `startWorkItem`).
  */
-import type { Db } from '../db/connection.js';
+import type { Sql } from '../core/sql.js';
 import { listLedgerForThread } from './store.js';
 import { getDocumentHead } from '../db/projects.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../db/schema.js';
@@ -18,6 +18,7 @@ import { reopenFailedParent, retryChild } from '../daemon/services/commands.js';
 import { checkThreadAnswer } from '../daemon/engine/operation-steps.js';
 import { appendEntry, type Tx } from '../daemon/engine/tx.js';
 import { documentsOf, threadInput, threadTarget } from '../daemon/engine/operation-context.js';
+import { runWithReads } from '../daemon/engine/read-ahead.js';
 import { OperationCallError, CommandError } from '../core/errors.js';
 
 export interface ReplayReport {
@@ -39,13 +40,11 @@ export interface ReplayReport {
   applied: { work_item_id: string; sequence: number; status: string } | null;
 }
 
-function replayableThread(db: Db, threadId: string): ThreadRow {
-  const thread = getThread(db, threadId);
+async function replayableThread(sql: Sql, threadId: string): Promise<ThreadRow> {
+  const thread = await getThread(sql, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.role === 'orchestration') {
-    const failed = listChildThreads(db, thread.id)
-      .filter((c) => c.status === 'failed')
-      .map((c) => c.id);
+    const failed = (await listChildThreads(sql, thread.id)).filter((c) => c.status === 'failed').map((c) => c.id);
     const hint = failed.length > 0 ? `; its failed children: ${failed.join(', ')}` : '';
     throw new CommandError('BAD_REQUEST', `thread ${threadId} is a ${thread.kind} orchestration: replay one of its children at a time${hint}`);
   }
@@ -66,11 +65,11 @@ function pickResponse(entries: LedgerRow[], threadId: string, seq: number | null
 }
 
 /** Builds the report without writing anything. */
-export function planReplay(db: Db, ops: OperationRegistry, threadId: string, seq: number | null): ReplayReport {
-  const thread = replayableThread(db, threadId);
+export async function planReplay(sql: Sql, ops: OperationRegistry, threadId: string, seq: number | null): Promise<ReplayReport> {
+  const thread = await replayableThread(sql, threadId);
   const op = ops.get(thread.kind);
   if (!op) throw new CommandError('CONFLICT', `thread ${threadId} is a ${thread.kind}, and no loaded operation has that name`);
-  const entries = listLedgerForThread(db, thread.id);
+  const entries = await listLedgerForThread(sql, thread.id);
   const response = pickResponse(entries, thread.id, seq);
   const report = entries.find((e) => e.entry_type === 'parse_report' && JSON.parse(e.payload).response_seq === response.seq);
   const reportPayload = report ? (JSON.parse(report.payload) as { ok: boolean; errors: string[] }) : null;
@@ -99,16 +98,18 @@ export function planReplay(db: Db, ops: OperationRegistry, threadId: string, seq
   }
   const target = threadTarget(thread);
   const key = target.key ?? '';
-  const documents = documentsOf(db, target.project_id);
   try {
-    const planned = planMutation(op, {
-      current: documents.get(target.doc_type, key),
-      answer: verdict.value,
-      input: threadInput(thread),
-      documents,
-      provenance: { thread_id: thread.id, work_item_id: '', at: 0 },
+    const planned = await runWithReads((reads) => {
+      const documents = documentsOf(sql, reads, target.project_id);
+      return planMutation(op, {
+        current: documents.get(target.doc_type, key),
+        answer: verdict.value,
+        input: threadInput(thread),
+        documents,
+        provenance: { thread_id: thread.id, work_item_id: '', at: 0 },
+      });
     });
-    const version = getDocumentHead(db, target.project_id, target.doc_type, key)?.version ?? 0;
+    const version = (await getDocumentHead(sql, target.project_id, target.doc_type, key))?.version ?? 0;
     return {
       ...base,
       replayed: replayed(true, null, [], verdict.items),
@@ -125,9 +126,9 @@ export function planReplay(db: Db, ops: OperationRegistry, threadId: string, seq
  * reopens, a new work item is queued, and its `response` entry is a copy marked `replay_of`, with no
  * usage. Refused unless the thread failed and today's check and `apply` accept the answer.
  */
-export function applyReplay(tx: Tx, ops: OperationRegistry, threadId: string, seq: number | null): ReplayReport {
-  const report = planReplay(tx.db, ops, threadId, seq);
-  const thread = getThread(tx.db, report.thread_id)!;
+export async function applyReplay(tx: Tx, ops: OperationRegistry, threadId: string, seq: number | null): Promise<ReplayReport> {
+  const report = await planReplay(tx.sql, ops, threadId, seq);
+  const thread = (await getThread(tx.sql, report.thread_id))!;
   if (thread.status !== 'failed') {
     throw new CommandError(
       'CONFLICT',
@@ -140,15 +141,15 @@ export function applyReplay(tx: Tx, ops: OperationRegistry, threadId: string, se
       `today's validation also rejects the answer recorded in entry ${report.response_seq}: ${report.replayed.errors.slice(0, 5).join('; ')}`,
     );
   }
-  const newer = findActiveThreadByKey(tx.db, thread.idempotency_key);
+  const newer = await findActiveThreadByKey(tx.sql, thread.idempotency_key);
   if (newer) throw new CommandError('CONFLICT', `cannot replay thread ${threadId}: thread ${newer.id} is already working on the same request`);
-  reopenFailedParent(tx, ops, thread, 'replay');
-  const item: WorkItemRow = retryChild(tx, ops, thread);
-  const source = JSON.parse(listLedgerForThread(tx.db, thread.id).find((e) => e.seq === report.response_seq)!.payload) as {
+  await reopenFailedParent(tx, ops, thread, 'replay');
+  const item: WorkItemRow = await retryChild(tx, ops, thread);
+  const source = JSON.parse((await listLedgerForThread(tx.sql, thread.id)).find((e) => e.seq === report.response_seq)!.payload) as {
     http_status: number;
     body: unknown;
   };
-  appendEntry(tx, getThread(tx.db, thread.id)!, item.id, 'response', item.attempt, {
+  await appendEntry(tx, (await getThread(tx.sql, thread.id))!, item.id, 'response', item.attempt, {
     http_status: source.http_status,
     request_id: null,
     latency_ms: 0,

@@ -9,7 +9,8 @@
  * their ids but their idempotency key gets an `imported:` prefix: work applied to another home's
  * documents must never answer ("deduplicate") a request in this one.
  */
-import type { Db } from '../db/connection.js';
+import { filterAsync, flatMapAsync } from '../core/async.js';
+import type { Sql } from '../core/sql.js';
 import { appendLedgerEntry, getLedgerHead, LEDGER_ENTRY_TYPES, listLedgerForThread, type LedgerEntryType } from './store.js';
 import { hasImport, insertLedgerImport } from './imports-store.js';
 import { getProject } from '../db/projects.js';
@@ -32,16 +33,16 @@ export interface ExportResult {
   skipped: string[];
 }
 
-function isFinished(db: Db, t: ThreadRow): boolean {
-  return isTerminalThread(t.status) && listWorkItemsForThread(db, t.id).every((w) => TERMINAL_WORK_ITEM_STATUSES.includes(w.status as WorkItemStatus));
+async function isFinished(sql: Sql, t: ThreadRow): Promise<boolean> {
+  return isTerminalThread(t.status) && (await listWorkItemsForThread(sql, t.id)).every((w) => TERMINAL_WORK_ITEM_STATUSES.includes(w.status as WorkItemStatus));
 }
 
-function threadsInScope(db: Db, scope: { threadId: string | null; projectId: string | null }): { threads: ThreadRow[]; skipped: string[] } {
+async function threadsInScope(sql: Sql, scope: { threadId: string | null; projectId: string | null }): Promise<{ threads: ThreadRow[]; skipped: string[] }> {
   if (scope.threadId !== null) {
-    const t = getThread(db, scope.threadId);
+    const t = await getThread(sql, scope.threadId);
     if (!t) throw new CommandError('NOT_FOUND', `no thread "${scope.threadId}"`);
-    const all = t.role === 'orchestration' ? [t, ...listChildThreads(db, t.id)] : [t];
-    const active = all.filter((x) => !isFinished(db, x));
+    const all = t.role === 'orchestration' ? [t, ...(await listChildThreads(sql, t.id))] : [t];
+    const active = await filterAsync(all, async (x) => !(await isFinished(sql, x)));
     if (active.length > 0)
       throw new CommandError(
         'CONFLICT',
@@ -50,20 +51,20 @@ function threadsInScope(db: Db, scope: { threadId: string | null; projectId: str
     return { threads: all, skipped: [] };
   }
   const projectId = scope.projectId!;
-  const all = listThreadsForSpace(db, projectId);
-  if (all.length === 0 && !getProject(db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
-  const finished = all.filter((t) => isFinished(db, t));
+  const all = await listThreadsForSpace(sql, projectId);
+  if (all.length === 0 && !(await getProject(sql, projectId))) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+  const finished = await filterAsync(all, (t) => isFinished(sql, t));
   return { threads: finished, skipped: all.filter((t) => !finished.includes(t)).map((t) => t.id) };
 }
 
 /** The export lines for one thread (an orchestration with its children) or every finished thread of a project. */
-export function exportLedger(db: Db, scope: { threadId: string | null; projectId: string | null }, now: number): ExportResult {
-  const { threads, skipped } = threadsInScope(db, scope);
+export async function exportLedger(sql: Sql, scope: { threadId: string | null; projectId: string | null }, now: number): Promise<ExportResult> {
+  const { threads, skipped } = await threadsInScope(sql, scope);
   // Parents first, so an import can insert each thread after the one it points to.
   const ordered = [...threads.filter((t) => t.parent_thread_id === null), ...threads.filter((t) => t.parent_thread_id !== null)];
-  const workItems = ordered.flatMap((t) => listWorkItemsForThread(db, t.id));
-  const entries = ordered.flatMap((t) => listLedgerForThread(db, t.id)).sort((a, b) => a.seq - b.seq);
-  const head = getLedgerHead(db);
+  const workItems = await flatMapAsync(ordered, (t) => listWorkItemsForThread(sql, t.id));
+  const entries = (await flatMapAsync(ordered, (t) => listLedgerForThread(sql, t.id))).sort((a, b) => a.seq - b.seq);
+  const head = await getLedgerHead(sql);
   const lines = buildExportLines({
     header: {
       scope: scope.threadId !== null ? { thread_id: scope.threadId } : { project_id: scope.projectId! },
@@ -97,7 +98,7 @@ function workItemRow(w: ExportedWorkItem): WorkItemRow {
 }
 
 /** Verifies an export file and, if every check holds, adds its threads and entries to this home. */
-export function importLedger(tx: Tx, text: string): ImportResult {
+export async function importLedger(tx: Tx, text: string): Promise<ImportResult> {
   const verified = verifyExport(text);
   if (!verified.ok) {
     const where = verified.line > 0 ? `line ${verified.line}: ` : '';
@@ -106,17 +107,17 @@ export function importLedger(tx: Tx, text: string): ImportResult {
   }
   const s = verified.slice;
   const base = { import_id: s.digest, threads: s.threads.length, work_items: s.workItems.length, entries: s.entries.length, linked: s.linked };
-  if (hasImport(tx.db, s.digest)) return { result: 'already_imported', ...base, first_seq: null, last_seq: null };
+  if (await hasImport(tx.sql, s.digest)) return { result: 'already_imported', ...base, first_seq: null, last_seq: null };
   for (const e of s.entries) {
     if (!LEDGER_ENTRY_TYPES.includes(e.entry_type as LedgerEntryType))
       throw new CommandError('BAD_REQUEST', `entry ${e.seq}: unknown entry type "${e.entry_type}"`);
   }
   const inFile = new Set(s.threads.map((t) => t.id));
   for (const t of s.threads) {
-    if (getThread(tx.db, t.id)) throw new CommandError('CONFLICT', `thread ${t.id} already exists in this home; nothing was imported`);
+    if (await getThread(tx.sql, t.id)) throw new CommandError('CONFLICT', `thread ${t.id} already exists in this home; nothing was imported`);
     const { record: _record, ...row } = t;
     const { doc_type: _docType, ...legacyInput } = JSON.parse(row.target_ref) as Record<string, unknown>;
-    insertThread(tx.db, {
+    await insertThread(tx.sql, {
       ...row,
       parent_thread_id: row.parent_thread_id !== null && inFile.has(row.parent_thread_id) ? row.parent_thread_id : null,
       idempotency_key: `${IMPORTED_KEY_PREFIX}${row.idempotency_key}`,
@@ -125,11 +126,11 @@ export function importLedger(tx: Tx, text: string): ImportResult {
       traceparent: row.traceparent ?? null,
     });
   }
-  for (const w of s.workItems) insertWorkItem(tx.db, workItemRow(w));
+  for (const w of s.workItems) await insertWorkItem(tx.sql, workItemRow(w));
   let first: number | null = null;
   let last: number | null = null;
   for (const e of s.entries) {
-    const row = appendLedgerEntry(tx.db, {
+    const row = await appendLedgerEntry(tx.sql, {
       thread_id: e.thread_id,
       work_item_id: e.work_item_id,
       entry_type: e.entry_type as LedgerEntryType,
@@ -139,7 +140,7 @@ export function importLedger(tx: Tx, text: string): ImportResult {
     });
     // verifyExport checked the payload is canonical, so the bytes hashed here are the exported bytes.
     if (row.payload !== e.payload) throw new Error(`entry ${e.seq}: payload changed on re-canonicalization`);
-    insertLedgerImport(tx.db, { seq: row.seq, import_id: s.digest, source_seq: e.seq, source_prev_hash: e.prev_hash, source_hash: e.hash });
+    await insertLedgerImport(tx.sql, { seq: row.seq, import_id: s.digest, source_seq: e.seq, source_prev_hash: e.prev_hash, source_hash: e.hash });
     first ??= row.seq;
     last = row.seq;
   }

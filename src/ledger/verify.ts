@@ -3,7 +3,7 @@
  * `combine prune` left only over checkpoints that link), and every thread's record is complete
  * (ledger-completeness.ts). A report names the first entry that does not verify.
  */
-import type { Db } from '../db/connection.js';
+import type { Sql } from '../core/sql.js';
 import { iterateLedger } from './store.js';
 import { listLedgerCheckpoints } from '../db/retention.js';
 import { GapBridge } from './gaps.js';
@@ -26,14 +26,14 @@ export interface VerifyReport {
   pruned_entries: number;
 }
 
-export function verifyLedger(db: Db): VerifyReport {
+export async function verifyLedger(sql: Sql): Promise<VerifyReport> {
   let prev = GENESIS_HASH;
   let entries = 0;
   let expectedSeq = 1;
   let firstBreak: VerifyReport['first_break'] = null;
-  const completeness = createCompletenessCheck(db);
-  const gaps = new GapBridge(listLedgerCheckpoints(db));
-  for (const e of iterateLedger(db)) {
+  const completeness = await createCompletenessCheck(sql);
+  const gaps = new GapBridge(await listLedgerCheckpoints(sql));
+  for await (const e of iterateLedger(sql)) {
     entries++;
     if (!firstBreak && e.seq !== expectedSeq) {
       const crossed = gaps.cross(expectedSeq, e.seq, prev);
@@ -52,8 +52,8 @@ export function verifyLedger(db: Db): VerifyReport {
   const head = firstBreak ? null : gaps.cross(expectedSeq, null, prev);
   if (head?.ok) prev = head.hash;
   if (!firstBreak && gaps.unused > 0) firstBreak = { seq: expectedSeq, reason: `${gaps.unused} checkpoint(s) cover entries that still exist` };
-  const incomplete = completeness.finish();
-  const imported = verifyImportedEntries(db);
+  const incomplete = await completeness.finish();
+  const imported = await verifyImportedEntries(sql);
   return {
     ok: firstBreak === null && incomplete.length === 0 && imported.first_mismatch === null,
     entries,

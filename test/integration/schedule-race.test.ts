@@ -4,6 +4,7 @@
  * exactly one run, one thread, one provider call and one briefing per period, and the loser of a
  * period does nothing at all.
  */
+import { SqliteSql } from '../../src/db/sql.js';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -130,7 +131,7 @@ describe('two processes race the schedule tick', () => {
       .get() as { t: number };
     expect(runs.reduce((s, r) => s + r.total_tokens, 0)).toBe(ledgerTokens.t);
     // Two processes appended to one hash chain without forking it.
-    expect(verifyLedger(check)).toMatchObject({ ok: true, first_break: null, incomplete: [] });
+    expect(await verifyLedger(new SqliteSql(check))).toMatchObject({ ok: true, first_break: null, incomplete: [] });
     check.close();
   });
 });

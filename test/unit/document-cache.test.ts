@@ -2,6 +2,8 @@
  * The parsed-document cache must never show content that is not stored: a write rolled back after it
  * bumped a document's version must not leave its content behind for that version number.
  */
+import type { Sql } from '../../src/core/sql.js';
+import { SqliteSql } from '../../src/db/sql.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,49 +21,51 @@ const parse = (content: string) => JSON.parse(content) as { n: number };
 describe('parsed-document cache', () => {
   let dir: string;
   let db: Db;
-  beforeEach(() => {
+  let sql: SqliteSql;
+  beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'cmb-doccache-'));
     db = openDatabase(join(dir, 'c.db'));
+    sql = new SqliteSql(db);
     applyMigrations(db);
-    insertProject(db, { id: 'p', name: 'P', created_at: 0 });
-    insertDocument(db, { id: 'd', project_id: 'p', doc_type: 'story_backlog', version: 1, content: '{"n":1}', updated_at: 0 });
+    await insertProject(sql, { id: 'p', name: 'P', created_at: 0 });
+    await insertDocument(sql, { id: 'd', project_id: 'p', doc_type: 'story_backlog', version: 1, content: '{"n":1}', updated_at: 0 });
   });
-  afterEach(() => {
+  afterEach(async () => {
     db.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function bump(d: Db, from: number, n: number): void {
-    updateDocumentContent(d, { id: 'd', from_version: from, content: JSON.stringify({ n }), updated_at: 0 });
-    rememberDocument(d, 'd', from + 1, parse, { n });
+  async function bump(w: Sql, from: number, n: number): Promise<void> {
+    await updateDocumentContent(w, { id: 'd', from_version: from, content: JSON.stringify({ n }), updated_at: 0 });
+    rememberDocument(w, 'd', from + 1, parse, { n });
   }
 
   it('follows the stored version, and forgets what a rolled-back write remembered', async () => {
-    const writer = new Writer(db, { onRollback: () => forgetDocuments(db) });
-    expect(readParsedDocument(db, 'p', 'story_backlog', parse)?.value).toEqual({ n: 1 });
+    const writer = new Writer(db, { onRollback: () => forgetDocuments({ connection: db }) });
+    expect((await readParsedDocument(sql, 'p', 'story_backlog', parse))?.value).toEqual({ n: 1 });
     await expect(
-      writer.write((d) => {
-        bump(d, 1, 99);
+      writer.write(async (_d, _emit, w) => {
+        await bump(w, 1, 99);
         throw new Error('validation failed after the update');
       }),
     ).rejects.toThrow(/validation failed/);
     // Version 2 now gets different content: the rolled-back {n: 99} must not come back for it.
-    await writer.write((d) => updateDocumentContent(d, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
-    expect(readParsedDocument(db, 'p', 'story_backlog', parse)).toMatchObject({ version: 2, value: { n: 2 } });
+    await writer.write((_d, _emit, w) => updateDocumentContent(w, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
+    expect(await readParsedDocument(sql, 'p', 'story_backlog', parse)).toMatchObject({ version: 2, value: { n: 2 } });
   });
 
   it('reads the stored version after a rolled-back write', async () => {
-    const writer = new Writer(db, { onRollback: () => forgetDocuments(db) });
+    const writer = new Writer(db, { onRollback: () => forgetDocuments({ connection: db }) });
     await expect(
-      writer.write((d) => {
-        bump(d, 1, 99);
-        return d.prepare('SELECT * FROM no_such_table').get();
+      writer.write(async (_d, _emit, w) => {
+        await bump(w, 1, 99);
+        return w.get('SELECT * FROM no_such_table');
       }),
     ).rejects.toThrow();
-    expect(readParsedDocument(db, 'p', 'story_backlog', parse)).toMatchObject({ version: 1, value: { n: 1 } });
+    expect(await readParsedDocument(sql, 'p', 'story_backlog', parse)).toMatchObject({ version: 1, value: { n: 1 } });
   });
 
-  it('makes ids that sort in creation order', () => {
+  it('makes ids that sort in creation order', async () => {
     const ids = Array.from({ length: 5000 }, () => newId(systemClock.now()));
     expect([...ids].sort()).toEqual(ids);
     expect(new Set(ids).size).toBe(ids.length);

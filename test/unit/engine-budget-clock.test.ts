@@ -64,7 +64,7 @@ describe('daily budget under a fake clock', () => {
     const parked = nextEvent(app, (e) => e.type === 'work_item' && e.error_code === 'BUDGET_EXCEEDED');
     const second = await app.threads.generateEpic('p', 'E2', { force: false, deadlineMs: null, createdBy: null });
     expect(await parked).toMatchObject({ status: 'queued', not_before: Date.parse('2026-01-02T00:00:00Z') });
-    expect(app.threads.get(second.thread_id).work_items[0]!.error_message).toMatch(/daily_tokens.*resumes at 2026-01-02T00:00:00.000Z/);
+    expect((await app.threads.get(second.thread_id)).work_items[0]!.error_message).toMatch(/daily_tokens.*resumes at 2026-01-02T00:00:00.000Z/);
 
     clock.t = Date.parse('2026-01-01T23:59:59.999Z');
     expect(await app.engine.claimDue()).toBe(0);
@@ -75,7 +75,7 @@ describe('daily budget under a fake clock', () => {
     app.engine.wake();
     await done;
     expect(sim.calls).toHaveLength(2);
-    const usage = app.admin.usage('p');
+    const usage = await app.admin.usage('p');
     expect(usage.rows.map((r) => [r.day, r.calls])).toEqual([
       ['2026-01-02', 1],
       ['2026-01-01', 1],

@@ -72,10 +72,7 @@ describe('engine schedule under a fake clock', () => {
     clock.t = t0 + 3000;
     app.engine.wake();
     await done;
-    const delays = app.ledger
-      .thread(thread_id)
-      .filter((e) => e.entry_type === 'error')
-      .map((e) => e.payload.delay_ms);
+    const delays = (await app.ledger.thread(thread_id)).filter((e) => e.entry_type === 'error').map((e) => e.payload.delay_ms);
     expect(delays).toEqual([1000, 2000]);
     expect(sim.calls).toHaveLength(3);
   });

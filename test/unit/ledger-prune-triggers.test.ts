@@ -1,4 +1,5 @@
 /** The database itself admits only the sanctioned prune path for ledger entries. */
+import { SqliteSql } from '../../src/db/sql.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,11 +12,13 @@ import { insertThread } from '../../src/db/threads.js';
 
 let dir: string;
 let db: Db;
-beforeEach(() => {
+let sql: SqliteSql;
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cmb-prune-'));
   db = openDatabase(join(dir, 'combine.db'));
+  sql = new SqliteSql(db);
   applyMigrations(db);
-  insertThread(db, {
+  await insertThread(sql, {
     id: 't',
     kind: 'k',
     space_type: 'project',
@@ -31,9 +34,10 @@ beforeEach(() => {
     created_at: 1,
     closed_at: 2,
   });
-  for (let i = 0; i < 4; i++) appendLedgerEntry(db, { thread_id: 't', work_item_id: null, entry_type: 'prompt', attempt: null, payload: { i }, created_at: 1 });
+  for (let i = 0; i < 4; i++)
+    await appendLedgerEntry(sql, { thread_id: 't', work_item_id: null, entry_type: 'prompt', attempt: null, payload: { i }, created_at: 1 });
 });
-afterEach(() => {
+afterEach(async () => {
   db.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -50,27 +54,29 @@ const cp = (from: number, to: number, before: string, after: string) => ({
 });
 
 describe('ledger prune triggers', () => {
-  it('refuse a DELETE no checkpoint covers', () => {
+  it('refuse a DELETE no checkpoint covers', async () => {
     expect(() => db.prepare('DELETE FROM llm_ledger_entries WHERE seq = 2').run()).toThrow(/append-only/);
   });
 
-  it('refuse a checkpoint whose hashes or run do not match the entries', () => {
-    expect(() => insertLedgerCheckpoint(db, cp(2, 3, 'wrong', row(db, 3).hash))).toThrow(/must describe/);
-    expect(() => insertLedgerCheckpoint(db, cp(2, 3, row(db, 2).prev_hash, 'wrong'))).toThrow(/must describe/);
-    expect(() => insertLedgerCheckpoint(db, cp(2, 9, row(db, 2).prev_hash, row(db, 3).hash))).toThrow(/must describe/);
+  it('refuse a checkpoint whose hashes or run do not match the entries', async () => {
+    await expect(insertLedgerCheckpoint(sql, cp(2, 3, 'wrong', row(db, 3).hash))).rejects.toThrow(/must describe/);
+    await expect(insertLedgerCheckpoint(sql, cp(2, 3, row(db, 2).prev_hash, 'wrong'))).rejects.toThrow(/must describe/);
+    await expect(insertLedgerCheckpoint(sql, cp(2, 9, row(db, 2).prev_hash, row(db, 3).hash))).rejects.toThrow(/must describe/);
   });
 
-  it('allow deleting exactly the checkpointed run; the chain head stays and checkpoints are append-only', () => {
-    insertLedgerCheckpoint(db, cp(3, 4, row(db, 3).prev_hash, row(db, 4).hash));
-    const head = getLedgerHead(db);
+  it('allow deleting exactly the checkpointed run; the chain head stays and checkpoints are append-only', async () => {
+    await insertLedgerCheckpoint(sql, cp(3, 4, row(db, 3).prev_hash, row(db, 4).hash));
+    const head = await getLedgerHead(sql);
     expect(() => db.prepare('DELETE FROM llm_ledger_entries WHERE seq = 2').run()).toThrow(/append-only/);
-    expect(deleteCheckpointedLedgerRun(db, 3, 4)).toBe(2);
+    expect(await deleteCheckpointedLedgerRun(sql, 3, 4)).toBe(2);
     // The newest entries are gone; the next append continues at seq 5 from the checkpoint's hash.
-    expect(getLedgerHead(db)).toEqual(head);
-    expect(appendLedgerEntry(db, { thread_id: 't', work_item_id: null, entry_type: 'prompt', attempt: null, payload: {}, created_at: 1 })).toMatchObject({
-      seq: 5,
-      prev_hash: head!.hash,
-    });
+    expect(await getLedgerHead(sql)).toEqual(head);
+    expect(await appendLedgerEntry(sql, { thread_id: 't', work_item_id: null, entry_type: 'prompt', attempt: null, payload: {}, created_at: 1 })).toMatchObject(
+      {
+        seq: 5,
+        prev_hash: head!.hash,
+      },
+    );
     expect(() => db.prepare('UPDATE llm_ledger_checkpoints SET hash_after = 0').run()).toThrow(/append-only/);
     expect(() => db.prepare('DELETE FROM llm_ledger_checkpoints').run()).toThrow(/append-only/);
   });

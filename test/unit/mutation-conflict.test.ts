@@ -83,12 +83,12 @@ describe('an apply that throws', () => {
     const failed = ended(broken, thread_id, 'failed');
     await failed;
 
-    const entries = broken.ledger.thread(thread_id);
+    const entries = await broken.ledger.thread(thread_id);
     expect(entries.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'error']);
     expect(entries[2]!.payload).toMatchObject({ ok: true });
     expect(entries[3]!.payload).toMatchObject({ code: 'MUTATION_CONFLICT', class: 'permanent', next: 'dead_letter' });
     expect(String(entries[3]!.payload.message)).toContain('summary_note.apply: cannot merge into this document');
-    expect(broken.threads.get(thread_id).work_items).toMatchObject([{ status: 'dead_letter', error_code: 'MUTATION_CONFLICT' }]);
+    expect((await broken.threads.get(thread_id)).work_items).toMatchObject([{ status: 'dead_letter', error_code: 'MUTATION_CONFLICT' }]);
 
     // Far past every lease, then recovery scans: at start-up (a restart) and on its interval.
     clock.t += 3_600_000;
@@ -97,7 +97,7 @@ describe('an apply that throws', () => {
     await new Promise((r) => setTimeout(r, 4 * config.recoveryIntervalMs));
     expect(await broken.metrics.text()).not.toMatch(/combine_recoveries_total\{action="resumed"\} [1-9]/);
     expect(sim.calls).toHaveLength(1);
-    expect(broken.ledger.thread(thread_id)).toHaveLength(4);
+    expect(await broken.ledger.thread(thread_id)).toHaveLength(4);
     await broken.shutdown(0);
     apps.length = 0;
 
@@ -109,7 +109,7 @@ describe('an apply that throws', () => {
     expect(report.replayed).toMatchObject({ ok: true });
     await rescued;
     expect(sim.calls).toHaveLength(1);
-    expect(fixed.projects.document('p', 'summary', null)).toMatchObject({ version: 1, content: { summary: expect.any(String) } });
+    expect(await fixed.projects.document('p', 'summary', null)).toMatchObject({ version: 1, content: { summary: expect.any(String) } });
     const log = readFileSync(config.logPath, 'utf8');
     const resumed = log.split('\n').filter((l) => l.includes('"recovery scan"') && /"resumed":[1-9]/.test(l));
     expect(resumed).toEqual([]);

@@ -3,6 +3,7 @@
  * any output schema validly, locks are swept by owner whatever their scope, the package exports
  * `defineOperation` with its types, and no code outside the built-ins' folders names a built-in.
  */
+import { SqliteSql } from '../../src/db/sql.js';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -29,7 +30,7 @@ const valid = {
 };
 
 describe('operation definitions', () => {
-  it('accepts a plain object with the API fields, and names the field of each mistake', () => {
+  it('accepts a plain object with the API fields, and names the field of each mistake', async () => {
     expect(validateDefinition(valid, 'm.mjs').definition.name).toBe('release_notes');
     const cases: [Record<string, unknown>, string][] = [
       [{ ...valid, name: 'releaseNotes' }, 'm.mjs: name: must be a snake_case name'],
@@ -80,7 +81,7 @@ describe('the simulator answers any output schema', () => {
     },
   ];
 
-  it('with a valid answer that is the same for the same request, and an invalid one on demand', () => {
+  it('with a valid answer that is the same for the same request, and an invalid one on demand', async () => {
     for (const schema of schemas) {
       const check = compileSchema(schema);
       if (!check.ok) throw new Error(check.error);
@@ -94,15 +95,16 @@ describe('the simulator answers any output schema', () => {
 });
 
 describe('locks', () => {
-  it('are released by owner: an orphan of any scope goes, a lock whose owner still works stays', () => {
+  it('are released by owner: an orphan of any scope goes, a lock whose owner still works stays', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cmb-locks-'));
     const db = openDatabase(join(dir, 'combine.db'));
+    const sql = new SqliteSql(db);
     try {
       applyMigrations(db);
       for (const scope of ['briefing:p:2026-03-01', 'epic:p:E1', 'project:p', 'release_notes:p:1.2.0']) {
-        expect(acquireLock(db, { scope, owner: `gone-${scope}`, now: 1, expires_at: null })).toBe(true);
+        expect(await acquireLock(sql, { scope, owner: `gone-${scope}`, now: 1, expires_at: null })).toBe(true);
       }
-      expect(releaseOrphanedLocks(db).sort()).toEqual(['briefing:p:2026-03-01', 'epic:p:E1', 'project:p', 'release_notes:p:1.2.0']);
+      expect((await releaseOrphanedLocks(sql)).sort()).toEqual(['briefing:p:2026-03-01', 'epic:p:E1', 'project:p', 'release_notes:p:1.2.0']);
       expect(db.prepare('SELECT * FROM locks').all()).toEqual([]);
     } finally {
       db.close();
@@ -146,7 +148,7 @@ const wrong = defineOperation({ name: 'y', description: 'd', input: {}, identity
 });
 
 describe('code outside the built-ins', () => {
-  it('never names a built-in operation (the CLI shorthands and built-in folders may)', () => {
+  it('never names a built-in operation (the CLI shorthands and built-in folders may)', async () => {
     const src = join(ROOT, 'src');
     const files: string[] = [];
     const walk = (dir: string) => {

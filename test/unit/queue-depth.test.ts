@@ -1,4 +1,6 @@
 /** The queue depth that backpressure reads is kept exact by the database's own triggers. */
+import { Writer } from '../../src/db/writer.js';
+import { SqliteSql } from '../../src/db/sql.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,18 +12,20 @@ import { countQueuedWorkItems, insertWorkItem } from '../../src/db/work-items.js
 
 let dir: string;
 let db: Db;
-beforeEach(() => {
+let sql: SqliteSql;
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cmb-depth-'));
   db = openDatabase(join(dir, 'combine.db'));
+  sql = new SqliteSql(db);
   applyMigrations(db);
 });
-afterEach(() => {
+afterEach(async () => {
   db.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
-function addItem(id: string, status: 'queued' | 'applied'): void {
-  insertThread(db, {
+async function addItem(id: string, status: 'queued' | 'applied'): Promise<void> {
+  await insertThread(sql, {
     id: `t-${id}`,
     kind: 'k',
     space_type: 'project',
@@ -37,7 +41,7 @@ function addItem(id: string, status: 'queued' | 'applied'): void {
     created_at: 1,
     closed_at: null,
   });
-  insertWorkItem(db, {
+  await insertWorkItem(sql, {
     id,
     thread_id: `t-${id}`,
     sequence: 1,
@@ -65,10 +69,10 @@ const counted = () => (db.prepare("SELECT count(*) AS n FROM llm_work_items WHER
 const setStatus = (id: string, status: string) => db.prepare('UPDATE llm_work_items SET status = ? WHERE id = ?').run(status, id);
 
 describe('queue depth', () => {
-  it('follows every insert, status change and delete of a work item', () => {
-    expect(countQueuedWorkItems(db)).toBe(0);
-    for (const id of ['a', 'b', 'c']) addItem(id, 'queued');
-    addItem('d', 'applied');
+  it('follows every insert, status change and delete of a work item', async () => {
+    expect(await countQueuedWorkItems(sql)).toBe(0);
+    for (const id of ['a', 'b', 'c']) await addItem(id, 'queued');
+    await addItem('d', 'applied');
     const steps: [string, () => unknown, number][] = [
       ['three queued, one applied', () => {}, 3],
       ['a leased', () => setStatus('a', 'claimed'), 2],
@@ -81,19 +85,20 @@ describe('queue depth', () => {
     ];
     for (const [what, step, expected] of steps) {
       step();
-      expect({ what, depth: countQueuedWorkItems(db) }).toEqual({ what, depth: expected });
-      expect(countQueuedWorkItems(db)).toBe(counted());
+      expect({ what, depth: await countQueuedWorkItems(sql) }).toEqual({ what, depth: expected });
+      expect(await countQueuedWorkItems(sql)).toBe(counted());
     }
   });
 
-  it('rolls back with the transaction that changed the queue', () => {
-    addItem('a', 'queued');
-    expect(() =>
-      db.transaction(() => {
-        addItem('b', 'queued');
+  it('rolls back with the transaction that changed the queue', async () => {
+    await addItem('a', 'queued');
+    const writer = new Writer(db);
+    await expect(
+      writer.write(async () => {
+        await addItem('b', 'queued');
         throw new Error('command refused');
-      })(),
-    ).toThrow('command refused');
-    expect(countQueuedWorkItems(db)).toBe(1);
+      }),
+    ).rejects.toThrow('command refused');
+    expect(await countQueuedWorkItems(sql)).toBe(1);
   });
 });

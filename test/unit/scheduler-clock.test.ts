@@ -82,10 +82,10 @@ describe('scheduler under a fake clock', () => {
     const again = await app.scheduler.tick();
     expect(again).toMatchObject({ claimed: [], lost: 1, reclaimed: [] });
     expect(briefingCalls()).toHaveLength(1);
-    const [run] = app.schedules.runs(s.schedule_id, 10);
+    const [run] = await app.schedules.runs(s.schedule_id, 10);
     expect(run).toMatchObject({ status: 'complete', ready: true, claims: 1, thread_status: 'complete' });
     expect(run!.usage!.responses).toBe(1);
-    expect(app.projects.briefing('p', '2026-03-01')).toMatchObject({ date: '2026-03-01', version: 1 });
+    expect(await app.projects.briefing('p', '2026-03-01')).toMatchObject({ date: '2026-03-01', version: 1 });
   });
 
   it('a daemon down over three periods catches up with one run, for the latest period', async () => {
@@ -105,7 +105,7 @@ describe('scheduler under a fake clock', () => {
     done = threadEnded(app, 'project_briefing');
     await app.start(); // the start-up tick catches up
     await done;
-    const runs = app.schedules.runs(s.schedule_id, 10);
+    const runs = await app.schedules.runs(s.schedule_id, 10);
     expect(runs.map((r) => [r.period_key, r.status])).toEqual([
       ['2026-03-01T04:00:00.000Z', 'complete'],
       ['2026-03-01T01:00:00.000Z', 'complete'],
@@ -120,7 +120,7 @@ describe('scheduler under a fake clock', () => {
     await stopApp(app);
     clock.t = T0 + 3 * HOUR; // 03:30: 01:00, 02:00 and 03:00 missed
     app = await startApp();
-    expect(app.schedules.runs(s.schedule_id, 10)).toEqual([]);
+    expect(await app.schedules.runs(s.schedule_id, 10)).toEqual([]);
 
     clock.t = T0 + 3.5 * HOUR + 2000; // 04:00:02, within the misfire grace
     const done = threadEnded(app, 'project_briefing');
@@ -143,8 +143,8 @@ describe('scheduler under a fake clock', () => {
     await app.schedules.remove(s.schedule_id);
     clock.t = T0 + 3 * HOUR;
     expect((await app.scheduler.tick()).claimed).toEqual([]);
-    expect(app.schedules.list(false)).toEqual([]);
-    expect(app.schedules.list(true).map((x) => x.status)).toEqual(['removed']);
+    expect(await app.schedules.list(false)).toEqual([]);
+    expect((await app.schedules.list(true)).map((x) => x.status)).toEqual(['removed']);
     expect(briefingCalls()).toHaveLength(0);
   });
 
@@ -156,12 +156,12 @@ describe('scheduler under a fake clock', () => {
     clock.t = Date.parse('2026-03-01T08:00:05Z'); // 09:00:05 in Berlin
     const done = threadEnded(app, 'project_briefing');
     await app.scheduler.tick();
-    const [pending] = app.schedules.runs(s.schedule_id, 10);
+    const [pending] = await app.schedules.runs(s.schedule_id, 10);
     expect(pending).toMatchObject({ status: 'pending', ready: false, usage: null });
-    expect(() => app.projects.briefing('p', '2026-03-01')).toThrow(/not ready yet/);
+    await expect(app.projects.briefing('p', '2026-03-01')).rejects.toThrow(/not ready yet/);
     await done;
-    expect(app.schedules.runs(s.schedule_id, 10)[0]).toMatchObject({ status: 'complete', ready: true });
-    expect(app.projects.briefing('p', null)).toMatchObject({ date: '2026-03-01' });
+    expect((await app.schedules.runs(s.schedule_id, 10))[0]).toMatchObject({ status: 'complete', ready: true });
+    expect(await app.projects.briefing('p', null)).toMatchObject({ date: '2026-03-01' });
   });
 
   it('a scheduled generate-all runs its children at the scheduled priority and records their usage', async () => {
@@ -172,11 +172,11 @@ describe('scheduler under a fake clock', () => {
     const done = threadEnded(app, 'story_generate_all');
     await app.scheduler.tick();
     await done;
-    const [run] = app.schedules.runs(s.schedule_id, 10);
+    const [run] = await app.schedules.runs(s.schedule_id, 10);
     expect(run).toMatchObject({ status: 'complete', thread_status: 'complete' });
     expect(run!.usage!.responses).toBe(3);
     const priorities = app.db.prepare('SELECT DISTINCT priority FROM llm_work_items').all();
     expect(priorities).toEqual([{ priority: PRIORITY_SCHEDULED }]);
-    expect(app.projects.backlog('p')!.epics.every((e) => e.stories.length > 0)).toBe(true);
+    expect((await app.projects.backlog('p'))!.epics.every((e) => e.stories.length > 0)).toBe(true);
   });
 });

@@ -4,6 +4,7 @@
  * and every combination's plan reads an index in the list's order (no full scan, no sort), which is
  * what keeps a page fast at any database size (bench target 7 measures it at 1M threads).
  */
+import { SqliteSql } from '../../src/db/sql.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,11 +20,13 @@ const PROJECTS = ['a', 'b', 'c'];
 
 let dir: string;
 let db: Db;
+let sql: SqliteSql;
 let rows: ThreadRow[];
 
-beforeAll(() => {
+beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cmb-list-'));
   db = openDatabase(join(dir, 'combine.db'));
+  sql = new SqliteSql(db);
   applyMigrations(db);
   rows = [];
   for (let i = 0; i < 300; i++) {
@@ -46,7 +49,7 @@ beforeAll(() => {
       created_at: 1_000_000 + Math.floor(i / 3), // three threads share each millisecond: ties by insertion order
       closed_at: null,
     };
-    insertThread(db, row);
+    await insertThread(sql, row);
     rows.push(row);
   }
   db.exec('ANALYZE');
@@ -82,15 +85,15 @@ function filters(): ThreadListFilter[] {
 }
 
 describe('listThreads', () => {
-  it('returns what a plain filter returns, for every combination of filters', () => {
+  it('returns what a plain filter returns, for every combination of filters', async () => {
     for (const f of filters())
       expect(
-        listThreads(db, f).map((r) => r.id),
+        (await listThreads(sql, f)).map((r) => r.id),
         JSON.stringify(f),
       ).toEqual(expected(f));
   });
 
-  it('pages by cursor without losing or repeating a thread', () => {
+  it('pages by cursor without losing or repeating a thread', async () => {
     for (const f of [
       { active: false, projectId: null, limit: 7 },
       { active: false, projectId: 'a', statuses: ['failed', 'canceled'], limit: 4 },
@@ -98,7 +101,7 @@ describe('listThreads', () => {
       const seen: string[] = [];
       let cursor: string | null = null;
       for (;;) {
-        const page = listThreads(db, { ...f, afterThreadId: cursor });
+        const page = await listThreads(sql, { ...f, afterThreadId: cursor });
         seen.push(...page.map((r) => r.id));
         if (page.length < f.limit) break;
         cursor = page.at(-1)!.id;
@@ -107,7 +110,7 @@ describe('listThreads', () => {
     }
   });
 
-  it('reads an index in list order for every combination: no full scan, no sort', () => {
+  it('reads an index in list order for every combination: no full scan, no sort', async () => {
     for (const f of [...filters(), { active: false, projectId: null, limit: 50, afterThreadId: 't0100' }]) {
       const q = threadListQuery(f);
       if (!q) continue;

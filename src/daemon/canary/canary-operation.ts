@@ -55,9 +55,9 @@ export function canaryProvider(): Provider {
 }
 
 /** Requests one canary run, creating the daemon's own project the first time; never refused for a full queue. */
-export function submitCanary(tx: Tx, operations: OperationRegistry): CommandResult {
-  if (!getProject(tx.db, SYSTEM_PROJECT_ID)) insertProject(tx.db, { id: SYSTEM_PROJECT_ID, name: 'combine (system)', created_at: tx.now });
-  return submitOperation(
+export async function submitCanary(tx: Tx, operations: OperationRegistry): Promise<CommandResult> {
+  if (!(await getProject(tx.sql, SYSTEM_PROJECT_ID))) await insertProject(tx.sql, { id: SYSTEM_PROJECT_ID, name: 'combine (system)', created_at: tx.now });
+  return await submitOperation(
     tx,
     operations,
     CANARY_OPERATION,

@@ -22,10 +22,10 @@ import { newId } from '../../core/ids.js';
 
 export type PriceOf = (model: string) => ModelPrice | undefined;
 
-export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate: CallEstimate): void {
+export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate: CallEstimate): Promise<void> {
   const day = utcDay(tx.now);
-  addProjectSpend(tx.db, { project_id: item.project_id, day, tokens: estimate.tokens, cost_usd: estimate.cost_usd });
-  insertCharge(tx.db, {
+  await addProjectSpend(tx.sql, { project_id: item.project_id, day, tokens: estimate.tokens, cost_usd: estimate.cost_usd });
+  await insertCharge(tx.sql, {
     id: newId(tx.now),
     work_item_id: item.id,
     thread_id: item.thread_id,
@@ -52,13 +52,13 @@ export function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate
  * The response was recorded (`response` = its ledger entry): settle at its usage. A response without
  * usage was paid for an unknown amount, so it stays counted at its maximum (in doubt).
  */
-export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRow, usage: Usage | null, priceOf: PriceOf): void {
-  const charge = getOpenCharge(tx.db, item.id);
+export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRow, usage: Usage | null, priceOf: PriceOf): Promise<void> {
+  const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
   // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
   const price = priceOf(charge.model);
   const cost = usage && price ? costUsd(price, usage.prompt_tokens, usage.completion_tokens) : null;
-  settleChargeFromResponse(tx.db, {
+  await settleChargeFromResponse(tx.sql, {
     id: charge.id,
     status: usage ? 'settled' : 'in_doubt',
     prompt_tokens: usage?.prompt_tokens ?? null,
@@ -70,13 +70,13 @@ export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRo
   });
   if (!usage) return; // in doubt: stays counted at its maximum
   // Budgets now count the real usage instead of the maximum (a call can exceed its estimate slightly).
-  addProjectSpend(tx.db, {
+  await addProjectSpend(tx.sql, {
     project_id: charge.project_id,
     day: charge.day,
     tokens: usage.total_tokens - charge.reserved_tokens,
     cost_usd: (cost ?? 0) - charge.reserved_cost_usd,
   });
-  if (usage.total_tokens < charge.reserved_tokens) freeHeadroom(tx, item);
+  if (usage.total_tokens < charge.reserved_tokens) await freeHeadroom(tx, item);
 }
 
 /**
@@ -84,29 +84,29 @@ export function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRo
  * billed, nor is a request that never left; anything else (timeout, dropped connection, abort,
  * INTERRUPTED by a crash) may have been, so it counts as spent.
  */
-export function closeAfterError(tx: Tx, item: WorkItemRow, error: ClassifiedError): void {
-  const charge = getOpenCharge(tx.db, item.id);
+export async function closeAfterError(tx: Tx, item: WorkItemRow, error: ClassifiedError): Promise<void> {
+  const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return;
   const billed = error.httpStatus === undefined && !error.notSent;
-  closeChargeWithoutResponse(tx.db, { id: charge.id, status: billed ? 'in_doubt' : 'released', now: tx.now });
-  if (!billed) unreserve(tx, item, charge);
+  await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: billed ? 'in_doubt' : 'released', now: tx.now });
+  if (!billed) await unreserve(tx, item, charge);
 }
 
 /** No call was made for this lease (canceled, target gone, lease expired before the prompt). */
-export function releaseUnsent(tx: Tx, item: WorkItemRow): void {
-  const charge = getOpenCharge(tx.db, item.id);
+export async function releaseUnsent(tx: Tx, item: WorkItemRow): Promise<void> {
+  const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return;
-  closeChargeWithoutResponse(tx.db, { id: charge.id, status: 'released', now: tx.now });
-  unreserve(tx, item, charge);
+  await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: 'released', now: tx.now });
+  await unreserve(tx, item, charge);
 }
 
 /** A released charge gives its whole reservation back to the budget. */
-function unreserve(tx: Tx, item: WorkItemRow, charge: ChargeRow): void {
-  addProjectSpend(tx.db, { project_id: charge.project_id, day: charge.day, tokens: -charge.reserved_tokens, cost_usd: -charge.reserved_cost_usd });
-  freeHeadroom(tx, item);
+async function unreserve(tx: Tx, item: WorkItemRow, charge: ChargeRow): Promise<void> {
+  await addProjectSpend(tx.sql, { project_id: charge.project_id, day: charge.day, tokens: -charge.reserved_tokens, cost_usd: -charge.reserved_cost_usd });
+  await freeHeadroom(tx, item);
 }
 
 /** Part of a reservation came back: the project's budget-parked items may fit now; the claim re-checks. */
-function freeHeadroom(tx: Tx, item: WorkItemRow): void {
-  unparkBudgetItems(tx.db, { project_id: item.project_id, now: tx.now });
+async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
+  await unparkBudgetItems(tx.sql, { project_id: item.project_id, now: tx.now });
 }

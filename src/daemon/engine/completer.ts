@@ -57,22 +57,22 @@ export interface EngineContext {
  * meanwhile — refused (StaleStateError: the transaction rolls back, recovery resumes the item). A queued
  * item holds none.
  */
-function releaseItemLock(tx: Tx, item: WorkItemRow): void {
+async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
   if (item.status !== 'claimed' && item.status !== 'running') return;
-  if (!releaseLock(tx.db, item.lock_scope, item.id)) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
+  if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
 }
 
 /** Reads the item and checks we still hold its lease in the expected status. */
-function leasedItem(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): WorkItemRow {
-  const item = getWorkItem(tx.db, id);
+async function leasedItem(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<WorkItemRow> {
+  const item = await getWorkItem(tx.sql, id);
   if (!item || item.status !== status || item.lease_owner !== ctx.owner) {
     throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
   }
   return item;
 }
 
-function threadOf(tx: Tx, item: WorkItemRow): ThreadRow {
-  const thread = getThread(tx.db, item.thread_id);
+async function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
+  const thread = await getThread(tx.sql, item.thread_id);
   if (!thread) throw new Error(`work item ${item.id} has no thread ${item.thread_id}`);
   return thread;
 }
@@ -86,31 +86,31 @@ export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRout
  * queued it with the answer), or the cache holds a valid answer to this exact request. Returns null
  * when the item ended instead (its thread was canceled, or its target no longer exists).
  */
-export function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): StartResult | null {
-  const item = leasedItem(tx, ctx, itemId, 'claimed');
-  let thread = threadOf(tx, item);
+export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): Promise<StartResult | null> {
+  const item = await leasedItem(tx, ctx, itemId, 'claimed');
+  let thread = await threadOf(tx, item);
   if (thread.status === 'canceled') {
-    releaseUnsent(tx, item);
-    failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
+    await releaseUnsent(tx, item);
+    await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
     return null;
   }
-  const pending = getLastLedgerEntryForWorkItem(tx.db, item.id);
+  const pending = await getLastLedgerEntryForWorkItem(tx.sql, item.id);
   if (pending?.entry_type === 'response') {
     // A replay queued this item with its answer: nothing will be sent, so nothing stays reserved.
-    releaseUnsent(tx, item);
-    markRunning(tx, ctx, markThreadStarted(tx, thread), item);
+    await releaseUnsent(tx, item);
+    await markRunning(tx, ctx, await markThreadStarted(tx, thread), item);
     return { kind: 'recorded', response: pending };
   }
-  const built = buildItemRequest(tx.db, ctx.operations, thread, item);
+  const built = await buildItemRequest(tx.sql, ctx.operations, thread, item);
   if (!built.ok) {
-    releaseUnsent(tx, item);
-    failAttempt(tx, ctx, item, built.error);
+    await releaseUnsent(tx, item);
+    await failAttempt(tx, ctx, item, built.error);
     return null;
   }
   const request = built.request;
   const route = ctx.routeOf(built.model);
-  thread = markThreadStarted(tx, thread);
-  appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
+  thread = await markThreadStarted(tx, thread);
+  await appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
     request,
     attempt: item.attempt,
     repair: item.repair_count,
@@ -120,28 +120,34 @@ export function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): Start
     endpoint: route.endpoint.label,
     ...(built.escalated ? { escalation: true } : {}),
   });
-  markRunning(tx, ctx, thread, item);
-  const cached = ctx.cache ? findCachedAnswer(tx.db, route.endpoint.label, request) : null;
+  await markRunning(tx, ctx, thread, item);
+  const cached = ctx.cache ? await findCachedAnswer(tx.sql, route.endpoint.label, request) : null;
   if (cached) {
     // Served from the ledger: no call, so the claim's reservation goes back to the budget.
-    releaseUnsent(tx, item);
-    return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
+    await releaseUnsent(tx, item);
+    return { kind: 'recorded', response: await appendCachedResponse(tx, thread, item, cached) };
   }
   return { kind: 'call', request, route };
 }
 
-function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): void {
-  markWorkItemRunning(tx.db, item.id, ctx.owner);
+async function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): Promise<void> {
+  await markWorkItemRunning(tx.sql, item.id, ctx.owner);
   emitWorkItem(tx, thread, { ...item, status: 'running' });
 }
 
 /** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry. */
-export function recordResponse(tx: Tx, ctx: EngineContext, itemId: string, outcome: Extract<CallOutcome, { kind: 'response' }>, route: ModelRoute): LedgerRow {
-  const item = leasedItem(tx, ctx, itemId, 'running');
-  const thread = threadOf(tx, item);
+export async function recordResponse(
+  tx: Tx,
+  ctx: EngineContext,
+  itemId: string,
+  outcome: Extract<CallOutcome, { kind: 'response' }>,
+  route: ModelRoute,
+): Promise<LedgerRow> {
+  const item = await leasedItem(tx, ctx, itemId, 'running');
+  const thread = await threadOf(tx, item);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
-  const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
+  const entry = await appendEntry(tx, thread, item.id, 'response', item.attempt, {
     http_status: outcome.httpStatus,
     request_id: outcome.requestId,
     latency_ms: outcome.latencyMs,
@@ -151,10 +157,10 @@ export function recordResponse(tx: Tx, ctx: EngineContext, itemId: string, outco
     body: envelope.body,
     ...(envelope.body === null ? { body_text: outcome.bodyText } : {}),
   });
-  settleFromResponse(tx, item, entry, usage, ctx.priceOf);
+  await settleFromResponse(tx, item, entry, usage, ctx.priceOf);
   // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
   if (route.free) return entry;
-  insertCallRecord(tx.db, {
+  await insertCallRecord(tx.sql, {
     thread_id: thread.id,
     work_item_id: item.id,
     model: route.key,
@@ -177,11 +183,11 @@ export type AnswerResult = 'applied' | 'repair' | 'escalate' | 'retry' | 'dead_l
  * mutation (document version, mutation row, mutation_report, item applied, thread complete, lock
  * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart.
  */
-export function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, response: LedgerRow, resumed: boolean): AnswerResult {
-  const item = leasedItem(tx, ctx, itemId, 'running');
-  const thread = threadOf(tx, item);
+export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, response: LedgerRow, resumed: boolean): Promise<AnswerResult> {
+  const item = await leasedItem(tx, ctx, itemId, 'running');
+  const thread = await threadOf(tx, item);
   if (thread.status === 'canceled') {
-    return failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
+    return await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }
   const recorded = JSON.parse(response.payload) as { body: unknown; replay_of?: number; cached_from?: number };
   const provenance = {
@@ -192,32 +198,32 @@ export function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, respons
   };
   const envelope = readCompletionBody(recorded.body);
   if (!envelope.ok) {
-    appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
-    return failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
+    await appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
+    return await failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
   const verdict = checkThreadAnswer(ctx.operations, thread, envelope.content);
-  if (verdict.kind === 'failed') return deadLetter(tx, ctx, item, thread, verdict.error);
+  if (verdict.kind === 'failed') return await deadLetter(tx, ctx, item, thread, verdict.error);
   if (verdict.kind === 'invalid') {
-    appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: verdict.errors, ...provenance });
-    return rejectAnswer(tx, ctx, item, thread, verdict.errors);
+    await appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: verdict.errors, ...provenance });
+    return await rejectAnswer(tx, ctx, item, thread, verdict.errors);
   }
-  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
-  rememberValidAnswer(tx, item, response);
-  const applied = applyThreadAnswer(tx.db, ctx.operations, thread, item, verdict.value, tx.now);
+  await appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
+  await rememberValidAnswer(tx, item, response);
+  const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, tx.now);
   // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
   // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.
-  if (!applied.ok) return deadLetter(tx, ctx, item, thread, applied.error);
-  appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
+  if (!applied.ok) return await deadLetter(tx, ctx, item, thread, applied.error);
+  await appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
     ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
   // A replayed answer is the original paid call's: that call was not wasted after all.
-  markChargeApplied(tx.db, recorded.replay_of ?? response.seq);
-  markWorkItemApplied(tx.db, item.id, ctx.owner, tx.now);
-  releaseItemLock(tx, item);
+  await markChargeApplied(tx.sql, recorded.replay_of ?? response.seq);
+  await markWorkItemApplied(tx.sql, item.id, ctx.owner, tx.now);
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
-  endThread(tx, thread.id, 'complete');
+  await endThread(tx, thread.id, 'complete');
   return 'applied';
 }
 
@@ -228,15 +234,15 @@ export function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, respons
  * starts a new attempt: the pass is one attempt for retries and backoff. Each call is its own
  * prompt/response pair, and the claim reserves its cost like any call.
  */
-function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): AnswerResult {
+async function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): Promise<AnswerResult> {
   const policy = ctx.operations.policyFor(thread.kind);
   const escalateTo = ctx.operations.get(thread.kind)?.escalateTo ?? null;
   const message = `the answer does not match the schema: ${errors.slice(0, 5).join('; ')}`;
   const escalated = item.escalated === 1;
   const next = escalated ? null : item.repair_count < policy.repairAttempts ? 'repair' : escalateTo !== null ? 'escalate' : null;
-  if (next === null) return deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
+  if (next === null) return await deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
   const again = next === 'repair' ? { repair_count: item.repair_count + 1, escalated: 0 } : { repair_count: item.repair_count, escalated: 1 };
-  appendEntry(tx, thread, item.id, 'error', item.attempt, {
+  await appendEntry(tx, thread, item.id, 'error', item.attempt, {
     code: 'SCHEMA_INVALID',
     class: 'permanent',
     message,
@@ -245,7 +251,7 @@ function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: Thr
     next,
     ...(next === 'escalate' ? { escalate_to: escalateTo } : {}),
   });
-  requeueWorkItem(tx.db, {
+  await requeueWorkItem(tx.sql, {
     id: item.id,
     from: 'running',
     owner: ctx.owner,
@@ -255,18 +261,25 @@ function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: Thr
     error_code: 'SCHEMA_INVALID',
     error_message: message,
   });
-  releaseItemLock(tx, item);
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, ...again, status: 'queued', not_before: tx.now, error_code: 'SCHEMA_INVALID' });
   return next;
 }
 
 /** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
-export function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, error: ClassifiedError, latencyMs: number, route: ModelRoute): AnswerResult {
-  const item = leasedItem(tx, ctx, itemId, 'running');
-  closeAfterError(tx, item, error);
+export async function failLeasedAttempt(
+  tx: Tx,
+  ctx: EngineContext,
+  itemId: string,
+  error: ClassifiedError,
+  latencyMs: number,
+  route: ModelRoute,
+): Promise<AnswerResult> {
+  const item = await leasedItem(tx, ctx, itemId, 'running');
+  await closeAfterError(tx, item, error);
   // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
   if (!route.free) {
-    insertCallRecord(tx.db, {
+    await insertCallRecord(tx.sql, {
       thread_id: item.thread_id,
       work_item_id: item.id,
       model: route.key,
@@ -280,7 +293,7 @@ export function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, er
       created_at: tx.now,
     });
   }
-  return failAttempt(tx, ctx, item, error);
+  return await failAttempt(tx, ctx, item, error);
 }
 
 /**
@@ -288,14 +301,14 @@ export function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, er
  * attempts left go back to the queue after a capped, jittered backoff (at least the provider's
  * Retry-After); the rest end the item. A canceled thread never retries.
  */
-export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error: ClassifiedError): AnswerResult {
-  const thread = threadOf(tx, item);
+export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
+  const thread = await threadOf(tx, item);
   const owner = item.status === 'queued' ? null : item.lease_owner;
   if (error.class === 'canceled' || thread.status === 'canceled') {
     const canceled: ClassifiedError =
       error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
-    appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
-    endWorkItem(tx.db, {
+    await appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
+    await endWorkItem(tx.sql, {
       id: item.id,
       from: item.status as WorkItemStatus,
       to: 'failed',
@@ -304,22 +317,22 @@ export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error
       error_message: canceled.message,
       now: tx.now,
     });
-    releaseItemLock(tx, item);
+    await releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
-    endThread(tx, thread.id, 'canceled');
+    await endThread(tx, thread.id, 'canceled');
     return 'canceled';
   }
   const retryable = error.class === 'transient' || error.class === 'infra';
   if (retryable && item.attempt < item.max_attempts && item.status !== 'queued') {
     const delayMs = backoffDelayMs(ctx.operations.policyFor(thread.kind), item.attempt, ctx.random, error.retryAfterMs);
     const notBefore = tx.now + delayMs;
-    appendEntry(tx, thread, item.id, 'error', item.attempt, {
+    await appendEntry(tx, thread, item.id, 'error', item.attempt, {
       ...errorPayload(error, item),
       next: 'retry',
       delay_ms: delayMs,
       not_before: notBefore,
     });
-    requeueWorkItem(tx.db, {
+    await requeueWorkItem(tx.sql, {
       id: item.id,
       from: item.status as 'claimed' | 'running',
       owner,
@@ -330,11 +343,11 @@ export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error
       error_code: error.code,
       error_message: error.message,
     });
-    releaseItemLock(tx, item);
+    await releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'queued', attempt: item.attempt + 1, not_before: notBefore, error_code: error.code });
     return 'retry';
   }
-  return deadLetter(tx, ctx, item, thread, error);
+  return await deadLetter(tx, ctx, item, thread, error);
 }
 
 /**
@@ -342,11 +355,11 @@ export function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error
  * `failed`, its `error` entry says `next: "hold"` and `in_doubt: true`, and the thread fails until the
  * user decides: `combine retry` sends the call again (it may be paid twice), `combine cancel` gives up.
  */
-export function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): AnswerResult {
-  const thread = threadOf(tx, item);
+export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
+  const thread = await threadOf(tx, item);
   const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
-  appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
-  endWorkItem(tx.db, {
+  await appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
+  await endWorkItem(tx.sql, {
     id: item.id,
     from: item.status as WorkItemStatus,
     to: 'failed',
@@ -355,21 +368,21 @@ export function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): 
     error_message: message,
     now: tx.now,
   });
-  releaseItemLock(tx, item);
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
-  endThread(tx, thread.id, 'failed');
+  await endThread(tx, thread.id, 'failed');
   return 'held';
 }
 
-function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): AnswerResult {
+async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): Promise<AnswerResult> {
   const owner = item.status === 'queued' ? null : item.lease_owner;
   const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
-  appendEntry(tx, thread, item.id, 'error', item.attempt, {
+  await appendEntry(tx, thread, item.id, 'error', item.attempt, {
     ...errorPayload(error, item),
     next: 'dead_letter',
     ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),
   });
-  endWorkItem(tx.db, {
+  await endWorkItem(tx.sql, {
     id: item.id,
     from: item.status as WorkItemStatus,
     to: 'dead_letter',
@@ -378,9 +391,9 @@ function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: Thre
     error_message: error.message,
     now: tx.now,
   });
-  releaseItemLock(tx, item);
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
-  endThread(tx, thread.id, 'failed');
+  await endThread(tx, thread.id, 'failed');
   return 'dead_letter';
 }
 

@@ -6,7 +6,7 @@
  * Wake-ups are event-driven: a new command, a finished item or the next due time wakes it; nothing
  * polls on a fixed delay.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import type { LedgerRow } from '../../db/schema.js';
 import { getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
 import { getThread } from '../../db/threads.js';
@@ -46,7 +46,8 @@ export interface ClaimThrottle {
 }
 
 export interface EngineOptions {
-  db: Db;
+  /** Reads outside a write (due times, the recovery scan's candidates): the last commit, never a batch in progress. */
+  reader: Sql;
   /** Every write: one writer transaction (core/tx.ts), `now` from the same clock. */
   write: Write;
   /** The one engine context (owner, operations, routes, prices, …), shared with the commands that end items. */
@@ -136,7 +137,7 @@ export class Engine {
     // On a full disk these wait for space (health says why) rather than fail the start.
     const stopped = () => this.stopping;
     // Budgets may have been raised since the last run: parked items get a fresh look at the first claim.
-    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.db, { project_id: null, now: tx.now })), {
+    await untilStored(() => this.write((tx) => unparkBudgetItems(tx.sql, { project_id: null, now: tx.now })), {
       log: () => this.log,
       what: 'the start-up writes',
       stopped,
@@ -215,13 +216,13 @@ export class Engine {
     try {
       await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
       const wanted = this.o.maxInFlight - this.inFlight.size;
-      if (wanted === 0) this.noteLimiterWait('slots_full');
+      if (wanted === 0) await this.noteLimiterWait('slots_full');
       if (wanted > 0) {
         this.lastClaimAt = this.o.clock.now();
         // An endpoint whose breaker is open admits nothing: its items stay queued and no attempt is burned.
         const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits));
         const claimed = round.claimed;
-        if (round.breakerHeld) this.noteLimiterWait('breaker_open');
+        if (round.breakerHeld) await this.noteLimiterWait('breaker_open');
         if (claimed.length > 0) this.ctx.crashAt('after_claim');
         this.spans.claimed(claimed, this.lastClaimAt, this.o.clock.now());
         for (const c of claimed) this.launch(c.item, null, c);
@@ -231,7 +232,7 @@ export class Engine {
         if (claimed.length === wanted) this.tickAgain = true;
         if (round.limitedUntil !== null) this.limitedUntil = round.limitedUntil;
       }
-      this.scheduleNextDue();
+      await this.scheduleNextDue();
     } catch (err) {
       this.log.error({ err }, 'claim failed; retrying in 1s');
       this.scheduleAt(this.o.clock.now() + 1000);
@@ -245,18 +246,21 @@ export class Engine {
     return started;
   }
 
-  private noteLimiterWait(reason: 'slots_full' | 'breaker_open'): void {
+  private async noteLimiterWait(reason: 'slots_full' | 'breaker_open'): Promise<void> {
     if (!this.o.observer) return;
-    const due = nextQueuedDueAt(this.o.db);
+    const due = await nextQueuedDueAt(this.o.reader);
     if (due !== null && due <= this.o.clock.now()) this.o.observer.onLimiterWait(reason);
   }
 
   /** Sleeps until the next queued item is due, a deadline passes, or the breaker lets a probe through. */
-  private scheduleNextDue(): void {
+  private async scheduleNextDue(): Promise<void> {
     const now = this.o.clock.now();
-    const candidates = [nextQueuedDueAt(this.o.db), nextQueuedDeadline(this.o.db), this.o.flow.router.nextBreakerReopen(), this.limitedUntil].filter(
-      (t): t is number => t !== null && t > now,
-    );
+    const candidates = [
+      await nextQueuedDueAt(this.o.reader),
+      await nextQueuedDeadline(this.o.reader),
+      this.o.flow.router.nextBreakerReopen(),
+      this.limitedUntil,
+    ].filter((t): t is number => t !== null && t > now);
     if (candidates.length > 0) this.scheduleAt(Math.min(...candidates));
   }
 
@@ -347,14 +351,16 @@ export class Engine {
   async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     try {
       const now = this.o.clock.now();
-      const stale = startup ? listLeasesNotOwnedBy(this.o.db, this.ctx.owner) : listExpiredLeases(this.o.db, now).filter((i) => !this.inFlight.has(i.id));
-      const result = await this.write((tx) => ({
-        ...rescueLeases(tx, this.ctx, stale, this.leaseMs),
-        ...sweepLocksAndParents(tx),
+      const stale = startup
+        ? await listLeasesNotOwnedBy(this.o.reader, this.ctx.owner)
+        : (await listExpiredLeases(this.o.reader, now)).filter((i) => !this.inFlight.has(i.id));
+      const result = await this.write(async (tx) => ({
+        ...(await rescueLeases(tx, this.ctx, stale, this.leaseMs)),
+        ...(await sweepLocksAndParents(tx)),
       }));
       for (const r of result.resume) {
-        const item = getWorkItem(this.o.db, r.itemId);
-        if (item) this.launch(item, r.response, null, getThread(this.o.db, item.thread_id)?.traceparent ?? null);
+        const item = await getWorkItem(this.o.reader, r.itemId);
+        if (item) this.launch(item, r.response, null, (await getThread(this.o.reader, item.thread_id))?.traceparent ?? null);
       }
       const { resume, ...counts } = result;
       this.o.observer?.onRecovery({

@@ -3,13 +3,15 @@
  * (parsed once per version and frozen, so no operation can change a value another one reads) and facts
  * about its threads. Read-only by construction: nothing here writes.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { readParsedDocument, rememberDocument } from '../../db/document-cache.js';
 import { countProjectThreadsByStatus, listProjectThreadsWithStatus } from '../../db/project-threads.js';
 import { getProject } from '../../db/projects.js';
 import type { ThreadRow } from '../../db/schema.js';
 import type { TargetRef } from '../../domain/operations.js';
 import type { Documents, ProjectInfo, ProjectThreads, PromptContext } from '../../operations/api.js';
+import type { Operation } from '../../operations/registry.js';
+import { ReadAhead, runWithReads } from './read-ahead.js';
 
 function deepFreeze<T>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
@@ -21,50 +23,94 @@ function deepFreeze<T>(value: T): T {
 export const parseDocumentJson = (content: string): unknown => deepFreeze(JSON.parse(content));
 
 /** Records a document just written, so the next read needs no parse (see db/document-cache.ts). */
-export function rememberWrittenDocument(db: Db, id: string, version: number, content: unknown): void {
-  rememberDocument(db, id, version, parseDocumentJson, deepFreeze(content));
+export function rememberWrittenDocument(sql: Sql, id: string, version: number, content: unknown): void {
+  rememberDocument(sql, id, version, parseDocumentJson, deepFreeze(content));
 }
 
-export function documentsOf(db: Db, projectId: string): Documents {
+const DOC = 'doc\0';
+const documentKey = (docType: string, key: string) => `${DOC}${docType}\0${key}`;
+const documentLoader = (sql: Sql, projectId: string, docType: string, key: string) => async () =>
+  (await readParsedDocument(sql, projectId, docType, parseDocumentJson, key))?.value ?? null;
+
+/** The project's documents as an operation reads them: synchronously, loaded ahead (read-ahead.ts). */
+export function documentsOf(sql: Sql, reads: ReadAhead, projectId: string): Documents {
   return {
     get(docType, key) {
       if (typeof docType !== 'string' || (key !== undefined && typeof key !== 'string')) throw new Error('documents.get(doc_type, key?) takes strings');
-      return readParsedDocument(db, projectId, docType, parseDocumentJson, key ?? '')?.value ?? null;
+      return reads.read(documentKey(docType, key ?? ''), documentLoader(sql, projectId, docType, key ?? ''));
     },
   };
+}
+
+/** The documents (type, key) each operation's function read on its previous call. */
+const documentsReadBefore = new WeakMap<Operation, Map<string, (readonly [string, string])[]>>();
+
+/**
+ * `runWithReads` for one of `op`'s functions (`fn`: 'prompt', 'apply', …) over `projectId`'s
+ * documents, with the documents it read on its previous call — and `expected`, which the caller knows
+ * it reads — loaded before the first run: a read not loaded ahead costs one more run of the function,
+ * and a function usually reads the same document types every time. A guess that was wrong only costs
+ * its read.
+ */
+export async function runReadingDocuments<T>(
+  sql: Sql,
+  projectId: string,
+  site: { op: Operation; fn: string },
+  run: (reads: ReadAhead) => T,
+  expected: readonly (readonly [string, string])[] = [],
+): Promise<T> {
+  const reads = new ReadAhead();
+  const before = documentsReadBefore.get(site.op)?.get(site.fn) ?? [];
+  for (const [docType, key] of [...expected, ...before]) await reads.preload(documentKey(docType, key), documentLoader(sql, projectId, docType, key));
+  const result = await runWithReads(run, reads);
+  const read = reads
+    .loadedKeys()
+    .filter((k) => k.startsWith(DOC))
+    .map((k) => {
+      const [docType = '', key = ''] = k.slice(DOC.length).split('\0');
+      return [docType, key] as const;
+    });
+  const byFn = documentsReadBefore.get(site.op) ?? new Map<string, (readonly [string, string])[]>();
+  byFn.set(site.fn, read);
+  documentsReadBefore.set(site.op, byFn);
+  return result;
 }
 
 const MAX_LISTED_THREADS = 100;
 
-export function projectThreadsOf(db: Db, projectId: string): ProjectThreads {
+export function projectThreadsOf(sql: Sql, reads: ReadAhead, projectId: string): ProjectThreads {
   return {
     countByStatus(o) {
-      return Object.fromEntries(countProjectThreadsByStatus(db, projectId, o?.exclude_kinds ?? []).map((c) => [c.status, c.n]));
+      const exclude = o?.exclude_kinds ?? [];
+      return reads.read(`count\0${JSON.stringify(exclude)}`, async () =>
+        Object.fromEntries((await countProjectThreadsByStatus(sql, projectId, exclude)).map((c) => [c.status, c.n])),
+      );
     },
     list(o) {
       const limit = Math.max(0, Math.min(MAX_LISTED_THREADS, Math.floor(o.limit ?? 10)));
-      return listProjectThreadsWithStatus(db, { projectId, statuses: o.statuses, exclude: o.exclude_kinds ?? [], limit }).map((t) => ({
-        thread_id: t.id,
-        kind: t.kind,
-        status: t.status,
-        target_ref: JSON.parse(t.target_ref) as TargetRef,
-        error_code: t.error_code,
-        created_at: new Date(t.created_at).toISOString(),
-      }));
+      const exclude = o.exclude_kinds ?? [];
+      return reads.read(`list\0${JSON.stringify([o.statuses, exclude, limit])}`, async () =>
+        (await listProjectThreadsWithStatus(sql, { projectId, statuses: o.statuses, exclude, limit })).map((t) => ({
+          thread_id: t.id,
+          kind: t.kind,
+          status: t.status,
+          target_ref: JSON.parse(t.target_ref) as TargetRef,
+          error_code: t.error_code,
+          created_at: new Date(t.created_at).toISOString(),
+        })),
+      );
     },
   };
 }
 
-export function projectInfo(db: Db, projectId: string): ProjectInfo | null {
-  const p = getProject(db, projectId);
+export async function projectInfo(sql: Sql, projectId: string): Promise<ProjectInfo | null> {
+  const p = await getProject(sql, projectId);
   return p ? { id: p.id, name: p.name } : null;
 }
 
-/** The prompt context of `input` against its target project; null when the project does not exist. */
-export function promptContextFor(db: Db, projectId: string, input: unknown): PromptContext<unknown> | null {
-  const project = projectInfo(db, projectId);
-  if (!project) return null;
-  return { input, documents: documentsOf(db, projectId), project, threads: projectThreadsOf(db, projectId) };
+/** The prompt context of `input` against its target project (read with `projectInfo` first). */
+export function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInfo, input: unknown): PromptContext<unknown> {
+  return { input, documents: documentsOf(sql, reads, project.id), project, threads: projectThreadsOf(sql, reads, project.id) };
 }
 
 export function threadTarget(thread: ThreadRow): TargetRef {

@@ -7,7 +7,7 @@
  * A definition's function that throws fails the work item permanently (its operation cannot do this
  * request); it never leaves a step half-done for recovery to resume.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { insertMutation } from '../../db/mutations.js';
 import { getDocumentHead, insertDocument, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
@@ -15,7 +15,7 @@ import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { checkAnswer, countAnswerItems, planMutation, renderRequest } from '../../operations/runtime.js';
-import { documentsOf, promptContextFor, rememberWrittenDocument, threadInput, threadTarget } from './operation-context.js';
+import { documentsOf, projectInfo, promptContextFor, rememberWrittenDocument, runReadingDocuments, threadInput, threadTarget } from './operation-context.js';
 import { OperationCallError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 
@@ -45,15 +45,19 @@ function unknownOperation(ops: OperationRegistry, thread: ThreadRow) {
 }
 
 /** The request for this thread's call, or a permanent error when it cannot be built (its target is gone). */
-export function buildThreadRequest(db: Db, ops: OperationRegistry, thread: ThreadRow): BuildResult {
+export async function buildThreadRequest(sql: Sql, ops: OperationRegistry, thread: ThreadRow): Promise<BuildResult> {
   const { op, error } = unknownOperation(ops, thread);
   if (!op) return { ok: false, error };
   const target = threadTarget(thread);
-  const context = promptContextFor(db, target.project_id, threadInput(thread));
-  if (!context) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
+  const project = await projectInfo(sql, target.project_id);
+  if (!project) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
+  const input = threadInput(thread);
   try {
+    const rendered = await runReadingDocuments(sql, project.id, { op, fn: 'prompt' }, (reads) =>
+      renderRequest(op, promptContextFor(sql, reads, project, input)),
+    );
     // As the provider accepts it (config provider.response_format); the answer is validated either way.
-    return { ok: true, request: withResponseFormat(renderRequest(op, context), op.params.responseFormat ?? 'json_schema') };
+    return { ok: true, request: withResponseFormat(rendered, op.params.responseFormat ?? 'json_schema') };
   } catch (err) {
     if (err instanceof OperationCallError) return { ok: false, error: permanent('UNKNOWN', err.message) };
     throw err;
@@ -84,39 +88,49 @@ export function checkThreadAnswer(ops: OperationRegistry, thread: ThreadRow, con
  * and the mutation row, unique per work item — a second application of one item fails instead of
  * applying twice. Returns MUTATION_CONFLICT when the operation's `apply` throws or returns garbage.
  */
-export function applyThreadAnswer(
-  db: Db,
+export async function applyThreadAnswer(
+  sql: Sql,
   ops: OperationRegistry,
   thread: ThreadRow,
   item: WorkItemRow,
   answer: unknown,
   now: number,
-): { ok: true; mutation: AppliedMutation } | { ok: false; error: ClassifiedError } {
+): Promise<{ ok: true; mutation: AppliedMutation } | { ok: false; error: ClassifiedError }> {
   const { op, error } = unknownOperation(ops, thread);
   if (!op) return { ok: false, error };
   const target = threadTarget(thread);
   const key = target.key ?? '';
-  const documents = documentsOf(db, target.project_id);
+  const input = threadInput(thread);
   let planned: ReturnType<typeof planMutation>;
   try {
-    planned = planMutation(op, {
-      current: documents.get(target.doc_type, key),
-      answer,
-      input: threadInput(thread),
-      documents,
-      provenance: { thread_id: thread.id, work_item_id: item.id, at: now },
-    });
+    // The target document is read first (`current`): loaded ahead with the ones `apply` read last time.
+    planned = await runReadingDocuments(
+      sql,
+      target.project_id,
+      { op, fn: 'apply' },
+      (reads) => {
+        const documents = documentsOf(sql, reads, target.project_id);
+        return planMutation(op, {
+          current: documents.get(target.doc_type, key),
+          answer,
+          input,
+          documents,
+          provenance: { thread_id: thread.id, work_item_id: item.id, at: now },
+        });
+      },
+      [[target.doc_type, key]],
+    );
   } catch (err) {
     if (err instanceof OperationCallError) return { ok: false, error: permanent('MUTATION_CONFLICT', `the answer could not be applied: ${err.message}`) };
     throw err;
   }
-  const head = getDocumentHead(db, target.project_id, target.doc_type, key);
+  const head = await getDocumentHead(sql, target.project_id, target.doc_type, key);
   const documentId = head?.id ?? newId(now);
   const fromVersion = head?.version ?? 0;
   if (head) {
-    updateDocumentContent(db, { id: head.id, from_version: head.version, content: planned.text, updated_at: now });
+    await updateDocumentContent(sql, { id: head.id, from_version: head.version, content: planned.text, updated_at: now });
   } else {
-    insertDocument(db, {
+    await insertDocument(sql, {
       id: documentId,
       project_id: target.project_id,
       doc_type: target.doc_type,
@@ -126,7 +140,7 @@ export function applyThreadAnswer(
       updated_at: now,
     });
   }
-  rememberWrittenDocument(db, documentId, fromVersion + 1, planned.content);
+  rememberWrittenDocument(sql, documentId, fromVersion + 1, planned.content);
   const mutation: AppliedMutation = {
     mutation_id: newId(now),
     document_id: documentId,
@@ -136,7 +150,7 @@ export function applyThreadAnswer(
     to_version: fromVersion + 1,
     summary: planned.summary,
   };
-  insertMutation(db, {
+  await insertMutation(sql, {
     id: mutation.mutation_id,
     work_item_id: item.id,
     thread_id: thread.id,

@@ -71,28 +71,30 @@ export interface ClaimLimits {
   maxPriority?: number;
 }
 
-export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: number, leaseMs: number, limits: ClaimLimits = {}): ClaimRound {
+export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: number, leaseMs: number, limits: ClaimLimits = {}): Promise<ClaimRound> {
   const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null, breakerHeld: false };
   const leaseUntil = tx.now + leaseMs;
   // Items held back this round (their route cannot take a call now): not offered to the scheduler again.
   const skipped = new Set<string>();
   const eligible = (h: ClaimHead) => limits.maxPriority === undefined || h.priority <= limits.maxPriority;
-  let heads = listClaimHeads(tx.db, tx.now).filter(eligible);
-  const refresh = (projectId: string) => (heads = replaceProjectHeads(tx, heads, projectId, skipped, eligible));
+  let heads = (await listClaimHeads(tx.sql, tx.now)).filter(eligible);
+  const refresh = async (projectId: string) => {
+    heads = await replaceProjectHeads(tx, heads, projectId, skipped, eligible);
+  };
   // Scopes this round has locked: an operation's scope may span projects, so another project's head
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
-    const item = getWorkItem(tx.db, pick.id)!;
+    const item = (await getWorkItem(tx.sql, pick.id))!;
     if (locked.has(item.lock_scope)) {
-      refresh(pick.project_id);
+      await refresh(pick.project_id);
       continue;
     }
-    const { route, estimate } = estimateFor(tx, flow, item);
-    if (!route.free && !fitsBudget(tx, flow, item, estimate, round)) {
-      refresh(pick.project_id);
+    const { route, estimate } = await estimateFor(tx, flow, item);
+    if (!route.free && !(await fitsBudget(tx, flow, item, estimate, round))) {
+      await refresh(pick.project_id);
       continue;
     }
     // Each endpoint's breaker and each route's rate limit hold back only their own calls.
@@ -100,24 +102,24 @@ export function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: 
     if (wait !== 'admitted') {
       if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
       skipped.add(item.id);
-      refresh(pick.project_id);
+      await refresh(pick.project_id);
       continue;
     }
-    const leased = claimWorkItem(tx.db, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
+    const leased = await claimWorkItem(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
     // The heads query read this transaction's own state, so the item is still queued and due.
     if (!leased) throw new Error(`work item ${item.id} was not claimable although the scheduler chose it`);
     // The heads query skipped held scopes, and this round's are checked above: this cannot fail unless
     // the table is inconsistent.
-    if (!acquireLock(tx.db, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil })) {
+    if (!(await acquireLock(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }))) {
       throw new Error(`lock ${leased.lock_scope} is held although the claim found it free`);
     }
     locked.add(leased.lock_scope);
     // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
-    if (!route.free) reserveCharge(tx, leased, route.key, estimate);
-    const thread = getThread(tx.db, leased.thread_id);
+    if (!route.free) await reserveCharge(tx, leased, route.key, estimate);
+    const thread = await getThread(tx.sql, leased.thread_id);
     if (thread) emitWorkItem(tx, thread, leased);
     round.claimed.push({ item: leased, route, traceparent: thread?.traceparent ?? null });
-    refresh(pick.project_id);
+    await refresh(pick.project_id);
   }
   return round;
 }
@@ -146,15 +148,21 @@ function routeWait(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number,
  * Only the re-read heads are checked against `eligible`: the others were when they were read (one more
  * pass and array over every head per claim showed at 200 projects).
  */
-function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string, skipped: ReadonlySet<string>, eligible: (h: ClaimHead) => boolean): ClaimHead[] {
-  const reread = listProjectClaimHeads(tx.db, projectId, tx.now, [...skipped]).filter(eligible);
+async function replaceProjectHeads(
+  tx: Tx,
+  heads: ClaimHead[],
+  projectId: string,
+  skipped: ReadonlySet<string>,
+  eligible: (h: ClaimHead) => boolean,
+): Promise<ClaimHead[]> {
+  const reread = (await listProjectClaimHeads(tx.sql, projectId, tx.now, [...skipped])).filter(eligible);
   return [...heads.filter((h) => h.project_id !== projectId), ...reread];
 }
 
 /** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
-function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): { route: ModelRoute; estimate: CallEstimate } {
-  const thread = getThread(tx.db, item.thread_id);
-  const built = thread ? buildItemRequest(tx.db, flow.operations, thread, item) : null;
+async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promise<{ route: ModelRoute; estimate: CallEstimate }> {
+  const thread = await getThread(tx.sql, item.thread_id);
+  const built = thread ? await buildItemRequest(tx.sql, flow.operations, thread, item) : null;
   if (built?.ok) {
     const route = flow.router.route(built.model);
     return { route, estimate: estimateCall(built.request, route.price) };
@@ -167,23 +175,23 @@ function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): { route: Mod
  * midnight when only a daily limit is in the way, else until the budget is raised — and the scheduler
  * no longer sees them. A settled or released reservation of the project unparks them (engine/charges.ts).
  */
-function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate: CallEstimate, round: ClaimRound): boolean {
+async function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate: CallEstimate, round: ClaimRound): Promise<boolean> {
   const limits = flow.budgetFor(item.project_id);
   if (Object.values(limits).every((v) => v === undefined)) return true;
   const spent = {
-    today: sumProjectSpend(tx.db, item.project_id, utcDay(tx.now)),
-    total: sumProjectSpend(tx.db, item.project_id, null),
+    today: await sumProjectSpend(tx.sql, item.project_id, utcDay(tx.now)),
+    total: await sumProjectSpend(tx.sql, item.project_id, null),
   };
   const verdict = checkBudget(limits, spent, estimate, tx.now);
   if (verdict.ok) return true;
   const until = verdict.retryAt ?? PARKED_UNTIL_RAISED;
   const resume = verdict.retryAt ? `resumes at ${new Date(verdict.retryAt).toISOString()}` : 'resumes when the budget is raised';
   const message = `project ${item.project_id} is over budget (${verdict.reason}); no call was made, the item ${resume}`;
-  const parkedItems = parkProjectItems(tx.db, { project_id: item.project_id, now: tx.now, until, message });
+  const parkedItems = await parkProjectItems(tx.sql, { project_id: item.project_id, now: tx.now, until, message });
   // The chosen item was due, so it is among them; without this the round would pick it forever.
   if (parkedItems.length === 0) throw new Error(`work item ${item.id} could not be parked`);
   for (const parked of parkedItems) {
-    const thread = getThread(tx.db, parked.thread_id);
+    const thread = await getThread(tx.sql, parked.thread_id);
     if (thread) emitWorkItem(tx, thread, parked);
     round.parked++;
   }
@@ -191,10 +199,10 @@ function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate: Call
 }
 
 /** Ends queued items whose deadline passed before they could start (SKIPPED_DEADLINE). */
-export function skipItemsPastDeadline(tx: Tx, ctx: EngineContext, limit = 500): number {
-  const late = listQueuedPastDeadline(tx.db, tx.now, limit);
+export async function skipItemsPastDeadline(tx: Tx, ctx: EngineContext, limit = 500): Promise<number> {
+  const late = await listQueuedPastDeadline(tx.sql, tx.now, limit);
   for (const item of late) {
-    failAttempt(tx, ctx, item, {
+    await failAttempt(tx, ctx, item, {
       code: 'SKIPPED_DEADLINE',
       class: 'permanent',
       message: `the deadline passed at ${new Date(item.deadline_at!).toISOString()} before the work started`,

@@ -5,7 +5,7 @@
  * Used by the claim (to route it and reserve its cost) and by `startWorkItem` (to record and send it);
  * both read the same stored state, so they agree.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getLastLedgerEntryOfType, getLedgerEntryOfTypeBefore } from '../../ledger/store.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
@@ -18,13 +18,13 @@ export type ItemRequest =
   | { ok: true; request: ChatRequest /** The logical model the call goes to. */; model: string; escalated: boolean }
   | { ok: false; error: ClassifiedError };
 
-export function buildItemRequest(db: Db, ops: OperationRegistry, thread: ThreadRow, item: WorkItemRow): ItemRequest {
-  const built = buildThreadRequest(db, ops, thread);
+export async function buildItemRequest(sql: Sql, ops: OperationRegistry, thread: ThreadRow, item: WorkItemRow): Promise<ItemRequest> {
+  const built = await buildThreadRequest(sql, ops, thread);
   if (!built.ok) return built;
   const op = ops.get(thread.kind)!;
   const escalated = item.escalated === 1 && op.escalateTo !== null;
   if (item.repair_count === 0 && !escalated) return { ok: true, request: built.request, model: op.model, escalated: false };
-  const conversation = repairRequest(db, item) ?? built.request;
+  const conversation = (await repairRequest(sql, item)) ?? built.request;
   if (!escalated) return { ok: true, request: conversation, model: op.model, escalated: false };
   return { ok: true, request: { ...conversation, model: ops.paramsFor(op.escalateTo!).model }, model: op.escalateTo!, escalated: true };
 }
@@ -34,10 +34,10 @@ export function buildItemRequest(db: Db, ops: OperationRegistry, thread: ThreadR
  * it. The prompt is the one before the last response — not simply the last prompt, which may be a
  * repair or escalation call that failed in transit and is being sent again.
  */
-function repairRequest(db: Db, item: WorkItemRow): ChatRequest | null {
-  const response = getLastLedgerEntryOfType(db, item.id, 'response');
-  const report = getLastLedgerEntryOfType(db, item.id, 'parse_report');
-  const prompt = response ? getLedgerEntryOfTypeBefore(db, item.id, 'prompt', response.seq) : undefined;
+async function repairRequest(sql: Sql, item: WorkItemRow): Promise<ChatRequest | null> {
+  const response = await getLastLedgerEntryOfType(sql, item.id, 'response');
+  const report = await getLastLedgerEntryOfType(sql, item.id, 'parse_report');
+  const prompt = response ? await getLedgerEntryOfTypeBefore(sql, item.id, 'prompt', response.seq) : undefined;
   if (!prompt || !response || !report) return null;
   const original = (JSON.parse(prompt.payload) as { request: ChatRequest }).request;
   const envelope = readCompletionBody(JSON.parse(response.payload).body);

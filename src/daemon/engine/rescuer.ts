@@ -30,18 +30,18 @@ export interface RescueResult {
   deferred: number;
 }
 
-export function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], leaseMs: number): RescueResult {
+export async function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], leaseMs: number): Promise<RescueResult> {
   const result: RescueResult = { resume: [], requeued: 0, interrupted: 0, held: 0, deferred: 0 };
   for (const stale of items) {
     // Re-read inside the transaction: the listing may be older than this write.
-    const item = getWorkItem(tx.db, stale.id);
+    const item = await getWorkItem(tx.sql, stale.id);
     if (!item || item.lease_owner !== stale.lease_owner || (item.status !== 'claimed' && item.status !== 'running')) continue;
-    const thread = getThread(tx.db, item.thread_id);
+    const thread = await getThread(tx.sql, item.thread_id);
     if (!thread) continue;
     if (item.status === 'claimed') {
       // No prompt was recorded, so no call was made: the reservation goes back to the budget.
-      releaseUnsent(tx, item);
-      requeueWorkItem(tx.db, {
+      await releaseUnsent(tx, item);
+      await requeueWorkItem(tx.sql, {
         id: item.id,
         from: 'claimed',
         owner: item.lease_owner,
@@ -59,13 +59,13 @@ export function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], l
     const leaseUntil = tx.now + leaseMs;
     // The item's lock expired with its lease: take it back (it is still the item's, expired, or free).
     // While another item holds the scope, this one waits for a later scan.
-    if (!acquireLock(tx.db, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: leaseUntil })) {
+    if (!(await acquireLock(tx.sql, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: leaseUntil }))) {
       result.deferred++;
       continue;
     }
-    takeOverLease(tx.db, { id: item.id, status: 'running', old_owner: item.lease_owner, owner: ctx.owner, lease_until: leaseUntil });
+    await takeOverLease(tx.sql, { id: item.id, status: 'running', old_owner: item.lease_owner, owner: ctx.owner, lease_until: leaseUntil });
     const mine = { ...item, lease_owner: ctx.owner, lease_expires_at: leaseUntil };
-    const last = getLastLedgerEntryForWorkItem(tx.db, item.id);
+    const last = await getLastLedgerEntryForWorkItem(tx.sql, item.id);
     if (last?.entry_type === 'response') {
       result.resume.push({ itemId: item.id, response: last });
     } else {
@@ -75,12 +75,12 @@ export function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], l
         class: 'transient',
         message: 'the daemon stopped while the call was in flight; the provider may have been paid for it',
       };
-      closeAfterError(tx, mine, error);
+      await closeAfterError(tx, mine, error);
       // At-most-once operations do not send it again: the user decides (retry or cancel).
       if (ctx.operations.policyFor(thread.kind).interrupted === 'hold') {
-        holdInDoubt(tx, mine, error);
+        await holdInDoubt(tx, mine, error);
         result.held++;
-      } else failAttempt(tx, ctx, mine, error);
+      } else await failAttempt(tx, ctx, mine, error);
       result.interrupted++;
     }
   }
@@ -88,10 +88,10 @@ export function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], l
 }
 
 /** Releases orphaned locks and closes parents whose children have all ended. */
-export function sweepLocksAndParents(tx: Tx): { locksReleased: string[]; parentsClosed: number } {
-  const locksReleased = releaseOrphanedLocks(tx.db);
-  const parents = listParentsWithAllChildrenTerminal(tx.db);
-  for (const p of parents) closeParentIfDone(tx, p.id);
+export async function sweepLocksAndParents(tx: Tx): Promise<{ locksReleased: string[]; parentsClosed: number }> {
+  const locksReleased = await releaseOrphanedLocks(tx.sql);
+  const parents = await listParentsWithAllChildrenTerminal(tx.sql);
+  for (const p of parents) await closeParentIfDone(tx, p.id);
   return { locksReleased, parentsClosed: parents.length };
 }
 
@@ -99,14 +99,15 @@ export function sweepLocksAndParents(tx: Tx): { locksReleased: string[]; parents
  * The heartbeat: extends the leases and locks of items in flight here. Returns the items whose lease
  * another owner took, or whose lock another item holds (the completer then refuses to end them).
  */
-export function extendLeases(tx: Tx, owner: string, items: { id: string; lockScope: string }[], until: number): string[] {
+export async function extendLeases(tx: Tx, owner: string, items: { id: string; lockScope: string }[], until: number): Promise<string[]> {
   const lost: string[] = [];
   for (const { id, lockScope } of items) {
-    if (extendLease(tx.db, id, owner, until)) {
+    if (await extendLease(tx.sql, id, owner, until)) {
       // A lock that expired anyway (a stalled process) is taken back unless another item holds it now.
-      const locked = extendLock(tx.db, lockScope, id, until) || acquireLock(tx.db, { scope: lockScope, owner: id, now: tx.now, expires_at: until });
+      const locked =
+        (await extendLock(tx.sql, lockScope, id, until)) || (await acquireLock(tx.sql, { scope: lockScope, owner: id, now: tx.now, expires_at: until }));
       if (!locked) lost.push(id);
-    } else if (getWorkItem(tx.db, id)?.lease_owner !== owner) lost.push(id);
+    } else if ((await getWorkItem(tx.sql, id))?.lease_owner !== owner) lost.push(id);
   }
   return lost;
 }

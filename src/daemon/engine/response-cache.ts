@@ -10,7 +10,7 @@
 import { getLastLedgerEntryOfType, getLedgerEntry } from '../../ledger/store.js';
 import { getCachedAnswer, rememberCachedAnswer } from '../../db/response-cache.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { isCacheable, requestCacheKey } from '../../domain/cache-key.js';
 import type { ChatRequest } from '../../domain/prompts.js';
 import { appendEntry, type Tx } from './tx.js';
@@ -21,22 +21,22 @@ interface RecordedPrompt {
 }
 
 /** The recorded `response` entry that answers this exact request, or null. */
-export function findCachedAnswer(db: Db, endpoint: string, request: ChatRequest): LedgerRow | null {
+export async function findCachedAnswer(sql: Sql, endpoint: string, request: ChatRequest): Promise<LedgerRow | null> {
   if (!isCacheable(request)) return null;
   const key = requestCacheKey(endpoint, request);
-  const hit = getCachedAnswer(db, key);
+  const hit = await getCachedAnswer(sql, key);
   if (!hit) return null;
-  const prompt = getLedgerEntry(db, hit.prompt_seq);
-  const response = getLedgerEntry(db, hit.response_seq);
+  const prompt = await getLedgerEntry(sql, hit.prompt_seq);
+  const response = await getLedgerEntry(sql, hit.response_seq);
   if (prompt?.entry_type !== 'prompt' || response?.entry_type !== 'response' || prompt.work_item_id !== response.work_item_id) return null;
   const recorded = JSON.parse(prompt.payload) as RecordedPrompt;
   return requestCacheKey(recorded.endpoint, recorded.request) === key ? response : null;
 }
 
 /** Appends the cached answer as this attempt's response: same body, no usage, `cached_from` the original. */
-export function appendCachedResponse(tx: Tx, thread: ThreadRow, item: WorkItemRow, source: LedgerRow): LedgerRow {
+export async function appendCachedResponse(tx: Tx, thread: ThreadRow, item: WorkItemRow, source: LedgerRow): Promise<LedgerRow> {
   const original = JSON.parse(source.payload) as { http_status: number; body: unknown };
-  return appendEntry(tx, thread, item.id, 'response', item.attempt, {
+  return await appendEntry(tx, thread, item.id, 'response', item.attempt, {
     http_status: original.http_status,
     request_id: null,
     latency_ms: 0,
@@ -51,14 +51,14 @@ export function appendCachedResponse(tx: Tx, thread: ThreadRow, item: WorkItemRo
  * Indexes a provider answer that just validated, under the request that produced it (the work item's
  * last prompt). Copies (cached, replayed) are not indexed: the index always names the paid original.
  */
-export function rememberValidAnswer(tx: Tx, item: WorkItemRow, response: LedgerRow): void {
+export async function rememberValidAnswer(tx: Tx, item: WorkItemRow, response: LedgerRow): Promise<void> {
   const payload = JSON.parse(response.payload) as { cached_from?: number; replay_of?: number };
   if (payload.cached_from !== undefined || payload.replay_of !== undefined) return;
-  const prompt = getLastLedgerEntryOfType(tx.db, item.id, 'prompt');
+  const prompt = await getLastLedgerEntryOfType(tx.sql, item.id, 'prompt');
   if (!prompt || prompt.seq > response.seq) return;
   const recorded = JSON.parse(prompt.payload) as RecordedPrompt;
   if (!isCacheable(recorded.request)) return;
-  rememberCachedAnswer(tx.db, {
+  await rememberCachedAnswer(tx.sql, {
     request_hash: requestCacheKey(recorded.endpoint, recorded.request),
     prompt_seq: prompt.seq,
     response_seq: response.seq,

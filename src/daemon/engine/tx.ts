@@ -26,22 +26,22 @@ export type EndedStatus = 'complete' | 'failed' | 'canceled';
  */
 export interface EngineHooks {
   /** A thread reached a terminal status: the scheduler finalizes the run the thread works for. */
-  threadEnded(tx: Tx, thread: ThreadRow, status: EndedStatus): void;
+  threadEnded(tx: Tx, thread: ThreadRow, status: EndedStatus): Promise<void>;
 }
 
 /** A write closure's transaction (core/tx.ts) with the engine's events and hooks. */
 export type Tx = WriteScope<EngineEvent, EngineHooks>;
 export type Write = WriteTx<EngineEvent, EngineHooks>;
 
-export function appendEntry(
+export async function appendEntry(
   tx: Tx,
   thread: ThreadRow,
   workItemId: string | null,
   entryType: LedgerEntryType,
   attempt: number | null,
   payload: Record<string, unknown>,
-): LedgerRow {
-  const row = appendLedgerEntry(tx.db, {
+): Promise<LedgerRow> {
+  const row = await appendLedgerEntry(tx.sql, {
     thread_id: thread.id,
     work_item_id: workItemId,
     entry_type: entryType,
@@ -83,13 +83,13 @@ export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void
  * Moves the thread to `to` (guarded by its current status). When that ends the thread, it calls the
  * `threadEnded` hook and closes the parent if this was its last running child. Returns the updated row.
  */
-export function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): ThreadRow {
-  transitionThread(tx.db, thread.id, thread.status as ThreadStatus, to, tx.now);
+export async function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<ThreadRow> {
+  await transitionThread(tx.sql, thread.id, thread.status as ThreadStatus, to, tx.now);
   const updated: ThreadRow = { ...thread, status: to, closed_at: isTerminalThread(to) ? tx.now : null };
   emitThread(tx, updated);
   if (isTerminalThread(to)) {
-    tx.hooks.threadEnded(tx, updated, to as EndedStatus);
-    if (thread.parent_thread_id) closeParentIfDone(tx, thread.parent_thread_id);
+    await tx.hooks.threadEnded(tx, updated, to as EndedStatus);
+    if (thread.parent_thread_id) await closeParentIfDone(tx, thread.parent_thread_id);
   }
   return updated;
 }
@@ -107,43 +107,43 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
 }
 
 /** open → running on first claim; no-op when already running. */
-export function markThreadStarted(tx: Tx, thread: ThreadRow): ThreadRow {
+export async function markThreadStarted(tx: Tx, thread: ThreadRow): Promise<ThreadRow> {
   if (thread.status !== 'open') return thread;
-  const updated = moveThread(tx, thread, 'running');
+  const updated = await moveThread(tx, thread, 'running');
   if (thread.parent_thread_id) {
-    const parent = getThread(tx.db, thread.parent_thread_id);
-    if (parent?.status === 'open') moveThread(tx, parent, 'running');
+    const parent = await getThread(tx.sql, thread.parent_thread_id);
+    if (parent?.status === 'open') await moveThread(tx, parent, 'running');
   }
   return updated;
 }
 
 /** Ends a thread because its work item ended; a thread already ended (e.g. canceled) is left as is. */
-export function endThread(tx: Tx, threadId: string, to: 'complete' | 'failed' | 'canceled'): void {
-  const thread = getThread(tx.db, threadId);
+export async function endThread(tx: Tx, threadId: string, to: 'complete' | 'failed' | 'canceled'): Promise<void> {
+  const thread = await getThread(tx.sql, threadId);
   if (!thread || isTerminalThread(thread.status)) return;
-  moveThread(tx, thread, to);
+  await moveThread(tx, thread, to);
 }
 
 /**
  * Closes an orchestration once every child has ended: `complete` if all completed, else `failed`
  * (continue_on_error: one failed child does not stop the others). Releases the locks it holds.
  */
-export function closeParentIfDone(tx: Tx, parentId: string): void {
-  const parent = getThread(tx.db, parentId);
+export async function closeParentIfDone(tx: Tx, parentId: string): Promise<void> {
+  const parent = await getThread(tx.sql, parentId);
   if (!parent || isTerminalThread(parent.status)) return;
-  const counts = countChildThreadsByStatus(tx.db, parentId);
+  const counts = await countChildThreadsByStatus(tx.sql, parentId);
   if (counts.length === 0 || counts.some((c) => !isTerminalThread(c.status))) return;
   const allComplete = counts.every((c) => c.status === 'complete');
-  moveThread(tx, parent, allComplete ? 'complete' : 'failed');
-  releaseLocksOwnedBy(tx.db, parent.id);
+  await moveThread(tx, parent, allComplete ? 'complete' : 'failed');
+  await releaseLocksOwnedBy(tx.sql, parent.id);
 }
 
 /** Queues a new work item of `thread` (its first, or a retry's next sequence). */
-export function enqueueWorkItem(
+export async function enqueueWorkItem(
   tx: Tx,
   thread: ThreadRow,
   p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null },
-): WorkItemRow {
+): Promise<WorkItemRow> {
   const item: WorkItemRow = {
     id: newId(tx.now),
     thread_id: thread.id,
@@ -167,7 +167,7 @@ export function enqueueWorkItem(
     started_at: null,
     finished_at: null,
   };
-  insertWorkItem(tx.db, item);
+  await insertWorkItem(tx.sql, item);
   emitWorkItem(tx, thread, item);
   return item;
 }

@@ -142,8 +142,8 @@ export const apiRoutes: Route[] = [
     params: threadParams,
     status: 200,
     response: threadDetailSchema,
-    handle: ({ services, params }) => {
-      const { work_items: _items, ...view } = services.threads.get(params.thread_id);
+    handle: async ({ services, params }) => {
+      const { work_items: _items, ...view } = await services.threads.get(params.thread_id);
       return view;
     },
   }),
@@ -203,8 +203,8 @@ export const apiRoutes: Route[] = [
     status: 200,
     response: z.array(threadSchema),
     headers: (list: ThreadView[], { params, query }) => nextPage(`/projects/${encodeURIComponent(params.project_id)}/threads`, query, list, query.limit),
-    handle: ({ services, params, query }) => {
-      services.projects.get(params.project_id); // 404 for an unknown project, not an empty list
+    handle: async ({ services, params, query }) => {
+      await services.projects.get(params.project_id); // 404 for an unknown project, not an empty list
       return services.threads.list(threadFilter(query, params.project_id));
     },
   }),

@@ -265,10 +265,10 @@ type Documents<View extends Known<z.infer<Schema>>, Schema extends z.ZodType> = 
 export type ViewsMatchSchemas = [
   Documents<ThreadView, typeof threadSchema>,
   Documents<CommandView, typeof commandSchema>,
-  Documents<ReturnType<Services['projects']['get']>, typeof projectSchema>,
-  Documents<ReturnType<Services['projects']['document']>, typeof documentSchema>,
-  Documents<ReturnType<Services['ledger']['thread']>[number], typeof ledgerEntrySchema>,
+  Documents<Awaited<ReturnType<Services['projects']['get']>>, typeof projectSchema>,
+  Documents<Awaited<ReturnType<Services['projects']['document']>>, typeof documentSchema>,
+  Documents<Awaited<ReturnType<Services['ledger']['thread']>>[number], typeof ledgerEntrySchema>,
   Documents<ReturnType<Services['threads']['operations']>[number], typeof operationSummarySchema>,
   Documents<ReturnType<Services['threads']['operation']>, typeof operationDetailSchema>,
-  Documents<ReturnType<Services['projects']['documents']>[number], typeof documentHeadSchema>,
+  Documents<Awaited<ReturnType<Services['projects']['documents']>>[number], typeof documentHeadSchema>,
 ];

@@ -5,7 +5,7 @@
  * `response` its usage — and the settled charges.
  */
 import { listResponseCostsForThread } from '../../db/charges.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { listLedgerForThread } from '../../ledger/store.js';
 
 export interface ModelUse {
@@ -33,13 +33,13 @@ interface PromptPayload {
 
 const usd = (n: number) => Math.round(n * 1e6) / 1e6;
 
-export function threadModelsView(db: Db, threadId: string): ThreadModels {
-  const costs = new Map(listResponseCostsForThread(db, threadId).map((c) => [c.response_seq, c.cost_usd ?? 0]));
+export async function threadModelsView(sql: Sql, threadId: string): Promise<ThreadModels> {
+  const costs = new Map((await listResponseCostsForThread(sql, threadId)).map((c) => [c.response_seq, c.cost_usd ?? 0]));
   const uses = new Map<string, ModelUse>();
   let escalation: ModelUse | null = null;
   // The prompt each work item's next response answers.
   const lastPrompt = new Map<string | null, { use: ModelUse; escalation: boolean }>();
-  for (const e of listLedgerForThread(db, threadId)) {
+  for (const e of await listLedgerForThread(sql, threadId)) {
     if (e.entry_type === 'prompt') {
       const p = JSON.parse(e.payload) as PromptPayload;
       // Prompts recorded before the router existed name only the request's model.

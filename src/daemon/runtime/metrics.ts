@@ -7,7 +7,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../../core/clock.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { countThreadsByStatus } from '../../db/threads.js';
 import { countQueuedDue, countWorkItemsByStatus } from '../../db/work-items.js';
 import { LEDGER_ENTRY_TYPES } from '../../ledger/store.js';
@@ -69,10 +69,10 @@ export const METRIC_SERIES_BOUND = metricSeriesCount(MAX_MODEL_LABELS + 1, true)
 
 /** What the gauges read when scraped, and nothing more. */
 export interface MetricsSource {
-  threadsByStatus(): { status: string; n: number }[];
-  workItemsByStatus(): { status: string; n: number }[];
+  threadsByStatus(): Promise<{ status: string; n: number }[]>;
+  workItemsByStatus(): Promise<{ status: string; n: number }[]>;
   /** Queued work items due now. */
-  queuedDue(): number;
+  queuedDue(): Promise<number>;
   inFlight(): number;
   /** The worst state of the endpoints' breakers. */
   breakerState(): BreakerState;
@@ -83,7 +83,7 @@ export interface MetricsSource {
 
 /** The daemon's source: counts from the database (due as of the clock), the engine's calls, the router's breakers, the WAL file, pressure and the canary. */
 export function daemonMetricsSource(
-  db: Db,
+  sql: Sql,
   clock: Clock,
   parts: () => {
     readonly engine: { readonly inFlightCount: number };
@@ -94,9 +94,9 @@ export function daemonMetricsSource(
   walPath: string,
 ): MetricsSource {
   return {
-    threadsByStatus: () => countThreadsByStatus(db),
-    workItemsByStatus: () => countWorkItemsByStatus(db),
-    queuedDue: () => countQueuedDue(db, clock.now()),
+    threadsByStatus: () => countThreadsByStatus(sql),
+    workItemsByStatus: () => countWorkItemsByStatus(sql),
+    queuedDue: () => countQueuedDue(sql, clock.now()),
     inFlight: () => parts().engine.inFlightCount,
     breakerState: () => parts().router.worstBreakerState(),
     walBytes: () => walBytes(walPath),
@@ -128,13 +128,14 @@ export class Metrics implements EngineObserver {
     modelKeys: readonly string[],
   ) {
     const registers = [this.registry];
-    const gauge = (name: string, help: string, read: () => number) =>
+    // prom-client awaits an async collect(): the counts are read (on the reader) when scraped.
+    const gauge = (name: string, help: string, read: () => number | Promise<number>) =>
       new Gauge({
         name,
         help,
         registers,
-        collect() {
-          this.set(read());
+        async collect() {
+          this.set(await read());
         },
       });
     new Gauge({
@@ -142,8 +143,8 @@ export class Metrics implements EngineObserver {
       help: 'Threads by status',
       labelNames: ['status'],
       registers,
-      collect() {
-        const counts = new Map(source.threadsByStatus().map((r) => [r.status, r.n]));
+      async collect() {
+        const counts = new Map((await source.threadsByStatus()).map((r) => [r.status, r.n]));
         for (const s of THREAD_STATUSES) this.set({ status: s }, counts.get(s) ?? 0);
       },
     });
@@ -152,8 +153,8 @@ export class Metrics implements EngineObserver {
       help: 'Work items by status',
       labelNames: ['status'],
       registers,
-      collect() {
-        const counts = new Map(source.workItemsByStatus().map((r) => [r.status, r.n]));
+      async collect() {
+        const counts = new Map((await source.workItemsByStatus()).map((r) => [r.status, r.n]));
         for (const s of WORK_ITEM_STATUSES) this.set({ status: s }, counts.get(s) ?? 0);
       },
     });

@@ -13,11 +13,11 @@ import type { Tx } from '../engine/tx.js';
 type Ended = 'complete' | 'failed' | 'canceled';
 
 /** Why a thread did not complete, in one line. */
-function failureReason(tx: Tx, thread: ThreadRow, status: Ended): string | null {
+async function failureReason(tx: Tx, thread: ThreadRow, status: Ended): Promise<string | null> {
   if (status === 'complete') return null;
-  const item = getLatestWorkItem(tx.db, thread.id);
+  const item = await getLatestWorkItem(tx.sql, thread.id);
   if (item) return item.error_code ? `${item.error_code}: ${item.error_message ?? ''}`.trim() : `thread ${status}`;
-  const children = countChildThreadsByStatus(tx.db, thread.id).map((c) => `${c.n} ${c.status}`);
+  const children = (await countChildThreadsByStatus(tx.sql, thread.id)).map((c) => `${c.n} ${c.status}`);
   return children.length > 0 ? `thread ${status} (children: ${children.join(', ')})` : `thread ${status}`;
 }
 
@@ -25,11 +25,11 @@ function failureReason(tx: Tx, thread: ThreadRow, status: Ended): string | null 
  * Called for every thread that reaches a terminal status. Finalizes the runs it works for and returns
  * them (most threads belong to none).
  */
-export function finalizeRunOfThread(tx: Tx, thread: ThreadRow, status: Ended): ScheduleRunRow[] {
-  return finalizeScheduleRunOfThread(tx.db, {
+export async function finalizeRunOfThread(tx: Tx, thread: ThreadRow, status: Ended): Promise<ScheduleRunRow[]> {
+  return await finalizeScheduleRunOfThread(tx.sql, {
     thread_id: thread.id,
     to: status,
     now: tx.now,
-    error_message: failureReason(tx, thread, status),
+    error_message: await failureReason(tx, thread, status),
   });
 }

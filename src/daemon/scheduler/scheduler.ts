@@ -8,7 +8,7 @@
  * Time comes from the injected clock, so the tick is testable with a fake one. Wake-ups are timers set
  * to the next fire time or the next stale stamp, never a fixed poll.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import type { ScheduleRunRow } from '../../db/schema-schedules.js';
 import {
   claimSchedulePeriod,
@@ -32,7 +32,8 @@ import type { Logger } from '../../core/logger.js';
 const MAX_SLEEP_MS = 60_000;
 
 export interface SchedulerOptions {
-  db: Db;
+  /** Reads outside a write (due periods, next fire times): the last commit. */
+  reader: Sql;
   /** Every write: one writer transaction, `now` from this scheduler's clock. */
   write: Write;
   clock: Clock;
@@ -108,19 +109,24 @@ export class Scheduler {
     if (this.stopped) return result;
     try {
       const now = this.o.clock.now();
-      const { due, alreadyClaimed } = this.duePeriods(now);
+      const { due, alreadyClaimed } = await this.duePeriods(now);
       result.lost = alreadyClaimed;
       if (due.length > 0) {
         // Step 1, the claim: one INSERT per due period; the UNIQUE index picks the single winner.
-        result.claimed = await this.write((tx) =>
-          due.flatMap((d) => claimSchedulePeriod(tx.db, { id: newId(tx.now), ...d, owner: this.o.owner, now: tx.now }) ?? []),
-        );
+        result.claimed = await this.write(async (tx) => {
+          const claimed: ScheduleRunRow[] = [];
+          for (const d of due) {
+            const run = await claimSchedulePeriod(tx.sql, { id: newId(tx.now), ...d, owner: this.o.owner, now: tx.now });
+            if (run) claimed.push(run);
+          }
+          return claimed;
+        });
         result.lostAtInsert = due.length - result.claimed.length;
         result.lost += result.lostAtInsert;
         if (result.claimed.length > 0) this.o.crashAt('after_schedule_claim');
       }
       result.reclaimed = await this.write((tx) =>
-        reclaimStaleScheduleRuns(tx.db, { owner: this.o.owner, now: tx.now, stale_before: tx.now - this.o.staleAfterMs }),
+        reclaimStaleScheduleRuns(tx.sql, { owner: this.o.owner, now: tx.now, stale_before: tx.now - this.o.staleAfterMs }),
       );
       for (const r of result.reclaimed) {
         this.o.logger.warn({ run_id: r.id, schedule_id: r.schedule_id, period_key: r.period_key, claims: r.claims }, 're-claimed a stale pending schedule run');
@@ -131,16 +137,16 @@ export class Scheduler {
     } catch (err) {
       this.o.logger.error({ err }, 'schedule tick failed; the next tick retries');
     } finally {
-      this.scheduleNextTick();
+      await this.scheduleNextTick();
     }
     return result;
   }
 
   /** Due periods without a run row yet. The read only saves a write; the INSERT still decides. */
-  private duePeriods(now: number): { due: { schedule_id: string; period_key: string; period_at: number }[]; alreadyClaimed: number } {
+  private async duePeriods(now: number): Promise<{ due: { schedule_id: string; period_key: string; period_at: number }[]; alreadyClaimed: number }> {
     const due = [];
     let alreadyClaimed = 0;
-    for (const s of listActiveSchedules(this.o.db)) {
+    for (const s of await listActiveSchedules(this.o.reader)) {
       let at: number | null;
       try {
         at = duePeriod(s, now, this.o.misfireGraceMs);
@@ -150,7 +156,7 @@ export class Scheduler {
       }
       if (at === null) continue;
       const key = periodKey(at);
-      if (getScheduleRunForPeriod(this.o.db, s.id, key)) {
+      if (await getScheduleRunForPeriod(this.o.reader, s.id, key)) {
         alreadyClaimed++;
         continue;
       }
@@ -174,23 +180,23 @@ export class Scheduler {
       }
       this.o.logger.warn({ run_id: run.id, schedule_id: run.schedule_id, error: err.message }, 'schedule run failed to start');
       await this.write((tx) =>
-        failUnstartedScheduleRun(tx.db, { id: run.id, owner: run.claim_owner, claimed_at: run.claimed_at, now: tx.now, error_message: err.message }),
+        failUnstartedScheduleRun(tx.sql, { id: run.id, owner: run.claim_owner, claimed_at: run.claimed_at, now: tx.now, error_message: err.message }),
       ).catch((e) => this.o.logger.error({ err: e, run_id: run.id }, 'cannot record the failed schedule run'));
       return 'failed';
     }
   }
 
   /** Sleeps until the next fire time of any active schedule or the next stale stamp, at most a minute. */
-  private scheduleNextTick(): void {
+  private async scheduleNextTick(): Promise<void> {
     if (this.stopped) return;
     const now = this.o.clock.now();
     const candidates: number[] = [now + MAX_SLEEP_MS];
     try {
-      for (const s of listActiveSchedules(this.o.db)) {
+      for (const s of await listActiveSchedules(this.o.reader)) {
         const next = nextFireAt(s, now);
         if (next !== null) candidates.push(next);
       }
-      const oldest = oldestPendingClaim(this.o.db);
+      const oldest = await oldestPendingClaim(this.o.reader);
       // The recovery clause takes stamps strictly older than the window.
       if (oldest !== null) candidates.push(oldest + this.o.staleAfterMs + 1);
     } catch (err) {

@@ -3,7 +3,7 @@
  * Commands are one writer transaction each and validate everything before writing; a change wakes the
  * scheduler so its timer follows.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getProject } from '../../db/projects.js';
 import type { ScheduleRow } from '../../db/schema-schedules.js';
 import { getSchedule, insertSchedule, listScheduleRuns, listSchedules, transitionSchedule } from '../../db/schedules.js';
@@ -31,11 +31,11 @@ export interface NewSchedule {
   catch_up: string;
 }
 
-type Write = <T>(fn: (tx: Tx) => T) => Promise<T>;
+type Write = <T>(fn: (tx: Tx) => T | Promise<T>) => Promise<T>;
 
 export class ScheduleService {
   constructor(
-    private readonly db: Db,
+    private readonly reader: Sql,
     private readonly write: Write,
     private readonly clock: Clock,
     private readonly scheduler: Scheduler,
@@ -60,8 +60,8 @@ export class ScheduleService {
     const template = { operation: input.operation, input: JSON.stringify(input.input ?? {}), project_id: input.project_id, timezone: input.timezone };
     const sample = scheduledRequest(template, this.clock.now());
     checkInput(requireOperation(this.operations, sample.operation), sample.input, '--input');
-    const row = await this.write((tx) => {
-      if (!getProject(tx.db, input.project_id)) {
+    const row = await this.write(async (tx) => {
+      if (!(await getProject(tx.sql, input.project_id))) {
         throw new CommandError('NOT_FOUND', `no project "${input.project_id}" (see \`combine project list\`)`);
       }
       const s: ScheduleRow = {
@@ -73,22 +73,24 @@ export class ScheduleService {
         created_at: tx.now,
         updated_at: tx.now,
       };
-      insertSchedule(tx.db, s);
+      await insertSchedule(tx.sql, s);
       return s;
     });
     this.scheduler.wake();
     const now = this.clock.now();
-    return { ...scheduleView(this.db, row, now), upcoming: nextFireTimes(row, now, 3).map((t) => new Date(t).toISOString()) };
+    return { ...(await scheduleView(this.reader, row, now)), upcoming: nextFireTimes(row, now, 3).map((t) => new Date(t).toISOString()) };
   }
 
   /** The schedule a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
-  scheduleId(text: string): string {
-    return resolveScheduleId(this.db, text);
+  scheduleId(text: string): Promise<string> {
+    return resolveScheduleId(this.reader, text);
   }
 
-  list(includeRemoved: boolean): ScheduleView[] {
+  async list(includeRemoved: boolean): Promise<ScheduleView[]> {
     const now = this.clock.now();
-    return listSchedules(this.db, includeRemoved).map((s) => scheduleView(this.db, s, now));
+    const views: ScheduleView[] = [];
+    for (const s of await listSchedules(this.reader, includeRemoved)) views.push(await scheduleView(this.reader, s, now));
+    return views;
   }
 
   pause(id: string): Promise<ScheduleView> {
@@ -106,24 +108,26 @@ export class ScheduleService {
   }
 
   private async transition(id: string, to: ScheduleStatus): Promise<ScheduleView> {
-    const row = await this.write((tx) => {
-      const s = getSchedule(tx.db, id);
+    const row = await this.write(async (tx) => {
+      const s = await getSchedule(tx.sql, id);
       if (!s) throw new CommandError('NOT_FOUND', `no schedule "${id}" (see \`combine schedule list\`)`);
       if (s.status === to) return s;
       if (!canTransitionSchedule(s.status as ScheduleStatus, to)) {
         throw new CommandError('CONFLICT', `schedule ${id} is ${s.status}; it cannot become ${to}`);
       }
-      transitionSchedule(tx.db, { id, from: s.status as ScheduleStatus, to, now: tx.now });
-      return getSchedule(tx.db, id)!;
+      await transitionSchedule(tx.sql, { id, from: s.status as ScheduleStatus, to, now: tx.now });
+      return (await getSchedule(tx.sql, id))!;
     });
     this.scheduler.wake();
-    return scheduleView(this.db, row, this.clock.now());
+    return scheduleView(this.reader, row, this.clock.now());
   }
 
-  runs(scheduleId: string | null, limit: number): RunView[] {
-    if (scheduleId !== null && !getSchedule(this.db, scheduleId)) {
+  async runs(scheduleId: string | null, limit: number): Promise<RunView[]> {
+    if (scheduleId !== null && !(await getSchedule(this.reader, scheduleId))) {
       throw new CommandError('NOT_FOUND', `no schedule "${scheduleId}" (see \`combine schedule list\`)`);
     }
-    return listScheduleRuns(this.db, { schedule_id: scheduleId, limit }).map((r) => runView(this.db, r));
+    const views: RunView[] = [];
+    for (const r of await listScheduleRuns(this.reader, { schedule_id: scheduleId, limit })) views.push(await runView(this.reader, r));
+    return views;
   }
 }

@@ -34,23 +34,23 @@ export interface RunStartOptions {
  * Starts the work of a run this claimer holds (the stamp in `run` is the one it wrote). Throws
  * CommandError when the operation cannot start (the caller records the run as failed).
  */
-export function startScheduledRun(tx: Tx, o: RunStartOptions, run: ScheduleRunRow): StartOutcome {
-  const current = getScheduleRun(tx.db, run.id);
+export async function startScheduledRun(tx: Tx, o: RunStartOptions, run: ScheduleRunRow): Promise<StartOutcome> {
+  const current = await getScheduleRun(tx.sql, run.id);
   if (current?.status !== 'pending' || current.claim_owner !== run.claim_owner || current.claimed_at !== run.claimed_at) {
     return 'lost';
   }
   if (current.thread_id) {
-    const thread = getThread(tx.db, current.thread_id);
+    const thread = await getThread(tx.sql, current.thread_id);
     if (!thread || !isTerminalThread(thread.status)) return 'in_progress';
-    finalizeRunOfThread(tx, thread, thread.status as 'complete' | 'failed' | 'canceled');
+    await finalizeRunOfThread(tx, thread, thread.status as 'complete' | 'failed' | 'canceled');
     return 'finalized';
   }
-  const schedule = getSchedule(tx.db, run.schedule_id);
+  const schedule = await getSchedule(tx.sql, run.schedule_id);
   if (!schedule) throw new CommandError('NOT_FOUND', `schedule ${run.schedule_id} of run ${run.id} does not exist`);
   const request = scheduledRequest(schedule, current.period_at);
   // force: a schedule runs again every period; a thread already calling for the request is joined
   // instead, and one whose call has not started is superseded by this period's (supersede.ts).
-  const { thread } = submitOperation(tx, o.operations, request.operation, request.input, {
+  const { thread } = await submitOperation(tx, o.operations, request.operation, request.input, {
     force: true,
     maxQueued: o.maxQueued,
     deadlineAt: null,
@@ -59,10 +59,10 @@ export function startScheduledRun(tx: Tx, o: RunStartOptions, run: ScheduleRunRo
     // Each period's run is a trace of its own.
     traceparent: formatTraceparent(childContext(null)),
   });
-  linkScheduleRunThread(tx.db, { id: run.id, owner: run.claim_owner, claimed_at: run.claimed_at, thread_id: thread.id });
+  await linkScheduleRunThread(tx.sql, { id: run.id, owner: run.claim_owner, claimed_at: run.claimed_at, thread_id: thread.id });
   // A thread that ended at once (a project with no epics) ended before the link existed.
   if (isTerminalThread(thread.status)) {
-    finalizeRunOfThread(tx, thread, thread.status as 'complete' | 'failed' | 'canceled');
+    await finalizeRunOfThread(tx, thread, thread.status as 'complete' | 'failed' | 'canceled');
     return 'finalized';
   }
   return 'started';

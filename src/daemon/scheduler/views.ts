@@ -2,7 +2,7 @@
  * The public JSON shapes of schedules and runs (`--json` output is stable: add fields,
  * never rename or remove them). A `pending` run is not ready: it shows no usage.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import type { ScheduleRow, ScheduleRunRow } from '../../db/schema-schedules.js';
 import { getLatestScheduleRun } from '../../db/schedules.js';
 import { getThread } from '../../db/threads.js';
@@ -45,8 +45,8 @@ export interface RunView {
   finished_at: string | null;
 }
 
-export function scheduleView(db: Db, s: ScheduleRow, now: number): ScheduleView {
-  const last = getLatestScheduleRun(db, s.id);
+export async function scheduleView(sql: Sql, s: ScheduleRow, now: number): Promise<ScheduleView> {
+  const last = await getLatestScheduleRun(sql, s.id);
   let next: number | null = null;
   try {
     next = s.status === 'active' ? nextFireAt(s, Math.max(now, s.active_from)) : null;
@@ -68,8 +68,8 @@ export function scheduleView(db: Db, s: ScheduleRow, now: number): ScheduleView 
   };
 }
 
-export function runView(db: Db, r: ScheduleRunRow): RunView {
-  const thread = r.thread_id ? getThread(db, r.thread_id) : undefined;
+export async function runView(sql: Sql, r: ScheduleRunRow): Promise<RunView> {
+  const thread = r.thread_id ? await getThread(sql, r.thread_id) : undefined;
   const ready = r.status !== 'pending';
   return {
     run_id: r.id,

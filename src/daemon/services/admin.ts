@@ -6,7 +6,7 @@ import type { Clock } from '../../core/clock.js';
 import { VERSION } from '../../core/version.js';
 import type { Logger } from '../../core/logger.js';
 import { sumAllUsage } from '../../db/charges.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { countThreadsByStatus } from '../../db/threads.js';
 import { countWorkItemsByStatus } from '../../db/work-items.js';
 import { countLedgerEntries } from '../../ledger/store.js';
@@ -27,7 +27,10 @@ import type { PressureMonitor } from '../pressure/monitor.js';
 import type { ModelRouter } from '../routing/router.js';
 
 export interface AdminServiceDeps {
-  db: Db;
+  /** Reads outside a write: the last commit (the reader connection). */
+  reader: Sql;
+  /** Applied and pending migrations (health's `migrations_applied`). */
+  migrations: () => { applied: number; pending: number };
   write: Write;
   clock: Clock;
   config: DaemonConfig;
@@ -38,8 +41,8 @@ export interface AdminServiceDeps {
   router: ModelRouter;
   pressure: Pick<PressureMonitor, 'snapshot'>;
   canary: Pick<CanaryService, 'snapshot'>;
-  /** A prune's dry run reads the whole history: in the reader's worker thread. */
-  reader: Pick<ControlPlaneReader, 'run'>;
+  /** A prune's dry run reads the whole history: in the control plane's worker thread. */
+  controlPlane: Pick<ControlPlaneReader, 'run'>;
   storage: Pick<StorageGuard, 'snapshot'>;
   writeHealth: Pick<WriteHealth, 'healthy'>;
   maintenance: Maintenance;
@@ -67,9 +70,8 @@ export class AdminService {
   health() {
     const { engine } = this.d;
     return checkHealth({
-      db: this.d.db,
+      migrations: this.d.migrations,
       probe: () => this.d.write(() => true),
-      migrationsFolder: this.d.config.migrationsDir ?? undefined,
       infraHealthy: this.d.writeHealth.healthy,
       recoveryDone: engine.recoveryDone,
       breakers: this.d.router.breakerSnapshots(),
@@ -80,15 +82,15 @@ export class AdminService {
     });
   }
 
-  stats() {
+  async stats() {
     const byStatus = (rows: { status: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.status, r.n]));
     // The same definition of a call as `usage` and `thread`: one that reached the provider and may be billed.
-    const usage = sumAllUsage(this.d.db);
+    const usage = await sumAllUsage(this.d.reader);
     return {
-      threads: byStatus(countThreadsByStatus(this.d.db)),
-      work_items: byStatus(countWorkItemsByStatus(this.d.db)),
+      threads: byStatus(await countThreadsByStatus(this.d.reader)),
+      work_items: byStatus(await countWorkItemsByStatus(this.d.reader)),
       in_flight: this.d.engine.inFlightCount,
-      ledger_entries: countLedgerEntries(this.d.db),
+      ledger_entries: await countLedgerEntries(this.d.reader),
       calls: usage.calls,
       tokens: { prompt: usage.prompt_tokens, completion: usage.completion_tokens },
       rate_limits: this.d.engine.rateLimitSnapshot(),
@@ -100,8 +102,8 @@ export class AdminService {
     return this.d.metrics.text();
   }
 
-  usage(projectId: string | null) {
-    return usageReport(this.d.db, this.d.config, projectId, this.d.clock.now());
+  async usage(projectId: string | null) {
+    return await usageReport(this.d.reader, this.d.config, projectId, this.d.clock.now());
   }
 
   config() {
@@ -110,8 +112,8 @@ export class AdminService {
 
   /** Removes closed threads older than `olderThanMs` (see retention.ts), then returns freed pages. */
   prune(olderThanMs: number, dryRun: boolean) {
-    const { write, logger, maintenance, reader } = this.d;
-    const preview = (cutoff: number) => reader.run('previewPrune', { cutoff });
+    const { write, logger, maintenance, controlPlane } = this.d;
+    const preview = (cutoff: number) => controlPlane.run('previewPrune', { cutoff });
     return runPrune({ write, preview, logger, maintenance }, this.d.clock.now() - olderThanMs, dryRun);
   }
 }

@@ -33,8 +33,8 @@ export interface CommandResult {
  * the whole command back, so a refused command stores nothing, and an accepted one never leaves more
  * than `maxQueued` items queued.
  */
-export function assertQueueHasRoom(tx: Tx, maxQueued: number): void {
-  const queued = countQueuedWorkItems(tx.db);
+export async function assertQueueHasRoom(tx: Tx, maxQueued: number): Promise<void> {
+  const queued = await countQueuedWorkItems(tx.sql);
   if (queued <= maxQueued) return;
   throw new CommandError(
     'CONFLICT',
@@ -47,16 +47,16 @@ export function assertQueueHasRoom(tx: Tx, maxQueued: number): void {
  * Creates the project (with its epic_architecture and an empty story_backlog) or, for a known id,
  * writes the epics as the architecture's next version. Validates everything before writing anything.
  */
-export function importProject(tx: Tx, file: unknown) {
+export async function importProject(tx: Tx, file: unknown) {
   const parsed = parseProjectFile(file);
   if (!parsed.ok) throw new CommandError('BAD_REQUEST', `invalid project file:\n  ${parsed.errors.join('\n  ')}`);
   const p = parsed.value;
   const content = JSON.stringify({ epics: p.epics });
-  const existing = getProject(tx.db, p.id);
+  const existing = await getProject(tx.sql, p.id);
   if (!existing) {
-    insertProject(tx.db, { id: p.id, name: p.name, created_at: tx.now });
-    insertDocument(tx.db, { id: newId(tx.now), project_id: p.id, doc_type: EPIC_ARCHITECTURE, version: 1, content, updated_at: tx.now });
-    insertDocument(tx.db, {
+    await insertProject(tx.sql, { id: p.id, name: p.name, created_at: tx.now });
+    await insertDocument(tx.sql, { id: newId(tx.now), project_id: p.id, doc_type: EPIC_ARCHITECTURE, version: 1, content, updated_at: tx.now });
+    await insertDocument(tx.sql, {
       id: newId(tx.now),
       project_id: p.id,
       doc_type: STORY_BACKLOG,
@@ -66,22 +66,22 @@ export function importProject(tx: Tx, file: unknown) {
     });
     return { project_id: p.id, result: 'created' as const, epics: p.epics.length, version: 1 };
   }
-  if (existing.name !== p.name) renameProject(tx.db, p.id, p.name);
-  const doc = getDocument(tx.db, p.id, EPIC_ARCHITECTURE)!;
+  if (existing.name !== p.name) await renameProject(tx.sql, p.id, p.name);
+  const doc = (await getDocument(tx.sql, p.id, EPIC_ARCHITECTURE))!;
   if (doc.content === content) return { project_id: p.id, result: 'unchanged' as const, epics: p.epics.length, version: doc.version };
-  updateDocumentContent(tx.db, { id: doc.id, from_version: doc.version, content, updated_at: tx.now });
+  await updateDocumentContent(tx.sql, { id: doc.id, from_version: doc.version, content, updated_at: tx.now });
   return { project_id: p.id, result: 'updated' as const, epics: p.epics.length, version: doc.version + 1 };
 }
 
 /** Takes an orchestration's lock (back): its operation names the scope. */
-function takeOrchestrationLock(tx: Tx, ops: OperationRegistry, parent: ThreadRow, verb: string): void {
+async function takeOrchestrationLock(tx: Tx, ops: OperationRegistry, parent: ThreadRow, verb: string): Promise<void> {
   let scope: string;
   try {
     scope = lockScopeOf(ops.require(parent.kind), threadInput(parent));
   } catch (err) {
     throw new CommandError('CONFLICT', `cannot ${verb} thread ${parent.id}: ${err instanceof OperationCallError ? err.message : (err as Error).message}`);
   }
-  if (!acquireLock(tx.db, { scope, owner: parent.id, now: tx.now, expires_at: null })) {
+  if (!(await acquireLock(tx.sql, { scope, owner: parent.id, now: tx.now, expires_at: null }))) {
     throw new CommandError('CONFLICT', `cannot ${verb} thread ${parent.id}: ${scope} is locked by another orchestration`, 'LOCKED');
   }
 }
@@ -90,39 +90,39 @@ function takeOrchestrationLock(tx: Tx, ops: OperationRegistry, parent: ThreadRow
  * `combine retry`: a failed thread gets a new work item (next sequence) and reopens; a failed
  * orchestration retries each failed child. Active, complete and canceled threads are refused.
  */
-export function retryThread(tx: Tx, ops: OperationRegistry, threadId: string, maxQueued: number): ThreadRow {
-  const thread = getThread(tx.db, threadId);
+export async function retryThread(tx: Tx, ops: OperationRegistry, threadId: string, maxQueued: number): Promise<ThreadRow> {
+  const thread = await getThread(tx.sql, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   // A running thread whose item waits (a provider's long Retry-After): the user says "now".
-  if (!isTerminalThread(thread.status) && makeWaitingItemsDue(tx, thread) > 0) return getThread(tx.db, thread.id)!;
+  if (!isTerminalThread(thread.status) && (await makeWaitingItemsDue(tx, thread)) > 0) return (await getThread(tx.sql, thread.id))!;
   if (thread.status !== 'failed') {
     const why = isTerminalThread(thread.status) ? `it is ${thread.status}` : `it is still ${thread.status}`;
     throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: ${why}; only failed threads can be retried`);
   }
-  const newer = findActiveThreadByKey(tx.db, thread.idempotency_key);
+  const newer = await findActiveThreadByKey(tx.sql, thread.idempotency_key);
   if (newer) throw new CommandError('CONFLICT', `cannot retry thread ${threadId}: thread ${newer.id} is already working on the same request`);
   if (thread.role === 'orchestration') {
-    const failedChildren = listChildThreads(tx.db, thread.id).filter((c) => c.status === 'failed');
-    takeOrchestrationLock(tx, ops, thread, 'retry');
-    const reopened = moveThread(tx, thread, 'running');
-    for (const child of failedChildren) retryChild(tx, ops, child);
-    closeParentIfDone(tx, reopened.id);
-    assertQueueHasRoom(tx, maxQueued);
-    return getThread(tx.db, thread.id)!;
+    const failedChildren = (await listChildThreads(tx.sql, thread.id)).filter((c) => c.status === 'failed');
+    await takeOrchestrationLock(tx, ops, thread, 'retry');
+    const reopened = await moveThread(tx, thread, 'running');
+    for (const child of failedChildren) await retryChild(tx, ops, child);
+    await closeParentIfDone(tx, reopened.id);
+    await assertQueueHasRoom(tx, maxQueued);
+    return (await getThread(tx.sql, thread.id))!;
   }
-  reopenFailedParent(tx, ops, thread, 'retry');
-  retryChild(tx, ops, thread);
-  assertQueueHasRoom(tx, maxQueued);
-  return getThread(tx.db, thread.id)!;
+  await reopenFailedParent(tx, ops, thread, 'retry');
+  await retryChild(tx, ops, thread);
+  await assertQueueHasRoom(tx, maxQueued);
+  return (await getThread(tx.sql, thread.id))!;
 }
 
 /** Makes the waiting (queued, not yet due) items of a thread, or of an orchestration's children, due now. */
-function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): number {
-  const threads = thread.role === 'orchestration' ? listChildThreads(tx.db, thread.id).filter((c) => !isTerminalThread(c.status)) : [thread];
+async function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): Promise<number> {
+  const threads = thread.role === 'orchestration' ? (await listChildThreads(tx.sql, thread.id)).filter((c) => !isTerminalThread(c.status)) : [thread];
   let released = 0;
   for (const t of threads) {
-    const item = getLatestWorkItem(tx.db, t.id);
-    if (item?.status === 'queued' && makeQueuedItemDueNow(tx.db, { id: item.id, now: tx.now })) {
+    const item = await getLatestWorkItem(tx.sql, t.id);
+    if (item?.status === 'queued' && (await makeQueuedItemDueNow(tx.sql, { id: item.id, now: tx.now }))) {
       emitWorkItem(tx, t, { ...item, not_before: tx.now });
       released++;
     }
@@ -131,23 +131,23 @@ function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): number {
 }
 
 /** A failed child reopening reopens its failed orchestration too (and takes its lock back). */
-export function reopenFailedParent(tx: Tx, ops: OperationRegistry, thread: ThreadRow, verb: string): void {
+export async function reopenFailedParent(tx: Tx, ops: OperationRegistry, thread: ThreadRow, verb: string): Promise<void> {
   if (!thread.parent_thread_id) return;
-  const parent = getThread(tx.db, thread.parent_thread_id);
+  const parent = await getThread(tx.sql, thread.parent_thread_id);
   if (parent?.status !== 'failed') return;
-  if (findActiveThreadByKey(tx.db, parent.idempotency_key)) {
+  if (await findActiveThreadByKey(tx.sql, parent.idempotency_key)) {
     throw new CommandError('CONFLICT', `cannot ${verb} thread ${thread.id}: a newer ${parent.kind} for the same request is running`);
   }
-  takeOrchestrationLock(tx, ops, parent, verb);
-  moveThread(tx, parent, 'running');
+  await takeOrchestrationLock(tx, ops, parent, verb);
+  await moveThread(tx, parent, 'running');
 }
 
 /** Reopens a failed thread with a new work item (next sequence), queued now. */
-export function retryChild(tx: Tx, ops: OperationRegistry, thread: ThreadRow): WorkItemRow {
-  const last = getLatestWorkItem(tx.db, thread.id);
+export async function retryChild(tx: Tx, ops: OperationRegistry, thread: ThreadRow): Promise<WorkItemRow> {
+  const last = await getLatestWorkItem(tx.sql, thread.id);
   if (!last) throw new Error(`thread ${thread.id} has no work item to retry`);
-  const reopened = moveThread(tx, thread, 'open');
-  return enqueueWorkItem(tx, reopened, {
+  const reopened = await moveThread(tx, thread, 'open');
+  return await enqueueWorkItem(tx, reopened, {
     sequence: last.sequence + 1,
     lockScope: last.lock_scope,
     priority: last.priority,
@@ -161,32 +161,32 @@ export function retryChild(tx: Tx, ops: OperationRegistry, thread: ThreadRow): W
  * items end at once. Returns the ids of leased items whose in-flight calls the engine must abort; their
  * pipelines record `CANCELED` when the abort lands.
  */
-export function cancelThread(tx: Tx, ctx: EngineContext, threadId: string): { thread: ThreadRow; abort: string[] } {
-  const thread = getThread(tx.db, threadId);
+export async function cancelThread(tx: Tx, ctx: EngineContext, threadId: string): Promise<{ thread: ThreadRow; abort: string[] }> {
+  const thread = await getThread(tx.sql, threadId);
   if (!thread) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
   if (thread.status === 'canceled') return { thread, abort: [] };
-  if (thread.status === 'failed' && giveUpCallsInDoubt(tx, thread)) return { thread: getThread(tx.db, threadId)!, abort: [] };
+  if (thread.status === 'failed' && (await giveUpCallsInDoubt(tx, thread))) return { thread: (await getThread(tx.sql, threadId))!, abort: [] };
   if (isTerminalThread(thread.status)) {
     throw new CommandError('CONFLICT', `cannot cancel thread ${threadId}: it is already ${thread.status}`);
   }
   const abort: string[] = [];
   let targets = [thread];
   if (thread.role === 'orchestration') {
-    targets = listChildThreads(tx.db, thread.id).filter((c) => !isTerminalThread(c.status));
-    moveThread(tx, thread, 'canceled');
-    releaseLocksOwnedBy(tx.db, thread.id);
+    targets = (await listChildThreads(tx.sql, thread.id)).filter((c) => !isTerminalThread(c.status));
+    await moveThread(tx, thread, 'canceled');
+    await releaseLocksOwnedBy(tx.sql, thread.id);
   }
   for (const t of targets) {
-    for (const item of listWorkItemsForThread(tx.db, t.id)) {
+    for (const item of await listWorkItemsForThread(tx.sql, t.id)) {
       if (item.status === 'queued') {
-        failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled by the user before it started' });
+        await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled by the user before it started' });
       } else if (item.status === 'claimed' || item.status === 'running') {
         abort.push(item.id);
       }
     }
-    endThread(tx, t.id, 'canceled');
+    await endThread(tx, t.id, 'canceled');
   }
-  return { thread: getThread(tx.db, threadId)!, abort };
+  return { thread: (await getThread(tx.sql, threadId))!, abort };
 }
 
 /**
@@ -194,12 +194,13 @@ export function cancelThread(tx: Tx, ctx: EngineContext, threadId: string): { th
  * instead of paying again. The held threads (for an orchestration, its held children) and the
  * orchestration itself end `canceled`. False when nothing is held (the thread simply failed).
  */
-function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): boolean {
+async function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): Promise<boolean> {
   const parent = thread.role === 'orchestration';
-  const candidates = parent ? listChildThreads(tx.db, thread.id).filter((c) => c.status === 'failed') : [thread];
-  const held = candidates.filter((t) => isHeldInDoubt(getLatestWorkItem(tx.db, t.id)));
+  const candidates = parent ? (await listChildThreads(tx.sql, thread.id)).filter((c) => c.status === 'failed') : [thread];
+  const held: ThreadRow[] = [];
+  for (const t of candidates) if (isHeldInDoubt(await getLatestWorkItem(tx.sql, t.id))) held.push(t);
   if (held.length === 0) return false;
-  for (const t of held) moveThread(tx, t, 'canceled');
-  if (parent) moveThread(tx, getThread(tx.db, thread.id)!, 'canceled');
+  for (const t of held) await moveThread(tx, t, 'canceled');
+  if (parent) await moveThread(tx, (await getThread(tx.sql, thread.id))!, 'canceled');
   return true;
 }

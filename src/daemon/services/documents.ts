@@ -3,7 +3,7 @@
  * generated — a thread or a pending scheduled run targets it — is reported as not ready (exit 1), never
  * shown half-made or reported missing.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getKeyedDocument, getLatestKeyedDocument, getProject } from '../../db/projects.js';
 import type { DocumentRow } from '../../db/schema.js';
 import { listPendingRunsForProject } from '../../db/schedules.js';
@@ -25,12 +25,12 @@ export interface DocumentQuery {
 }
 
 /** What is working on the document now: an active thread's id, or a pending run's. */
-function inProgress(db: Db, ops: OperationRegistry, q: DocumentQuery): string | null {
+async function inProgress(sql: Sql, ops: OperationRegistry, q: DocumentQuery): Promise<string | null> {
   if (q.key !== null) {
-    const thread = listActiveThreadsForDocument(db, { project_id: q.projectId, doc_type: q.docType, key: q.key })[0];
+    const thread = (await listActiveThreadsForDocument(sql, { project_id: q.projectId, doc_type: q.docType, key: q.key }))[0];
     if (thread) return `thread ${thread.id} is ${thread.status}`;
   }
-  for (const run of listPendingRunsForProject(db, q.projectId)) {
+  for (const run of await listPendingRunsForProject(sql, q.projectId)) {
     const request = scheduledRequest(run, run.period_at);
     const op = ops.get(request.operation);
     if (!op) continue;
@@ -45,22 +45,22 @@ function inProgress(db: Db, ops: OperationRegistry, q: DocumentQuery): string | 
   return null;
 }
 
-export function readDocument(db: Db, ops: OperationRegistry, q: DocumentQuery): DocumentRow {
-  if (!getProject(db, q.projectId)) throw new CommandError('NOT_FOUND', `no project "${q.projectId}" (see \`combine project list\`)`);
+export async function readDocument(sql: Sql, ops: OperationRegistry, q: DocumentQuery): Promise<DocumentRow> {
+  if (!(await getProject(sql, q.projectId))) throw new CommandError('NOT_FOUND', `no project "${q.projectId}" (see \`combine project list\`)`);
   const doc =
     q.key !== null
-      ? getKeyedDocument(db, q.projectId, q.docType, q.key)
-      : (getKeyedDocument(db, q.projectId, q.docType, '') ?? getLatestKeyedDocument(db, q.projectId, q.docType));
+      ? await getKeyedDocument(sql, q.projectId, q.docType, q.key)
+      : ((await getKeyedDocument(sql, q.projectId, q.docType, '')) ?? (await getLatestKeyedDocument(sql, q.projectId, q.docType)));
   if (doc) return doc;
   const what = `the ${q.docType} of "${q.projectId}"${q.key !== null ? ` for ${q.key}` : ''}`;
-  const busy = inProgress(db, ops, q);
+  const busy = await inProgress(sql, ops, q);
   if (busy) throw new CommandError('CONFLICT', `${what} is not ready yet: ${busy}`, 'NOT_READY');
   throw new CommandError('NOT_FOUND', `project "${q.projectId}" has no ${q.docType}${q.key !== null ? ` for ${q.key}` : ''}${q.hint ? ` (${q.hint})` : ''}`);
 }
 
 /** `combine briefing`: a project's briefing for a date (the newest when null), in its own shape. */
-export function readBriefing(db: Db, ops: OperationRegistry, projectId: string, date: string | null) {
+export async function readBriefing(sql: Sql, ops: OperationRegistry, projectId: string, date: string | null) {
   if (date !== null && !isCalendarDate(date)) throw new CommandError('BAD_REQUEST', `--date: "${date}" is not a date (YYYY-MM-DD)`);
   const hint = `schedule one: combine schedule add --project ${projectId} --operation briefing --cron "0 8 * * *"`;
-  return SHORTHANDS.briefing.view(readDocument(db, ops, { projectId, docType: SHORTHANDS.briefing.docType, key: date, hint }));
+  return SHORTHANDS.briefing.view(await readDocument(sql, ops, { projectId, docType: SHORTHANDS.briefing.docType, key: date, hint }));
 }

@@ -5,7 +5,7 @@
  * event published later is newer than the snapshot. Ledger events are still de-duplicated by seq, and
  * thread events by status, so a client that re-subscribes after a reconnect can count on both.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import type { LedgerRow, ThreadRow } from '../../db/schema.js';
 import { getThread, listChildThreads } from '../../db/threads.js';
 import type { TargetRef } from '../../domain/operations.js';
@@ -64,7 +64,7 @@ function ledgerMessage(e: LedgerRow, parentOf: (threadId: string) => string | nu
 }
 
 /** Streams a thread's history, then its events and its children's, until it ends. */
-export async function* followThread(db: Db, bus: EventBus, threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+export async function* followThread(sql: Sql, bus: EventBus, threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
   const queue: EngineEvent[] = [];
   let wakeUp: (() => void) | null = null;
   const unsubscribe = bus.subscribe((e) => {
@@ -75,15 +75,16 @@ export async function* followThread(db: Db, bus: EventBus, threadId: string, sig
   const onAbort = () => wakeUp?.();
   signal?.addEventListener('abort', onAbort);
   try {
-    // The snapshot: read in one synchronous step, before anything is yielded.
-    const initial = getThread(db, threadId);
+    // The snapshot: read (at the last commit) after subscribing and before anything is yielded; events
+    // published meanwhile wait in the queue, and ledger entries already in the snapshot are skipped by seq.
+    const initial = await getThread(sql, threadId);
     if (!initial) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
-    const children = listChildThreads(db, threadId);
+    const children = await listChildThreads(sql, threadId);
     const parentOf = (id: string) => (id === threadId ? initial.parent_thread_id : threadId);
     const traces = new Map([initial, ...children].map((t) => [t.id, traceIdOf(t.traceparent)]));
     const traceOf = (id: string) => traces.get(id) ?? null;
-    const history = [...children.map(threadMessage), ...listLedgerForThreadFamily(db, threadId).map((e) => ledgerMessage(e, parentOf, traceOf))];
-    const snapshot = threadView(db, initial);
+    const history = [...children.map(threadMessage), ...(await listLedgerForThreadFamily(sql, threadId)).map((e) => ledgerMessage(e, parentOf, traceOf))];
+    const snapshot = await threadView(sql, initial);
 
     let lastSeq = 0;
     const statusOf = new Map<string, string>([[threadId, initial.status], ...children.map((c) => [c.id, c.status] as const)]);
@@ -115,7 +116,7 @@ export async function* followThread(db: Db, bus: EventBus, threadId: string, sig
         const { type, ...rest } = e;
         yield { event: type, ...rest } as FollowMessage;
         if (e.type === 'thread' && e.thread_id === threadId && isTerminalThread(e.status)) {
-          yield { event: 'end', thread: threadView(db, getThread(db, threadId)!) };
+          yield { event: 'end', thread: await threadView(sql, (await getThread(sql, threadId))!) };
           return;
         }
       }

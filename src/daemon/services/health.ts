@@ -6,8 +6,6 @@
  * canary is neither late nor failed. Provider rate-limit holds and CPU, memory and battery pressure are
  * shown, not counted against readiness: the daemon works, only slower.
  */
-import type { Db } from '../../db/connection.js';
-import { migrationStatus } from '../../db/migrate.js';
 import type { CanarySnapshot } from '../canary/service.js';
 import type { BreakerSnapshot } from '../engine/breaker.js';
 import type { PressureSnapshot } from '../pressure/monitor.js';
@@ -17,10 +15,10 @@ import type { StorageSnapshot } from '../runtime/storage-guard.js';
 const WRITE_PROBE_TIMEOUT_MS = 2000;
 
 export interface HealthInputs {
-  db: Db;
+  /** Applied and pending migrations, as the backend counts them (SQLite: db/migrate.ts migrationStatus). */
+  migrations: () => { applied: number; pending: number };
   /** Any write: an empty one through the writer proves the queue moves. */
   probe: () => Promise<unknown>;
-  migrationsFolder: string | undefined;
   infraHealthy: boolean;
   recoveryDone: boolean;
   /** Each provider endpoint's circuit breaker, by endpoint. */
@@ -53,7 +51,7 @@ export async function checkHealth(i: HealthInputs) {
   const writable = (await probeWrite(i.probe)) && i.infraHealthy;
   let migrations = { applied: 0, pending: -1 };
   try {
-    migrations = migrationStatus(i.db, i.migrationsFolder);
+    migrations = i.migrations();
   } catch {
     // An unreadable migrations table or folder: not ready.
   }

@@ -3,7 +3,7 @@
  * decide), or a queued item held back until a time — its own backoff (at least the provider's capped
  * Retry-After) or its model's rate-limit hold after a 429.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getLatestWorkItem } from '../../db/work-items.js';
 
@@ -32,9 +32,9 @@ export interface HoldView {
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-export function inDoubtOf(db: Db, thread: ThreadRow): InDoubtView | null {
+export async function inDoubtOf(sql: Sql, thread: ThreadRow): Promise<InDoubtView | null> {
   if (thread.status !== 'failed') return null;
-  const item = getLatestWorkItem(db, thread.id);
+  const item = await getLatestWorkItem(sql, thread.id);
   if (!item || !isHeldInDoubt(item)) return null;
   return {
     work_item_id: item.id,
@@ -46,8 +46,8 @@ export function inDoubtOf(db: Db, thread: ThreadRow): InDoubtView | null {
 }
 
 /** `parkedUntil`: when the model's rate-limit hold ends (null: not held). */
-export function holdOf(db: Db, thread: ThreadRow, parkedUntil: number | null, now: number): HoldView | null {
-  const item = getLatestWorkItem(db, thread.id);
+export async function holdOf(sql: Sql, thread: ThreadRow, parkedUntil: number | null, now: number): Promise<HoldView | null> {
+  const item = await getLatestWorkItem(sql, thread.id);
   if (item?.status !== 'queued') return null;
   const until = Math.max(item.not_before, parkedUntil ?? 0);
   if (until <= now) return null;

@@ -3,7 +3,7 @@
  * prefix of the id or of its short (tail) form. A thread may also be named by one of its work items.
  * No match is NOT_FOUND; several are BAD_REQUEST listing them (exit 2), never a guess.
  */
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { findScheduleIdsByPrefix, findThreadIdsByPrefix, findWorkItemIdsByPrefix } from '../../db/id-prefix.js';
 import { getSchedule } from '../../db/schedules.js';
 import { getThread } from '../../db/threads.js';
@@ -27,24 +27,19 @@ function ambiguous(text: string, what: string, lines: string[]): CommandError {
   return new CommandError('BAD_REQUEST', [`"${text}" matches several ${what}s; give more characters of one of:`, ...shown, ...more].join('\n'), 'AMBIGUOUS_ID');
 }
 
-function describeThread(db: Db, id: string): string {
-  const t = getThread(db, id);
+async function describeThread(sql: Sql, id: string): Promise<string> {
+  const t = await getThread(sql, id);
   return t ? `${id}  ${t.kind}  ${t.status}  ${new Date(t.created_at).toISOString()}` : id;
 }
 
 /** The thread `text` names: a thread id or prefix, else a work item id or prefix (its thread). */
-export function resolveThreadId(db: Db, text: string): string {
-  if (getThread(db, text)) return text;
+export async function resolveThreadId(sql: Sql, text: string): Promise<string> {
+  if (await getThread(sql, text)) return text;
   const range = prefixRange(normalized(text, 'thread'));
-  const threads = findThreadIdsByPrefix(db, range, LISTED + 1);
+  const threads = await findThreadIdsByPrefix(sql, range, LISTED + 1);
   if (threads.length === 1) return threads[0]!;
-  if (threads.length > 1)
-    throw ambiguous(
-      text,
-      'thread',
-      threads.map((id) => describeThread(db, id)),
-    );
-  const items = findWorkItemIdsByPrefix(db, range, LISTED + 1);
+  if (threads.length > 1) throw ambiguous(text, 'thread', await Promise.all(threads.map((id) => describeThread(sql, id))));
+  const items = await findWorkItemIdsByPrefix(sql, range, LISTED + 1);
   const owners = [...new Set(items.map((w) => w.thread_id))];
   if (owners.length === 1) return owners[0]!;
   if (owners.length > 1)
@@ -57,18 +52,20 @@ export function resolveThreadId(db: Db, text: string): string {
 }
 
 /** The schedule `text` names: its id or a unique prefix of the id or of its short form. */
-export function resolveScheduleId(db: Db, text: string): string {
-  if (getSchedule(db, text)) return text;
-  const ids = findScheduleIdsByPrefix(db, prefixRange(normalized(text, 'schedule')), LISTED + 1);
+export async function resolveScheduleId(sql: Sql, text: string): Promise<string> {
+  if (await getSchedule(sql, text)) return text;
+  const ids = await findScheduleIdsByPrefix(sql, prefixRange(normalized(text, 'schedule')), LISTED + 1);
   if (ids.length === 1) return ids[0]!;
   if (ids.length > 1) {
     throw ambiguous(
       text,
       'schedule',
-      ids.map((id) => {
-        const s = getSchedule(db, id)!;
-        return `${id}  ${s.operation} of ${s.project_id}  "${s.cron}"  ${s.status}`;
-      }),
+      await Promise.all(
+        ids.map(async (id) => {
+          const s = (await getSchedule(sql, id))!;
+          return `${id}  ${s.operation} of ${s.project_id}  "${s.cron}"  ${s.status}`;
+        }),
+      ),
     );
   }
   throw new CommandError('NOT_FOUND', `no schedule "${text}" (see \`combine schedule list\`)`);

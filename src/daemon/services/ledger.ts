@@ -4,7 +4,7 @@
  */
 import type { Clock } from '../../core/clock.js';
 import { CommandError } from '../../core/errors.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { importLedger } from '../../ledger/transfer.js';
 import type { ControlPlaneReader } from '../control-plane/reader.js';
 import type { Write } from '../engine/tx.js';
@@ -14,18 +14,18 @@ import { resolveThreadId } from './id-resolver.js';
 
 export class LedgerService {
   constructor(
-    private readonly db: Db,
+    private readonly reader: Sql,
     private readonly write: Write,
     private readonly clock: Clock,
-    /** `verify` and `export` read the whole history: in the reader's worker thread, off the event loop. */
-    private readonly reader: Pick<ControlPlaneReader, 'run'>,
+    /** `verify` and `export` read the whole history: in the control plane's worker thread, off the event loop. */
+    private readonly controlPlane: Pick<ControlPlaneReader, 'run'>,
     private readonly pressure: Pick<PressureMonitor, 'assertAcceptingCommands'>,
   ) {}
 
   /** A thread's entries (and its children's), oldest first; `typedId` as the user typed it (id-resolver.ts). */
-  thread(typedId: string) {
-    const threadId = resolveThreadId(this.db, typedId);
-    const view = threadLedgerView(this.db, threadId);
+  async thread(typedId: string) {
+    const threadId = await resolveThreadId(this.reader, typedId);
+    const view = await threadLedgerView(this.reader, threadId);
     if (view) return view;
     throw new CommandError(
       'BAD_REQUEST',
@@ -35,12 +35,12 @@ export class LedgerService {
   }
 
   verify() {
-    return this.reader.run('verifyLedger', undefined);
+    return this.controlPlane.run('verifyLedger', undefined);
   }
 
-  export(scope: { threadId: string | null; projectId: string | null }) {
-    const threadId = scope.threadId === null ? null : resolveThreadId(this.db, scope.threadId);
-    return this.reader.run('exportLedger', { scope: { ...scope, threadId }, now: this.clock.now() });
+  async export(scope: { threadId: string | null; projectId: string | null }) {
+    const threadId = scope.threadId === null ? null : await resolveThreadId(this.reader, scope.threadId);
+    return await this.controlPlane.run('exportLedger', { scope: { ...scope, threadId }, now: this.clock.now() });
   }
 
   /** Verifies the whole file first; imports all of it in one transaction, or nothing. */

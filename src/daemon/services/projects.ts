@@ -3,7 +3,7 @@
  * backlog, any operation's document, the briefing of a date).
  */
 import { CommandError } from '../../core/errors.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { listDocumentHeads, listProjects } from '../../db/projects.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { Write } from '../engine/tx.js';
@@ -16,7 +16,7 @@ const noProject = (projectId: string) => new CommandError('NOT_FOUND', `no proje
 
 export class ProjectService {
   constructor(
-    private readonly db: Db,
+    private readonly reader: Sql,
     private readonly write: Write,
     private readonly operations: OperationRegistry,
     private readonly pressure: Pick<PressureMonitor, 'assertAcceptingCommands'>,
@@ -28,35 +28,37 @@ export class ProjectService {
     return this.write((tx) => importProject(tx, file));
   }
 
-  list() {
-    return listProjects(this.db).map((p) => projectView(this.db, p.id)!);
+  async list() {
+    const views = [];
+    for (const p of await listProjects(this.reader)) views.push((await projectView(this.reader, p.id))!);
+    return views;
   }
 
-  get(projectId: string) {
-    const view = projectView(this.db, projectId);
+  async get(projectId: string) {
+    const view = await projectView(this.reader, projectId);
     if (!view) throw noProject(projectId);
     return view;
   }
 
-  backlog(projectId: string) {
-    const view = backlogView(this.db, projectId);
+  async backlog(projectId: string) {
+    const view = await backlogView(this.reader, projectId);
     if (!view) throw noProject(projectId);
     return view;
   }
 
   /** Any document of a project: `key` null is the type's one document, or the newest keyed one. */
-  document(projectId: string, docType: string, key: string | null) {
-    return documentView(readDocument(this.db, this.operations, { projectId, docType, key }));
+  async document(projectId: string, docType: string, key: string | null) {
+    return documentView(await readDocument(this.reader, this.operations, { projectId, docType, key }));
   }
 
   /** A project's documents, without their content (the dashboard's project page, `GET /projects/{id}/documents`). */
-  documents(projectId: string, limit = 500) {
-    this.get(projectId); // 404 for an unknown project, not an empty list
-    return listDocumentHeads(this.db, projectId, limit).map(documentHeadView);
+  async documents(projectId: string, limit = 500) {
+    await this.get(projectId); // 404 for an unknown project, not an empty list
+    return (await listDocumentHeads(this.reader, projectId, limit)).map(documentHeadView);
   }
 
   /** `combine briefing`: a project's briefing document for a date (the newest when null). */
-  briefing(projectId: string, date: string | null) {
-    return readBriefing(this.db, this.operations, projectId, date);
+  async briefing(projectId: string, date: string | null) {
+    return await readBriefing(this.reader, this.operations, projectId, date);
   }
 }

@@ -47,15 +47,15 @@ export interface PruneBatchResult extends PruneTotals {
 }
 
 /** Counts what a prune would remove, without removing it (`--dry-run`). Reads in one pass. */
-export function previewPrune(tx: Pick<Tx, 'db'>, cutoff: number): PruneTotals & { roots: number } {
+export async function previewPrune(tx: Pick<Tx, 'sql'>, cutoff: number): Promise<PruneTotals & { roots: number }> {
   const totals = { roots: 0, threads: 0, work_items: 0, ledger_entries: 0, checkpoints: 0 };
-  const roots = listPrunableRoots(tx.db, cutoff, Number.MAX_SAFE_INTEGER);
+  const roots = await listPrunableRoots(tx.sql, cutoff, Number.MAX_SAFE_INTEGER);
   const links: LedgerLink[] = [];
   for (const root of roots) {
-    for (const id of [...listChildThreadIds(tx.db, root), root]) {
+    for (const id of [...(await listChildThreadIds(tx.sql, root)), root]) {
       totals.threads++;
-      totals.work_items += countWorkItemsOfThread(tx.db, id);
-      links.push(...listLedgerLinksForThread(tx.db, id));
+      totals.work_items += await countWorkItemsOfThread(tx.sql, id);
+      links.push(...(await listLedgerLinksForThread(tx.sql, id)));
     }
   }
   totals.roots = roots.length;
@@ -68,25 +68,27 @@ export function previewPrune(tx: Pick<Tx, 'db'>, cutoff: number): PruneTotals & 
  * Removes up to `limit` prunable trees in the caller's transaction. Checkpoints are written before the
  * entries they cover are deleted (the delete trigger requires it); children go before their parent.
  */
-export function pruneBatch(tx: Tx, p: { cutoff: number; pruneId: string; limit: number }): PruneBatchResult {
-  const roots = listPrunableRoots(tx.db, p.cutoff, p.limit);
+export async function pruneBatch(tx: Tx, p: { cutoff: number; pruneId: string; limit: number }): Promise<PruneBatchResult> {
+  const roots = await listPrunableRoots(tx.sql, p.cutoff, p.limit);
   const threadIds: string[] = [];
-  for (const root of roots) threadIds.push(...listChildThreadIds(tx.db, root), root);
-  const runs = splitIntoRuns(threadIds.flatMap((id) => listLedgerLinksForThread(tx.db, id)));
+  for (const root of roots) threadIds.push(...(await listChildThreadIds(tx.sql, root)), root);
+  const links: LedgerLink[] = [];
+  for (const id of threadIds) links.push(...(await listLedgerLinksForThread(tx.sql, id)));
+  const runs = splitIntoRuns(links);
   let ledgerEntries = 0;
   for (const run of runs) {
-    insertLedgerCheckpoint(tx.db, { ...run, prune_id: p.pruneId, cutoff_at: p.cutoff, created_at: tx.now });
-    deleteLedgerImportsInRun(tx.db, run.from_seq, run.to_seq);
-    ledgerEntries += deleteCheckpointedLedgerRun(tx.db, run.from_seq, run.to_seq);
+    await insertLedgerCheckpoint(tx.sql, { ...run, prune_id: p.pruneId, cutoff_at: p.cutoff, created_at: tx.now });
+    await deleteLedgerImportsInRun(tx.sql, run.from_seq, run.to_seq);
+    ledgerEntries += await deleteCheckpointedLedgerRun(tx.sql, run.from_seq, run.to_seq);
   }
   let workItems = 0;
   for (const id of threadIds) {
-    deleteMutationsOfThread(tx.db, id);
-    deleteCallRecordsOfThread(tx.db, id);
-    deleteChargesOfThread(tx.db, id);
-    detachScheduleRunsFromThread(tx.db, id);
-    workItems += deleteWorkItemsOfThread(tx.db, id);
-    if (deleteClosedThread(tx.db, id) !== 1) throw new StaleStateError(`thread ${id} is no longer closed`);
+    await deleteMutationsOfThread(tx.sql, id);
+    await deleteCallRecordsOfThread(tx.sql, id);
+    await deleteChargesOfThread(tx.sql, id);
+    await detachScheduleRunsFromThread(tx.sql, id);
+    workItems += await deleteWorkItemsOfThread(tx.sql, id);
+    if ((await deleteClosedThread(tx.sql, id)) !== 1) throw new StaleStateError(`thread ${id} is no longer closed`);
   }
   return { roots: roots.length, threads: threadIds.length, work_items: workItems, ledger_entries: ledgerEntries, checkpoints: runs.length };
 }
@@ -97,7 +99,7 @@ export function newPruneId(): string {
 }
 
 export interface PruneDeps {
-  write<T>(fn: (tx: Tx) => T): Promise<T>;
+  write<T>(fn: (tx: Tx) => T | Promise<T>): Promise<T>;
   /** What a prune at `cutoff` would remove (a long read: the daemon runs it off its event loop). */
   preview(cutoff: number): Promise<PruneTotals & { roots: number }>;
   logger: Logger;

@@ -16,7 +16,8 @@ import type { DocumentTarget } from '../../operations/api.js';
 import type { Operation, OperationRegistry } from '../../operations/registry.js';
 import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, targetOf } from '../../operations/runtime.js';
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
-import { documentsOf, promptContextFor } from '../engine/operation-context.js';
+import { documentsOf, projectInfo, promptContextFor, runReadingDocuments } from '../engine/operation-context.js';
+import { runWithReads } from '../engine/read-ahead.js';
 import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
 import { OperationCallError, CommandError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
@@ -85,66 +86,72 @@ function plan(op: Operation, input: unknown): Planned {
 }
 
 /** Submits one request of `name`: the thread that answers it, new or found. */
-export function submitOperation(tx: Tx, ops: OperationRegistry, name: string, input: unknown, o: SubmitOptions): CommandResult {
+export async function submitOperation(tx: Tx, ops: OperationRegistry, name: string, input: unknown, o: SubmitOptions): Promise<CommandResult> {
   if (JSON.stringify(input ?? null).length > MAX_INPUT_BYTES)
     throw new CommandError('BAD_REQUEST', `the input is larger than ${MAX_INPUT_BYTES} bytes as JSON`);
   const op = requireOperation(ops, name);
   checkInput(op, input);
-  const result = submit(tx, ops, op, input, o, null);
+  const result = await submit(tx, ops, op, input, o, null);
   // After the inserts, so a whole orchestration is refused as one: the savepoint rolls all of it back.
-  assertQueueHasRoom(tx, o.maxQueued);
+  await assertQueueHasRoom(tx, o.maxQueued);
   return result;
 }
 
-function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions, parent: ThreadRow | null): CommandResult {
+async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions, parent: ThreadRow | null): Promise<CommandResult> {
   const p = plan(op, input);
-  const active = findActiveThreadByKey(tx.db, p.key);
+  const active = await findActiveThreadByKey(tx.sql, p.key);
   const id = newId(tx.now);
   let superseded: string | undefined;
   if (active) {
-    if (!parent && o.force && supersedableItem(tx, active)) {
+    if (!parent && o.force && (await supersedableItem(tx, active))) {
       // Its call has not started: the forced request replaces it rather than queueing behind it.
-      supersedeThread(tx, active, id);
+      await supersedeThread(tx, active, id);
       superseded = active.id;
     } else {
       // An orchestration adopts the run of its child's request already in progress instead of paying twice.
-      if (parent && active.parent_thread_id === null) adoptThread(tx.db, active.id, parent.id);
+      if (parent && active.parent_thread_id === null) await adoptThread(tx.sql, active.id, parent.id);
       return { thread: active, deduplicated: true };
     }
   }
-  const complete = o.force ? undefined : findLatestThreadByKeyAndStatus(tx.db, p.key, 'complete');
+  const complete = o.force ? undefined : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
   if (complete) return { thread: complete, deduplicated: true };
-  const context = promptContextFor(tx.db, p.target.project_id, input);
-  if (!context) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
-  if (op.fansOut) return orchestrate(tx, ops, op, input, p, o);
+  const project = await projectInfo(tx.sql, p.target.project_id);
+  if (!project) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
+  if (op.fansOut) return await orchestrate(tx, ops, op, input, p, o);
   // A request that cannot be built now (e.g. its epic does not exist) is refused now, not failed later.
   try {
-    renderRequest(op, context);
+    await runReadingDocuments(tx.sql, project.id, { op, fn: 'prompt' }, (reads) => renderRequest(op, promptContextFor(tx.sql, reads, project, input)));
   } catch (err) {
     refusal(err);
   }
-  const thread = newThread(tx, op, input, p, { id, role: 'work', parent, createdBy: o.createdBy, traceparent: parent?.traceparent ?? o.traceparent });
+  const thread = await newThread(tx, op, input, p, { id, role: 'work', parent, createdBy: o.createdBy, traceparent: parent?.traceparent ?? o.traceparent });
   const priority = o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
-  enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
+  await enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
   return { thread, deduplicated: false, ...(superseded ? { superseded } : {}) };
 }
 
 /** A parent holding the operation's lock, and one child request per input its `children` returns. */
-function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, p: Planned, o: SubmitOptions): CommandResult {
-  const parent = newThread(tx, op, input, p, { id: newId(tx.now), role: 'orchestration', parent: null, createdBy: o.createdBy, traceparent: o.traceparent });
+async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, p: Planned, o: SubmitOptions): Promise<CommandResult> {
+  const parent = await newThread(tx, op, input, p, {
+    id: newId(tx.now),
+    role: 'orchestration',
+    parent: null,
+    createdBy: o.createdBy,
+    traceparent: o.traceparent,
+  });
   // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
-  if (!acquireLock(tx.db, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null })) {
-    throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${getLock(tx.db, p.lockScope)?.owner}`, 'LOCKED');
+  if (!(await acquireLock(tx.sql, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null }))) {
+    throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${(await getLock(tx.sql, p.lockScope))?.owner}`, 'LOCKED');
   }
   const child = requireOperation(ops, op.definition.child!);
   let inputs: unknown[];
   try {
-    inputs = childInputs(op, input, documentsOf(tx.db, p.target.project_id));
+    inputs = await runWithReads((reads) => childInputs(op, input, documentsOf(tx.sql, reads, p.target.project_id)));
   } catch (err) {
     return refusal(err);
   }
   const childOptions = { ...o, priority: o.priority ?? PRIORITY_OF[op.priority ?? 'bulk'] };
-  inputs.forEach((childInput, i) => {
+  for (const [i, childInput] of inputs.entries()) {
     checkInput(child, childInput, `children[${i}]`);
     // The parent holds its scope until every child ended: a child needing it would wait forever.
     if (plan(child, childInput).lockScope === p.lockScope) {
@@ -153,14 +160,14 @@ function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unkno
         `${op.name}: children[${i}] would lock ${p.lockScope}, which the orchestration itself holds until its children end`,
       );
     }
-    submit(tx, ops, child, childInput, childOptions, parent);
-  });
-  if (listChildThreads(tx.db, parent.id).length === 0) {
-    // Nothing to wait for (no inputs, or every child's request was already complete).
-    moveThread(tx, parent, 'complete');
-    releaseLocksOwnedBy(tx.db, parent.id);
+    await submit(tx, ops, child, childInput, childOptions, parent);
   }
-  return { thread: getThread(tx.db, parent.id)!, deduplicated: false };
+  if ((await listChildThreads(tx.sql, parent.id)).length === 0) {
+    // Nothing to wait for (no inputs, or every child's request was already complete).
+    await moveThread(tx, parent, 'complete');
+    await releaseLocksOwnedBy(tx.sql, parent.id);
+  }
+  return { thread: (await getThread(tx.sql, parent.id))!, deduplicated: false };
 }
 
 interface NewThread {
@@ -171,7 +178,7 @@ interface NewThread {
   traceparent: string | null;
 }
 
-function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThread): ThreadRow {
+async function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThread): Promise<ThreadRow> {
   const { role, parent, createdBy } = n;
   const row: ThreadRow = {
     id: n.id,
@@ -189,7 +196,7 @@ function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThre
     created_at: tx.now,
     closed_at: null,
   };
-  insertThread(tx.db, row);
+  await insertThread(tx.sql, row);
   emitThread(tx, row);
   return row;
 }

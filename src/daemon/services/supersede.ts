@@ -10,18 +10,18 @@ import { endWorkItem, getLatestWorkItem } from '../../db/work-items.js';
 import { appendEntry, emitWorkItem, moveThread, type Tx } from '../engine/tx.js';
 
 /** The queued item of a thread a forced request may replace: a top-level work thread whose call has not started. */
-export function supersedableItem(tx: Tx, thread: ThreadRow) {
+export async function supersedableItem(tx: Tx, thread: ThreadRow) {
   if (thread.role !== 'work' || thread.parent_thread_id !== null) return null;
-  const item = getLatestWorkItem(tx.db, thread.id);
+  const item = await getLatestWorkItem(tx.sql, thread.id);
   return item?.status === 'queued' ? item : null;
 }
 
 /** Ends `thread` (whose latest item is queued) as replaced by the request that becomes `byThreadId`. */
-export function supersedeThread(tx: Tx, thread: ThreadRow, byThreadId: string): void {
-  const item = supersedableItem(tx, thread);
+export async function supersedeThread(tx: Tx, thread: ThreadRow, byThreadId: string): Promise<void> {
+  const item = await supersedableItem(tx, thread);
   if (!item) throw new Error(`thread ${thread.id} has no queued work item to supersede`);
   const message = `superseded by thread ${byThreadId} (a --force request for the same target) before its call started; nothing was paid for it`;
-  appendEntry(tx, thread, item.id, 'error', item.attempt, {
+  await appendEntry(tx, thread, item.id, 'error', item.attempt, {
     code: 'SUPERSEDED',
     class: 'canceled',
     message,
@@ -30,7 +30,7 @@ export function supersedeThread(tx: Tx, thread: ThreadRow, byThreadId: string): 
     next: 'canceled',
     superseded_by: byThreadId,
   });
-  endWorkItem(tx.db, { id: item.id, from: 'queued', to: 'failed', owner: null, error_code: 'SUPERSEDED', error_message: message, now: tx.now });
+  await endWorkItem(tx.sql, { id: item.id, from: 'queued', to: 'failed', owner: null, error_code: 'SUPERSEDED', error_message: message, now: tx.now });
   emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: 'SUPERSEDED' });
-  moveThread(tx, thread, 'canceled');
+  await moveThread(tx, thread, 'canceled');
 }

@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../../core/clock.js';
 import { CommandError } from '../../core/errors.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getThread, listThreads, type ThreadListFilter } from '../../db/threads.js';
 import { applyReplay, planReplay, type ReplayReport } from '../../ledger/replay.js';
 import { SHORTHANDS } from '../../operations/builtin/index.js';
@@ -45,7 +45,8 @@ export interface RequestOptions {
 export type ThreadsQuery = Omit<ThreadListFilter, 'since'> & { sinceMs?: number | null };
 
 export interface ThreadServiceDeps {
-  db: Db;
+  /** Reads outside a write: the last commit (the reader connection). */
+  reader: Sql;
   write: Write;
   clock: Clock;
   ctx: EngineContext;
@@ -94,14 +95,14 @@ export class ThreadService {
   }
 
   /** The thread a typed id (whole, or a unique prefix of it or of its short form) names; see id-resolver.ts. */
-  threadId(text: string): string {
-    return resolveThreadId(this.d.db, text);
+  async threadId(text: string): Promise<string> {
+    return resolveThreadId(this.d.reader, text);
   }
 
   /** A page cursor names a thread the previous page listed: an unknown one is bad input, not a missing thing. */
-  private cursorThreadId(text: string): string {
+  private async cursorThreadId(text: string): Promise<string> {
     try {
-      return this.threadId(text);
+      return await this.threadId(text);
     } catch (err) {
       if (err instanceof CommandError && err.kind === 'NOT_FOUND') {
         throw new CommandError('BAD_REQUEST', `cursor: no thread "${text}" (pass the thread_id of the last thread of the previous page)`);
@@ -112,17 +113,17 @@ export class ThreadService {
 
   async retry(typedId: string): Promise<ThreadView> {
     this.d.pressure.assertAcceptingCommands();
-    const threadId = this.threadId(typedId);
+    const threadId = await this.threadId(typedId);
     const t = await this.d.write((tx) => retryThread(tx, this.ops, threadId, this.d.config.flow.maxQueued));
     // "Retry" means now: a 429 hold of its models (up to retry.max_provider_wait) is lifted too.
     this.d.engine.releaseRateLimitHold(routeKeysOf(this.d.router, this.ops, t.kind));
-    return threadView(this.d.db, t);
+    return await threadView(this.d.reader, t);
   }
 
   /** `combine replay`: a report (read-only), or with `apply` the recorded answer queued for application. */
   async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
-    const threadId = this.threadId(typedId);
-    if (!o.apply) return planReplay(this.d.db, this.ops, threadId, o.responseSeq);
+    const threadId = await this.threadId(typedId);
+    if (!o.apply) return await planReplay(this.d.reader, this.ops, threadId, o.responseSeq);
     this.d.pressure.assertAcceptingCommands();
     const r = await this.d.write((tx) => applyReplay(tx, this.ops, threadId, o.responseSeq));
     this.d.engine.wake();
@@ -130,15 +131,15 @@ export class ThreadService {
   }
 
   async cancel(typedId: string): Promise<ThreadView> {
-    const threadId = this.threadId(typedId);
+    const threadId = await this.threadId(typedId);
     const r = await this.d.write((tx) => cancelThread(tx, this.d.ctx, threadId));
     this.d.engine.abort(r.abort);
-    return threadView(this.d.db, r.thread);
+    return await threadView(this.d.reader, r.thread);
   }
 
   /** What a request of `operation` would cost at most; enqueues nothing. */
-  dryRun(operation: string, input: unknown) {
-    return dryRun(this.d.db, this.ops, this.d.config, operation, input);
+  async dryRun(operation: string, input: unknown) {
+    return await dryRun(this.d.reader, this.ops, this.d.config, operation, input);
   }
 
   dryRunGenerateAll(projectId: string) {
@@ -155,33 +156,42 @@ export class ThreadService {
   }
 
   /** `combine thread <id>`: the thread, its work items, why it waits (a hold) or is held in doubt, its trace, and the models its calls used. */
-  get(typedId: string) {
-    const t = getThread(this.d.db, this.threadId(typedId))!;
-    const hold = holdOf(this.d.db, t, this.d.engine.rateLimitHeldUntil(routeKeysOf(this.d.router, this.ops, t.kind)), this.d.clock.now());
-    return { ...threadDetailView(this.d.db, t), in_doubt: inDoubtOf(this.d.db, t), hold, traceparent: t.traceparent, ...threadModelsView(this.d.db, t.id) };
+  async get(typedId: string) {
+    const t = (await getThread(this.d.reader, await this.threadId(typedId)))!;
+    const hold = await holdOf(this.d.reader, t, this.d.engine.rateLimitHeldUntil(routeKeysOf(this.d.router, this.ops, t.kind)), this.d.clock.now());
+    return {
+      ...(await threadDetailView(this.d.reader, t)),
+      in_doubt: await inDoubtOf(this.d.reader, t),
+      hold,
+      traceparent: t.traceparent,
+      ...(await threadModelsView(this.d.reader, t.id)),
+    };
   }
 
   /** An orchestration's children with their latest error (empty for a thread without children). */
-  children(typedId: string) {
-    return childViews(this.d.db, this.threadId(typedId));
+  async children(typedId: string) {
+    return await childViews(this.d.reader, await this.threadId(typedId));
   }
 
   /**
    * Newest first, one page. `parentId` and `afterThreadId` (the last thread of the previous page) are
    * ids as typed — whole, short or a unique prefix — and resolved here; `sinceMs`: created within it.
    */
-  list(f: ThreadsQuery): ThreadView[] {
+  async list(f: ThreadsQuery): Promise<ThreadView[]> {
     const { sinceMs, ...filter } = f;
-    return listThreads(this.d.db, {
+    const rows = await listThreads(this.d.reader, {
       ...filter,
-      parentId: f.parentId != null ? this.threadId(f.parentId) : null,
-      afterThreadId: f.afterThreadId != null ? this.cursorThreadId(f.afterThreadId) : null,
+      parentId: f.parentId != null ? await this.threadId(f.parentId) : null,
+      afterThreadId: f.afterThreadId != null ? await this.cursorThreadId(f.afterThreadId) : null,
       since: sinceMs != null ? this.d.clock.now() - sinceMs : null,
-    }).map((t) => threadView(this.d.db, t));
+    });
+    const views: ThreadView[] = [];
+    for (const t of rows) views.push(await threadView(this.d.reader, t));
+    return views;
   }
 
   /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
   async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    yield* followThread(this.d.db, this.d.bus, this.threadId(typedId), signal);
+    yield* followThread(this.d.reader, this.d.bus, await this.threadId(typedId), signal);
   }
 }

@@ -4,7 +4,7 @@
  * (the effective configuration).
  */
 import { listUsageByProjectDay, sumProjectSpend, type UsageTotals } from '../../db/charges.js';
-import type { Db } from '../../db/connection.js';
+import type { Sql } from '../../core/sql.js';
 import { getProject, listProjects } from '../../db/projects.js';
 import { estimateCall, utcDay } from '../../domain/budget.js';
 import type { OperationRegistry } from '../../operations/registry.js';
@@ -12,7 +12,8 @@ import { childInputs, renderRequest, targetOf } from '../../operations/runtime.j
 import { redactedConfig, type DaemonConfig } from '../config/config.js';
 import { configFileView } from '../config/file-view.js';
 import { budgetFor } from '../config/flow.js';
-import { documentsOf, promptContextFor } from '../engine/operation-context.js';
+import { documentsOf, projectInfo, promptContextFor } from '../engine/operation-context.js';
+import { runWithReads } from '../engine/read-ahead.js';
 import { checkInput, refusal, requireOperation } from './submit.js';
 import { usageView } from '../views.js';
 import { CommandError } from '../../core/errors.js';
@@ -44,19 +45,20 @@ function add(a: UsageTotals, b: UsageTotals): UsageTotals {
   return out;
 }
 
-export function usageReport(db: Db, config: DaemonConfig, projectId: string | null, now: number) {
-  if (projectId !== null && !getProject(db, projectId)) {
+export async function usageReport(sql: Sql, config: DaemonConfig, projectId: string | null, now: number) {
+  if (projectId !== null && !(await getProject(sql, projectId))) {
     throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
   }
-  const rows = listUsageByProjectDay(db, projectId);
+  const rows = await listUsageByProjectDay(sql, projectId);
   const totals = rows.reduce<UsageTotals>((acc, r) => add(acc, r), { ...ZERO });
   const today = utcDay(now);
-  const projects = projectId !== null ? [projectId] : listProjects(db).map((p) => p.id);
-  const budgets = projects.map((id) => {
-    const spentToday = sumProjectSpend(db, id, today);
-    const spentTotal = sumProjectSpend(db, id, null);
-    return { project_id: id, limits: budgetFor(config.flow, id), spent_today: spentToday, spent_total: spentTotal };
-  });
+  const projects = projectId !== null ? [projectId] : (await listProjects(sql)).map((p) => p.id);
+  const budgets = [];
+  for (const id of projects) {
+    const spentToday = await sumProjectSpend(sql, id, today);
+    const spentTotal = await sumProjectSpend(sql, id, null);
+    budgets.push({ project_id: id, limits: budgetFor(config.flow, id), spent_today: spentToday, spent_total: spentTotal });
+  }
   return { day: today, rows: rows.map((r) => ({ project_id: r.project_id, day: r.day, ...usageView(r) })), totals: usageView(totals), budgets };
 }
 
@@ -65,15 +67,16 @@ export function usageReport(db: Db, config: DaemonConfig, projectId: string | nu
  * estimated maximum (prompt + max_tokens), the same estimate the claim reserves. Retries, repairs and
  * requests that would be deduplicated are not taken into account; nothing is enqueued.
  */
-export function dryRun(db: Db, ops: OperationRegistry, config: DaemonConfig, name: string, input: unknown) {
+export async function dryRun(sql: Sql, ops: OperationRegistry, config: DaemonConfig, name: string, input: unknown) {
   const op = requireOperation(ops, name);
   checkInput(op, input);
   try {
     const projectId = targetOf(op, input).project_id;
-    if (!getProject(db, projectId)) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
+    const project = await projectInfo(sql, projectId);
+    if (!project) throw new CommandError('NOT_FOUND', `no project "${projectId}" (see \`combine project list\`)`);
     const child = op.fansOut ? requireOperation(ops, op.definition.child!) : op;
-    const inputs = op.fansOut ? childInputs(op, input, documentsOf(db, projectId)) : [input];
-    const requests = inputs.map((i) => renderRequest(child, promptContextFor(db, projectId, i)!));
+    const inputs = op.fansOut ? await runWithReads((reads) => childInputs(op, input, documentsOf(sql, reads, projectId))) : [input];
+    const requests = await runWithReads((reads) => inputs.map((i) => renderRequest(child, promptContextFor(sql, reads, project, i))));
     const model = requests[0]?.model ?? child.params.model;
     const estimates = requests.map((r) => estimateCall(r, config.flow.prices[r.model]));
     const priced = requests.every((r) => config.flow.prices[r.model] !== undefined);

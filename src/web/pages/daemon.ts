@@ -2,9 +2,9 @@
 import type { Services } from '../../daemon/services/index.js';
 import { html, shortId, statusBadge, time, type Html } from '../html.js';
 
-export function schedulesPage(services: Services): { title: string; body: Html } {
-  const schedules = services.schedules.list(false);
-  const runs = services.schedules.runs(null, 50);
+export async function schedulesPage(services: Services): Promise<{ title: string; body: Html }> {
+  const schedules = await services.schedules.list(false);
+  const runs = await services.schedules.runs(null, 50);
   const body = html`<h1>Schedules</h1>
 ${
   schedules.length === 0
@@ -34,7 +34,7 @@ ${
 
 export async function healthPage(services: Services): Promise<{ title: string; body: Html }> {
   const h = await services.admin.health();
-  const s = services.admin.stats();
+  const s = await services.admin.stats();
   const counts = (o: Record<string, number>) =>
     Object.entries(o)
       .map(([k, v]) => `${v} ${k}`)

@@ -22,9 +22,9 @@ function writing(t: ThreadView | undefined): Html | string {
 }
 
 /** The project page's list: each document with the thread writing it now, and those not written yet that a thread is writing. */
-export function documentsSection(services: Services, projectId: string): Html {
-  const docs = services.projects.documents(projectId);
-  const active = services.threads.list({ active: true, projectId, limit: 1000 });
+export async function documentsSection(services: Services, projectId: string): Promise<Html> {
+  const docs = await services.projects.documents(projectId);
+  const active = await services.threads.list({ active: true, projectId, limit: 1000 });
   const writerOf = (docType: string, key: string | null) => active.find((t) => targets(t, docType, key));
   const unwritten = new Map<string, ThreadView>();
   for (const t of active) {
@@ -55,9 +55,14 @@ ${
 }
 
 /** The document, or null when it does not exist (yet): a thread may be writing it, or have failed to. */
-function readDocument(services: Services, projectId: string, docType: string, key: string | null): { doc: DocumentView | null; missing: CommandError | null } {
+async function readDocument(
+  services: Services,
+  projectId: string,
+  docType: string,
+  key: string | null,
+): Promise<{ doc: DocumentView | null; missing: CommandError | null }> {
   try {
-    return { doc: services.projects.document(projectId, docType, key), missing: null };
+    return { doc: await services.projects.document(projectId, docType, key), missing: null };
   } catch (err) {
     if (err instanceof CommandError && (err.kind === 'NOT_FOUND' || err.code === 'NOT_READY')) return { doc: null, missing: err };
     throw err;
@@ -65,12 +70,12 @@ function readDocument(services: Services, projectId: string, docType: string, ke
 }
 
 /** `/projects/{id}/documents/{doc_type}?key=`: `key` absent is the type's one document, or its newest keyed one. */
-export function documentPage(services: Services, projectId: string, docType: string, key: string | null): { title: string; body: Html } {
-  const project = services.projects.get(projectId);
-  const { doc, missing } = readDocument(services, projectId, docType, key);
+export async function documentPage(services: Services, projectId: string, docType: string, key: string | null): Promise<{ title: string; body: Html }> {
+  const project = await services.projects.get(projectId);
+  const { doc, missing } = await readDocument(services, projectId, docType, key);
   const shownKey = doc ? doc.key : key;
-  const threads = services.threads.list({ active: false, projectId, limit: RECENT_THREADS }).filter((t) => targets(t, docType, shownKey));
-  const writer = services.threads.list({ active: true, projectId, limit: 1000 }).find((t) => targets(t, docType, shownKey));
+  const threads = (await services.threads.list({ active: false, projectId, limit: RECENT_THREADS })).filter((t) => targets(t, docType, shownKey));
+  const writer = (await services.threads.list({ active: true, projectId, limit: 1000 })).find((t) => targets(t, docType, shownKey));
   // Neither the document nor any thread for it: a wrong address, answered as the API does (404).
   if (!doc && !writer && threads.length === 0) throw missing!;
   const cli = `combine doc ${projectId} ${docType}${shownKey ? ` --key ${shownKey}` : ''}`;

@@ -51,8 +51,8 @@ function inputTemplate(schema: unknown, projectId: string | null): Record<string
   return out;
 }
 
-export function operationPage(services: Services, name: string, query: URLSearchParams): { title: string; body: Html; live: false } {
-  const op = services.threads.operation(name);
+export async function operationPage(services: Services, name: string, query: URLSearchParams): Promise<{ title: string; body: Html; live: false }> {
+  const op = await services.threads.operation(name);
   const template = JSON.stringify(inputTemplate(op.input, projectOf(query)), null, 2);
   const body = html`<p class="crumbs"><a href="/operations">Operations</a> /</p>
 <h1><code>${op.name}</code></h1>

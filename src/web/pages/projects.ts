@@ -10,9 +10,9 @@ import type { ThreadView } from '../../daemon/views.js';
 import { actionButton, html, shortId, statusBadge, time, type Html } from '../html.js';
 import { documentsSection } from './documents.js';
 
-export function projectsPage(services: Services): { title: string; body: Html } {
-  const projects = services.projects.list();
-  const active = services.threads.list({ active: true, projectId: null, limit: 1000 });
+export async function projectsPage(services: Services): Promise<{ title: string; body: Html }> {
+  const projects = await services.projects.list();
+  const active = await services.threads.list({ active: true, projectId: null, limit: 1000 });
   const activeCount = (id: string) => active.filter((t) => t.target_ref.project_id === id).length;
   const body = html`<h1>Projects</h1>
 ${
@@ -55,11 +55,11 @@ function generateAllSection(projectId: string, threads: ThreadView[]): Html {
 </section>`;
 }
 
-export function projectPage(services: Services, projectId: string): { title: string; body: Html } {
-  const project = services.projects.get(projectId);
-  const backlog = services.projects.backlog(projectId);
-  const threads = services.threads.list({ active: false, projectId, limit: 200 });
-  const active = services.threads.list({ active: true, projectId, limit: 1000 });
+export async function projectPage(services: Services, projectId: string): Promise<{ title: string; body: Html }> {
+  const project = await services.projects.get(projectId);
+  const backlog = await services.projects.backlog(projectId);
+  const threads = await services.threads.list({ active: false, projectId, limit: 200 });
+  const active = await services.threads.list({ active: true, projectId, limit: 1000 });
   const activeFor = (epicId: string) => active.find((t) => t.target_ref.epic_id === epicId);
   const latestFor = (epicId: string) => threads.find((t) => t.target_ref.epic_id === epicId);
   const generatedOf = new Map(backlog.epics.map((e) => [e.epic_id, e]));
@@ -113,6 +113,6 @@ export function projectPage(services: Services, projectId: string): { title: str
       : ''
   } · <a href="/threads?project_id=${encodeURIComponent(projectId)}">threads</a></p>
 ${project.epics.length > 0 ? stories : ''}
-${documentsSection(services, projectId)}`;
+${await documentsSection(services, projectId)}`;
   return { title: project.name, body };
 }

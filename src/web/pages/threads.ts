@@ -38,11 +38,11 @@ export function threadsTable(threads: ThreadView[]): Html {
 }
 
 /** `q` was validated by the API's own query schema (GET /threads): the page and the API filter alike. */
-export function threadsPage(services: Services, q: ThreadsQuery): { title: string; body: Html } {
+export async function threadsPage(services: Services, q: ThreadsQuery): Promise<{ title: string; body: Html }> {
   const status = q.status?.join(',') ?? null;
   const kind = q.kind ?? null;
   const projectId = q.project_id ?? null;
-  const threads = services.threads.list({
+  const threads = await services.threads.list({
     active: q.active,
     projectId,
     statuses: q.status,
@@ -51,7 +51,7 @@ export function threadsPage(services: Services, q: ThreadsQuery): { title: strin
     afterThreadId: q.cursor ?? null,
     limit: q.limit,
   });
-  const projects = services.projects.list();
+  const projects = await services.projects.list();
   const link = (cursor: string | null) => {
     const p = new URLSearchParams();
     for (const [k, v] of [
@@ -83,7 +83,7 @@ const pretty = (v: unknown) => prettyJson(v, 20_000, 'GET /threads/{id}/ledger')
 
 type ThreadsQuery = z.output<typeof threadsQuery>;
 
-type LedgerEntry = ReturnType<Services['ledger']['thread']>[number];
+type LedgerEntry = Awaited<ReturnType<Services['ledger']['thread']>>[number];
 
 /** What a person wants to read in an entry: the messages asked, the answer given, the reports. */
 function entryDetail(e: LedgerEntry): Html {
@@ -127,10 +127,10 @@ function timeline(entries: LedgerEntry[]): Html {
   )}</ol>`;
 }
 
-export function threadPage(services: Services, threadId: string): { title: string; body: Html } {
-  const t = services.threads.get(threadId);
-  const ledger = services.ledger.thread(threadId);
-  const kids = t.child_summary ? services.threads.list({ active: false, projectId: null, parentId: t.thread_id, limit: 1000 }) : [];
+export async function threadPage(services: Services, threadId: string): Promise<{ title: string; body: Html }> {
+  const t = await services.threads.get(threadId);
+  const ledger = await services.ledger.thread(threadId);
+  const kids = t.child_summary ? await services.threads.list({ active: false, projectId: null, parentId: t.thread_id, limit: 1000 }) : [];
   const active = t.status === 'open' || t.status === 'running';
   const u = t.usage;
   const body = html`<p class="crumbs"><a href="/threads">Threads</a> /</p>

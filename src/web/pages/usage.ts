@@ -5,7 +5,7 @@
 import type { Services } from '../../daemon/services/index.js';
 import { html, usd, type Html } from '../html.js';
 
-type Report = ReturnType<Services['admin']['usage']>;
+type Report = Awaited<ReturnType<Services['admin']['usage']>>;
 type Row = Report['rows'][number];
 
 const W = 760;
@@ -68,8 +68,8 @@ ${grid}${bars}
 </figure>`;
 }
 
-export function usagePage(services: Services): { title: string; body: Html } {
-  const u = services.admin.usage(null);
+export async function usagePage(services: Services): Promise<{ title: string; body: Html }> {
+  const u = await services.admin.usage(null);
   const t = u.totals;
   const body = html`<h1>Usage</h1>
 <p>${t.calls} calls · ${t.total_tokens} tokens · ${usd(t.cost_usd)}${t.wasted_calls > 0 ? ` · ${t.wasted_calls} wasted calls (${usd(t.wasted_cost_usd)})` : ''}${

@@ -1,0 +1,62 @@
+/**
+ * Operations' functions are synchronous and pure (`prompt`, `children`, `apply` — the public operation
+ * API), but storage is async. They read through `ReadAhead`: a read of a value already loaded returns
+ * it; a read of one not loaded yet records what to load and stops the function (by throwing, or by
+ * poisoning its result if the function caught the throw); `runWithReads` then loads it and runs the
+ * function again. Pure functions make the re-run safe; each distinct read costs one re-run, and an
+ * operation reads a few documents at most.
+ */
+import { NOT_LOADED_YET } from '../../core/errors.js';
+
+const MAX_ROUNDS = 64;
+
+export class ReadAhead {
+  private readonly values = new Map<string, unknown>();
+  private missing: { key: string; load: () => Promise<unknown> } | null = null;
+
+  /** The value stored under `key`, loaded by `load` on a previous round. */
+  read<T>(key: string, load: () => Promise<T>): T {
+    if (this.values.has(key)) return this.values.get(key) as T;
+    this.missing ??= { key, load };
+    throw NOT_LOADED_YET;
+  }
+
+  /** Loads `key` before a round reads it (a value the caller knows, or guesses, the function will read). */
+  async preload(key: string, load: () => Promise<unknown>): Promise<void> {
+    if (!this.values.has(key)) this.values.set(key, await load());
+  }
+
+  /** The keys loaded so far. */
+  loadedKeys(): string[] {
+    return [...this.values.keys()];
+  }
+
+  /** @internal runWithReads: the read that stopped this round, loaded; false when none did. */
+  async loadMissing(): Promise<boolean> {
+    const m = this.missing;
+    if (!m) return false;
+    this.missing = null;
+    this.values.set(m.key, await m.load());
+    return true;
+  }
+}
+
+/** Runs `fn` until it completes with every value it reads loaded (some may be preloaded in `reads`); returns its result. */
+export async function runWithReads<T>(fn: (reads: ReadAhead) => T, reads = new ReadAhead()): Promise<T> {
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    let result: T | undefined;
+    let error: unknown;
+    let threw = false;
+    try {
+      result = fn(reads);
+    } catch (e) {
+      threw = true;
+      error = e;
+    }
+    // A read missed (even if the function swallowed the throw): load it and run again.
+    if (await reads.loadMissing()) continue;
+    if (threw) throw error;
+    return result as T;
+  }
+  throw new Error(`an operation function read more than ${MAX_ROUNDS} distinct values`);
+}
