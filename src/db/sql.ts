@@ -40,12 +40,12 @@ export class SqliteSql implements Sql {
  * or outside any transaction; refused, it fails loudly instead.
  */
 export class ClosureSql implements Sql {
-  readonly dialect = 'sqlite' as const;
+  readonly dialect: Sql['dialect'];
+  readonly connection: object;
   private open = true;
-  constructor(private readonly inner: SqliteSql) {}
-
-  get connection(): object {
-    return this.inner.db;
+  constructor(private readonly inner: Sql) {
+    this.dialect = inner.dialect;
+    this.connection = inner.connection;
   }
 
   revoke(): void {

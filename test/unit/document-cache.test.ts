@@ -44,20 +44,20 @@ describe('parsed-document cache', () => {
     const writer = new Writer(db, { onRollback: () => forgetDocuments({ connection: db }) });
     expect((await readParsedDocument(sql, 'p', 'story_backlog', parse))?.value).toEqual({ n: 1 });
     await expect(
-      writer.write(async (_d, _emit, w) => {
+      writer.write(async (w) => {
         await bump(w, 1, 99);
         throw new Error('validation failed after the update');
       }),
     ).rejects.toThrow(/validation failed/);
     // Version 2 now gets different content: the rolled-back {n: 99} must not come back for it.
-    await writer.write((_d, _emit, w) => updateDocumentContent(w, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
+    await writer.write((w) => updateDocumentContent(w, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
     expect(await readParsedDocument(sql, 'p', 'story_backlog', parse)).toMatchObject({ version: 2, value: { n: 2 } });
   });
 
   it('reads the stored version after a rolled-back write', async () => {
     const writer = new Writer(db, { onRollback: () => forgetDocuments({ connection: db }) });
     await expect(
-      writer.write(async (_d, _emit, w) => {
+      writer.write(async (w) => {
         await bump(w, 1, 99);
         return w.get('SELECT * FROM no_such_table');
       }),

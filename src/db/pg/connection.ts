@@ -1,16 +1,25 @@
 /**
  * Connecting to Postgres: one place for what every connection needs. int8 columns (times in ms, ledger
- * seqs) are read as JS numbers, as better-sqlite3 reads SQLite integers, so both backends return the
- * same row types; our int8 values stay far below 2^53.
+ * seqs, `count(*)`) and numeric values (`sum` of an int8 column) are read as JS numbers, as
+ * better-sqlite3 reads SQLite integers, and booleans (`EXISTS (…)`, a comparison in a select list) as
+ * 1 or 0, as SQLite returns them: both backends give the same rows. Our values stay far below 2^53.
  */
 import pg from 'pg';
 
 const INT8_OID = 20;
+const NUMERIC_OID = 1700;
+const BOOL_OID = 16;
+
+const toNumber = (value: string) => Number(value);
+const toBit = (value: string) => (value === 't' ? 1 : 0);
 
 /** Per-connection type parsers (not pg's global registry, which would change every user of `pg` in the process). */
 export const PG_TYPES: pg.CustomTypesConfig = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+    if (oid === INT8_OID || oid === NUMERIC_OID) return toNumber;
+    if (oid === BOOL_OID) return toBit;
+    return pg.types.getTypeParser(oid, format);
+  }) as pg.CustomTypesConfig['getTypeParser'],
 };
 
 /** A pool of connections to `url` (postgres://…), with our type parsers. */
