@@ -126,22 +126,22 @@ export interface UsageTotals {
 }
 
 const TOTALS_COLUMNS = `
-  coalesce(sum(status IN ('settled', 'in_doubt')), 0) AS calls,
+  count(*) FILTER (WHERE status IN ('settled', 'in_doubt')) AS calls,
   coalesce(sum(CASE WHEN status = 'settled' THEN prompt_tokens END), 0) AS prompt_tokens,
   coalesce(sum(CASE WHEN status = 'settled' THEN completion_tokens END), 0) AS completion_tokens,
   coalesce(sum(CASE WHEN status = 'settled' THEN total_tokens END), 0) AS total_tokens,
   coalesce(sum(CASE WHEN status = 'settled' THEN cost_usd END), 0) AS cost_usd,
-  coalesce(sum(status = 'settled' AND applied = 0), 0) AS wasted_calls,
+  count(*) FILTER (WHERE status = 'settled' AND applied = 0) AS wasted_calls,
   coalesce(sum(CASE WHEN status = 'settled' AND applied = 0 THEN total_tokens END), 0) AS wasted_tokens,
   coalesce(sum(CASE WHEN status = 'settled' AND applied = 0 THEN cost_usd END), 0) AS wasted_cost_usd,
-  coalesce(sum(status = 'in_doubt'), 0) AS in_doubt_calls,
+  count(*) FILTER (WHERE status = 'in_doubt') AS in_doubt_calls,
   coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_tokens END), 0) AS in_doubt_tokens,
   coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_cost_usd END), 0) AS in_doubt_cost_usd,
-  coalesce(sum(status = 'reserved'), 0) AS reserved_calls,
+  count(*) FILTER (WHERE status = 'reserved') AS reserved_calls,
   coalesce(sum(CASE WHEN status = 'reserved' THEN reserved_tokens END), 0) AS reserved_tokens,
-  coalesce(sum((status = 'settled' AND cost_usd IS NULL) OR (status = 'in_doubt' AND reserved_cost_usd = 0)), 0) AS unpriced_calls,
-  coalesce(sum(status = 'settled' AND applied = 0 AND cost_usd IS NULL), 0) AS unpriced_wasted_calls,
-  coalesce(sum(status = 'in_doubt' AND reserved_cost_usd = 0), 0) AS unpriced_in_doubt_calls`;
+  count(*) FILTER (WHERE (status = 'settled' AND cost_usd IS NULL) OR (status = 'in_doubt' AND reserved_cost_usd = 0)) AS unpriced_calls,
+  count(*) FILTER (WHERE status = 'settled' AND applied = 0 AND cost_usd IS NULL) AS unpriced_wasted_calls,
+  count(*) FILTER (WHERE status = 'in_doubt' AND reserved_cost_usd = 0) AS unpriced_in_doubt_calls`;
 
 /** A thread's usage; for an orchestration, its children's too (children are one level deep). */
 export async function sumThreadUsage(sql: Sql, threadId: string): Promise<UsageTotals> {

@@ -17,9 +17,9 @@ export interface IdRange {
 }
 
 const matchesOf = (table: string) => `
-  SELECT id FROM (SELECT id FROM ${table} WHERE id >= @lo AND id < @hi LIMIT @limit)
+  SELECT id FROM (SELECT id FROM ${table} WHERE id >= @lo AND id < @hi LIMIT @limit) by_id
   UNION
-  SELECT id FROM (SELECT id FROM ${table} WHERE substr(id, 25) >= @lo AND substr(id, 25) < @hi LIMIT @limit)
+  SELECT id FROM (SELECT id FROM ${table} WHERE substr(id, 25) >= @lo AND substr(id, 25) < @hi LIMIT @limit) by_tail
   ORDER BY id LIMIT @limit`;
 
 /** Thread ids starting with the range's text, or whose tail does; at most `limit`, in id order. */
@@ -29,12 +29,10 @@ export async function findThreadIdsByPrefix(sql: Sql, r: IdRange, limit: number)
 
 /** Work item ids matched the same way, with the thread each belongs to. */
 export async function findWorkItemIdsByPrefix(sql: Sql, r: IdRange, limit: number): Promise<{ id: string; thread_id: string }[]> {
-  return (await sql.all(`SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`, [
-    {
-      ...r,
-      limit,
-    },
-  ])) as { id: string; thread_id: string }[];
+  return sql.all<{ id: string; thread_id: string }>(
+    `SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`,
+    { ...r, limit },
+  );
 }
 
 /** Schedule ids matched the same way. */

@@ -229,7 +229,7 @@ export async function listExpiredLeases(sql: Sql, now: number): Promise<WorkItem
 export async function listLeasesNotOwnedBy(sql: Sql, owner: string): Promise<WorkItemRow[]> {
   return (await sql.all(
     `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased
-     WHERE status IN ('claimed', 'running') AND lease_owner IS NOT ?`,
+     WHERE status IN ('claimed', 'running') AND lease_owner IS DISTINCT FROM ?`,
     [owner],
   )) as WorkItemRow[];
 }
@@ -261,7 +261,7 @@ export async function takeOverLease(
 ): Promise<void> {
   const result = await sql.run(
     `UPDATE llm_work_items SET lease_owner = @owner, lease_expires_at = @lease_until
-     WHERE id = @id AND status = @status AND lease_owner IS @old_owner`,
+     WHERE id = @id AND status = @status AND lease_owner IS NOT DISTINCT FROM @old_owner`,
     p,
   );
   expectOneChange(result, `work item ${p.id} lease changed hands`);
@@ -309,7 +309,7 @@ export async function requeueWorkItem(
     `UPDATE llm_work_items
      SET status = 'queued', attempt = @attempt, repair_count = @repair_count, not_before = @not_before,
          error_code = @error_code, error_message = @error_message, lease_owner = NULL, lease_expires_at = NULL
-     WHERE id = @id AND status = @from AND lease_owner IS @owner`,
+     WHERE id = @id AND status = @from AND lease_owner IS NOT DISTINCT FROM @owner`,
     p,
   );
   expectOneChange(result, `work item ${p.id} is not ${p.from} under ${p.owner}`);
@@ -336,7 +336,7 @@ export async function endWorkItem(
     `UPDATE llm_work_items
      SET status = @to, error_code = @error_code, error_message = @error_message, finished_at = @now,
          lease_owner = NULL, lease_expires_at = NULL
-     WHERE id = @id AND status = @from AND lease_owner IS @owner`,
+     WHERE id = @id AND status = @from AND lease_owner IS NOT DISTINCT FROM @owner`,
     p,
   );
   expectOneChange(result, `work item ${p.id} is not ${p.from}`);

@@ -38,6 +38,12 @@ describe('compiling statement texts for Postgres', () => {
     expect(s.names).toEqual(['d']);
   });
 
+  it("drops SQLite's INDEXED BY hints, and only them", () => {
+    const s = compileStatement(`UPDATE w INDEXED BY idx_fair SET x = 1 WHERE id IN (SELECT id FROM w indexed  by idx_claimable) AND note <> 'INDEXED BY idx'`);
+    expect(s.text).toBe(`UPDATE w  SET x = 1 WHERE id IN (SELECT id FROM w ) AND note <> 'INDEXED BY idx'`);
+    expect(compileStatement('SELECT reindexed BY_x FROM t').text).toBe('SELECT reindexed BY_x FROM t');
+  });
+
   it('compiles a text once', () => {
     expect(compileStatement('SELECT @once')).toBe(compileStatement('SELECT @once'));
   });

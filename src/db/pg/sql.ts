@@ -29,10 +29,13 @@ const compiled = new Map<string, CompiledStatement>();
 const IDENT_START = /[A-Za-z_]/;
 const IDENT_PART = /[A-Za-z0-9_]/;
 
+/** SQLite's index hint (`FROM t INDEXED BY idx`): a plan choice, not a meaning; Postgres plans for itself. */
+const INDEX_HINT = /^INDEXED\s+BY\s+[A-Za-z_][A-Za-z0-9_]*/i;
+
 /**
- * Rewrites `@name` and `?` placeholders to `$n`, leaving string literals, quoted identifiers and
- * comments alone. A repeated `@name` reuses its `$n`. A text mixing both styles is refused (the handle
- * binds one params argument: an object or an array).
+ * Rewrites `@name` and `?` placeholders to `$n` and drops SQLite's `INDEXED BY` hints, leaving string
+ * literals, quoted identifiers and comments alone. A repeated `@name` reuses its `$n`. A text mixing
+ * both placeholder styles is refused (the handle binds one params argument: an object or an array).
  */
 export function compileStatement(text: string): CompiledStatement {
   const hit = compiled.get(text);
@@ -65,6 +68,8 @@ export function compileStatement(text: string): CompiledStatement {
       if (n < 0) n = names.push(name) - 1;
       out += `$${n + 1}`;
       i = j;
+    } else if ((c === 'I' || c === 'i') && !IDENT_PART.test(text[i - 1] ?? ' ') && INDEX_HINT.test(text.slice(i, i + 80))) {
+      i += INDEX_HINT.exec(text.slice(i, i + 80))![0].length;
     } else if (c === '?') {
       positional++;
       out += `$${positional}`;
