@@ -66,8 +66,9 @@ export async function getDocumentHead(sql: Sql, projectId: string, docType: stri
     | undefined;
 }
 
-export async function getDocumentContent(sql: Sql, id: string): Promise<string | undefined> {
-  return ((await sql.get('SELECT content FROM documents WHERE id = ?', [id])) as { content: string } | undefined)?.content;
+/** A document's content with the version and time it belongs to: read in one statement, so they match. */
+export async function getDocumentContent(sql: Sql, id: string): Promise<(DocumentHead & { content: string }) | undefined> {
+  return sql.get<DocumentHead & { content: string }>('SELECT id, version, updated_at, content FROM documents WHERE id = ?', [id]);
 }
 
 /**
