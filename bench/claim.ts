@@ -31,6 +31,9 @@ import { DEFAULT_RETRY_POLICY } from '../src/domain/retry.js';
 import { SHORTHANDS } from '../src/operations/builtin/index.js';
 import { builtinDefinitions } from '../src/operations/loader.js';
 import { OperationRegistry } from '../src/operations/registry.js';
+import { ModelRouter } from '../src/daemon/routing/router.js';
+import { DEFAULT_BREAKER_POLICY } from '../src/daemon/engine/breaker.js';
+import { hangingProvider } from './lib/engine-run.js';
 
 const operations = new OperationRegistry(builtinDefinitions(), {
   retry: DEFAULT_RETRY_POLICY,
@@ -70,14 +73,28 @@ async function run(variant: Variant, projects: number): Promise<number> {
     const epics = Array.from({ length: perProject }, (_, i) => ({ id: `E${i}`, title: `Epic ${i}`, description: `About epic ${i}.` }));
     await write((tx) => importProject(tx, { id, name: id, epics }));
     const all = SHORTHANDS.generateAll(id);
-    await write((tx) => submitOperation(tx, operations, all.operation, all.input, { force: false, deadlineAt: null, createdBy: null, maxQueued: 1e9 }));
+    await write((tx) =>
+      submitOperation(tx, operations, all.operation, all.input, { force: false, deadlineAt: null, createdBy: null, maxQueued: 1e9, traceparent: null }),
+    );
   }
   const budget = variant === 'budgeted' ? { total_tokens: 1e12 } : {};
   const flow: FlowControl = {
     scheduler: new FairScheduler({ weights: {}, defaultWeight: 1, agingStepMs: 60_000 }),
     limiter: new RateLimiter(() => ({ requestsPerMinute: null, tokensPerMinute: null })),
     budgetFor: () => budget,
-    priceOf: () => undefined,
+    router: new ModelRouter(
+      {
+        default: {
+          model: 'bench',
+          baseURL: 'in-process://bench',
+          apiKeyEnv: null,
+          apiKey: null,
+          price: undefined,
+          rateLimits: { requestsPerMinute: null, tokensPerMinute: null },
+        },
+      },
+      { providerFor: () => hangingProvider(), breaker: DEFAULT_BREAKER_POLICY },
+    ),
     operations,
   };
   const owner = randomUUID();

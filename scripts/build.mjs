@@ -52,7 +52,13 @@ await Promise.all([
   }),
   build({
     ...common,
-    entryPoints: { daemon: 'src/daemon/main.ts', sim: 'src/sim/main.ts', ...(testHooks ? {} : { operations: 'src/operations/api.ts' }) },
+    // read-worker: the control plane's worker thread (ledger verify/export), started by the daemon next to it.
+    entryPoints: {
+      daemon: 'src/daemon/main.ts',
+      sim: 'src/sim/main.ts',
+      'read-worker': 'src/daemon/control-plane/read-worker.ts',
+      ...(testHooks ? {} : { operations: 'src/operations/api.ts' }),
+    },
     outdir,
     packages: 'external',
   }),

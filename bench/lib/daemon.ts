@@ -37,7 +37,11 @@ export class BenchDaemon {
    * lifted (the ack benchmark queues tens of thousands of items; it measures acks, not QUEUE_FULL).
    */
   static inTempHome(baseURL: string, config: unknown): BenchDaemon {
-    const home = mkdtempSync(join(tmpdir(), 'cmb-bench-'));
+    return BenchDaemon.inHome(mkdtempSync(join(tmpdir(), 'cmb-bench-')), baseURL, config);
+  }
+
+  /** The same, on an existing home (a database a benchmark filled beforehand). */
+  static inHome(home: string, baseURL: string, config: unknown): BenchDaemon {
     writeFileSync(join(home, 'config.json'), JSON.stringify(config));
     return new BenchDaemon(home, {
       PATH: process.env.PATH,

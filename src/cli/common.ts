@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import type { ThreadView } from '../daemon/views.js';
 import { distinctShortIds } from '../domain/short-id.js';
 import { parseDurationMs } from '../domain/duration.js';
+import { parseTraceparent } from '../core/trace-context.js';
 import { costText } from './money.js';
 import { EXIT, statusCell, table, when } from './output.js';
 import { CliError } from '../core/errors.js';
@@ -17,6 +18,21 @@ export function withCommonOptions(cmd: Command, talksToDaemon = true): Command {
   cmd.option('--json', 'print machine-readable JSON');
   if (talksToDaemon) cmd.option('--no-autostart', 'exit 3 instead of starting the daemon when it is not running');
   return cmd;
+}
+
+/** `--traceparent`: a command joins the caller's trace (W3C Trace Context). */
+export function withTraceparentOption(cmd: Command): Command {
+  return cmd.option('--traceparent <value>', 'join this W3C trace (00-<trace id>-<span id>-<flags>); default: $TRACEPARENT, else a new trace');
+}
+
+/** The trace context to send: `--traceparent`, else the TRACEPARENT environment variable (a bad one exits 2). */
+export function traceparentOf(opts: { traceparent?: string }): string | null {
+  const value = opts.traceparent ?? (process.env.TRACEPARENT || undefined);
+  if (value === undefined) return null;
+  const where = opts.traceparent !== undefined ? '--traceparent' : 'TRACEPARENT';
+  if (!parseTraceparent(value))
+    throw new CliError(`${where}: "${value}" is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)`, EXIT.USAGE);
+  return value;
 }
 
 export function parseDeadline(value: string | undefined): number | null {

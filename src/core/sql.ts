@@ -8,7 +8,10 @@
  * (db/writer.ts), and the reader's, for every read that is not part of a write. Code outside a write
  * never holds the writer's handle, so it cannot see rows a batch has not committed — or will roll back.
  */
-export type SqlParams = Readonly<Record<string, unknown>> | readonly unknown[];
+/** A value a positional parameter binds (an object in an array would not bind: pass it as the params). */
+type SqlValue = string | number | bigint | Uint8Array | null;
+
+export type SqlParams = Readonly<Record<string, unknown>> | readonly SqlValue[];
 
 export interface RunResult {
   /** Rows the statement changed: what every guarded state change checks. */

@@ -1,6 +1,7 @@
 /**
- * The composition root: builds one COMBINE_HOME's daemon — database, single writer, event bus, engine,
- * scheduler, maintenance, metrics — and the services the router, the HTTP API and the dashboard call.
+ * The composition root: builds one COMBINE_HOME's daemon — database, single writer, event bus, model
+ * router, engine, scheduler, maintenance, metrics, resource pressure, the canary, the control plane's
+ * reader — and the services the router, the HTTP API and the dashboard call.
  * It only wires; what each part does is in its own module. Transport-free, so tests and benchmarks drive
  * it in process.
  */
@@ -27,7 +28,6 @@ import { flowControlOf } from './config/flow.js';
 import { type EventLog, type LogFile, logEngineEvents, unbufferedEventLog } from './runtime/logger.js';
 import { Maintenance } from './runtime/maintenance.js';
 import { daemonMetricsSource, Metrics } from './runtime/metrics.js';
-import { createOpenAIProvider } from './openai-provider.js';
 import { finalizeRunOfThread } from './scheduler/finalize.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
@@ -38,6 +38,15 @@ import { ProjectService } from './services/projects.js';
 import { ThreadService } from './services/threads.js';
 import { reportStorageChanges, StorageGuard } from './runtime/storage-guard.js';
 import { WriteHealth } from './runtime/write-health.js';
+import { canaryDefinition, submitCanary } from './canary/canary-operation.js';
+import { CanaryService } from './canary/service.js';
+import { ControlPlaneReader } from './control-plane/reader.js';
+import type { PressureMonitor } from './pressure/monitor.js';
+import { createPressureMonitor } from './pressure/wiring.js';
+import type { ModelRouter } from './routing/router.js';
+import { createModelRouter } from './routing/wiring.js';
+import { noTracer } from './tracing/tracer.js';
+import type { Tracer } from './tracing/types.js';
 
 export interface AppOptions {
   config: DaemonConfig;
@@ -55,6 +64,8 @@ export interface AppOptions {
   logFile?: LogFile;
   /** Crash tests' hook (daemon/test-hooks.ts); a no-op unless given. */
   crashAt?: CrashAt;
+  /** Spans (OTLP export when config `otel.endpoint` is set; see tracing/tracer.ts); none if absent. */
+  tracer?: Tracer;
 }
 
 export class App implements Services {
@@ -76,6 +87,14 @@ export class App implements Services {
   readonly ledger: LedgerService;
   readonly schedules: ScheduleService;
   readonly admin: AdminService;
+  /** Logical model → real model and endpoint, each endpoint with its client and breaker. */
+  readonly router: ModelRouter;
+  /** CPU, memory, battery and WAL pressure: slower claims, paused bulk work, refused commands. */
+  readonly pressure: PressureMonitor;
+  readonly canary: CanaryService;
+  /** `ledger verify`, `ledger export` and prune dry runs, off the event loop (control-plane/reader.ts). */
+  private readonly controlPlane: ControlPlaneReader;
+  private readonly tracer: Tracer;
   private readonly writer: Writer<EngineEvent>;
   private readonly maintenance: Maintenance;
   private readonly eventLog: EventLog;
@@ -89,8 +108,9 @@ export class App implements Services {
     applyMigrations(db, config.migrationsDir ?? undefined);
     const readerDb = (this.readerDb = openDatabase(config.dbPath, { readonly: true, busyTimeoutMs: config.busyTimeoutMs }));
     const reader = (this.reader = new SqliteSql(readerDb));
-    const operations = o.operations ?? new OperationRegistry(builtinDefinitions(), operationSettingsOf(config));
-    const provider = o.provider ?? createOpenAIProvider(config.provider);
+    const operations = o.operations ?? new OperationRegistry(builtinDefinitions(), operationSettingsOf(config), [canaryDefinition()]);
+    const router = (this.router = createModelRouter(config, o.provider));
+    const tracer = (this.tracer = o.tracer ?? noTracer);
     const wake = () => this.engine.wake();
     this.storage = new StorageGuard({ ...config.storage, dir: config.home, logFile: o.logFile, onChange: reportStorageChanges(logger, wake) });
     const writeHealth = new WriteHealth(logger, this.storage);
@@ -112,31 +132,56 @@ export class App implements Services {
     };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;
-    const flow = flowControlOf(config.flow, operations);
+    const flow = flowControlOf(config.flow, operations, router);
     const owner = randomUUID();
     const ctx: EngineContext = {
       owner,
-      endpoint: provider.endpoint,
+      routeOf: (logical) => router.route(logical),
       operations,
       cache: config.cache,
       random: o.random ?? Math.random,
-      priceOf: flow.priceOf,
+      priceOf: (key) => router.priceOf(key),
       crashAt,
     };
     const walPath = `${config.dbPath}-wal`;
-    const gauges = daemonMetricsSource(reader, clock, () => this.engine, walPath);
-    this.metrics = new Metrics(gauges, config.flow.prices, config.provider.model);
-    this.engine = new Engine({ reader, write, ctx, provider, clock, logger, flow, storage: this.storage, observer: this.metrics, ...engineSettingsOf(config) });
+    const gauges = daemonMetricsSource(reader, clock, () => this, walPath);
+    this.metrics = new Metrics(
+      gauges,
+      config.flow.prices,
+      router.routes().map((r) => r.key),
+    );
+    const throttle = { claimLimits: () => this.pressure.claimLimits() };
+    this.engine = new Engine({
+      reader,
+      write,
+      ctx,
+      clock,
+      logger,
+      flow,
+      tracer,
+      throttle,
+      storage: this.storage,
+      observer: this.metrics,
+      ...engineSettingsOf(config),
+    });
     this.maintenance = new Maintenance({ db, writer, walPath, logger, clock, idleMs: config.maintenanceIdleMs, calls: this.engine, observer: this.metrics });
+    this.pressure = createPressureMonitor({ config, clock, logger, maintenance: this.maintenance, onRelief: wake });
+    const submitOne = async () => {
+      const r = await write((tx) => submitCanary(tx, operations));
+      if (!r.deduplicated) wake();
+      return { thread_id: r.thread.id };
+    };
+    this.canary = new CanaryService({ ...config.canary, clock, logger, submit: submitOne, subscribe: (listener) => this.bus.subscribe(listener) });
+    this.controlPlane = new ControlPlaneReader({ dbPath: config.dbPath, busyTimeoutMs: config.busyTimeoutMs });
     const schedulerClock = o.schedulerClock ?? clock;
     const scheduleWrite = writeTx(writer, schedulerClock, hooks);
     const { maxQueued } = config.flow;
     const scheduling = { reader, write: scheduleWrite, clock: schedulerClock, logger, owner, operations, crashAt, maxQueued, onWorkQueued: wake };
     this.scheduler = new Scheduler({ ...scheduling, ...config.scheduler });
-    const { engine, storage, maintenance, metrics } = this;
-    this.threads = new ThreadService({ reader, write, clock, ctx, engine, bus: this.bus, config });
-    this.projects = new ProjectService(reader, write, operations);
-    this.ledger = new LedgerService(reader, write, clock);
+    const { engine, storage, maintenance, metrics, pressure, canary, controlPlane } = this;
+    this.threads = new ThreadService({ reader, write, clock, ctx, engine, bus: this.bus, config, router, pressure, tracer });
+    this.projects = new ProjectService(reader, write, operations, pressure);
+    this.ledger = new LedgerService(reader, write, clock, controlPlane, pressure);
     this.schedules = new ScheduleService(reader, scheduleWrite, schedulerClock, this.scheduler, operations);
     this.admin = new AdminService({
       reader,
@@ -150,6 +195,11 @@ export class App implements Services {
       writeHealth,
       maintenance,
       metrics,
+      operations,
+      router,
+      pressure,
+      canary,
+      controlPlane,
     });
     this.bus.subscribe(logEngineEvents(eventLog));
     this.bus.subscribe((e) => metrics.observeEvent(e));
@@ -158,17 +208,23 @@ export class App implements Services {
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
     this.storage.start();
+    this.pressure.start();
     await this.engine.start();
     this.maintenance.start();
     await this.scheduler.start();
+    this.canary.start();
   }
 
   /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
     this.storage.stop();
+    this.pressure.stop();
+    this.canary.stop();
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
+    await this.controlPlane.close();
+    await this.tracer.shutdown();
     await this.writer.close();
     this.eventLog.close();
     this.readerDb.close();

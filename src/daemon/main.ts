@@ -11,10 +11,12 @@ import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.
 import { loadOperations } from '../operations/loader.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { App } from './app.js';
+import { canaryDefinition } from './canary/canary-operation.js';
 import { loadConfig, operationSettingsOf, type DaemonConfig } from './config/config.js';
 import { acquireHomeLock } from './runtime/home-lock.js';
 import { createEventLog, createLogger, LogFile } from './runtime/logger.js';
 import { startMetricsServer, type MetricsServer } from './runtime/metrics-server.js';
+import { createTracer } from './tracing/tracer.js';
 import { startApiServer } from './server.js';
 import { HttpService } from './http/service.js';
 import { createDashboard } from '../web/dashboard.js';
@@ -24,6 +26,7 @@ import { OperationDefinitionError, ConfigError } from '../core/errors.js';
 import { DaemonStartError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { systemClock } from '../core/clock.js';
+import { VERSION } from '../core/version.js';
 
 /** The CLI loads this bundle lazily and tells a start failure (exit code) from a crash by this class. */
 export { DaemonStartError };
@@ -101,7 +104,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   // Operations load before anything starts: a bad module stops the daemon here, naming its file and field.
   let operations: OperationRegistry;
   try {
-    operations = await loadOperations(opts.home, config.operationModules, operationSettingsOf(config));
+    operations = await loadOperations(opts.home, config.operationModules, operationSettingsOf(config), [canaryDefinition()]);
   } catch (err) {
     if (err instanceof OperationDefinitionError) throw new DaemonStartError(`invalid operation: ${err.message}`, 2);
     throw err;
@@ -130,7 +133,8 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   const logger = createLogger(config.logPath, config.logLevel, logFile);
   try {
     await migrateDatabase(config, logger);
-    app = new App({ config, logger, logFile, operations, eventLog: createEventLog(logFile, config.logLevel), crashAt: crashHooks(env, logger) });
+    const tracer = await createTracer(config.otel, VERSION, logger);
+    app = new App({ config, logger, logFile, operations, tracer, eventLog: createEventLog(logFile, config.logLevel), crashAt: crashHooks(env, logger) });
   } catch (err) {
     lock.release();
     if (err instanceof DaemonStartError) throw err;

@@ -43,10 +43,10 @@ export function createOpenAIProvider(cfg: ProviderConfig): Provider {
   });
   return {
     endpoint: cfg.baseURL,
-    async send(request, signal, timeoutMs) {
+    async send(request, signal, timeoutMs, headers) {
       if (needsKey && !cfg.apiKey) throw new MissingApiKeyError();
       const response = await client.chat.completions
-        .create(request as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming, { signal, timeout: timeoutMs })
+        .create(request as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming, { signal, timeout: timeoutMs, headers })
         .asResponse();
       const rateLimit: Record<string, string> = {};
       response.headers.forEach((value, name) => {

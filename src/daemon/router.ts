@@ -10,6 +10,7 @@ import type { HttpService } from './http/service.js';
 import type { Services } from './services/index.js';
 import type { RequestOptions } from './services/threads.js';
 import { CommandError } from '../core/errors.js';
+import { parseTraceparent } from '../core/trace-context.js';
 
 export interface RouterContext {
   services: Services;
@@ -54,11 +55,18 @@ const requestInput = z.object({
   force: z.boolean().default(false),
   deadline_ms: z.number().int().positive().nullable().default(null),
   created_by: z.string().max(200).nullable().default(null),
+  /** The caller's W3C trace context: the command joins that trace. */
+  traceparent: z
+    .string()
+    .max(512)
+    .refine((v) => parseTraceparent(v) !== null, 'not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)')
+    .nullable()
+    .default(null),
 });
 const generateInput = requestInput.extend({ project_id: id });
 
 function requestOptions(input: z.infer<typeof requestInput>): RequestOptions {
-  return { force: input.force, deadlineMs: input.deadline_ms, createdBy: input.created_by };
+  return { force: input.force, deadlineMs: input.deadline_ms, createdBy: input.created_by, traceparent: input.traceparent };
 }
 
 export const appRouter = t.router({

@@ -57,6 +57,8 @@ export interface CommandView {
   thread_id: string;
   status: string;
   deduplicated: boolean;
+  /** A forced request replaced this thread, whose call had not started (it ended canceled, SUPERSEDED). */
+  superseded_thread_id?: string;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());

@@ -29,10 +29,10 @@ export async function findThreadIdsByPrefix(sql: Sql, r: IdRange, limit: number)
 
 /** Work item ids matched the same way, with the thread each belongs to. */
 export async function findWorkItemIdsByPrefix(sql: Sql, r: IdRange, limit: number): Promise<{ id: string; thread_id: string }[]> {
-  return sql.all<{ id: string; thread_id: string }>(
-    `SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`,
-    { ...r, limit },
-  );
+  return (await sql.all(`SELECT w.id, w.thread_id FROM (${matchesOf('llm_work_items')}) m JOIN llm_work_items w ON w.id = m.id ORDER BY w.id`, {
+    ...r,
+    limit,
+  })) as { id: string; thread_id: string }[];
 }
 
 /** Schedule ids matched the same way. */

@@ -1,5 +1,6 @@
 /** Projects and their documents (epic_architecture, story_backlog, and whatever operations write). */
 import type { Sql } from '../core/sql.js';
+import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
 import { expectOneChange } from './statements.js';
 
@@ -15,8 +16,9 @@ export async function getProject(sql: Sql, id: string): Promise<ProjectRow | und
   return (await sql.get('SELECT * FROM projects WHERE id = ?', [id])) as ProjectRow | undefined;
 }
 
+/** Users' projects (the daemon's own system project is left out). */
 export async function listProjects(sql: Sql): Promise<ProjectRow[]> {
-  return (await sql.all('SELECT * FROM projects ORDER BY created_at, id')) as ProjectRow[];
+  return (await sql.all('SELECT * FROM projects WHERE id <> ? ORDER BY created_at, id', [SYSTEM_PROJECT_ID])) as ProjectRow[];
 }
 
 /** `doc_key` defaults to '' (the project's one document of that type). */

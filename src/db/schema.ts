@@ -54,6 +54,11 @@ export const threads = sqliteTable(
     /** The operation's input (JSON, valid against its `input` schema): what its work items are built from. */
     input: text('input').notNull().default('{}'),
     created_by: text('created_by'),
+    /**
+     * The W3C trace context of the command that created the thread (`00-<trace id>-<span id>-<flags>`):
+     * its log lines, its calls' `traceparent` headers and its exported spans belong to this trace.
+     */
+    traceparent: text('traceparent'),
     created_at: integer('created_at').notNull(),
     closed_at: integer('closed_at'),
   },
@@ -88,6 +93,11 @@ export const workItems = sqliteTable(
     attempt: integer('attempt').notNull().default(1),
     max_attempts: integer('max_attempts').notNull().default(3),
     repair_count: integer('repair_count').notNull().default(0),
+    /**
+     * 1 once an answer that failed the schema escalated the item (config `on_invalid.escalate_to`): its
+     * next calls go to the stronger model, with the errors. Part of the same attempt, never reset.
+     */
+    escalated: integer('escalated').notNull().default(0),
     lock_scope: text('lock_scope').notNull(),
     /** The thread's project (llm_threads.space_id), copied so the fair scheduler can rotate projects by index. */
     project_id: text('project_id').notNull().default(''),

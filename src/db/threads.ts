@@ -1,5 +1,6 @@
 /** llm_threads: intent containers. Every status change is one guarded UPDATE. */
 import type { Sql } from '../core/sql.js';
+import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
 import { insertionOrder, jsonText } from './dialect.js';
@@ -9,9 +10,9 @@ import { expectOneChange } from './statements.js';
 export async function insertThread(sql: Sql, row: ThreadRow): Promise<void> {
   await sql.run(
     `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, parent_thread_id,
-       idempotency_key, role, input, created_by, created_at, closed_at)
+       idempotency_key, role, input, created_by, traceparent, created_at, closed_at)
      VALUES (@id, @kind, @space_type, @space_id, @target_ref, @status, @parent_thread_id,
-       @idempotency_key, @role, @input, @created_by, @created_at, @closed_at)`,
+       @idempotency_key, @role, @input, @created_by, @traceparent, @created_at, @closed_at)`,
     row,
   );
 }
@@ -72,7 +73,8 @@ export async function listThreads(sql: Sql, f: ThreadListFilter): Promise<Thread
 export function threadListQuery(f: ThreadListFilter, dialect: Sql['dialect'] = 'sqlite'): { sql: string; params: Record<string, unknown> } | null {
   const order = insertionOrder(dialect);
   const params: Record<string, unknown> = { limit: f.limit };
-  const where: string[] = [];
+  // The daemon's own threads (the canary's, in its system project) are not users' threads.
+  const where: string[] = [`space_id <> '${SYSTEM_PROJECT_ID}'`];
   let statuses = f.statuses && f.statuses.length > 0 ? [...new Set(f.statuses)] : null;
   if (f.active) statuses = (statuses ?? ['open', 'running']).filter((s) => s === 'open' || s === 'running');
   if (statuses?.length === 0) return null;

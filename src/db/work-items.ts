@@ -7,14 +7,15 @@ import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
+import { jsonArrayElements } from './dialect.js';
 import { expectOneChange } from './statements.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
   await sql.run(
-    `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, lock_scope,
+    `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, escalated, lock_scope,
        project_id, priority, not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at,
        started_at, finished_at)
-     VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @lock_scope,
+     VALUES (@id, @thread_id, @sequence, @status, @attempt, @max_attempts, @repair_count, @escalated, @lock_scope,
        @project_id, @priority, @not_before, @deadline_at, @lease_owner, @lease_expires_at, @error_code, @error_message, @created_at,
        @started_at, @finished_at)`,
     row,
@@ -57,9 +58,11 @@ export async function listClaimHeads(sql: Sql, now: number): Promise<ClaimHead[]
 
 /**
  * The candidates of one project (one per priority with queued items). A claim round refreshes these
- * after a claim or a park in the project instead of walking every group again.
+ * after a claim or a park in the project instead of walking every group again. `excluded`: items the
+ * round held back (their endpoint's breaker is open, their model rate-limited): the next item of their
+ * group is the candidate instead, so one held model never blocks the others queued behind it.
  */
-export async function listProjectClaimHeads(sql: Sql, projectId: string, now: number): Promise<ClaimHead[]> {
+export async function listProjectClaimHeads(sql: Sql, projectId: string, now: number, excluded: readonly string[] = []): Promise<ClaimHead[]> {
   const heads: ClaimHead[] = [];
   let g = (await sql.get(
     `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
@@ -67,7 +70,7 @@ export async function listProjectClaimHeads(sql: Sql, projectId: string, now: nu
     [projectId],
   )) as QueueGroup | undefined;
   for (; g && g.project_id === projectId; g = await nextQueueGroup(sql, g)) {
-    const head = await groupHead(sql, g, now);
+    const head = excluded.length > 0 ? await groupHeadExcluding(sql, g, now, excluded) : await groupHead(sql, g, now);
     if (head) heads.push(head);
   }
   return heads;
@@ -104,6 +107,21 @@ async function groupHead(sql: Sql, g: QueueGroup, now: number): Promise<ClaimHea
          WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
      ORDER BY w.not_before LIMIT 1`,
     { ...g, now },
+  )) as ClaimHead | undefined;
+}
+
+/** `groupHead`, passing over the items in `excluded` (a JSON array of ids, walked as a set). */
+async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded: readonly string[]): Promise<ClaimHead | undefined> {
+  return (await sql.get(
+    `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
+     WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
+       AND (w.deadline_at IS NULL OR w.deadline_at > @now)
+       AND w.id NOT IN (${jsonArrayElements(sql.dialect, '@excluded')})
+       AND NOT EXISTS (
+         SELECT 1 FROM locks l
+         WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
+     ORDER BY w.not_before LIMIT 1`,
+    { ...g, now, excluded: JSON.stringify(excluded) },
   )) as ClaimHead | undefined;
 }
 
@@ -299,6 +317,7 @@ export async function requeueWorkItem(
     owner: string | null;
     attempt: number;
     repair_count: number;
+    escalated: number;
     not_before: number;
     error_code: string | null;
     error_message: string | null;
@@ -307,7 +326,7 @@ export async function requeueWorkItem(
   assertWorkItemTransition(p.from, 'queued');
   const result = await sql.run(
     `UPDATE llm_work_items
-     SET status = 'queued', attempt = @attempt, repair_count = @repair_count, not_before = @not_before,
+     SET status = 'queued', attempt = @attempt, repair_count = @repair_count, escalated = @escalated, not_before = @not_before,
          error_code = @error_code, error_message = @error_message, lease_owner = NULL, lease_expires_at = NULL
      WHERE id = @id AND status = @from AND lease_owner IS NOT DISTINCT FROM @owner`,
     p,

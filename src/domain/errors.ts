@@ -16,6 +16,8 @@ export const ERROR_CODES = [
   'INTERRUPTED',
   'CANCELED',
   'SKIPPED_DEADLINE',
+  /** Replaced by a newer --force request for the same target before its call started (nothing was paid). */
+  'SUPERSEDED',
   'QUEUE_FULL',
   'INFRA',
   'UNKNOWN',

@@ -8,6 +8,12 @@ export const idSchema = z
   .max(128, 'must be at most 128 characters')
   .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'must start with a letter or digit and use only letters, digits, ".", "_" and "-"');
 
+/**
+ * The daemon's own project, holding the canary's document. Imported ids cannot contain ':', so it is
+ * never a user's; lists of projects and threads leave it out.
+ */
+export const SYSTEM_PROJECT_ID = 'combine:system';
+
 export const epicSchema = z.object({
   id: idSchema,
   title: z.string().trim().min(1, 'must not be empty'),

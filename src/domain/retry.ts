@@ -21,7 +21,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   capMs: 60_000,
   jitter: 0.1,
   maxAttempts: 3,
-  repairAttempts: 1,
+  repairAttempts: 0,
   interrupted: 'retry',
 };
 

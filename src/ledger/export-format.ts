@@ -49,6 +49,8 @@ const threadSchema = z.object({
   role: z.string().optional(),
   input: z.string().optional(),
   created_by: z.string().nullable(),
+  // Absent in exports written before trace ids and escalation existed.
+  traceparent: z.string().nullable().optional(),
   created_at: z.number().int(),
   closed_at: z.number().int().nullable(),
 });
@@ -64,6 +66,7 @@ const workItemSchema = z.object({
   attempt: int,
   max_attempts: int,
   repair_count: int,
+  escalated: int.optional(),
   lock_scope: z.string(),
   priority: int,
   not_before: int,

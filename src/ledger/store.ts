@@ -105,6 +105,15 @@ export async function getLastLedgerEntryOfType(sql: Sql, workItemId: string, typ
     | undefined;
 }
 
+/** The work item's newest entry of one type written before `seq`. */
+export async function getLedgerEntryOfTypeBefore(sql: Sql, workItemId: string, type: LedgerEntryType, seq: number): Promise<LedgerRow | undefined> {
+  return sql.get<LedgerRow>('SELECT * FROM llm_ledger_entries WHERE work_item_id = ? AND entry_type = ? AND seq < ? ORDER BY seq DESC LIMIT 1', [
+    workItemId,
+    type,
+    seq,
+  ]);
+}
+
 /** Rows read per page by the streaming readers below. */
 const PAGE = 1000;
 

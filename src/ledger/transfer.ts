@@ -94,7 +94,7 @@ export interface ImportResult {
 
 function workItemRow(w: ExportedWorkItem): WorkItemRow {
   const { record: _record, ...row } = w;
-  return { ...row, lease_owner: null, lease_expires_at: null };
+  return { ...row, escalated: row.escalated ?? 0, lease_owner: null, lease_expires_at: null };
 }
 
 /** Verifies an export file and, if every check holds, adds its threads and entries to this home. */
@@ -123,6 +123,7 @@ export async function importLedger(tx: Tx, text: string): Promise<ImportResult> 
       idempotency_key: `${IMPORTED_KEY_PREFIX}${row.idempotency_key}`,
       role: row.role ?? (s.workItems.some((w) => w.thread_id === row.id) ? 'work' : 'orchestration'),
       input: row.input ?? JSON.stringify(legacyInput),
+      traceparent: row.traceparent ?? null,
     });
   }
   for (const w of s.workItems) await insertWorkItem(tx.sql, workItemRow(w));

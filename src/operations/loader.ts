@@ -45,9 +45,14 @@ export async function loadOperationModule(file: string): Promise<ValidDefinition
   return validateDefinition(mod.default, file);
 }
 
-/** The registry of a daemon: built-ins and the home's modules, resolved against the configuration. */
-export async function loadOperations(home: string, modules: readonly string[], settings: OperationSettings): Promise<OperationRegistry> {
+/** The registry of a daemon: built-ins and the home's modules, resolved against the configuration, plus the daemon's own (`internal`). */
+export async function loadOperations(
+  home: string,
+  modules: readonly string[],
+  settings: OperationSettings,
+  internal: readonly ValidDefinition[] = [],
+): Promise<OperationRegistry> {
   const definitions = builtinDefinitions();
   for (const file of operationModuleFiles(home, modules)) definitions.push(await loadOperationModule(file));
-  return new OperationRegistry(definitions, settings);
+  return new OperationRegistry(definitions, settings, internal);
 }

@@ -17,10 +17,10 @@ export interface OperationSettings {
   retry: RetryPolicy;
   /** The configured model and its parameters: the `default` logical model. */
   params: ModelParams;
-  /** Logical model name → provider model (config `models`). */
+  /** Logical model name → provider model (config `models`; `default` is `params.model`). */
   models: Record<string, string>;
-  /** Config `operations.<name>`: retry overrides and answer rules. */
-  operations: Record<string, { retry?: Partial<RetryPolicy>; validation?: Record<string, unknown> }>;
+  /** Config `operations.<name>`: retry overrides, answer rules, the logical model, and the model an invalid answer escalates to. */
+  operations: Record<string, { retry?: Partial<RetryPolicy>; validation?: Record<string, unknown>; model?: string; escalateTo?: string }>;
   /** Where config came from, for error messages. */
   configSource: string;
 }
@@ -35,6 +35,8 @@ export interface Operation {
   /** The logical model name and the provider parameters it resolves to. */
   model: string;
   params: ModelParams;
+  /** An answer that fails the schema (after any repairs) gets one call to this logical model; null: dead_letter. */
+  escalateTo: string | null;
   policy: RetryPolicy;
   priority: Priority | null;
   /** The rules config sets for this operation ({} when none). */
@@ -49,10 +51,27 @@ function merge(base: RetryPolicy, o: Partial<RetryPolicy> | undefined): RetryPol
   return { ...base, ...(Object.fromEntries(defined) as Partial<RetryPolicy>) };
 }
 
+/** The provider parameters of a logical model: the configured ones with its model. */
+function paramsOf(settings: OperationSettings, logical: string): ModelParams {
+  return { ...settings.params, model: logical === 'default' ? settings.params.model : settings.models[logical]! };
+}
+
+/** A logical model must be configured: a call to a model nobody named would fail only later, and paid for. */
+function checkModel(settings: OperationSettings, logical: string, source: string, field: string): void {
+  if (logical === 'default' || settings.models[logical] !== undefined) return;
+  // Names with ':' are the daemon's own (the canary's).
+  const known = ['default', ...Object.keys(settings.models).filter((m) => m !== 'default' && !m.includes(':'))].join(', ');
+  throw new OperationDefinitionError(source, field, `no model "${logical}" is configured (config models has ${known})`);
+}
+
 function resolve(v: ValidDefinition, settings: OperationSettings): Operation {
   const d = v.definition;
   const configured = settings.operations[d.name] ?? {};
-  const model = d.model ?? 'default';
+  const model = configured.model ?? d.model ?? 'default';
+  if (configured.model !== undefined) checkModel(settings, model, settings.configSource, `operations.${d.name}.model`);
+  else checkModel(settings, model, v.source, 'model');
+  const escalateTo = configured.escalateTo ?? null;
+  if (escalateTo !== null) checkModel(settings, escalateTo, settings.configSource, `operations.${d.name}.on_invalid.escalate_to`);
   const rules = configured.validation ?? {};
   if (configured.validation !== undefined) {
     const field = `operations.${d.name}.validation`;
@@ -75,7 +94,8 @@ function resolve(v: ValidDefinition, settings: OperationSettings): Operation {
     definition: d,
     fansOut: d.children !== undefined,
     model,
-    params: { ...settings.params, model: model === 'default' ? settings.params.model : (settings.models[model] ?? settings.params.model) },
+    params: paramsOf(settings, model),
+    escalateTo,
     // Precedence: config for this operation, then the definition's own defaults, then the global policy.
     policy: merge(merge(settings.retry, v.retry), configured.retry),
     priority: d.priority ?? null,
@@ -94,10 +114,18 @@ export class OperationRegistry {
   readonly defaultPolicy: RetryPolicy;
   readonly defaultParams: ModelParams;
 
-  constructor(definitions: readonly ValidDefinition[], settings: OperationSettings) {
+  /** The daemon's own operations (the canary): run like any other, left out of `list`. */
+  private readonly internal = new Set<string>();
+
+  constructor(
+    definitions: readonly ValidDefinition[],
+    private readonly settings: OperationSettings,
+    internal: readonly ValidDefinition[] = [],
+  ) {
     this.defaultPolicy = settings.retry;
     this.defaultParams = settings.params;
-    for (const v of definitions) {
+    for (const v of internal) this.internal.add(v.definition.name);
+    for (const v of [...definitions, ...internal]) {
       const other = this.byName.get(v.definition.name);
       if (other) throw new OperationDefinitionError(v.source, 'name', `"${v.definition.name}" is already defined by ${other.source}`);
       this.byName.set(v.definition.name, resolve(v, settings));
@@ -112,6 +140,11 @@ export class OperationRegistry {
       if (!this.byName.has(name))
         throw new OperationDefinitionError(settings.configSource, `operations.${name}`, `no operation "${name}" is loaded (see \`combine operations\`)`);
     }
+  }
+
+  /** The provider parameters of any configured logical model (an escalation's). */
+  paramsFor(logical: string): ModelParams {
+    return paramsOf(this.settings, logical);
   }
 
   get(name: string): Operation | undefined {
@@ -129,7 +162,8 @@ export class OperationRegistry {
     return this.byName.get(kind)?.policy ?? this.defaultPolicy;
   }
 
+  /** The operations users run (`combine operations`), by name. */
   list(): Operation[] {
-    return [...this.byName.values()].sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.byName.values()].filter((op) => !this.internal.has(op.name)).sort((a, b) => a.name.localeCompare(b.name));
   }
 }

@@ -37,6 +37,8 @@ export interface FaultRule {
   kind: FaultKind;
   /** Applies to requests whose messages contain this text (e.g. "Epic id: E3"); all requests if absent. */
   match?: string;
+  /** Applies only to requests for this model (the request's `model`). */
+  model?: string;
   /** How many matching requests get the fault; unlimited if absent. */
   times?: number;
   /** For rate_limit: the Retry-After header, in seconds. */
@@ -86,6 +88,10 @@ export interface SimCall {
   briefing_date: string | null;
   fault: FaultKind | null;
   repair: boolean;
+  /** The request's `model`. */
+  model: string | null;
+  /** The request's `traceparent` header (W3C Trace Context), if it sent one. */
+  traceparent: string | null;
   at: number;
   /** The HTTP status answered (200 = a paid answer), or null while unanswered / when the connection was dropped. */
   status: number | null;
@@ -167,9 +173,10 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
   const calls: SimCall[] = [];
   const hanging = new Set<http.ServerResponse>();
 
-  function pickFault(text: string): FaultRule | null {
+  function pickFault(text: string, model: string | undefined): FaultRule | null {
     for (const r of rules) {
       if (r.match !== undefined && !text.includes(r.match)) continue;
+      if (r.model !== undefined && r.model !== model) continue;
       if (r.times !== undefined && r.used >= r.times) continue;
       r.used++;
       return r;
@@ -199,7 +206,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     const repair = messages.some((m) => m.role === 'assistant');
     const format = body.response_format?.json_schema;
     const simRequest = { schemaName: format?.name ?? null, schema: format?.schema ?? null, messages };
-    const fault = pickFault(text);
+    const fault = pickFault(text, body.model);
     const n = calls.length + 1;
     const call: SimCall = {
       n,
@@ -208,6 +215,8 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
       briefing_date: /Briefing date: (.+)/.exec(text)?.[1]?.trim() ?? null,
       fault: fault?.kind ?? null,
       repair,
+      model: body.model ?? null,
+      traceparent: typeof req.headers.traceparent === 'string' ? req.headers.traceparent : null,
       at: systemClock.now(),
       status: null,
     };

@@ -217,7 +217,7 @@ CREATE TABLE `llm_threads` (
 	`idempotency_key` text NOT NULL,
 	`created_by` text,
 	`created_at` integer NOT NULL,
-	`closed_at` integer, `role` text DEFAULT 'work' NOT NULL, `input` text DEFAULT '{}' NOT NULL,
+	`closed_at` integer, `role` text DEFAULT 'work' NOT NULL, `input` text DEFAULT '{}' NOT NULL, `traceparent` text,
 	FOREIGN KEY (`parent_thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
 );
 
@@ -240,7 +240,7 @@ CREATE TABLE `llm_work_items` (
 	`error_message` text,
 	`created_at` integer NOT NULL,
 	`started_at` integer,
-	`finished_at` integer, `project_id` text DEFAULT '' NOT NULL,
+	`finished_at` integer, `project_id` text DEFAULT '' NOT NULL, `escalated` integer DEFAULT 0 NOT NULL,
 	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
 );
 

@@ -78,6 +78,9 @@ export class Harness {
       OPENAI_BASE_URL: sim.url,
       OPENAI_API_KEY: 'sk-test-SECRET-0123456789abcdef',
       COMBINE_MODEL: 'test-model',
+      // Resource pressure reads this directory instead of the machine: empty (no signal, no pressure)
+      // unless a test writes proc/stat, proc/meminfo or sys/class/power_supply into it.
+      COMBINE_PRESSURE_ROOT: join(this.home, 'pressure-root'),
     };
   }
 

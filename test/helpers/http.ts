@@ -42,8 +42,16 @@ export function httpRequest(port: number, method: string, path: string, headers:
       });
       res.on('error', reject);
     });
-    // The server may answer (413) and close before the whole body is sent.
+    // The server may answer (413) and close before the whole body is sent: a reset after the answer is
+    // fine, a connection that closes with no answer at all is an error (not a test that hangs).
+    let answered = false;
+    req.on('response', () => {
+      answered = true;
+    });
     req.on('error', (err: NodeJS.ErrnoException) => (err.code === 'EPIPE' || err.code === 'ECONNRESET' ? undefined : reject(err)));
+    req.on('close', () => {
+      if (!answered) reject(new Error(`${method} ${path}: the connection closed with no answer`));
+    });
     req.end(body);
   });
 }

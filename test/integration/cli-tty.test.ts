@@ -111,19 +111,23 @@ describe('on a terminal', () => {
     expect(detail.stdout).toMatch(/epic E2\s+failed\s+SCHEMA_INVALID/);
     expect(detail.stdout).toMatch(/epic E1\s+complete/);
     expect(detail.stdout).toMatch(/epic E3\s+failed\s+PROVIDER_ERROR/);
-    // The JSON contract of `thread` is unchanged: the children are listed for people only.
+    // The JSON contract of `thread` only grows (issue 16: trace and models): the children are listed for people only.
     const json = await h.json(['thread', parent.thread_id]);
     expect(Object.keys(json).sort()).toEqual([
       'child_summary',
       'closed_at',
       'created_at',
+      'escalated',
+      'escalation',
       'hold',
       'in_doubt',
       'kind',
+      'models',
       'parent_thread_id',
       'status',
       'target_ref',
       'thread_id',
+      'traceparent',
       'usage',
     ]);
     const ledger = await h.cli(['ledger', parent.thread_id]);

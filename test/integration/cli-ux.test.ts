@@ -251,7 +251,7 @@ describe('money and calls', () => {
 
   it('an answer applied later by `replay --apply` is not counted as wasted', async () => {
     h = await Harness.start();
-    const strict = (n: number) => ({ ...FAST_RETRY, operations: { story_generate_epic: { validation: { min_stories: n } } } });
+    const strict = (n: number) => ({ ...FAST_RETRY, operations: { story_generate_epic: { validation: { min_stories: n }, on_invalid: { repair: 1 } } } });
     h.writeConfig(strict(9));
     await h.importProject(project('r', 1));
     const r = await h.json<CommandJson>(['generate-epic', '--project', 'r', '--epic', 'E1']);

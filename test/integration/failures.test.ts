@@ -93,8 +93,22 @@ describe('provider failures', () => {
     expect(h.logText()).not.toContain(key);
   });
 
-  it('schema-invalid then valid after one repair: the repair is its own prompt/response pair', async () => {
+  it('schema-invalid, by default: one call, then dead_letter with SCHEMA_INVALID and no second call', async () => {
     await setup();
+    h.setFaults([{ kind: 'schema_invalid', times: 1 }]);
+    const { final, errors, items, ledger } = await runEpic();
+    expect(final.status).toBe('failed');
+    expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'error']);
+    expect(errors).toEqual([expect.objectContaining({ code: 'SCHEMA_INVALID', class: 'permanent', next: 'dead_letter' })]);
+    expect(items[0]).toMatchObject({ status: 'dead_letter', attempt: 1, repair_count: 0, error_code: 'SCHEMA_INVALID' });
+    expect(h.sim.calls).toHaveLength(1);
+  });
+
+  /** Repair is opt-in per operation. */
+  const REPAIR_ONCE = { ...FAST_RETRY, operations: { story_generate_epic: { on_invalid: { repair: 1 } } } };
+
+  it('schema-invalid then valid after one repair (on_invalid.repair: 1): the repair is its own prompt/response pair', async () => {
+    await setup(REPAIR_ONCE);
     h.setFaults([{ kind: 'schema_invalid', times: 1 }]);
     const { final, ledger, items } = await runEpic();
     expect(final.status).toBe('complete');
@@ -108,8 +122,8 @@ describe('provider failures', () => {
     expect(h.sim.calls.map((c) => c.repair)).toEqual([false, true]);
   });
 
-  it('schema-invalid twice: dead_letter with SCHEMA_INVALID after the repair also fails', async () => {
-    await setup();
+  it('schema-invalid twice (on_invalid.repair: 1): dead_letter with SCHEMA_INVALID after the repair also fails', async () => {
+    await setup(REPAIR_ONCE);
     h.setFaults([{ kind: 'schema_invalid' }]);
     const { final, errors, items } = await runEpic();
     expect(final.status).toBe('failed');

@@ -254,7 +254,23 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
     const t = ok(await call('GET', `/threads/${epicThread}`), 'getThread');
     expect(t).toEqual(await h.json(['thread', epicThread]));
     expect(Object.keys(t).sort()).toEqual(
-      ['child_summary', 'closed_at', 'created_at', 'hold', 'in_doubt', 'kind', 'parent_thread_id', 'status', 'target_ref', 'thread_id', 'usage'].sort(),
+      [
+        'child_summary',
+        'closed_at',
+        'created_at',
+        'hold',
+        'in_doubt',
+        'kind',
+        'parent_thread_id',
+        'status',
+        'target_ref',
+        'thread_id',
+        'usage',
+        'traceparent',
+        'models',
+        'escalated',
+        'escalation',
+      ].sort(),
     );
     const ledger = ok(await call('GET', `/threads/${epicThread}/ledger`), 'getThreadLedger');
     expect(ledger).toEqual(await h.json(['ledger', epicThread]));

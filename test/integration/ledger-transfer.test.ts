@@ -19,7 +19,7 @@ afterEach(async () => {
 /** Home A: a generate-all over 2 epics (E2 repaired once) with another thread's entries interleaved. */
 async function homeWithHistory() {
   a = await Harness.start({ latencyMs: 30 });
-  a.writeConfig(FAST_RETRY);
+  a.writeConfig({ ...FAST_RETRY, operations: { story_generate_epic: { on_invalid: { repair: 1 } } } });
   a.setFaults([{ kind: 'schema_invalid', match: 'Epic id: E2', times: 1 }]);
   await a.importProject(project('p', 2));
   await a.importProject(project('q', 1));

@@ -92,7 +92,7 @@ describe('response format', () => {
   });
 
   it('json_object: the schema goes into the system message, and the answer is validated against it', async () => {
-    await setup({ ...FAST_RETRY, provider: { response_format: 'json_object' } });
+    await setup({ ...FAST_RETRY, provider: { response_format: 'json_object' }, operations: { story_generate_epic: { on_invalid: { repair: 1 } } } });
     h.setFaults([{ kind: 'schema_invalid', times: 1 }, { kind: 'json_schema_unsupported' }]);
     const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
     expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');

@@ -10,7 +10,11 @@ import { FAST_RETRY, Harness, project, waitForExit, type CommandJson, type Threa
 let h: Harness;
 afterEach(() => h?.cleanup());
 
-const strict = (minStories: number) => ({ ...FAST_RETRY, operations: { story_generate_epic: { validation: { min_stories: minStories } } } });
+// One repair (opt-in): the dead-lettered thread then holds two rejected answers.
+const strict = (minStories: number) => ({
+  ...FAST_RETRY,
+  operations: { story_generate_epic: { validation: { min_stories: minStories }, on_invalid: { repair: 1 } } },
+});
 
 function paidCalls(): number {
   return h.sim.calls.filter((c) => c.status === 200).length;

@@ -30,6 +30,7 @@ beforeEach(async () => {
     role: 'work',
     input: '{}',
     created_by: null,
+    traceparent: null,
     created_at: 1,
     closed_at: 2,
   });

@@ -37,6 +37,7 @@ async function addItem(id: string, status: 'queued' | 'applied'): Promise<void> 
     role: 'work',
     input: '{}',
     created_by: null,
+    traceparent: null,
     created_at: 1,
     closed_at: null,
   });
@@ -48,6 +49,7 @@ async function addItem(id: string, status: 'queued' | 'applied'): Promise<void> 
     attempt: 1,
     max_attempts: 3,
     repair_count: 0,
+    escalated: 0,
     lock_scope: `p:${id}`,
     project_id: 'p',
     priority: 0,

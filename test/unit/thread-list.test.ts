@@ -45,6 +45,7 @@ beforeAll(async () => {
       role: kind === 'story_generate_all' ? 'orchestration' : 'work',
       input: '{}',
       created_by: null,
+      traceparent: null,
       created_at: 1_000_000 + Math.floor(i / 3), // three threads share each millisecond: ties by insertion order
       closed_at: null,
     };

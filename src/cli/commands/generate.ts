@@ -1,7 +1,7 @@
 /** `combine generate-epic` and `combine generate-all`. */
 import { Command } from 'commander';
 import type { CommandView } from '../../daemon/views.js';
-import { exitCodeFor, parseDeadline, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
+import { exitCodeFor, parseDeadline, traceparentOf, withCommonOptions, withTraceparentOption, loadFollow, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { formatUsd } from '../money.js';
 import { EXIT, print, printJsonLine, statusText } from '../output.js';
@@ -14,12 +14,14 @@ interface GenerateOptions extends CommonOptions {
   follow?: boolean;
   deadline?: string;
   dryRun?: boolean;
+  traceparent?: string;
 }
 
 export type FollowOptions = Pick<GenerateOptions, 'json' | 'follow'>;
 
 function describeResult(r: CommandView): string {
-  if (!r.deduplicated) return `thread ${r.thread_id} ${r.status}`;
+  if (!r.deduplicated)
+    return `thread ${r.thread_id} ${r.status}${r.superseded_thread_id ? ` (superseded ${r.superseded_thread_id}, whose call had not started)` : ''}`;
   if (r.status === 'complete') return `thread ${r.thread_id} already complete: nothing to do (use --force to run it again)`;
   return `thread ${r.thread_id} already ${r.status}: not started twice`;
 }
@@ -57,11 +59,11 @@ export async function reportAndFollow(home: string, r: CommandView, opts: Follow
 
 export function generateCommands(getHome: () => string): Command[] {
   const epic = withCommonOptions(
-    new Command('generate-epic')
+    withTraceparentOption(new Command('generate-epic'))
       .description('generate the stories of one epic (idempotent: a second request returns the same thread)')
       .requiredOption('--project <id>', 'project id')
       .requiredOption('--epic <id>', 'epic id')
-      .option('--force', 'generate again even if a previous run completed')
+      .option('--force', 'generate again even if a previous run completed; replaces a previous request still queued (SUPERSEDED)')
       .option('--follow', 'stream the thread until it ends (exit 1 if it fails)')
       .option('--deadline <duration>', 'fail with SKIPPED_DEADLINE if not started within this time (e.g. 10m)')
       .addHelpText(
@@ -71,9 +73,10 @@ export function generateCommands(getHome: () => string): Command[] {
   ).action(async (opts: GenerateOptions) => {
     const home = getHome();
     const deadline_ms = parseDeadline(opts.deadline);
+    const traceparent = traceparentOf(opts);
     const r = await withDaemon(home, opts, ({ client }, signal) =>
       client.generate.epic.mutate(
-        { project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null },
+        { project_id: opts.project, epic_id: opts.epic!, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent },
         { signal },
       ),
     );
@@ -81,7 +84,7 @@ export function generateCommands(getHome: () => string): Command[] {
   });
 
   const all = withCommonOptions(
-    new Command('generate-all')
+    withTraceparentOption(new Command('generate-all'))
       .description('generate the stories of every epic of a project: one child thread per epic, continuing past failures')
       .requiredOption('--project <id>', 'project id')
       .option('--force', 'generate again even if a previous run completed')
@@ -101,8 +104,9 @@ export function generateCommands(getHome: () => string): Command[] {
       return;
     }
     const deadline_ms = parseDeadline(opts.deadline);
+    const traceparent = traceparentOf(opts);
     const r = await withDaemon(home, opts, ({ client }, signal) =>
-      client.generate.all.mutate({ project_id: opts.project, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null }, { signal }),
+      client.generate.all.mutate({ project_id: opts.project, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent }, { signal }),
     );
     process.exitCode = await reportAndFollow(home, r, opts);
   });

@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { Command } from 'commander';
 import type { OperationDetailView, OperationSummaryView } from '../../daemon/services/operation-views.js';
 import type { DocumentView } from '../../daemon/views.js';
-import { parseDeadline, withCommonOptions, type CommonOptions } from '../common.js';
+import { parseDeadline, traceparentOf, withCommonOptions, withTraceparentOption, type CommonOptions } from '../common.js';
 import { withDaemon } from '../daemon-control.js';
 import { EXIT, print, table } from '../output.js';
 import { renderDryRun, reportAndFollow } from './generate.js';
@@ -20,6 +20,7 @@ interface RunOptions extends CommonOptions {
   follow?: boolean;
   deadline?: string;
   dryRun?: boolean;
+  traceparent?: string;
 }
 
 function parseJson(text: string, what: string): unknown {
@@ -47,7 +48,7 @@ export function readInput(opts: { input?: string; inputFile?: string }): unknown
 
 function runCommand(getHome: () => string): Command {
   return withCommonOptions(
-    new Command('run')
+    withTraceparentOption(new Command('run'))
       .argument('<operation>', 'an operation name (see `combine operations`)')
       .description('run any operation on an input (idempotent: the same request returns the same thread)')
       .option('--input <json>', "the operation's input, as JSON")
@@ -78,8 +79,9 @@ function runCommand(getHome: () => string): Command {
       return;
     }
     const deadline_ms = parseDeadline(opts.deadline);
+    const traceparent = traceparentOf(opts);
     const r = await withDaemon(home, opts, ({ client }, signal) =>
-      client.run.mutate({ operation, input, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null }, { signal }),
+      client.run.mutate({ operation, input, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent }, { signal }),
     );
     process.exitCode = await reportAndFollow(home, r, opts);
   });
@@ -92,7 +94,7 @@ function renderDetail(d: OperationDetailView): string {
     `  source     ${d.source}`,
     `  role       ${d.role}${d.child ? ` (one ${d.child} thread per child)` : ''}`,
     `  identity   ${d.identity}`,
-    `  model      ${d.model}${d.provider_model ? ` (${d.provider_model})` : ''}`,
+    `  model      ${d.model}${d.provider_model ? ` (${d.provider_model})` : ''}${d.escalate_to ? `; an invalid answer escalates to ${d.escalate_to}` : ''}`,
     `  priority   ${d.priority}`,
     `  retry      ${d.retry.max_attempts} attempts, backoff ${d.retry.base_ms} ms doubling up to ${d.retry.cap_ms} ms, ${d.retry.repair_attempts} repair(s)`,
     `  input      ${json(d.input)}`,

@@ -62,6 +62,17 @@ function renderThread(t: ThreadDetail, children: Children): string {
     `  status    ${statusText(t.status)}${t.child_summary ? ` (children: ${describeChildren(t) || 'none'})` : ''}`,
     `  target    ${describeTarget(t)}`,
     `  usage     ${describeUsage(t.usage)}`,
+    ...(t.models.length > 0
+      ? [
+          `  models    ${t.models.map((m) => `${m.logical_model} (${m.model}): ${m.calls} call${m.calls === 1 ? '' : 's'}, $${m.cost_usd.toFixed(4)}`).join('; ')}`,
+        ]
+      : []),
+    ...(t.escalation
+      ? [
+          `  escalated to ${t.escalation.logical_model} (${t.escalation.model}): ${t.escalation.calls} call${t.escalation.calls === 1 ? '' : 's'}, $${t.escalation.cost_usd.toFixed(4)}`,
+        ]
+      : []),
+    ...(t.traceparent ? [`  trace     ${t.traceparent.slice(3, 35)}`] : []),
     ...(t.in_doubt ? [`  in doubt  ${t.in_doubt.message}`] : []),
     ...(t.hold
       ? [

@@ -14,7 +14,10 @@ import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../domain/retry.js';
 import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from '../engine/breaker.js';
 import { duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './limits.js';
 import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow.js';
+import { observeConfigFileSchema, resolveObserve, type ObserveConfig } from './observe.js';
 import { ConfigError } from '../../core/errors.js';
+import { CANARY_MODEL, CANARY_PROVIDER_MODEL } from '../canary/names.js';
+import { endpointSecrets, LOGICAL_MODEL_NAME, modelsConfigSchema, modelsView, resolveModels, type ModelConfig } from '../routing/model-config.js';
 
 /** How the engine asks for structured output (`provider.response_format`); the answer is validated either way. */
 export const RESPONSE_FORMATS = ['json_schema', 'json_object', 'none'] as const;
@@ -39,13 +42,28 @@ const retrySchema = z
  * Per operation: retry overrides and answer rules (`validation`, checked against the rules schema the
  * operation declares when the daemon loads it). `modules`: more operation module files to load.
  */
-const operationsSchema = z
-  .object({ modules: z.array(z.string().min(1).max(4096)).max(200).optional() })
-  .catchall(
-    z
-      .object({ retry: retrySchema.optional(), validation: z.record(z.string(), z.unknown()).optional(), interrupted: z.enum(INTERRUPTED_MODES).optional() })
-      .strict(),
-  );
+const operationsSchema = z.object({ modules: z.array(z.string().min(1).max(4096)).max(200).optional() }).catchall(
+  z
+    .object({
+      retry: retrySchema.optional(),
+      validation: z.record(z.string(), z.unknown()).optional(),
+      interrupted: z.enum(INTERRUPTED_MODES).optional(),
+      /** The logical model this operation's calls use, over the definition's `model`. */
+      model: z.string().regex(LOGICAL_MODEL_NAME, 'a logical model name (config models)').optional(),
+      /**
+       * What an answer that fails the schema gets besides dead_letter (the default): `repair` more calls
+       * to the same model with the errors, then at most one call to `escalate_to` (a logical model).
+       */
+      on_invalid: z
+        .object({
+          repair: z.number().int().min(0).max(10).optional(),
+          escalate_to: z.string().regex(LOGICAL_MODEL_NAME, 'a logical model name (config models)').optional(),
+        })
+        .strict()
+        .optional(),
+    })
+    .strict(),
+);
 
 export const configFileSchema = z
   .object({
@@ -104,12 +122,13 @@ export const configFileSchema = z
       .optional(),
     /** Per-operation overrides by operation name, e.g. {"<name>": {"retry": {"max_attempts": 5}, "interrupted": "hold", "validation": {…its rules…}}}. */
     operations: operationsSchema.optional(),
-    /** Logical model names operations may ask for (`model` in a definition) → the provider's model. */
-    models: z.record(z.string().min(1).max(64), z.string().min(1).max(200)).optional(),
+    /** Logical model names operations ask for (`model` in a definition) → the provider's model, endpoint, prices, limits. */
+    models: modelsConfigSchema.optional(),
     /** Reuse a recorded answer for an identical request instead of paying again (temperature 0 only). */
     cache: z.boolean().optional(),
     ...flowConfigFileSchema,
     ...limitsConfigFileSchema,
+    ...observeConfigFileSchema,
     scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
     scheduler: z
       .object({
@@ -145,7 +164,17 @@ export interface ProviderConfig {
   maxAnswerBytes: number;
 }
 
-export interface DaemonConfig extends LimitsConfig {
+/** Config `operations.<name>`, resolved. */
+export interface OperationConfig {
+  retry?: Partial<RetryPolicy>;
+  validation?: Record<string, unknown>;
+  /** Logical model over the definition's. */
+  model?: string;
+  /** A failed schema check: at most one call to this logical model, after any repairs. */
+  escalateTo?: string;
+}
+
+export interface DaemonConfig extends LimitsConfig, ObserveConfig {
   home: string;
   dbPath: string;
   socketPath: string;
@@ -158,12 +187,12 @@ export interface DaemonConfig extends LimitsConfig {
   recoveryIntervalMs: number;
   drainTimeoutMs: number;
   retry: RetryPolicy;
-  /** Config `operations.<name>`: retry overrides (over the definition's and the global policy), at-most-once mode and answer rules. */
-  operationSettings: Record<string, { retry?: Partial<RetryPolicy>; validation?: Record<string, unknown> }>;
+  /** Config `operations.<name>`: retry overrides (over the definition's and the global policy), at-most-once mode, answer rules, model and what an invalid answer gets. */
+  operationSettings: Record<string, OperationConfig>;
   /** Operation module files beyond COMBINE_HOME/operations/*.mjs (config `operations.modules`). */
   operationModules: string[];
-  /** Logical model name → provider model (config `models`); `default` is `provider.model`. */
-  models: Record<string, string>;
+  /** Logical model name → provider model, endpoint, price and limits (config `models`); `default` is always there. */
+  models: Record<string, ModelConfig>;
   /** Provider-requested waits (Retry-After, rate-limit resets) are cut to this. */
   maxProviderWaitMs: number;
   /** Opt-in response cache (only allowed with temperature 0). */
@@ -235,6 +264,32 @@ function retryOverrides(o: z.infer<typeof retrySchema> | undefined, interrupted?
   return out;
 }
 
+/**
+ * Backpressure, rate limits, scheduling, prices and budgets. Environment overrides:
+ * COMBINE_MAX_QUEUED, and COMBINE_REQUESTS_PER_MINUTE / COMBINE_TOKENS_PER_MINUTE for the configured model.
+ */
+function flowConfig(file: ConfigFile, env: NodeJS.ProcessEnv, model: string): FlowConfig {
+  const rateLimits: FlowConfig['rateLimits'] = {};
+  for (const [m, l] of Object.entries(file.rate_limits ?? {})) {
+    rateLimits[m] = { requestsPerMinute: l.requests_per_minute ?? null, tokensPerMinute: l.tokens_per_minute ?? null };
+  }
+  const rpm = envNumber(env, 'COMBINE_REQUESTS_PER_MINUTE');
+  const tpm = envNumber(env, 'COMBINE_TOKENS_PER_MINUTE');
+  if (rpm !== undefined || tpm !== undefined) {
+    const base = rateLimits[model] ?? { requestsPerMinute: null, tokensPerMinute: null };
+    rateLimits[model] = { requestsPerMinute: rpm ?? base.requestsPerMinute, tokensPerMinute: tpm ?? base.tokensPerMinute };
+  }
+  return {
+    maxQueued: envInt(env, 'COMBINE_MAX_QUEUED') ?? file.engine?.max_queued ?? DEFAULT_MAX_QUEUED,
+    rateLimits,
+    projectWeights: file.scheduling?.project_weights ?? {},
+    defaultWeight: file.scheduling?.default_weight ?? 1,
+    agingStepMs: file.scheduling?.aging_step ?? DEFAULT_AGING_STEP_MS,
+    prices: file.prices ?? {},
+    budgets: { default: file.budgets?.default ?? {}, projects: file.budgets?.projects ?? {} },
+  };
+}
+
 function envDuration(env: NodeJS.ProcessEnv, name: string): number | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
@@ -267,23 +322,51 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   const { modules, ...perOperation } = file.operations ?? {};
   const operationSettings: DaemonConfig['operationSettings'] = {};
   for (const [name, o] of Object.entries(perOperation)) {
-    const settings = o as { retry?: z.infer<typeof retrySchema>; validation?: Record<string, unknown>; interrupted?: InterruptedMode };
+    const settings = o as {
+      retry?: z.infer<typeof retrySchema>;
+      validation?: Record<string, unknown>;
+      interrupted?: InterruptedMode;
+      model?: string;
+      on_invalid?: { repair?: number; escalate_to?: string };
+    };
+    const retry = retryOverrides(settings.retry, settings.interrupted);
+    // on_invalid.repair is the newer spelling of retry.repair_attempts, and wins over it.
+    if (settings.on_invalid?.repair !== undefined) retry.repairAttempts = settings.on_invalid.repair;
     operationSettings[name] = {
-      retry: retryOverrides(settings.retry, settings.interrupted),
+      retry,
       ...(settings.validation ? { validation: settings.validation } : {}),
+      ...(settings.model ? { model: settings.model } : {}),
+      ...(settings.on_invalid?.escalate_to ? { escalateTo: settings.on_invalid.escalate_to } : {}),
     };
   }
-  const model = env.COMBINE_MODEL || file.provider?.model || 'gpt-4o-mini';
+  const configured = file.models?.default;
+  const fileModel = (typeof configured === 'string' ? configured : configured?.model) || file.provider?.model || 'gpt-4o-mini';
+  const model = env.COMBINE_MODEL || fileModel;
   const flow = flowConfig(file, env, model);
-  const problem = checkPricesCoverBudgets(flow, model);
-  if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
   const baseURL = env.OPENAI_BASE_URL || file.provider?.base_url || DEFAULT_BASE_URL;
   const apiKey = env.OPENAI_API_KEY || null;
+  let models: Record<string, ModelConfig>;
+  try {
+    models = resolveModels(
+      file.models,
+      { model: fileModel, baseURL, apiKey, prices: flow.prices, rateLimits: flow.rateLimits },
+      env,
+      env.COMBINE_MODEL || undefined,
+    );
+  } catch (err) {
+    throw err instanceof ConfigError ? new ConfigError(`${paths.configPath}: ${err.message}`) : err;
+  }
+  const problem = checkPricesCoverBudgets(flow, models);
+  if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
+  const limits = resolveLimits(file, env, { apiKey, baseURL });
   return {
     ...paths,
-    ...resolveLimits(file, env, { apiKey, baseURL }),
+    ...limits,
+    // Every endpoint's key and base-URL password is a secret too.
+    secrets: [...new Set([...limits.secrets, ...Object.values(models).flatMap((m) => endpointSecrets(m))])],
+    ...resolveObserve(file, env),
     provider: {
-      baseURL,
+      baseURL: models.default!.baseURL,
       apiKey,
       model,
       temperature: file.provider?.temperature ?? DEFAULT_TEMPERATURE,
@@ -298,7 +381,7 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     retry,
     operationSettings,
     operationModules: modules ?? [],
-    models: file.models ?? {},
+    models,
     maxProviderWaitMs: file.retry?.max_provider_wait ?? DEFAULT_MAX_PROVIDER_WAIT_MS,
     cache: file.cache ?? false,
     breaker: {
@@ -319,50 +402,26 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   };
 }
 
-/**
- * Backpressure, rate limits, scheduling, prices and budgets. Environment overrides:
- * COMBINE_MAX_QUEUED, and COMBINE_REQUESTS_PER_MINUTE / COMBINE_TOKENS_PER_MINUTE for the configured model.
- */
-function flowConfig(file: ConfigFile, env: NodeJS.ProcessEnv, model: string): FlowConfig {
-  const rateLimits: FlowConfig['rateLimits'] = {};
-  for (const [m, l] of Object.entries(file.rate_limits ?? {})) {
-    rateLimits[m] = { requestsPerMinute: l.requests_per_minute ?? null, tokensPerMinute: l.tokens_per_minute ?? null };
-  }
-  const rpm = envNumber(env, 'COMBINE_REQUESTS_PER_MINUTE');
-  const tpm = envNumber(env, 'COMBINE_TOKENS_PER_MINUTE');
-  if (rpm !== undefined || tpm !== undefined) {
-    const base = rateLimits[model] ?? { requestsPerMinute: null, tokensPerMinute: null };
-    rateLimits[model] = { requestsPerMinute: rpm ?? base.requestsPerMinute, tokensPerMinute: tpm ?? base.tokensPerMinute };
-  }
-  return {
-    maxQueued: envInt(env, 'COMBINE_MAX_QUEUED') ?? file.engine?.max_queued ?? DEFAULT_MAX_QUEUED,
-    rateLimits,
-    projectWeights: file.scheduling?.project_weights ?? {},
-    defaultWeight: file.scheduling?.default_weight ?? 1,
-    agingStepMs: file.scheduling?.aging_step ?? DEFAULT_AGING_STEP_MS,
-    prices: file.prices ?? {},
-    budgets: { default: file.budgets?.default ?? {}, projects: file.budgets?.projects ?? {} },
-  };
-}
-
 /** What the operation registry needs from the configuration. */
 export function operationSettingsOf(c: DaemonConfig): OperationSettings {
   return {
     retry: c.retry,
     params: { model: c.provider.model, temperature: c.provider.temperature, maxTokens: c.provider.maxTokens, responseFormat: c.provider.responseFormat },
-    models: c.models,
+    // The configured logical models, and the canary's built-in one.
+    models: { ...Object.fromEntries(Object.entries(c.models).map(([logical, m]) => [logical, m.model])), [CANARY_MODEL]: CANARY_PROVIDER_MODEL },
     operations: c.operationSettings,
     configSource: homePaths(c.home).configPath,
   };
 }
 
-/** The configuration as shown to people and logs: the API key is reduced to whether one is set, secrets to a count. */
+/** The configuration as shown to people and logs: API keys are reduced to whether one is set, secrets to a count. */
 export function redactedConfig(c: DaemonConfig) {
   const { apiKey, ...provider } = c.provider;
-  const { secrets, ...rest } = c;
+  const { secrets, models, ...rest } = c;
   return {
     ...rest,
     secrets: `${secrets.length} redacted`,
     provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' },
+    models: JSON.parse(redactValues(JSON.stringify(modelsView(models)), secrets)) as ReturnType<typeof modelsView>,
   };
 }

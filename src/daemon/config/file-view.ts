@@ -46,6 +46,8 @@ function operationsFile(c: DaemonConfig) {
         ...(Object.keys(retry).length > 0 ? { retry } : {}),
         ...(o.retry?.interrupted !== undefined ? { interrupted: o.retry.interrupted } : {}),
         ...(o.validation ? { validation: o.validation } : {}),
+        ...(o.model ? { model: o.model } : {}),
+        ...(o.escalateTo ? { on_invalid: { escalate_to: o.escalateTo } } : {}),
       },
     ];
   });
@@ -82,7 +84,7 @@ export function configFileView(c: DaemonConfig) {
     retry: { ...retryFile(c.retry), max_provider_wait: durationText(c.maxProviderWaitMs) },
     breaker: { failure_threshold: c.breaker.failureThreshold, open: durationText(c.breaker.openMs), max_open: durationText(c.breaker.maxOpenMs) },
     operations: operationsFile(c),
-    models: c.models,
+    models: modelsFile(c),
     cache: c.cache,
     interrupted: c.retry.interrupted,
     rate_limits: Object.fromEntries(
@@ -111,5 +113,54 @@ export function configFileView(c: DaemonConfig) {
       max_import_bytes: c.api.maxImportBytes,
     },
     redact: { env: c.redactEnv },
+    pressure: pressureFile(c),
+    canary: { interval: durationText(c.canary.intervalMs), timeout: durationText(c.canary.timeoutMs) },
+    otel: { ...(c.otel.endpoint !== null ? { endpoint: redactValues(c.otel.endpoint, c.secrets) } : {}), service_name: c.otel.serviceName },
+  };
+}
+
+/**
+ * Logical models as the file writes them: the string form when a model only renames the provider's
+ * (same endpoint, key, price and limits), else the object form with what differs. Never a key, only
+ * the variable it is read from. `default` is left out when it is the provider's model as is.
+ */
+function modelsFile(c: DaemonConfig) {
+  const f = c.flow;
+  const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+  const entries = Object.entries(c.models).flatMap(([logical, m]): [string, string | Record<string, unknown>][] => {
+    const ownEndpoint = m.baseURL !== c.provider.baseURL || m.apiKeyEnv !== null;
+    const ownPrice = m.price !== undefined && !same(m.price, f.prices[m.model]);
+    const limitsSet = m.rateLimits.requestsPerMinute !== null || m.rateLimits.tokensPerMinute !== null;
+    const ownLimits = limitsSet && !same(m.rateLimits, f.rateLimits[m.model]);
+    if (!ownEndpoint && !ownPrice && !ownLimits) return logical === 'default' && m.model === c.provider.model ? [] : [[logical, m.model]];
+    const entry = {
+      model: m.model,
+      ...(m.baseURL !== c.provider.baseURL ? { base_url: redactValues(m.baseURL, c.secrets) } : {}),
+      ...(m.apiKeyEnv !== null ? { api_key_env: m.apiKeyEnv } : {}),
+      ...(ownPrice ? { prices: m.price } : {}),
+      ...(ownLimits
+        ? {
+            rate_limits: {
+              ...(m.rateLimits.requestsPerMinute !== null ? { requests_per_minute: m.rateLimits.requestsPerMinute } : {}),
+              ...(m.rateLimits.tokensPerMinute !== null ? { tokens_per_minute: m.rateLimits.tokensPerMinute } : {}),
+            },
+          }
+        : {}),
+    };
+    return [[logical, entry]];
+  });
+  return Object.fromEntries(entries);
+}
+
+function pressureFile(c: DaemonConfig) {
+  const p = c.pressure;
+  return {
+    enabled: p.enabled,
+    probe_interval: durationText(p.probeIntervalMs),
+    root: p.root,
+    cpu: { threshold: p.cpuThreshold, for: durationText(p.cpuForMs), claim_interval: durationText(p.cpuClaimIntervalMs) },
+    memory: { min_available_bytes: p.minAvailableMemoryBytes },
+    battery: { min_percent: p.minBatteryPercent },
+    wal: { max_bytes: p.maxWalBytes },
   };
 }

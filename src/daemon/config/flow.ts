@@ -10,6 +10,7 @@ import { FairScheduler } from '../../domain/fair-scheduler.js';
 import { RateLimiter } from '../../domain/rate-limit.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { FlowControl } from '../engine/producer.js';
+import type { ModelRouter } from '../routing/router.js';
 
 const positive = z.number().positive();
 
@@ -66,28 +67,27 @@ export function budgetFor(flow: FlowConfig, projectId: string): BudgetLimits {
   return { ...flow.budgets.default, ...flow.budgets.projects[projectId] };
 }
 
-export function rateLimitsFor(flow: FlowConfig, model: string): ModelRateLimits {
-  return flow.rateLimits[model] ?? { requestsPerMinute: null, tokensPerMinute: null };
-}
-
 /**
- * Cost budgets need a price for the model that will be called; without one every call would cost
+ * Cost budgets need a price for every model that may be called; without one every call would cost
  * "0" and a cost budget would never stop anything. Returns the problem, or null.
  */
-export function checkPricesCoverBudgets(flow: FlowConfig, model: string): string | null {
+export function checkPricesCoverBudgets(flow: FlowConfig, models: Record<string, { model: string; price: ModelPrice | undefined }>): string | null {
   const limits = [flow.budgets.default, ...Object.values(flow.budgets.projects)];
   const wantsCost = limits.some((l) => l.daily_cost_usd !== undefined || l.total_cost_usd !== undefined);
-  if (wantsCost && !flow.prices[model]) return `budgets: a cost budget is set but prices has no entry for the model "${model}"`;
+  if (!wantsCost) return null;
+  const unpriced = Object.entries(models).find(([, m]) => !m.price);
+  if (unpriced) return `budgets: a cost budget is set but prices has no entry for the model "${unpriced[1].model}" (models.${unpriced[0]})`;
   return null;
 }
 
 /** The engine's flow control from the configuration: the fair scheduler, the rate limiter, budgets and prices. */
-export function flowControlOf(flow: FlowConfig, operations: OperationRegistry): FlowControl {
+export function flowControlOf(flow: FlowConfig, operations: OperationRegistry, router: ModelRouter): FlowControl {
   return {
     scheduler: new FairScheduler({ weights: flow.projectWeights, defaultWeight: flow.defaultWeight, agingStepMs: flow.agingStepMs }),
-    limiter: new RateLimiter((model) => rateLimitsFor(flow, model)),
+    // Keyed by route: the model on its endpoint, with its entry's limits (or the top-level ones of its model).
+    limiter: new RateLimiter((key) => router.rateLimitsOf(key)),
     budgetFor: (projectId) => budgetFor(flow, projectId),
-    priceOf: (model) => flow.prices[model],
+    router,
     operations,
   };
 }

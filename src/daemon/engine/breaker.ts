@@ -45,6 +45,12 @@ export class CircuitBreaker {
     return 0;
   }
 
+  /** Whether a call could start now (closed, or half-open with the probe free), without taking the probe. */
+  canAdmit(now: number): boolean {
+    if (this.state === 'open' && now >= this.openUntil) this.state = 'half_open';
+    return this.state === 'closed' || (this.state === 'half_open' && !this.probeInFlight);
+  }
+
   /** When an open breaker next lets a probe through (null unless open). */
   reopensAt(): number | null {
     return this.state === 'open' ? this.openUntil : null;

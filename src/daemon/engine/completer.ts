@@ -30,6 +30,7 @@ import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
 import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
+import type { ModelRoute } from '../routing/router.js';
 import { StaleStateError } from '../../core/errors.js';
 import type { CrashAt } from '../../core/crash.js';
 
@@ -37,7 +38,8 @@ import type { CrashAt } from '../../core/crash.js';
 export interface EngineContext {
   /** This daemon's lease owner id. */
   owner: string;
-  endpoint: string;
+  /** A logical model's route: the model and endpoint a call goes to (routing/router.ts). */
+  routeOf(logical: string): ModelRoute;
   /** The operations this daemon runs: every thread's prompt, answer check, mutation and retry policy. */
   operations: OperationRegistry;
   /** Answer identical temperature-0 requests from recorded answers (config `cache`). */
@@ -75,8 +77,8 @@ async function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
   return thread;
 }
 
-/** What a started item does next: send this request, or finish from an answer already recorded. */
-export type StartResult = { kind: 'call'; request: ChatRequest } | { kind: 'recorded'; response: LedgerRow };
+/** What a started item does next: send this request along its route, or finish from an answer already recorded. */
+export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute } | { kind: 'recorded'; response: LedgerRow };
 
 /**
  * Moves claimed → running. Normally records the prompt and returns the exact request to send. Returns
@@ -106,21 +108,26 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     return null;
   }
   const request = built.request;
+  const route = ctx.routeOf(built.model);
   thread = await markThreadStarted(tx, thread);
   await appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
     request,
     attempt: item.attempt,
     repair: item.repair_count,
-    endpoint: ctx.endpoint,
+    // Which logical model, which real one (also the request's `model`) and where: the router's choice.
+    logical_model: route.logical,
+    model: route.model,
+    endpoint: route.endpoint.label,
+    ...(built.escalated ? { escalation: true } : {}),
   });
   await markRunning(tx, ctx, thread, item);
-  const cached = ctx.cache ? await findCachedAnswer(tx.sql, ctx.endpoint, request) : null;
+  const cached = ctx.cache ? await findCachedAnswer(tx.sql, route.endpoint.label, request) : null;
   if (cached) {
     // Served from the ledger: no call, so the claim's reservation goes back to the budget.
     await releaseUnsent(tx, item);
     return { kind: 'recorded', response: await appendCachedResponse(tx, thread, item, cached) };
   }
-  return { kind: 'call', request };
+  return { kind: 'call', request, route };
 }
 
 async function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): Promise<void> {
@@ -134,7 +141,7 @@ export async function recordResponse(
   ctx: EngineContext,
   itemId: string,
   outcome: Extract<CallOutcome, { kind: 'response' }>,
-  model: string,
+  route: ModelRoute,
 ): Promise<LedgerRow> {
   const item = await leasedItem(tx, ctx, itemId, 'running');
   const thread = await threadOf(tx, item);
@@ -151,10 +158,12 @@ export async function recordResponse(
     ...(envelope.body === null ? { body_text: outcome.bodyText } : {}),
   });
   await settleFromResponse(tx, item, entry, usage, ctx.priceOf);
+  // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
+  if (route.free) return entry;
   await insertCallRecord(tx.sql, {
     thread_id: thread.id,
     work_item_id: item.id,
-    model,
+    model: route.key,
     outcome: 'ok',
     http_status: outcome.httpStatus,
     latency_ms: outcome.latencyMs,
@@ -167,7 +176,7 @@ export async function recordResponse(
   return entry;
 }
 
-export type AnswerResult = 'applied' | 'repair' | 'retry' | 'dead_letter' | 'canceled' | 'held';
+export type AnswerResult = 'applied' | 'repair' | 'escalate' | 'retry' | 'dead_letter' | 'canceled' | 'held';
 
 /**
  * Validates a recorded response and acts on it in this one transaction: parse_report, then either the
@@ -218,34 +227,43 @@ export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, r
   return 'applied';
 }
 
-/** An answer that failed the schema: ask again with the errors while repairs remain, else dead_letter. */
+/**
+ * An answer that failed the schema. By default it dead-letters: the requirements call it permanent.
+ * An operation may opt in (config `operations.<name>.on_invalid`) to `repair` more calls to the same
+ * model with the errors, then to one call to a stronger model (`escalate_to`) with them. Neither
+ * starts a new attempt: the pass is one attempt for retries and backoff. Each call is its own
+ * prompt/response pair, and the claim reserves its cost like any call.
+ */
 async function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, errors: string[]): Promise<AnswerResult> {
   const policy = ctx.operations.policyFor(thread.kind);
+  const escalateTo = ctx.operations.get(thread.kind)?.escalateTo ?? null;
   const message = `the answer does not match the schema: ${errors.slice(0, 5).join('; ')}`;
-  if (item.repair_count < policy.repairAttempts) {
-    await appendEntry(tx, thread, item.id, 'error', item.attempt, {
-      code: 'SCHEMA_INVALID',
-      class: 'permanent',
-      message,
-      attempt: item.attempt,
-      repair: item.repair_count + 1,
-      next: 'repair',
-    });
-    await requeueWorkItem(tx.sql, {
-      id: item.id,
-      from: 'running',
-      owner: ctx.owner,
-      attempt: item.attempt,
-      repair_count: item.repair_count + 1,
-      not_before: tx.now,
-      error_code: 'SCHEMA_INVALID',
-      error_message: message,
-    });
-    await releaseItemLock(tx, item);
-    emitWorkItem(tx, thread, { ...item, status: 'queued', repair_count: item.repair_count + 1, not_before: tx.now, error_code: 'SCHEMA_INVALID' });
-    return 'repair';
-  }
-  return await deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
+  const escalated = item.escalated === 1;
+  const next = escalated ? null : item.repair_count < policy.repairAttempts ? 'repair' : escalateTo !== null ? 'escalate' : null;
+  if (next === null) return await deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
+  const again = next === 'repair' ? { repair_count: item.repair_count + 1, escalated: 0 } : { repair_count: item.repair_count, escalated: 1 };
+  await appendEntry(tx, thread, item.id, 'error', item.attempt, {
+    code: 'SCHEMA_INVALID',
+    class: 'permanent',
+    message,
+    attempt: item.attempt,
+    repair: again.repair_count,
+    next,
+    ...(next === 'escalate' ? { escalate_to: escalateTo } : {}),
+  });
+  await requeueWorkItem(tx.sql, {
+    id: item.id,
+    from: 'running',
+    owner: ctx.owner,
+    attempt: item.attempt,
+    ...again,
+    not_before: tx.now,
+    error_code: 'SCHEMA_INVALID',
+    error_message: message,
+  });
+  await releaseItemLock(tx, item);
+  emitWorkItem(tx, thread, { ...item, ...again, status: 'queued', not_before: tx.now, error_code: 'SCHEMA_INVALID' });
+  return next;
 }
 
 /** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
@@ -255,23 +273,26 @@ export async function failLeasedAttempt(
   itemId: string,
   error: ClassifiedError,
   latencyMs: number,
-  model: string,
+  route: ModelRoute,
 ): Promise<AnswerResult> {
   const item = await leasedItem(tx, ctx, itemId, 'running');
   await closeAfterError(tx, item, error);
-  await insertCallRecord(tx.sql, {
-    thread_id: item.thread_id,
-    work_item_id: item.id,
-    model,
-    outcome: error.code,
-    http_status: error.httpStatus ?? null,
-    latency_ms: latencyMs,
-    prompt_tokens: null,
-    completion_tokens: null,
-    total_tokens: null,
-    provider_request_id: null,
-    created_at: tx.now,
-  });
+  // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
+  if (!route.free) {
+    await insertCallRecord(tx.sql, {
+      thread_id: item.thread_id,
+      work_item_id: item.id,
+      model: route.key,
+      outcome: error.code,
+      http_status: error.httpStatus ?? null,
+      latency_ms: latencyMs,
+      prompt_tokens: null,
+      completion_tokens: null,
+      total_tokens: null,
+      provider_request_id: null,
+      created_at: tx.now,
+    });
+  }
   return await failAttempt(tx, ctx, item, error);
 }
 
@@ -317,6 +338,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
       owner,
       attempt: item.attempt + 1,
       repair_count: item.repair_count,
+      escalated: item.escalated,
       not_before: notBefore,
       error_code: error.code,
       error_message: error.message,

@@ -9,16 +9,21 @@
 import type { Sql } from '../../core/sql.js';
 import type { LedgerRow } from '../../db/schema.js';
 import { getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
-import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type EngineContext } from './completer.js';
-import { CircuitBreaker, type BreakerPolicy } from './breaker.js';
-import { executeCall, type CallOutcome } from './executor.js';
+import { getThread } from '../../db/threads.js';
+import type { ModelRoute } from '../routing/router.js';
+import { EngineSpans } from '../tracing/engine-spans.js';
+import { traceIdOf } from '../../core/trace-context.js';
+import { noTracer } from '../tracing/tracer.js';
+import type { Tracer } from '../tracing/types.js';
+import type { EngineContext } from './completer.js';
+import type { CallOutcome } from './executor.js';
+import { runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { learnFromOutcome } from './provider-feedback.js';
-import { claimWorkItems, skipItemsPastDeadline, type FlowControl } from './producer.js';
+import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { extendLeases, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
 import type { Clock } from '../../core/clock.js';
-import type { Provider } from './provider.js';
 import type { Logger } from '../../core/logger.js';
 
 /** The longest the engine sleeps before looking at the queue again. */
@@ -32,22 +37,31 @@ export interface EngineObserver {
   onRecovery(counts: { requeued: number; resumed: number; interrupted: number; locks_released: number; parents_closed: number }): void;
 }
 
+/**
+ * Resource pressure (ADR-002 §4): which priority classes may be claimed now and how long claim rounds
+ * must be apart. Items held back stay queued and keep their attempt.
+ */
+export interface ClaimThrottle {
+  claimLimits(): ClaimLimits & { minIntervalMs: number };
+}
+
 export interface EngineOptions {
   /** Reads outside a write (due times, the recovery scan's candidates): the last commit, never a batch in progress. */
   reader: Sql;
   /** Every write: one writer transaction (core/tx.ts), `now` from the same clock. */
   write: Write;
-  /** The one engine context (owner, operations, prices, …), shared with the commands that end items. */
+  /** The one engine context (owner, operations, routes, prices, …), shared with the commands that end items. */
   ctx: EngineContext;
-  provider: Provider;
   clock: Clock;
   logger: Logger;
   maxInFlight: number;
   callTimeoutMs: number;
   recoveryIntervalMs: number;
-  breaker: BreakerPolicy;
-  /** Fair scheduler, rate limiter, budgets and prices (see producer.ts). */
+  /** Fair scheduler, rate limiter, budgets, and the model router with each endpoint's client and breaker (see producer.ts). */
   flow: FlowControl;
+  /** Spans of claims, calls and applies (no export unless configured). */
+  tracer?: Tracer;
+  throttle?: ClaimThrottle;
   /** Credentials to scrub from everything a call returns before it is logged or recorded. */
   secrets: readonly string[];
   /** Provider-requested waits are cut to this (config `retry.max_provider_wait`). */
@@ -60,7 +74,7 @@ export interface EngineOptions {
 interface InFlight {
   cancel: AbortController;
   lockScope: string;
-  /** Log lines about this item carry its thread_id and work_item_id. */
+  /** Log lines about this item carry its thread_id, work_item_id and trace_id. */
   log: Logger;
 }
 
@@ -77,8 +91,11 @@ export class Engine {
   private limitedUntil: number | null = null;
   private timers: NodeJS.Timeout[] = [];
   private idleWaiters: (() => void)[] = [];
-  /** One breaker: this engine talks to one provider endpoint. */
-  readonly breaker: CircuitBreaker;
+  /** When the last claim round ran (resource pressure spaces rounds out). */
+  private lastClaimAt = Number.NEGATIVE_INFINITY;
+  private readonly spans: EngineSpans;
+  /** What one item's run from lease to outcome needs (item-pipeline.ts). */
+  private readonly pipeline: PipelineDeps;
   recoveryDone = false;
   /** Engine lines not about one item still carry thread_id and work_item_id (null), for uniform filtering. */
   private readonly log: Logger;
@@ -86,15 +103,24 @@ export class Engine {
   constructor(private readonly o: EngineOptions) {
     this.log = o.logger.child({ component: 'engine', thread_id: null, work_item_id: null });
     this.leaseMs = o.callTimeoutMs + 30_000;
-    this.breaker = new CircuitBreaker(o.breaker);
+    this.spans = new EngineSpans(o.tracer ?? noTracer);
+    this.pipeline = {
+      ctx: o.ctx,
+      router: o.flow.router,
+      clock: o.clock,
+      spans: this.spans,
+      write: (fn) => this.write(fn),
+      call: { timeoutMs: o.callTimeoutMs, secrets: o.secrets, maxProviderWaitMs: o.maxProviderWaitMs },
+      stopped: () => this.stopping,
+      onOutcome: (route, outcome) => {
+        this.observeProvider(route, outcome);
+        o.observer?.onCall(outcome, route.key);
+      },
+    };
   }
 
   private get ctx(): EngineContext {
     return this.o.ctx;
-  }
-
-  get endpoint(): string {
-    return this.o.provider.endpoint;
   }
 
   /** Per model: whether a 429 has parked it, and until when. */
@@ -178,24 +204,32 @@ export class Engine {
 
   private async tick(): Promise<number> {
     if (this.stopping || this.o.storage?.allowsClaims === false) return 0; // woken again when space returns
+    const { minIntervalMs, ...limits } = this.o.throttle?.claimLimits() ?? { minIntervalMs: 0 };
+    const now = this.o.clock.now();
+    if (now < this.lastClaimAt + minIntervalMs) {
+      // A busy machine: claim rounds are spaced out (woken again when the pressure ends).
+      this.scheduleAt(this.lastClaimAt + minIntervalMs);
+      return 0;
+    }
     this.ticking = true;
     let started = 0;
     try {
       await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
       const wanted = this.o.maxInFlight - this.inFlight.size;
-      // An open breaker admits nothing: items stay queued and no attempt is burned.
-      const free = this.breaker.admit(wanted, this.o.clock.now());
-      if (free < Math.max(1, wanted)) await this.noteLimiterWait(wanted === 0 ? 'slots_full' : 'breaker_open');
-      if (free > 0) {
-        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, free, this.leaseMs));
+      if (wanted === 0) await this.noteLimiterWait('slots_full');
+      if (wanted > 0) {
+        this.lastClaimAt = this.o.clock.now();
+        // An endpoint whose breaker is open admits nothing: its items stay queued and no attempt is burned.
+        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits));
         const claimed = round.claimed;
-        if (claimed.length === 0) this.breaker.onInconclusive();
+        if (round.breakerHeld) await this.noteLimiterWait('breaker_open');
         if (claimed.length > 0) this.ctx.crashAt('after_claim');
-        for (const item of claimed) this.launch(item, null);
+        this.spans.claimed(claimed, this.lastClaimAt, this.o.clock.now());
+        for (const c of claimed) this.launch(c.item, null, c);
         started = claimed.length;
         // A full batch means more may be waiting; otherwise sleep until the next item is due, or until
-        // the rate limiter lets the next call through.
-        if (claimed.length === free && free === wanted) this.tickAgain = true;
+        // a rate limiter or a breaker lets the next call through.
+        if (claimed.length === wanted) this.tickAgain = true;
         if (round.limitedUntil !== null) this.limitedUntil = round.limitedUntil;
       }
       await this.scheduleNextDue();
@@ -221,9 +255,12 @@ export class Engine {
   /** Sleeps until the next queued item is due, a deadline passes, or the breaker lets a probe through. */
   private async scheduleNextDue(): Promise<void> {
     const now = this.o.clock.now();
-    const candidates = [await nextQueuedDueAt(this.o.reader), await nextQueuedDeadline(this.o.reader), this.breaker.reopensAt(), this.limitedUntil].filter(
-      (t): t is number => t !== null && t > now,
-    );
+    const candidates = [
+      await nextQueuedDueAt(this.o.reader),
+      await nextQueuedDeadline(this.o.reader),
+      this.o.flow.router.nextBreakerReopen(),
+      this.limitedUntil,
+    ].filter((t): t is number => t !== null && t > now);
     if (candidates.length > 0) this.scheduleAt(Math.min(...candidates));
   }
 
@@ -242,12 +279,18 @@ export class Engine {
     this.dueTimer.unref();
   }
 
-  private launch(item: { id: string; thread_id: string; lock_scope: string }, resumeFrom: LedgerRow | null): void {
+  /** Runs one leased item: `claim` is how it was claimed (its route), or null when recovery resumes a recorded answer. */
+  private launch(
+    item: { id: string; thread_id: string; lock_scope: string },
+    resumeFrom: LedgerRow | null,
+    claim: ClaimedItem | null,
+    traceparent = claim?.traceparent ?? null,
+  ): void {
     const itemId = item.id;
-    const log = this.o.logger.child({ component: 'engine', thread_id: item.thread_id, work_item_id: item.id });
+    const log = this.o.logger.child({ component: 'engine', thread_id: item.thread_id, work_item_id: item.id, trace_id: traceIdOf(traceparent) });
     const entry: InFlight = { cancel: new AbortController(), lockScope: item.lock_scope, log };
     this.inFlight.set(itemId, entry);
-    this.runItem(itemId, entry.cancel.signal, resumeFrom, log)
+    runLeasedItem(this.pipeline, { item, cancel: entry.cancel.signal, resumeFrom, log, claimedRoute: claim?.route ?? null, traceparent })
       .catch((err) => log.error({ err }, 'work item step failed; recovery will resume it'))
       .finally(() => {
         this.inFlight.delete(itemId);
@@ -256,64 +299,31 @@ export class Engine {
       });
   }
 
-  /** One item from its lease to its outcome. A recorded response is never requested again. */
-  private async runItem(itemId: string, cancel: AbortSignal, resumeFrom: LedgerRow | null, log: Logger): Promise<void> {
-    let response = resumeFrom;
-    if (!response) {
-      const started = await this.write((tx) => startWorkItem(tx, this.ctx, itemId));
-      if (!started) return this.breaker.onInconclusive();
-      if (started.kind === 'recorded') {
-        // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
-        const recorded = started.response;
-        await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, false));
-        return;
-      }
-      const request = started.request;
-      this.ctx.crashAt('during_call');
-      const outcome = await executeCall(this.o.provider, request, {
-        cancel,
-        timeoutMs: this.o.callTimeoutMs,
-        now: () => this.o.clock.now(),
-        secrets: this.o.secrets,
-        maxProviderWaitMs: this.o.maxProviderWaitMs,
-      });
-      this.observeProvider(request.model, outcome);
-      this.o.observer?.onCall(outcome, request.model);
-      if (outcome.kind === 'error') {
-        await this.write((tx) => failLeasedAttempt(tx, this.ctx, itemId, outcome.error, outcome.latencyMs, request.model));
-        return;
-      }
-      // Paid work: keep trying to record it through storage trouble rather than lose it.
-      const record = () => this.write((tx) => recordResponse(tx, this.ctx, itemId, outcome, request.model));
-      response = await untilStored(record, { log, what: 'the write of a paid response', stopped: () => this.stopping });
-      this.ctx.crashAt('after_response');
-    }
-    const recorded = response;
-    await this.write((tx) => finishAnswer(tx, this.ctx, itemId, recorded, resumeFrom !== null));
-  }
-
-  /** Lets the breaker and the rate limiter learn from a call; wakes the engine when they allow calls again. */
-  private observeProvider(model: string, outcome: CallOutcome): void {
+  /** Lets the route's breaker and rate limiter learn from a call; wakes the engine when they allow calls again. */
+  private observeProvider(route: ModelRoute, outcome: CallOutcome): void {
+    const breaker = this.o.flow.router.breaker(route);
     const targets = {
-      breaker: this.breaker,
+      breaker,
       limiter: this.o.flow.limiter,
       log: this.log,
-      endpoint: this.o.provider.endpoint,
+      endpoint: route.endpoint.label,
       defaultWaitMs: this.ctx.operations.defaultPolicy.baseMs,
     };
-    const f = learnFromOutcome(targets, model, outcome, this.o.clock.now());
+    const f = learnFromOutcome(targets, route.key, outcome, this.o.clock.now());
     if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
     for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
   }
 
-  /** When a model's 429 hold ends (null: not held), for `combine thread` and health; default: the configured model. */
-  rateLimitHeldUntil(model = this.ctx.operations.defaultParams.model): number | null {
-    return this.o.flow.limiter.parkedUntil(model, this.o.clock.now());
+  /** When the latest 429 hold of these routes ends (null: none held), for `combine thread`. */
+  rateLimitHeldUntil(keys: readonly string[]): number | null {
+    const now = this.o.clock.now();
+    const until = keys.map((k) => this.o.flow.limiter.parkedUntil(k, now)).filter((t): t is number => t !== null);
+    return until.length > 0 ? Math.max(...until) : null;
   }
 
-  /** `combine retry` of a held item: the user lifts the model's 429 hold now. */
-  releaseRateLimitHold(model = this.ctx.operations.defaultParams.model): void {
-    this.o.flow.limiter.unpark(model);
+  /** `combine retry` of a held item: the user lifts the 429 hold of its routes now. */
+  releaseRateLimitHold(keys: readonly string[]): void {
+    for (const k of keys) this.o.flow.limiter.unpark(k);
     this.limitedUntil = null;
     this.wake();
   }
@@ -346,7 +356,7 @@ export class Engine {
       }));
       for (const r of result.resume) {
         const item = await getWorkItem(this.o.reader, r.itemId);
-        if (item) this.launch(item, r.response);
+        if (item) this.launch(item, r.response, null, (await getThread(this.o.reader, item.thread_id))?.traceparent ?? null);
       }
       const { resume, ...counts } = result;
       this.o.observer?.onRecovery({

@@ -8,6 +8,8 @@ import type { TargetRef } from '../../domain/operations.js';
 interface EventBase {
   thread_id: string;
   parent_thread_id: string | null;
+  /** The W3C trace id of the command that created the thread: every log line of its work carries it. */
+  trace_id: string | null;
 }
 
 export type EngineEvent =

@@ -16,13 +16,20 @@ export type CallOutcome = ({ kind: 'response'; latencyMs: number } & RawResponse
 export async function executeCall(
   provider: Provider,
   request: ChatRequest,
-  opts: { cancel: AbortSignal; timeoutMs: number; now: () => number; secrets?: readonly string[]; maxProviderWaitMs?: number | undefined },
+  opts: {
+    cancel: AbortSignal;
+    timeoutMs: number;
+    now: () => number;
+    secrets?: readonly string[];
+    maxProviderWaitMs?: number | undefined;
+    headers?: Record<string, string>;
+  },
 ): Promise<CallOutcome> {
   const deadline = AbortSignal.timeout(opts.timeoutMs);
   const signal = AbortSignal.any([opts.cancel, deadline]);
   const started = performance.now();
   try {
-    const raw = redactResponse(await provider.send(request, signal, opts.timeoutMs), opts.secrets ?? []);
+    const raw = redactResponse(await provider.send(request, signal, opts.timeoutMs, opts.headers ?? {}), opts.secrets ?? []);
     return { kind: 'response', latencyMs: Math.round(performance.now() - started), ...raw };
   } catch (err) {
     const aborts = { canceled: opts.cancel.aborted, timedOut: deadline.aborted };

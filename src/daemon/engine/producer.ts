@@ -28,7 +28,8 @@ import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
-import { reserveCharge, type PriceOf } from './charges.js';
+import type { ModelRoute, ModelRouter } from '../routing/router.js';
+import { reserveCharge } from './charges.js';
 import { failAttempt, type EngineContext } from './completer.js';
 import { buildItemRequest } from './request.js';
 import { emitWorkItem, type Tx } from './tx.js';
@@ -38,25 +39,48 @@ export const PARKED_UNTIL_RAISED = Date.UTC(9999, 11, 31);
 
 export interface FlowControl {
   scheduler: FairScheduler;
+  /** Keyed by route (`ModelRoute.key`): the model on its endpoint. */
   limiter: RateLimiter;
   budgetFor(projectId: string): BudgetLimits;
-  priceOf: PriceOf;
+  /** Each item's logical model → its route: the endpoint (and its breaker), price and limits of its call. */
+  router: ModelRouter;
   /** Each item's request (its operation's model and prompt) is what its estimate and rate limit are for. */
   operations: OperationRegistry;
 }
 
-export interface ClaimRound {
-  claimed: WorkItemRow[];
-  /** Items parked for their budget in this round. */
-  parked: number;
-  /** The rate limiter stopped the round: claim again at this time. */
-  limitedUntil: number | null;
+export interface ClaimedItem {
+  item: WorkItemRow;
+  /** Where its call goes. */
+  route: ModelRoute;
+  /** Its thread's trace context (null for threads created before trace ids existed). */
+  traceparent: string | null;
 }
 
-export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: number, leaseMs: number): Promise<ClaimRound> {
-  const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null };
+export interface ClaimRound {
+  claimed: ClaimedItem[];
+  /** Items parked for their budget in this round. */
+  parked: number;
+  /** A rate limit or an open breaker held some items back: claim again at this time (null: when woken). */
+  limitedUntil: number | null;
+  /** An endpoint's open (or probing) breaker held an item back. */
+  breakerHeld: boolean;
+}
+
+export interface ClaimLimits {
+  /** Only items of this priority class or a more urgent one (resource pressure pauses bulk and scheduled work). */
+  maxPriority?: number;
+}
+
+export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: number, leaseMs: number, limits: ClaimLimits = {}): Promise<ClaimRound> {
+  const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null, breakerHeld: false };
   const leaseUntil = tx.now + leaseMs;
-  let heads = await listClaimHeads(tx.sql, tx.now);
+  // Items held back this round (their route cannot take a call now): not offered to the scheduler again.
+  const skipped = new Set<string>();
+  const eligible = (h: ClaimHead) => limits.maxPriority === undefined || h.priority <= limits.maxPriority;
+  let heads = (await listClaimHeads(tx.sql, tx.now)).filter(eligible);
+  const refresh = async (projectId: string) => {
+    heads = (await replaceProjectHeads(tx, heads, projectId, skipped)).filter(eligible);
+  };
   // Scopes this round has locked: an operation's scope may span projects, so another project's head
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
@@ -65,18 +89,21 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     if (!pick) break;
     const item = (await getWorkItem(tx.sql, pick.id))!;
     if (locked.has(item.lock_scope)) {
-      heads = await replaceProjectHeads(tx, heads, pick.project_id);
+      await refresh(pick.project_id);
       continue;
     }
-    const { model, estimate } = await estimateFor(tx, flow, item);
-    if (!(await fitsBudget(tx, flow, item, estimate, round))) {
-      heads = await replaceProjectHeads(tx, heads, pick.project_id);
+    const { route, estimate } = await estimateFor(tx, flow, item);
+    if (!route.free && !(await fitsBudget(tx, flow, item, estimate, round))) {
+      await refresh(pick.project_id);
       continue;
     }
-    const admission = flow.limiter.admit(model, estimate.tokens, tx.now);
-    if (!admission.ok) {
-      round.limitedUntil = admission.retryAt;
-      break;
+    // Each endpoint's breaker and each route's rate limit hold back only their own calls.
+    const wait = routeWait(tx, flow, route, estimate.tokens, round);
+    if (wait !== 'admitted') {
+      if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
+      skipped.add(item.id);
+      await refresh(pick.project_id);
+      continue;
     }
     const leased = await claimWorkItem(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
     // The heads query read this transaction's own state, so the item is still queued and due.
@@ -87,13 +114,31 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       throw new Error(`lock ${leased.lock_scope} is held although the claim found it free`);
     }
     locked.add(leased.lock_scope);
-    await reserveCharge(tx, leased, model, estimate);
+    // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
+    if (!route.free) await reserveCharge(tx, leased, route.key, estimate);
     const thread = await getThread(tx.sql, leased.thread_id);
     if (thread) emitWorkItem(tx, thread, leased);
-    round.claimed.push(leased);
-    heads = await replaceProjectHeads(tx, heads, pick.project_id);
+    round.claimed.push({ item: leased, route, traceparent: thread?.traceparent ?? null });
+    await refresh(pick.project_id);
   }
   return round;
+}
+
+/**
+ * Whether the route can take a call now: its endpoint's breaker (closed, or half-open with its probe
+ * free) and its rate limits. 'admitted' takes the request, the tokens and, when half-open, the probe;
+ * otherwise when to look again (null: when something wakes the engine, e.g. the probe's outcome).
+ */
+function routeWait(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): 'admitted' | number | null {
+  const breaker = flow.router.breaker(route);
+  if (!breaker.canAdmit(tx.now)) {
+    round.breakerHeld = true;
+    return breaker.reopensAt();
+  }
+  const admission = flow.limiter.admit(route.key, tokens, tx.now);
+  if (!admission.ok) return admission.retryAt;
+  breaker.admit(1, tx.now);
+  return 'admitted';
 }
 
 /**
@@ -101,17 +146,19 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
  * locked that another project's head needs is caught by the round's `locked` set) instead of every
  * group — a round of many claims across hundreds of projects would otherwise walk them all once per claim.
  */
-async function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string): Promise<ClaimHead[]> {
-  return [...heads.filter((h) => h.project_id !== projectId), ...(await listProjectClaimHeads(tx.sql, projectId, tx.now))];
+async function replaceProjectHeads(tx: Tx, heads: ClaimHead[], projectId: string, skipped: ReadonlySet<string>): Promise<ClaimHead[]> {
+  return [...heads.filter((h) => h.project_id !== projectId), ...(await listProjectClaimHeads(tx.sql, projectId, tx.now, [...skipped]))];
 }
 
-/** The model of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens. */
-async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promise<{ model: string; estimate: CallEstimate }> {
+/** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
+async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promise<{ route: ModelRoute; estimate: CallEstimate }> {
   const thread = await getThread(tx.sql, item.thread_id);
   const built = thread ? await buildItemRequest(tx.sql, flow.operations, thread, item) : null;
-  if (built?.ok) return { model: built.request.model, estimate: estimateCall(built.request, flow.priceOf(built.request.model)) };
-  const params = flow.operations.defaultParams;
-  return { model: params.model, estimate: { tokens: params.maxTokens, cost_usd: 0 } };
+  if (built?.ok) {
+    const route = flow.router.route(built.model);
+    return { route, estimate: estimateCall(built.request, route.price) };
+  }
+  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 } };
 }
 
 /**

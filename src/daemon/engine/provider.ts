@@ -17,6 +17,9 @@ export interface RawResponse {
 export interface Provider {
   /** Identifies the endpoint (for breakers and the ledger); never contains credentials. */
   readonly endpoint: string;
-  /** Sends one request. Throws the client's own errors; the engine classifies them (classify.ts). */
-  send(request: ChatRequest, signal: AbortSignal, timeoutMs: number): Promise<RawResponse>;
+  /**
+   * Sends one request (`headers`: sent with it — the call's W3C `traceparent`). Throws the client's own
+   * errors; the engine classifies them (classify.ts).
+   */
+  send(request: ChatRequest, signal: AbortSignal, timeoutMs: number, headers: Record<string, string>): Promise<RawResponse>;
 }

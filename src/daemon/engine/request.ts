@@ -1,10 +1,12 @@
 /**
- * The exact request a work item's next call sends: its operation's prompt, or for a repair the last prompt,
- * the invalid answer and what was wrong with it. Used by the claim (to reserve its cost) and by
- * `startWorkItem` (to record and send it); both read the same stored state, so they agree.
+ * The exact request a work item's next call sends, and the logical model it goes to: its operation's
+ * prompt to its model; for a repair, the last prompt, the invalid answer and what was wrong with it;
+ * for an escalation (config `on_invalid.escalate_to`), that same conversation to the stronger model.
+ * Used by the claim (to route it and reserve its cost) and by `startWorkItem` (to record and send it);
+ * both read the same stored state, so they agree.
  */
 import type { Sql } from '../../core/sql.js';
-import { getLastLedgerEntryOfType } from '../../ledger/store.js';
+import { getLastLedgerEntryOfType, getLedgerEntryOfTypeBefore } from '../../ledger/store.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
@@ -12,22 +14,30 @@ import { renderRepairPrompt, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { buildThreadRequest } from './operation-steps.js';
 
-export async function buildItemRequest(
-  sql: Sql,
-  ops: OperationRegistry,
-  thread: ThreadRow,
-  item: WorkItemRow,
-): Promise<{ ok: true; request: ChatRequest } | { ok: false; error: ClassifiedError }> {
+export type ItemRequest =
+  | { ok: true; request: ChatRequest /** The logical model the call goes to. */; model: string; escalated: boolean }
+  | { ok: false; error: ClassifiedError };
+
+export async function buildItemRequest(sql: Sql, ops: OperationRegistry, thread: ThreadRow, item: WorkItemRow): Promise<ItemRequest> {
   const built = await buildThreadRequest(sql, ops, thread);
-  if (!built.ok || item.repair_count === 0) return built;
-  return { ok: true, request: (await repairRequest(sql, item)) ?? built.request };
+  if (!built.ok) return built;
+  const op = ops.get(thread.kind)!;
+  const escalated = item.escalated === 1 && op.escalateTo !== null;
+  if (item.repair_count === 0 && !escalated) return { ok: true, request: built.request, model: op.model, escalated: false };
+  const conversation = (await repairRequest(sql, item)) ?? built.request;
+  if (!escalated) return { ok: true, request: conversation, model: op.model, escalated: false };
+  return { ok: true, request: { ...conversation, model: ops.paramsFor(op.escalateTo!).model }, model: op.escalateTo!, escalated: true };
 }
 
-/** The repair conversation: the last prompt, the invalid answer, and what was wrong with it. */
+/**
+ * The repair conversation: the prompt whose answer was invalid, that answer, and what was wrong with
+ * it. The prompt is the one before the last response — not simply the last prompt, which may be a
+ * repair or escalation call that failed in transit and is being sent again.
+ */
 async function repairRequest(sql: Sql, item: WorkItemRow): Promise<ChatRequest | null> {
-  const prompt = await getLastLedgerEntryOfType(sql, item.id, 'prompt');
   const response = await getLastLedgerEntryOfType(sql, item.id, 'response');
   const report = await getLastLedgerEntryOfType(sql, item.id, 'parse_report');
+  const prompt = response ? await getLedgerEntryOfTypeBefore(sql, item.id, 'prompt', response.seq) : undefined;
   if (!prompt || !response || !report) return null;
   const original = (JSON.parse(prompt.payload) as { request: ChatRequest }).request;
   const envelope = readCompletionBody(JSON.parse(response.payload).body);

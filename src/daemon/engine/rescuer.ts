@@ -47,6 +47,7 @@ export async function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRo
         owner: item.lease_owner,
         attempt: item.attempt,
         repair_count: item.repair_count,
+        escalated: item.escalated,
         not_before: tx.now,
         error_code: item.error_code,
         error_message: item.error_message,

@@ -16,6 +16,7 @@ import type { RetryPolicy } from '../../domain/retry.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from './events.js';
 import { newId } from '../../core/ids.js';
+import { traceIdOf } from '../../core/trace-context.js';
 
 export type EndedStatus = 'complete' | 'failed' | 'canceled';
 
@@ -52,6 +53,7 @@ export async function appendEntry(
     type: 'ledger',
     thread_id: thread.id,
     parent_thread_id: thread.parent_thread_id,
+    trace_id: traceIdOf(thread.traceparent),
     work_item_id: workItemId,
     seq: row.seq,
     entry_type: entryType,
@@ -68,6 +70,7 @@ export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void
     type: 'work_item',
     thread_id: thread.id,
     parent_thread_id: thread.parent_thread_id,
+    trace_id: traceIdOf(thread.traceparent),
     work_item_id: item.id,
     status: item.status,
     attempt: item.attempt,
@@ -96,6 +99,7 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
     type: 'thread',
     thread_id: thread.id,
     parent_thread_id: thread.parent_thread_id,
+    trace_id: traceIdOf(thread.traceparent),
     status: thread.status,
     kind: thread.kind,
     target_ref: JSON.parse(thread.target_ref) as TargetRef,
@@ -148,6 +152,7 @@ export async function enqueueWorkItem(
     attempt: 1,
     max_attempts: p.policy.maxAttempts,
     repair_count: 0,
+    escalated: 0,
     lock_scope: p.lockScope,
     // The budget and the fair scheduler count work per project: the project of the document it changes.
     project_id: (JSON.parse(thread.target_ref) as TargetRef).project_id,

@@ -42,10 +42,11 @@ const CREATED_BY = 'http';
 const accepted = (r: { thread_id: string }) => ({ location: `/threads/${r.thread_id}` });
 
 /** A command's options as the services take them: the deadline stays relative, the service's clock places it. */
-const requestOptions = (body: { force: boolean; deadline_ms: number | null }): RequestOptions => ({
+const requestOptions = (body: { force: boolean; deadline_ms: number | null }, traceparent: string | null): RequestOptions => ({
   force: body.force,
   deadlineMs: body.deadline_ms,
   createdBy: CREATED_BY,
+  traceparent,
 });
 
 /** `Link: <…?cursor=last>; rel="next"` when the page is full, so a client can walk every thread. */
@@ -82,7 +83,7 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ services, body }) => services.threads.generateEpic(body.project_id, body.epic_id, requestOptions(body)),
+    handle: ({ services, body, traceparent }) => services.threads.generateEpic(body.project_id, body.epic_id, requestOptions(body, traceparent)),
   }),
   route({
     method: 'POST',
@@ -94,7 +95,7 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ services, body }) => services.threads.generateAll(body.project_id, requestOptions(body)),
+    handle: ({ services, body, traceparent }) => services.threads.generateAll(body.project_id, requestOptions(body, traceparent)),
   }),
   route({
     method: 'POST',
@@ -109,7 +110,7 @@ export const apiRoutes: Route[] = [
     status: 202,
     response: commandSchema,
     headers: accepted,
-    handle: ({ services, params, body }) => services.threads.run(params.operation, body.input, requestOptions(body)),
+    handle: ({ services, params, body, traceparent }) => services.threads.run(params.operation, body.input, requestOptions(body, traceparent)),
   }),
   route({
     method: 'GET',

@@ -105,13 +105,26 @@ function operation(r: Route, operations: readonly OperationDoc[]): JsonSchema {
     responses['409'] = problem('refused by the current state (e.g. LOCKED, or a thread that cannot be retried)');
     responses['413'] = problem('a body over 1 MiB');
     responses['415'] = problem('a body that is not application/json');
-    responses['503'] = problem('QUEUE_FULL: the queue is at engine.max_queued; try again after Retry-After seconds');
+    responses['503'] = problem(
+      'QUEUE_FULL (the queue is at engine.max_queued) or BACKPRESSURE (the WAL is over pressure.wal.max_bytes): nothing stored; try again after Retry-After seconds',
+    );
   }
+  const traced = r.path.startsWith('/commands/')
+    ? [
+        {
+          name: 'traceparent',
+          in: 'header',
+          required: false,
+          description: 'W3C Trace Context: the command joins this trace (an invalid value starts a new one)',
+          schema: { type: 'string' },
+        },
+      ]
+    : [];
   const doc: JsonSchema = {
     operationId: r.operationId,
     summary: r.summary,
     tags: [r.tag],
-    ...(parameters(r).length > 0 ? { parameters: parameters(r) } : {}),
+    ...(parameters(r).length + traced.length > 0 ? { parameters: [...parameters(r), ...traced] } : {}),
     ...(r.body ? { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(r.body, 'input') } } } } : {}),
     responses,
   };

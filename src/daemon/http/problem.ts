@@ -38,7 +38,9 @@ export function badInput(where: string, error: z.ZodError): HttpProblem {
 function classify(err: unknown): HttpProblem | null {
   if (err instanceof HttpProblem) return err;
   if (err instanceof CommandError) {
-    if (err.code === 'QUEUE_FULL') return new HttpProblem(503, 'QUEUE_FULL', err.message, undefined, { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) });
+    // Refusals that pass: the client should retry later (a full queue, or a WAL waiting for its checkpoint).
+    if (err.code === 'QUEUE_FULL' || err.code === 'BACKPRESSURE')
+      return new HttpProblem(503, err.code, err.message, undefined, { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) });
     const status = err.kind === 'BAD_REQUEST' ? 400 : err.kind === 'NOT_FOUND' ? 404 : 409;
     return new HttpProblem(status, err.code ?? err.kind, err.message, err.fields ? [...err.fields] : undefined);
   }

@@ -8,7 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
 import type { Services } from '../services/index.js';
 import { badInput } from './problem.js';
-import { DEFAULT_SERVER_LIMITS } from '../runtime/server-limits.js';
+import { DEFAULT_SERVER_LIMITS, dropRestOfBody } from '../runtime/server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
@@ -18,6 +18,8 @@ export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends 
   query: z.output<Q>;
   body: z.output<B>;
   services: Services;
+  /** The request's `traceparent` header (W3C Trace Context), if any: a command joins that trace. */
+  traceparent: string | null;
 }
 
 export interface Route<P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType> {
@@ -98,14 +100,26 @@ export const MAX_BODY_BYTES = DEFAULT_SERVER_LIMITS.maxBodyBytes;
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const tooLarge = () => new HttpProblem(413, 'PAYLOAD_TOO_LARGE', `the body is over the limit of ${MAX_BODY_BYTES} bytes (1 MiB)`);
   const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > MAX_BODY_BYTES) throw tooLarge();
+  if (declared > MAX_BODY_BYTES) {
+    dropRestOfBody(req);
+    throw tooLarge();
+  }
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw tooLarge();
-    chunks.push(chunk);
-  }
+  // Listeners, not `for await`: leaving a for-await early destroys the request and its socket before the
+  // 413 is written, and a client still sending then sees a reset instead of the answer.
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) return void chunks.push(chunk);
+      req.off('data', onData);
+      dropRestOfBody(req);
+      reject(tooLarge());
+    };
+    req.on('data', onData);
+    req.once('end', resolve);
+    req.once('error', reject);
+  });
   if (size === 0) return undefined;
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/json') {

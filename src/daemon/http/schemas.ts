@@ -101,7 +101,12 @@ named(
 
 export const commandSchema = named(
   'CommandResult',
-  z.looseObject({ thread_id: z.string(), status: z.string(), deduplicated: z.boolean().describe('true: an identical request was already active or done') }),
+  z.looseObject({
+    thread_id: z.string(),
+    status: z.string(),
+    deduplicated: z.boolean().describe('true: an identical request was already active or done'),
+    superseded_thread_id: z.string().optional().describe('a forced request replaced this thread, whose call had not started (it ends canceled, SUPERSEDED)'),
+  }),
 );
 
 const usageSchema = named(
@@ -151,6 +156,18 @@ export const threadDetailSchema = named(
       .looseObject({ work_item_id: z.string(), until: iso, reason: z.enum(['backoff', 'rate_limit']), error_code: z.string().nullable() })
       .nullable()
       .describe('a queued item held back until a time (backoff, or its model held after a 429)'),
+    traceparent: z
+      .string()
+      .nullable()
+      .describe("the W3C trace context of the command that created the thread (its calls' `traceparent` headers are in this trace)"),
+    models: z
+      .array(z.looseObject({ logical_model: z.string(), model: z.string(), calls: z.number().int(), total_tokens: z.number(), cost_usd: z.number() }))
+      .describe('the logical and real models its calls used, with their calls, tokens and cost'),
+    escalated: z.boolean().describe('an answer that failed the schema was sent to a stronger model (on_invalid.escalate_to)'),
+    escalation: z
+      .looseObject({ logical_model: z.string(), model: z.string(), calls: z.number().int(), total_tokens: z.number(), cost_usd: z.number() })
+      .nullable()
+      .describe('what the escalation calls cost'),
   }),
 );
 

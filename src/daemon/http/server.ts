@@ -11,6 +11,7 @@ import { openApiDocument } from './openapi.js';
 import { toProblem, type Problem } from './problem.js';
 import { compilePath, parseWith, queryObject, readJsonBody, type Route } from './routes.js';
 import { noBody } from './schemas.js';
+import { parseTraceparent } from '../../core/trace-context.js';
 import { ensureHttpToken, RequestGuard } from './security.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, serverOptions } from '../runtime/server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
@@ -103,6 +104,8 @@ async function callRoute(
     params: r.params ? parseWith('path', r.params, params) : {},
     query: parseWith('query', r.query ?? noBody, query),
     body: parseWith('body', r.body ?? noBody, raw ?? {}),
+    // Per W3C Trace Context, an invalid header is ignored (the command starts a new trace).
+    traceparent: typeof req.headers.traceparent === 'string' && parseTraceparent(req.headers.traceparent) ? req.headers.traceparent : null,
   };
   const result = await r.handle(input);
   const status = r.otherStatus?.when(result) ? r.otherStatus.status : r.status;

@@ -15,14 +15,17 @@ import { costUsd, type ModelPrice } from '../../domain/budget.js';
 import { parseCompletionEnvelope } from '../../domain/completion.js';
 import { ERROR_CODES } from '../../domain/errors.js';
 import { THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../domain/states.js';
-import type { BreakerState, CircuitBreaker } from '../engine/breaker.js';
+import type { BreakerState } from '../engine/breaker.js';
 import type { EngineObserver } from '../engine/engine.js';
 import type { CallOutcome } from '../engine/executor.js';
 import type { EngineEvent } from '../engine/events.js';
 import type { MaintenanceResult } from './maintenance.js';
 import { walBytes } from './maintenance.js';
+import type { CanaryService } from '../canary/service.js';
+import { PRESSURE_SIGNALS, type PressureMonitor, type PressureSnapshot } from '../pressure/monitor.js';
+import type { ModelRouter } from '../routing/router.js';
 
-export const ATTEMPT_OUTCOMES = ['applied', 'retry', 'repair', 'dead_letter', 'canceled'] as const;
+export const ATTEMPT_OUTCOMES = ['applied', 'retry', 'repair', 'escalate', 'dead_letter', 'canceled'] as const;
 export const CALL_OUTCOMES = ['ok', 'error'] as const;
 export const LIMITER_REASONS = ['slots_full', 'breaker_open'] as const;
 export const RECOVERY_ACTIONS = ['requeued', 'resumed', 'interrupted', 'locks_released', 'parents_closed'] as const;
@@ -54,11 +57,14 @@ export function metricSeriesCount(models: number, withCost: boolean): number {
     RECOVERY_ACTIONS.length + // combine_recoveries_total{action}
     histogramSeries(COMMIT_BUCKETS) + // combine_commit_seconds
     1 + // combine_wal_bytes
-    2 // combine_maintenance_runs_total, combine_maintenance_freed_pages_total
+    2 + // combine_maintenance_runs_total, combine_maintenance_freed_pages_total
+    PRESSURE_SIGNALS.length + // combine_pressure{signal}
+    3 + // combine_cpu_busy_ratio, combine_memory_available_bytes, combine_battery_percent
+    2 // combine_canary_last_success_timestamp_seconds, combine_canary_latency_seconds
   );
 }
 
-/** The hard ceiling, whatever the configuration (108 series today). */
+/** The hard ceiling, whatever the configuration (120 series today). */
 export const METRIC_SERIES_BOUND = metricSeriesCount(MAX_MODEL_LABELS + 1, true);
 
 /** What the gauges read when scraped, and nothing more. */
@@ -68,24 +74,34 @@ export interface MetricsSource {
   /** Queued work items due now. */
   queuedDue(): Promise<number>;
   inFlight(): number;
+  /** The worst state of the endpoints' breakers. */
   breakerState(): BreakerState;
   walBytes(): number;
+  pressure(): PressureSnapshot;
+  canary(): { readonly lastSuccessAt: number | null; readonly lastLatencyMs: number | null };
 }
 
-/** The daemon's source: counts from the database (due as of the clock), the engine's calls and breaker, the WAL file. */
+/** The daemon's source: counts from the database (due as of the clock), the engine's calls, the router's breakers, the WAL file, pressure and the canary. */
 export function daemonMetricsSource(
   sql: Sql,
   clock: Clock,
-  engine: () => { readonly inFlightCount: number; readonly breaker: CircuitBreaker },
+  parts: () => {
+    readonly engine: { readonly inFlightCount: number };
+    readonly router: ModelRouter;
+    readonly pressure: PressureMonitor;
+    readonly canary: CanaryService;
+  },
   walPath: string,
 ): MetricsSource {
   return {
     threadsByStatus: () => countThreadsByStatus(sql),
     workItemsByStatus: () => countWorkItemsByStatus(sql),
     queuedDue: () => countQueuedDue(sql, clock.now()),
-    inFlight: () => engine().inFlightCount,
-    breakerState: () => engine().breaker.snapshot().state,
+    inFlight: () => parts().engine.inFlightCount,
+    breakerState: () => parts().router.worstBreakerState(),
     walBytes: () => walBytes(walPath),
+    pressure: () => parts().pressure.snapshot(),
+    canary: () => parts().canary,
   };
 }
 
@@ -108,7 +124,8 @@ export class Metrics implements EngineObserver {
     source: MetricsSource,
     /** Costs are counted only when the configuration has prices. */
     private readonly prices: Record<string, ModelPrice>,
-    defaultModel: string,
+    /** The routes' keys (`ModelRoute.key`): their token series exist from the start. */
+    modelKeys: readonly string[],
   ) {
     const registers = [this.registry];
     // prom-client awaits an async collect(): the counts are read (on the reader) when scraped.
@@ -143,8 +160,31 @@ export class Metrics implements EngineObserver {
     });
     gauge('combine_queue_depth', 'Queued work items that are due now (waiting for a call slot)', () => source.queuedDue());
     gauge('combine_calls_in_flight', 'Provider calls in flight', () => source.inFlight());
-    gauge('combine_breaker_state', 'Provider circuit breaker: 0 closed, 1 half-open, 2 open', () => BREAKER_STATE_VALUE[source.breakerState()]);
+    gauge(
+      'combine_breaker_state',
+      'Provider circuit breakers, the worst of all endpoints: 0 closed, 1 half-open, 2 open',
+      () => BREAKER_STATE_VALUE[source.breakerState()],
+    );
     gauge('combine_wal_bytes', 'Size of the SQLite write-ahead log', () => source.walBytes());
+    new Gauge({
+      name: 'combine_pressure',
+      help: 'Resource pressure in effect (1) by signal: cpu, memory, battery (bulk and scheduled work paused), wal (commands refused)',
+      labelNames: ['signal'],
+      registers,
+      collect() {
+        const active = source.pressure().active;
+        for (const s of PRESSURE_SIGNALS) this.set({ signal: s }, active.includes(s) ? 1 : 0);
+      },
+    });
+    // -1: not known (no reading yet, no battery).
+    gauge('combine_cpu_busy_ratio', 'Busy share of all CPUs at the last pressure probe (-1: unknown)', () => source.pressure().cpu.busy ?? -1);
+    gauge('combine_memory_available_bytes', 'MemAvailable at the last pressure probe (-1: unknown)', () => source.pressure().memory.available_bytes ?? -1);
+    gauge('combine_battery_percent', 'Battery charge at the last pressure probe (-1: no battery)', () => source.pressure().battery.percent ?? -1);
+    gauge('combine_canary_last_success_timestamp_seconds', 'When the last canary completed (0: none yet)', () => (source.canary().lastSuccessAt ?? 0) / 1000);
+    gauge('combine_canary_latency_seconds', 'How long the last successful canary took, submit to applied (-1: none yet)', () => {
+      const ms = source.canary().lastLatencyMs;
+      return ms === null ? -1 : ms / 1000;
+    });
 
     this.callSeconds = labelled(
       new Histogram({ name: 'combine_call_duration_seconds', help: 'Provider call duration', labelNames: ['outcome'], buckets: CALL_BUCKETS, registers }),
@@ -198,7 +238,8 @@ export class Metrics implements EngineObserver {
       help: 'Pages returned to the file system by incremental vacuum',
       registers,
     });
-    this.modelLabel(defaultModel);
+    // Every configured route has its label from the start (the first MAX_MODEL_LABELS; the rest share "other").
+    for (const key of modelKeys) this.modelLabel(key);
   }
 
   /** The label for a model: its name for the first MAX_MODEL_LABELS models seen, then "other". */

@@ -98,14 +98,20 @@ export function refuseOversizedBody(
   const text = JSON.stringify(body(message));
   res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
-  // Lingering close: the rest of the body is read and dropped (never kept) for a short while, so a client
-  // still writing it gets to read this answer instead of a broken pipe; then the connection is cut.
+  dropRestOfBody(req);
+  return true;
+}
+
+/**
+ * Lingering close after a refused body: the rest of it is read and dropped (never kept) for a short while,
+ * so a client still writing it gets to read the answer instead of a broken pipe; then the connection is cut.
+ */
+export function dropRestOfBody(req: http.IncomingMessage): void {
   req.resume();
   const linger = setTimeout(() => req.socket.destroy(), LINGER_MS);
   linger.unref();
   req.once('end', () => clearTimeout(linger));
   req.socket.once('close', () => clearTimeout(linger));
-  return true;
 }
 
 /** How long the rest of a refused body is read and dropped before the connection is cut. */

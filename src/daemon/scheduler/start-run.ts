@@ -11,6 +11,7 @@ import { isTerminalThread } from '../../domain/states.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { Tx } from '../engine/tx.js';
 import { submitOperation } from '../services/submit.js';
+import { childContext, formatTraceparent } from '../../core/trace-context.js';
 import { finalizeRunOfThread } from './finalize.js';
 import { scheduledRequest } from './request.js';
 import { CommandError } from '../../core/errors.js';
@@ -47,13 +48,16 @@ export async function startScheduledRun(tx: Tx, o: RunStartOptions, run: Schedul
   const schedule = await getSchedule(tx.sql, run.schedule_id);
   if (!schedule) throw new CommandError('NOT_FOUND', `schedule ${run.schedule_id} of run ${run.id} does not exist`);
   const request = scheduledRequest(schedule, current.period_at);
-  // force: a schedule runs again every period; a thread already working on the request is joined instead.
+  // force: a schedule runs again every period; a thread already calling for the request is joined
+  // instead, and one whose call has not started is superseded by this period's (supersede.ts).
   const { thread } = await submitOperation(tx, o.operations, request.operation, request.input, {
     force: true,
     maxQueued: o.maxQueued,
     deadlineAt: null,
     createdBy: `schedule:${schedule.id}`,
     priority: PRIORITY_SCHEDULED,
+    // Each period's run is a trace of its own.
+    traceparent: formatTraceparent(childContext(null)),
   });
   await linkScheduleRunThread(tx.sql, { id: run.id, owner: run.claim_owner, claimed_at: run.claimed_at, thread_id: thread.id });
   // A thread that ended at once (a project with no epics) ended before the link existed.

@@ -20,6 +20,11 @@ import { runPrune } from './retention.js';
 import type { StorageGuard } from '../runtime/storage-guard.js';
 import { configView, usageReport } from './usage-views.js';
 import type { WriteHealth } from '../runtime/write-health.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import type { CanaryService } from '../canary/service.js';
+import type { ControlPlaneReader } from '../control-plane/reader.js';
+import type { PressureMonitor } from '../pressure/monitor.js';
+import type { ModelRouter } from '../routing/router.js';
 
 export interface AdminServiceDeps {
   /** Reads outside a write: the last commit (the reader connection). */
@@ -30,7 +35,14 @@ export interface AdminServiceDeps {
   clock: Clock;
   config: DaemonConfig;
   logger: Logger;
-  engine: Pick<Engine, 'inFlightCount' | 'recoveryDone' | 'endpoint' | 'breaker' | 'rateLimitSnapshot'>;
+  engine: Pick<Engine, 'inFlightCount' | 'recoveryDone' | 'rateLimitSnapshot'>;
+  operations: OperationRegistry;
+  /** Each endpoint's breaker (health) and each operation's route (`config show`). */
+  router: ModelRouter;
+  pressure: Pick<PressureMonitor, 'snapshot'>;
+  canary: Pick<CanaryService, 'snapshot'>;
+  /** A prune's dry run reads the whole history: in the control plane's worker thread. */
+  controlPlane: Pick<ControlPlaneReader, 'run'>;
   storage: Pick<StorageGuard, 'snapshot'>;
   writeHealth: Pick<WriteHealth, 'healthy'>;
   maintenance: Maintenance;
@@ -62,10 +74,11 @@ export class AdminService {
       probe: () => this.d.write(() => true),
       infraHealthy: this.d.writeHealth.healthy,
       recoveryDone: engine.recoveryDone,
-      endpoint: engine.endpoint,
-      breaker: engine.breaker.snapshot(),
+      breakers: this.d.router.breakerSnapshots(),
       storage: this.d.storage.snapshot(),
       rateLimits: engine.rateLimitSnapshot(),
+      pressure: this.d.pressure.snapshot(),
+      canary: this.d.canary.snapshot(),
     });
   }
 
@@ -94,12 +107,13 @@ export class AdminService {
   }
 
   config() {
-    return configView(this.d.config);
+    return configView(this.d.config, this.d.operations, this.d.router);
   }
 
   /** Removes closed threads older than `olderThanMs` (see retention.ts), then returns freed pages. */
   prune(olderThanMs: number, dryRun: boolean) {
-    const { reader, write, logger, maintenance } = this.d;
-    return runPrune({ reader, write, logger, maintenance }, this.d.clock.now() - olderThanMs, dryRun);
+    const { write, logger, maintenance, controlPlane } = this.d;
+    const preview = (cutoff: number) => controlPlane.run('previewPrune', { cutoff });
+    return runPrune({ write, preview, logger, maintenance }, this.d.clock.now() - olderThanMs, dryRun);
   }
 }

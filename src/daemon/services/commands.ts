@@ -24,6 +24,8 @@ import { CommandError } from '../../core/errors.js';
 export interface CommandResult {
   thread: ThreadRow;
   deduplicated: boolean;
+  /** The thread this forced request replaced before its call started (see supersede.ts). */
+  superseded?: string;
 }
 
 /**

@@ -13,6 +13,7 @@ import { isTerminalThread } from '../../domain/states.js';
 import { listLedgerForThreadFamily } from '../../ledger/store.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { EngineEvent, EventBus } from '../engine/events.js';
+import { traceIdOf } from '../../core/trace-context.js';
 import { threadView, type ThreadView } from '../views.js';
 import { CommandError } from '../../core/errors.js';
 
@@ -38,16 +39,18 @@ function threadMessage(t: ThreadRow): FollowMessage {
     status: t.status,
     kind: t.kind,
     target_ref: JSON.parse(t.target_ref) as TargetRef,
+    trace_id: traceIdOf(t.traceparent),
     history: true,
   };
 }
 
-function ledgerMessage(e: LedgerRow, parentOf: (threadId: string) => string | null): FollowMessage {
+function ledgerMessage(e: LedgerRow, parentOf: (threadId: string) => string | null, traceOf: (threadId: string) => string | null): FollowMessage {
   const payload = JSON.parse(e.payload) as Record<string, unknown>;
   return {
     event: 'ledger',
     thread_id: e.thread_id,
     parent_thread_id: parentOf(e.thread_id),
+    trace_id: traceOf(e.thread_id),
     work_item_id: e.work_item_id,
     seq: e.seq,
     entry_type: e.entry_type,
@@ -78,7 +81,9 @@ export async function* followThread(sql: Sql, bus: EventBus, threadId: string, s
     if (!initial) throw new CommandError('NOT_FOUND', `no thread "${threadId}"`);
     const children = await listChildThreads(sql, threadId);
     const parentOf = (id: string) => (id === threadId ? initial.parent_thread_id : threadId);
-    const history = [...children.map(threadMessage), ...(await listLedgerForThreadFamily(sql, threadId)).map((e) => ledgerMessage(e, parentOf))];
+    const traces = new Map([initial, ...children].map((t) => [t.id, traceIdOf(t.traceparent)]));
+    const traceOf = (id: string) => traces.get(id) ?? null;
+    const history = [...children.map(threadMessage), ...(await listLedgerForThreadFamily(sql, threadId)).map((e) => ledgerMessage(e, parentOf, traceOf))];
     const snapshot = await threadView(sql, initial);
 
     let lastSeq = 0;

@@ -1,10 +1,14 @@
 /**
  * `combine health`: liveness (the daemon answers at all) and readiness, from checks that each test the
  * real thing: the database takes a write through the writer, every shipped migration is applied, the
- * start-up recovery scan has run, the provider's circuit breaker is not open, and storage has room
- * (claiming is not paused by a full disk). Provider rate-limit holds are shown, not counted against readiness.
+ * start-up recovery scan has run, no provider endpoint's circuit breaker is open, storage has room
+ * (claiming is not paused by a full disk), commands are accepted (the WAL is under its limit), and the
+ * canary is neither late nor failed. Provider rate-limit holds and CPU, memory and battery pressure are
+ * shown, not counted against readiness: the daemon works, only slower.
  */
+import type { CanarySnapshot } from '../canary/service.js';
 import type { BreakerSnapshot } from '../engine/breaker.js';
+import type { PressureSnapshot } from '../pressure/monitor.js';
 import type { StorageSnapshot } from '../runtime/storage-guard.js';
 
 /** A write that does not answer within this time counts as a database that is not writable. */
@@ -17,9 +21,11 @@ export interface HealthInputs {
   probe: () => Promise<unknown>;
   infraHealthy: boolean;
   recoveryDone: boolean;
-  endpoint: string;
-  breaker: BreakerSnapshot;
+  /** Each provider endpoint's circuit breaker, by endpoint. */
+  breakers: Record<string, BreakerSnapshot>;
   storage: StorageSnapshot;
+  pressure: PressureSnapshot;
+  canary: CanarySnapshot;
   /** Per model: held back by a provider's 429 until `parked_until` (null: not held). */
   rateLimits: Record<string, { parked_until: string | null }>;
 }
@@ -53,9 +59,13 @@ export async function checkHealth(i: HealthInputs) {
     database: writable,
     migrations_applied: migrations.pending === 0,
     recovery_scan_done: i.recoveryDone,
-    provider_breakers_closed: i.breaker.state !== 'open',
+    provider_breakers_closed: Object.values(i.breakers).every((b) => b.state !== 'open'),
     // Claiming is paused: the disk is full or under storage.min_free_bytes.
     storage: i.storage.state === 'ok',
+    // Commands are refused while the WAL is over pressure.wal.max_bytes (BACKPRESSURE).
+    accepting_commands: i.pressure.accepting_commands,
+    // The last canary did not fail, and none is unfinished past canary.timeout.
+    canary: i.canary.ok,
   };
   const ready = Object.values(checks).every(Boolean);
   return {
@@ -64,8 +74,10 @@ export async function checkHealth(i: HealthInputs) {
     status: ready ? 'ready' : 'unready',
     checks,
     migrations,
-    breakers: { [i.endpoint]: i.breaker },
+    breakers: i.breakers,
     storage: i.storage,
     rate_limits: i.rateLimits,
+    pressure: i.pressure,
+    canary: i.canary,
   };
 }

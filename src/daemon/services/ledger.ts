@@ -5,9 +5,10 @@
 import type { Clock } from '../../core/clock.js';
 import { CommandError } from '../../core/errors.js';
 import type { Sql } from '../../core/sql.js';
-import { exportLedger, importLedger } from '../../ledger/transfer.js';
-import { verifyLedger } from '../../ledger/verify.js';
+import { importLedger } from '../../ledger/transfer.js';
+import type { ControlPlaneReader } from '../control-plane/reader.js';
 import type { Write } from '../engine/tx.js';
+import type { PressureMonitor } from '../pressure/monitor.js';
 import { MAX_LEDGER_VIEW_ENTRIES, threadLedgerView } from '../views.js';
 import { resolveThreadId } from './id-resolver.js';
 
@@ -16,6 +17,9 @@ export class LedgerService {
     private readonly reader: Sql,
     private readonly write: Write,
     private readonly clock: Clock,
+    /** `verify` and `export` read the whole history: in the control plane's worker thread, off the event loop. */
+    private readonly controlPlane: Pick<ControlPlaneReader, 'run'>,
+    private readonly pressure: Pick<PressureMonitor, 'assertAcceptingCommands'>,
   ) {}
 
   /** A thread's entries (and its children's), oldest first; `typedId` as the user typed it (id-resolver.ts). */
@@ -30,17 +34,18 @@ export class LedgerService {
     );
   }
 
-  async verify() {
-    return await verifyLedger(this.reader);
+  verify() {
+    return this.controlPlane.run('verifyLedger', undefined);
   }
 
   async export(scope: { threadId: string | null; projectId: string | null }) {
     const threadId = scope.threadId === null ? null : await resolveThreadId(this.reader, scope.threadId);
-    return await exportLedger(this.reader, { ...scope, threadId }, this.clock.now());
+    return await this.controlPlane.run('exportLedger', { scope: { ...scope, threadId }, now: this.clock.now() });
   }
 
   /** Verifies the whole file first; imports all of it in one transaction, or nothing. */
   import(text: string) {
+    this.pressure.assertAcceptingCommands();
     return this.write((tx) => importLedger(tx, text));
   }
 }

@@ -26,6 +26,8 @@ export function operationDetailView(op: Operation) {
     input: d.input,
     output: d.output ?? null,
     provider_model: op.fansOut ? null : op.params.model,
+    /** config `operations.<name>.on_invalid.escalate_to`: the logical model an answer that fails the schema gets one more call to. */
+    escalate_to: op.escalateTo,
     priority: op.priority ?? (op.fansOut ? 'bulk' : 'interactive'),
     retry: { max_attempts: op.policy.maxAttempts, base_ms: op.policy.baseMs, cap_ms: op.policy.capMs, repair_attempts: op.policy.repairAttempts },
     rules: d.rules ? { schema: d.rules.schema, configured: op.rules } : null,

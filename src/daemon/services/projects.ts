@@ -8,6 +8,7 @@ import { listDocumentHeads, listProjects } from '../../db/projects.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { Write } from '../engine/tx.js';
 import { importProject } from './commands.js';
+import type { PressureMonitor } from '../pressure/monitor.js';
 import { readBriefing, readDocument } from './documents.js';
 import { backlogView, documentHeadView, documentView, projectView } from '../views.js';
 
@@ -18,10 +19,12 @@ export class ProjectService {
     private readonly reader: Sql,
     private readonly write: Write,
     private readonly operations: OperationRegistry,
+    private readonly pressure: Pick<PressureMonitor, 'assertAcceptingCommands'>,
   ) {}
 
   /** Creates the project, or writes its epics as the architecture's next version; validates everything first. */
   import(file: unknown) {
+    this.pressure.assertAcceptingCommands();
     return this.write((tx) => importProject(tx, file));
   }
 

@@ -99,9 +99,9 @@ export function newPruneId(): string {
 }
 
 export interface PruneDeps {
-  /** Reads outside a write (the dry run's preview): the last commit. */
-  reader: Tx['sql'];
   write<T>(fn: (tx: Tx) => T | Promise<T>): Promise<T>;
+  /** What a prune at `cutoff` would remove (a long read: the daemon runs it off its event loop). */
+  preview(cutoff: number): Promise<PruneTotals & { roots: number }>;
   logger: Logger;
   maintenance: Maintenance;
 }
@@ -119,7 +119,7 @@ export interface PruneReport extends PruneTotals {
 export async function runPrune(d: PruneDeps, cutoff: number, dryRun: boolean): Promise<PruneReport> {
   const base = { dry_run: dryRun, cutoff: new Date(cutoff).toISOString(), freed_pages: 0 };
   if (dryRun) {
-    const { roots: _roots, ...preview } = await previewPrune({ sql: d.reader }, cutoff);
+    const { roots: _roots, ...preview } = await d.preview(cutoff);
     return { ...base, prune_id: null, ...preview };
   }
   const pruneId = newPruneId();

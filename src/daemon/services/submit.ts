@@ -21,6 +21,7 @@ import { runWithReads } from '../engine/read-ahead.js';
 import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
 import { OperationCallError, CommandError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
+import { supersedableItem, supersedeThread } from './supersede.js';
 
 /** The largest input a request may carry, as JSON. */
 export const MAX_INPUT_BYTES = 256 * 1024;
@@ -34,6 +35,8 @@ export interface SubmitOptions {
   createdBy: string | null;
   /** Claim priority of the work items; defaults to the operation's (interactive, or bulk for children). */
   priority?: number;
+  /** The command's W3C trace context: stored on the new thread (and an orchestration's children). */
+  traceparent: string | null;
 }
 
 /** The operation named `name`, or a refusal a user can act on. */
@@ -97,10 +100,18 @@ export async function submitOperation(tx: Tx, ops: OperationRegistry, name: stri
 async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions, parent: ThreadRow | null): Promise<CommandResult> {
   const p = plan(op, input);
   const active = await findActiveThreadByKey(tx.sql, p.key);
+  const id = newId(tx.now);
+  let superseded: string | undefined;
   if (active) {
-    // An orchestration adopts the run of its child's request already in progress instead of paying twice.
-    if (parent && active.parent_thread_id === null) await adoptThread(tx.sql, active.id, parent.id);
-    return { thread: active, deduplicated: true };
+    if (!parent && o.force && (await supersedableItem(tx, active))) {
+      // Its call has not started: the forced request replaces it rather than queueing behind it.
+      await supersedeThread(tx, active, id);
+      superseded = active.id;
+    } else {
+      // An orchestration adopts the run of its child's request already in progress instead of paying twice.
+      if (parent && active.parent_thread_id === null) await adoptThread(tx.sql, active.id, parent.id);
+      return { thread: active, deduplicated: true };
+    }
   }
   const complete = o.force ? undefined : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
   if (complete) return { thread: complete, deduplicated: true };
@@ -113,15 +124,21 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
   } catch (err) {
     refusal(err);
   }
-  const thread = await newThread(tx, op, input, p, 'work', parent, o.createdBy);
+  const thread = await newThread(tx, op, input, p, { id, role: 'work', parent, createdBy: o.createdBy, traceparent: parent?.traceparent ?? o.traceparent });
   const priority = o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
   await enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
-  return { thread, deduplicated: false };
+  return { thread, deduplicated: false, ...(superseded ? { superseded } : {}) };
 }
 
 /** A parent holding the operation's lock, and one child request per input its `children` returns. */
 async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, p: Planned, o: SubmitOptions): Promise<CommandResult> {
-  const parent = await newThread(tx, op, input, p, 'orchestration', null, o.createdBy);
+  const parent = await newThread(tx, op, input, p, {
+    id: newId(tx.now),
+    role: 'orchestration',
+    parent: null,
+    createdBy: o.createdBy,
+    traceparent: o.traceparent,
+  });
   // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
   if (!(await acquireLock(tx.sql, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null }))) {
     throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${(await getLock(tx.sql, p.lockScope))?.owner}`, 'LOCKED');
@@ -153,17 +170,18 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
   return { thread: (await getThread(tx.sql, parent.id))!, deduplicated: false };
 }
 
-async function newThread(
-  tx: Tx,
-  op: Operation,
-  input: unknown,
-  p: Planned,
-  role: 'work' | 'orchestration',
-  parent: ThreadRow | null,
-  createdBy: string | null,
-): Promise<ThreadRow> {
+interface NewThread {
+  id: string;
+  role: 'work' | 'orchestration';
+  parent: ThreadRow | null;
+  createdBy: string | null;
+  traceparent: string | null;
+}
+
+async function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThread): Promise<ThreadRow> {
+  const { role, parent, createdBy } = n;
   const row: ThreadRow = {
-    id: newId(tx.now),
+    id: n.id,
     kind: op.name,
     space_type: p.spaceType,
     space_id: p.spaceId,
@@ -174,6 +192,7 @@ async function newThread(
     role,
     input: JSON.stringify(input),
     created_by: createdBy,
+    traceparent: n.traceparent,
     created_at: tx.now,
     closed_at: null,
   };

@@ -24,6 +24,12 @@ import { dryRun } from './usage-views.js';
 import type { DaemonConfig } from '../config/config.js';
 import { childViews, threadDetailView, threadView, type CommandView, type ThreadView } from '../views.js';
 import { resolveThreadId } from './id-resolver.js';
+import type { PressureMonitor } from '../pressure/monitor.js';
+import type { ModelRouter } from '../routing/router.js';
+import { threadModelsView } from '../routing/thread-models.js';
+import { routeKeysOf } from '../routing/wiring.js';
+import { traceCommand } from '../tracing/tracer.js';
+import type { Tracer } from '../tracing/types.js';
 
 /** What a user's request says besides what it asks for; the daemon adds its own limits (max_queued). */
 export interface RequestOptions {
@@ -31,6 +37,8 @@ export interface RequestOptions {
   /** Unstarted work fails with SKIPPED_DEADLINE this many milliseconds after the request (null: never). */
   deadlineMs: number | null;
   createdBy: string | null;
+  /** The caller's W3C trace context (CLI `--traceparent`, the HTTP `traceparent` header); else a new trace. */
+  traceparent?: string | null;
 }
 
 /** `threads` filters as clients pass them: ids as typed (resolved by `list`), an age instead of a time. */
@@ -45,6 +53,11 @@ export interface ThreadServiceDeps {
   engine: Pick<Engine, 'wake' | 'abort' | 'releaseRateLimitHold' | 'rateLimitHeldUntil'>;
   bus: EventBus;
   config: DaemonConfig;
+  /** Logical model → route: which rate-limit holds a thread's calls wait for. */
+  router: ModelRouter;
+  /** Refuses new commands while the WAL is over its limit (BACKPRESSURE). */
+  pressure: Pick<PressureMonitor, 'assertAcceptingCommands'>;
+  tracer: Tracer;
 }
 
 export class ThreadService {
@@ -60,11 +73,15 @@ export class ThreadService {
    * already doing (or, unless `force`, done with) it.
    */
   async run(operation: string, input: unknown, o: RequestOptions): Promise<CommandView> {
-    const deadlineAt = o.deadlineMs === null ? null : this.d.clock.now() + o.deadlineMs;
-    const opts = { force: o.force, deadlineAt, createdBy: o.createdBy, maxQueued: this.d.config.flow.maxQueued };
-    const r = await this.d.write((tx) => submitOperation(tx, this.ops, operation, input, opts));
-    if (!r.deduplicated) this.d.engine.wake();
-    return { thread_id: r.thread.id, status: r.thread.status, deduplicated: r.deduplicated };
+    this.d.pressure.assertAcceptingCommands();
+    // The command's span: its context is what the thread stores, the parent of every later span.
+    return traceCommand(this.d.tracer, this.d.clock, operation, o.traceparent ?? null, async (traceparent) => {
+      const deadlineAt = o.deadlineMs === null ? null : this.d.clock.now() + o.deadlineMs;
+      const opts = { force: o.force, deadlineAt, createdBy: o.createdBy, maxQueued: this.d.config.flow.maxQueued, traceparent };
+      const r = await this.d.write((tx) => submitOperation(tx, this.ops, operation, input, opts));
+      if (!r.deduplicated) this.d.engine.wake();
+      return { thread_id: r.thread.id, status: r.thread.status, deduplicated: r.deduplicated, ...(r.superseded ? { superseded_thread_id: r.superseded } : {}) };
+    });
   }
 
   generateEpic(projectId: string, epicId: string, o: RequestOptions): Promise<CommandView> {
@@ -95,10 +112,11 @@ export class ThreadService {
   }
 
   async retry(typedId: string): Promise<ThreadView> {
+    this.d.pressure.assertAcceptingCommands();
     const threadId = await this.threadId(typedId);
     const t = await this.d.write((tx) => retryThread(tx, this.ops, threadId, this.d.config.flow.maxQueued));
-    // "Retry" means now: a 429 hold of the model (up to retry.max_provider_wait) is lifted too.
-    this.d.engine.releaseRateLimitHold();
+    // "Retry" means now: a 429 hold of its models (up to retry.max_provider_wait) is lifted too.
+    this.d.engine.releaseRateLimitHold(routeKeysOf(this.d.router, this.ops, t.kind));
     return await threadView(this.d.reader, t);
   }
 
@@ -106,6 +124,7 @@ export class ThreadService {
   async replay(typedId: string, o: { apply: boolean; responseSeq: number | null }): Promise<ReplayReport> {
     const threadId = await this.threadId(typedId);
     if (!o.apply) return await planReplay(this.d.reader, this.ops, threadId, o.responseSeq);
+    this.d.pressure.assertAcceptingCommands();
     const r = await this.d.write((tx) => applyReplay(tx, this.ops, threadId, o.responseSeq));
     this.d.engine.wake();
     return r;
@@ -136,11 +155,17 @@ export class ThreadService {
     return operationDetailView(requireOperation(this.ops, name));
   }
 
-  /** `combine thread <id>`: the thread, its work items, and why it waits (a hold) or is held in doubt. */
+  /** `combine thread <id>`: the thread, its work items, why it waits (a hold) or is held in doubt, its trace, and the models its calls used. */
   async get(typedId: string) {
     const t = (await getThread(this.d.reader, await this.threadId(typedId)))!;
-    const hold = await holdOf(this.d.reader, t, this.d.engine.rateLimitHeldUntil(), this.d.clock.now());
-    return { ...(await threadDetailView(this.d.reader, t)), in_doubt: await inDoubtOf(this.d.reader, t), hold };
+    const hold = await holdOf(this.d.reader, t, this.d.engine.rateLimitHeldUntil(routeKeysOf(this.d.router, this.ops, t.kind)), this.d.clock.now());
+    return {
+      ...(await threadDetailView(this.d.reader, t)),
+      in_doubt: await inDoubtOf(this.d.reader, t),
+      hold,
+      traceparent: t.traceparent,
+      ...(await threadModelsView(this.d.reader, t.id)),
+    };
   }
 
   /** An orchestration's children with their latest error (empty for a thread without children). */

@@ -17,6 +17,8 @@ import { runWithReads } from '../engine/read-ahead.js';
 import { checkInput, refusal, requireOperation } from './submit.js';
 import { usageView } from '../views.js';
 import { CommandError } from '../../core/errors.js';
+import type { ModelRouter } from '../routing/router.js';
+import { routingView } from '../routing/wiring.js';
 
 const ZERO: UsageTotals = {
   calls: 0,
@@ -95,9 +97,10 @@ export async function dryRun(sql: Sql, ops: OperationRegistry, config: DaemonCon
 }
 
 /**
- * The effective configuration (defaults, config.json, environment), with the API key redacted: the
- * daemon's resolved settings, and under `file` the same in config.json's own shape, ready to paste.
+ * The effective configuration (defaults, config.json, environment), with API keys redacted: the
+ * daemon's resolved settings, under `file` the same in config.json's own shape, ready to paste, and
+ * `routing`: the logical and real model (and endpoint) of each operation's calls.
  */
-export function configView(config: DaemonConfig) {
-  return { ...redactedConfig(config), file: configFileView(config) };
+export function configView(config: DaemonConfig, operations: OperationRegistry, router: ModelRouter) {
+  return { ...redactedConfig(config), file: configFileView(config), routing: routingView(router, operations) };
 }

@@ -1,0 +1,82 @@
+/**
+ * One leased work item from its lease to its outcome: prompt recorded (startWorkItem) → the call on its
+ * route's endpoint (executor) → the response recorded at once (paid work) → validated and applied, or
+ * repaired, escalated, retried, dead-lettered (finishAnswer). A recorded response is never requested
+ * again: recovery resumes from it (`resumeFrom`).
+ */
+import type { LedgerRow } from '../../db/schema.js';
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/logger.js';
+import type { ModelRoute, ModelRouter } from '../routing/router.js';
+import type { EngineSpans } from '../tracing/engine-spans.js';
+import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type EngineContext } from './completer.js';
+import { executeCall, type CallOutcome } from './executor.js';
+import type { Tx } from './tx.js';
+import { untilStored } from './until-stored.js';
+
+export interface PipelineDeps {
+  ctx: EngineContext;
+  router: ModelRouter;
+  clock: Clock;
+  spans: EngineSpans;
+  write<T>(fn: (tx: Tx) => T): Promise<T>;
+  call: { timeoutMs: number; secrets: readonly string[]; maxProviderWaitMs: number | undefined };
+  stopped(): boolean;
+  /** A call's outcome, for the route's breaker and rate limiter and for metrics. */
+  onOutcome(route: ModelRoute, outcome: CallOutcome): void;
+}
+
+export interface LeasedItem {
+  item: { id: string; thread_id: string };
+  cancel: AbortSignal;
+  /** The recorded answer recovery resumes from (no call), or null. */
+  resumeFrom: LedgerRow | null;
+  log: Logger;
+  /** The route the claim admitted (its half-open probe is given back when no call follows). */
+  claimedRoute: ModelRoute | null;
+  traceparent: string | null;
+}
+
+export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<void> {
+  const itemId = l.item.id;
+  let response = l.resumeFrom;
+  if (!response) {
+    const started = await d.write((tx) => startWorkItem(tx, d.ctx, itemId));
+    // No call after all: a half-open breaker's probe is free again.
+    if ((!started || started.kind === 'recorded') && l.claimedRoute) d.router.breaker(l.claimedRoute).onInconclusive();
+    if (!started) return;
+    if (started.kind === 'recorded') {
+      // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
+      return finish(d, l, started.response, false);
+    }
+    const { request, route } = started;
+    d.ctx.crashAt('during_call');
+    const span = d.spans.call(l.traceparent, l.item, route, d.clock.now());
+    const outcome = await executeCall(d.router.provider(route), request, {
+      cancel: l.cancel,
+      timeoutMs: d.call.timeoutMs,
+      now: () => d.clock.now(),
+      secrets: d.call.secrets,
+      maxProviderWaitMs: d.call.maxProviderWaitMs,
+      headers: { traceparent: span.header },
+    });
+    span.end(d.clock.now(), outcome.kind === 'error' ? outcome.error.code : undefined);
+    d.onOutcome(route, outcome);
+    if (outcome.kind === 'error') {
+      await d.write((tx) => failLeasedAttempt(tx, d.ctx, itemId, outcome.error, outcome.latencyMs, route));
+      return;
+    }
+    // Paid work: keep trying to record it through storage trouble rather than lose it.
+    const record = () => d.write((tx) => recordResponse(tx, d.ctx, itemId, outcome, route));
+    response = await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped });
+    d.ctx.crashAt('after_response');
+  }
+  await finish(d, l, response, l.resumeFrom !== null);
+}
+
+/** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */
+async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resumed: boolean): Promise<void> {
+  const startedAt = d.clock.now();
+  const outcome = await d.write((tx) => finishAnswer(tx, d.ctx, l.item.id, response, resumed));
+  d.spans.applied(l.traceparent, l.item, startedAt, d.clock.now(), outcome);
+}
