@@ -80,7 +80,7 @@ export async function addProjectSpend(sql: Sql, p: { project_id: string; day: st
   await sql.run(
     `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
      ON CONFLICT (project_id, day) DO UPDATE
-       SET tokens = tokens + excluded.tokens, cost_usd = cost_usd + excluded.cost_usd`,
+       SET tokens = llm_project_spend.tokens + excluded.tokens, cost_usd = llm_project_spend.cost_usd + excluded.cost_usd`,
     p,
   );
 }
@@ -88,12 +88,13 @@ export async function addProjectSpend(sql: Sql, p: { project_id: string; day: st
 /**
  * What a project has spent or may have spent: settled calls at their usage, reserved and in-doubt calls
  * at their maximum; released calls count nothing. `day` null sums every day. Reads the running totals
- * (one row per day), not the call history.
+ * (one row per day), not the call history. (`CAST(@day AS TEXT) IS NULL`: Postgres cannot type a
+ * parameter from `IS NULL` alone.)
  */
 export async function sumProjectSpend(sql: Sql, projectId: string, day: string | null): Promise<{ tokens: number; cost_usd: number }> {
   return (await sql.get(
     `SELECT coalesce(sum(tokens), 0) AS tokens, coalesce(sum(cost_usd), 0) AS cost_usd
-     FROM llm_project_spend WHERE project_id = @projectId AND (@day IS NULL OR day = @day)`,
+     FROM llm_project_spend WHERE project_id = @projectId AND (CAST(@day AS TEXT) IS NULL OR day = @day)`,
     { projectId, day },
   )) as { tokens: number; cost_usd: number };
 }
@@ -163,7 +164,7 @@ export type UsageRow = UsageTotals & { project_id: string; day: string };
 export async function listUsageByProjectDay(sql: Sql, projectId: string | null): Promise<UsageRow[]> {
   return (await sql.all(
     `SELECT project_id, day, ${TOTALS_COLUMNS} FROM llm_charges
-     WHERE (@projectId IS NULL OR project_id = @projectId)
+     WHERE (CAST(@projectId AS TEXT) IS NULL OR project_id = @projectId)
      GROUP BY project_id, day ORDER BY day DESC, project_id`,
     { projectId },
   )) as UsageRow[];

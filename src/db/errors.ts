@@ -2,6 +2,7 @@
  * Storage failures that mean our storage itself is in trouble, as opposed to a logic error (a refused
  * constraint, a stale guard): the design's "infra" class, for both backends, classified here only.
  */
+import { StaleStateError } from '../core/errors.js';
 
 const INFRA_CODE_PREFIXES = [
   'SQLITE_BUSY',
@@ -49,4 +50,14 @@ export function isInfraPgError(err: unknown): boolean {
 export function isTransactionConflict(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return code === '40001' || code === '40P01';
+}
+
+/**
+ * What a write that raced another transaction sees under READ COMMITTED: a guarded statement that
+ * matched no row (the other one changed it first: StaleStateError), or a unique key the other one took
+ * first (23505). Run again, the write reads what the other committed and decides on it (deduplicates,
+ * finds the new version). With one writer (SQLite) neither comes from a race.
+ */
+export function isConcurrentChange(err: unknown): boolean {
+  return err instanceof StaleStateError || (err as { code?: unknown } | null)?.code === '23505';
 }

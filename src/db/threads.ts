@@ -21,6 +21,17 @@ export async function getThread(sql: Sql, id: string): Promise<ThreadRow | undef
   return (await sql.get('SELECT * FROM llm_threads WHERE id = ?', [id])) as ThreadRow | undefined;
 }
 
+/**
+ * The thread, its row locked until the transaction ends, for a decision about it that reads other rows
+ * (an orchestration closes when its last child ends): concurrent transactions deciding about the same
+ * thread then run one after the other, the second seeing what the first committed. Postgres only needs
+ * it; SQLite's single writer already runs every write alone.
+ */
+export async function lockThread(sql: Sql, id: string): Promise<ThreadRow | undefined> {
+  if (sql.dialect === 'postgres') return sql.get<ThreadRow>('SELECT * FROM llm_threads WHERE id = ? FOR UPDATE', [id]);
+  return getThread(sql, id);
+}
+
 /** The open or running thread for a semantic request, if any (at most one, by the partial unique index). */
 export async function findActiveThreadByKey(sql: Sql, key: string): Promise<ThreadRow | undefined> {
   return (await sql.get("SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')", [key])) as ThreadRow | undefined;

@@ -163,12 +163,13 @@ export async function parkProjectItems(sql: Sql, p: { project_id: string; now: n
  * settled below its maximum or released). The claim re-checks the budget and parks them again if not.
  * `project_id` null: every project's (at start, when the configuration may have changed).
  */
+// `CAST(@p AS TEXT) IS NULL`: Postgres cannot type a parameter from `IS NULL` alone.
 export async function unparkBudgetItems(sql: Sql, p: { project_id: string | null; now: number }): Promise<number> {
   return (
     await sql.run(
       `UPDATE llm_work_items SET not_before = @now
      WHERE status = 'queued' AND error_code = 'BUDGET_EXCEEDED' AND not_before > @now
-       AND (@project_id IS NULL OR project_id = @project_id)`,
+       AND (CAST(@project_id AS TEXT) IS NULL OR project_id = @project_id)`,
       p,
     )
   ).changes;
@@ -184,10 +185,14 @@ export async function makeQueuedItemDueNow(sql: Sql, p: { id: string; now: numbe
 
 /**
  * Queue depth for backpressure: every queued item, due or not (parked and backing-off items included).
- * One row kept by triggers (migration 0009), not a count of the queue: it is read on every command.
+ * Kept by triggers, not a count of the queue: it is read on every command. SQLite: one row (migration
+ * 0009). Postgres: a row per shard, each transaction adding its delta to its own (pg migration 0001),
+ * so daemons never queue on one counter row; the depth is their sum.
  */
 export async function countQueuedWorkItems(sql: Sql): Promise<number> {
-  return ((await sql.get('SELECT queued FROM llm_queue_depth WHERE id = 1')) as { queued: number }).queued;
+  const text =
+    sql.dialect === 'postgres' ? 'SELECT coalesce(sum(queued), 0) AS queued FROM llm_queue_depth' : 'SELECT queued FROM llm_queue_depth WHERE id = 1';
+  return ((await sql.get(text)) as { queued: number }).queued;
 }
 
 /** Queued items whose deadline passed before they started. */

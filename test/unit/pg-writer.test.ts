@@ -6,11 +6,12 @@
  */
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { InfraError } from '../../src/core/errors.js';
+import { InfraError, StaleStateError } from '../../src/core/errors.js';
 import type { Sql } from '../../src/core/sql.js';
 import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
+import { expectOneChange } from '../../src/db/statements.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 /** A promise and its resolver: a closure waits on it mid-transaction while the test looks from outside. */
@@ -152,6 +153,46 @@ describe('Postgres writer', () => {
         await sql.run('UPDATE t SET v = v WHERE v = @v', { v: second });
       });
     await Promise.all([lockInOrder('left', 'right'), lockInOrder('right', 'left')]);
+    expect(runs).toBe(3);
+  });
+
+  it('runs a write again when another transaction took its unique key first: the new run sees it and deduplicates', async () => {
+    const w = new PgWriter(pool);
+    const bothChecked = gate();
+    let checked = 0;
+    const insertIfAbsent = () =>
+      w.write(async (sql) => {
+        if (await sql.get("SELECT v FROM t WHERE v = 'key'")) return 'deduplicated';
+        if (++checked === 2) bothChecked.open();
+        await bothChecked.opened; // both looked before either inserted: the race SQLite's single writer never has
+        await sql.run("INSERT INTO t (v) VALUES ('key')");
+        return 'inserted';
+      });
+    expect((await Promise.all([insertIfAbsent(), insertIfAbsent()])).sort()).toEqual(['deduplicated', 'inserted']);
+    expect(await values()).toEqual(['key']);
+  });
+
+  it('runs a write again when its guarded statement lost to a concurrent one, and gives up with the error after a bound', async () => {
+    await reader.run("INSERT INTO t (v) VALUES ('v1')");
+    const w = new PgWriter(pool, { raceAttempts: 3 });
+    const bothRead = gate();
+    let reads = 0;
+    const bump = () =>
+      w.write(async (sql) => {
+        const current = (await sql.get<{ v: string }>("SELECT v FROM t WHERE v LIKE 'v%'"))!.v;
+        if (++reads === 2) bothRead.open();
+        await bothRead.opened;
+        const next = `v${Number(current.slice(1)) + 1}`;
+        expectOneChange(await sql.run('UPDATE t SET v = @next WHERE v = @current', { next, current }), `t is no longer at ${current}`);
+      });
+    await Promise.all([bump(), bump()]);
+    expect(await values()).toEqual(['v3']); // both applied, one after the other: no lost update
+    let runs = 0;
+    const alwaysStale = w.write(async () => {
+      runs++;
+      throw new StaleStateError('the row moved on');
+    });
+    await expect(alwaysStale).rejects.toBeInstanceOf(StaleStateError);
     expect(runs).toBe(3);
   });
 

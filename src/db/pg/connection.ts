@@ -22,14 +22,17 @@ export const PG_TYPES: pg.CustomTypesConfig = {
   }) as pg.CustomTypesConfig['getTypeParser'],
 };
 
+/** A server that does not answer within this time is unreachable (the default would wait forever). */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 /** A pool of connections to `url` (postgres://…), with our type parsers. */
 export function openPostgresPool(url: string, opts: { max?: number } = {}): pg.Pool {
-  return new pg.Pool({ connectionString: url, types: PG_TYPES, max: opts.max ?? 10 });
+  return new pg.Pool({ connectionString: url, types: PG_TYPES, max: opts.max ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
 }
 
 /** One session (migrations and session-level advisory locks need the same connection throughout). */
 export async function connectPostgres(url: string): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: url, types: PG_TYPES });
+  const client = new pg.Client({ connectionString: url, types: PG_TYPES, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
   await client.connect();
   return client;
 }

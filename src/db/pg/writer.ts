@@ -12,8 +12,11 @@
  * its closure runs again, a bounded number of times.
  *
  * Failures, classified once (db/errors.ts):
- *   - the closure throws (a logic error, a stale guard): ROLLBACK, the caller gets the error;
+ *   - the closure throws (a logic error): ROLLBACK, the caller gets the error;
  *   - a conflict (40P01, 40001): ROLLBACK, the closure runs again (≤ `conflictAttempts`), then InfraError;
+ *   - a stale guard or a taken unique key: ROLLBACK, the closure runs again (≤ `raceAttempts`): another
+ *     transaction committed first, and a new run decides on what it committed — as the SQLite writer's
+ *     closures, which run one at a time, always do. Still failing, the error goes to the caller as is;
  *   - the server or the connection fails before COMMIT was sent: nothing was committed; retried with
  *     backoff (≤ `infraAttempts`), then InfraError and `onInfraFailure` (health turns unready);
  *   - the connection fails while COMMIT is under way: whether it committed is unknown, so it is NOT run
@@ -23,7 +26,7 @@
 import type pg from 'pg';
 import { InfraError } from '../../core/errors.js';
 import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
-import { isInfraPgError, isTransactionConflict } from '../errors.js';
+import { isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
 import { ClosureSql } from '../sql.js';
 import { PgSql } from './sql.js';
 
@@ -40,6 +43,8 @@ export interface PgWriterOptions<E> {
   onRollback?: (connection: object) => void;
   /** Runs of a closure whose transaction Postgres aborted for a deadlock or serialization conflict (default 5). */
   conflictAttempts?: number;
+  /** Runs of a closure that failed on a stale guard or a taken unique key (default 3). */
+  raceAttempts?: number;
   /** Attempts for a write whose connection failed before COMMIT (default 4). */
   infraAttempts?: number;
   infraRetryDelayMs?: number;
@@ -89,7 +94,9 @@ export class PgWriter<E = never> implements TxRunner<E> {
   private async writeWithRetries<T>(fn: WriteFn<T, E>): Promise<T> {
     const conflictAttempts = this.opts.conflictAttempts ?? 5;
     const infraAttempts = this.opts.infraAttempts ?? 4;
+    const raceAttempts = this.opts.raceAttempts ?? 3;
     let conflicts = 0;
+    let races = 0;
     let infra = 0;
     for (;;) {
       const outcome = await this.attempt(fn);
@@ -108,6 +115,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
         }
         throw new InfraError(error);
       }
+      if (isConcurrentChange(error) && ++races < raceAttempts) continue;
       if (!isInfraPgError(error)) throw error;
       if (!atCommit && ++infra < infraAttempts) {
         await sleep((this.opts.infraRetryDelayMs ?? 50) * 2 ** (infra - 1));
