@@ -68,3 +68,16 @@ export class ClosureSql implements Sql {
     return Promise.reject(new Error('a statement ran after its write closure ended (a missing await?)'));
   }
 }
+
+/**
+ * A write closure's result, or a failure once it has run for `ms`: a closure may await only its
+ * statements, and while it runs it holds up the writes behind it (SQLite's batch) or a connection and
+ * its row locks (Postgres).
+ */
+export function settleClosure<T>(pending: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`a write closure did not settle within ${ms} ms (it may await only its statements)`)), ms);
+  });
+  return Promise.race([pending, late]).finally(() => clearTimeout(timer));
+}

@@ -25,7 +25,7 @@ import { InfraError } from '../core/errors.js';
 import type { TxRunner, WriteFn } from '../core/tx.js';
 import type { Db } from './connection.js';
 import { isInfraSqliteError } from './errors.js';
-import { ClosureSql, SqliteSql } from './sql.js';
+import { ClosureSql, SqliteSql, settleClosure } from './sql.js';
 
 interface Job<E> {
   fn: WriteFn<unknown, E>;
@@ -200,7 +200,7 @@ export class Writer<E = never> implements TxRunner<E> {
         const handle = new ClosureSql(this.handle);
         try {
           let value = job.fn(handle, emit);
-          if (value instanceof Promise) value = await this.settleInTime(value);
+          if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 5000);
           sql.release.run();
           outcomes.push({ ok: true, value });
         } catch (error) {
@@ -223,16 +223,6 @@ export class Writer<E = never> implements TxRunner<E> {
       this.opts.onRollback?.(db);
       throw err;
     }
-  }
-
-  /** The closure's result, or a failure once it has kept the batch waiting for `closureTimeoutMs`. */
-  private settleInTime<T>(pending: Promise<T>): Promise<T> {
-    const ms = this.opts.closureTimeoutMs ?? 5000;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`a write closure did not settle within ${ms} ms (it may await only its statements)`)), ms);
-    });
-    return Promise.race([pending, late]).finally(() => clearTimeout(timer));
   }
 }
 

@@ -27,7 +27,7 @@ import type pg from 'pg';
 import { InfraError } from '../../core/errors.js';
 import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
 import { isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
-import { ClosureSql } from '../sql.js';
+import { ClosureSql, settleClosure } from '../sql.js';
 import { PgSql } from './sql.js';
 
 export interface PgWriterOptions<E> {
@@ -146,7 +146,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
     try {
       await client.query('BEGIN');
       let value = fn(handle, emit);
-      if (value instanceof Promise) value = await this.settleInTime(value);
+      if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 5000);
       handle.revoke();
       atCommit = true;
       const started = performance.now();
@@ -169,16 +169,6 @@ export class PgWriter<E = never> implements TxRunner<E> {
       // A connection that failed, or might be mid-transaction, is closed rather than reused.
       client.release(broken ?? false);
     }
-  }
-
-  /** The closure's result, or a failure once it has held its connection for `closureTimeoutMs`. */
-  private settleInTime<T>(pending: Promise<T>): Promise<T> {
-    const ms = this.opts.closureTimeoutMs ?? 5000;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`a write closure did not settle within ${ms} ms (it may await only its statements)`)), ms);
-    });
-    return Promise.race([pending, late]).finally(() => clearTimeout(timer));
   }
 }
 
