@@ -6,7 +6,12 @@ import { defineConfig } from 'vitest/config';
  * SQLite itself (its WAL, file modes, backups, a full tmpfs, the home lock) never joins this list.
  * Growing it to the whole integration suite is the test matrix of issue 18.
  */
-const POSTGRES_SUITE = ['test/integration/core.test.ts', 'test/integration/generate-all.test.ts', 'test/integration/crash.test.ts'];
+const POSTGRES_SUITE = [
+  'test/integration/core.test.ts',
+  'test/integration/generate-all.test.ts',
+  'test/integration/crash.test.ts',
+  'test/integration/supersede.test.ts',
+];
 
 export default defineConfig({
   test: {

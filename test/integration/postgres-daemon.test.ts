@@ -20,7 +20,6 @@ afterEach(async () => {
   await database?.drop();
 });
 
-
 function filesUnder(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const p = join(dir, name);
