@@ -104,6 +104,14 @@ export class OperationDefinitionError extends Error {
   }
 }
 
+/**
+ * Thrown through an operation's function by a read whose value is not loaded yet (the daemon's
+ * read-ahead, daemon/engine/read-ahead.ts, runs the function again once it is): not a failure of the
+ * function, so code that wraps a function's throws passes it on unchanged. One shared object, not an
+ * Error: no stack is captured on the hot path (it showed in the engine's profile).
+ */
+export const NOT_LOADED_YET = Object.freeze({ reason: 'read ahead: value not loaded yet (the function is run again once it is)' });
+
 /** A definition's function threw or returned something unusable. `notFound`: it said the input names nothing that exists. */
 export class OperationCallError extends Error {
   constructor(

@@ -6,7 +6,7 @@
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
 import type { Operation } from './registry.js';
-import { OperationCallError } from '../core/errors.js';
+import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
 
 /** Size limits on what a module returns: a request, a document, a mutation summary. */
 export const LIMITS = { promptBytes: 1 << 20, contentBytes: 16 << 20, summaryBytes: 64 << 10, targetRefBytes: 4 << 10, children: 10_000, partChars: 200 };
@@ -15,7 +15,8 @@ function call<T>(op: Operation, fn: string, run: () => T): T {
   try {
     return run();
   } catch (err) {
-    if (err instanceof OperationCallError) throw err;
+    // A read-ahead miss is not the function's failure: the daemon loads the value and calls it again.
+    if (err instanceof OperationCallError || err === NOT_LOADED_YET) throw err;
     const e = err as { message?: unknown; code?: unknown };
     throw new OperationCallError(op.name, fn, typeof e?.message === 'string' ? e.message : String(err), e?.code === 'NOT_FOUND');
   }

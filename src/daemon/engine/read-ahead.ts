@@ -6,13 +6,9 @@
  * function again. Pure functions make the re-run safe; each distinct read costs one re-run, and an
  * operation reads a few documents at most.
  */
-const MAX_ROUNDS = 64;
+import { NOT_LOADED_YET } from '../../core/errors.js';
 
-/**
- * Thrown at a function that read something not loaded yet: it is run again once it is. One shared
- * object, not an Error: no stack is captured on the hot path (it showed in the engine's profile).
- */
-const NOT_LOADED_YET = Object.freeze({ reason: 'read ahead: value not loaded yet (the function is run again once it is)' });
+const MAX_ROUNDS = 64;
 
 export class ReadAhead {
   private readonly values = new Map<string, unknown>();
