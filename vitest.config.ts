@@ -1,13 +1,29 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Behaviour tests that also run against Postgres: the same files, a second time, with daemons started on
+ * a database of their own (test/helpers/harness.ts reads COMBINE_TEST_BACKEND). A test file that is about
+ * SQLite itself (its WAL, file modes, backups, a full tmpfs, the home lock) never joins this list.
+ * Growing it to the whole integration suite is the test matrix of issue 18.
+ */
+const POSTGRES_SUITE = [
+  'test/integration/core.test.ts',
+  'test/integration/generate-all.test.ts',
+  'test/integration/crash.test.ts',
+  'test/integration/supersede.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts', 'test/helpers/postgres-setup.ts'],
     // Forks, not threads: integration tests spawn daemons, and process.umask() throws in worker threads.
     pool: 'forks',
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    projects: [
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      { extends: true, test: { name: 'postgres', include: POSTGRES_SUITE, env: { COMBINE_TEST_BACKEND: 'postgres' } } },
+    ],
     // `npm test` runs with --coverage. It counts what runs in the test processes (unit tests and the
     // in-process daemons); daemons the harness spawns run the bundle in dist/ and are not counted, so the
     // figure is a floor of what the suite exercises. The thresholds keep it from sliding back.

@@ -105,7 +105,7 @@ async function run(variant: Variant, projects: number): Promise<number> {
       if (variant !== 'baseline') return (await claimWorkItems(tx, flow, owner, BATCH, 60_000)).claimed.length;
       let k = 0;
       for (; k < BATCH; k++) {
-        const item = baselineClaim(tx.db, owner, tx.now);
+        const item = baselineClaim(db, owner, tx.now);
         if (!item) break;
         await acquireLock(tx.sql, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: tx.now + 60_000 });
       }

@@ -1,18 +1,17 @@
 /**
- * A write and what it sees. Every state change runs as a closure inside one writer transaction
- * (db/writer.ts: group commit, one fsync per batch); the closure gets a Tx: the connection, an event
- * sink whose events are published only if the transaction commits, the transaction's `now` (read once
- * from the injected clock, so every row it writes carries the same time) and the hooks the composition
- * root wired (the engine's: "a thread ended").
+ * A write and what it sees. Every state change runs as a closure inside a writer transaction (SQLite:
+ * db/writer.ts, group commit, one fsync per batch; Postgres: db/pg/writer.ts, a transaction per write on
+ * a pooled connection); the closure gets a Tx: the statement handle, an event sink whose events are
+ * published only if the transaction commits, the transaction's `now` (read once from the injected clock,
+ * so every row it writes carries the same time) and the hooks the composition root wired (the engine's:
+ * "a thread ended").
  *
  * `writeTx(writer, clock, hooks)` is the one way a Tx is made.
  */
-import type Database from 'better-sqlite3';
 import type { Clock } from './clock.js';
 import type { Sql } from './sql.js';
 
 export interface Tx<Event, Hooks> {
-  readonly db: Database.Database;
   /** The writer's statement handle, for this closure's lifetime (await every statement). */
   readonly sql: Sql;
   /** Queues an event; published after the commit that made it true, dropped on rollback. */
@@ -22,14 +21,33 @@ export interface Tx<Event, Hooks> {
   readonly hooks: Hooks;
 }
 
-/** What runs write closures in transactions: db/writer.ts's Writer. */
+export type Emit<E> = (event: E) => void;
+
+/**
+ * A write closure: `sql` is the transaction's handle, valid until the closure settles. It may await only
+ * its statements (never a provider call or a timer), and it may run more than once: a writer re-runs it
+ * when the transaction failed for a reason that says nothing about the closure (a busy or broken
+ * connection, a Postgres deadlock), so everything it does goes through `sql` and `emit`.
+ */
+export type WriteFn<T, E> = (sql: Sql, emit: Emit<E>) => T | Promise<T>;
+
+/**
+ * What runs write closures in transactions — the one contract both backends' writers keep:
+ * `write(fn)` settles after the COMMIT that made `fn`'s changes durable (or with `fn`'s error, its
+ * changes rolled back); the events `fn` emitted are published after that commit, never for a rolled-back
+ * write; storage failures reach the caller as InfraError (core/errors.ts), after bounded retries.
+ */
 export interface TxRunner<Event> {
-  write<T>(fn: (db: Database.Database, emit: (event: Event) => void, sql: Sql) => T | Promise<T>): Promise<T>;
+  write<T>(fn: WriteFn<T, Event>): Promise<T>;
+  /** Writes accepted but not yet running (waiting for the batch or for a connection). */
+  readonly pending: number;
+  /** Refuses new writes; resolves once the writes already accepted have settled. */
+  close(): Promise<void>;
 }
 
 export type WriteTx<Event, Hooks> = <T>(fn: (tx: Tx<Event, Hooks>) => T | Promise<T>) => Promise<T>;
 
 /** Runs each closure in one writer transaction, with `now` from `clock` and the given hooks. */
-export function writeTx<Event, Hooks>(writer: TxRunner<Event>, clock: Clock, hooks: Hooks): WriteTx<Event, Hooks> {
-  return (fn) => writer.write((db, emit, sql) => fn({ db, sql, emit, now: clock.now(), hooks }));
+export function writeTx<Event, Hooks>(writer: Pick<TxRunner<Event>, 'write'>, clock: Clock, hooks: Hooks): WriteTx<Event, Hooks> {
+  return (fn) => writer.write((sql, emit) => fn({ sql, emit, now: clock.now(), hooks }));
 }

@@ -1,5 +1,6 @@
 /**
- * The composition root: builds one COMBINE_HOME's daemon — database, single writer, event bus, model
+ * The composition root: builds one COMBINE_HOME's daemon — storage (SQLite in the home, or Postgres:
+ * storage.ts), writer, event bus, model
  * router, engine, scheduler, maintenance, metrics, resource pressure, the canary, the control plane's
  * reader — and the services the router, the HTTP API and the dashboard call.
  * It only wires; what each part does is in its own module. Transport-free, so tests and benchmarks drive
@@ -11,11 +12,7 @@ import { type CrashAt, neverCrash } from '../core/crash.js';
 import type { Logger } from '../core/logger.js';
 import { writeTx } from '../core/tx.js';
 import type { Sql } from '../core/sql.js';
-import { type Db, openDatabase } from '../db/connection.js';
-import { forgetDocuments } from '../db/document-cache.js';
-import { applyMigrations, migrationStatus } from '../db/migrate.js';
-import { SqliteSql } from '../db/sql.js';
-import { Writer } from '../db/writer.js';
+import type { Db } from '../db/connection.js';
 import { builtinDefinitions } from '../operations/loader.js';
 import { OperationRegistry } from '../operations/registry.js';
 import { type DaemonConfig, engineSettingsOf, operationSettingsOf } from './config/config.js';
@@ -26,7 +23,6 @@ import type { Provider } from './engine/provider.js';
 import type { EngineHooks } from './engine/tx.js';
 import { flowControlOf } from './config/flow.js';
 import { type EventLog, type LogFile, logEngineEvents, unbufferedEventLog } from './runtime/logger.js';
-import { Maintenance } from './runtime/maintenance.js';
 import { daemonMetricsSource, Metrics } from './runtime/metrics.js';
 import { finalizeRunOfThread } from './scheduler/finalize.js';
 import { Scheduler } from './scheduler/scheduler.js';
@@ -41,6 +37,7 @@ import { WriteHealth } from './runtime/write-health.js';
 import { canaryDefinition, submitCanary } from './canary/canary-operation.js';
 import { CanaryService } from './canary/service.js';
 import { ControlPlaneReader } from './control-plane/reader.js';
+import { type DaemonStorage, openDaemonStorage, type StorageMaintenance } from './storage.js';
 import type { PressureMonitor } from './pressure/monitor.js';
 import { createPressureMonitor } from './pressure/wiring.js';
 import type { ModelRouter } from './routing/router.js';
@@ -69,14 +66,12 @@ export interface AppOptions {
 }
 
 export class App implements Services {
-  /** The writer's connection: only the Writer (and maintenance, between batches) touches it. */
-  readonly db: Db;
   /**
-   * Every read that is not part of a write: a second, read-only connection. WAL gives it the last
-   * commit, never a batch the writer has not committed (or will roll back) while a write closure awaits.
+   * Every read that is not part of a write. SQLite: a second, read-only connection (WAL gives it the
+   * last commit, never a batch the writer has not committed or will roll back); Postgres: a pool.
    */
   readonly reader: Sql;
-  private readonly readerDb: Db;
+  private readonly store: DaemonStorage<EngineEvent>;
   readonly bus: EventBus;
   readonly engine: Engine;
   readonly scheduler: Scheduler;
@@ -95,35 +90,37 @@ export class App implements Services {
   /** `ledger verify`, `ledger export` and prune dry runs, off the event loop (control-plane/reader.ts). */
   private readonly controlPlane: ControlPlaneReader;
   private readonly tracer: Tracer;
-  private readonly writer: Writer<EngineEvent>;
-  private readonly maintenance: Maintenance;
+  private readonly maintenance: StorageMaintenance;
   private readonly eventLog: EventLog;
+
+  /** The SQLite writer's connection, for in-process tests and benchmarks that look at stored rows; SQLite only. */
+  get db(): Db {
+    if (!this.store.sqliteDb) throw new Error('App.db: the daemon runs on Postgres (read through App.reader)');
+    return this.store.sqliteDb;
+  }
 
   constructor(o: AppOptions) {
     const { config, logger } = o;
     const clock = o.clock ?? systemClock;
     const eventLog = (this.eventLog = o.eventLog ?? unbufferedEventLog(logger));
     this.bus = new EventBus(() => eventLog.flush());
-    const db = (this.db = openDatabase(config.dbPath, { busyTimeoutMs: config.busyTimeoutMs }));
-    applyMigrations(db, config.migrationsDir ?? undefined);
-    const readerDb = (this.readerDb = openDatabase(config.dbPath, { readonly: true, busyTimeoutMs: config.busyTimeoutMs }));
-    const reader = (this.reader = new SqliteSql(readerDb));
     const operations = o.operations ?? new OperationRegistry(builtinDefinitions(), operationSettingsOf(config), [canaryDefinition()]);
     const router = (this.router = createModelRouter(config, o.provider));
     const tracer = (this.tracer = o.tracer ?? noTracer);
     const wake = () => this.engine.wake();
     this.storage = new StorageGuard({ ...config.storage, dir: config.home, logFile: o.logFile, onChange: reportStorageChanges(logger, wake) });
     const writeHealth = new WriteHealth(logger, this.storage);
-    const writer = (this.writer = new Writer<EngineEvent>(db, {
+    const store = (this.store = openDaemonStorage<EngineEvent>(config, logger, {
       publish: (events) => this.bus.publish(events),
       onCommit: (info) => {
         this.metrics.observeCommit(info.commitMs);
         this.maintenance.noteActivity();
       },
-      onRollback: () => forgetDocuments({ connection: db }),
       onInfraFailure: (err) => writeHealth.failed(err),
       onInfraRecovered: () => writeHealth.recovered(),
     }));
+    const { writer } = store;
+    const reader = (this.reader = store.reader);
     // A scheduled run ends with its thread, in the thread's transaction (lease-then-LLM's finalize).
     const hooks: EngineHooks = {
       threadEnded: async (tx, thread, status) => {
@@ -164,7 +161,7 @@ export class App implements Services {
       observer: this.metrics,
       ...engineSettingsOf(config),
     });
-    this.maintenance = new Maintenance({ db, writer, walPath, logger, clock, idleMs: config.maintenanceIdleMs, calls: this.engine, observer: this.metrics });
+    this.maintenance = store.maintenance({ logger, clock, calls: this.engine, observer: this.metrics });
     this.pressure = createPressureMonitor({ config, clock, logger, maintenance: this.maintenance, onRelief: wake });
     const submitOne = async () => {
       const r = await write((tx) => submitCanary(tx, operations));
@@ -172,7 +169,7 @@ export class App implements Services {
       return { thread_id: r.thread.id };
     };
     this.canary = new CanaryService({ ...config.canary, clock, logger, submit: submitOne, subscribe: (listener) => this.bus.subscribe(listener) });
-    this.controlPlane = new ControlPlaneReader({ dbPath: config.dbPath, busyTimeoutMs: config.busyTimeoutMs });
+    this.controlPlane = new ControlPlaneReader(store.readTarget);
     const schedulerClock = o.schedulerClock ?? clock;
     const scheduleWrite = writeTx(writer, schedulerClock, hooks);
     const { maxQueued } = config.flow;
@@ -185,7 +182,8 @@ export class App implements Services {
     this.schedules = new ScheduleService(reader, scheduleWrite, schedulerClock, this.scheduler, operations);
     this.admin = new AdminService({
       reader,
-      migrations: () => migrationStatus(readerDb, config.migrationsDir ?? undefined),
+      migrations: () => store.migrations(),
+      databaseLocation: store.location,
       write,
       clock,
       config,
@@ -225,10 +223,8 @@ export class App implements Services {
     const result = await this.engine.stop(drainMs);
     await this.controlPlane.close();
     await this.tracer.shutdown();
-    await this.writer.close();
+    await this.store.close();
     this.eventLog.close();
-    this.readerDb.close();
-    this.db.close();
     return result;
   }
 }

@@ -1,5 +1,6 @@
 /**
- * The daemon process (`combine daemon run`): one per COMBINE_HOME, the only writer of its database.
+ * The daemon process (`combine daemon run`): one per COMBINE_HOME — the only writer of its SQLite
+ * database, or one of several daemons sharing a Postgres database (config `database.url`).
  *
  * Start-up order: single-daemon lock → config → logs → database + migrations → socket → pid file →
  * recovery scan → engine. Shutdown (SIGTERM, SIGINT, `combine daemon stop`): stop claiming, drain
@@ -8,6 +9,9 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { openDatabase } from '../db/connection.js';
 import { applyMigrations, backupDatabase, migrationStatus } from '../db/migrate.js';
+import { applyPgMigrations } from '../db/pg/migrate.js';
+import { redactValues } from '../domain/errors.js';
+import { redactDatabaseUrl } from './config/database.js';
 import { loadOperations } from '../operations/loader.js';
 import type { OperationRegistry } from '../operations/registry.js';
 import { App } from './app.js';
@@ -66,6 +70,7 @@ export interface RunOptions {
  * is as it was, and the daemon does not start.
  */
 async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<void> {
+  if (config.databaseUrl !== null) return migratePostgres(config, config.databaseUrl, logger);
   const db = openDatabase(config.dbPath, { busyTimeoutMs: config.busyTimeoutMs });
   const folder = config.migrationsDir ?? undefined;
   let backup: string | null = null;
@@ -87,6 +92,23 @@ async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<vo
     );
   } finally {
     db.close();
+  }
+}
+
+/**
+ * Postgres: applies `migrations/pg/` under the migrations' advisory lock, so daemons starting together
+ * migrate once (one transaction: a failing migration leaves the schema as it was). Backups of a shared
+ * server are its operator's, not a daemon's. The URL is shown with its password redacted.
+ */
+async function migratePostgres(config: DaemonConfig, url: string, logger: Logger): Promise<void> {
+  const where = redactDatabaseUrl(url);
+  try {
+    const { applied } = await applyPgMigrations(url);
+    if (applied > 0) logger.info({ applied, database: where }, 'migrations applied');
+  } catch (err) {
+    const reason = redactValues((err as Error).message, config.secrets);
+    logger.fatal({ database: where, reason }, 'cannot connect to or migrate the database');
+    throw new DaemonStartError(`cannot start: connecting to or migrating ${where} failed: ${reason}`, 1);
   }
 }
 
@@ -194,7 +216,7 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
   logger.info(
     {
       socket: config.socketPath,
-      db: config.dbPath,
+      db: config.databaseUrl === null ? config.dbPath : redactDatabaseUrl(config.databaseUrl),
       operations: operations.list().map((o) => o.name),
       metrics: metricsServer ? `http://127.0.0.1:${metricsServer.port}/metrics` : null,
       http: http.current()?.url ?? null,

@@ -80,7 +80,7 @@ export async function addProjectSpend(sql: Sql, p: { project_id: string; day: st
   await sql.run(
     `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
      ON CONFLICT (project_id, day) DO UPDATE
-       SET tokens = tokens + excluded.tokens, cost_usd = cost_usd + excluded.cost_usd`,
+       SET tokens = llm_project_spend.tokens + excluded.tokens, cost_usd = llm_project_spend.cost_usd + excluded.cost_usd`,
     p,
   );
 }
@@ -88,12 +88,13 @@ export async function addProjectSpend(sql: Sql, p: { project_id: string; day: st
 /**
  * What a project has spent or may have spent: settled calls at their usage, reserved and in-doubt calls
  * at their maximum; released calls count nothing. `day` null sums every day. Reads the running totals
- * (one row per day), not the call history.
+ * (one row per day), not the call history. (`CAST(@day AS TEXT) IS NULL`: Postgres cannot type a
+ * parameter from `IS NULL` alone.)
  */
 export async function sumProjectSpend(sql: Sql, projectId: string, day: string | null): Promise<{ tokens: number; cost_usd: number }> {
   return (await sql.get(
     `SELECT coalesce(sum(tokens), 0) AS tokens, coalesce(sum(cost_usd), 0) AS cost_usd
-     FROM llm_project_spend WHERE project_id = @projectId AND (@day IS NULL OR day = @day)`,
+     FROM llm_project_spend WHERE project_id = @projectId AND (CAST(@day AS TEXT) IS NULL OR day = @day)`,
     { projectId, day },
   )) as { tokens: number; cost_usd: number };
 }
@@ -126,22 +127,22 @@ export interface UsageTotals {
 }
 
 const TOTALS_COLUMNS = `
-  coalesce(sum(status IN ('settled', 'in_doubt')), 0) AS calls,
+  count(*) FILTER (WHERE status IN ('settled', 'in_doubt')) AS calls,
   coalesce(sum(CASE WHEN status = 'settled' THEN prompt_tokens END), 0) AS prompt_tokens,
   coalesce(sum(CASE WHEN status = 'settled' THEN completion_tokens END), 0) AS completion_tokens,
   coalesce(sum(CASE WHEN status = 'settled' THEN total_tokens END), 0) AS total_tokens,
   coalesce(sum(CASE WHEN status = 'settled' THEN cost_usd END), 0) AS cost_usd,
-  coalesce(sum(status = 'settled' AND applied = 0), 0) AS wasted_calls,
+  count(*) FILTER (WHERE status = 'settled' AND applied = 0) AS wasted_calls,
   coalesce(sum(CASE WHEN status = 'settled' AND applied = 0 THEN total_tokens END), 0) AS wasted_tokens,
   coalesce(sum(CASE WHEN status = 'settled' AND applied = 0 THEN cost_usd END), 0) AS wasted_cost_usd,
-  coalesce(sum(status = 'in_doubt'), 0) AS in_doubt_calls,
+  count(*) FILTER (WHERE status = 'in_doubt') AS in_doubt_calls,
   coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_tokens END), 0) AS in_doubt_tokens,
   coalesce(sum(CASE WHEN status = 'in_doubt' THEN reserved_cost_usd END), 0) AS in_doubt_cost_usd,
-  coalesce(sum(status = 'reserved'), 0) AS reserved_calls,
+  count(*) FILTER (WHERE status = 'reserved') AS reserved_calls,
   coalesce(sum(CASE WHEN status = 'reserved' THEN reserved_tokens END), 0) AS reserved_tokens,
-  coalesce(sum((status = 'settled' AND cost_usd IS NULL) OR (status = 'in_doubt' AND reserved_cost_usd = 0)), 0) AS unpriced_calls,
-  coalesce(sum(status = 'settled' AND applied = 0 AND cost_usd IS NULL), 0) AS unpriced_wasted_calls,
-  coalesce(sum(status = 'in_doubt' AND reserved_cost_usd = 0), 0) AS unpriced_in_doubt_calls`;
+  count(*) FILTER (WHERE (status = 'settled' AND cost_usd IS NULL) OR (status = 'in_doubt' AND reserved_cost_usd = 0)) AS unpriced_calls,
+  count(*) FILTER (WHERE status = 'settled' AND applied = 0 AND cost_usd IS NULL) AS unpriced_wasted_calls,
+  count(*) FILTER (WHERE status = 'in_doubt' AND reserved_cost_usd = 0) AS unpriced_in_doubt_calls`;
 
 /** A thread's usage; for an orchestration, its children's too (children are one level deep). */
 export async function sumThreadUsage(sql: Sql, threadId: string): Promise<UsageTotals> {
@@ -163,7 +164,7 @@ export type UsageRow = UsageTotals & { project_id: string; day: string };
 export async function listUsageByProjectDay(sql: Sql, projectId: string | null): Promise<UsageRow[]> {
   return (await sql.all(
     `SELECT project_id, day, ${TOTALS_COLUMNS} FROM llm_charges
-     WHERE (@projectId IS NULL OR project_id = @projectId)
+     WHERE (CAST(@projectId AS TEXT) IS NULL OR project_id = @projectId)
      GROUP BY project_id, day ORDER BY day DESC, project_id`,
     { projectId },
   )) as UsageRow[];

@@ -6,7 +6,11 @@
  *
  * One rule keeps this sound: a version number can come back with other content only if a write was
  * rolled back, so the writer calls `forgetDocuments` after every rollback (WriterOptions.onRollback).
- * The daemon is the only writer of its database. Cached values are shared: callers must not mutate them.
+ * Other daemons sharing a Postgres database only ever add versions this cache has not seen, so they
+ * need no rule of their own. Cached values are shared: callers must not mutate them.
+ *
+ * A version and its content are read in one statement: read in two, a write committed in between (the
+ * reader of a pool may run them on two connections) would file the newer content under the older version.
  */
 import type { Sql } from '../core/sql.js';
 import { getDocumentContent, getDocumentHead, type DocumentHead } from './projects.js';
@@ -42,11 +46,12 @@ export async function readParsedDocument<T>(sql: Sql, projectId: string, docType
   const cache = cacheOf(sql);
   const hit = cache.get(head.id);
   if (hit && hit.version === head.version && hit.parse === parse) return { ...head, value: hit.value as T };
-  const content = await getDocumentContent(sql, head.id);
-  if (content === undefined) return undefined;
+  const row = await getDocumentContent(sql, head.id);
+  if (row === undefined) return undefined;
+  const { content, ...current } = row;
   const value = parse(content);
-  cache.set(head.id, { version: head.version, parse, value });
-  return { ...head, value };
+  cache.set(current.id, { version: current.version, parse, value });
+  return { ...current, value };
 }
 
 /**

@@ -1,4 +1,8 @@
-/** SQLite failure codes that mean our storage itself is in trouble, as opposed to a logic error. */
+/**
+ * Storage failures that mean our storage itself is in trouble, as opposed to a logic error (a refused
+ * constraint, a stale guard): the design's "infra" class, for both backends, classified here only.
+ */
+import { StaleStateError } from '../core/errors.js';
 
 const INFRA_CODE_PREFIXES = [
   'SQLITE_BUSY',
@@ -17,4 +21,43 @@ const INFRA_CODE_PREFIXES = [
 export function isInfraSqliteError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && INFRA_CODE_PREFIXES.some((p) => code.startsWith(p));
+}
+
+/**
+ * Postgres SQLSTATE classes of a server in trouble: 08 connection exception, 53 insufficient resources
+ * (disk full, out of memory, too many connections), 57 operator intervention (shutdown, cancel), 58
+ * system error (I/O), XX internal error (corruption).
+ */
+const PG_INFRA_CLASSES = ['08', '53', '57', '58', 'XX'];
+/** The socket to the server failed or never opened: the same trouble, seen from the client. */
+const SOCKET_CODES = ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'];
+
+/** True when a Postgres statement failed because the server or the connection to it did. */
+export function isInfraPgError(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (typeof e?.code === 'string') {
+    if (e.code.length === 5 && PG_INFRA_CLASSES.includes(e.code.slice(0, 2))) return true;
+    if (SOCKET_CODES.includes(e.code)) return true;
+  }
+  // node-postgres's own errors for a connection that ended carry no code.
+  return typeof e?.message === 'string' && /Connection terminated|connection error and is not queryable|Client was closed/.test(e.message);
+}
+
+/**
+ * A transaction Postgres aborted to resolve a conflict with another (40001 serialization failure,
+ * 40P01 deadlock): nothing of it was applied, and running it again normally succeeds.
+ */
+export function isTransactionConflict(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '40001' || code === '40P01';
+}
+
+/**
+ * What a write that raced another transaction sees under READ COMMITTED: a guarded statement that
+ * matched no row (the other one changed it first: StaleStateError), or a unique key the other one took
+ * first (23505). Run again, the write reads what the other committed and decides on it (deduplicates,
+ * finds the new version). With one writer (SQLite) neither comes from a race.
+ */
+export function isConcurrentChange(err: unknown): boolean {
+  return err instanceof StaleStateError || (err as { code?: unknown } | null)?.code === '23505';
 }

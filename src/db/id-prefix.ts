@@ -17,9 +17,9 @@ export interface IdRange {
 }
 
 const matchesOf = (table: string) => `
-  SELECT id FROM (SELECT id FROM ${table} WHERE id >= @lo AND id < @hi LIMIT @limit)
+  SELECT id FROM (SELECT id FROM ${table} WHERE id >= @lo AND id < @hi LIMIT @limit) by_id
   UNION
-  SELECT id FROM (SELECT id FROM ${table} WHERE substr(id, 25) >= @lo AND substr(id, 25) < @hi LIMIT @limit)
+  SELECT id FROM (SELECT id FROM ${table} WHERE substr(id, 25) >= @lo AND substr(id, 25) < @hi LIMIT @limit) by_tail
   ORDER BY id LIMIT @limit`;
 
 /** Thread ids starting with the range's text, or whose tail does; at most `limit`, in id order. */

@@ -68,8 +68,23 @@ export async function getDocumentHead(sql: Sql, projectId: string, docType: stri
     | undefined;
 }
 
-export async function getDocumentContent(sql: Sql, id: string): Promise<string | undefined> {
-  return ((await sql.get('SELECT content FROM documents WHERE id = ?', [id])) as { content: string } | undefined)?.content;
+/**
+ * `getDocumentHead`, the row locked until the transaction ends (Postgres): a write that plans the next
+ * version from the current one holds it from the read to its update, so no other write's version can
+ * land in between and be overwritten. SQLite's single writer already excludes that.
+ */
+export async function lockDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<DocumentHead | undefined> {
+  if (sql.dialect !== 'postgres') return getDocumentHead(sql, projectId, docType, key);
+  return sql.get<DocumentHead>('SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ? FOR UPDATE', [
+    projectId,
+    docType,
+    key,
+  ]);
+}
+
+/** A document's content with the version and time it belongs to: read in one statement, so they match. */
+export async function getDocumentContent(sql: Sql, id: string): Promise<(DocumentHead & { content: string }) | undefined> {
+  return sql.get<DocumentHead & { content: string }>('SELECT id, version, updated_at, content FROM documents WHERE id = ?', [id]);
 }
 
 /**

@@ -4,6 +4,7 @@
  * `insertLedgerCheckpoint` + `deleteCheckpointedLedgerRun`: the database refuses any other DELETE.
  */
 import type { Sql } from '../core/sql.js';
+import { insertionOrder } from './dialect.js';
 import type { LedgerCheckpointRow } from './schema.js';
 
 /**
@@ -30,7 +31,7 @@ export async function listPrunableRoots(sql: Sql, cutoff: number, limit: number)
                OR (t.status = 'complete' AND NOT EXISTS (
                      SELECT 1 FROM llm_threads n
                      WHERE n.idempotency_key = t.idempotency_key AND n.status = 'complete' AND n.id <> t.id
-                       AND (n.created_at > t.created_at OR (n.created_at = t.created_at AND n.rowid > t.rowid))))))
+                       AND (n.created_at > t.created_at OR (n.created_at = t.created_at AND ${insertionOrder(sql.dialect, 'n.')} > ${insertionOrder(sql.dialect, 't.')}))))))
        ORDER BY r.closed_at
        LIMIT @limit`,
       { cutoff, limit },

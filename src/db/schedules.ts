@@ -5,6 +5,7 @@
  */
 import type { Sql } from '../core/sql.js';
 import { runStatusesLeadingTo, SCHEDULE_TRANSITIONS, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
+import { jsonNumber } from './dialect.js';
 import type { ScheduleRow, ScheduleRunRow } from './schema-schedules.js';
 import { expectOneChange } from './statements.js';
 import { IllegalTransitionError, StaleStateError } from '../core/errors.js';
@@ -125,9 +126,9 @@ export async function finalizeScheduleRunOfThread(
   const text = `
     WITH usage AS (
       SELECT count(*) AS responses,
-             coalesce(sum(json_extract(payload, '$.usage.prompt_tokens')), 0) AS prompt_tokens,
-             coalesce(sum(json_extract(payload, '$.usage.completion_tokens')), 0) AS completion_tokens,
-             coalesce(sum(json_extract(payload, '$.usage.total_tokens')), 0) AS total_tokens
+             coalesce(sum(${jsonNumber(sql.dialect, 'payload', 'usage.prompt_tokens')}), 0) AS prompt_tokens,
+             coalesce(sum(${jsonNumber(sql.dialect, 'payload', 'usage.completion_tokens')}), 0) AS completion_tokens,
+             coalesce(sum(${jsonNumber(sql.dialect, 'payload', 'usage.total_tokens')}), 0) AS total_tokens
       FROM llm_ledger_entries
       WHERE entry_type = 'response'
         AND (thread_id = @thread_id OR thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @thread_id)))

@@ -40,12 +40,12 @@ export class SqliteSql implements Sql {
  * or outside any transaction; refused, it fails loudly instead.
  */
 export class ClosureSql implements Sql {
-  readonly dialect = 'sqlite' as const;
+  readonly dialect: Sql['dialect'];
+  readonly connection: object;
   private open = true;
-  constructor(private readonly inner: SqliteSql) {}
-
-  get connection(): object {
-    return this.inner.db;
+  constructor(private readonly inner: Sql) {
+    this.dialect = inner.dialect;
+    this.connection = inner.connection;
   }
 
   revoke(): void {
@@ -67,4 +67,17 @@ export class ClosureSql implements Sql {
   private refused(): Promise<never> {
     return Promise.reject(new Error('a statement ran after its write closure ended (a missing await?)'));
   }
+}
+
+/**
+ * A write closure's result, or a failure once it has run for `ms`: a closure may await only its
+ * statements, and while it runs it holds up the writes behind it (SQLite's batch) or a connection and
+ * its row locks (Postgres).
+ */
+export function settleClosure<T>(pending: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`a write closure did not settle within ${ms} ms (it may await only its statements)`)), ms);
+  });
+  return Promise.race([pending, late]).finally(() => clearTimeout(timer));
 }

@@ -3,6 +3,7 @@ import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
+import { insertionOrder, jsonText } from './dialect.js';
 import type { ThreadRow } from './schema.js';
 import { expectOneChange } from './statements.js';
 
@@ -20,6 +21,17 @@ export async function getThread(sql: Sql, id: string): Promise<ThreadRow | undef
   return (await sql.get('SELECT * FROM llm_threads WHERE id = ?', [id])) as ThreadRow | undefined;
 }
 
+/**
+ * The thread, its row locked until the transaction ends, for a decision about it that reads other rows
+ * (an orchestration closes when its last child ends): concurrent transactions deciding about the same
+ * thread then run one after the other, the second seeing what the first committed. Postgres only needs
+ * it; SQLite's single writer already runs every write alone.
+ */
+export async function lockThread(sql: Sql, id: string): Promise<ThreadRow | undefined> {
+  if (sql.dialect === 'postgres') return sql.get<ThreadRow>('SELECT * FROM llm_threads WHERE id = ? FOR UPDATE', [id]);
+  return getThread(sql, id);
+}
+
 /** The open or running thread for a semantic request, if any (at most one, by the partial unique index). */
 export async function findActiveThreadByKey(sql: Sql, key: string): Promise<ThreadRow | undefined> {
   return (await sql.get("SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')", [key])) as ThreadRow | undefined;
@@ -27,9 +39,10 @@ export async function findActiveThreadByKey(sql: Sql, key: string): Promise<Thre
 
 /** The most recent thread for a semantic request that ended with `status`. */
 export async function findLatestThreadByKeyAndStatus(sql: Sql, key: string, status: ThreadStatus): Promise<ThreadRow | undefined> {
-  return (await sql.get('SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT 1', [key, status])) as
-    | ThreadRow
-    | undefined;
+  return sql.get<ThreadRow>(
+    `SELECT * FROM llm_threads WHERE idempotency_key = ? AND status = ? ORDER BY created_at DESC, ${insertionOrder(sql.dialect)} DESC LIMIT 1`,
+    [key, status],
+  );
 }
 
 export interface ThreadListFilter {
@@ -60,15 +73,16 @@ const STATUS_INDEXES = [
  * running or within failed / canceled read their partial index (few rows, however many threads
  * completed), a project its (space_id, created_at) index, a kind its (kind, created_at) index, a parent
  * its children, the rest the created_at index. Paging is by keyset (`(created_at, rowid)` below the
- * previous page's last row), never by OFFSET.
+ * previous page's last row — `id` on Postgres, see dialect.ts), never by OFFSET.
  */
 export async function listThreads(sql: Sql, f: ThreadListFilter): Promise<ThreadRow[]> {
-  const q = threadListQuery(f);
+  const q = threadListQuery(f, sql.dialect);
   return q ? ((await sql.all(q.sql, q.params)) as ThreadRow[]) : [];
 }
 
 /** The statement and values of `listThreads`; null when the filters exclude every thread. */
-export function threadListQuery(f: ThreadListFilter): { sql: string; params: Record<string, unknown> } | null {
+export function threadListQuery(f: ThreadListFilter, dialect: Sql['dialect'] = 'sqlite'): { sql: string; params: Record<string, unknown> } | null {
+  const order = insertionOrder(dialect);
   const params: Record<string, unknown> = { limit: f.limit };
   // The daemon's own threads (the canary's, in its system project) are not users' threads.
   const where: string[] = [`space_id <> '${SYSTEM_PROJECT_ID}'`];
@@ -96,7 +110,7 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
     params.parent = f.parentId;
   }
   if (f.afterThreadId != null) {
-    where.push('(created_at, rowid) < (SELECT created_at, rowid FROM llm_threads WHERE id = @after)');
+    where.push(`(created_at, ${order}) < (SELECT created_at, ${order} FROM llm_threads WHERE id = @after)`);
     params.after = f.afterThreadId;
   }
   if (f.since != null) {
@@ -107,7 +121,7 @@ export function threadListQuery(f: ThreadListFilter): { sql: string; params: Rec
   // A parent's children are few: its own index wins. Otherwise a partial index is the smallest to walk.
   const indexed = partial && f.parentId == null ? ` INDEXED BY ${partial.index}` : '';
   const sql = `SELECT * FROM llm_threads${indexed}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}
-     ORDER BY created_at DESC, rowid DESC LIMIT @limit`;
+     ORDER BY created_at DESC, ${order} DESC LIMIT @limit`;
   return { sql, params };
 }
 
@@ -121,13 +135,13 @@ export async function listChildThreadsWithLatestError(
     `SELECT c.*, w.error_code, w.error_message FROM llm_threads c
      LEFT JOIN llm_work_items w ON w.thread_id = c.id
        AND w.sequence = (SELECT max(sequence) FROM llm_work_items WHERE thread_id = c.id)
-     WHERE c.parent_thread_id = ? ORDER BY c.created_at, c.rowid LIMIT ?`,
+     WHERE c.parent_thread_id = ? ORDER BY c.created_at, ${insertionOrder(sql.dialect, 'c.')} LIMIT ?`,
     [parentId, limit],
   )) as (ThreadRow & { error_code: string | null; error_message: string | null })[];
 }
 
 export async function listChildThreads(sql: Sql, parentId: string): Promise<ThreadRow[]> {
-  return (await sql.all('SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, rowid', [parentId])) as ThreadRow[];
+  return sql.all<ThreadRow>(`SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, ${insertionOrder(sql.dialect)}`, [parentId]);
 }
 
 export async function countChildThreadsByStatus(sql: Sql, parentId: string): Promise<{ status: string; n: number }[]> {
@@ -183,7 +197,7 @@ export async function adoptThread(sql: Sql, id: string, parentId: string): Promi
 
 /** Every thread of a space (project), oldest first: what `ledger export --project` walks. */
 export async function listThreadsForSpace(sql: Sql, spaceId: string): Promise<ThreadRow[]> {
-  return (await sql.all('SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at, rowid', [spaceId])) as ThreadRow[];
+  return sql.all<ThreadRow>(`SELECT * FROM llm_threads WHERE space_id = ? ORDER BY created_at, ${insertionOrder(sql.dialect)}`, [spaceId]);
 }
 
 /**
@@ -194,9 +208,9 @@ export async function listActiveThreadsForDocument(sql: Sql, p: { project_id: st
   return (await sql.all(
     `SELECT * FROM llm_threads INDEXED BY idx_threads_active
      WHERE status IN ('open', 'running')
-       AND json_extract(target_ref, '$.project_id') = @project_id
-       AND json_extract(target_ref, '$.doc_type') = @doc_type
-       AND coalesce(json_extract(target_ref, '$.key'), '') = @key
+       AND ${jsonText(sql.dialect, 'target_ref', 'project_id')} = @project_id
+       AND ${jsonText(sql.dialect, 'target_ref', 'doc_type')} = @doc_type
+       AND coalesce(${jsonText(sql.dialect, 'target_ref', 'key')}, '') = @key
      ORDER BY created_at`,
     p,
   )) as ThreadRow[];

@@ -7,6 +7,7 @@ import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
+import { jsonArrayElements } from './dialect.js';
 import { expectOneChange } from './statements.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
@@ -115,7 +116,7 @@ async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded
     `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
      WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
        AND (w.deadline_at IS NULL OR w.deadline_at > @now)
-       AND w.id NOT IN (SELECT value FROM json_each(@excluded))
+       AND w.id NOT IN (${jsonArrayElements(sql.dialect, '@excluded')})
        AND NOT EXISTS (
          SELECT 1 FROM locks l
          WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
@@ -162,12 +163,13 @@ export async function parkProjectItems(sql: Sql, p: { project_id: string; now: n
  * settled below its maximum or released). The claim re-checks the budget and parks them again if not.
  * `project_id` null: every project's (at start, when the configuration may have changed).
  */
+// `CAST(@p AS TEXT) IS NULL`: Postgres cannot type a parameter from `IS NULL` alone.
 export async function unparkBudgetItems(sql: Sql, p: { project_id: string | null; now: number }): Promise<number> {
   return (
     await sql.run(
       `UPDATE llm_work_items SET not_before = @now
      WHERE status = 'queued' AND error_code = 'BUDGET_EXCEEDED' AND not_before > @now
-       AND (@project_id IS NULL OR project_id = @project_id)`,
+       AND (CAST(@project_id AS TEXT) IS NULL OR project_id = @project_id)`,
       p,
     )
   ).changes;
@@ -183,10 +185,14 @@ export async function makeQueuedItemDueNow(sql: Sql, p: { id: string; now: numbe
 
 /**
  * Queue depth for backpressure: every queued item, due or not (parked and backing-off items included).
- * One row kept by triggers (migration 0009), not a count of the queue: it is read on every command.
+ * Kept by triggers, not a count of the queue: it is read on every command. SQLite: one row (migration
+ * 0009). Postgres: a row per shard, each transaction adding its delta to its own (pg migration 0001),
+ * so daemons never queue on one counter row; the depth is their sum.
  */
 export async function countQueuedWorkItems(sql: Sql): Promise<number> {
-  return ((await sql.get('SELECT queued FROM llm_queue_depth WHERE id = 1')) as { queued: number }).queued;
+  const text =
+    sql.dialect === 'postgres' ? 'SELECT coalesce(sum(queued), 0) AS queued FROM llm_queue_depth' : 'SELECT queued FROM llm_queue_depth WHERE id = 1';
+  return ((await sql.get(text)) as { queued: number }).queued;
 }
 
 /** Queued items whose deadline passed before they started. */
@@ -246,7 +252,7 @@ export async function listExpiredLeases(sql: Sql, now: number): Promise<WorkItem
 export async function listLeasesNotOwnedBy(sql: Sql, owner: string): Promise<WorkItemRow[]> {
   return (await sql.all(
     `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased
-     WHERE status IN ('claimed', 'running') AND lease_owner IS NOT ?`,
+     WHERE status IN ('claimed', 'running') AND lease_owner IS DISTINCT FROM ?`,
     [owner],
   )) as WorkItemRow[];
 }
@@ -278,7 +284,7 @@ export async function takeOverLease(
 ): Promise<void> {
   const result = await sql.run(
     `UPDATE llm_work_items SET lease_owner = @owner, lease_expires_at = @lease_until
-     WHERE id = @id AND status = @status AND lease_owner IS @old_owner`,
+     WHERE id = @id AND status = @status AND lease_owner IS NOT DISTINCT FROM @old_owner`,
     p,
   );
   expectOneChange(result, `work item ${p.id} lease changed hands`);
@@ -327,7 +333,7 @@ export async function requeueWorkItem(
     `UPDATE llm_work_items
      SET status = 'queued', attempt = @attempt, repair_count = @repair_count, escalated = @escalated, not_before = @not_before,
          error_code = @error_code, error_message = @error_message, lease_owner = NULL, lease_expires_at = NULL
-     WHERE id = @id AND status = @from AND lease_owner IS @owner`,
+     WHERE id = @id AND status = @from AND lease_owner IS NOT DISTINCT FROM @owner`,
     p,
   );
   expectOneChange(result, `work item ${p.id} is not ${p.from} under ${p.owner}`);
@@ -354,7 +360,7 @@ export async function endWorkItem(
     `UPDATE llm_work_items
      SET status = @to, error_code = @error_code, error_message = @error_message, finished_at = @now,
          lease_owner = NULL, lease_expires_at = NULL
-     WHERE id = @id AND status = @from AND lease_owner IS @owner`,
+     WHERE id = @id AND status = @from AND lease_owner IS NOT DISTINCT FROM @owner`,
     p,
   );
   expectOneChange(result, `work item ${p.id} is not ${p.from}`);

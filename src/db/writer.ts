@@ -22,19 +22,15 @@
  */
 import type Database from 'better-sqlite3';
 import { InfraError } from '../core/errors.js';
-import type { Sql } from '../core/sql.js';
+import type { TxRunner, WriteFn } from '../core/tx.js';
 import type { Db } from './connection.js';
 import { isInfraSqliteError } from './errors.js';
-import { ClosureSql, SqliteSql } from './sql.js';
-
-export type Emit<E> = (event: E) => void;
-/** A write: `sql` is the writer's handle, valid until the closure settles. */
-export type WriteFn<T, E> = (db: Db, emit: Emit<E>, sql: Sql) => T | Promise<T>;
+import { ClosureSql, SqliteSql, settleClosure } from './sql.js';
 
 interface Job<E> {
   fn: WriteFn<unknown, E>;
-  /** Runs alone, outside any transaction (maintenance: WAL checkpoint, vacuum). */
-  outside?: boolean;
+  /** Runs alone, outside any transaction, on the raw connection (maintenance: WAL checkpoint, vacuum). */
+  outside?: (db: Db) => unknown;
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
 }
@@ -50,8 +46,11 @@ export interface WriterOptions<E> {
   onCommit?: (info: { writes: number; commitMs: number }) => void;
   onInfraFailure?: (err: unknown) => void;
   onInfraRecovered?: () => void;
-  /** Called after any rollback (one write's savepoint or a whole batch): caches of stored state must forget. */
-  onRollback?: () => void;
+  /**
+   * Called after any rollback (one write's savepoint or a whole batch) with the connection it happened
+   * on (`Sql.connection`): caches of stored state read on that connection must forget.
+   */
+  onRollback?: (connection: object) => void;
   /** An async closure still pending after this long fails (default 5 s): it holds up every write. */
   closureTimeoutMs?: number;
 }
@@ -66,7 +65,7 @@ interface TxStatements {
   rollbackTo: Database.Statement;
 }
 
-export class Writer<E = never> {
+export class Writer<E = never> implements TxRunner<E> {
   private queue: Job<E>[] = [];
   private flushing = false;
   private scheduled = false;
@@ -106,7 +105,7 @@ export class Writer<E = never> {
   outsideTransaction<T>(fn: (db: Db) => T): Promise<T> {
     if (this.closed) return Promise.reject(new Error('writer is closed'));
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ fn: (db) => fn(db), outside: true, resolve: resolve as (v: unknown) => void, reject });
+      this.queue.push({ fn: () => undefined, outside: fn, resolve: resolve as (v: unknown) => void, reject });
       this.schedule();
     });
   }
@@ -136,10 +135,11 @@ export class Writer<E = never> {
     this.flushing = true;
     try {
       while (this.queue.length > 0) {
-        if (this.queue[0]!.outside) {
+        const outside = this.queue[0]!.outside;
+        if (outside) {
           const job = this.queue.shift()!;
           try {
-            job.resolve(job.fn(this.db, () => {}, this.handle));
+            job.resolve(outside(this.db));
           } catch (err) {
             job.reject(err);
           }
@@ -199,8 +199,8 @@ export class Writer<E = never> {
         sql.savepoint.run();
         const handle = new ClosureSql(this.handle);
         try {
-          let value = job.fn(db, emit, handle);
-          if (value instanceof Promise) value = await this.settleInTime(value);
+          let value = job.fn(handle, emit);
+          if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 5000);
           sql.release.run();
           outcomes.push({ ok: true, value });
         } catch (error) {
@@ -209,7 +209,7 @@ export class Writer<E = never> {
           events.length = mark;
           sql.rollbackTo.run();
           sql.release.run();
-          this.opts.onRollback?.();
+          this.opts.onRollback?.(db);
           outcomes.push({ ok: false, error });
         } finally {
           handle.revoke();
@@ -220,19 +220,9 @@ export class Writer<E = never> {
       return { outcomes, events, commitMs: performance.now() - started };
     } catch (err) {
       if (db.inTransaction) sql.rollback.run();
-      this.opts.onRollback?.();
+      this.opts.onRollback?.(db);
       throw err;
     }
-  }
-
-  /** The closure's result, or a failure once it has kept the batch waiting for `closureTimeoutMs`. */
-  private settleInTime<T>(pending: Promise<T>): Promise<T> {
-    const ms = this.opts.closureTimeoutMs ?? 5000;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`a write closure did not settle within ${ms} ms (it may await only its statements)`)), ms);
-    });
-    return Promise.race([pending, late]).finally(() => clearTimeout(timer));
   }
 }
 

@@ -22,8 +22,10 @@ export interface NewLedgerEntry {
 /**
  * The chain's last link, or null for an empty ledger. When `combine prune` removed the newest entries,
  * the head is the last checkpoint's hash: seqs are never reused and the chain continues across the cut.
+ * Postgres keeps the head in a row of its own (llm_ledger_head, moved by the append trigger).
  */
 export async function getLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null> {
+  if (sql.dialect === 'postgres') return headOf(await sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1'));
   const row = (await sql.get(`SELECT seq, hash FROM (
        SELECT * FROM (SELECT seq, hash FROM llm_ledger_entries ORDER BY seq DESC LIMIT 1)
        UNION ALL
@@ -32,12 +34,27 @@ export async function getLedgerHead(sql: Sql): Promise<{ seq: number; hash: stri
   return row ?? null;
 }
 
+/** The head row of Postgres (seq 0 until the first entry) as `getLedgerHead` answers. */
+function headOf(row: { seq: number; hash: string } | undefined): { seq: number; hash: string } | null {
+  return row && row.seq > 0 ? row : null;
+}
+
 /**
- * Appends one entry at the head of the chain. The head is read inside the caller's transaction (the
- * writer is the only writer), so links can neither fork nor skip.
+ * The head, locked until the caller's transaction ends: on Postgres, every daemon's appends pass through
+ * this row one transaction at a time, so the chain stays one line (the link trigger refuses anything
+ * else). SQLite has one writer: its transaction already excludes every other append.
+ */
+async function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null> {
+  if (sql.dialect === 'postgres') return headOf(await sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1 FOR UPDATE'));
+  return getLedgerHead(sql);
+}
+
+/**
+ * Appends one entry at the head of the chain. The head is read (and on Postgres locked) inside the
+ * caller's transaction, so links can neither fork nor skip.
  */
 export async function appendLedgerEntry(sql: Sql, e: NewLedgerEntry): Promise<LedgerRow> {
-  const head = await getLedgerHead(sql);
+  const head = await lockLedgerHead(sql);
   const row: Omit<LedgerRow, 'hash'> = {
     seq: (head?.seq ?? 0) + 1,
     thread_id: e.thread_id,
@@ -65,13 +82,14 @@ export async function listLedgerForThread(sql: Sql, threadId: string): Promise<L
   return (await sql.all('SELECT * FROM llm_ledger_entries WHERE thread_id = ? ORDER BY seq', [threadId])) as LedgerRow[];
 }
 
-/** A thread's entries and its children's (an orchestration's whole record), in chain order; at most `limit`. */
+/** A thread's entries and its children's (an orchestration's whole record), in chain order; at most `limit` (-1: all). */
 export async function listLedgerForThreadFamily(sql: Sql, threadId: string, limit = -1): Promise<LedgerRow[]> {
   return (await sql.all(
     `SELECT * FROM llm_ledger_entries
      WHERE thread_id IN (SELECT @id UNION ALL SELECT id FROM llm_threads WHERE parent_thread_id = @id)
      ORDER BY seq LIMIT @limit`,
-    { id: threadId, limit },
+    // SQLite reads a negative LIMIT as none; Postgres refuses it and reads NULL as none.
+    { id: threadId, limit: limit < 0 && sql.dialect === 'postgres' ? null : limit },
   )) as LedgerRow[];
 }
 

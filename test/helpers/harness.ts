@@ -1,6 +1,10 @@
 /**
  * Integration harness: a temporary COMBINE_HOME, the simulator (in this process, over HTTP), and the real
  * CLI bundle run as a child process (which starts the real daemon on a real Unix socket).
+ *
+ * The storage backend is the test run's (vitest.config.ts's projects): SQLite in the home by default;
+ * with COMBINE_TEST_BACKEND=postgres, each harness gets a database of its own on the run's Postgres and
+ * starts its daemons with COMBINE_DATABASE_URL. `query` reads stored state on either.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,7 +12,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import type pg from 'pg';
 import { isAlive } from '../../src/cli/daemon-control.js';
+import type { SqlParams } from '../../src/core/sql.js';
+import { openPostgresPool } from '../../src/db/pg/connection.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { SqliteSql } from '../../src/db/sql.js';
+import { createTestDatabase, type TestDatabase } from './postgres.js';
 import { createSimulator, type FaultRule, type Simulator, type SimulatorOptions } from '../../src/sim/simulator.js';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -66,11 +76,19 @@ export function project(id: string, epicCount: number) {
   };
 }
 
+/** The storage backend of this test run: `COMBINE_TEST_BACKEND` (set per vitest project), SQLite unless `postgres`. */
+export const TEST_BACKEND: 'sqlite' | 'postgres' = process.env.COMBINE_TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
+
 export class Harness {
   readonly home = mkdtempSync(join(tmpdir(), 'cmb-'));
   env: NodeJS.ProcessEnv;
+  private pool: pg.Pool | null = null;
 
-  private constructor(readonly sim: Simulator) {
+  private constructor(
+    readonly sim: Simulator,
+    /** The harness's own Postgres database when the run's backend is Postgres; null on SQLite. */
+    readonly database: TestDatabase | null,
+  ) {
     this.env = {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -81,11 +99,35 @@ export class Harness {
       // Resource pressure reads this directory instead of the machine: empty (no signal, no pressure)
       // unless a test writes proc/stat, proc/meminfo or sys/class/power_supply into it.
       COMBINE_PRESSURE_ROOT: join(this.home, 'pressure-root'),
+      ...(database ? { COMBINE_DATABASE_URL: database.url } : {}),
     };
   }
 
   static async start(sim: SimulatorOptions = {}): Promise<Harness> {
-    return new Harness(await createSimulator(sim));
+    const database = TEST_BACKEND === 'postgres' ? await createTestDatabase() : null;
+    return new Harness(await createSimulator(sim), database);
+  }
+
+  /**
+   * Rows of a read of the stored state, on whichever backend the daemon uses. Statement texts are
+   * written as for better-sqlite3 (`?` or `@name`); keep them portable SQL.
+   */
+  async query<T = Record<string, unknown>>(text: string, params?: SqlParams): Promise<T[]> {
+    if (this.database) {
+      this.pool ??= openPostgresPool(this.database.url, { max: 2 });
+      return new PgSql(this.pool).all<T>(text, params);
+    }
+    const db = this.openDb();
+    try {
+      return await new SqliteSql(db).all<T>(text, params);
+    } finally {
+      db.close();
+    }
+  }
+
+  /** The first row of `query`, or undefined. */
+  async queryOne<T = Record<string, unknown>>(text: string, params?: SqlParams): Promise<T | undefined> {
+    return (await this.query<T>(text, params))[0];
   }
 
   /**
@@ -169,7 +211,7 @@ export class Harness {
     await this.cli(['daemon', 'stop']);
   }
 
-  /** A read-only connection for asserting on stored state. */
+  /** A read-only connection to the SQLite file, for tests about SQLite itself; behaviour tests use `query`. */
   openDb(): Database.Database {
     return new Database(join(this.home, 'combine.db'), { readonly: true, fileMustExist: true });
   }
@@ -185,8 +227,24 @@ export class Harness {
   async cleanup(): Promise<void> {
     await this.killDaemon();
     await this.sim.close();
+    await this.pool?.end();
+    await this.database?.drop();
+    const dialectErrors = this.database ? postgresStatementErrors(this.logText()) : [];
     rmSync(this.home, { recursive: true, force: true });
+    // A statement Postgres refused as written (SQLSTATE class 42: syntax, an unknown or ambiguous name, a
+    // parameter it cannot type; 0A: unsupported) is SQLite-only SQL that reached Postgres: a bug, even
+    // where the engine retried around it and the test's assertions held.
+    if (dialectErrors.length > 0) throw new Error(`the daemon ran SQL Postgres refuses:\n${dialectErrors.join('\n')}`);
   }
+}
+
+/** The distinct messages of Postgres errors of class 42 or 0A in a daemon log. */
+function postgresStatementErrors(log: string): string[] {
+  const found = new Set<string>();
+  for (const m of log.matchAll(/"message":"((?:[^"\\]|\\.)*)"[^\n]*?"code":"(42\w{3}|0A\w{3})"/g)) found.add(`${m[2]}: ${m[1]}`);
+  // An error that escaped to stderr (which is daemon.log too) is printed, not logged as JSON.
+  for (const m of log.matchAll(/^combine: unexpected error: error: (.*)$/gm)) found.add(m[1]!);
+  return [...found];
 }
 
 /** Polls a condition until it holds (for states with no event to follow, e.g. "the call has started"). */

@@ -23,12 +23,10 @@ async function crashAndRecover(point: string, simLatencyMs = 0) {
   const final = await h.waitForEnd(r.thread_id);
   const ledger = await h.json<any[]>(['ledger', r.thread_id]);
   const verify = await h.json(['ledger', 'verify']);
-  const db = h.openDb();
-  const mutations = db.prepare('SELECT count(*) AS n FROM mutations WHERE thread_id = ?').get(r.thread_id) as { n: number };
-  const doc = db.prepare("SELECT version FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog'").get() as { version: number };
-  const locks = db.prepare('SELECT count(*) AS n FROM locks').get() as { n: number };
-  db.close();
-  return { final, ledger, verify, mutations: mutations.n, docVersion: doc.version, locks: locks.n, callsBeforeRestart };
+  const mutations = await h.queryOne<{ n: number }>('SELECT count(*) AS n FROM mutations WHERE thread_id = ?', [r.thread_id]);
+  const doc = await h.queryOne<{ version: number }>("SELECT version FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog'");
+  const locks = await h.queryOne<{ n: number }>('SELECT count(*) AS n FROM locks');
+  return { final, ledger, verify, mutations: mutations!.n, docVersion: doc!.version, locks: locks!.n, callsBeforeRestart };
 }
 
 function expectRecovered(x: Awaited<ReturnType<typeof crashAndRecover>>) {

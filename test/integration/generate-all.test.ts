@@ -34,9 +34,7 @@ describe('generate-all over 5 epics with one schema-invalid answer', () => {
     expect(bad.status).toBe('failed');
     const detail = await h.json(['thread', bad.thread_id]);
     expect(detail.status).toBe('failed');
-    const db = h.openDb();
-    const item = db.prepare('SELECT status, error_code FROM llm_work_items WHERE thread_id = ?').get(bad.thread_id);
-    db.close();
+    const item = await h.queryOne('SELECT status, error_code FROM llm_work_items WHERE thread_id = ?', [bad.thread_id]);
     expect(item).toEqual({ status: 'dead_letter', error_code: 'SCHEMA_INVALID' });
     const ledger = await h.json<any[]>(['ledger', bad.thread_id]);
     const reports = ledger.filter((e) => e.entry_type === 'parse_report');

@@ -29,18 +29,11 @@ async function supersededCount(): Promise<number> {
   return Number(family?.metrics.find((m) => m.labels?.code === 'SUPERSEDED')?.value ?? 0);
 }
 
-function e1Items(): { thread_id: string; status: string; error_code: string | null; attempt: number }[] {
-  const db = h.openDb();
-  try {
-    return db
-      .prepare(
-        `SELECT w.thread_id, w.status, w.error_code, w.attempt FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id
-         WHERE t.target_ref LIKE '%"epic_id":"E1"%' ORDER BY w.created_at, w.rowid`,
-      )
-      .all() as any[];
-  } finally {
-    db.close();
-  }
+function e1Items(): Promise<{ thread_id: string; status: string; error_code: string | null; attempt: number }[]> {
+  return h.query(
+    `SELECT w.thread_id, w.status, w.error_code, w.attempt FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id
+     WHERE t.target_ref LIKE '%"epic_id":"E1"%' ORDER BY w.created_at, w.id`,
+  );
 }
 
 describe('supersede', () => {
@@ -68,7 +61,7 @@ describe('supersede', () => {
     expect((await h.waitForEnd(blocker.thread_id)).status).toBe('complete');
 
     expect(e1Calls()).toBe(1);
-    const items = e1Items();
+    const items = await e1Items();
     expect(items.filter((w) => w.status === 'applied')).toHaveLength(1);
     // The work item state machine has no `canceled` status: a canceled item ends `failed`, as `combine cancel`'s do.
     expect(items.filter((w) => w.status === 'failed' && w.error_code === 'SUPERSEDED')).toHaveLength(49);

@@ -7,12 +7,18 @@ import { SqliteSql } from '../../src/db/sql.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
 import { forgetDocuments, readParsedDocument, rememberDocument } from '../../src/db/document-cache.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { insertDocument, insertProject, updateDocumentContent } from '../../src/db/projects.js';
 import { Writer } from '../../src/db/writer.js';
+import { openPostgresPool } from '../../src/db/pg/connection.js';
+import { applyPgMigrations } from '../../src/db/pg/migrate.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { PgWriter } from '../../src/db/pg/writer.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { newId } from '../../src/core/ids.js';
 import { systemClock } from '../../src/core/clock.js';
 
@@ -44,20 +50,20 @@ describe('parsed-document cache', () => {
     const writer = new Writer(db, { onRollback: () => forgetDocuments({ connection: db }) });
     expect((await readParsedDocument(sql, 'p', 'story_backlog', parse))?.value).toEqual({ n: 1 });
     await expect(
-      writer.write(async (_d, _emit, w) => {
+      writer.write(async (w) => {
         await bump(w, 1, 99);
         throw new Error('validation failed after the update');
       }),
     ).rejects.toThrow(/validation failed/);
     // Version 2 now gets different content: the rolled-back {n: 99} must not come back for it.
-    await writer.write((_d, _emit, w) => updateDocumentContent(w, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
+    await writer.write((w) => updateDocumentContent(w, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
     expect(await readParsedDocument(sql, 'p', 'story_backlog', parse)).toMatchObject({ version: 2, value: { n: 2 } });
   });
 
   it('reads the stored version after a rolled-back write', async () => {
     const writer = new Writer(db, { onRollback: () => forgetDocuments({ connection: db }) });
     await expect(
-      writer.write(async (_d, _emit, w) => {
+      writer.write(async (w) => {
         await bump(w, 1, 99);
         return w.get('SELECT * FROM no_such_table');
       }),
@@ -70,5 +76,39 @@ describe('parsed-document cache', () => {
     expect([...ids].sort()).toEqual(ids);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+});
+
+describe('parsed-document cache on Postgres', () => {
+  let database: TestDatabase;
+  let pool: pg.Pool;
+  let reader: Sql;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    await applyPgMigrations(database.url);
+    // One connection: the rolled-back write's connection is the one every later read and write uses.
+    pool = openPostgresPool(database.url, { max: 1 });
+    reader = new PgSql(pool);
+    await insertProject(reader, { id: 'p', name: 'P', created_at: 0 });
+    await insertDocument(reader, { id: 'd', project_id: 'p', doc_type: 'story_backlog', version: 1, content: '{"n":1}', updated_at: 0 });
+  });
+  afterAll(async () => {
+    await pool.end();
+    await database.drop();
+  });
+
+  it('forgets what a rolled-back write remembered on its connection, before the connection is used again', async () => {
+    const writer = new PgWriter(pool, { onRollback: (connection) => forgetDocuments({ connection }) });
+    await expect(
+      writer.write(async (w) => {
+        await updateDocumentContent(w, { id: 'd', from_version: 1, content: '{"n":99}', updated_at: 0 });
+        rememberDocument(w, 'd', 2, parse, { n: 99 });
+        throw new Error('validation failed after the update');
+      }),
+    ).rejects.toThrow(/validation failed/);
+    await writer.write((w) => updateDocumentContent(w, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
+    const inWrite = await writer.write((w) => readParsedDocument(w, 'p', 'story_backlog', parse));
+    expect(inWrite).toMatchObject({ version: 2, value: { n: 2 } });
+    expect(await readParsedDocument(reader, 'p', 'story_backlog', parse)).toMatchObject({ version: 2, value: { n: 2 } });
   });
 });

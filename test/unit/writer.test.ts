@@ -22,9 +22,7 @@ describe('group-commit writer', () => {
   it('commits writes that arrive together in one transaction, answering each after the commit', async () => {
     const commits: number[] = [];
     const w = new Writer(db, { onCommit: (i) => commits.push(i.writes) });
-    const results = await Promise.all(
-      Array.from({ length: 100 }, (_, i) => w.write((d) => d.prepare('INSERT INTO t (v) VALUES (?)').run(`v${i}`).lastInsertRowid)),
-    );
+    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => w.write((sql) => sql.run('INSERT INTO t (v) VALUES (?)', [`v${i}`]))));
     expect(results).toHaveLength(100);
     expect(commits).toEqual([100]);
     expect(db.prepare('SELECT count(*) AS n FROM t').get()).toEqual({ n: 100 });
@@ -33,14 +31,14 @@ describe('group-commit writer', () => {
   it('rolls back only the write that failed, and publishes only committed events', async () => {
     const published: string[] = [];
     const w = new Writer<string>(db, { publish: (e) => published.push(...e) });
-    const ok = w.write((d, emit) => {
-      d.prepare("INSERT INTO t (v) VALUES ('a')").run();
+    const ok = w.write(async (sql, emit) => {
+      await sql.run("INSERT INTO t (v) VALUES ('a')");
       emit('a');
     });
-    const bad = w.write((d, emit) => {
-      d.prepare("INSERT INTO t (v) VALUES ('b')").run();
+    const bad = w.write(async (sql, emit) => {
+      await sql.run("INSERT INTO t (v) VALUES ('b')");
       emit('b');
-      d.prepare("INSERT INTO t (v) VALUES ('a')").run(); // UNIQUE violation: this write fails as a whole
+      await sql.run("INSERT INTO t (v) VALUES ('a')"); // UNIQUE violation: this write fails as a whole
     });
     await expect(ok).resolves.toBeUndefined();
     await expect(bad).rejects.toThrow(/UNIQUE/);
@@ -50,7 +48,7 @@ describe('group-commit writer', () => {
 
   it('refuses writes after close, having committed those already queued', async () => {
     const w = new Writer(db);
-    const queued = w.write((d) => d.prepare("INSERT INTO t (v) VALUES ('x')").run());
+    const queued = w.write((sql) => sql.run("INSERT INTO t (v) VALUES ('x')"));
     await w.close();
     await expect(queued).resolves.toBeDefined();
     await expect(w.write(() => 1)).rejects.toThrow(/closed/);
@@ -62,7 +60,7 @@ describe('group-commit writer', () => {
       const order: string[] = [];
       const w = new Writer(db, { onCommit: (i) => commits.push(i.writes) });
       const write = (v: string) =>
-        w.write(async (_d, _emit, sql) => {
+        w.write(async (sql) => {
           order.push(`start ${v}`);
           await sql.run('INSERT INTO t (v) VALUES (?)', [v]);
           const row = await sql.get<{ n: number }>('SELECT count(*) AS n FROM t');
@@ -70,7 +68,7 @@ describe('group-commit writer', () => {
           return row!.n;
         });
       const a = write('a');
-      const failing = w.write(async (_d, _emit, sql) => {
+      const failing = w.write(async (sql) => {
         await sql.run("INSERT INTO t (v) VALUES ('c')");
         await sql.run("INSERT INTO t (v) VALUES ('a')"); // UNIQUE: this closure alone rolls back
       });
@@ -92,8 +90,8 @@ describe('group-commit writer', () => {
         const insertedNow = new Promise<void>((r) => (inserted = r));
         let release!: () => void;
         const gate = new Promise<void>((r) => (release = r));
-        const kept = w.write(async (_d, _emit, sql) => sql.run("INSERT INTO t (v) VALUES ('kept')"));
-        const rolledBack = w.write(async (_d, _emit, sql) => {
+        const kept = w.write(async (sql) => sql.run("INSERT INTO t (v) VALUES ('kept')"));
+        const rolledBack = w.write(async (sql) => {
           await sql.run("INSERT INTO t (v) VALUES ('rolled back')");
           inserted();
           await gate;
@@ -115,7 +113,7 @@ describe('group-commit writer', () => {
     it('refuses a statement a closure left running after it returned (a missing await)', async () => {
       const w = new Writer(db);
       let leaked: Promise<unknown> | undefined;
-      await w.write((_d, _emit, sql) => {
+      await w.write((sql) => {
         leaked = Promise.resolve().then(() => sql.run("INSERT INTO t (v) VALUES ('late')"));
         return 'returned';
       });
@@ -125,11 +123,11 @@ describe('group-commit writer', () => {
 
     it('fails a closure that keeps the batch waiting, and commits the others', async () => {
       const w = new Writer(db, { closureTimeoutMs: 50 });
-      const stuck = w.write(async (_d, _emit, sql) => {
+      const stuck = w.write(async (sql) => {
         await sql.run("INSERT INTO t (v) VALUES ('stuck')");
         await new Promise((r) => setTimeout(r, 1000));
       });
-      const next = w.write(async (_d, _emit, sql) => sql.run("INSERT INTO t (v) VALUES ('next')"));
+      const next = w.write(async (sql) => sql.run("INSERT INTO t (v) VALUES ('next')"));
       await expect(stuck).rejects.toThrow(/did not settle within 50 ms/);
       await next;
       expect(db.prepare('SELECT v FROM t').all()).toEqual([{ v: 'next' }]);

@@ -15,6 +15,7 @@ import { DEFAULT_BREAKER_POLICY, type BreakerPolicy } from '../engine/breaker.js
 import { duration, INTERRUPTED_MODES, limitsConfigFileSchema, resolveLimits, type InterruptedMode, type LimitsConfig } from './limits.js';
 import { checkPricesCoverBudgets, DEFAULT_AGING_STEP_MS, DEFAULT_MAX_QUEUED, flowConfigFileSchema, type FlowConfig } from './flow.js';
 import { observeConfigFileSchema, resolveObserve, type ObserveConfig } from './observe.js';
+import { databaseConfigFileSchema, redactDatabaseUrl, resolveDatabase, type DatabaseConfig } from './database.js';
 import { ConfigError } from '../../core/errors.js';
 import { CANARY_MODEL, CANARY_PROVIDER_MODEL } from '../canary/names.js';
 import { endpointSecrets, LOGICAL_MODEL_NAME, modelsConfigSchema, modelsView, resolveModels, type ModelConfig } from '../routing/model-config.js';
@@ -129,6 +130,7 @@ export const configFileSchema = z
     ...flowConfigFileSchema,
     ...limitsConfigFileSchema,
     ...observeConfigFileSchema,
+    ...databaseConfigFileSchema,
     scheduling: flowConfigFileSchema.scheduling.unwrap().extend({ aging_step: duration.optional() }).strict().optional(),
     scheduler: z
       .object({
@@ -174,7 +176,7 @@ export interface OperationConfig {
   escalateTo?: string;
 }
 
-export interface DaemonConfig extends LimitsConfig, ObserveConfig {
+export interface DaemonConfig extends LimitsConfig, ObserveConfig, DatabaseConfig {
   home: string;
   dbPath: string;
   socketPath: string;
@@ -359,11 +361,13 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
   const problem = checkPricesCoverBudgets(flow, models);
   if (problem) throw new ConfigError(`${paths.configPath}: ${problem}`);
   const limits = resolveLimits(file, env, { apiKey, baseURL });
+  const { secrets: databaseSecrets, ...database } = resolveDatabase(file, env);
   return {
     ...paths,
     ...limits,
-    // Every endpoint's key and base-URL password is a secret too.
-    secrets: [...new Set([...limits.secrets, ...Object.values(models).flatMap((m) => endpointSecrets(m))])],
+    ...database,
+    // Every endpoint's key and base-URL password is a secret too, and the database URL's password.
+    secrets: [...new Set([...limits.secrets, ...Object.values(models).flatMap((m) => endpointSecrets(m)), ...databaseSecrets])],
     ...resolveObserve(file, env),
     provider: {
       baseURL: models.default!.baseURL,
@@ -417,9 +421,10 @@ export function operationSettingsOf(c: DaemonConfig): OperationSettings {
 /** The configuration as shown to people and logs: API keys are reduced to whether one is set, secrets to a count. */
 export function redactedConfig(c: DaemonConfig) {
   const { apiKey, ...provider } = c.provider;
-  const { secrets, models, ...rest } = c;
+  const { secrets, models, databaseUrl, ...rest } = c;
   return {
     ...rest,
+    databaseUrl: databaseUrl === null ? null : redactDatabaseUrl(databaseUrl),
     secrets: `${secrets.length} redacted`,
     provider: { ...provider, baseURL: redactValues(provider.baseURL, secrets), api_key: apiKey ? 'set (redacted)' : 'not set' },
     models: JSON.parse(redactValues(JSON.stringify(modelsView(models)), secrets)) as ReturnType<typeof modelsView>,

@@ -7,6 +7,7 @@ import type { BudgetLimits } from '../../domain/budget.js';
 import { redactValues } from '../../domain/errors.js';
 import type { RetryPolicy } from '../../domain/retry.js';
 import type { DaemonConfig } from './config.js';
+import { redactDatabaseUrl } from './database.js';
 
 const UNITS: [number, string][] = [
   [86_400_000, 'd'],
@@ -116,6 +117,7 @@ export function configFileView(c: DaemonConfig) {
     pressure: pressureFile(c),
     canary: { interval: durationText(c.canary.intervalMs), timeout: durationText(c.canary.timeoutMs) },
     otel: { ...(c.otel.endpoint !== null ? { endpoint: redactValues(c.otel.endpoint, c.secrets) } : {}), service_name: c.otel.serviceName },
+    ...(c.databaseUrl !== null ? { database: { url: redactDatabaseUrl(c.databaseUrl) } } : {}),
   };
 }
 

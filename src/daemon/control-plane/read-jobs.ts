@@ -5,8 +5,6 @@
  * while the daemon keeps writing.
  */
 import type { Sql } from '../../core/sql.js';
-import type { Db } from '../../db/connection.js';
-import { SqliteSql } from '../../db/sql.js';
 import { exportLedger } from '../../ledger/transfer.js';
 import { verifyLedger } from '../../ledger/verify.js';
 import { previewPrune } from '../services/retention.js';
@@ -21,16 +19,20 @@ export type ReadJobName = keyof typeof READ_JOBS;
 export type ReadJobArgs<J extends ReadJobName> = Parameters<(typeof READ_JOBS)[J]>[1];
 export type ReadJobResult<J extends ReadJobName> = Awaited<ReturnType<(typeof READ_JOBS)[J]>>;
 
+/** The database the worker opens its own connection to (plain data: it crosses to the worker thread). */
+export type ReadTarget = { kind: 'sqlite'; dbPath: string; busyTimeoutMs: number } | { kind: 'postgres'; url: string };
+
+/** The worker's connection, and how it reads one snapshot on it (SQLite: a read transaction; Postgres: REPEATABLE READ). */
+export interface SnapshotConnection {
+  readonly sql: Sql;
+  snapshot<T>(read: () => Promise<T>): Promise<T>;
+}
+
 /**
  * Runs a job in one read transaction (one consistent snapshot). The job awaits its statements, so the
  * caller must not start another job on the same connection before this one settles (read-worker.ts
  * runs them one after another): a second BEGIN would fail, and the two would share one snapshot.
  */
-export async function runReadJob<J extends ReadJobName>(db: Db, job: J, args: ReadJobArgs<J>): Promise<ReadJobResult<J>> {
-  db.exec('BEGIN');
-  try {
-    return await (READ_JOBS[job] as (sql: Sql, a: unknown) => Promise<ReadJobResult<J>>)(new SqliteSql(db), args);
-  } finally {
-    db.exec('COMMIT');
-  }
+export function runReadJob<J extends ReadJobName>(conn: SnapshotConnection, job: J, args: ReadJobArgs<J>): Promise<ReadJobResult<J>> {
+  return conn.snapshot(() => (READ_JOBS[job] as (sql: Sql, a: unknown) => Promise<ReadJobResult<J>>)(conn.sql, args));
 }

@@ -4,11 +4,47 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { openDatabase } from '../../db/connection.js';
+import { connectPostgres } from '../../db/pg/connection.js';
+import { PgSql } from '../../db/pg/sql.js';
+import { SqliteSql } from '../../db/sql.js';
 import { CommandError } from '../../core/errors.js';
-import { runReadJob, type ReadJobName } from './read-jobs.js';
+import { runReadJob, type ReadJobName, type ReadTarget, type SnapshotConnection } from './read-jobs.js';
 
-const { dbPath, busyTimeoutMs } = workerData as { dbPath: string; busyTimeoutMs: number };
-const db = openDatabase(dbPath, { readonly: true, busyTimeoutMs });
+async function open(target: ReadTarget): Promise<SnapshotConnection> {
+  if (target.kind === 'sqlite') {
+    const db = openDatabase(target.dbPath, { readonly: true, busyTimeoutMs: target.busyTimeoutMs });
+    return {
+      sql: new SqliteSql(db),
+      async snapshot(read) {
+        db.exec('BEGIN');
+        try {
+          return await read();
+        } finally {
+          db.exec('COMMIT');
+        }
+      },
+    };
+  }
+  const client = await connectPostgres(target.url);
+  // A failed connection is reported by the job that uses it; without a listener it would end the thread.
+  client.on('error', () => {});
+  const sql = new PgSql(client);
+  return {
+    sql,
+    async snapshot(read) {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      try {
+        return await read();
+      } finally {
+        await client.query('COMMIT');
+      }
+    },
+  };
+}
+
+const connection = open(workerData as ReadTarget);
+// Handled where a job awaits it (the job fails with the reason); not an unhandled rejection meanwhile.
+connection.catch(() => {});
 
 interface JobMessage {
   id: number;
@@ -18,7 +54,7 @@ interface JobMessage {
 
 async function answer(m: JobMessage): Promise<void> {
   try {
-    parentPort!.postMessage({ id: m.id, ok: true, result: await runReadJob(db, m.job, m.args) });
+    parentPort!.postMessage({ id: m.id, ok: true, result: await runReadJob(await connection, m.job, m.args) });
   } catch (err) {
     const e = err as Error;
     const command = err instanceof CommandError ? { kind: err.kind, code: err.code ?? null } : null;

@@ -7,7 +7,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { CommandError } from '../../core/errors.js';
-import type { ReadJobArgs, ReadJobName, ReadJobResult } from './read-jobs.js';
+import type { ReadJobArgs, ReadJobName, ReadJobResult, ReadTarget } from './read-jobs.js';
 
 interface Pending {
   resolve(value: unknown): void;
@@ -27,7 +27,7 @@ export class ControlPlaneReader {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
 
-  constructor(private readonly o: { dbPath: string; busyTimeoutMs: number }) {}
+  constructor(private readonly target: ReadTarget) {}
 
   run<J extends ReadJobName>(job: J, args: ReadJobArgs<J>): Promise<ReadJobResult<J>> {
     const worker = this.start();
@@ -42,7 +42,7 @@ export class ControlPlaneReader {
   private start(): Worker {
     if (this.worker) return this.worker;
     const { url, execArgv } = workerScript();
-    const worker = new Worker(url, { workerData: { dbPath: this.o.dbPath, busyTimeoutMs: this.o.busyTimeoutMs }, execArgv });
+    const worker = new Worker(url, { workerData: this.target, execArgv });
     worker.on(
       'message',
       (m: {

@@ -9,7 +9,7 @@
  */
 import type { Sql } from '../../core/sql.js';
 import { insertMutation } from '../../db/mutations.js';
-import { getDocumentHead, insertDocument, updateDocumentContent } from '../../db/projects.js';
+import { insertDocument, lockDocumentHead, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
@@ -101,6 +101,8 @@ export async function applyThreadAnswer(
   const target = threadTarget(thread);
   const key = target.key ?? '';
   const input = threadInput(thread);
+  // Read (and on Postgres locked) before the plan: the plan's base is the version the update replaces.
+  const head = await lockDocumentHead(sql, target.project_id, target.doc_type, key);
   let planned: ReturnType<typeof planMutation>;
   try {
     // The target document is read first (`current`): loaded ahead with the ones `apply` read last time.
@@ -124,7 +126,6 @@ export async function applyThreadAnswer(
     if (err instanceof OperationCallError) return { ok: false, error: permanent('MUTATION_CONFLICT', `the answer could not be applied: ${err.message}`) };
     throw err;
   }
-  const head = await getDocumentHead(sql, target.project_id, target.doc_type, key);
   const documentId = head?.id ?? newId(now);
   const fromVersion = head?.version ?? 0;
   if (head) {

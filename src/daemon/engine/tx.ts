@@ -8,7 +8,7 @@ import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
 import { appendLedgerEntry, type LedgerEntryType } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { countChildThreadsByStatus, getThread, transitionThread } from '../../db/threads.js';
+import { countChildThreadsByStatus, getThread, lockThread, transitionThread } from '../../db/threads.js';
 import { insertWorkItem } from '../../db/work-items.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
@@ -110,8 +110,9 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
 export async function markThreadStarted(tx: Tx, thread: ThreadRow): Promise<ThreadRow> {
   if (thread.status !== 'open') return thread;
   const updated = await moveThread(tx, thread, 'running');
-  if (thread.parent_thread_id) {
-    const parent = await getThread(tx.sql, thread.parent_thread_id);
+  if (thread.parent_thread_id && (await getThread(tx.sql, thread.parent_thread_id))?.status === 'open') {
+    // Locked, then checked again: two children starting at once must not both move it.
+    const parent = await lockThread(tx.sql, thread.parent_thread_id);
     if (parent?.status === 'open') await moveThread(tx, parent, 'running');
   }
   return updated;
@@ -129,7 +130,9 @@ export async function endThread(tx: Tx, threadId: string, to: 'complete' | 'fail
  * (continue_on_error: one failed child does not stop the others). Releases the locks it holds.
  */
 export async function closeParentIfDone(tx: Tx, parentId: string): Promise<void> {
-  const parent = await getThread(tx.sql, parentId);
+  // Locked before the children are counted: of two last children ending at once, the second counts
+  // after the first committed, so one of them always sees every child ended.
+  const parent = await lockThread(tx.sql, parentId);
   if (!parent || isTerminalThread(parent.status)) return;
   const counts = await countChildThreadsByStatus(tx.sql, parentId);
   if (counts.length === 0 || counts.some((c) => !isTerminalThread(c.status))) return;

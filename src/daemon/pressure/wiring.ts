@@ -10,7 +10,7 @@ export function createPressureMonitor(d: {
   config: DaemonConfig;
   clock: Clock;
   logger: Logger;
-  maintenance: Maintenance;
+  maintenance: Pick<Maintenance, 'run'>;
   onRelief: () => void;
 }): PressureMonitor {
   const walPath = `${d.config.dbPath}-wal`;

@@ -30,7 +30,9 @@ export interface AdminServiceDeps {
   /** Reads outside a write: the last commit (the reader connection). */
   reader: Sql;
   /** Applied and pending migrations (health's `migrations_applied`). */
-  migrations: () => { applied: number; pending: number };
+  migrations: () => Promise<{ applied: number; pending: number }>;
+  /** Where the state is: the SQLite file, or the Postgres URL with its password redacted. */
+  databaseLocation: string;
   write: Write;
   clock: Clock;
   config: DaemonConfig;
@@ -45,7 +47,7 @@ export interface AdminServiceDeps {
   controlPlane: Pick<ControlPlaneReader, 'run'>;
   storage: Pick<StorageGuard, 'snapshot'>;
   writeHealth: Pick<WriteHealth, 'healthy'>;
-  maintenance: Maintenance;
+  maintenance: Pick<Maintenance, 'run'>;
   metrics: Pick<Metrics, 'text'>;
 }
 
@@ -63,7 +65,7 @@ export class AdminService {
       socket: c.socketPath,
       version: VERSION,
       uptime_s: Math.round((this.d.clock.now() - this.startedAt) / 1000),
-      db_path: c.dbPath,
+      db_path: this.d.databaseLocation,
     };
   }
 

@@ -16,7 +16,7 @@ const WRITE_PROBE_TIMEOUT_MS = 2000;
 
 export interface HealthInputs {
   /** Applied and pending migrations, as the backend counts them (SQLite: db/migrate.ts migrationStatus). */
-  migrations: () => { applied: number; pending: number };
+  migrations: () => Promise<{ applied: number; pending: number }>;
   /** Any write: an empty one through the writer proves the queue moves. */
   probe: () => Promise<unknown>;
   infraHealthy: boolean;
@@ -51,7 +51,7 @@ export async function checkHealth(i: HealthInputs) {
   const writable = (await probeWrite(i.probe)) && i.infraHealthy;
   let migrations = { applied: 0, pending: -1 };
   try {
-    migrations = i.migrations();
+    migrations = await i.migrations();
   } catch {
     // An unreadable migrations table or folder: not ready.
   }

@@ -103,7 +103,7 @@ export interface PruneDeps {
   /** What a prune at `cutoff` would remove (a long read: the daemon runs it off its event loop). */
   preview(cutoff: number): Promise<PruneTotals & { roots: number }>;
   logger: Logger;
-  maintenance: Maintenance;
+  maintenance: Pick<Maintenance, 'run'>;
 }
 
 export interface PruneReport extends PruneTotals {

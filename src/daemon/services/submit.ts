@@ -8,6 +8,7 @@
  * (`deduplicated: true`); a complete one → returned as is, no new work, unless `force`. A child of an
  * orchestration follows the same rule, so an epic already generated is not paid for again.
  */
+import { lockKeyForTransaction } from '../../db/key-locks.js';
 import { acquireLock, getLock, releaseLocksOwnedBy } from '../../db/locks.js';
 import type { ThreadRow } from '../../db/schema.js';
 import { adoptThread, findActiveThreadByKey, findLatestThreadByKeyAndStatus, getThread, insertThread, listChildThreads } from '../../db/threads.js';
@@ -99,6 +100,9 @@ export async function submitOperation(tx: Tx, ops: OperationRegistry, name: stri
 
 async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions, parent: ThreadRow | null): Promise<CommandResult> {
   const p = plan(op, input);
+  // Requests for one key decide one after another (deduplicate, supersede, insert). Children are not
+  // locked one by one: a child racing a request of its own key loses on the unique index and runs again.
+  if (!parent) await lockKeyForTransaction(tx.sql, `submit:${p.key}`);
   const active = await findActiveThreadByKey(tx.sql, p.key);
   const id = newId(tx.now);
   let superseded: string | undefined;

@@ -7,9 +7,11 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type pg from 'pg';
+import type { Sql } from '../../core/sql.js';
 import { defaultMigrationsFolder } from '../migrate.js';
 import { connectPostgres } from './connection.js';
 
@@ -45,4 +47,17 @@ export async function applyPgMigrations(url: string, migrationsFolder = defaultP
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Applied migrations, and how many of `migrations/pg/` this database has not applied (as drizzle counts:
+ * every migration whose journal time is later than the last one recorded). Read through any handle.
+ */
+export async function pgMigrationStatus(sql: Sql, migrationsFolder = defaultPgMigrationsFolder()): Promise<{ applied: number; pending: number }> {
+  const files = readMigrationFiles({ migrationsFolder });
+  const table = await sql.get<{ t: string | null }>("SELECT to_regclass('drizzle.__drizzle_migrations')::text AS t");
+  if (!table?.t) return { applied: 0, pending: files.length };
+  const row = await sql.get<{ n: number; last: number | null }>('SELECT count(*) AS n, max(created_at) AS last FROM drizzle.__drizzle_migrations');
+  const last = row?.last ?? null;
+  return { applied: row?.n ?? 0, pending: files.filter((m) => last === null || last < m.folderMillis).length };
 }

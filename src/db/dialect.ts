@@ -1,0 +1,37 @@
+/**
+ * The few SQL fragments SQLite and Postgres spell differently, for the statements that need them. A
+ * statement is written once; where it must differ, it takes its fragment from here by `sql.dialect`
+ * (two texts per statement at most, each compiled and cached once). Everything else we write is
+ * portable: `ON CONFLICT`, `RETURNING`, `IS [NOT] DISTINCT FROM`, `count(*) FILTER (WHERE …)`, row
+ * values; SQLite's `INDEXED BY` hints are dropped by the Postgres handle itself (pg/sql.ts).
+ */
+import type { Sql } from '../core/sql.js';
+
+type Dialect = Sql['dialect'];
+
+/**
+ * A tie-breaker that follows insertion order, for lists ordered by a creation time. SQLite: the rowid
+ * (walked for free at the end of every index). Postgres has no rowid; our ids are UUIDv7, strictly
+ * increasing per daemon, so within one millisecond they order one daemon's rows as they were made.
+ */
+export function insertionOrder(dialect: Dialect, alias = ''): string {
+  return `${alias}${dialect === 'postgres' ? 'id' : 'rowid'}`;
+}
+
+/**
+ * The value at `path` (`a.b`) of the JSON text in `column`, as text: SQLite's `json_extract` (which
+ * gives strings as text), Postgres's `->>` on the column read as jsonb.
+ */
+export function jsonText(dialect: Dialect, column: string, path: string): string {
+  return dialect === 'postgres' ? `(${column}::jsonb #>> '{${path.split('.').join(',')}}')` : `json_extract(${column}, '$.${path}')`;
+}
+
+/** The number at `path` of the JSON text in `column` (null when absent), for sums. */
+export function jsonNumber(dialect: Dialect, column: string, path: string): string {
+  return dialect === 'postgres' ? `${jsonText(dialect, column, path)}::numeric` : jsonText(dialect, column, path);
+}
+
+/** A subquery of the elements of a JSON array of strings bound as text (`param`: `?` or `@name`), for `IN (…)`. */
+export function jsonArrayElements(dialect: Dialect, param: string): string {
+  return dialect === 'postgres' ? `SELECT jsonb_array_elements_text(CAST(${param} AS jsonb))` : `SELECT value FROM json_each(${param})`;
+}

@@ -1,0 +1,151 @@
+/**
+ * Postgres behind the `Sql` handle (core/sql.ts), over node-postgres. Query functions are written once
+ * in better-sqlite3's parameter syntax (`@name` with an object, `?` with an array); each text is
+ * rewritten to Postgres's `$n` once, cached per text, and runs as a named prepared statement, so a
+ * connection parses and plans it once (each pooled connection prepares it on first use).
+ *
+ * Rows look as they do from SQLite: the connection's type parsers (connection.ts) read int8 and numeric
+ * as numbers; the schema (pg/schema.ts) stores JSON as text and has no booleans or timestamps.
+ */
+import type pg from 'pg';
+import type { RunResult, Sql, SqlParams } from '../../core/sql.js';
+
+/** A text compiled for Postgres: `$n` placeholders, and where each value comes from. */
+export interface CompiledStatement {
+  /** The prepared-statement name, or undefined once the cache is full (then it runs unnamed). */
+  readonly name: string | undefined;
+  readonly text: string;
+  /** For `@name` texts: the parameter of each `$n`, in order; null for positional `?` texts. */
+  readonly names: readonly string[] | null;
+  /** Number of `$n` placeholders. */
+  readonly count: number;
+}
+
+// Texts are few and fixed (one per query function, plus a bounded set of filter combinations), so the
+// cache stays small; the bound only keeps a mistake (a text built with values in it) from growing it.
+const MAX_NAMED = 2000;
+const compiled = new Map<string, CompiledStatement>();
+
+const IDENT_START = /[A-Za-z_]/;
+const IDENT_PART = /[A-Za-z0-9_]/;
+
+/** SQLite's index hint (`FROM t INDEXED BY idx`): a plan choice, not a meaning; Postgres plans for itself. */
+const INDEX_HINT = /^INDEXED\s+BY\s+[A-Za-z_][A-Za-z0-9_]*/i;
+
+/**
+ * Rewrites `@name` and `?` placeholders to `$n` and drops SQLite's `INDEXED BY` hints, leaving string
+ * literals, quoted identifiers and comments alone. A repeated `@name` reuses its `$n`. A text mixing
+ * both placeholder styles is refused (the handle binds one params argument: an object or an array).
+ */
+export function compileStatement(text: string): CompiledStatement {
+  const hit = compiled.get(text);
+  if (hit) return hit;
+  let out = '';
+  const names: string[] = [];
+  let positional = 0;
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i]!;
+    if (c === "'" || c === '"') {
+      const end = closingQuote(text, i, c);
+      out += text.slice(i, end);
+      i = end;
+    } else if (c === '-' && text[i + 1] === '-') {
+      const nl = text.indexOf('\n', i);
+      const end = nl < 0 ? text.length : nl;
+      out += text.slice(i, end);
+      i = end;
+    } else if (c === '/' && text[i + 1] === '*') {
+      const close = text.indexOf('*/', i + 2);
+      const end = close < 0 ? text.length : close + 2;
+      out += text.slice(i, end);
+      i = end;
+    } else if (c === '@' && IDENT_START.test(text[i + 1] ?? '')) {
+      let j = i + 2;
+      while (j < text.length && IDENT_PART.test(text[j]!)) j++;
+      const name = text.slice(i + 1, j);
+      let n = names.indexOf(name);
+      if (n < 0) n = names.push(name) - 1;
+      out += `$${n + 1}`;
+      i = j;
+    } else if ((c === 'I' || c === 'i') && !IDENT_PART.test(text[i - 1] ?? ' ') && INDEX_HINT.test(text.slice(i, i + 80))) {
+      i += INDEX_HINT.exec(text.slice(i, i + 80))![0].length;
+    } else if (c === '?') {
+      positional++;
+      out += `$${positional}`;
+      i++;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  if (positional > 0 && names.length > 0) throw new Error(`a statement mixes @name and ? parameters: ${text}`);
+  const statement: CompiledStatement = {
+    name: compiled.size < MAX_NAMED ? `combine_${compiled.size}` : undefined,
+    text: out,
+    names: names.length > 0 ? names : null,
+    count: names.length > 0 ? names.length : positional,
+  };
+  compiled.set(text, statement);
+  return statement;
+}
+
+/** Index just past the quote that closes the one at `start` (a doubled quote is an escaped one). */
+function closingQuote(text: string, start: number, quote: string): number {
+  let i = start + 1;
+  for (;;) {
+    const q = text.indexOf(quote, i);
+    if (q < 0) return text.length;
+    if (text[q + 1] !== quote) return q + 1;
+    i = q + 2;
+  }
+}
+
+/** The values for `$1…$n`, refusing what better-sqlite3 would refuse (a missing or undefined parameter, a wrong count). */
+export function bindValues(s: CompiledStatement, text: string, params: SqlParams | undefined): unknown[] {
+  if (s.names === null) {
+    const values = (params ?? []) as readonly unknown[];
+    if (!Array.isArray(values) || values.length !== s.count) {
+      throw new RangeError(`statement expects ${s.count} positional parameter(s), got ${Array.isArray(values) ? values.length : 'an object'}: ${text}`);
+    }
+    return values as unknown[];
+  }
+  if (params === undefined || Array.isArray(params)) throw new RangeError(`statement expects named parameters: ${text}`);
+  const named = params as Readonly<Record<string, unknown>>;
+  return s.names.map((name) => {
+    const value = named[name];
+    if (value === undefined) throw new RangeError(`missing named parameter "${name}": ${text}`);
+    return value;
+  });
+}
+
+/** What a handle queries: a pool (one connection per statement) or one checked-out client. */
+type Queryable = pg.Pool | pg.PoolClient | pg.Client;
+
+/** A pool or a client as an `Sql` handle. */
+export class PgSql implements Sql {
+  readonly dialect = 'postgres' as const;
+  constructor(readonly target: Queryable) {}
+
+  get connection(): object {
+    return this.target;
+  }
+
+  async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
+    return (await this.query(text, params)).rows[0] as T | undefined;
+  }
+
+  async all<T>(text: string, params?: SqlParams): Promise<T[]> {
+    return (await this.query(text, params)).rows as T[];
+  }
+
+  async run(text: string, params?: SqlParams): Promise<RunResult> {
+    return { changes: (await this.query(text, params)).rowCount ?? 0 };
+  }
+
+  private query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {
+    const s = compileStatement(text);
+    const values = bindValues(s, text, params);
+    return this.target.query(s.name === undefined ? { text: s.text, values } : { name: s.name, text: s.text, values });
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * The Postgres writer: the same contract as the SQLite Writer (core/tx.ts TxRunner) — `write(fn)`
+ * settles after the COMMIT that made fn's changes durable, events are published after that commit and
+ * never for a rolled-back write, storage failures reach the caller as InfraError — but each write runs
+ * in its own transaction on a pooled connection, several at once. There is no group commit: Postgres
+ * already shares fsyncs among concurrent committers, and one transaction per write keeps the row locks
+ * a write takes (the ledger's chain head among them) for the shortest time.
+ *
+ * Isolation is READ COMMITTED: every state change is a guarded statement, which Postgres re-checks
+ * against the committed row after waiting for another transaction's lock, so two writers cannot both
+ * win. A transaction Postgres aborts to break a deadlock or a serialization conflict changed nothing;
+ * its closure runs again, a bounded number of times.
+ *
+ * Failures, classified once (db/errors.ts):
+ *   - the closure throws (a logic error): ROLLBACK, the caller gets the error;
+ *   - a conflict (40P01, 40001): ROLLBACK, the closure runs again (≤ `conflictAttempts`), then InfraError;
+ *   - a stale guard or a taken unique key: ROLLBACK, the closure runs again (≤ `raceAttempts`): another
+ *     transaction committed first, and a new run decides on what it committed — as the SQLite writer's
+ *     closures, which run one at a time, always do. Still failing, the error goes to the caller as is;
+ *   - the server or the connection fails before COMMIT was sent: nothing was committed; retried with
+ *     backoff (≤ `infraAttempts`), then InfraError and `onInfraFailure` (health turns unready);
+ *   - the connection fails while COMMIT is under way: whether it committed is unknown, so it is NOT run
+ *     again here; the caller gets InfraError and retries through its guards (a second run of a guarded
+ *     write that did commit changes nothing and says so).
+ */
+import type pg from 'pg';
+import { InfraError } from '../../core/errors.js';
+import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
+import { isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
+import { ClosureSql, settleClosure } from '../sql.js';
+import { PgSql } from './sql.js';
+
+export interface PgWriterOptions<E> {
+  /** Receives the events of each committed write, in order. */
+  publish?: (events: E[]) => void;
+  onCommit?: (info: { writes: number; commitMs: number }) => void;
+  onInfraFailure?: (err: unknown) => void;
+  onInfraRecovered?: () => void;
+  /**
+   * Called when a write is rolled back, with its connection (`Sql.connection`), before the connection
+   * does anything else: caches that saw the write's uncommitted rows on it must forget them.
+   */
+  onRollback?: (connection: object) => void;
+  /** Runs of a closure whose transaction Postgres aborted for a deadlock or serialization conflict (default 5). */
+  conflictAttempts?: number;
+  /** Runs of a closure that failed on a stale guard or a taken unique key (default 3). */
+  raceAttempts?: number;
+  /** Attempts for a write whose connection failed before COMMIT (default 4). */
+  infraAttempts?: number;
+  infraRetryDelayMs?: number;
+  /** A closure still pending after this long fails (default 5 s): it holds a connection and its locks. */
+  closureTimeoutMs?: number;
+  /** The delay before re-running a conflicted closure, from the attempt number (default: 1–5 ms × attempt, random). */
+  conflictDelayMs?: (attempt: number) => number;
+}
+
+type Failure = { error: unknown; atCommit: boolean };
+
+export class PgWriter<E = never> implements TxRunner<E> {
+  private closed = false;
+  private waiting = 0;
+  private running = 0;
+  private infraFailed = false;
+  private idle: (() => void)[] = [];
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly opts: PgWriterOptions<E> = {},
+  ) {}
+
+  /** Runs `fn` in a transaction of its own; resolves with its result once committed. */
+  async write<T>(fn: WriteFn<T, E>): Promise<T> {
+    if (this.closed) throw new Error('writer is closed');
+    this.running++;
+    try {
+      return await this.writeWithRetries(fn);
+    } finally {
+      this.running--;
+      if (this.running === 0) for (const resolve of this.idle.splice(0)) resolve();
+    }
+  }
+
+  /** Writes waiting for a connection from the pool. */
+  get pending(): number {
+    return this.waiting;
+  }
+
+  /** Refuses new writes; resolves once the writes already running have settled. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.running > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+  }
+
+  private async writeWithRetries<T>(fn: WriteFn<T, E>): Promise<T> {
+    const conflictAttempts = this.opts.conflictAttempts ?? 5;
+    const infraAttempts = this.opts.infraAttempts ?? 4;
+    const raceAttempts = this.opts.raceAttempts ?? 3;
+    let conflicts = 0;
+    let races = 0;
+    let infra = 0;
+    for (;;) {
+      const outcome = await this.attempt(fn);
+      if ('value' in outcome) {
+        if (this.infraFailed) {
+          this.infraFailed = false;
+          this.opts.onInfraRecovered?.();
+        }
+        return outcome.value;
+      }
+      const { error, atCommit } = outcome.failure;
+      if (isTransactionConflict(error)) {
+        if (++conflicts < conflictAttempts) {
+          await sleep(this.opts.conflictDelayMs?.(conflicts) ?? (1 + Math.random() * 4) * conflicts);
+          continue;
+        }
+        throw new InfraError(error);
+      }
+      if (isConcurrentChange(error) && ++races < raceAttempts) continue;
+      if (!isInfraPgError(error)) throw error;
+      if (!atCommit && ++infra < infraAttempts) {
+        await sleep((this.opts.infraRetryDelayMs ?? 50) * 2 ** (infra - 1));
+        continue;
+      }
+      this.infraFailed = true;
+      this.opts.onInfraFailure?.(error);
+      throw new InfraError(error);
+    }
+  }
+
+  /** One transaction: BEGIN, the closure, COMMIT; events published after the commit. */
+  private async attempt<T>(fn: WriteFn<T, E>): Promise<{ value: T } | { failure: Failure }> {
+    let client: pg.PoolClient;
+    this.waiting++;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      return { failure: { error, atCommit: false } };
+    } finally {
+      this.waiting--;
+    }
+    const handle = new ClosureSql(new PgSql(client));
+    const events: E[] = [];
+    const emit: Emit<E> = (e) => events.push(e);
+    let atCommit = false;
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      let value = fn(handle, emit);
+      if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 5000);
+      handle.revoke();
+      atCommit = true;
+      const started = performance.now();
+      const result = await client.query('COMMIT');
+      // A transaction in which a statement failed answers COMMIT with ROLLBACK: nothing was applied.
+      if (result.command !== 'COMMIT') throw new Error('the transaction was rolled back at COMMIT (a statement in it had failed)');
+      const commitMs = performance.now() - started;
+      this.opts.onCommit?.({ writes: 1, commitMs });
+      if (events.length > 0) this.opts.publish?.(events);
+      return { value };
+    } catch (error) {
+      handle.revoke();
+      // Forget first: the uncommitted rows stay invisible to everyone else until ROLLBACK ends.
+      this.opts.onRollback?.(client);
+      if (isInfraPgError(error)) broken = error as Error;
+      else if (!atCommit) broken = await rollback(client);
+      // Only a failed connection leaves COMMIT's outcome unknown; any other error there means rolled back.
+      return { failure: { error, atCommit: atCommit && broken !== undefined } };
+    } finally {
+      // A connection that failed, or might be mid-transaction, is closed rather than reused.
+      client.release(broken ?? false);
+    }
+  }
+}
+
+/** ROLLBACK; the error if it failed (the connection is then unusable). */
+async function rollback(client: pg.PoolClient): Promise<Error | undefined> {
+  try {
+    await client.query('ROLLBACK');
+    return undefined;
+  } catch (err) {
+    return err as Error;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,123 @@
+/**
+ * The `Sql` handle over Postgres (src/db/pg/sql.ts), on the run's real Postgres: statement texts written
+ * for better-sqlite3 run unchanged, and rows come back as SQLite gives them — the same text run on a
+ * SQLite file and on Postgres returns equal rows.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Sql } from '../../src/core/sql.js';
+import { openDatabase, type Db } from '../../src/db/connection.js';
+import { openPostgresPool } from '../../src/db/pg/connection.js';
+import { compileStatement, PgSql } from '../../src/db/pg/sql.js';
+import { SqliteSql } from '../../src/db/sql.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+
+describe('compiling statement texts for Postgres', () => {
+  it('numbers @name parameters in order of first use, reusing a repeated one', () => {
+    const s = compileStatement('UPDATE t SET a = @a, b = @b WHERE id = @id AND a <> @a');
+    expect(s.text).toBe('UPDATE t SET a = $1, b = $2 WHERE id = $3 AND a <> $1');
+    expect(s.names).toEqual(['a', 'b', 'id']);
+    expect(s.name).toMatch(/^combine_\d+$/);
+  });
+
+  it('numbers ? parameters by position', () => {
+    const s = compileStatement('SELECT * FROM t WHERE a = ? AND b IN (?, ?)');
+    expect(s.text).toBe('SELECT * FROM t WHERE a = $1 AND b IN ($2, $3)');
+    expect(s.names).toBeNull();
+    expect(s.count).toBe(3);
+  });
+
+  it('leaves string literals, quoted identifiers, comments and casts alone', () => {
+    const s = compileStatement(`SELECT 'it''s @x?' AS "a@b?", c::text -- why @y?
+      /* @z ? */ FROM t WHERE d = @d`);
+    expect(s.text).toBe(`SELECT 'it''s @x?' AS "a@b?", c::text -- why @y?
+      /* @z ? */ FROM t WHERE d = $1`);
+    expect(s.names).toEqual(['d']);
+  });
+
+  it("drops SQLite's INDEXED BY hints, and only them", () => {
+    const s = compileStatement(`UPDATE w INDEXED BY idx_fair SET x = 1 WHERE id IN (SELECT id FROM w indexed  by idx_claimable) AND note <> 'INDEXED BY idx'`);
+    expect(s.text).toBe(`UPDATE w  SET x = 1 WHERE id IN (SELECT id FROM w ) AND note <> 'INDEXED BY idx'`);
+    expect(compileStatement('SELECT reindexed BY_x FROM t').text).toBe('SELECT reindexed BY_x FROM t');
+  });
+
+  it('compiles a text once', () => {
+    expect(compileStatement('SELECT @once')).toBe(compileStatement('SELECT @once'));
+  });
+
+  it('refuses a text mixing both styles', () => {
+    expect(() => compileStatement('SELECT * FROM t WHERE a = ? AND b = @b')).toThrow(/mixes @name and \?/);
+  });
+});
+
+describe('PgSql on a real Postgres', () => {
+  let database: TestDatabase;
+  let pool: pg.Pool;
+  let pgSql: Sql;
+  let dir: string;
+  let db: Db;
+  let sqlite: Sql;
+
+  const TABLE = `CREATE TABLE t (id TEXT PRIMARY KEY, at BIGINT NOT NULL, n INTEGER NOT NULL, cost DOUBLE PRECISION, note TEXT)`;
+  const ROWS = [
+    { id: 'a', at: 1_700_000_000_123, n: 3, cost: 0.25, note: null },
+    { id: 'b', at: 1_700_000_000_456, n: 4, cost: null, note: 'x' },
+  ];
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    pool = openPostgresPool(database.url, { max: 2 });
+    pgSql = new PgSql(pool);
+    dir = mkdtempSync(join(tmpdir(), 'cmb-pgsql-'));
+    db = openDatabase(join(dir, 'parity.db'));
+    sqlite = new SqliteSql(db);
+    for (const sql of [pgSql, sqlite]) {
+      await sql.run(TABLE);
+      for (const row of ROWS) await sql.run('INSERT INTO t (id, at, n, cost, note) VALUES (@id, @at, @n, @cost, @note)', row);
+    }
+  });
+  afterAll(async () => {
+    await pool.end();
+    await database.drop();
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('returns the rows SQLite returns for the same text: integers, bigints, counts, sums, booleans, nulls', async () => {
+    const queries: [string, unknown?][] = [
+      ['SELECT * FROM t ORDER BY id'],
+      ['SELECT * FROM t WHERE id = ?', ['b']],
+      ['SELECT count(*) AS n, sum(at) AS total_at, sum(n) AS total_n, max(cost) AS cost FROM t'],
+      ['SELECT id, note IS NULL AS no_note, EXISTS (SELECT 1 FROM t u WHERE u.n > t.n) AS smaller FROM t ORDER BY id'],
+      ['SELECT coalesce(sum(n), 0) AS n FROM t WHERE at > @after', { after: 2_000_000_000_000 }],
+    ];
+    for (const [text, params] of queries) {
+      const fromSqlite = await sqlite.all(text, params as never);
+      expect(await pgSql.all(text, params as never), text).toEqual(fromSqlite);
+    }
+    expect(await pgSql.get('SELECT * FROM t WHERE id = @id', { id: 'nope' })).toBeUndefined();
+  });
+
+  it('reports the rows a statement changed, as a guarded update checks them', async () => {
+    expect(await pgSql.run('UPDATE t SET n = n + 1 WHERE id = @id AND n = @n', { id: 'a', n: 3 })).toEqual({ changes: 1 });
+    expect(await pgSql.run('UPDATE t SET n = n + 1 WHERE id = @id AND n = @n', { id: 'a', n: 3 })).toEqual({ changes: 0 });
+    expect(await pgSql.run('UPDATE t SET n = n - 1 WHERE id = ?', ['a'])).toEqual({ changes: 1 });
+  });
+
+  it('refuses a missing parameter or a wrong count, as better-sqlite3 does, before sending anything', async () => {
+    await expect(pgSql.get('SELECT * FROM t WHERE id = @id AND n = @n', { id: 'a' })).rejects.toThrow(/missing named parameter "n"/);
+    await expect(pgSql.get('SELECT * FROM t WHERE id = ?', [])).rejects.toThrow(/expects 1 positional/);
+    await expect(sqlite.get('SELECT * FROM t WHERE id = @id AND n = @n', { id: 'a' })).rejects.toThrow();
+  });
+
+  it('runs one prepared statement per text on each connection', async () => {
+    const text = 'SELECT n FROM t WHERE id = @id';
+    for (let i = 0; i < 6; i++) await pgSql.get(text, { id: 'a' });
+    const { rows } = await pool.query<{ n: number }>('SELECT count(*) AS n FROM pg_prepared_statements WHERE name = $1', [compileStatement(text).name]);
+    // This query ran on one of the pool's (at most two) connections: it sees its own session's statements.
+    expect(rows[0]!.n).toBe(1);
+  });
+});

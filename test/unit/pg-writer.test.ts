@@ -1,0 +1,263 @@
+/**
+ * The Postgres writer (src/db/pg/writer.ts) on the run's real Postgres keeps the SQLite writer's
+ * contract: a write is visible to others only after it resolved, a failed one never, its events are
+ * published after its commit and never for a rollback, a closure's handle dies with it, and a
+ * transaction Postgres aborts for a conflict (or whose connection dies before COMMIT) runs again.
+ */
+import type pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { InfraError, StaleStateError } from '../../src/core/errors.js';
+import type { Sql } from '../../src/core/sql.js';
+import { openPostgresPool } from '../../src/db/pg/connection.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { PgWriter } from '../../src/db/pg/writer.js';
+import { expectOneChange } from '../../src/db/statements.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+
+/** A promise and its resolver: a closure waits on it mid-transaction while the test looks from outside. */
+function gate(): { open: () => void; opened: Promise<void> } {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
+  return { open, opened };
+}
+
+describe('Postgres writer', () => {
+  let database: TestDatabase;
+  let pool: pg.Pool;
+  let reader: Sql;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    pool = openPostgresPool(database.url, { max: 6 });
+    reader = new PgSql(pool);
+    await reader.run('CREATE TABLE t (id SERIAL PRIMARY KEY, v TEXT UNIQUE NOT NULL)');
+  });
+  beforeEach(async () => {
+    await reader.run('TRUNCATE t');
+  });
+  afterAll(async () => {
+    await pool.end();
+    await database.drop();
+  });
+
+  const values = async () => (await reader.all<{ v: string }>('SELECT v FROM t ORDER BY v')).map((r) => r.v);
+
+  it('shows a write to others only once it resolved, and never a write that failed; each fails alone', async () => {
+    const w = new PgWriter<string>(pool);
+    const inside = gate();
+    const resume = gate();
+    const kept = w.write(async (sql, emit) => {
+      await sql.run("INSERT INTO t (v) VALUES ('kept')");
+      emit('kept');
+      inside.open();
+      await resume.opened;
+    });
+    const failing = w.write(async (sql, emit) => {
+      await sql.run("INSERT INTO t (v) VALUES ('rolled back')");
+      emit('rolled back');
+      await inside.opened;
+      throw new Error('the closure failed after its insert');
+    });
+    await inside.opened;
+    expect(await values()).toEqual([]); // both transactions are open: nothing is visible yet
+    await expect(failing).rejects.toThrow(/closure failed/);
+    expect(await values()).toEqual([]);
+    resume.open();
+    await kept;
+    expect(await values()).toEqual(['kept']);
+  });
+
+  it('publishes the events of a committed write after its commit, and none of a rolled-back one', async () => {
+    const published: { events: string[]; visible: string[] }[] = [];
+    let check: Promise<void> = Promise.resolve();
+    const w = new PgWriter<string>(pool, {
+      publish: (events) => {
+        check = values().then((visible) => void published.push({ events, visible }));
+      },
+    });
+    await w.write(async (sql, emit) => {
+      await sql.run("INSERT INTO t (v) VALUES ('a')");
+      emit('a1');
+      emit('a2');
+    });
+    await expect(
+      w.write(async (sql, emit) => {
+        emit('b');
+        await sql.run("INSERT INTO t (v) VALUES ('a')"); // unique violation: the write fails as a whole
+      }),
+    ).rejects.toThrow(/unique/);
+    await check;
+    expect(published).toEqual([{ events: ['a1', 'a2'], visible: ['a'] }]);
+  });
+
+  it('refuses a statement made after the closure settled (a missing await)', async () => {
+    const w = new PgWriter(pool);
+    let leaked: Sql | undefined;
+    await w.write(async (sql) => {
+      leaked = sql;
+      await sql.run("INSERT INTO t (v) VALUES ('x')");
+    });
+    await expect(leaked!.run("INSERT INTO t (v) VALUES ('late')")).rejects.toThrow(/after its write closure ended/);
+    expect(await values()).toEqual(['x']);
+  });
+
+  it('refuses a transaction in which a statement failed, even if the closure caught the error', async () => {
+    const w = new PgWriter(pool);
+    await reader.run("INSERT INTO t (v) VALUES ('dup')");
+    const write = w.write(async (sql) => {
+      await sql.run("INSERT INTO t (v) VALUES ('first')");
+      await sql.run("INSERT INTO t (v) VALUES ('dup')").catch(() => undefined);
+    });
+    await expect(write).rejects.toThrow();
+    expect(await values()).toEqual(['dup']);
+  });
+
+  it('runs a closure again when Postgres aborts its transaction for a serialization failure', async () => {
+    const published: string[] = [];
+    const counted = new PgWriter<string>(pool, { conflictDelayMs: () => 0, publish: (e) => published.push(...e) });
+    let runs = 0;
+    const value = await counted.write(async (sql, emit) => {
+      runs++;
+      emit(`run ${runs}`);
+      await sql.run('INSERT INTO t (v) VALUES (@v)', { v: `run ${runs}` });
+      if (runs === 1) await sql.run("DO $$ BEGIN RAISE EXCEPTION 'could not serialize' USING ERRCODE = '40001'; END $$");
+      return runs;
+    });
+    expect(value).toBe(2);
+    expect(await values()).toEqual(['run 2']);
+    expect(published).toEqual(['run 2']);
+    // Bounded: a closure that always conflicts fails with InfraError after `conflictAttempts` runs.
+    let attempts = 0;
+    const always = new PgWriter(pool, { conflictDelayMs: () => 0, conflictAttempts: 3 });
+    const failed = always.write(async (sql) => {
+      attempts++;
+      await sql.run("DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$");
+    });
+    await expect(failed).rejects.toBeInstanceOf(InfraError);
+    expect(attempts).toBe(3);
+  });
+
+  it('resolves a real deadlock between two writes: one is aborted, runs again, and both commit', async () => {
+    await reader.run("INSERT INTO t (v) VALUES ('left'), ('right')");
+    const w = new PgWriter(pool, { conflictDelayMs: () => 0 });
+    const bothLocked = { left: gate(), right: gate() };
+    let runs = 0;
+    const lockInOrder = (first: 'left' | 'right', second: 'left' | 'right') =>
+      w.write(async (sql) => {
+        runs++;
+        await sql.run('UPDATE t SET v = v WHERE v = @v', { v: first });
+        bothLocked[first].open();
+        await bothLocked[second].opened;
+        await sql.run('UPDATE t SET v = v WHERE v = @v', { v: second });
+      });
+    await Promise.all([lockInOrder('left', 'right'), lockInOrder('right', 'left')]);
+    expect(runs).toBe(3);
+  });
+
+  it('runs a write again when another transaction took its unique key first: the new run sees it and deduplicates', async () => {
+    const w = new PgWriter(pool);
+    const bothChecked = gate();
+    let checked = 0;
+    const insertIfAbsent = () =>
+      w.write(async (sql) => {
+        if (await sql.get("SELECT v FROM t WHERE v = 'key'")) return 'deduplicated';
+        if (++checked === 2) bothChecked.open();
+        await bothChecked.opened; // both looked before either inserted: the race SQLite's single writer never has
+        await sql.run("INSERT INTO t (v) VALUES ('key')");
+        return 'inserted';
+      });
+    expect((await Promise.all([insertIfAbsent(), insertIfAbsent()])).sort()).toEqual(['deduplicated', 'inserted']);
+    expect(await values()).toEqual(['key']);
+  });
+
+  it('runs a write again when its guarded statement lost to a concurrent one, and gives up with the error after a bound', async () => {
+    await reader.run("INSERT INTO t (v) VALUES ('v1')");
+    const w = new PgWriter(pool, { raceAttempts: 3 });
+    const bothRead = gate();
+    let reads = 0;
+    const bump = () =>
+      w.write(async (sql) => {
+        const current = (await sql.get<{ v: string }>("SELECT v FROM t WHERE v LIKE 'v%'"))!.v;
+        if (++reads === 2) bothRead.open();
+        await bothRead.opened;
+        const next = `v${Number(current.slice(1)) + 1}`;
+        expectOneChange(await sql.run('UPDATE t SET v = @next WHERE v = @current', { next, current }), `t is no longer at ${current}`);
+      });
+    await Promise.all([bump(), bump()]);
+    expect(await values()).toEqual(['v3']); // both applied, one after the other: no lost update
+    let runs = 0;
+    const alwaysStale = w.write(async () => {
+      runs++;
+      throw new StaleStateError('the row moved on');
+    });
+    await expect(alwaysStale).rejects.toBeInstanceOf(StaleStateError);
+    expect(runs).toBe(3);
+  });
+
+  it('runs a write again when its connection died before COMMIT, then commits it once', async () => {
+    const w = new PgWriter(pool, { infraRetryDelayMs: 1 });
+    let runs = 0;
+    await w.write(async (sql) => {
+      runs++;
+      await sql.run('INSERT INTO t (v) VALUES (@v)', { v: `run ${runs}` });
+      if (runs === 1) await sql.run('SELECT pg_terminate_backend(pg_backend_pid())');
+    });
+    expect(runs).toBe(2);
+    expect(await values()).toEqual(['run 2']);
+  });
+
+  it('tells its caches to forget a rolled-back write, on the connection it used', async () => {
+    const forgotten: object[] = [];
+    const w = new PgWriter(pool, { onRollback: (connection) => forgotten.push(connection) });
+    let used: object | undefined;
+    await expect(
+      w.write(async (sql) => {
+        used = sql.connection;
+        throw new Error('no');
+      }),
+    ).rejects.toThrow('no');
+    expect(forgotten).toEqual([used]);
+    expect(used).not.toBe(pool);
+  });
+
+  it('runs writes in parallel, each in its own transaction', async () => {
+    const w = new PgWriter(pool);
+    const all = gate();
+    let started = 0;
+    const writes = Array.from({ length: 4 }, (_, i) =>
+      w.write(async (sql) => {
+        await sql.run('INSERT INTO t (v) VALUES (@v)', { v: `w${i}` });
+        if (++started === 4) all.open();
+        await all.opened; // only reached by all four if they run at the same time
+      }),
+    );
+    await Promise.all(writes);
+    expect(await values()).toEqual(['w0', 'w1', 'w2', 'w3']);
+  });
+
+  describe('close', () => {
+    let w: PgWriter;
+    beforeEach(() => {
+      w = new PgWriter(pool);
+    });
+    afterEach(async () => {
+      await w.close();
+    });
+
+    it('waits for the writes under way and refuses new ones', async () => {
+      const resume = gate();
+      const running = w.write(async (sql) => {
+        await resume.opened;
+        await sql.run("INSERT INTO t (v) VALUES ('under way')");
+      });
+      const closed = w.close();
+      await expect(w.write(() => 1)).rejects.toThrow(/closed/);
+      resume.open();
+      await closed;
+      await running;
+      expect(await values()).toEqual(['under way']);
+    });
+  });
+});
