@@ -15,6 +15,12 @@ const START_TIMEOUT_MS = 15_000;
 const ALREADY_RUNNING = 'a daemon is already running for';
 /** Deadline for an ordinary call: a daemon that does not answer in this time is unreachable (exit 3). */
 export const CALL_TIMEOUT_MS = 4_000;
+/**
+ * Deadline for a command whose one transaction grows with the project (generate-all writes a thread and a
+ * work item per epic; cancel ends every child): 10,000 children take seconds to commit on a loaded
+ * machine, and a CLI that gave up at 4 s would say "unreachable" about work that was stored.
+ */
+export const BULK_CALL_TIMEOUT_MS = 30_000;
 
 function sleep(ms: number) {
   return new Promise((r) => setTimeout(r, ms));

@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import type { CommandView } from '../../daemon/views.js';
 import { exitCodeFor, parseDeadline, traceparentOf, withCommonOptions, withTraceparentOption, loadFollow, type CommonOptions } from '../common.js';
-import { withDaemon } from '../daemon-control.js';
+import { BULK_CALL_TIMEOUT_MS, withDaemon } from '../daemon-control.js';
 import { formatUsd } from '../money.js';
 import { EXIT, print, printJsonLine, statusText } from '../output.js';
 import { CliError } from '../../core/errors.js';
@@ -105,8 +105,15 @@ export function generateCommands(getHome: () => string): Command[] {
     }
     const deadline_ms = parseDeadline(opts.deadline);
     const traceparent = traceparentOf(opts);
-    const r = await withDaemon(home, opts, ({ client }, signal) =>
-      client.generate.all.mutate({ project_id: opts.project, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent }, { signal }),
+    const r = await withDaemon(
+      home,
+      opts,
+      ({ client }, signal) =>
+        client.generate.all.mutate(
+          { project_id: opts.project, force: !!opts.force, deadline_ms, created_by: process.env.USER ?? null, traceparent },
+          { signal },
+        ),
+      BULK_CALL_TIMEOUT_MS,
     );
     process.exitCode = await reportAndFollow(home, r, opts);
   });

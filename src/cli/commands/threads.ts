@@ -5,7 +5,7 @@ import { THREAD_STATUSES } from '../../domain/states.js';
 import { distinctShortIds } from '../../domain/short-id.js';
 import { describeChildren, describeTarget, exitCodeFor, threadsTable, withCommonOptions, loadFollow, type CommonOptions } from '../common.js';
 import type { DaemonClient } from '../client.js';
-import { withDaemon } from '../daemon-control.js';
+import { BULK_CALL_TIMEOUT_MS, withDaemon } from '../daemon-control.js';
 import { describeUsage } from '../money.js';
 import { color, describeTargetRef, EXIT, print, shortId, statusCell, statusText, table, when } from '../output.js';
 import { CliError } from '../../core/errors.js';
@@ -188,7 +188,7 @@ export function threadCommands(getHome: () => string): Command[] {
       .description('cancel a thread: queued work ends, in-flight calls are aborted; a generate-all cancels its children')
       .addHelpText('after', '\nExample:\n  combine cancel 9f3c2a1b'),
   ).action(async (threadId: string, opts: CommonOptions) => {
-    const t = await withDaemon(getHome(), opts, ({ client }, signal) => client.cancel.mutate({ thread_id: threadId }, { signal }));
+    const t = await withDaemon(getHome(), opts, ({ client }, signal) => client.cancel.mutate({ thread_id: threadId }, { signal }), BULK_CALL_TIMEOUT_MS);
     await print(opts, t, () => `thread ${t.thread_id} ${statusText(t.status)}`);
   });
 
