@@ -1,18 +1,19 @@
 /**
  * One racer of the schedule race test: a separate OS process running the real App (engine, scheduler,
- * writer) on a database file shared with another racer. The scheduler's clock is a fake one that the
+ * writer) on a database shared with the other racers (a SQLite file, or Postgres at COMBINE_DATABASE_URL). The scheduler's clock is a fake one that the
  * racer moves through N daily periods, ticking at each; the engine runs on real time and calls the
  * simulator for whatever work its scheduler started.
  *
  *   node --import tsx schedule-race-worker.ts <home> <first-period-ms> <periods>
  *
- * Prints `ready` once started. Then, in lockstep with the other racer, for each period: waits for `go`
+ * Prints `ready` once started. Then, in lockstep with the other racers, for each period: waits for `go`
  * on stdin, ticks, prints `ticked`. Finally it waits until every run in the database is finalized and
  * prints its tally as JSON.
  */
 import { createInterface } from 'node:readline';
 import { App } from '../../src/daemon/app.js';
 import { loadConfig } from '../../src/daemon/config/config.js';
+import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { createLogger } from '../../src/daemon/runtime/logger.js';
 
 const DAY = 86_400_000;
@@ -22,6 +23,8 @@ const periods = Number(periodsArg);
 
 const clock = { t: first - DAY, now: () => clock.t };
 const config = loadConfig(home!, process.env);
+// On Postgres (COMBINE_DATABASE_URL), as main.ts does before the App: racers starting together migrate once.
+if (config.databaseUrl !== null) await applyPgMigrations(config.databaseUrl);
 const app = new App({
   // The fake clock spans months: no stale re-claims and no periodic lease recovery inside that span.
   config: { ...config, recoveryIntervalMs: 3_600_000, scheduler: { staleAfterMs: 100 * 365 * DAY, misfireGraceMs: 60_000 } },
@@ -45,11 +48,13 @@ for (let i = 0; i < periods; i++) {
   process.stdout.write('ticked\n');
 }
 
-// Both racers' engines work the shared queue; wait until no run is left pending.
+// The racers' engines work the shared queue; wait until no run is left pending.
 const deadline = Date.now() + 90_000;
-const pendingRuns = app.db.prepare("SELECT count(*) AS n FROM schedule_runs WHERE status = 'pending'");
-const allRuns = app.db.prepare('SELECT count(*) AS n FROM schedule_runs');
-while ((pendingRuns.get() as { n: number }).n > 0 || (allRuns.get() as { n: number }).n < periods) {
+const count = async (text: string) => ((await app.reader.get(text)) as { n: number }).n;
+while (
+  (await count("SELECT count(*) AS n FROM schedule_runs WHERE status = 'pending'")) > 0 ||
+  (await count('SELECT count(*) AS n FROM schedule_runs')) < periods
+) {
   if (Date.now() > deadline) throw new Error('runs still pending after 90 s');
   await new Promise((r) => setTimeout(r, 20));
 }

@@ -5,13 +5,14 @@
  * period does nothing at all.
  */
 import { SqliteSql } from '../../src/db/sql.js';
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/connection.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { verifyLedger } from '../../src/ledger/verify.js';
-import { Harness, ROOT, project } from '../helpers/harness.js';
+import { Harness, project } from '../helpers/harness.js';
+import { startRacer, type Tally, tickInLockstep } from '../helpers/schedule-racer.js';
 
 const PERIODS = 100;
 const DAY = 86_400_000;
@@ -23,53 +24,6 @@ afterEach(async () => {
   for (const r of racers.splice(0)) if (r.exitCode === null) r.kill('SIGKILL');
   await h?.cleanup();
 });
-
-interface Tally {
-  won: number;
-  lost: number;
-  lost_at_insert: number;
-  started: number;
-  won_periods: string[];
-}
-
-interface Racer {
-  child: ChildProcessWithoutNullStreams;
-  ready: Promise<void>;
-  /** Resolves when the racer has printed its n-th `ticked`. */
-  ticked(n: number): Promise<void>;
-  result: Promise<Tally>;
-}
-
-function startRacer(): Racer {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/helpers/schedule-race-worker.ts'), h.home, String(FIRST), String(PERIODS)], {
-    cwd: ROOT,
-    env: { ...h.env },
-  });
-  racers.push(child);
-  let out = '';
-  let err = '';
-  const waiters: { n: number; resolve: () => void }[] = [];
-  const tickedCount = () => (out.match(/^ticked$/gm) ?? []).length;
-  child.stderr.on('data', (d) => (err += d));
-  const ready = new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (d) => {
-      out += d;
-      if (out.startsWith('ready\n')) resolve();
-      for (const w of waiters.splice(0))
-        if (tickedCount() >= w.n) w.resolve();
-        else waiters.push(w);
-    });
-    child.once('exit', (code) => reject(new Error(`racer exited ${code} before it was ready: ${err}`)));
-  });
-  const ticked = (n: number) => new Promise<void>((resolve) => (tickedCount() >= n ? resolve() : waiters.push({ n, resolve })));
-  const result = new Promise<any>((resolve, reject) => {
-    child.once('exit', (code) => {
-      if (code !== 0) return reject(new Error(`racer exited ${code}: ${err}`));
-      resolve(JSON.parse(out.split('\n').filter(Boolean).pop()!));
-    });
-  });
-  return { child, ready, ticked, result };
-}
 
 describe('two processes race the schedule tick', () => {
   it('for 100 periods: one run, one thread, one provider call and one briefing per period', async () => {
@@ -89,16 +43,11 @@ describe('two processes race the schedule tick', () => {
     ).run(FIRST - DAY / 2);
     db.close();
 
-    const a = startRacer();
-    const b = startRacer();
-    await Promise.all([a.ready, b.ready]);
+    const a = startRacer(h.home, h.env, FIRST, PERIODS);
+    const b = startRacer(h.home, h.env, FIRST, PERIODS);
+    racers.push(a.child, b.child);
     // Lockstep: both racers tick period i at the same moment, so they really contend for its row.
-    for (let i = 1; i <= PERIODS; i++) {
-      a.child.stdin.write('go\n');
-      b.child.stdin.write('go\n');
-      await Promise.all([a.ticked(i), b.ticked(i)]);
-    }
-    const [ra, rb] = await Promise.all([a.result, b.result]);
+    const [ra, rb] = (await tickInLockstep([a, b], PERIODS)) as [Tally, Tally];
 
     // Every period was claimed exactly once; each racer either won or lost each period, never both.
     expect(ra.won + ra.lost).toBe(PERIODS);
