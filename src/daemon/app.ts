@@ -24,6 +24,7 @@ import type { EngineHooks } from './engine/tx.js';
 import { flowControlOf } from './config/flow.js';
 import { type EventLog, type LogFile, logEngineEvents, unbufferedEventLog } from './runtime/logger.js';
 import { daemonMetricsSource, Metrics } from './runtime/metrics.js';
+import { listenToOtherDaemons, notificationsOf, RemoteChanges } from './runtime/cluster-changes.js';
 import { finalizeRunOfThread } from './scheduler/finalize.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
@@ -37,7 +38,7 @@ import { WriteHealth } from './runtime/write-health.js';
 import { canaryDefinition, submitCanary } from './canary/canary-operation.js';
 import { CanaryService } from './canary/service.js';
 import { ControlPlaneReader } from './control-plane/reader.js';
-import { type DaemonStorage, openDaemonStorage, type StorageMaintenance } from './storage.js';
+import { type DaemonStorage, type Listening, openDaemonStorage, type StorageMaintenance } from './storage.js';
 import type { PressureMonitor } from './pressure/monitor.js';
 import { createPressureMonitor } from './pressure/wiring.js';
 import type { ModelRouter } from './routing/router.js';
@@ -92,6 +93,10 @@ export class App implements Services {
   private readonly tracer: Tracer;
   private readonly maintenance: StorageMaintenance;
   private readonly eventLog: EventLog;
+  /** Other daemons' changes on a shared database (Postgres): what `--follow` streams re-read on. */
+  private readonly remote = new RemoteChanges();
+  private listening: Listening | null = null;
+  private readonly logger: Logger;
 
   /** The SQLite writer's connection, for in-process tests and benchmarks that look at stored rows; SQLite only. */
   get db(): Db {
@@ -101,6 +106,7 @@ export class App implements Services {
 
   constructor(o: AppOptions) {
     const { config, logger } = o;
+    this.logger = logger;
     const clock = o.clock ?? systemClock;
     const eventLog = (this.eventLog = o.eventLog ?? unbufferedEventLog(logger));
     this.bus = new EventBus(() => eventLog.flush());
@@ -118,6 +124,7 @@ export class App implements Services {
       },
       onInfraFailure: (err) => writeHealth.failed(err),
       onInfraRecovered: () => writeHealth.recovered(),
+      notificationsOf,
     }));
     const { writer } = store;
     const reader = (this.reader = store.reader);
@@ -176,7 +183,8 @@ export class App implements Services {
     const scheduling = { reader, write: scheduleWrite, clock: schedulerClock, logger, owner, operations, crashAt, maxQueued, onWorkQueued: wake };
     this.scheduler = new Scheduler({ ...scheduling, ...config.scheduler });
     const { engine, storage, maintenance, metrics, pressure, canary, controlPlane } = this;
-    this.threads = new ThreadService({ reader, write, clock, ctx, engine, bus: this.bus, config, router, pressure, tracer });
+    const remote = store.dialect === 'postgres' ? this.remote : undefined;
+    this.threads = new ThreadService({ reader, write, clock, ctx, engine, bus: this.bus, remote, config, router, pressure, tracer });
     this.projects = new ProjectService(reader, write, operations, pressure);
     this.ledger = new LedgerService(reader, write, clock, controlPlane, pressure);
     this.schedules = new ScheduleService(reader, scheduleWrite, schedulerClock, this.scheduler, operations);
@@ -208,6 +216,8 @@ export class App implements Services {
     this.storage.start();
     this.pressure.start();
     await this.engine.start();
+    // After the recovery scan: another daemon's notification wakes a producer that has recovered.
+    this.listening = await listenToOtherDaemons(this.store, { wake: () => this.engine.wake(), remote: this.remote, logger: this.logger });
     this.maintenance.start();
     await this.scheduler.start();
     this.canary.start();
@@ -218,6 +228,7 @@ export class App implements Services {
     this.storage.stop();
     this.pressure.stop();
     this.canary.stop();
+    await this.listening?.close();
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);

@@ -14,6 +14,7 @@ import { forgetDocuments } from '../db/document-cache.js';
 import { applyMigrations, migrationStatus } from '../db/migrate.js';
 import { openPostgresPool } from '../db/pg/connection.js';
 import { pgMigrationStatus } from '../db/pg/migrate.js';
+import { type Notification, type NotificationHandlers, PgListener } from '../db/pg/notifications.js';
 import { PgSql } from '../db/pg/sql.js';
 import { PgWriter } from '../db/pg/writer.js';
 import { SqliteSql } from '../db/sql.js';
@@ -29,6 +30,13 @@ export interface WriteObservers<E> {
   onCommit: (info: { writes: number; commitMs: number }) => void;
   onInfraFailure: (err: unknown) => void;
   onInfraRecovered: () => void;
+  /** What other daemons on a shared database are told of a write's events (Postgres only; see db/pg/notifications.ts). */
+  notificationsOf?: (events: E[]) => Notification[];
+}
+
+/** A running LISTEN session on the shared database. */
+export interface Listening {
+  close(): Promise<void>;
 }
 
 /** Idle upkeep of the database files (SQLite: WAL checkpoint, incremental vacuum); none on Postgres. */
@@ -52,6 +60,11 @@ export interface DaemonStorage<E> {
   migrations(): Promise<{ applied: number; pending: number }>;
   /** Built after the engine (it waits for calls in flight): SQLite's idle maintenance, or nothing. */
   maintenance(d: { logger: Logger; clock: Clock; calls: { readonly inFlightCount: number }; observer?: MaintenanceOptions['observer'] }): StorageMaintenance;
+  /**
+   * Listens for other daemons' notifications on a shared database (Postgres: a dedicated session that
+   * reconnects on its own); null on SQLite, where one daemon owns the file and in-process events suffice.
+   */
+  listen(channels: string[], handlers: NotificationHandlers): Promise<Listening> | null;
   /** The SQLite writer's connection (in-process tests and benchmarks look at it); null on Postgres. */
   readonly sqliteDb: Db | null;
   close(): Promise<void>;
@@ -76,6 +89,7 @@ function openSqliteStorage<E>(config: DaemonConfig, observers: WriteObservers<E>
     location: config.dbPath,
     migrations: async () => migrationStatus(readerDb, folder),
     maintenance: (d) => new Maintenance({ ...d, db, writer, walPath: `${config.dbPath}-wal`, idleMs: config.maintenanceIdleMs }),
+    listen: () => null,
     sqliteDb: db,
     close: async () => {
       await writer.close();
@@ -107,6 +121,11 @@ function openPostgresStorage<E>(url: string, logger: Logger, observers: WriteObs
     location,
     migrations: () => pgMigrationStatus(reader),
     maintenance: () => noMaintenance,
+    listen: async (channels, handlers) => {
+      const listener = new PgListener(url, channels, handlers);
+      await listener.start();
+      return listener;
+    },
     sqliteDb: null,
     close: async () => {
       await writer.close();

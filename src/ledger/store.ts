@@ -93,6 +93,16 @@ export async function listLedgerForThreadFamily(sql: Sql, threadId: string, limi
   )) as LedgerRow[];
 }
 
+/** The entries of a thread and its children after `afterSeq`, in seq order (a follow stream's re-read). */
+export async function listLedgerForThreadFamilyAfter(sql: Sql, threadId: string, afterSeq: number): Promise<LedgerRow[]> {
+  return (await sql.all(
+    `SELECT * FROM llm_ledger_entries
+     WHERE thread_id IN (SELECT @id UNION ALL SELECT id FROM llm_threads WHERE parent_thread_id = @id) AND seq > @after
+     ORDER BY seq`,
+    { id: threadId, after: afterSeq },
+  )) as LedgerRow[];
+}
+
 /** The work item's most recent entry: tells recovery how far an interrupted item got. */
 export async function getLastLedgerEntryForWorkItem(sql: Sql, workItemId: string): Promise<LedgerRow | undefined> {
   return (await sql.get('SELECT * FROM llm_ledger_entries WHERE work_item_id = ? ORDER BY seq DESC LIMIT 1', [workItemId])) as LedgerRow | undefined;

@@ -10,9 +10,10 @@ import type { LedgerRow, ThreadRow } from '../../db/schema.js';
 import { getThread, listChildThreads } from '../../db/threads.js';
 import type { TargetRef } from '../../domain/operations.js';
 import { isTerminalThread } from '../../domain/states.js';
-import { listLedgerForThreadFamily } from '../../ledger/store.js';
+import { listLedgerForThreadFamily, listLedgerForThreadFamilyAfter } from '../../ledger/store.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { EngineEvent, EventBus } from '../engine/events.js';
+import type { RemoteChanges } from '../runtime/cluster-changes.js';
 import { traceIdOf } from '../../core/trace-context.js';
 import { threadView, type ThreadView } from '../views.js';
 import { CommandError } from '../../core/errors.js';
@@ -63,13 +64,30 @@ function ledgerMessage(e: LedgerRow, parentOf: (threadId: string) => string | nu
   };
 }
 
-/** Streams a thread's history, then its events and its children's, until it ends. */
-export async function* followThread(sql: Sql, bus: EventBus, threadId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
+/**
+ * Streams a thread's history, then its events and its children's, until it ends. With `remote` (several
+ * daemons on one database), another daemon's change to the thread or a child makes the stream re-read
+ * what it has not seen: ledger entries after the last seq a re-read saw (appends hold the chain head to
+ * their commit, so seqs commit in order: every earlier entry was visible to that read), and statuses.
+ */
+export async function* followThread(
+  sql: Sql,
+  bus: EventBus,
+  threadId: string,
+  signal: AbortSignal | undefined,
+  remote?: RemoteChanges,
+): AsyncGenerator<FollowMessage> {
   const queue: EngineEvent[] = [];
   let wakeUp: (() => void) | null = null;
+  let changedElsewhere = false;
   const unsubscribe = bus.subscribe((e) => {
     if (e.thread_id !== threadId && e.parent_thread_id !== threadId) return;
     queue.push(e);
+    wakeUp?.();
+  });
+  const unsubscribeRemote = remote?.subscribe((c) => {
+    if (c.threadId !== '*' && c.threadId !== threadId && c.parentThreadId !== threadId) return;
+    changedElsewhere = true;
     wakeUp?.();
   });
   const onAbort = () => wakeUp?.();
@@ -87,11 +105,16 @@ export async function* followThread(sql: Sql, bus: EventBus, threadId: string, s
     const snapshot = await threadView(sql, initial);
 
     let lastSeq = 0;
+    /** Seqs yielded (remote re-reads may find entries older than the newest a local event yielded). */
+    const seen = new Set<number>();
+    /** Every family entry at or below this seq has been read (by the snapshot or a re-read). */
+    let readThrough = 0;
     const statusOf = new Map<string, string>([[threadId, initial.status], ...children.map((c) => [c.id, c.status] as const)]);
     const fresh = (e: EngineEvent): boolean => {
       if (e.type === 'ledger') {
-        if (e.seq <= lastSeq) return false;
-        lastSeq = e.seq;
+        if (e.seq <= lastSeq || seen.has(e.seq)) return false;
+        seen.add(e.seq);
+        if (!remote) lastSeq = e.seq;
       } else if (e.type === 'thread') {
         if (statusOf.get(e.thread_id) === e.status) return false;
         statusOf.set(e.thread_id, e.status);
@@ -104,13 +127,20 @@ export async function* followThread(sql: Sql, bus: EventBus, threadId: string, s
       if (m.event === 'ledger') lastSeq = Math.max(lastSeq, m.seq);
       yield m;
     }
+    readThrough = lastSeq;
     if (isTerminalThread(initial.status)) {
       yield { event: 'end', thread: snapshot };
       return;
     }
     while (!signal?.aborted) {
-      if (queue.length === 0) await new Promise<void>((r) => (wakeUp = r));
+      if (queue.length === 0 && !changedElsewhere) await new Promise<void>((r) => (wakeUp = r));
       wakeUp = null;
+      if (changedElsewhere) {
+        changedElsewhere = false;
+        const reread = await readChangesSince(sql, threadId, readThrough, parentOf, traceOf);
+        readThrough = reread.readThrough;
+        queue.push(...reread.events);
+      }
       for (const e of queue.splice(0)) {
         if (!fresh(e)) continue;
         const { type, ...rest } = e;
@@ -124,5 +154,33 @@ export async function* followThread(sql: Sql, bus: EventBus, threadId: string, s
   } finally {
     signal?.removeEventListener('abort', onAbort);
     unsubscribe();
+    unsubscribeRemote?.();
   }
+}
+
+/**
+ * What another daemon may have changed, as events: the family's ledger entries after `afterSeq` and the
+ * current status of the thread and its children (the stream drops statuses and seqs it already showed).
+ */
+async function readChangesSince(
+  sql: Sql,
+  threadId: string,
+  afterSeq: number,
+  parentOf: (threadId: string) => string | null,
+  traceOf: (threadId: string) => string | null,
+): Promise<{ events: EngineEvent[]; readThrough: number }> {
+  const thread = await getThread(sql, threadId);
+  const children = await listChildThreads(sql, threadId);
+  const entries = await listLedgerForThreadFamilyAfter(sql, threadId, afterSeq);
+  const events: EngineEvent[] = [];
+  for (const e of entries) {
+    const { event: _, history: __, created_at: ___, ...rest } = ledgerMessage(e, parentOf, traceOf) as Extract<FollowMessage, { event: 'ledger' }>;
+    events.push({ type: 'ledger', ...rest });
+  }
+  // Children first and the thread last: its terminal status ends the stream after everything else.
+  for (const t of [...children, ...(thread ? [thread] : [])]) {
+    const { event: _, history: __, ...rest } = threadMessage(t) as Extract<FollowMessage, { event: 'thread' }>;
+    events.push({ type: 'thread', ...rest });
+  }
+  return { events, readThrough: entries.length > 0 ? entries[entries.length - 1]!.seq : afterSeq };
 }

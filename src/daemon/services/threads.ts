@@ -13,6 +13,7 @@ import { SHORTHANDS } from '../../operations/builtin/index.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { EngineContext } from '../engine/completer.js';
 import type { Engine } from '../engine/engine.js';
+import type { RemoteChanges } from '../runtime/cluster-changes.js';
 import type { EventBus } from '../engine/events.js';
 import type { Write } from '../engine/tx.js';
 import { followThread, type FollowMessage } from './follow-stream.js';
@@ -52,6 +53,8 @@ export interface ThreadServiceDeps {
   ctx: EngineContext;
   engine: Pick<Engine, 'wake' | 'abort' | 'releaseRateLimitHold' | 'rateLimitHeldUntil'>;
   bus: EventBus;
+  /** Other daemons' changes on a shared database; absent on SQLite. */
+  remote?: RemoteChanges;
   config: DaemonConfig;
   /** Logical model → route: which rate-limit holds a thread's calls wait for. */
   router: ModelRouter;
@@ -192,6 +195,6 @@ export class ThreadService {
 
   /** Streams a thread's history, then its events (and its children's), until it ends; see follow-stream.ts. */
   async *follow(typedId: string, signal: AbortSignal | undefined): AsyncGenerator<FollowMessage> {
-    yield* followThread(this.d.reader, this.d.bus, await this.threadId(typedId), signal);
+    yield* followThread(this.d.reader, this.d.bus, await this.threadId(typedId), signal, this.d.remote);
   }
 }

@@ -28,6 +28,7 @@ import { InfraError } from '../../core/errors.js';
 import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
 import { isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
 import { ClosureSql, settleClosure } from '../sql.js';
+import { type Notification, sendNotifications } from './notifications.js';
 import { PgSql } from './sql.js';
 
 export interface PgWriterOptions<E> {
@@ -41,6 +42,11 @@ export interface PgWriterOptions<E> {
    * does anything else: caches that saw the write's uncommitted rows on it must forget them.
    */
   onRollback?: (connection: object) => void;
+  /**
+   * What other daemons on the database should be told about a write's events: sent with `pg_notify` in
+   * the write's transaction, so they arrive at its COMMIT and never for a rollback.
+   */
+  notificationsOf?: (events: E[]) => Notification[];
   /** Runs of a closure whose transaction Postgres aborted for a deadlock or serialization conflict (default 5). */
   conflictAttempts?: number;
   /** Runs of a closure that failed on a stale guard or a taken unique key (default 3). */
@@ -148,6 +154,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
       let value = fn(handle, emit);
       if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 5000);
       handle.revoke();
+      if (events.length > 0 && this.opts.notificationsOf) await sendNotifications(client, this.opts.notificationsOf(events));
       atCommit = true;
       const started = performance.now();
       const result = await client.query('COMMIT');

@@ -1,0 +1,94 @@
+/**
+ * Several daemons on one database (issue 18): what a write tells the others, and what a daemon does
+ * when told. Two channels, ids only (a payload stays far under Postgres's 8000 bytes):
+ *   - `combine_work`: work may be claimable now — an item was queued (submit, retry, requeue, a
+ *     rescued lease) or left the running states (its lock, budget reservation and slot are free again,
+ *     parked items may have been unparked). Every daemon wakes its producer; a claim round is cheap.
+ *   - `combine_events`: `thread_id:seq:parent_thread_id` per thread the write touched (`seq` its
+ *     newest ledger entry in the write, 0 without one; `*` when one write touched many threads). A
+ *     `--follow` stream on another daemon re-reads what it has not seen yet (follow-stream.ts).
+ * On a lost LISTEN session the daemon reconnects and then behaves as if everything changed: the
+ * producer looks again and every follower re-reads (nothing notified meanwhile is waited for forever).
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from '../../core/logger.js';
+import type { Notification } from '../../db/pg/notifications.js';
+import type { EngineEvent } from '../engine/events.js';
+import type { DaemonStorage, Listening } from '../storage.js';
+
+export const WORK_CHANNEL = 'combine_work';
+export const EVENTS_CHANNEL = 'combine_events';
+/** Past this many threads in one write, one `*` notification instead of one per thread. */
+const MAX_THREAD_NOTIFICATIONS = 64;
+
+/** A thread another daemon changed (or `*`: any thread may have changed). */
+export interface RemoteChange {
+  threadId: string | '*';
+  parentThreadId: string | null;
+}
+
+/** The notifications a committed write's events call for. */
+export function notificationsOf(events: EngineEvent[]): Notification[] {
+  const notes: Notification[] = [];
+  if (events.some(makesWorkClaimable)) notes.push({ channel: WORK_CHANNEL, payload: '' });
+  const threads = new Map<string, { seq: number; parent: string | null }>();
+  for (const e of events) {
+    const t = threads.get(e.thread_id) ?? { seq: 0, parent: e.parent_thread_id };
+    if (e.type === 'ledger') t.seq = Math.max(t.seq, e.seq);
+    threads.set(e.thread_id, t);
+  }
+  if (threads.size > MAX_THREAD_NOTIFICATIONS) notes.push({ channel: EVENTS_CHANNEL, payload: '*' });
+  else for (const [id, t] of threads) notes.push({ channel: EVENTS_CHANNEL, payload: `${id}:${t.seq}:${t.parent ?? ''}` });
+  return notes;
+}
+
+/** Queued, or no longer holding a slot, a lock or a reservation: another daemon may claim something now. */
+function makesWorkClaimable(e: EngineEvent): boolean {
+  return e.type === 'work_item' && e.status !== 'claimed' && e.status !== 'running';
+}
+
+function parseChange(payload: string): RemoteChange | null {
+  if (payload === '*') return { threadId: '*', parentThreadId: null };
+  const [threadId, , parent] = payload.split(':');
+  return threadId ? { threadId, parentThreadId: parent || null } : null;
+}
+
+/** Where follow streams learn that another daemon changed a thread. */
+export class RemoteChanges {
+  private readonly emitter = new EventEmitter();
+
+  constructor() {
+    // One listener per `--follow` client.
+    this.emitter.setMaxListeners(0);
+  }
+
+  publish(change: RemoteChange): void {
+    this.emitter.emit('change', change);
+  }
+
+  subscribe(listener: (c: RemoteChange) => void): () => void {
+    this.emitter.on('change', listener);
+    return () => this.emitter.off('change', listener);
+  }
+}
+
+/** Starts listening to the other daemons (Postgres); null on SQLite. */
+export function listenToOtherDaemons(
+  storage: Pick<DaemonStorage<EngineEvent>, 'listen'>,
+  d: { wake: () => void; remote: RemoteChanges; logger: Logger },
+): Promise<Listening> | null {
+  const log = d.logger.child({ component: 'cluster' });
+  return storage.listen([WORK_CHANNEL, EVENTS_CHANNEL], {
+    notified: (n) => {
+      if (n.channel === WORK_CHANNEL) return d.wake();
+      const change = parseChange(n.payload);
+      if (change) d.remote.publish(change);
+    },
+    reconnected: () => {
+      log.info('listening to the other daemons again; looking for work and changes missed meanwhile');
+      d.wake();
+      d.remote.publish({ threadId: '*', parentThreadId: null });
+    },
+    failed: (err) => log.warn({ err: { message: err.message } }, 'the session listening to the other daemons failed; reconnecting'),
+  });
+}

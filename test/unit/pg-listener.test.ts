@@ -1,0 +1,78 @@
+/**
+ * The LISTEN session of a daemon on a shared Postgres (db/pg/notifications.ts): notifications sent in a
+ * transaction arrive at its COMMIT and never for a rollback; a session the server drops is reconnected
+ * and says so (the daemon then catches up by reading), and later notifications arrive again.
+ */
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPostgresPool } from '../../src/db/pg/connection.js';
+import { type Notification, PgListener, sendNotifications } from '../../src/db/pg/notifications.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+
+async function until(what: string, fn: () => boolean): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!fn()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('Postgres LISTEN session', () => {
+  let database: TestDatabase;
+  let pool: pg.Pool;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    pool = openPostgresPool(database.url, { max: 2 });
+  });
+  afterAll(async () => {
+    await pool.end();
+    await database.drop();
+  });
+
+  it('delivers at commit, never for a rollback, and reconnects after the server drops it', async () => {
+    const got: Notification[] = [];
+    let reconnects = 0;
+    let failures = 0;
+    const listener = new PgListener(database.url, ['combine_work', 'combine_events'], {
+      notified: (n) => got.push(n),
+      reconnected: () => reconnects++,
+      failed: () => failures++,
+    });
+    await listener.start();
+    try {
+      const inTransaction = async (notes: Notification[], end: 'COMMIT' | 'ROLLBACK') => {
+        const client = await pool.connect();
+        try {
+          await client.query('BEGIN');
+          await sendNotifications(client, notes);
+          await client.query(end);
+        } finally {
+          client.release();
+        }
+      };
+      await inTransaction([{ channel: 'combine_events', payload: 'rolled-back:1:' }], 'ROLLBACK');
+      await inTransaction(
+        [
+          { channel: 'combine_work', payload: '' },
+          { channel: 'combine_events', payload: 't1:7:' },
+        ],
+        'COMMIT',
+      );
+      await until('the committed notifications', () => got.length >= 2);
+      expect(got).toEqual([
+        { channel: 'combine_work', payload: '' },
+        { channel: 'combine_events', payload: 't1:7:' },
+      ]);
+
+      // The server ends the listening session (a restart, a network cut, an idle-session timeout).
+      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND pid <> pg_backend_pid()");
+      await until('the reconnect', () => reconnects === 1);
+      expect(failures).toBeGreaterThanOrEqual(1);
+      await inTransaction([{ channel: 'combine_events', payload: 't2:9:p' }], 'COMMIT');
+      await until('a notification after the reconnect', () => got.length >= 3);
+      expect(got[2]).toEqual({ channel: 'combine_events', payload: 't2:9:p' });
+    } finally {
+      await listener.close();
+    }
+  });
+});
