@@ -18,6 +18,7 @@ import { OperationRegistry } from '../operations/registry.js';
 import { type DaemonConfig, engineSettingsOf, operationSettingsOf } from './config/config.js';
 import type { EngineContext } from './engine/completer.js';
 import { Engine } from './engine/engine.js';
+import { sharedRateLimits } from './engine/shared-rate-limits.js';
 import { type EngineEvent, EventBus } from './engine/events.js';
 import type { Provider } from './engine/provider.js';
 import type { EngineHooks } from './engine/tx.js';
@@ -136,7 +137,7 @@ export class App implements Services {
     };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;
-    const flow = flowControlOf(config.flow, operations, router);
+    const flow = flowControlOf(config.flow, operations, router, store.dialect === 'postgres' ? sharedRateLimits : null);
     const owner = randomUUID();
     const ctx: EngineContext = {
       owner,

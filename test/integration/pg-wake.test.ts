@@ -4,24 +4,14 @@
  * Both daemons run with `max_in_flight` 1 and a recovery scan (their only periodic look at the queue)
  * an hour apart, so the second of two slow calls can only start at once if B was notified.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type CommandJson, Harness, project, type ThreadJson, waitForExit, waitUntil } from '../helpers/harness.js';
+import { type CommandJson, Harness, project, type ThreadJson, waitUntil } from '../helpers/harness.js';
+import { MoreDaemons } from '../helpers/more-daemons.js';
 
 let h: Harness;
-let homeB: string | null = null;
+let more: MoreDaemons | null = null;
 afterEach(async () => {
-  if (homeB) {
-    const pid = Number(readFileSync(join(homeB, 'daemon.pid'), 'utf8').trim());
-    if (pid) {
-      process.kill(pid, 'SIGKILL');
-      await waitForExit(pid);
-    }
-    rmSync(homeB, { recursive: true, force: true });
-    homeB = null;
-  }
+  await more?.cleanup();
   await h?.cleanup();
 });
 
@@ -31,13 +21,10 @@ describe('two daemons on one Postgres', () => {
   it('work acknowledged by A starts on B at once, and --follow on A shows B’s progress to the end', async () => {
     // Every call takes 5 s: while the first is unanswered, a second can only be running on the other daemon.
     h = await Harness.start({ faults: [{ kind: 'hang', hang_ms: 5000 }] });
-    if (!h.database) throw new Error('pg-* test files run in the postgres project only (vitest.config.ts)');
-    homeB = mkdtempSync(join(tmpdir(), 'cmb-b-'));
-    const onB = { env: { COMBINE_HOME: homeB } };
+    more = new MoreDaemons(h);
     h.writeConfig(ENGINE);
-    writeFileSync(join(homeB, 'config.json'), JSON.stringify(ENGINE));
     await h.startDaemon();
-    await h.startDaemon(onB.env);
+    const b = await more.start(ENGINE);
     await h.importProject(project('shop', 2));
 
     // Both commands go to A, which can run one call at a time.
@@ -60,7 +47,7 @@ describe('two daemons on one Postgres', () => {
       expect((lines.at(-1) as ThreadJson).status).toBe('complete');
     }
     // B's view is the same: one database.
-    const fromB = await h.json<ThreadJson[]>(['threads', '--project', 'shop'], onB);
+    const fromB = await h.json<ThreadJson[]>(['threads', '--project', 'shop'], b.opts);
     expect(fromB.map((t) => t.status)).toEqual(['complete', 'complete']);
     expect(h.sim.calls).toHaveLength(2);
   });

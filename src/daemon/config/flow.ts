@@ -10,6 +10,7 @@ import { FairScheduler } from '../../domain/fair-scheduler.js';
 import { RateLimiter } from '../../domain/rate-limit.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { FlowControl } from '../engine/producer.js';
+import type { SharedRateLimits } from '../engine/shared-rate-limits.js';
 import type { ModelRouter } from '../routing/router.js';
 
 const positive = z.number().positive();
@@ -80,12 +81,16 @@ export function checkPricesCoverBudgets(flow: FlowConfig, models: Record<string,
   return null;
 }
 
+const NO_BUCKETS: ModelRateLimits = { requestsPerMinute: null, tokensPerMinute: null };
+
 /** The engine's flow control from the configuration: the fair scheduler, the rate limiter, budgets and prices. */
-export function flowControlOf(flow: FlowConfig, operations: OperationRegistry, router: ModelRouter): FlowControl {
+export function flowControlOf(flow: FlowConfig, operations: OperationRegistry, router: ModelRouter, sharedLimits: SharedRateLimits | null = null): FlowControl {
   return {
     scheduler: new FairScheduler({ weights: flow.projectWeights, defaultWeight: flow.defaultWeight, agingStepMs: flow.agingStepMs }),
     // Keyed by route: the model on its endpoint, with its entry's limits (or the top-level ones of its model).
-    limiter: new RateLimiter((key) => router.rateLimitsOf(key)),
+    // With shared limits the buckets are the database's; the local limiter keeps the provider's windows.
+    limiter: new RateLimiter((key) => (sharedLimits ? NO_BUCKETS : router.rateLimitsOf(key))),
+    sharedLimits,
     budgetFor: (projectId) => budgetFor(flow, projectId),
     router,
     operations,

@@ -21,6 +21,7 @@ import { runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { extendLeases, rescueLeases, sweepLocksAndParents } from './rescuer.js';
+import type { SharedRateLimits } from './shared-rate-limits.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
 import type { Clock } from '../../core/clock.js';
@@ -315,6 +316,7 @@ export class Engine {
     };
     const f = learnFromOutcome(targets, route.key, outcome, this.o.clock.now());
     if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
+    if (f.rateLimitedUntil !== null) this.shareRateLimit((s, tx) => s.park(tx.sql, route.key, f.rateLimitedUntil!, tx.now));
     for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
   }
 
@@ -328,8 +330,16 @@ export class Engine {
   /** `combine retry` of a held item: the user lifts the 429 hold of its routes now. */
   releaseRateLimitHold(keys: readonly string[]): void {
     for (const k of keys) this.o.flow.limiter.unpark(k);
+    for (const k of keys) this.shareRateLimit((s, tx) => s.unpark(tx.sql, k));
     this.limitedUntil = null;
     this.wake();
+  }
+
+  /** Tells the other daemons of a 429 park or its release (shared rate limits only); a failure is logged, the local hold stands. */
+  private shareRateLimit(change: (shared: SharedRateLimits, tx: Tx) => Promise<void>): void {
+    const shared = this.o.flow.sharedLimits;
+    if (!shared) return;
+    this.write((tx) => change(shared, tx)).catch((err) => this.log.error({ err }, 'could not share a rate-limit hold with the other daemons'));
   }
 
   /** Extends the leases (and epic locks) of every in-flight item in one write. */

@@ -30,6 +30,7 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import { reserveCharge } from './charges.js';
+import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt, type EngineContext } from './completer.js';
 import { buildItemRequest } from './request.js';
 import { emitWorkItem, type Tx } from './tx.js';
@@ -41,6 +42,8 @@ export interface FlowControl {
   scheduler: FairScheduler;
   /** Keyed by route (`ModelRoute.key`): the model on its endpoint. */
   limiter: RateLimiter;
+  /** Several daemons on one Postgres: the buckets and the 429 park they share (null: one daemon, `limiter` alone). */
+  sharedLimits?: SharedRateLimits | null;
   budgetFor(projectId: string): BudgetLimits;
   /** Each item's logical model → its route: the endpoint (and its breaker), price and limits of its call. */
   router: ModelRouter;
@@ -98,7 +101,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       continue;
     }
     // Each endpoint's breaker and each route's rate limit hold back only their own calls.
-    const wait = routeWait(tx, flow, route, estimate.tokens, round);
+    const wait = await routeWait(tx, flow, route, estimate.tokens, round);
     if (wait !== 'admitted') {
       if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
       skipped.add(item.id);
@@ -129,7 +132,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
  * free) and its rate limits. 'admitted' takes the request, the tokens and, when half-open, the probe;
  * otherwise when to look again (null: when something wakes the engine, e.g. the probe's outcome).
  */
-function routeWait(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): 'admitted' | number | null {
+async function routeWait(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): Promise<'admitted' | number | null> {
   const breaker = flow.router.breaker(route);
   if (!breaker.canAdmit(tx.now)) {
     round.breakerHeld = true;
@@ -137,6 +140,8 @@ function routeWait(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number,
   }
   const admission = flow.limiter.admit(route.key, tokens, tx.now);
   if (!admission.ok) return admission.retryAt;
+  const shared = await flow.sharedLimits?.admit(tx.sql, route.key, flow.router.rateLimitsOf(route.key), tokens, tx.now);
+  if (shared && !shared.ok) return shared.retryAt;
   breaker.admit(1, tx.now);
   return 'admitted';
 }

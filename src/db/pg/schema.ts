@@ -9,7 +9,7 @@
  * `text`, because the ledger hashes the exact bytes stored and jsonb would reformat them.
  *
  * Beyond the SQLite schema: `llm_ledger_head`, the chain's head row that serializes appends across
- * daemons (see migrations/pg/0001_triggers.sql); `llm_queue_depth` has several rows (one per shard)
+ * daemons (see migrations/pg/0001_triggers.sql); `llm_rate_limits`, the rate limiter all daemons share; `llm_queue_depth` has several rows (one per shard)
  * whose sum is the queue depth, so concurrent transactions do not all wait on one counter row.
  */
 import { sql } from 'drizzle-orm';
@@ -167,6 +167,19 @@ export const ledgerHead = pgTable(
   },
   () => [check('llm_ledger_head_one_row', sql`id = 1`)],
 );
+
+/**
+ * The rate limiter shared by every daemon on the database (Postgres only; one SQLite daemon keeps it in
+ * memory): per route, the requests/min and tokens/min bucket levels as of `updated_at` (null: full), and
+ * the 429 park. The capacities are the configuration's, passed with each statement (db/rate-limits.ts).
+ */
+export const rateLimits = pgTable('llm_rate_limits', {
+  model: text('model').primaryKey(),
+  requests_level: doublePrecision('requests_level'),
+  tokens_level: doublePrecision('tokens_level'),
+  updated_at: int8('updated_at').notNull(),
+  parked_until: int8('parked_until').notNull().default(0),
+});
 
 export const mutations = pgTable('mutations', {
   id: text('id').primaryKey(),

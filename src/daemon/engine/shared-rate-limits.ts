@@ -1,0 +1,55 @@
+/**
+ * The rate limit of several daemons on one Postgres (issue 18): requests/min and tokens/min buckets and
+ * the 429 park live in the database (db/rate-limits.ts), so N daemons together never exceed a route's
+ * configured limit, and a 429 one daemon gets holds back every daemon's calls of that route until its
+ * reset. The in-process `RateLimiter` (domain/rate-limit.ts) stays what one SQLite daemon uses; on
+ * Postgres it keeps only the provider's `x-ratelimit-*` windows and a copy of this daemon's parks.
+ */
+import type { Sql } from '../../core/sql.js';
+import { ensureSharedRateRow, getSharedRateRow, parkSharedRate, takeSharedRate, unparkSharedRate } from '../../db/rate-limits.js';
+import type { Admission, ModelRateLimits } from '../../domain/rate-limit.js';
+
+export interface SharedRateLimits {
+  /** In the claim's transaction: takes a request and `tokens` for the route, or says until when not. */
+  admit(sql: Sql, key: string, limits: ModelRateLimits, tokens: number, now: number): Promise<Admission>;
+  /** A 429: parks the route for every daemon until `until`. */
+  park(sql: Sql, key: string, until: number, now: number): Promise<void>;
+  /** Lifts the route's park for every daemon (`combine retry`). */
+  unpark(sql: Sql, key: string): Promise<void>;
+}
+
+export const sharedRateLimits: SharedRateLimits = {
+  async admit(sql, key, limits, tokens, now) {
+    await ensureSharedRateRow(sql, { model: key, now });
+    const take = { model: key, now, rpm: limits.requestsPerMinute, tpm: limits.tokensPerMinute, tokens };
+    if (await takeSharedRate(sql, take)) return { ok: true };
+    const row = await getSharedRateRow(sql, key);
+    if (!row) throw new Error(`rate limit row ${key} vanished inside the claim's transaction`);
+    if (row.parked_until > now) return { ok: false, retryAt: row.parked_until, reason: 'rate limited by the provider (429)' };
+    return { ok: false, ...bucketWait(row, limits, tokens, now) };
+  },
+  park: (sql, key, until, now) => parkSharedRate(sql, { model: key, until, now }),
+  unpark: (sql, key) => unparkSharedRate(sql, key),
+};
+
+/** When the emptier bucket will hold what the call needs (the row's levels refilled to `now`). */
+function bucketWait(
+  row: { requests_level: number | null; tokens_level: number | null; updated_at: number },
+  limits: ModelRateLimits,
+  tokens: number,
+  now: number,
+): { retryAt: number; reason: string } {
+  const elapsed = Math.max(0, now - row.updated_at);
+  const waitFor = (capacity: number | null, level: number | null, need: number) => {
+    if (capacity === null) return 0;
+    const current = Math.min(capacity, (level ?? capacity) + (elapsed * capacity) / 60_000);
+    const missing = Math.min(need, capacity) - current;
+    return missing <= 0 ? 0 : Math.ceil((missing * 60_000) / capacity);
+  };
+  const requests = waitFor(limits.requestsPerMinute, row.requests_level, 1);
+  const tokenWait = waitFor(limits.tokensPerMinute, row.tokens_level, tokens);
+  // At least 1 ms: the statement refused, so something was short even if rounding says otherwise.
+  return requests >= tokenWait
+    ? { retryAt: now + Math.max(1, requests), reason: 'requests per minute' }
+    : { retryAt: now + Math.max(1, tokenWait), reason: 'tokens per minute' };
+}

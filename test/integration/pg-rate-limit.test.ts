@@ -1,0 +1,62 @@
+/**
+ * The rate limiter shared by daemons on one Postgres (issue 18): the requests/min bucket and the 429
+ * park are rows every daemon's claim goes through, so three daemons together make no more calls than
+ * one route's limit allows, and a 429 one daemon gets holds back the other daemons' calls until its reset.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { type CommandJson, Harness, project, type ThreadJson, waitUntil } from '../helpers/harness.js';
+import { MoreDaemons } from '../helpers/more-daemons.js';
+
+let h: Harness;
+let more: MoreDaemons | null = null;
+afterEach(async () => {
+  await more?.cleanup();
+  await h?.cleanup();
+});
+
+/** Starts three daemons with `config` on the harness's database: the harness's home and two more. */
+async function threeDaemons(config: unknown): Promise<void> {
+  more = new MoreDaemons(h);
+  h.writeConfig(config);
+  await h.startDaemon();
+  await Promise.all([more.start(config), more.start(config)]);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('three daemons on one Postgres share one rate limit', () => {
+  it('a limit of 3 requests/min: 3 calls in all, not 3 per daemon', async () => {
+    h = await Harness.start();
+    // 3/min refills one request every 20 s: far more than this test waits.
+    await threeDaemons({ engine: { max_in_flight: 4, recovery_interval: '1h' }, rate_limits: { 'test-model': { requests_per_minute: 3 } } });
+    await h.importProject(project('shop', 9));
+    const all = await h.json<CommandJson>(['generate-all', '--project', 'shop']);
+    await waitUntil(() => h.sim.calls.filter((c) => c.status === 200).length >= 3, 'three answered calls');
+    // Every daemon was woken by the command and by each answer; unshared buckets would each allow 3 more.
+    await sleep(1500);
+    expect(h.sim.calls).toHaveLength(3);
+    const children = await h.query<{ status: string }>('SELECT status FROM llm_threads WHERE parent_thread_id = ?', [all.thread_id]);
+    expect(children.filter((c) => c.status === 'complete')).toHaveLength(3);
+    expect(children.filter((c) => c.status !== 'complete')).toHaveLength(6);
+  });
+
+  it('a 429 one daemon gets holds back every daemon until the reset', async () => {
+    h = await Harness.start({ latencyMs: 300, faults: [{ kind: 'rate_limit', times: 1, retry_after_s: 3 }] });
+    await threeDaemons({ engine: { max_in_flight: 1, recovery_interval: '1h' } });
+    await h.importProject(project('shop', 6));
+    const all = await h.json<CommandJson>(['generate-all', '--project', 'shop']);
+    const end = await h.waitForEnd(all.thread_id);
+    expect(end.status).toBe('complete');
+
+    const limited = h.sim.calls.find((c) => c.fault === 'rate_limit')!;
+    // Calls the other daemons had started with (or just before) the 429 may finish; no daemon starts a
+    // new one until the park ends (daemons' clocks: this machine's, as the simulator's).
+    const later = h.sim.calls.filter((c) => c.at > limited.at + 250);
+    expect(later.length).toBeGreaterThan(0);
+    expect(later.filter((c) => c.at < limited.at + 2900).map((c) => c.at - limited.at)).toEqual([]);
+    expect(h.sim.calls.filter((c) => c.status === 200)).toHaveLength(6);
+    const rows = await h.query<{ parked_until: number }>("SELECT parked_until FROM llm_rate_limits WHERE model = 'test-model'");
+    expect(rows[0]!.parked_until).toBeGreaterThanOrEqual(limited.at + 2900);
+    expect((await h.json<ThreadJson[]>(['threads', '--project', 'shop'])).length).toBeGreaterThan(0);
+  });
+});
