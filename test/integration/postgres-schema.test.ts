@@ -46,7 +46,9 @@ describe('Postgres migrations', () => {
     const client = await connectPostgres(db.url);
     try {
       const { rows } = await client.query<{ table_name: string; column_name: string; data_type: string; is_nullable: string }>(
-        `SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns
+        // A column's collation is part of its type as the schema declares it (text is `COLLATE "C"`).
+        `SELECT table_name, column_name, data_type || coalesce(' COLLATE "' || collation_name || '"', '') AS data_type, is_nullable
+         FROM information_schema.columns
          WHERE table_schema = 'public' ORDER BY table_name, column_name`,
       );
       const expected = [...Object.values(pgSchemaTables), ...Object.values(pgScheduleTables)]

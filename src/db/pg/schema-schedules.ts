@@ -3,9 +3,9 @@
  * and their runs, the lease of lease-then-LLM. Part of the pg schema with ./schema.ts.
  */
 import { sql } from 'drizzle-orm';
-import { index, integer, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { index, integer, pgTable, uniqueIndex } from 'drizzle-orm/pg-core';
 import { RUN_STATUSES, SCHEDULE_STATUSES } from '../../domain/schedule.js';
-import { int8, projects, statusCheck, threads } from './schema.js';
+import { int8, projects, statusCheck, text, threads } from './schema.js';
 
 export const schedules = pgTable(
   'schedules',

@@ -13,8 +13,16 @@
  * whose sum is the queue depth, so concurrent transactions do not all wait on one counter row.
  */
 import { sql } from 'drizzle-orm';
-import { type AnyPgColumn, bigint, check, doublePrecision, index, integer, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { type AnyPgColumn, bigint, check, customType, doublePrecision, index, integer, pgTable, primaryKey, uniqueIndex } from 'drizzle-orm/pg-core';
 import { CHARGE_STATUSES, THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../domain/states.js';
+
+/**
+ * Every text column compares and sorts byte-wise (`COLLATE "C"`), as SQLite's do, whatever the database's
+ * collation: id prefix ranges (db/id-prefix.ts), `ORDER BY` on ids, keys and statuses, and unique keys
+ * then mean the same on both backends (under e.g. en_US, 'a-b' < 'aa' and case is folded when sorting).
+ */
+const textC = customType<{ data: string }>({ dataType: () => 'text COLLATE "C"' });
+export const text = (name: string) => textC(name);
 
 /** Milliseconds since the epoch, or a ledger seq: int8, read as a JS number. */
 export const int8 = (name: string) => bigint(name, { mode: 'number' });
