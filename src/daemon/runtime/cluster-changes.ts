@@ -7,8 +7,8 @@
  *   - `combine_events`: `thread_id:seq:parent_thread_id` per thread the write touched (`seq` its
  *     newest ledger entry in the write, 0 without one; `*` when one write touched many threads). A
  *     `--follow` stream on another daemon re-reads what it has not seen yet (follow-stream.ts).
- * On a lost LISTEN session the daemon reconnects and then behaves as if everything changed: the
- * producer looks again and every follower re-reads (nothing notified meanwhile is waited for forever).
+ * On a lost LISTEN session the daemon polls every second (the producer looks again, every follower
+ * re-reads) until it has reconnected, and once more then: nothing notified meanwhile is waited for forever.
  */
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../../core/logger.js';
@@ -72,23 +72,51 @@ export class RemoteChanges {
   }
 }
 
-/** Starts listening to the other daemons (Postgres); null on SQLite. */
+/** While the LISTEN session is down, the producer and the followers look again this often. */
+const POLL_WHILE_DEAF_MS = 1000;
+
+/**
+ * Starts listening to the other daemons (Postgres); null on SQLite. While the session is down (until
+ * it reconnects) the daemon polls instead: nothing another daemon does waits on a lost notification.
+ */
 export function listenToOtherDaemons(
   storage: Pick<DaemonStorage<EngineEvent>, 'listen'>,
   d: { wake: () => void; remote: RemoteChanges; logger: Logger },
 ): Promise<Listening> | null {
   const log = d.logger.child({ component: 'cluster' });
-  return storage.listen([WORK_CHANNEL, EVENTS_CHANNEL], {
+  const lookAgain = () => {
+    d.wake();
+    d.remote.publish({ threadId: '*', parentThreadId: null });
+  };
+  let poll: NodeJS.Timeout | null = null;
+  const stopPolling = () => {
+    if (poll) clearInterval(poll);
+    poll = null;
+  };
+  const listening = storage.listen([WORK_CHANNEL, EVENTS_CHANNEL], {
     notified: (n) => {
       if (n.channel === WORK_CHANNEL) return d.wake();
       const change = parseChange(n.payload);
       if (change) d.remote.publish(change);
     },
     reconnected: () => {
+      stopPolling();
       log.info('listening to the other daemons again; looking for work and changes missed meanwhile');
-      d.wake();
-      d.remote.publish({ threadId: '*', parentThreadId: null });
+      lookAgain();
     },
-    failed: (err) => log.warn({ err: { message: err.message } }, 'the session listening to the other daemons failed; reconnecting'),
+    failed: (err) => {
+      log.warn({ err: { message: err.message } }, 'the session listening to the other daemons failed; polling every second until it reconnects');
+      if (poll) return;
+      poll = setInterval(lookAgain, POLL_WHILE_DEAF_MS);
+      poll.unref();
+    },
   });
+  return (
+    listening?.then((l) => ({
+      close: async () => {
+        stopPolling();
+        await l.close();
+      },
+    })) ?? null
+  );
 }
