@@ -35,13 +35,18 @@ afterEach(async () => {
   await h?.cleanup();
 });
 
+/** A harness whose database has the schema, and a handle on it for the test's own statements. */
+async function migratedDatabase(): Promise<PgSql> {
+  h = await Harness.start();
+  if (!h.database) throw new Error('pg-* test files run in the postgres project only (vitest.config.ts)');
+  await applyPgMigrations(h.database.url);
+  pool = openPostgresPool(h.database.url, { max: 3 });
+  return new PgSql(pool);
+}
+
 describe('three daemons on one Postgres race the schedule tick', () => {
   it('for 100 periods: one run, one thread, one provider call and one briefing per period', async () => {
-    h = await Harness.start();
-    if (!h.database) throw new Error('pg-* test files run in the postgres project only (vitest.config.ts)');
-    await applyPgMigrations(h.database.url);
-    pool = openPostgresPool(h.database.url, { max: 2 });
-    const sql = new PgSql(pool);
+    const sql = await migratedDatabase();
     const p = project('race', 2);
     await sql.run('INSERT INTO projects (id, name, created_at) VALUES (?, ?, 0)', [p.id, p.name]);
     await sql.run(
@@ -97,11 +102,7 @@ describe('three daemons on one Postgres race the schedule tick', () => {
   });
 
   it('a stale pending run is re-claimed by one daemon: the second re-evaluates the new stamp and gets nothing', async () => {
-    h = await Harness.start();
-    if (!h.database) throw new Error('pg-* test files run in the postgres project only (vitest.config.ts)');
-    await applyPgMigrations(h.database.url);
-    pool = openPostgresPool(h.database.url, { max: 3 });
-    const sql = new PgSql(pool);
+    const sql = await migratedDatabase();
     await sql.run("INSERT INTO projects (id, name, created_at) VALUES ('p', 'P', 0)");
     await sql.run(
       `INSERT INTO schedules (id, project_id, operation, cron, timezone, catch_up, status, active_from, created_at, updated_at)
@@ -112,7 +113,7 @@ describe('three daemons on one Postgres race the schedule tick', () => {
     expect(claimed?.claim_owner).toBe('dead');
 
     // Two live daemons re-claim it at once, each in a transaction of its own.
-    const [a, b] = [await pool.connect(), await pool.connect()];
+    const [a, b] = [await pool!.connect(), await pool!.connect()];
     try {
       await a.query('BEGIN');
       await b.query('BEGIN');
