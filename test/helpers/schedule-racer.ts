@@ -31,7 +31,7 @@ export function startRacer(home: string, env: NodeJS.ProcessEnv, first: number, 
   });
   let out = '';
   let err = '';
-  const waiters: { n: number; resolve: () => void }[] = [];
+  const waiters: { n: number; resolve: () => void; reject: (e: Error) => void }[] = [];
   const tickedCount = () => (out.match(/^ticked$/gm) ?? []).length;
   child.stderr.on('data', (d) => (err += d));
   const ready = new Promise<void>((resolve, reject) => {
@@ -44,7 +44,14 @@ export function startRacer(home: string, env: NodeJS.ProcessEnv, first: number, 
     });
     child.once('exit', (code) => reject(new Error(`racer exited ${code} before it was ready: ${err}`)));
   });
-  const ticked = (n: number) => new Promise<void>((resolve) => (tickedCount() >= n ? resolve() : waiters.push({ n, resolve })));
+  let exited: Error | null = null;
+  child.once('exit', (code) => {
+    exited = new Error(`racer exited ${code} while ticking: ${err}`);
+    for (const w of waiters.splice(0)) w.reject(exited);
+  });
+  // A racer that dies mid-race fails the test with its stderr, instead of leaving it waiting for `ticked`.
+  const ticked = (n: number) =>
+    new Promise<void>((resolve, reject) => (tickedCount() >= n ? resolve() : exited ? reject(exited) : waiters.push({ n, resolve, reject })));
   const result = new Promise<Tally>((resolve, reject) => {
     child.once('exit', (code) => {
       if (code !== 0) return reject(new Error(`racer exited ${code}: ${err}`));

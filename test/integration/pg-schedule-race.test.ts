@@ -45,7 +45,8 @@ async function migratedDatabase(): Promise<PgSql> {
 }
 
 describe('three daemons on one Postgres race the schedule tick', () => {
-  it('for 100 periods: one run, one thread, one provider call and one briefing per period', async () => {
+  // 3 processes × 100 lockstep ticks: ~10 s alone, over a minute when the whole suite shares 2 cores.
+  it('for 100 periods: one run, one thread, one provider call and one briefing per period', { timeout: 180_000 }, async () => {
     const sql = await migratedDatabase();
     const p = project('race', 2);
     await sql.run('INSERT INTO projects (id, name, created_at) VALUES (?, ?, 0)', [p.id, p.name]);

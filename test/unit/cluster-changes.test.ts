@@ -1,0 +1,63 @@
+/**
+ * What a committed write tells the other daemons on one Postgres (daemon/runtime/cluster-changes.ts):
+ * `combine_work` when work may have become claimable, `combine_events` per thread whose ledger or status
+ * changed, and nothing for a write that only leased work (NOTIFY serializes the commits that send one).
+ */
+import { describe, expect, it } from 'vitest';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { notificationsOf } from '../../src/daemon/runtime/cluster-changes.js';
+
+const base = { parent_thread_id: null, trace_id: null };
+const item = (thread: string, status: string): EngineEvent => ({
+  ...base,
+  type: 'work_item',
+  thread_id: thread,
+  work_item_id: `w-${thread}`,
+  status,
+  attempt: 1,
+  error_code: null,
+  not_before: null,
+});
+const thread = (id: string, status: string, parent: string | null = null): EngineEvent => ({
+  ...base,
+  parent_thread_id: parent,
+  type: 'thread',
+  thread_id: id,
+  status,
+  kind: 'k',
+  target_ref: { doc_type: 'd', project_id: 'p' },
+});
+const ledger = (id: string, seq: number): EngineEvent => ({
+  ...base,
+  type: 'ledger',
+  thread_id: id,
+  work_item_id: null,
+  seq,
+  entry_type: 'response',
+  attempt: 1,
+  code: null,
+  next: null,
+  summary: '',
+});
+
+describe('notifications of a write', () => {
+  it('a submit wakes every producer and names its thread', () => {
+    expect(notificationsOf([thread('t1', 'open'), item('t1', 'queued')])).toEqual([
+      { channel: 'combine_work', payload: '' },
+      { channel: 'combine_events', payload: 't1:0:' },
+    ]);
+  });
+
+  it('a claim alone notifies nobody; an answer names the newest seq per thread and the parent', () => {
+    expect(notificationsOf([item('t1', 'claimed'), item('t2', 'running')])).toEqual([]);
+    expect(notificationsOf([ledger('c1', 7), ledger('c1', 9), thread('c1', 'complete', 'p1'), item('c1', 'applied')])).toEqual([
+      { channel: 'combine_work', payload: '' },
+      { channel: 'combine_events', payload: 'c1:9:p1' },
+    ]);
+  });
+
+  it('a write touching many threads sends one `*` instead of one per thread', () => {
+    const many = Array.from({ length: 100 }, (_, i) => thread(`c${i}`, 'open', 'p1'));
+    expect(notificationsOf(many)).toEqual([{ channel: 'combine_events', payload: '*' }]);
+  });
+});
