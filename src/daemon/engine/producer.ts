@@ -12,6 +12,7 @@
  * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
 import { acquireLock } from '../../db/locks.js';
+import { lockKeyForTransaction } from '../../db/key-locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -22,6 +23,7 @@ import {
   listProjectClaimHeads,
   listQueuedPastDeadline,
   parkProjectItems,
+  unclaimWorkItem,
   type ClaimHead,
 } from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
@@ -106,12 +108,20 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       continue;
     }
     const leased = await claimWorkItem(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
-    // The heads query read this transaction's own state, so the item is still queued and due.
-    if (!leased) throw new Error(`work item ${item.id} was not claimable although the scheduler chose it`);
-    // The heads query skipped held scopes, and this round's are checked above: this cannot fail unless
-    // the table is inconsistent.
+    // Alone on the database the heads query read this transaction's own state, so this cannot miss;
+    // sharing it, another daemon is claiming the item right now: pass over it.
+    if (!leased) {
+      skipped.add(item.id);
+      await refresh(pick.project_id);
+      continue;
+    }
+    // The heads query skipped held scopes, and this round's are checked above. Sharing the database,
+    // another daemon may have taken the scope for another item since: the claim is undone.
     if (!(await acquireLock(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }))) {
-      throw new Error(`lock ${leased.lock_scope} is held although the claim found it free`);
+      await unclaimWorkItem(tx.sql, { owner, before: item });
+      skipped.add(item.id);
+      await refresh(pick.project_id);
+      continue;
     }
     locked.add(leased.lock_scope);
     // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
@@ -178,6 +188,9 @@ async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promis
 async function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate: CallEstimate, round: ClaimRound): Promise<boolean> {
   const limits = flow.budgetFor(item.project_id);
   if (Object.values(limits).every((v) => v === undefined)) return true;
+  // Daemons sharing a database decide one after another per project, each seeing the reservations the
+  // others committed: together they never reserve past the budget (held until this claim commits).
+  await lockKeyForTransaction(tx.sql, `budget:${item.project_id}`);
   const spent = {
     today: await sumProjectSpend(tx.sql, item.project_id, utcDay(tx.now)),
     total: await sumProjectSpend(tx.sql, item.project_id, null),
