@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * Behaviour tests that also run against Postgres: the same files, a second time, with daemons started on
@@ -13,6 +13,9 @@ const POSTGRES_SUITE = [
   'test/integration/supersede.test.ts',
 ];
 
+/** Tests of several daemons sharing one database: Postgres only (SQLite is one daemon per home). */
+const POSTGRES_ONLY = ['test/integration/pg-multi-daemon*.test.ts'];
+
 export default defineConfig({
   test: {
     globalSetup: ['test/helpers/global-setup.ts', 'test/helpers/postgres-setup.ts'],
@@ -21,8 +24,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     projects: [
-      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
-      { extends: true, test: { name: 'postgres', include: POSTGRES_SUITE, env: { COMBINE_TEST_BACKEND: 'postgres' } } },
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...POSTGRES_ONLY] } },
+      { extends: true, test: { name: 'postgres', include: [...POSTGRES_SUITE, ...POSTGRES_ONLY], env: { COMBINE_TEST_BACKEND: 'postgres' } } },
     ],
     // `npm test` runs with --coverage. It counts what runs in the test processes (unit tests and the
     // in-process daemons); daemons the harness spawns run the bundle in dist/ and are not counted, so the

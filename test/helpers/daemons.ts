@@ -1,7 +1,8 @@
 /**
  * Several daemons on one Postgres database (issue 18): each with its own COMBINE_HOME (socket, pid, log,
  * config), all with the same database URL and the same simulator — the first harness's. The other
- * harnesses' own simulators and databases go unused. Postgres project only.
+ * harnesses' own simulators and databases go unused: read stored state through `first.query` (another
+ * member's `query` reads its own, empty database). Postgres project only.
  */
 import { Harness } from './harness.js';
 import type { SimulatorOptions } from '../../src/sim/simulator.js';

@@ -12,7 +12,6 @@
  * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
 import { acquireLock } from '../../db/locks.js';
-import { lockKeyForTransaction } from '../../db/key-locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -31,7 +30,7 @@ import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
-import { reserveCharge } from './charges.js';
+import { lockProjectBudget, reserveCharge } from './charges.js';
 import { failAttempt, type EngineContext } from './completer.js';
 import { buildItemRequest } from './request.js';
 import { emitWorkItem, type Tx } from './tx.js';
@@ -190,7 +189,7 @@ async function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate
   if (Object.values(limits).every((v) => v === undefined)) return true;
   // Daemons sharing a database decide one after another per project, each seeing the reservations the
   // others committed: together they never reserve past the budget (held until this claim commits).
-  await lockKeyForTransaction(tx.sql, `budget:${item.project_id}`);
+  await lockProjectBudget(tx, item.project_id);
   const spent = {
     today: await sumProjectSpend(tx.sql, item.project_id, utcDay(tx.now)),
     total: await sumProjectSpend(tx.sql, item.project_id, null),
