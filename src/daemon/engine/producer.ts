@@ -95,6 +95,8 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     }
     const { route, estimate } = await estimateFor(tx, flow, item);
     if (!route.free && !(await fitsBudget(tx, flow, item, estimate, round))) {
+      // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
+      skipped.add(item.id);
       await refresh(pick.project_id);
       continue;
     }
@@ -199,9 +201,9 @@ async function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate
   const until = verdict.retryAt ?? PARKED_UNTIL_RAISED;
   const resume = verdict.retryAt ? `resumes at ${new Date(verdict.retryAt).toISOString()}` : 'resumes when the budget is raised';
   const message = `project ${item.project_id} is over budget (${verdict.reason}); no call was made, the item ${resume}`;
+  // None when another daemon sharing the database parked or claimed them while this claim waited for
+  // the budget lock: they are no longer candidates either way.
   const parkedItems = await parkProjectItems(tx.sql, { project_id: item.project_id, now: tx.now, until, message });
-  // The chosen item was due, so it is among them; without this the round would pick it forever.
-  if (parkedItems.length === 0) throw new Error(`work item ${item.id} could not be parked`);
   for (const parked of parkedItems) {
     const thread = await getThread(tx.sql, parked.thread_id);
     if (thread) emitWorkItem(tx, thread, parked);
