@@ -15,6 +15,7 @@ import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertThread } from '../../src/db/threads.js';
 import { claimWorkItem, getWorkItem, insertWorkItem, lockExpiredLeases } from '../../src/db/work-items.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let database: TestDatabase;
 let pool: pg.Pool;
@@ -35,44 +36,9 @@ afterAll(async () => {
 });
 
 async function addItem(sql: Sql, id: string, leased: { owner: string; expires: number } | null = null): Promise<void> {
-  await insertThread(sql, {
-    id: `t-${id}`,
-    kind: 'k',
-    space_type: 'project',
-    space_id: 'p',
-    target_ref: '{}',
-    status: 'open',
-    parent_thread_id: null,
-    idempotency_key: id,
-    role: 'work',
-    input: '{}',
-    created_by: null,
-    traceparent: null,
-    created_at: 1,
-    closed_at: null,
-  });
-  await insertWorkItem(sql, {
-    id,
-    thread_id: `t-${id}`,
-    sequence: 1,
-    status: leased ? 'running' : 'queued',
-    attempt: 1,
-    max_attempts: 3,
-    repair_count: 0,
-    escalated: 0,
-    lock_scope: `scope:${id}`,
-    project_id: 'p',
-    priority: 0,
-    not_before: 0,
-    deadline_at: null,
-    lease_owner: leased?.owner ?? null,
-    lease_expires_at: leased?.expires ?? null,
-    error_code: null,
-    error_message: null,
-    created_at: 1,
-    started_at: null,
-    finished_at: null,
-  });
+  await insertThread(sql, testThreadRow(id));
+  const lease = leased ? { status: 'running' as const, lease_owner: leased.owner, lease_expires_at: leased.expires } : {};
+  await insertWorkItem(sql, testWorkItemRow(id, { lock_scope: `scope:${id}`, ...lease }));
 }
 
 /** Runs `fn` in a transaction that stays open until the returned `release` is called. */
