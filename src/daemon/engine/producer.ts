@@ -110,16 +110,14 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     }
     const leased = await claimWorkItem(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
     // Alone on the database the heads query read this transaction's own state, so this cannot miss;
-    // sharing it, another daemon is claiming the item right now: pass over it.
-    if (!leased) {
-      skipped.add(item.id);
-      await refresh(pick.project_id);
-      continue;
-    }
-    // The heads query skipped held scopes, and this round's are checked above. Sharing the database,
-    // another daemon may have taken the scope for another item since: the claim is undone.
-    if (!(await acquireLock(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }))) {
-      await unclaimWorkItem(tx.sql, { owner, before: item });
+    // sharing it, another daemon is claiming the item right now. The heads query skipped held scopes,
+    // and this round's are checked above; sharing the database, another daemon may have taken the scope
+    // for another item since: the claim is undone. Either way the item is passed over, and a half-open
+    // breaker's probe it took is freed (no call will tell the breaker anything).
+    const scopeTaken = leased && (await acquireLock(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }));
+    if (!leased || !scopeTaken) {
+      if (leased) await unclaimWorkItem(tx.sql, { owner, before: item });
+      flow.router.breaker(route).onInconclusive();
       skipped.add(item.id);
       await refresh(pick.project_id);
       continue;
