@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * Behaviour tests that also run against Postgres: the same files, a second time, with daemons started on
@@ -25,7 +25,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     projects: [
-      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: [PG_ONLY] } },
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, PG_ONLY] } },
       { extends: true, test: { name: 'postgres', include: POSTGRES_SUITE, env: { COMBINE_TEST_BACKEND: 'postgres' } } },
     ],
     // `npm test` runs with --coverage. It counts what runs in the test processes (unit tests and the

@@ -6,7 +6,6 @@
  * It only wires; what each part does is in its own module. Transport-free, so tests and benchmarks drive
  * it in process.
  */
-import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../core/clock.js';
 import { type CrashAt, neverCrash } from '../core/crash.js';
 import type { Logger } from '../core/logger.js';
@@ -36,6 +35,7 @@ import { ProjectService } from './services/projects.js';
 import { ThreadService } from './services/threads.js';
 import { reportStorageChanges, StorageGuard } from './runtime/storage-guard.js';
 import { WriteHealth } from './runtime/write-health.js';
+import { daemonOwner } from './runtime/owner.js';
 import { canaryDefinition, submitCanary } from './canary/canary-operation.js';
 import { CanaryService } from './canary/service.js';
 import { ControlPlaneReader } from './control-plane/reader.js';
@@ -137,8 +137,9 @@ export class App implements Services {
     };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;
-    const flow = flowControlOf(config.flow, operations, router, store.dialect === 'postgres' ? sharedRateLimits : null);
-    const owner = randomUUID();
+    // Several daemons share one database: rate limits and 429 parks live in it, not in one process.
+    const flow = flowControlOf(config.flow, operations, router, store.exclusive ? null : sharedRateLimits);
+    const { owner, homePrefix } = daemonOwner(config.home);
     const ctx: EngineContext = {
       owner,
       routeOf: (logical) => router.route(logical),
@@ -167,6 +168,8 @@ export class App implements Services {
       throttle,
       storage: this.storage,
       observer: this.metrics,
+      exclusive: store.exclusive,
+      homePrefix,
       ...engineSettingsOf(config),
     });
     this.maintenance = store.maintenance({ logger, clock, calls: this.engine, observer: this.metrics });

@@ -18,6 +18,7 @@ import { App } from './app.js';
 import { canaryDefinition } from './canary/canary-operation.js';
 import { loadConfig, operationSettingsOf, type DaemonConfig } from './config/config.js';
 import { acquireHomeLock } from './runtime/home-lock.js';
+import { checkClockSkew } from './runtime/clock-skew.js';
 import { createEventLog, createLogger, LogFile } from './runtime/logger.js';
 import { startMetricsServer, type MetricsServer } from './runtime/metrics-server.js';
 import { createTracer } from './tracing/tracer.js';
@@ -98,14 +99,20 @@ async function migrateDatabase(config: DaemonConfig, logger: Logger): Promise<vo
 /**
  * Postgres: applies `migrations/pg/` under the migrations' advisory lock, so daemons starting together
  * migrate once (one transaction: a failing migration leaves the schema as it was). Backups of a shared
- * server are its operator's, not a daemon's. The URL is shown with its password redacted.
+ * server are its operator's, not a daemon's. The URL is shown with its password redacted. Then the
+ * clock check (runtime/clock-skew.ts): a daemon whose clock is off refuses to start.
  */
 async function migratePostgres(config: DaemonConfig, url: string, logger: Logger): Promise<void> {
   const where = redactDatabaseUrl(url);
   try {
     const { applied } = await applyPgMigrations(url);
     if (applied > 0) logger.info({ applied, database: where }, 'migrations applied');
+    await checkClockSkew(url, systemClock, config.maxClockSkewMs, where);
   } catch (err) {
+    if (err instanceof DaemonStartError) {
+      logger.fatal({ database: where, reason: err.message }, 'clock skew with the database server');
+      throw err;
+    }
     const reason = redactValues((err as Error).message, config.secrets);
     logger.fatal({ database: where, reason }, 'cannot connect to or migrate the database');
     throw new DaemonStartError(`cannot start: connecting to or migrating ${where} failed: ${reason}`, 1);

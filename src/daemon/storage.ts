@@ -49,6 +49,11 @@ export interface StorageMaintenance {
 
 export interface DaemonStorage<E> {
   readonly dialect: Sql['dialect'];
+  /**
+   * Whether this daemon is the database's only user (SQLite in its home, guarded by the home lock), or
+   * shares it with other daemons (Postgres). Decides what recovery may take and what must run once.
+   */
+  readonly exclusive: boolean;
   /** Every read that is not part of a write: it sees committed rows only. */
   readonly reader: Sql;
   readonly writer: TxRunner<E>;
@@ -83,6 +88,7 @@ function openSqliteStorage<E>(config: DaemonConfig, observers: WriteObservers<E>
   const writer = new Writer<E>(db, { ...observers, onRollback: (connection) => forgetDocuments({ connection }) });
   return {
     dialect: 'sqlite',
+    exclusive: true,
     reader: new SqliteSql(readerDb),
     writer,
     readTarget: { kind: 'sqlite', dbPath: config.dbPath, busyTimeoutMs: config.busyTimeoutMs },
@@ -115,6 +121,7 @@ function openPostgresStorage<E>(url: string, logger: Logger, observers: WriteObs
   const writer = new PgWriter<E>(writePool, { ...observers, onRollback: (connection) => forgetDocuments({ connection }) });
   return {
     dialect: 'postgres',
+    exclusive: false,
     reader,
     writer,
     readTarget: { kind: 'postgres', url },

@@ -35,3 +35,19 @@ export function jsonNumber(dialect: Dialect, column: string, path: string): stri
 export function jsonArrayElements(dialect: Dialect, param: string): string {
   return dialect === 'postgres' ? `SELECT jsonb_array_elements_text(CAST(${param} AS jsonb))` : `SELECT value FROM json_each(${param})`;
 }
+
+/**
+ * Appended to a SELECT that a write then changes: on Postgres the rows are locked for this transaction
+ * and rows another transaction has locked are passed over (another daemon is claiming or rescuing them:
+ * not waited for, and never taken twice). `NO KEY UPDATE`, not `UPDATE`: it does not conflict with the
+ * KEY SHARE locks foreign-key checks take when another daemon inserts a row that references the item.
+ * Nothing on SQLite, whose one writer runs every write alone.
+ */
+export function skipLockedRows(dialect: Dialect): string {
+  return dialect === 'postgres' ? ' FOR NO KEY UPDATE SKIP LOCKED' : '';
+}
+
+/** `skipLockedRows` for rows that will be deleted (`FOR UPDATE`: a delete needs the strongest row lock). */
+export function skipLockedLockRows(dialect: Dialect): string {
+  return dialect === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '';
+}

@@ -14,3 +14,15 @@ export async function lockKeyForTransaction(sql: Sql, key: string): Promise<void
   if (sql.dialect !== 'postgres') return;
   await sql.get('SELECT pg_advisory_xact_lock(hashtextextended(@key, 0)) AS locked', { key });
 }
+
+/**
+ * Takes `key` until the transaction ends if no other transaction holds it (Postgres:
+ * `pg_try_advisory_xact_lock`); false when one does. For work that must run once across daemons sharing
+ * a database, where the one that finds it taken skips it: the holder is doing it now. Always true on
+ * SQLite (one daemon per database).
+ */
+export async function tryLockKeyForTransaction(sql: Sql, key: string): Promise<boolean> {
+  if (sql.dialect !== 'postgres') return true;
+  const row = await sql.get<{ locked: number }>('SELECT pg_try_advisory_xact_lock(hashtextextended(@key, 0)) AS locked', { key });
+  return row?.locked === 1;
+}

@@ -6,6 +6,7 @@
  */
 import type { Sql } from '../core/sql.js';
 import type { LockRow } from './schema.js';
+import { skipLockedLockRows } from './dialect.js';
 
 /**
  * Takes `scope` for `owner` if it is free, expired, or already the owner's. Returns false when a live
@@ -49,10 +50,17 @@ export async function releaseLocksOwnedBy(sql: Sql, owner: string): Promise<numb
  * a lease (claimed, running) nor a thread still open or running. Owners are ids unique across both
  * tables, so one condition covers item locks and orchestration locks. Returns the released scopes.
  */
+//
+// On Postgres the candidates are locked first, passing over lock rows another daemon's transaction is
+// writing: a claim taking an expired lock for a new item has not committed the item's lease yet, so
+// this statement's snapshot would call its fresh lock orphaned (a DELETE waiting for that row re-checks
+// the row, not the NOT EXISTS subqueries). Skipped rows are looked at by the next sweep.
 export async function releaseOrphanedLocks(sql: Sql): Promise<string[]> {
   const rows = (await sql.all(`DELETE FROM locks
-     WHERE NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.id = locks.owner AND w.status IN ('claimed', 'running'))
-       AND NOT EXISTS (SELECT 1 FROM llm_threads t WHERE t.id = locks.owner AND t.status IN ('open', 'running'))
+     WHERE scope IN (
+       SELECT l.scope FROM locks l
+       WHERE NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.id = l.owner AND w.status IN ('claimed', 'running'))
+         AND NOT EXISTS (SELECT 1 FROM llm_threads t WHERE t.id = l.owner AND t.status IN ('open', 'running'))${skipLockedLockRows(sql.dialect)})
      RETURNING scope`)) as { scope: string }[];
   return rows.map((r) => r.scope);
 }

@@ -17,6 +17,24 @@ export async function insertThread(sql: Sql, row: ThreadRow): Promise<void> {
   );
 }
 
+/**
+ * Inserts a new request's thread unless an open or running thread already has its idempotency key
+ * (the partial unique index `uq_threads_idempotency_active`): false then, and nothing is written. One
+ * statement, so two daemons submitting the same request at once never both insert: on Postgres the
+ * second waits for the first's commit and then does nothing.
+ */
+export async function insertThreadUnlessActive(sql: Sql, row: ThreadRow): Promise<boolean> {
+  const result = await sql.run(
+    `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, parent_thread_id,
+       idempotency_key, role, input, created_by, traceparent, created_at, closed_at)
+     VALUES (@id, @kind, @space_type, @space_id, @target_ref, @status, @parent_thread_id,
+       @idempotency_key, @role, @input, @created_by, @traceparent, @created_at, @closed_at)
+     ON CONFLICT (idempotency_key) WHERE status IN ('open', 'running') DO NOTHING`,
+    row,
+  );
+  return result.changes === 1;
+}
+
 export async function getThread(sql: Sql, id: string): Promise<ThreadRow | undefined> {
   return (await sql.get('SELECT * FROM llm_threads WHERE id = ?', [id])) as ThreadRow | undefined;
 }

@@ -7,7 +7,7 @@ import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
-import { jsonArrayElements } from './dialect.js';
+import { jsonArrayElements, skipLockedRows } from './dialect.js';
 import { expectOneChange } from './statements.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
@@ -127,7 +127,9 @@ async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded
 
 /**
  * Leases one chosen item: queued → claimed. One guarded UPDATE: of two claimers racing for the same
- * row, exactly one sees a changed row; `not_before` in the guard keeps a parked item parked.
+ * row, exactly one sees a changed row; `not_before` in the guard keeps a parked item parked. On
+ * Postgres the row is taken with SKIP LOCKED: when another daemon's transaction is claiming it right
+ * now, this returns nothing at once instead of waiting for that transaction (the caller picks another).
  */
 export async function claimWorkItem(sql: Sql, p: { id: string; owner: string; now: number; lease_until: number }): Promise<WorkItemRow | undefined> {
   assertWorkItemTransition('queued', 'claimed');
@@ -138,10 +140,28 @@ export async function claimWorkItem(sql: Sql, p: { id: string; owner: string; no
          -- a park is over once the item runs; other codes stay: they explain the last failed attempt
          error_code = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_code END,
          error_message = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_message END
-     WHERE id = @id AND status = 'queued' AND not_before <= @now
+     WHERE id = (SELECT id FROM llm_work_items WHERE id = @id AND status = 'queued' AND not_before <= @now${skipLockedRows(sql.dialect)})
+       AND status = 'queued'
      RETURNING *`,
     p,
   )) as WorkItemRow | undefined;
+}
+
+/**
+ * Undoes a claim made in this same transaction whose lock scope another daemon took meanwhile:
+ * claimed → queued, as it was before (`before`: the row the claim changed). Guarded by this owner.
+ */
+export async function unclaimWorkItem(sql: Sql, p: { owner: string; before: WorkItemRow }): Promise<void> {
+  assertWorkItemTransition('claimed', 'queued');
+  const { id, started_at, error_code, error_message } = p.before;
+  const result = await sql.run(
+    `UPDATE llm_work_items
+     SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, started_at = @started_at,
+         error_code = @error_code, error_message = @error_message
+     WHERE id = @id AND status = 'claimed' AND lease_owner = @owner`,
+    { id, owner: p.owner, started_at, error_code, error_message },
+  );
+  expectOneChange(result, `work item ${id} is not claimed by ${p.owner}`);
 }
 
 /**
@@ -239,16 +259,40 @@ export async function nextQueuedDeadline(sql: Sql): Promise<number | null> {
   return row.t;
 }
 
-/** Leased items whose lease has expired (their worker died or stalled). */
-export async function listExpiredLeases(sql: Sql, now: number): Promise<WorkItemRow[]> {
+/**
+ * Leased items whose lease has expired (their worker died or stalled), oldest expiry first, for the
+ * recovery scan's transaction: on Postgres locked for it, passing over rows another daemon is
+ * rescuing or heartbeating right now (db/dialect.ts `skipLockedRows`).
+ */
+export async function lockExpiredLeases(sql: Sql, now: number, limit: number): Promise<WorkItemRow[]> {
   return (await sql.all(
     `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased
-     WHERE status IN ('claimed', 'running') AND lease_expires_at <= ?`,
-    [now],
+     WHERE status IN ('claimed', 'running') AND lease_expires_at <= ?
+     ORDER BY lease_expires_at LIMIT ?${skipLockedRows(sql.dialect)}`,
+    [now, limit],
   )) as WorkItemRow[];
 }
 
-/** Leased items held by a lease owner other than `owner`: at daemon start, the previous process's items. */
+/**
+ * At the start of a daemon sharing its database: the expired leases, and the live-looking leases of
+ * earlier processes of this daemon's home (owners starting with `home_prefix`, other than `owner`) —
+ * the home lock proves those processes dead, so their items need not wait for their leases to run out.
+ * Other daemons' live leases are never taken.
+ */
+export async function lockLeasesAtSharedStart(sql: Sql, p: { owner: string; home_prefix: string; now: number; limit: number }): Promise<WorkItemRow[]> {
+  return (await sql.all(
+    `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased
+     WHERE status IN ('claimed', 'running')
+       AND (lease_expires_at <= @now OR (substr(lease_owner, 1, length(@home_prefix)) = @home_prefix AND lease_owner <> @owner))
+     ORDER BY lease_expires_at LIMIT @limit${skipLockedRows(sql.dialect)}`,
+    p,
+  )) as WorkItemRow[];
+}
+
+/**
+ * Leased items held by a lease owner other than `owner`: at the start of a daemon whose database is its
+ * own (SQLite in its home), every such owner is a previous, dead process of this daemon.
+ */
 export async function listLeasesNotOwnedBy(sql: Sql, owner: string): Promise<WorkItemRow[]> {
   return (await sql.all(
     `SELECT * FROM llm_work_items INDEXED BY idx_work_items_leased

@@ -9,6 +9,7 @@ import { openDatabase, type Db } from '../../src/db/connection.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { insertThread } from '../../src/db/threads.js';
 import { countQueuedWorkItems, insertWorkItem } from '../../src/db/work-items.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let dir: string;
 let db: Db;
@@ -25,44 +26,8 @@ afterEach(async () => {
 });
 
 async function addItem(id: string, status: 'queued' | 'applied'): Promise<void> {
-  await insertThread(sql, {
-    id: `t-${id}`,
-    kind: 'k',
-    space_type: 'project',
-    space_id: 'p',
-    target_ref: '{}',
-    status: 'open',
-    parent_thread_id: null,
-    idempotency_key: id,
-    role: 'work',
-    input: '{}',
-    created_by: null,
-    traceparent: null,
-    created_at: 1,
-    closed_at: null,
-  });
-  await insertWorkItem(sql, {
-    id,
-    thread_id: `t-${id}`,
-    sequence: 1,
-    status,
-    attempt: 1,
-    max_attempts: 3,
-    repair_count: 0,
-    escalated: 0,
-    lock_scope: `p:${id}`,
-    project_id: 'p',
-    priority: 0,
-    not_before: 0,
-    deadline_at: null,
-    lease_owner: null,
-    lease_expires_at: null,
-    error_code: null,
-    error_message: null,
-    created_at: 1,
-    started_at: null,
-    finished_at: null,
-  });
+  await insertThread(sql, testThreadRow(id));
+  await insertWorkItem(sql, testWorkItemRow(id, { status }));
 }
 
 const counted = () => (db.prepare("SELECT count(*) AS n FROM llm_work_items WHERE status = 'queued'").get() as { n: number }).n;

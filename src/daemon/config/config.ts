@@ -66,6 +66,9 @@ const operationsSchema = z.object({ modules: z.array(z.string().min(1).max(4096)
     .strict(),
 );
 
+/** The shortest `engine.lease`: three heartbeats fit in it. */
+const MIN_LEASE_MS = 3_000;
+
 export const configFileSchema = z
   .object({
     provider: z
@@ -107,6 +110,15 @@ export const configFileSchema = z
         max_in_flight: z.number().int().min(1).max(100_000).optional(),
         max_queued: z.number().int().min(1).max(10_000_000).optional(),
         recovery_interval: duration.optional(),
+        /**
+         * How long a claim leases an item (default: provider.timeout + 30s); heartbeats renew it every
+         * third of it. On a shared database, how long a dead daemon's items wait before another takes them.
+         */
+        lease: duration
+          .refine((ms) => ms >= MIN_LEASE_MS, {
+            message: `must be at least ${MIN_LEASE_MS / 1000}s (heartbeats renew a lease every third of it, at most once a second)`,
+          })
+          .optional(),
         drain_timeout: duration.optional(),
       })
       .strict()
@@ -187,6 +199,8 @@ export interface DaemonConfig extends LimitsConfig, ObserveConfig, DatabaseConfi
   provider: ProviderConfig;
   maxInFlight: number;
   recoveryIntervalMs: number;
+  /** Config `engine.lease`; null: the call timeout + 30 s. */
+  leaseMs: number | null;
   drainTimeoutMs: number;
   retry: RetryPolicy;
   /** Config `operations.<name>`: retry overrides (over the definition's and the global policy), at-most-once mode, answer rules, model and what an invalid answer gets. */
@@ -219,7 +233,8 @@ export interface DaemonConfig extends LimitsConfig, ObserveConfig, DatabaseConfi
 /** The engine's settings from the configuration (engine/engine.ts's options). */
 export function engineSettingsOf(c: DaemonConfig) {
   const { maxInFlight, recoveryIntervalMs, breaker, secrets, maxProviderWaitMs } = c;
-  return { maxInFlight, callTimeoutMs: c.provider.callTimeoutMs, recoveryIntervalMs, breaker, secrets, maxProviderWaitMs };
+  const leaseMs = c.leaseMs ?? undefined;
+  return { maxInFlight, callTimeoutMs: c.provider.callTimeoutMs, leaseMs, recoveryIntervalMs, breaker, secrets, maxProviderWaitMs };
 }
 
 export interface SchedulerConfig {
@@ -381,6 +396,7 @@ export function loadConfig(home: string, env: NodeJS.ProcessEnv = process.env): 
     },
     maxInFlight: envInt(env, 'COMBINE_MAX_IN_FLIGHT') ?? file.engine?.max_in_flight ?? 8,
     recoveryIntervalMs: file.engine?.recovery_interval ?? 30_000,
+    leaseMs: file.engine?.lease ?? null,
     drainTimeoutMs: file.engine?.drain_timeout ?? 10_000,
     retry,
     operationSettings,

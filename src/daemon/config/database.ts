@@ -9,12 +9,19 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '../../core/errors.js';
+import { duration } from './limits.js';
 
 export const databaseConfigFileSchema = {
   database: z
     .object({
       /** `postgres://user:password@host:5432/db`: state in Postgres instead of COMBINE_HOME/combine.db. */
       url: z.string().min(1).max(4096).optional(),
+      /**
+       * Postgres: the most this daemon's clock may differ from the database server's at start (default
+       * 5s). Leases are stamped with each daemon's own clock, so a daemon running ahead would take other
+       * daemons' live items early: it refuses to start instead.
+       */
+      max_clock_skew: duration.optional(),
     })
     .strict()
     .optional(),
@@ -25,7 +32,11 @@ type DatabaseFile = { [K in keyof typeof databaseConfigFileSchema]?: z.infer<(ty
 export interface DatabaseConfig {
   /** A Postgres URL, or null for SQLite in COMBINE_HOME. */
   databaseUrl: string | null;
+  /** Config `database.max_clock_skew` (Postgres only). */
+  maxClockSkewMs: number;
 }
+
+export const DEFAULT_MAX_CLOCK_SKEW_MS = 5_000;
 
 const PROTOCOLS = ['postgres:', 'postgresql:'];
 
@@ -33,7 +44,8 @@ const PROTOCOLS = ['postgres:', 'postgresql:'];
 export function resolveDatabase(file: DatabaseFile, env: NodeJS.ProcessEnv): DatabaseConfig & { secrets: string[] } {
   const fromEnv = env.COMBINE_DATABASE_URL;
   const raw = fromEnv || file.database?.url || null;
-  if (raw === null) return { databaseUrl: null, secrets: [] };
+  const maxClockSkewMs = file.database?.max_clock_skew ?? DEFAULT_MAX_CLOCK_SKEW_MS;
+  if (raw === null) return { databaseUrl: null, maxClockSkewMs, secrets: [] };
   const field = fromEnv ? 'COMBINE_DATABASE_URL' : 'database.url';
   let url: URL;
   try {
@@ -45,7 +57,7 @@ export function resolveDatabase(file: DatabaseFile, env: NodeJS.ProcessEnv): Dat
   if (!PROTOCOLS.includes(url.protocol)) {
     throw new ConfigError(`${field}: "${redactDatabaseUrl(raw)}" is not a Postgres URL (expected postgres://… or postgresql://…)`);
   }
-  return { databaseUrl: raw, secrets: passwordsOf(url) };
+  return { databaseUrl: raw, maxClockSkewMs, secrets: passwordsOf(url) };
 }
 
 /** The password as written and decoded, and any `password` query parameter: what the log file must never show. */

@@ -7,7 +7,7 @@ import type { BudgetLimits } from '../../domain/budget.js';
 import { redactValues } from '../../domain/errors.js';
 import type { RetryPolicy } from '../../domain/retry.js';
 import type { DaemonConfig } from './config.js';
-import { redactDatabaseUrl } from './database.js';
+import { DEFAULT_MAX_CLOCK_SKEW_MS, redactDatabaseUrl } from './database.js';
 
 const UNITS: [number, string][] = [
   [86_400_000, 'd'],
@@ -80,6 +80,7 @@ export function configFileView(c: DaemonConfig) {
       max_in_flight: c.maxInFlight,
       max_queued: f.maxQueued,
       recovery_interval: durationText(c.recoveryIntervalMs),
+      ...(c.leaseMs !== null ? { lease: durationText(c.leaseMs) } : {}),
       drain_timeout: durationText(c.drainTimeoutMs),
     },
     retry: { ...retryFile(c.retry), max_provider_wait: durationText(c.maxProviderWaitMs) },
@@ -117,7 +118,7 @@ export function configFileView(c: DaemonConfig) {
     pressure: pressureFile(c),
     canary: { interval: durationText(c.canary.intervalMs), timeout: durationText(c.canary.timeoutMs) },
     otel: { ...(c.otel.endpoint !== null ? { endpoint: redactValues(c.otel.endpoint, c.secrets) } : {}), service_name: c.otel.serviceName },
-    ...(c.databaseUrl !== null ? { database: { url: redactDatabaseUrl(c.databaseUrl) } } : {}),
+    ...(c.databaseUrl !== null ? { database: databaseFile(c) } : {}),
   };
 }
 
@@ -165,4 +166,10 @@ function pressureFile(c: DaemonConfig) {
     battery: { min_percent: p.minBatteryPercent },
     wal: { max_bytes: p.maxWalBytes },
   };
+}
+
+/** `database` as configured: the URL redacted, the clock-skew limit when it is not the default. */
+function databaseFile(c: DaemonConfig) {
+  const skew = c.maxClockSkewMs === DEFAULT_MAX_CLOCK_SKEW_MS ? {} : { max_clock_skew: durationText(c.maxClockSkewMs) };
+  return { url: redactDatabaseUrl(c.databaseUrl!), ...skew };
 }

@@ -14,6 +14,7 @@
 import { addProjectSpend, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
 import type { ChargeRow, LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
+import { lockKeyForTransaction } from '../../db/key-locks.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
 import type { Usage } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
@@ -53,6 +54,7 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
  * usage was paid for an unknown amount, so it stays counted at its maximum (in doubt).
  */
 export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRow, usage: Usage | null, priceOf: PriceOf): Promise<void> {
+  await lockProjectBudget(tx, item.project_id);
   const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
   // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
@@ -85,6 +87,7 @@ export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: Le
  * INTERRUPTED by a crash) may have been, so it counts as spent.
  */
 export async function closeAfterError(tx: Tx, item: WorkItemRow, error: ClassifiedError): Promise<void> {
+  await lockProjectBudget(tx, item.project_id);
   const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return;
   const billed = error.httpStatus === undefined && !error.notSent;
@@ -94,6 +97,7 @@ export async function closeAfterError(tx: Tx, item: WorkItemRow, error: Classifi
 
 /** No call was made for this lease (canceled, target gone, lease expired before the prompt). */
 export async function releaseUnsent(tx: Tx, item: WorkItemRow): Promise<void> {
+  await lockProjectBudget(tx, item.project_id);
   const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return;
   await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: 'released', now: tx.now });
@@ -109,4 +113,17 @@ async function unreserve(tx: Tx, item: WorkItemRow, charge: ChargeRow): Promise<
 /** Part of a reservation came back: the project's budget-parked items may fit now; the claim re-checks. */
 async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
   await unparkBudgetItems(tx.sql, { project_id: item.project_id, now: tx.now });
+}
+
+/**
+ * Serializes, per project, everything that decides on or changes its spend across daemons sharing a
+ * database (until the transaction ends; re-entrant; nothing on SQLite). A claim deciding that a call
+ * does not fit and parks the project's items, and a settlement freeing headroom and unparking them, then
+ * run one after the other: either the claim sees the freed headroom, or the settlement sees the parked
+ * items. Without it a settlement committing during a claim's decision would unpark nothing and leave
+ * the items parked although they fit. Taken before a transaction's first ledger append (the chain
+ * head is the last shared lock a transaction takes: no cycle through it).
+ */
+export async function lockProjectBudget(tx: Tx, projectId: string): Promise<void> {
+  await lockKeyForTransaction(tx.sql, `budget:${projectId}`);
 }

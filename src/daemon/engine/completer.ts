@@ -24,7 +24,7 @@ import type { ChatRequest } from '../../domain/prompts.js';
 import { backoffDelayMs } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
-import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
+import { closeAfterError, lockProjectBudget, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
@@ -144,6 +144,8 @@ export async function recordResponse(
   route: ModelRoute,
 ): Promise<LedgerRow> {
   const item = await leasedItem(tx, ctx, itemId, 'running');
+  // The settlement below needs the project's budget lock: taken before the append locks the chain head.
+  await lockProjectBudget(tx, item.project_id);
   const thread = await threadOf(tx, item);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;

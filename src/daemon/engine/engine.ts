@@ -8,7 +8,16 @@
  */
 import type { Sql } from '../../core/sql.js';
 import type { LedgerRow } from '../../db/schema.js';
-import { getWorkItem, listExpiredLeases, listLeasesNotOwnedBy, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
+import {
+  getWorkItem,
+  listLeasesNotOwnedBy,
+  lockExpiredLeases,
+  lockLeasesAtSharedStart,
+  nextQueuedDeadline,
+  nextQueuedDueAt,
+  unparkBudgetItems,
+} from '../../db/work-items.js';
+import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
 import type { ModelRoute } from '../routing/router.js';
 import { EngineSpans } from '../tracing/engine-spans.js';
@@ -29,6 +38,8 @@ import type { Logger } from '../../core/logger.js';
 
 /** The longest the engine sleeps before looking at the queue again. */
 const MAX_SLEEP_MS = 3_600_000;
+/** Expired leases one recovery transaction takes on a shared database; a full batch scans again at once. */
+const RESCUE_BATCH = 100;
 
 /** What the engine reports for metrics; nothing here feeds back into execution. */
 export interface EngineObserver {
@@ -57,7 +68,21 @@ export interface EngineOptions {
   logger: Logger;
   maxInFlight: number;
   callTimeoutMs: number;
+  /**
+   * How long a claim leases an item (default: the call timeout + 30 s). Heartbeats renew it every third
+   * of it, so only a dead or stalled daemon's items expire; on a shared database, that is also how long
+   * another daemon waits before it takes them over.
+   */
+  leaseMs?: number;
   recoveryIntervalMs: number;
+  /**
+   * Whether this daemon is the database's only one (SQLite in its home). Then every lease of another
+   * owner at start is a previous, dead process's. Otherwise (Postgres, shared) the start-up scan takes
+   * only expired leases and those of earlier processes of this home (owners starting with `homePrefix`).
+   */
+  exclusive: boolean;
+  /** The part of the owner id every process of this daemon's home shares (runtime/owner.ts). */
+  homePrefix: string;
   /** Fair scheduler, rate limiter, budgets, and the model router with each endpoint's client and breaker (see producer.ts). */
   flow: FlowControl;
   /** Spans of claims, calls and applies (no export unless configured). */
@@ -103,7 +128,7 @@ export class Engine {
 
   constructor(private readonly o: EngineOptions) {
     this.log = o.logger.child({ component: 'engine', thread_id: null, work_item_id: null });
-    this.leaseMs = o.callTimeoutMs + 30_000;
+    this.leaseMs = o.leaseMs ?? o.callTimeoutMs + 30_000;
     this.spans = new EngineSpans(o.tracer ?? noTracer);
     this.pipeline = {
       ctx: o.ctx,
@@ -355,19 +380,29 @@ export class Engine {
   }
 
   /**
-   * The recovery scan. At start every lease held by another owner is stale: one daemon serves a home,
-   * so that owner is a previous, dead process. Later scans take only expired leases not in flight here.
+   * The leases the recovery scan takes, read (and on Postgres locked) in its transaction. At start of a
+   * daemon alone on its database, every lease held by another owner: that owner is a previous, dead
+   * process. On a shared database, only expired leases — a live daemon's heartbeats keep its own fresh
+   * — plus, at start, those of earlier processes of this home (the home lock proves them dead). Later
+   * scans pass over this daemon's own items in flight (a stalled heartbeat is not a dead worker).
+   */
+  private async staleLeases(tx: Tx, startup: boolean): Promise<WorkItemRow[]> {
+    if (startup && this.o.exclusive) return listLeasesNotOwnedBy(tx.sql, this.ctx.owner);
+    if (startup) return lockLeasesAtSharedStart(tx.sql, { owner: this.ctx.owner, home_prefix: this.o.homePrefix, now: tx.now, limit: RESCUE_BATCH });
+    return (await lockExpiredLeases(tx.sql, tx.now, RESCUE_BATCH)).filter((i) => !this.inFlight.has(i.id));
+  }
+
+  /**
+   * The recovery scan: takes over the leases of items whose worker is gone (rescuer.ts) and sweeps
+   * orphaned locks and finished orchestrations. Which leases count as gone: see `staleLeases`. On a
+   * shared database a full batch means more may have expired: it scans again at once.
    */
   async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     try {
-      const now = this.o.clock.now();
-      const stale = startup
-        ? await listLeasesNotOwnedBy(this.o.reader, this.ctx.owner)
-        : (await listExpiredLeases(this.o.reader, now)).filter((i) => !this.inFlight.has(i.id));
-      const result = await this.write(async (tx) => ({
-        ...(await rescueLeases(tx, this.ctx, stale, this.leaseMs)),
-        ...(await sweepLocksAndParents(tx)),
-      }));
+      const result = await this.write(async (tx) => {
+        const stale = await this.staleLeases(tx, startup);
+        return { scanned: stale.length, ...(await rescueLeases(tx, this.ctx, stale, this.leaseMs)), ...(await sweepLocksAndParents(tx)) };
+      });
       for (const r of result.resume) {
         const item = await getWorkItem(this.o.reader, r.itemId);
         if (item) this.launch(item, r.response, null, (await getThread(this.o.reader, item.thread_id))?.traceparent ?? null);
@@ -380,10 +415,13 @@ export class Engine {
         locks_released: counts.locksReleased.length,
         parents_closed: counts.parentsClosed,
       });
-      if (stale.length > 0 || counts.locksReleased.length > 0 || counts.parentsClosed > 0) {
+      if (counts.scanned > 0 || counts.locksReleased.length > 0 || counts.parentsClosed > 0) {
         this.log.info({ ...counts, resumed: resume.length, startup }, 'recovery scan');
       }
       this.wake();
+      // A full batch of which some were taken: more may have expired (a batch all deferred would loop).
+      if (!this.o.exclusive && counts.scanned === RESCUE_BATCH && counts.deferred < counts.scanned && !this.stopping)
+        await this.recover(startup, throwOnFailure);
     } catch (err) {
       if (throwOnFailure) throw err;
       this.log.error({ err }, 'recovery scan failed');

@@ -22,6 +22,7 @@ import {
   listProjectClaimHeads,
   listQueuedPastDeadline,
   parkProjectItems,
+  unclaimWorkItem,
   type ClaimHead,
 } from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
@@ -29,7 +30,7 @@ import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
-import { reserveCharge } from './charges.js';
+import { lockProjectBudget, reserveCharge } from './charges.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt, type EngineContext } from './completer.js';
 import { buildItemRequest } from './request.js';
@@ -97,6 +98,8 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     }
     const { route, estimate } = await estimateFor(tx, flow, item);
     if (!route.free && !(await fitsBudget(tx, flow, item, estimate, round))) {
+      // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
+      skipped.add(item.id);
       await refresh(pick.project_id);
       continue;
     }
@@ -109,12 +112,18 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       continue;
     }
     const leased = await claimWorkItem(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
-    // The heads query read this transaction's own state, so the item is still queued and due.
-    if (!leased) throw new Error(`work item ${item.id} was not claimable although the scheduler chose it`);
-    // The heads query skipped held scopes, and this round's are checked above: this cannot fail unless
-    // the table is inconsistent.
-    if (!(await acquireLock(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }))) {
-      throw new Error(`lock ${leased.lock_scope} is held although the claim found it free`);
+    // Alone on the database the heads query read this transaction's own state, so this cannot miss;
+    // sharing it, another daemon is claiming the item right now. The heads query skipped held scopes,
+    // and this round's are checked above; sharing the database, another daemon may have taken the scope
+    // for another item since: the claim is undone. Either way the item is passed over, and a half-open
+    // breaker's probe it took is freed (no call will tell the breaker anything).
+    const scopeTaken = leased && (await acquireLock(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }));
+    if (!leased || !scopeTaken) {
+      if (leased) await unclaimWorkItem(tx.sql, { owner, before: item });
+      flow.router.breaker(route).onInconclusive();
+      skipped.add(item.id);
+      await refresh(pick.project_id);
+      continue;
     }
     locked.add(leased.lock_scope);
     // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
@@ -183,6 +192,9 @@ async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promis
 async function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate: CallEstimate, round: ClaimRound): Promise<boolean> {
   const limits = flow.budgetFor(item.project_id);
   if (Object.values(limits).every((v) => v === undefined)) return true;
+  // Daemons sharing a database decide one after another per project, each seeing the reservations the
+  // others committed: together they never reserve past the budget (held until this claim commits).
+  await lockProjectBudget(tx, item.project_id);
   const spent = {
     today: await sumProjectSpend(tx.sql, item.project_id, utcDay(tx.now)),
     total: await sumProjectSpend(tx.sql, item.project_id, null),
@@ -192,9 +204,9 @@ async function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate
   const until = verdict.retryAt ?? PARKED_UNTIL_RAISED;
   const resume = verdict.retryAt ? `resumes at ${new Date(verdict.retryAt).toISOString()}` : 'resumes when the budget is raised';
   const message = `project ${item.project_id} is over budget (${verdict.reason}); no call was made, the item ${resume}`;
+  // None when another daemon sharing the database parked or claimed them while this claim waited for
+  // the budget lock: they are no longer candidates either way.
   const parkedItems = await parkProjectItems(tx.sql, { project_id: item.project_id, now: tx.now, until, message });
-  // The chosen item was due, so it is among them; without this the round would pick it forever.
-  if (parkedItems.length === 0) throw new Error(`work item ${item.id} could not be parked`);
   for (const parked of parkedItems) {
     const thread = await getThread(tx.sql, parked.thread_id);
     if (thread) emitWorkItem(tx, thread, parked);

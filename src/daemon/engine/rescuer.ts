@@ -11,6 +11,7 @@
  */
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import { acquireLock, extendLock, releaseOrphanedLocks } from '../../db/locks.js';
+import { tryLockKeyForTransaction } from '../../db/key-locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
 import { extendLease, getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
@@ -32,10 +33,8 @@ export interface RescueResult {
 
 export async function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], leaseMs: number): Promise<RescueResult> {
   const result: RescueResult = { resume: [], requeued: 0, interrupted: 0, held: 0, deferred: 0 };
-  for (const stale of items) {
-    // Re-read inside the transaction: the listing may be older than this write.
-    const item = await getWorkItem(tx.sql, stale.id);
-    if (!item || item.lease_owner !== stale.lease_owner || (item.status !== 'claimed' && item.status !== 'running')) continue;
+  // Read in this transaction (and on Postgres locked by it): no other writer changes them meanwhile.
+  for (const item of items) {
     const thread = await getThread(tx.sql, item.thread_id);
     if (!thread) continue;
     if (item.status === 'claimed') {
@@ -87,8 +86,13 @@ export async function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRo
   return result;
 }
 
-/** Releases orphaned locks and closes parents whose children have all ended. */
+/**
+ * Releases orphaned locks and closes parents whose children have all ended. Once at a time across
+ * daemons sharing a database: a daemon finding another's sweep in progress skips its own (the other
+ * does the same work; two would only wait on each other's rows).
+ */
 export async function sweepLocksAndParents(tx: Tx): Promise<{ locksReleased: string[]; parentsClosed: number }> {
+  if (!(await tryLockKeyForTransaction(tx.sql, 'combine.sweep'))) return { locksReleased: [], parentsClosed: 0 };
   const locksReleased = await releaseOrphanedLocks(tx.sql);
   const parents = await listParentsWithAllChildrenTerminal(tx.sql);
   for (const p of parents) await closeParentIfDone(tx, p.id);

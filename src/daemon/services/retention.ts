@@ -26,6 +26,7 @@ import {
   type LedgerLink,
 } from '../../db/retention.js';
 import { splitIntoRuns } from '../../ledger/gaps.js';
+import { lockKeyForTransaction } from '../../db/key-locks.js';
 import type { Tx } from '../engine/tx.js';
 import type { Maintenance } from '../runtime/maintenance.js';
 import { StaleStateError } from '../../core/errors.js';
@@ -69,6 +70,9 @@ export async function previewPrune(tx: Pick<Tx, 'sql'>, cutoff: number): Promise
  * entries they cover are deleted (the delete trigger requires it); children go before their parent.
  */
 export async function pruneBatch(tx: Tx, p: { cutoff: number; pruneId: string; limit: number }): Promise<PruneBatchResult> {
+  // Daemons sharing a database prune one batch at a time: a second prune waits, then finds what the
+  // first left (two batches choosing the same roots would checkpoint the same ledger runs twice).
+  await lockKeyForTransaction(tx.sql, 'combine.prune');
   const roots = await listPrunableRoots(tx.sql, p.cutoff, p.limit);
   const threadIds: string[] = [];
   for (const root of roots) threadIds.push(...(await listChildThreadIds(tx.sql, root)), root);

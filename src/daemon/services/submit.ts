@@ -11,7 +11,7 @@
 import { lockKeyForTransaction } from '../../db/key-locks.js';
 import { acquireLock, getLock, releaseLocksOwnedBy } from '../../db/locks.js';
 import type { ThreadRow } from '../../db/schema.js';
-import { adoptThread, findActiveThreadByKey, findLatestThreadByKeyAndStatus, getThread, insertThread, listChildThreads } from '../../db/threads.js';
+import { adoptThread, findActiveThreadByKey, findLatestThreadByKeyAndStatus, getThread, insertThreadUnlessActive, listChildThreads } from '../../db/threads.js';
 import { PRIORITY_OF } from '../../domain/operations.js';
 import type { DocumentTarget } from '../../operations/api.js';
 import type { Operation, OperationRegistry } from '../../operations/registry.js';
@@ -101,7 +101,8 @@ export async function submitOperation(tx: Tx, ops: OperationRegistry, name: stri
 async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions, parent: ThreadRow | null): Promise<CommandResult> {
   const p = plan(op, input);
   // Requests for one key decide one after another (deduplicate, supersede, insert). Children are not
-  // locked one by one: a child racing a request of its own key loses on the unique index and runs again.
+  // locked one by one: a child racing a request of its own key in another transaction is answered by
+  // that request's thread once the insert finds it on the unique index (`insertThreadUnlessActive`).
   if (!parent) await lockKeyForTransaction(tx.sql, `submit:${p.key}`);
   const active = await findActiveThreadByKey(tx.sql, p.key);
   const id = newId(tx.now);
@@ -111,11 +112,7 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
       // Its call has not started: the forced request replaces it rather than queueing behind it.
       await supersedeThread(tx, active, id);
       superseded = active.id;
-    } else {
-      // An orchestration adopts the run of its child's request already in progress instead of paying twice.
-      if (parent && active.parent_thread_id === null) await adoptThread(tx.sql, active.id, parent.id);
-      return { thread: active, deduplicated: true };
-    }
+    } else return deduplicated(tx, active, parent);
   }
   const complete = o.force ? undefined : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
   if (complete) return { thread: complete, deduplicated: true };
@@ -129,9 +126,19 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
     refusal(err);
   }
   const thread = await newThread(tx, op, input, p, { id, role: 'work', parent, createdBy: o.createdBy, traceparent: parent?.traceparent ?? o.traceparent });
+  // Another daemon's transaction inserted this key's thread after the lookup above (a child is not
+  // key-locked): that thread answers the request.
+  if (!thread) return deduplicated(tx, (await findActiveThreadByKey(tx.sql, p.key))!, parent);
   const priority = o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
   await enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
   return { thread, deduplicated: false, ...(superseded ? { superseded } : {}) };
+}
+
+/** The request is answered by `active`, already open or running. */
+async function deduplicated(tx: Tx, active: ThreadRow, parent: ThreadRow | null): Promise<CommandResult> {
+  // An orchestration adopts the run of its child's request already in progress instead of paying twice.
+  if (parent && active.parent_thread_id === null) await adoptThread(tx.sql, active.id, parent.id);
+  return { thread: active, deduplicated: true };
 }
 
 /** A parent holding the operation's lock, and one child request per input its `children` returns. */
@@ -143,6 +150,8 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
     createdBy: o.createdBy,
     traceparent: o.traceparent,
   });
+  // Not expected (the request's key is locked since its lookup), but the index has the last word.
+  if (!parent) return deduplicated(tx, (await findActiveThreadByKey(tx.sql, p.key))!, null);
   // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
   if (!(await acquireLock(tx.sql, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null }))) {
     throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${(await getLock(tx.sql, p.lockScope))?.owner}`, 'LOCKED');
@@ -182,7 +191,8 @@ interface NewThread {
   traceparent: string | null;
 }
 
-async function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThread): Promise<ThreadRow> {
+/** Inserts the thread; null when an active thread of the same key exists (nothing inserted). */
+async function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThread): Promise<ThreadRow | null> {
   const { role, parent, createdBy } = n;
   const row: ThreadRow = {
     id: n.id,
@@ -200,7 +210,7 @@ async function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: N
     created_at: tx.now,
     closed_at: null,
   };
-  await insertThread(tx.sql, row);
+  if (!(await insertThreadUnlessActive(tx.sql, row))) return null;
   emitThread(tx, row);
   return row;
 }

@@ -1,0 +1,104 @@
+/**
+ * The statements several daemons on one Postgres database race on (issue 18), against a real server,
+ * two transactions at once: a claim passes over an item another transaction is claiming (no waiting, no
+ * second lease), the recovery scan's listing passes over a lease being rescued elsewhere, and the lock
+ * sweep leaves alone a lock row another transaction is taking for a fresh claim.
+ */
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Sql } from '../../src/core/sql.js';
+import { acquireLock, releaseOrphanedLocks } from '../../src/db/locks.js';
+import { openPostgresPool } from '../../src/db/pg/connection.js';
+import { applyPgMigrations } from '../../src/db/pg/migrate.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { PgWriter } from '../../src/db/pg/writer.js';
+import { insertThread } from '../../src/db/threads.js';
+import { claimWorkItem, getWorkItem, insertWorkItem, lockExpiredLeases } from '../../src/db/work-items.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+
+let database: TestDatabase;
+let pool: pg.Pool;
+let reader: PgSql;
+let writer: PgWriter<never>;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  await applyPgMigrations(database.url);
+  pool = openPostgresPool(database.url, { max: 4 });
+  reader = new PgSql(pool);
+  writer = new PgWriter<never>(pool, { publish: () => {} });
+});
+afterAll(async () => {
+  await writer?.close();
+  await pool?.end();
+  await database?.drop();
+});
+
+async function addItem(sql: Sql, id: string, leased: { owner: string; expires: number } | null = null): Promise<void> {
+  await insertThread(sql, testThreadRow(id));
+  const lease = leased ? { status: 'running' as const, lease_owner: leased.owner, lease_expires_at: leased.expires } : {};
+  await insertWorkItem(sql, testWorkItemRow(id, { lock_scope: `scope:${id}`, ...lease }));
+}
+
+/** Runs `fn` in a transaction that stays open until the returned `release` is called. */
+function openTransaction<T>(fn: (sql: Sql) => Promise<T>): { result: Promise<T>; done: Promise<unknown>; release: () => void } {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let resolveResult!: (v: T) => void;
+  const result = new Promise<T>((r) => (resolveResult = r));
+  const done = writer.write(async (sql) => {
+    resolveResult(await fn(sql));
+    await gate;
+  });
+  return { result, done, release };
+}
+
+describe('statements daemons race on, two transactions at once', () => {
+  it('a claim passes over an item another transaction is claiming, at once and without a second lease', async () => {
+    await writer.write((sql) => addItem(sql, 'w1'));
+    const a = openTransaction((sql) => claimWorkItem(sql, { id: 'w1', owner: 'daemon-a', now: 10, lease_until: 1000 }));
+    expect((await a.result)?.lease_owner).toBe('daemon-a');
+    // B runs while A's transaction is still open: it must not wait for it (the write would hang).
+    const b = await writer.write((sql) => claimWorkItem(sql, { id: 'w1', owner: 'daemon-b', now: 10, lease_until: 1000 }));
+    expect(b).toBeUndefined();
+    a.release();
+    await a.done;
+    expect(await getWorkItem(reader, 'w1')).toMatchObject({ status: 'claimed', lease_owner: 'daemon-a' });
+    // Once A committed, the guard refuses B too: the item is no longer queued.
+    expect(await writer.write((sql) => claimWorkItem(sql, { id: 'w1', owner: 'daemon-b', now: 20, lease_until: 1000 }))).toBeUndefined();
+  });
+
+  it('the recovery listing passes over an expired lease another daemon is rescuing', async () => {
+    await writer.write(async (sql) => {
+      await addItem(sql, 'r1', { owner: 'dead-1', expires: 50 });
+      await addItem(sql, 'r2', { owner: 'dead-2', expires: 60 });
+    });
+    const a = openTransaction((sql) => lockExpiredLeases(sql, 100, 1));
+    expect((await a.result).map((i) => i.id)).toEqual(['r1']);
+    const b = await writer.write((sql) => lockExpiredLeases(sql, 100, 10));
+    expect(b.map((i) => i.id)).toEqual(['r2']);
+    a.release();
+    await a.done;
+  });
+
+  it('the lock sweep leaves alone a lock another transaction is taking for a claim it has not committed', async () => {
+    await writer.write(async (sql) => {
+      await addItem(sql, 'l1');
+      // The lock row left by an item that has since ended: orphaned, expired.
+      expect(await acquireLock(sql, { scope: 'scope:l1', owner: 'gone-item', now: 0, expires_at: 5 })).toBe(true);
+    });
+    const a = openTransaction(async (sql) => {
+      const claimed = await claimWorkItem(sql, { id: 'l1', owner: 'daemon-a', now: 10, lease_until: 1000 });
+      return claimed && (await acquireLock(sql, { scope: 'scope:l1', owner: 'l1', now: 10, expires_at: 1000 }));
+    });
+    expect(await a.result).toBe(true);
+    // The sweep's snapshot sees l1 queued and the row orphaned, but A holds the row: passed over.
+    expect(await writer.write((sql) => releaseOrphanedLocks(sql))).toEqual([]);
+    a.release();
+    await a.done;
+    expect(await reader.get('SELECT owner FROM locks WHERE scope = ?', ['scope:l1'])).toEqual({ owner: 'l1' });
+    // Committed and leased: not orphaned either.
+    expect(await writer.write((sql) => releaseOrphanedLocks(sql))).toEqual([]);
+  });
+});
