@@ -3,14 +3,18 @@
  * `async` function returning the value it already has, so a statement costs one settled promise and no
  * I/O wait; the prepared-statement cache (statements.ts) is the connection's, shared by all handles.
  */
+import type Database from 'better-sqlite3';
 import type { RunResult, Sql, SqlParams } from '../core/sql.js';
 import type { Db } from './connection.js';
-import { prepared } from './statements.js';
+import { prepared, statementCache } from './statements.js';
 
 /** A better-sqlite3 connection as an `Sql` handle. */
 export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;
-  constructor(readonly db: Db) {}
+  private readonly statements: Map<string, Database.Statement>;
+  constructor(readonly db: Db) {
+    this.statements = statementCache(db);
+  }
 
   get connection(): object {
     return this.db;
@@ -19,17 +23,17 @@ export class SqliteSql implements Sql {
   // better-sqlite3 binds an array (positional `?`) or an object (`@name`) passed as one argument: no
   // spread, and a direct method call rather than stmt[op] (both showed in the engine's profile).
   async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
-    const stmt = prepared(this.db, text);
+    const stmt = prepared(this.db, text, this.statements);
     return (params === undefined ? stmt.get() : stmt.get(params)) as T | undefined;
   }
 
   async all<T>(text: string, params?: SqlParams): Promise<T[]> {
-    const stmt = prepared(this.db, text);
+    const stmt = prepared(this.db, text, this.statements);
     return (params === undefined ? stmt.all() : stmt.all(params)) as T[];
   }
 
   async run(text: string, params?: SqlParams): Promise<RunResult> {
-    const stmt = prepared(this.db, text);
+    const stmt = prepared(this.db, text, this.statements);
     return { changes: (params === undefined ? stmt.run() : stmt.run(params)).changes };
   }
 }

@@ -26,12 +26,16 @@ export interface NewLedgerEntry {
  */
 export async function getLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null> {
   if (sql.dialect === 'postgres') return headOf(await sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1'));
-  const row = (await sql.get(`SELECT seq, hash FROM (
+  return (await sqliteLedgerHead(sql)) ?? null;
+}
+
+/** SQLite's head: the newest entry or, past a prune of the newest entries, the last checkpoint. */
+function sqliteLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | undefined> {
+  return sql.get(`SELECT seq, hash FROM (
        SELECT * FROM (SELECT seq, hash FROM llm_ledger_entries ORDER BY seq DESC LIMIT 1)
        UNION ALL
        SELECT * FROM (SELECT to_seq AS seq, hash_after AS hash FROM llm_ledger_checkpoints ORDER BY from_seq DESC LIMIT 1))
-     ORDER BY seq DESC LIMIT 1`)) as { seq: number; hash: string } | undefined;
-  return row ?? null;
+     ORDER BY seq DESC LIMIT 1`);
 }
 
 /** The head row of Postgres (seq 0 until the first entry) as `getLedgerHead` answers. */
@@ -44,9 +48,10 @@ function headOf(row: { seq: number; hash: string } | undefined): { seq: number; 
  * this row one transaction at a time, so the chain stays one line (the link trigger refuses anything
  * else). SQLite has one writer: its transaction already excludes every other append.
  */
-function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null> {
+function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null | undefined> {
   if (sql.dialect === 'postgres') return sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1 FOR UPDATE').then(headOf);
-  return getLedgerHead(sql);
+  // Not through getLedgerHead: its `?? null` costs an async frame per append, and undefined reads the same here.
+  return sqliteLedgerHead(sql);
 }
 
 /**
