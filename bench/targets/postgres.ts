@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { createSimulator } from '../../src/sim/simulator.js';
-import { startPostgres, type PostgresServer } from '../../test/helpers/postgres-server.js';
+import { adminQuery, databaseUrl, startPostgres, type PostgresServer } from '../../test/helpers/postgres-server.js';
 import { BenchDaemon, projectFile } from '../lib/daemon.js';
 import { runEngineOnce } from '../lib/engine-run.js';
 import { row, sleep, type Row } from '../lib/stats.js';
@@ -93,22 +93,10 @@ export async function postgresTargets(runs: number): Promise<Row[]> {
 async function withDatabase<T>(server: PostgresServer, fn: (url: string) => Promise<T>): Promise<T> {
   const name = `combine_bench_${randomBytes(6).toString('hex')}`;
   await adminQuery(server.adminUrl, `CREATE DATABASE ${name}`);
-  const url = new URL(server.adminUrl);
-  url.pathname = `/${name}`;
   try {
-    return await fn(url.toString());
+    return await fn(databaseUrl(server.adminUrl, name));
   } finally {
     await adminQuery(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  }
-}
-
-async function adminQuery(url: string, text: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(text);
-  } finally {
-    await client.end();
   }
 }
 
