@@ -69,7 +69,9 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
   const home = mkdtempSync(join(tmpdir(), 'cmb-bench-engine-'));
   try {
     const env = { OPENAI_BASE_URL: o.baseURL ?? 'http://127.0.0.1:9/v1', OPENAI_API_KEY: 'bench', COMBINE_MODEL: 'bench' };
-    const config = { ...loadConfig(home, env), maxInFlight: o.maxInFlight, databaseUrl: o.databaseUrl ?? null };
+    const loaded = loadConfig(home, env);
+    // Pressure off: on a shared machine other processes' CPU load would pause the bulk work measured here.
+    const config = { ...loaded, maxInFlight: o.maxInFlight, databaseUrl: o.databaseUrl ?? null, pressure: { ...loaded.pressure, enabled: false } };
     if (o.databaseUrl) await applyPgMigrations(o.databaseUrl); // what `combine daemon run` does before its App
     // The daemon's own logger configuration: its synchronous log lines are part of the cost per item.
     const logger = createLogger(config.logPath, 'info');
