@@ -36,12 +36,12 @@ export class BenchDaemon {
    * A fresh home with `config` as config.json, talking to the provider at `baseURL`. Backpressure is
    * lifted (the ack benchmark queues tens of thousands of items; it measures acks, not QUEUE_FULL).
    */
-  static inTempHome(baseURL: string, config: unknown): BenchDaemon {
-    return BenchDaemon.inHome(mkdtempSync(join(tmpdir(), 'cmb-bench-')), baseURL, config);
+  static inTempHome(baseURL: string, config: unknown, databaseUrl?: string): BenchDaemon {
+    return BenchDaemon.inHome(mkdtempSync(join(tmpdir(), 'cmb-bench-')), baseURL, config, databaseUrl);
   }
 
-  /** The same, on an existing home (a database a benchmark filled beforehand). */
-  static inHome(home: string, baseURL: string, config: unknown): BenchDaemon {
+  /** The same, on an existing home (a database a benchmark filled beforehand); `databaseUrl`: state in Postgres. */
+  static inHome(home: string, baseURL: string, config: unknown, databaseUrl?: string): BenchDaemon {
     writeFileSync(join(home, 'config.json'), JSON.stringify(config));
     return new BenchDaemon(home, {
       PATH: process.env.PATH,
@@ -51,6 +51,7 @@ export class BenchDaemon {
       OPENAI_API_KEY: 'bench',
       COMBINE_MODEL: 'bench',
       COMBINE_MAX_QUEUED: '10000000',
+      ...(databaseUrl ? { COMBINE_DATABASE_URL: databaseUrl } : {}),
     });
   }
 

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from '../../src/daemon/app.js';
 import { loadConfig } from '../../src/daemon/config/config.js';
+import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { createEventLog, createLogger } from '../../src/daemon/runtime/logger.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { projectFile } from './daemon.js';
@@ -45,6 +46,8 @@ export interface EngineRunOptions {
   maxInFlight: number;
   /** Base URL of an OpenAI-compatible server; absent = the instant in-process provider. */
   baseURL?: string;
+  /** A Postgres database (empty or migrated) for the state; absent = SQLite in the temporary home. */
+  databaseUrl?: string;
 }
 
 export interface EngineRunResult {
@@ -57,7 +60,7 @@ export interface EngineRunResult {
    */
   cpuMicrosPerItem: number;
   ledgerEntries: number;
-  /** Database size over the number of threads (all closed by then), ledger included. */
+  /** Database size over the number of threads (all closed by then), ledger included; NaN on Postgres. */
   bytesPerThread: number;
 }
 
@@ -66,7 +69,10 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
   const home = mkdtempSync(join(tmpdir(), 'cmb-bench-engine-'));
   try {
     const env = { OPENAI_BASE_URL: o.baseURL ?? 'http://127.0.0.1:9/v1', OPENAI_API_KEY: 'bench', COMBINE_MODEL: 'bench' };
-    const config = { ...loadConfig(home, env), maxInFlight: o.maxInFlight };
+    const loaded = loadConfig(home, env);
+    // Pressure off: on a shared machine other processes' CPU load would pause the bulk work measured here.
+    const config = { ...loaded, maxInFlight: o.maxInFlight, databaseUrl: o.databaseUrl ?? null, pressure: { ...loaded.pressure, enabled: false } };
+    if (o.databaseUrl) await applyPgMigrations(o.databaseUrl); // what `combine daemon run` does before its App
     // The daemon's own logger configuration: its synchronous log lines are part of the cost per item.
     const logger = createLogger(config.logPath, 'info');
     const provider = o.baseURL ? undefined : instantProvider();
@@ -97,8 +103,11 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     await profiler.stop('engine');
     const ledgerEntries = (await app.admin.stats()).ledger_entries;
     const threads = Object.values((await app.admin.stats()).threads).reduce((a, b) => a + b, 0);
-    app.db.pragma('wal_checkpoint(TRUNCATE)');
-    const dbBytes = statSync(config.dbPath).size;
+    let dbBytes = Number.NaN;
+    if (!o.databaseUrl) {
+      app.db.pragma('wal_checkpoint(TRUNCATE)');
+      dbBytes = statSync(config.dbPath).size;
+    }
     await app.shutdown(0);
     // Every item's full record: prompt, response, parse_report, mutation_report.
     if (ledgerEntries !== items * 4) throw new Error(`expected ${items * 4} ledger entries, found ${ledgerEntries}`);

@@ -66,9 +66,10 @@ async function concurrentAcks(socket: string, targets: { project_id: string; epi
   return acks / (span / 1000);
 }
 
-export async function ackTargets(runs: number): Promise<Row[]> {
+/** The durable-ack figures of one daemon: on SQLite (target 2), or with its state in Postgres at `databaseUrl`. */
+export async function measureAcks(runs: number, databaseUrl?: string): Promise<{ p50: number[]; p95: number[]; rates: number[] }> {
   const sim = await createSimulator({ faults: [{ kind: 'hang' }] });
-  const d = BenchDaemon.inTempHome(sim.url, { engine: { max_in_flight: 1 } });
+  const d = BenchDaemon.inTempHome(sim.url, { engine: { max_in_flight: 1 } }, databaseUrl);
   const p50: number[] = [];
   const p95: number[] = [];
   const rates: number[] = [];
@@ -101,6 +102,11 @@ export async function ackTargets(runs: number): Promise<Row[]> {
     await d.dispose();
     await sim.close();
   }
+  return { p50, p95, rates };
+}
+
+export async function ackTargets(runs: number): Promise<Row[]> {
+  const { p50, p95, rates } = await measureAcks(runs);
   return [
     row({ target: '2', figure: 'durable ack, 1 client, p50', runs: p50, unit: 'ms', goal: '≤ 1 ms', check: (m) => m <= 1 }),
     row({ target: '2', figure: 'durable ack, 1 client, p95', runs: p95, unit: 'ms', goal: '≤ 2 ms', check: (m) => m <= 2 }),

@@ -12,8 +12,8 @@ export async function renameProject(sql: Sql, id: string, name: string): Promise
   expectOneChange(await sql.run('UPDATE projects SET name = ? WHERE id = ?', [name, id]), `project ${id} does not exist`);
 }
 
-export async function getProject(sql: Sql, id: string): Promise<ProjectRow | undefined> {
-  return (await sql.get('SELECT * FROM projects WHERE id = ?', [id])) as ProjectRow | undefined;
+export function getProject(sql: Sql, id: string): Promise<ProjectRow | undefined> {
+  return sql.get<ProjectRow>('SELECT * FROM projects WHERE id = ?', [id]);
 }
 
 /** Users' projects (the daemon's own system project is left out). */
@@ -62,10 +62,9 @@ export async function listDocumentHeads(sql: Sql, projectId: string, limit: numb
 export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
 
 /** A document without its content (which can be large): enough to check a cache. `key` '' is the type's one document. */
-export async function getDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<DocumentHead | undefined> {
-  return (await sql.get('SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?', [projectId, docType, key])) as
-    | DocumentHead
-    | undefined;
+export function getDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<DocumentHead | undefined> {
+  const text = 'SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?';
+  return sql.get<DocumentHead>(text, [projectId, docType, key]);
 }
 
 /**
@@ -83,7 +82,7 @@ export async function lockDocumentHead(sql: Sql, projectId: string, docType: str
 }
 
 /** A document's content with the version and time it belongs to: read in one statement, so they match. */
-export async function getDocumentContent(sql: Sql, id: string): Promise<(DocumentHead & { content: string }) | undefined> {
+export function getDocumentContent(sql: Sql, id: string): Promise<(DocumentHead & { content: string }) | undefined> {
   return sql.get<DocumentHead & { content: string }>('SELECT id, version, updated_at, content FROM documents WHERE id = ?', [id]);
 }
 

@@ -9,12 +9,17 @@ import { StaleStateError } from '../core/errors.js';
 
 const caches = new WeakMap<Db, Map<string, Database.Statement>>();
 
-export function prepared(db: Db, sql: string): Database.Statement {
+/** The connection's cache (a handle that runs many statements keeps it rather than look it up each time). */
+export function statementCache(db: Db): Map<string, Database.Statement> {
   let cache = caches.get(db);
   if (!cache) {
     cache = new Map();
     caches.set(db, cache);
   }
+  return cache;
+}
+
+export function prepared(db: Db, sql: string, cache = statementCache(db)): Database.Statement {
   let stmt = cache.get(sql);
   if (!stmt) {
     stmt = db.prepare(sql);

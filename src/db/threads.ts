@@ -35,8 +35,8 @@ export async function insertThreadUnlessActive(sql: Sql, row: ThreadRow): Promis
   return result.changes === 1;
 }
 
-export async function getThread(sql: Sql, id: string): Promise<ThreadRow | undefined> {
-  return (await sql.get('SELECT * FROM llm_threads WHERE id = ?', [id])) as ThreadRow | undefined;
+export function getThread(sql: Sql, id: string): Promise<ThreadRow | undefined> {
+  return sql.get<ThreadRow>('SELECT * FROM llm_threads WHERE id = ?', [id]);
 }
 
 /**
@@ -45,7 +45,7 @@ export async function getThread(sql: Sql, id: string): Promise<ThreadRow | undef
  * thread then run one after the other, the second seeing what the first committed. Postgres only needs
  * it; SQLite's single writer already runs every write alone.
  */
-export async function lockThread(sql: Sql, id: string): Promise<ThreadRow | undefined> {
+export function lockThread(sql: Sql, id: string): Promise<ThreadRow | undefined> {
   if (sql.dialect === 'postgres') return sql.get<ThreadRow>('SELECT * FROM llm_threads WHERE id = ? FOR UPDATE', [id]);
   return getThread(sql, id);
 }
@@ -162,11 +162,8 @@ export async function listChildThreads(sql: Sql, parentId: string): Promise<Thre
   return sql.all<ThreadRow>(`SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, ${insertionOrder(sql.dialect)}`, [parentId]);
 }
 
-export async function countChildThreadsByStatus(sql: Sql, parentId: string): Promise<{ status: string; n: number }[]> {
-  return (await sql.all('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status', [parentId])) as {
-    status: string;
-    n: number;
-  }[];
+export function countChildThreadsByStatus(sql: Sql, parentId: string): Promise<{ status: string; n: number }[]> {
+  return sql.all<{ status: string; n: number }>('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status', [parentId]);
 }
 
 export async function countThreadsByStatus(sql: Sql): Promise<{ status: string; n: number }[]> {

@@ -22,8 +22,8 @@ export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> 
   );
 }
 
-export async function getWorkItem(sql: Sql, id: string): Promise<WorkItemRow | undefined> {
-  return (await sql.get('SELECT * FROM llm_work_items WHERE id = ?', [id])) as WorkItemRow | undefined;
+export function getWorkItem(sql: Sql, id: string): Promise<WorkItemRow | undefined> {
+  return sql.get<WorkItemRow>('SELECT * FROM llm_work_items WHERE id = ?', [id]);
 }
 
 export async function listWorkItemsForThread(sql: Sql, threadId: string): Promise<WorkItemRow[]> {

@@ -25,7 +25,7 @@ import { InfraError } from '../core/errors.js';
 import type { TxRunner, WriteFn } from '../core/tx.js';
 import type { Db } from './connection.js';
 import { isInfraSqliteError } from './errors.js';
-import { ClosureSql, SqliteSql, settleClosure } from './sql.js';
+import { ClosureDeadline, ClosureSql, SqliteSql } from './sql.js';
 
 interface Job<E> {
   fn: WriteFn<unknown, E>;
@@ -73,6 +73,7 @@ export class Writer<E = never> implements TxRunner<E> {
   private closed = false;
   private readonly sql: TxStatements;
   private readonly handle: SqliteSql;
+  private readonly deadline: ClosureDeadline;
 
   constructor(
     readonly db: Db,
@@ -87,6 +88,7 @@ export class Writer<E = never> implements TxRunner<E> {
       rollbackTo: db.prepare('ROLLBACK TO write'),
     };
     this.handle = new SqliteSql(db);
+    this.deadline = new ClosureDeadline(opts.closureTimeoutMs ?? 5000);
   }
 
   /** Runs `fn` in a transaction shared with concurrent writes; resolves with its result once committed. */
@@ -119,6 +121,7 @@ export class Writer<E = never> implements TxRunner<E> {
   async close(): Promise<void> {
     this.closed = true;
     while (this.queue.length > 0 || this.flushing) await new Promise((r) => setImmediate(r));
+    this.deadline.stop();
   }
 
   private schedule(): void {
@@ -200,7 +203,7 @@ export class Writer<E = never> implements TxRunner<E> {
         const handle = new ClosureSql(this.handle);
         try {
           let value = job.fn(handle, emit);
-          if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 5000);
+          if (value instanceof Promise) value = await this.deadline.settle(value);
           sql.release.run();
           outcomes.push({ ok: true, value });
         } catch (error) {

@@ -26,12 +26,16 @@ export interface NewLedgerEntry {
  */
 export async function getLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null> {
   if (sql.dialect === 'postgres') return headOf(await sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1'));
-  const row = (await sql.get(`SELECT seq, hash FROM (
+  return (await sqliteLedgerHead(sql)) ?? null;
+}
+
+/** SQLite's head: the newest entry or, past a prune of the newest entries, the last checkpoint. */
+function sqliteLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | undefined> {
+  return sql.get(`SELECT seq, hash FROM (
        SELECT * FROM (SELECT seq, hash FROM llm_ledger_entries ORDER BY seq DESC LIMIT 1)
        UNION ALL
        SELECT * FROM (SELECT to_seq AS seq, hash_after AS hash FROM llm_ledger_checkpoints ORDER BY from_seq DESC LIMIT 1))
-     ORDER BY seq DESC LIMIT 1`)) as { seq: number; hash: string } | undefined;
-  return row ?? null;
+     ORDER BY seq DESC LIMIT 1`);
 }
 
 /** The head row of Postgres (seq 0 until the first entry) as `getLedgerHead` answers. */
@@ -44,9 +48,10 @@ function headOf(row: { seq: number; hash: string } | undefined): { seq: number; 
  * this row one transaction at a time, so the chain stays one line (the link trigger refuses anything
  * else). SQLite has one writer: its transaction already excludes every other append.
  */
-async function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null> {
-  if (sql.dialect === 'postgres') return headOf(await sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1 FOR UPDATE'));
-  return getLedgerHead(sql);
+function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null | undefined> {
+  if (sql.dialect === 'postgres') return sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1 FOR UPDATE').then(headOf);
+  // Not through getLedgerHead: its `?? null` costs an async frame per append, and undefined reads the same here.
+  return sqliteLedgerHead(sql);
 }
 
 /**
@@ -74,8 +79,8 @@ export async function appendLedgerEntry(sql: Sql, e: NewLedgerEntry): Promise<Le
   return full;
 }
 
-export async function getLedgerEntry(sql: Sql, seq: number): Promise<LedgerRow | undefined> {
-  return (await sql.get('SELECT * FROM llm_ledger_entries WHERE seq = ?', [seq])) as LedgerRow | undefined;
+export function getLedgerEntry(sql: Sql, seq: number): Promise<LedgerRow | undefined> {
+  return sql.get<LedgerRow>('SELECT * FROM llm_ledger_entries WHERE seq = ?', [seq]);
 }
 
 export async function listLedgerForThread(sql: Sql, threadId: string): Promise<LedgerRow[]> {
@@ -104,15 +109,13 @@ export async function listLedgerForThreadFamilyAfter(sql: Sql, threadId: string,
 }
 
 /** The work item's most recent entry: tells recovery how far an interrupted item got. */
-export async function getLastLedgerEntryForWorkItem(sql: Sql, workItemId: string): Promise<LedgerRow | undefined> {
-  return (await sql.get('SELECT * FROM llm_ledger_entries WHERE work_item_id = ? ORDER BY seq DESC LIMIT 1', [workItemId])) as LedgerRow | undefined;
+export function getLastLedgerEntryForWorkItem(sql: Sql, workItemId: string): Promise<LedgerRow | undefined> {
+  return sql.get<LedgerRow>('SELECT * FROM llm_ledger_entries WHERE work_item_id = ? ORDER BY seq DESC LIMIT 1', [workItemId]);
 }
 
 /** The work item's most recent entry of one type. */
-export async function getLastLedgerEntryOfType(sql: Sql, workItemId: string, type: LedgerEntryType): Promise<LedgerRow | undefined> {
-  return (await sql.get('SELECT * FROM llm_ledger_entries WHERE work_item_id = ? AND entry_type = ? ORDER BY seq DESC LIMIT 1', [workItemId, type])) as
-    | LedgerRow
-    | undefined;
+export function getLastLedgerEntryOfType(sql: Sql, workItemId: string, type: LedgerEntryType): Promise<LedgerRow | undefined> {
+  return sql.get<LedgerRow>('SELECT * FROM llm_ledger_entries WHERE work_item_id = ? AND entry_type = ? ORDER BY seq DESC LIMIT 1', [workItemId, type]);
 }
 
 /** The work item's newest entry of one type written before `seq`. */

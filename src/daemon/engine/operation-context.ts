@@ -61,7 +61,11 @@ export async function runReadingDocuments<T>(
 ): Promise<T> {
   const reads = new ReadAhead();
   const before = documentsReadBefore.get(site.op)?.get(site.fn) ?? [];
-  for (const [docType, key] of [...expected, ...before]) await reads.preload(documentKey(docType, key), documentLoader(sql, projectId, docType, key));
+  for (const [docType, key] of [...expected, ...before]) {
+    const k = documentKey(docType, key);
+    // `expected` is usually in `before` too: no await for a key already loaded.
+    if (!reads.has(k)) await reads.preload(k, documentLoader(sql, projectId, docType, key));
+  }
   const result = await runWithReads(run, reads);
   const read = reads
     .loadedKeys()

