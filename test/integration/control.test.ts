@@ -22,9 +22,7 @@ describe('combine retry', () => {
     expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
     const detail = await h.json(['thread', r.thread_id]);
     expect(detail.status).toBe('complete');
-    const db = h.openDb();
-    const items = db.prepare('SELECT sequence, status FROM llm_work_items WHERE thread_id = ? ORDER BY sequence').all(r.thread_id);
-    db.close();
+    const items = await h.query('SELECT sequence, status FROM llm_work_items WHERE thread_id = ? ORDER BY sequence', [r.thread_id]);
     expect(items).toEqual([
       { sequence: 1, status: 'dead_letter' },
       { sequence: 2, status: 'applied' },
@@ -86,10 +84,8 @@ describe('combine cancel', () => {
       return c.every((t) => t.status === 'canceled') && c;
     }, 'every child canceled');
     expect(children).toHaveLength(5);
-    const db = h.openDb();
-    const items = db.prepare('SELECT status, error_code, count(*) AS n FROM llm_work_items GROUP BY status, error_code').all();
-    const locks = db.prepare('SELECT count(*) AS n FROM locks').get();
-    db.close();
+    const items = await h.query('SELECT status, error_code, count(*) AS n FROM llm_work_items GROUP BY status, error_code');
+    const locks = await h.queryOne('SELECT count(*) AS n FROM locks');
     expect(items).toEqual([{ status: 'failed', error_code: 'CANCELED', n: 5 }]);
     expect(locks).toEqual({ n: 0 });
     expect(h.sim.calls).toHaveLength(2);
@@ -140,9 +136,7 @@ describe('circuit breaker', () => {
     expect(health.body.checks.provider_breakers_closed).toBe(false);
     expect(h.sim.calls).toHaveLength(5);
     h.setFaults([]); // the provider recovers
-    const db = h.openDb();
-    const attemptWhileOpen = db.prepare('SELECT attempt, status FROM llm_work_items WHERE thread_id = ?').get(r.thread_id) as any;
-    db.close();
+    const attemptWhileOpen = await h.queryOne('SELECT attempt, status FROM llm_work_items WHERE thread_id = ?', [r.thread_id]);
     expect(attemptWhileOpen).toEqual({ attempt: 6, status: 'queued' });
     const final = await h.waitForEnd(r.thread_id);
     expect(final.status).toBe('complete');
