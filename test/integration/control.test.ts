@@ -130,7 +130,7 @@ describe('circuit breaker', () => {
     const health = await waitUntil(async () => {
       const res = await h.cli(['health', '--json']);
       const body = JSON.parse(res.stdout);
-      return Object.values<any>(body.breakers)[0].state === 'open' && { res, body };
+      return body.breakers[h.sim.url]?.state === 'open' && { res, body };
     }, 'the breaker to open');
     expect(health.res.code).toBe(1); // not ready while the provider's breaker is open
     expect(health.body.checks.provider_breakers_closed).toBe(false);
@@ -142,6 +142,6 @@ describe('circuit breaker', () => {
     expect(final.status).toBe('complete');
     expect(h.sim.calls).toHaveLength(6); // one probe, which succeeded
     const after = await h.json(['health']);
-    expect(Object.values<any>(after.breakers)[0]).toMatchObject({ state: 'closed', times_opened: 1 });
+    expect(after.breakers[h.sim.url]).toMatchObject({ state: 'closed', times_opened: 1 });
   });
 });

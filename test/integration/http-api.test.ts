@@ -331,6 +331,9 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
     await waitUntil(() => h.sim.calls.some((c) => c.epic_id === 'E4' && c.fault === 'hang'), 'the E4 call to be in flight');
     const canceled = ok(await call('POST', `/threads/${hanging}/cancel`, { body: {} }), 'cancelThread');
     expect(canceled).toMatchObject({ thread_id: hanging, status: 'canceled' });
+    // The canceled call was in flight: its reservation settles just after the cancel answers. Compare the
+    // two views of the thread once it has, as a user reading it a moment later would see it.
+    await waitUntil(async () => (await h.json<ThreadJson>(['thread', hanging])).usage.reserved_calls === 0, 'the canceled call to settle');
     expect(ok(await call('GET', `/threads/${hanging}`), 'getThread')).toEqual(await h.json(['thread', hanging]));
     expect(ok(await call('POST', `/threads/${hanging}/cancel`), 'cancelThread').status).toBe('canceled'); // idempotent
     expectProblem(await call('POST', `/threads/${failedId}/cancel`), 409, 'CONFLICT'); // complete: too late
