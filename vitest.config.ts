@@ -30,6 +30,10 @@ export default defineConfig({
     globalSetup: ['test/helpers/global-setup.ts', 'test/helpers/postgres-setup.ts'],
     // Forks, not threads: integration tests spawn daemons, and process.umask() throws in worker threads.
     pool: 'forks',
+    // vitest's default is one worker less than the cores: one on CI's 2 cores, and the matrix doubled the
+    // integration files. They mostly wait (on daemons, the simulator's latency, retry and poll timers),
+    // so three files at a time keep 2 cores busy without starving a daemon.
+    maxWorkers: 3,
     testTimeout: 60_000,
     hookTimeout: 60_000,
     projects: [

@@ -104,7 +104,7 @@ export class Harness {
   }
 
   static async start(sim: SimulatorOptions = {}): Promise<Harness> {
-    const database = TEST_BACKEND === 'postgres' ? await createTestDatabase() : null;
+    const database = TEST_BACKEND === 'postgres' ? await createTestDatabase({ migrated: true }) : null;
     return new Harness(await createSimulator(sim), database);
   }
 

@@ -16,6 +16,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 
 export interface PostgresServer {
   /** A superuser URL to the `postgres` database: create and drop databases with it. */
@@ -161,4 +162,22 @@ function startWatchdog(dataDir: string, root: string): ChildProcess {
   child.unref();
   (child.stdin as unknown as { unref?: () => void }).unref?.();
   return child;
+}
+
+/** The URL of database `name` on the server of `adminUrl`. */
+export function databaseUrl(adminUrl: string, name: string): string {
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** Runs one statement as the server's superuser (CREATE or DROP DATABASE: outside a transaction). */
+export async function adminQuery(adminUrl: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
 }
