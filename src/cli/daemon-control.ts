@@ -79,8 +79,10 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   child.once('exit', (code) => (exited = code ?? 1));
   child.unref();
   const deadline = systemClock.now() + START_TIMEOUT_MS;
+  let answering = false;
   while (systemClock.now() < deadline) {
-    if ((await probeSocket(files.socket)) && (await startFinished(files.socket))) return { started: exited === null };
+    answering = await probeSocket(files.socket);
+    if (answering && (await startFinished(files.socket))) return { started: exited === null };
     // Exit 1 because another start won the race (it says so in the log): keep waiting for its socket.
     // Any other exit (a failed migration, a bad config) is this start's failure.
     if (exited !== null && (exited !== 1 || !logTail(home, 20, logStart).includes(ALREADY_RUNNING))) {
@@ -88,6 +90,8 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
     }
     await sleep(exited === null ? 20 : 100);
   }
+  // Up, with its recovery scan still running after all this time: the command goes ahead (health says so).
+  if (answering) return { started: exited === null };
   throw new CliError(`the daemon did not start within ${START_TIMEOUT_MS / 1000}s:\n${logTail(home, 8, logStart)}`, EXIT.UNREACHABLE);
 }
 
