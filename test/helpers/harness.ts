@@ -126,9 +126,9 @@ export class Harness {
   }
 
   /**
-   * Changes stored state behind the daemon's back, as another process would (a foreign lock holder, a
-   * tamperer): `fn` gets a writable handle on one connection (so session settings hold for its
-   * statements) and `sql.dialect` says which backend it is. Portable SQL where the texts allow it.
+   * Works on the stored state behind the daemon's back, as another process would (a foreign lock
+   * holder, a tamperer, a verifier): `fn` gets a writable handle on one connection (so session settings
+   * hold for its statements) and `sql.dialect` says which backend it is. Portable SQL where the texts allow it.
    */
   async edit<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
     if (this.database) {

@@ -1,6 +1,6 @@
 /**
  * One racer of the schedule race test: a separate OS process running the real App (engine, scheduler,
- * writer) on a database file shared with another racer. The scheduler's clock is a fake one that the
+ * writer) on a database shared with another racer (the run's backend: a SQLite file or Postgres). The scheduler's clock is a fake one that the
  * racer moves through N daily periods, ticking at each; the engine runs on real time and calls the
  * simulator for whatever work its scheduler started.
  *
@@ -47,9 +47,11 @@ for (let i = 0; i < periods; i++) {
 
 // Both racers' engines work the shared queue; wait until no run is left pending.
 const deadline = Date.now() + 90_000;
-const pendingRuns = app.db.prepare("SELECT count(*) AS n FROM schedule_runs WHERE status = 'pending'");
-const allRuns = app.db.prepare('SELECT count(*) AS n FROM schedule_runs');
-while ((pendingRuns.get() as { n: number }).n > 0 || (allRuns.get() as { n: number }).n < periods) {
+const count = async (text: string) => (await app.reader.get<{ n: number }>(text))!.n;
+while (
+  (await count("SELECT count(*) AS n FROM schedule_runs WHERE status = 'pending'")) > 0 ||
+  (await count('SELECT count(*) AS n FROM schedule_runs')) < periods
+) {
   if (Date.now() > deadline) throw new Error('runs still pending after 90 s');
   await new Promise((r) => setTimeout(r, 20));
 }

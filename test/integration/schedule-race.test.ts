@@ -1,17 +1,16 @@
 /**
- * Lease-then-LLM across processes: two OS processes, each the real App on one database file, race the
+ * Lease-then-LLM across processes: two OS processes, each the real App on one database, race the
  * scheduler's tick for the same 100 periods. The UNIQUE run row settles every race before any work:
  * exactly one run, one thread, one provider call and one briefing per period, and the loser of a
  * period does nothing at all.
  */
-import { SqliteSql } from '../../src/db/sql.js';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/connection.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { verifyLedger } from '../../src/ledger/verify.js';
-import { Harness, ROOT, project } from '../helpers/harness.js';
+import { Harness, ROOT, TEST_BACKEND, project } from '../helpers/harness.js';
 
 const PERIODS = 100;
 const DAY = 86_400_000;
@@ -74,20 +73,27 @@ function startRacer(): Racer {
 describe('two processes race the schedule tick', () => {
   it('for 100 periods: one run, one thread, one provider call and one briefing per period', async () => {
     h = await Harness.start();
-    // The shared database: migrated, with a project and a daily 09:00 UTC briefing schedule.
-    const db = openDatabase(join(h.home, 'combine.db'));
-    applyMigrations(db);
+    // The shared database: migrated (the Postgres test database is a copy of a migrated one), with a
+    // project and a daily 09:00 UTC briefing schedule.
+    if (TEST_BACKEND === 'sqlite') {
+      const file = openDatabase(join(h.home, 'combine.db'));
+      applyMigrations(file);
+      file.close();
+    }
     const p = project('race', 2);
-    db.prepare('INSERT INTO projects (id, name, created_at) VALUES (?, ?, 0)').run(p.id, p.name);
-    db.prepare(
-      `INSERT INTO documents (id, project_id, doc_type, version, content, updated_at) VALUES
-       ('arch', 'race', 'epic_architecture', 1, ?, 0), ('backlog', 'race', 'story_backlog', 1, '{"epics":[]}', 0)`,
-    ).run(JSON.stringify({ epics: p.epics }));
-    db.prepare(
-      `INSERT INTO schedules (id, project_id, operation, cron, timezone, catch_up, status, active_from, created_at, updated_at)
-       VALUES ('s1', 'race', 'briefing', '0 9 * * *', 'UTC', 'latest', 'active', ?, 0, 0)`,
-    ).run(FIRST - DAY / 2);
-    db.close();
+    await h.edit(async (sql) => {
+      await sql.run('INSERT INTO projects (id, name, created_at) VALUES (?, ?, 0)', [p.id, p.name]);
+      await sql.run(
+        `INSERT INTO documents (id, project_id, doc_type, version, content, updated_at) VALUES
+         ('arch', 'race', 'epic_architecture', 1, ?, 0), ('backlog', 'race', 'story_backlog', 1, '{"epics":[]}', 0)`,
+        [JSON.stringify({ epics: p.epics })],
+      );
+      await sql.run(
+        `INSERT INTO schedules (id, project_id, operation, cron, timezone, catch_up, status, active_from, created_at, updated_at)
+         VALUES ('s1', 'race', 'briefing', '0 9 * * *', 'UTC', 'latest', 'active', ?, 0, 0)`,
+        [FIRST - DAY / 2],
+      );
+    });
 
     const a = startRacer();
     const b = startRacer();
@@ -115,23 +121,19 @@ describe('two processes race the schedule tick', () => {
     const dates = Array.from({ length: PERIODS }, (_, i) => new Date(FIRST + i * DAY).toISOString().slice(0, 10));
     expect(calls.map((c) => c.briefing_date).sort()).toEqual(dates);
 
-    const check = h.openDb();
-    const runs = check.prepare("SELECT * FROM schedule_runs WHERE schedule_id = 's1' ORDER BY period_at").all() as any[];
+    const runs = await h.query<any>("SELECT * FROM schedule_runs WHERE schedule_id = 's1' ORDER BY period_at");
     expect(runs).toHaveLength(PERIODS);
     expect(runs.every((r) => r.status === 'complete' && r.claims === 1 && r.responses === 1 && r.total_tokens > 0)).toBe(true);
     expect(new Set(runs.map((r) => r.thread_id)).size).toBe(PERIODS);
-    const threads = check.prepare("SELECT count(*) AS n FROM llm_threads WHERE kind = 'project_briefing'").get() as { n: number };
-    expect(threads.n).toBe(PERIODS);
-    const docs = check.prepare("SELECT doc_key, version FROM documents WHERE doc_type = 'briefing' ORDER BY doc_key").all() as any[];
-    expect(docs.map((d) => d.doc_key)).toEqual(dates);
+    expect(await h.queryOne("SELECT count(*) AS n FROM llm_threads WHERE kind = 'project_briefing'")).toEqual({ n: PERIODS });
+    const docs = await h.query<{ doc_key: string; version: number }>("SELECT doc_key, version FROM documents WHERE doc_type = 'briefing'");
+    expect(docs.map((d) => d.doc_key).sort()).toEqual(dates);
     expect(docs.every((d) => d.version === 1)).toBe(true);
     // Usage on the runs is exactly what the provider reported, once each.
-    const ledgerTokens = check
-      .prepare("SELECT sum(json_extract(payload, '$.usage.total_tokens')) AS t FROM llm_ledger_entries WHERE entry_type = 'response'")
-      .get() as { t: number };
-    expect(runs.reduce((s, r) => s + r.total_tokens, 0)).toBe(ledgerTokens.t);
-    // Two processes appended to one hash chain without forking it.
-    expect(await verifyLedger(new SqliteSql(check))).toMatchObject({ ok: true, first_break: null, incomplete: [] });
-    check.close();
+    const responses = await h.query<{ payload: string }>("SELECT payload FROM llm_ledger_entries WHERE entry_type = 'response'");
+    const ledgerTokens = responses.reduce((s, r) => s + JSON.parse(r.payload).usage.total_tokens, 0);
+    expect(runs.reduce((s, r) => s + r.total_tokens, 0)).toBe(ledgerTokens);
+    // Two processes appended to one hash chain without forking it (verified on a connection of the test's own).
+    expect(await h.edit((sql) => verifyLedger(sql))).toMatchObject({ ok: true, first_break: null, incomplete: [] });
   });
 });
