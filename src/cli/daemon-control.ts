@@ -37,8 +37,28 @@ export function logTail(home: string, lines = 8, from = 0): string {
 }
 
 /**
- * Starts `combine daemon run` detached and waits until its socket answers. If another daemon already
- * serves this home, returns without starting a second one.
+ * Whether the daemon answering on `socket` has finished starting, as `combine health` would show it: its
+ * start-up recovery scan has run, or the start is held by storage (a full disk or a database refusing
+ * writes, which health names — the command should run and show it rather than wait). The daemon serves
+ * its socket before that scan so that health can say why a start is held; a CLI that started it waits
+ * for the scan, so that the first command sees a daemon that is ready, not one half-started. A daemon
+ * that does not answer this (one that just exited, say) counts as started: the command reports the rest.
+ */
+async function startFinished(socket: string): Promise<boolean> {
+  const conn = connectHttp(socket);
+  try {
+    const { checks } = await conn.client.health.query(undefined, { signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+    return checks.recovery_scan_done || !checks.storage || !checks.database;
+  } catch {
+    return true;
+  } finally {
+    conn.close();
+  }
+}
+
+/**
+ * Starts `combine daemon run` detached and waits until its socket answers and its start has finished
+ * (startFinished). If another daemon already serves this home, returns without starting a second one.
  */
 export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env, runArgs: string[] = []): Promise<{ started: boolean }> {
   const files = homeFiles(home);
@@ -59,8 +79,10 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   child.once('exit', (code) => (exited = code ?? 1));
   child.unref();
   const deadline = systemClock.now() + START_TIMEOUT_MS;
+  let answering = false;
   while (systemClock.now() < deadline) {
-    if (await probeSocket(files.socket)) return { started: exited === null };
+    answering = await probeSocket(files.socket);
+    if (answering && (await startFinished(files.socket))) return { started: exited === null };
     // Exit 1 because another start won the race (it says so in the log): keep waiting for its socket.
     // Any other exit (a failed migration, a bad config) is this start's failure.
     if (exited !== null && (exited !== 1 || !logTail(home, 20, logStart).includes(ALREADY_RUNNING))) {
@@ -68,6 +90,8 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
     }
     await sleep(exited === null ? 20 : 100);
   }
+  // Up, with its recovery scan still running after all this time: the command goes ahead (health says so).
+  if (answering) return { started: exited === null };
   throw new CliError(`the daemon did not start within ${START_TIMEOUT_MS / 1000}s:\n${logTail(home, 8, logStart)}`, EXIT.UNREACHABLE);
 }
 

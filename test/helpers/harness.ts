@@ -14,8 +14,8 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import type pg from 'pg';
 import { isAlive } from '../../src/cli/daemon-control.js';
-import type { SqlParams } from '../../src/core/sql.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
+import type { Sql, SqlParams } from '../../src/core/sql.js';
+import { connectPostgres, openPostgresPool } from '../../src/db/pg/connection.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { SqliteSql } from '../../src/db/sql.js';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
@@ -104,7 +104,7 @@ export class Harness {
   }
 
   static async start(sim: SimulatorOptions = {}): Promise<Harness> {
-    const database = TEST_BACKEND === 'postgres' ? await createTestDatabase() : null;
+    const database = TEST_BACKEND === 'postgres' ? await createTestDatabase({ migrated: true }) : null;
     return new Harness(await createSimulator(sim), database);
   }
 
@@ -114,12 +114,37 @@ export class Harness {
    */
   async query<T = Record<string, unknown>>(text: string, params?: SqlParams): Promise<T[]> {
     if (this.database) {
-      this.pool ??= openPostgresPool(this.database.url, { max: 2 });
+      // An idle connection the server ends (DROP DATABASE … WITH (FORCE) at cleanup can beat the pool's
+      // own goodbye) is dropped by the pool; a query that needed it fails in the test anyway.
+      this.pool ??= openPostgresPool(this.database.url, { max: 2 }).on('error', () => {});
       return new PgSql(this.pool).all<T>(text, params);
     }
     const db = this.openDb();
     try {
       return await new SqliteSql(db).all<T>(text, params);
+    } finally {
+      db.close();
+    }
+  }
+
+  /**
+   * Works on the stored state behind the daemon's back, as another process would (a foreign lock
+   * holder, a tamperer, a verifier): `fn` gets a writable handle on one connection (so session settings
+   * hold for its statements) and `sql.dialect` says which backend it is. Portable SQL where the texts allow it.
+   */
+  async edit<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    if (this.database) {
+      const client = await connectPostgres(this.database.url);
+      try {
+        return await fn(new PgSql(client));
+      } finally {
+        await client.end();
+      }
+    }
+    const db = new Database(join(this.home, 'combine.db'), { fileMustExist: true });
+    db.pragma('busy_timeout = 5000');
+    try {
+      return await fn(new SqliteSql(db));
     } finally {
       db.close();
     }

@@ -1,38 +1,32 @@
 /**
  * A fresh database per test file or harness on the run's one Postgres server (postgres-setup.ts):
- * created empty (~0.1 s), dropped with its connections at the end, so tests never share state.
+ * created empty (~0.1 s) or as a copy of the run's migrated template, dropped with its connections at
+ * the end, so tests never share state.
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { inject } from 'vitest';
+import { adminQuery, databaseUrl } from './postgres-server.js';
 
 export interface TestDatabase {
-  /** Connection URL of the new, empty database. */
+  /** Connection URL of the new database. */
   url: string;
   name: string;
   /** Drops the database, ending any session still connected to it (a killed daemon's included). */
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(): Promise<TestDatabase> {
+/**
+ * A new database: empty, or with `migrated` a copy of the run's migrated template (a daemon started on
+ * it finds nothing pending, as on any database it has run on before).
+ */
+export async function createTestDatabase(opts: { migrated?: boolean } = {}): Promise<TestDatabase> {
   const adminUrl = inject('postgresAdminUrl');
   const name = `combine_test_${randomBytes(6).toString('hex')}`;
-  await adminQuery(adminUrl, `CREATE DATABASE ${name}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
+  await adminQuery(adminUrl, `CREATE DATABASE ${name}${opts.migrated ? ` TEMPLATE ${inject('postgresTemplate')}` : ''}`);
+  const url = databaseUrl(adminUrl, name);
   return {
-    url: url.toString(),
+    url,
     name,
     drop: () => adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
   };
-}
-
-async function adminQuery(adminUrl: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
 }

@@ -44,21 +44,15 @@ describe('durable acknowledgements', () => {
     }
     expect(acked.length).toBeGreaterThanOrEqual(ROUNDS);
 
-    const db = h.openDb();
-    const thread = db.prepare('SELECT status, target_ref FROM llm_threads WHERE id = ?');
-    const items = db.prepare('SELECT count(*) AS n FROM llm_work_items WHERE thread_id = ?');
     for (const a of acked) {
-      const row = thread.get(a.thread_id) as { status: string; target_ref: string } | undefined;
+      const row = await h.queryOne<{ status: string; target_ref: string }>('SELECT status, target_ref FROM llm_threads WHERE id = ?', [a.thread_id]);
       expect(row, `acked thread ${a.thread_id} (${a.epic}) is missing after the kill`).toBeDefined();
       expect(JSON.parse(row!.target_ref).epic_id).toBe(a.epic);
-      expect((items.get(a.thread_id) as { n: number }).n).toBe(1);
+      expect(await h.queryOne('SELECT count(*) AS n FROM llm_work_items WHERE thread_id = ?', [a.thread_id])).toEqual({ n: 1 });
     }
     // Nothing half-stored: every thread that exists has its work item.
-    const orphans = db.prepare('SELECT count(*) AS n FROM llm_threads t WHERE NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id)').get() as {
-      n: number;
-    };
-    expect(orphans.n).toBe(0);
-    db.close();
+    const orphans = await h.queryOne('SELECT count(*) AS n FROM llm_threads t WHERE NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id)');
+    expect(orphans).toEqual({ n: 0 });
     // The restarted daemon serves them: one of them, through the CLI.
     const shown = await h.json<{ thread_id: string; status: string }>(['thread', acked[0]!.thread_id]);
     expect(['open', 'running', 'failed']).toContain(shown.status);

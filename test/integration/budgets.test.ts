@@ -12,10 +12,8 @@ afterEach(() => h?.cleanup());
 const PRICES = { 'test-model': { input_per_million_usd: 1, output_per_million_usd: 4 } };
 
 /** Usage as the ledger proves it: the sum of every recorded response's usage. */
-function ledgerResponseUsage() {
-  const db = h.openDb();
-  const rows = db.prepare("SELECT payload FROM llm_ledger_entries WHERE entry_type = 'response'").all() as { payload: string }[];
-  db.close();
+async function ledgerResponseUsage() {
+  const rows = await h.query<{ payload: string }>("SELECT payload FROM llm_ledger_entries WHERE entry_type = 'response'");
   const usages = rows.map((r) => JSON.parse(r.payload).usage).filter(Boolean);
   return {
     responses: rows.length,
@@ -31,10 +29,8 @@ describe('budgets', () => {
     h.writeConfig({ ...FAST_RETRY, budgets: { projects: { p: { total_tokens: 100 } } } });
     await h.importProject(project('p', 1));
     const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
-    const item = await waitUntil(() => {
-      const db = h.openDb();
-      const row = db.prepare('SELECT * FROM llm_work_items WHERE thread_id = ?').get(r.thread_id) as any;
-      db.close();
+    const item = await waitUntil(async () => {
+      const row = await h.queryOne<any>('SELECT * FROM llm_work_items WHERE thread_id = ?', [r.thread_id]);
       return row?.error_code === 'BUDGET_EXCEEDED' ? row : null;
     }, 'the item to be parked');
     expect(item).toMatchObject({ status: 'queued', attempt: 1 });
@@ -52,7 +48,7 @@ describe('budgets', () => {
     expect(h.sim.calls).toHaveLength(1);
     const usage = await h.json(['usage', '--project', 'p']);
     expect(usage.budgets[0]).toMatchObject({ project_id: 'p', limits: { total_tokens: 1_000_000 } });
-    expect(usage.budgets[0].spent_total.tokens).toBe(ledgerResponseUsage().total_tokens);
+    expect(usage.budgets[0].spent_total.tokens).toBe((await ledgerResponseUsage()).total_tokens);
   });
 
   it('an item that does not fit next to an in-flight reservation waits, and runs once that call settles below its maximum', async () => {
@@ -97,7 +93,7 @@ describe('budgets', () => {
     const final = await h.waitForEnd(r.thread_id);
     expect(final.status).toBe('complete');
 
-    const truth = ledgerResponseUsage();
+    const truth = await ledgerResponseUsage();
     // Every 200 the simulator sent is one recorded response: nothing paid twice, nothing lost.
     expect(h.sim.calls.filter((c) => c.status === 200)).toHaveLength(truth.responses);
     const usage = await h.json<{ totals: UsageJson; rows: any[] }>(['usage']);
@@ -136,7 +132,7 @@ describe('budgets', () => {
     const t = await h.json<ThreadJson>(['thread', r.thread_id]);
     expect(t.usage.in_doubt_calls).toBe(1);
     expect(t.usage.in_doubt_tokens).toBeGreaterThan(2048); // prompt estimate + max_tokens
-    expect(t.usage.total_tokens).toBe(ledgerResponseUsage().total_tokens);
+    expect(t.usage.total_tokens).toBe((await ledgerResponseUsage()).total_tokens);
     const usage = await h.json(['usage', '--project', 'p']);
     expect(usage.budgets[0].spent_total.tokens).toBe(t.usage.total_tokens + t.usage.in_doubt_tokens);
   });

@@ -1,10 +1,8 @@
 /**
  * The canary (issue 16, item 6): every `canary.interval` a synthetic work item goes through claim →
  * record → answer → apply on a built-in zero-cost provider; health reports its last success and
- * latency, and a canary unfinished after `canary.timeout` turns health unready. Real daemon, real SQLite.
+ * latency, and a canary unfinished after `canary.timeout` turns health unready. Real daemon, on each backend.
  */
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FAST_RETRY, Harness, waitUntil } from '../helpers/harness.js';
 import { parseExposition } from '../helpers/prometheus.js';
@@ -18,13 +16,9 @@ async function health(): Promise<any> {
   return JSON.parse((await h.cli(['health', '--json'])).stdout);
 }
 
-function canaryThreads(): { id: string; status: string }[] {
-  const db = h.openDb();
-  try {
-    return db.prepare(`SELECT id, status FROM llm_threads WHERE kind = 'combine_canary' ORDER BY created_at, rowid`).all() as any[];
-  } finally {
-    db.close();
-  }
+/** Canary threads, oldest first (ids are time-ordered: they break a same-millisecond tie). */
+function canaryThreads(): Promise<{ id: string; status: string }[]> {
+  return h.query(`SELECT id, status FROM llm_threads WHERE kind = 'combine_canary' ORDER BY created_at, id`);
 }
 
 describe('canary', () => {
@@ -42,7 +36,7 @@ describe('canary', () => {
     expect(hj.ready).toBe(true);
 
     // It went through claim, record, answer and apply: a prompt/response pair, a parse report and a mutation in the ledger.
-    const done = canaryThreads().find((t) => t.status === 'complete')!;
+    const done = (await canaryThreads()).find((t) => t.status === 'complete')!;
     const ledger = await h.json<any[]>(['ledger', done.id]);
     expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);
     expect(ledger[0].payload).toMatchObject({ model: 'combine-canary', endpoint: 'builtin:canary' });
@@ -64,9 +58,7 @@ describe('canary', () => {
     await h.startDaemon();
     await waitUntil(async () => (await health()).canary.last_success_at, 'a first canary');
     // Something holds the canary's lock: the next canaries stay queued (each replacing the one before).
-    const db = new Database(join(h.home, 'combine.db'));
-    db.pragma('busy_timeout = 5000');
-    db.prepare(`INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES ('system:canary', 'stuck-holder', ?, NULL)`).run(Date.now());
+    await h.edit((sql) => sql.run(`INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES ('system:canary', 'stuck-holder', ?, NULL)`, [Date.now()]));
     const late = await waitUntil(async () => {
       const x = await health();
       return x.canary.pending?.late ? x : null;
@@ -82,10 +74,9 @@ describe('canary', () => {
     const unready = await h.cli(['health']);
     expect(unready.code).not.toBe(0);
     // Canaries that never started were superseded, not piled up.
-    expect(canaryThreads().filter((t) => t.status === 'open' || t.status === 'running').length).toBe(1);
+    expect((await canaryThreads()).filter((t) => t.status === 'open' || t.status === 'running').length).toBe(1);
 
-    db.prepare(`DELETE FROM locks WHERE scope = 'system:canary'`).run();
-    db.close();
+    await h.edit((sql) => sql.run(`DELETE FROM locks WHERE scope = 'system:canary'`));
     const again = await waitUntil(async () => {
       const x = await health();
       return x.canary.ok && x.ready ? x : null;
@@ -101,6 +92,6 @@ describe('canary', () => {
     await new Promise((r) => setTimeout(r, 300));
     const hj = await health();
     expect(hj.canary).toMatchObject({ enabled: false, ok: true, last_success_at: null });
-    expect(canaryThreads()).toEqual([]);
+    expect(await canaryThreads()).toEqual([]);
   });
 });

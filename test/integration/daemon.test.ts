@@ -31,7 +31,9 @@ describe('daemon lifecycle', () => {
     expect(status.http).toBeNull(); // HTTP is off unless asked for
     expect(existsSync(join(h.home, 'http.token'))).toBe(false);
     expect(status.pid).toBe(h.daemonPid());
-    expect(status.db_path).toBe(join(h.home, 'combine.db'));
+    // Where the state is: the SQLite file in the home, or the Postgres URL with its password redacted.
+    const url = h.database ? new URL(h.database.url) : null;
+    expect(status.db_path).toBe(url ? h.database!.url.replace(url.password, 'redacted') : join(h.home, 'combine.db'));
   });
 
   it('never runs a second writer on the same home', async () => {

@@ -12,9 +12,7 @@ async function runEpic() {
   const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
   const final = await h.waitForEnd(r.thread_id);
   const ledger = await h.json<any[]>(['ledger', r.thread_id]);
-  const db = h.openDb();
-  const items = db.prepare('SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence').all(r.thread_id) as any[];
-  db.close();
+  const items = await h.query<any>('SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence', [r.thread_id]);
   return { final, ledger, items, errors: ledger.filter((e) => e.entry_type === 'error').map((e) => e.payload) };
 }
 

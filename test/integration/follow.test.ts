@@ -20,13 +20,8 @@ interface FollowLine {
 let h: Harness;
 afterEach(() => h?.cleanup());
 
-function ledgerCount(threadId: string, type: string): number {
-  const db = h.openDb();
-  try {
-    return (db.prepare('SELECT count(*) AS n FROM llm_ledger_entries WHERE thread_id = ? AND entry_type = ?').get(threadId, type) as { n: number }).n;
-  } finally {
-    db.close();
-  }
+async function ledgerCount(threadId: string, type: string): Promise<number> {
+  return (await h.queryOne<{ n: number }>('SELECT count(*) AS n FROM llm_ledger_entries WHERE thread_id = ? AND entry_type = ?', [threadId, type]))!.n;
 }
 
 describe('following a thread that already has 3 attempts', () => {
@@ -42,7 +37,7 @@ describe('following a thread that already has 3 attempts', () => {
     h.writeConfig({ retry: { base: '50ms', cap: '100ms', max_attempts: 5 } });
     await h.importProject(project('f', 1));
     const r = await h.json<CommandJson>(['generate-epic', '--project', 'f', '--epic', 'E1']);
-    await waitUntil(() => ledgerCount(r.thread_id, 'error') === 3, 'three failed attempts');
+    await waitUntil(async () => (await ledgerCount(r.thread_id, 'error')) === 3, 'three failed attempts');
 
     const [json, human] = await Promise.all([h.cli(['thread', r.thread_id, '--follow', '--json']), h.cli(['thread', r.thread_id, '--follow'])]);
     expect(json.code, json.stderr).toBe(0);

@@ -51,13 +51,8 @@ function expectProblem(a: HttpAnswer, status: number, code: string): any {
   return a.json;
 }
 
-function threadCount(): number {
-  const db = h.openDb();
-  try {
-    return (db.prepare('SELECT count(*) AS n FROM llm_threads').get() as { n: number }).n;
-  } finally {
-    db.close();
-  }
+async function threadCount(): Promise<number> {
+  return (await h.queryOne<{ n: number }>('SELECT count(*) AS n FROM llm_threads'))!.n;
 }
 
 async function finished(threadId: string): Promise<ThreadJson> {
@@ -109,18 +104,18 @@ describe('HTTP API: security', () => {
     expectProblem(await call('GET', '/projects', { headers: { host: 'evil.example' } }), 403, 'FORBIDDEN');
     expectProblem(await call('GET', '/projects', { headers: { host: `evil.example:${api.port}` } }), 403, 'FORBIDDEN');
     expectProblem(await call('GET', '/projects', { headers: { host: `127.0.0.1:${api.port + 1}` } }), 403, 'FORBIDDEN');
-    const before = threadCount();
+    const before = await threadCount();
     expectProblem(
       await call('POST', '/commands/story-backlog/generate-epic', { headers: { host: 'evil.example' }, body: { project_id: 'acme', epic_id: 'E1' } }),
       403,
       'FORBIDDEN',
     );
-    expect(threadCount()).toBe(before);
+    expect(await threadCount()).toBe(before);
     ok(await call('GET', '/projects', { headers: { host: `localhost:${api.port}` } }), 'listProjects');
   });
 
   it('refuses a state-changing request from another origin (CSRF) with 403, and stores nothing', async () => {
-    const before = threadCount();
+    const before = await threadCount();
     for (const origin of ['http://evil.example', 'null', `http://127.0.0.1:${api.port + 1}`]) {
       expectProblem(
         await call('POST', '/commands/story-backlog/generate-epic', { headers: { origin }, body: { project_id: 'acme', epic_id: 'E1' } }),
@@ -128,7 +123,7 @@ describe('HTTP API: security', () => {
         'FORBIDDEN',
       );
     }
-    expect(threadCount()).toBe(before);
+    expect(await threadCount()).toBe(before);
     // A read from elsewhere is answered, but without any CORS header no other origin's script can read it.
     ok(await call('GET', '/projects', { headers: { origin: 'http://evil.example' } }), 'listProjects');
     const preflight = await call('OPTIONS', '/commands/story-backlog/generate-epic', {
@@ -156,7 +151,7 @@ describe('HTTP API: security', () => {
 
 describe('HTTP API: bad input stores nothing', () => {
   it('answers 413 for a body over 1 MiB', async () => {
-    const before = threadCount();
+    const before = await threadCount();
     const huge = { project_id: 'acme', epic_id: 'E1', padding: 'x'.repeat(2 * 1024 * 1024) };
     expectProblem(await call('POST', '/commands/story-backlog/generate-epic', { body: huge }), 413, 'PAYLOAD_TOO_LARGE');
     // Also when the client does not announce the size (chunked).
@@ -168,11 +163,11 @@ describe('HTTP API: bad input stores nothing', () => {
       Buffer.from(JSON.stringify(huge)),
     );
     expectProblem(chunked, 413, 'PAYLOAD_TOO_LARGE');
-    expect(threadCount()).toBe(before);
+    expect(await threadCount()).toBe(before);
   });
 
   it('answers 400 naming the field for a wrong type, a missing field or an unknown one', async () => {
-    const before = threadCount();
+    const before = await threadCount();
     const wrongType = expectProblem(
       await call('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'acme', epic_id: 7 } }),
       400,
@@ -200,7 +195,7 @@ describe('HTTP API: bad input stores nothing', () => {
       415,
       'UNSUPPORTED_MEDIA_TYPE',
     );
-    expect(threadCount()).toBe(before);
+    expect(await threadCount()).toBe(before);
     const limit = expectProblem(await call('GET', '/threads?limit=0'), 400, 'BAD_REQUEST');
     expect(limit.errors[0].field).toBe('limit');
     const status = expectProblem(await call('GET', '/projects/acme/threads?status=done'), 400, 'BAD_REQUEST');
@@ -209,11 +204,11 @@ describe('HTTP API: bad input stores nothing', () => {
   });
 
   it('answers 503 QUEUE_FULL (with Retry-After) when the queue has no room, and stores nothing', async () => {
-    const before = threadCount();
+    const before = await threadCount();
     const a = await call('POST', '/commands/story-backlog/generate-all', { body: { project_id: 'big' } });
     expectProblem(a, 503, 'QUEUE_FULL');
     expect(Number(a.headers['retry-after'])).toBeGreaterThan(0);
-    expect(threadCount()).toBe(before);
+    expect(await threadCount()).toBe(before);
   });
 
   it('answers 404 for an unknown resource or endpoint, 405 for a wrong method', async () => {
@@ -336,6 +331,9 @@ describe('HTTP API: the endpoints give the CLI --json answers', () => {
     await waitUntil(() => h.sim.calls.some((c) => c.epic_id === 'E4' && c.fault === 'hang'), 'the E4 call to be in flight');
     const canceled = ok(await call('POST', `/threads/${hanging}/cancel`, { body: {} }), 'cancelThread');
     expect(canceled).toMatchObject({ thread_id: hanging, status: 'canceled' });
+    // The canceled call was in flight: its reservation settles just after the cancel answers. Compare the
+    // two views of the thread once it has, as a user reading it a moment later would see it.
+    await waitUntil(async () => (await h.json<ThreadJson>(['thread', hanging])).usage.reserved_calls === 0, 'the canceled call to settle');
     expect(ok(await call('GET', `/threads/${hanging}`), 'getThread')).toEqual(await h.json(['thread', hanging]));
     expect(ok(await call('POST', `/threads/${hanging}/cancel`), 'cancelThread').status).toBe('canceled'); // idempotent
     expectProblem(await call('POST', `/threads/${failedId}/cancel`), 409, 'CONFLICT'); // complete: too late
@@ -429,7 +427,7 @@ describe('HTTP API: POST /commands/run/{operation} runs any operation, as `combi
   });
 
   it("400 naming the field for input the operation's schema refuses (as `combine run` reports it), 404 for an unknown operation or project; nothing stored", async () => {
-    const before = threadCount();
+    const before = await threadCount();
     const calls = releaseCalls().length;
     const cases: [unknown, { field: string; message: string }[]][] = [
       [{ input: { ...EXAMPLE_INPUT, changes: [] } }, [{ field: 'input.changes', message: 'must NOT have fewer than 1 items' }]],
@@ -459,16 +457,16 @@ describe('HTTP API: POST /commands/run/{operation} runs any operation, as `combi
     expectProblem(await call('POST', RUN, { body: { input: { ...EXAMPLE_INPUT, project_id: 'nope' } } }), 404, 'NOT_FOUND');
     expectProblem(await call('GET', '/operations/no_such_operation'), 404, 'NOT_FOUND');
     expectProblem(await call('GET', '/projects/nope/documents'), 404, 'NOT_FOUND');
-    expect(threadCount()).toBe(before);
+    expect(await threadCount()).toBe(before);
     expect(releaseCalls()).toHaveLength(calls);
   });
 
   it('503 QUEUE_FULL for a run the queue has no room for (a built-in orchestration), nothing stored', async () => {
-    const before = threadCount();
+    const before = await threadCount();
     const a = await call('POST', '/commands/run/story_generate_all', { body: { input: { project_id: 'big' } } });
     expectProblem(a, 503, 'QUEUE_FULL');
     expect(Number(a.headers['retry-after'])).toBeGreaterThan(0);
-    expect(threadCount()).toBe(before);
+    expect(await threadCount()).toBe(before);
   });
 
   it('GET /operations and /operations/{operation} equal `operations --json` and `operations show --json`', async () => {

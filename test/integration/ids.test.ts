@@ -78,9 +78,7 @@ describe('50 threads created in one second', () => {
     expect(exported.code, exported.stderr).toBe(0);
     expect(exported.stdout).toContain(c.thread_id);
     // A work item's id names its thread.
-    const db = h.openDb();
-    const item = db.prepare('SELECT id FROM llm_work_items WHERE thread_id = ? ORDER BY sequence LIMIT 1').get(c.thread_id) as { id: string };
-    db.close();
+    const item = (await h.queryOne<{ id: string }>('SELECT id FROM llm_work_items WHERE thread_id = ? ORDER BY sequence LIMIT 1', [c.thread_id]))!;
     expect((await h.json(['thread', shortId(item.id)])).thread_id).toBe(c.thread_id);
   });
 

@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FAST_RETRY, Harness, project, type CommandJson, type ThreadJson } from '../helpers/harness.js';
+import { FAST_RETRY, Harness, project, waitUntil, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 
 let a: Harness;
 let b: Harness | undefined;
@@ -20,10 +20,15 @@ afterEach(async () => {
 async function homeWithHistory() {
   a = await Harness.start({ latencyMs: 30 });
   a.writeConfig({ ...FAST_RETRY, operations: { story_generate_epic: { on_invalid: { repair: 1 } } } });
-  a.setFaults([{ kind: 'schema_invalid', match: 'Epic id: E2', times: 1 }]);
+  a.setFaults([
+    { kind: 'schema_invalid', match: 'Epic id: E2', times: 1 },
+    // p's E1 answers late: q's thread, started while that call is in flight, records its entries in between.
+    { kind: 'hang', match: 'Epic id: E1', hang_ms: 3000, times: 1 },
+  ]);
   await a.importProject(project('p', 2));
   await a.importProject(project('q', 1));
   const all = await a.json<CommandJson>(['generate-all', '--project', 'p']);
+  await waitUntil(() => a.sim.calls.some((c) => c.epic_id === 'E1'), 'p’s E1 call to be in flight');
   const other = await a.json<CommandJson>(['generate-epic', '--project', 'q', '--epic', 'E1']);
   expect((await a.waitForEnd(all.thread_id)).status).toBe('complete');
   expect((await a.waitForEnd(other.thread_id)).status).toBe('complete');

@@ -1,13 +1,14 @@
 /**
- * `combine ledger verify` against tampering done behind the daemon's back: one flipped byte in the
- * database file, an UPDATE after dropping the append-only triggers, and state rows that claim work the
- * ledger does not record. Each makes verify exit 1 and name the entry.
+ * `combine ledger verify` against tampering done behind the daemon's back: one flipped byte that no
+ * trigger saw (in the SQLite file; on Postgres an UPDATE with triggers disabled for the session), an
+ * UPDATE after dropping the append-only triggers, and state rows that claim work the ledger does not
+ * record. Each makes verify exit 1 and name the entry.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FAST_RETRY, Harness, project, type CommandJson } from '../helpers/harness.js';
+import type { Sql } from '../../src/core/sql.js';
+import { FAST_RETRY, Harness, project, TEST_BACKEND, type CommandJson } from '../helpers/harness.js';
 
 let h: Harness;
 afterEach(() => h?.cleanup());
@@ -26,12 +27,44 @@ async function setup() {
   return threads;
 }
 
-/** The daemon closes the database (checkpointing the WAL into the file) before the test edits it. */
-async function editDatabase(fn: (db: Database.Database) => void) {
+/** The daemon closes the database (on SQLite, checkpointing the WAL into the file) before the test edits it. */
+async function editDatabase(fn: (sql: Sql) => Promise<void>) {
   await h.stopDaemon();
-  const db = new Database(join(h.home, 'combine.db'));
-  fn(db);
-  db.close();
+  await h.edit(fn);
+}
+
+/** `DROP TRIGGER` as each dialect spells it (Postgres names the table too). */
+function dropLedgerTrigger(sql: Sql, name: string) {
+  return sql.run(sql.dialect === 'postgres' ? `DROP TRIGGER ${name} ON llm_ledger_entries` : `DROP TRIGGER ${name}`);
+}
+
+/**
+ * Changes `from` to `to` (same length) in the stored ledger where no trigger sees it. SQLite: in the
+ * database file's bytes — every copy, as SQLite may leave stale copies of a record in a page's free
+ * space; same length, so the page structure stays valid. Postgres: an UPDATE in a session that fires
+ * no triggers (`session_replication_role = replica`, open to a superuser, which is what the tests use).
+ */
+async function flipBehindTheTriggers(from: string, to: string) {
+  await h.stopDaemon();
+  if (TEST_BACKEND === 'postgres') {
+    await h.edit(async (sql) => {
+      await sql.run('SET session_replication_role = replica');
+      const { changes } = await sql.run('UPDATE llm_ledger_entries SET payload = replace(payload, ?, ?) WHERE payload LIKE ?', [from, to, `%${from}%`]);
+      expect(changes).toBe(1);
+    });
+    return;
+  }
+  const file = join(h.home, 'combine.db');
+  expect(() => readFileSync(`${file}-wal`)).toThrow(); // checkpointed: the file holds every page
+  const bytes = readFileSync(file);
+  const needle = Buffer.from(from);
+  let flipped = 0;
+  for (let at = bytes.indexOf(needle); at !== -1; at = bytes.indexOf(needle, at + 1)) {
+    Buffer.from(to).copy(bytes, at);
+    flipped++;
+  }
+  expect(flipped).toBeGreaterThan(0);
+  writeFileSync(file, bytes);
 }
 
 async function verifyFails() {
@@ -43,24 +76,11 @@ async function verifyFails() {
 }
 
 describe('ledger verify', () => {
-  it('a byte flipped in a payload inside the database file fails verification at that entry', async () => {
+  it('a byte flipped in a payload where no trigger sees it fails verification at that entry', async () => {
     const [t1] = await setup();
     const response = (await h.json<any[]>(['ledger', t1!])).find((e) => e.entry_type === 'response');
     expect(response.payload.request_id).toBe('sim-req-1');
-    await h.stopDaemon();
-    const file = join(h.home, 'combine.db');
-    expect(() => readFileSync(`${file}-wal`)).toThrow(); // checkpointed: the file holds every page
-    const bytes = readFileSync(file);
-    const needle = Buffer.from('"request_id":"sim-req-1"');
-    // SQLite may leave stale copies of a record in free space of a page; flip the byte in each copy so
-    // the live one is surely hit. Same length, so the page structure stays valid and SQLite reads it.
-    let flipped = 0;
-    for (let at = bytes.indexOf(needle); at !== -1; at = bytes.indexOf(needle, at + 1)) {
-      bytes[at + needle.length - 2] = '7'.charCodeAt(0); // sim-req-1 → sim-req-7
-      flipped++;
-    }
-    expect(flipped).toBeGreaterThan(0);
-    writeFileSync(file, bytes);
+    await flipBehindTheTriggers('"request_id":"sim-req-1"', '"request_id":"sim-req-7"');
 
     const { report, text } = await verifyFails();
     expect(report.first_break).toEqual({ seq: response.seq, reason: 'hash does not match the entry contents' });
@@ -70,10 +90,11 @@ describe('ledger verify', () => {
   it('an UPDATE is refused by the triggers; after dropping them, the changed entry is named', async () => {
     const [, t2] = await setup();
     const report = (await h.json<any[]>(['ledger', t2!])).find((e) => e.entry_type === 'parse_report');
-    await editDatabase((db) => {
-      expect(() => db.prepare("UPDATE llm_ledger_entries SET payload = '{}' WHERE seq = ?").run(report.seq)).toThrow(/append-only/);
-      db.exec('DROP TRIGGER ledger_entries_no_update');
-      db.prepare('UPDATE llm_ledger_entries SET payload = replace(payload, \'"ok":true\', \'"ok":fals\') WHERE seq = ?').run(report.seq);
+    await editDatabase(async (sql) => {
+      await expect(sql.run("UPDATE llm_ledger_entries SET payload = '{}' WHERE seq = ?", [report.seq])).rejects.toThrow(/append-only/);
+      await dropLedgerTrigger(sql, 'ledger_entries_no_update');
+      const { changes } = await sql.run('UPDATE llm_ledger_entries SET payload = replace(payload, \'"ok":true\', \'"ok":fals\') WHERE seq = ?', [report.seq]);
+      expect(changes).toBe(1);
     });
     const { report: r } = await verifyFails();
     expect(r.first_break).toEqual({ seq: report.seq, reason: 'hash does not match the entry contents' });
@@ -81,9 +102,9 @@ describe('ledger verify', () => {
 
   it('a deleted entry breaks the chain at the entry after it', async () => {
     await setup();
-    await editDatabase((db) => {
-      db.exec('DROP TRIGGER ledger_entries_delete_only_checkpointed');
-      db.prepare('DELETE FROM llm_ledger_entries WHERE seq = 3').run();
+    await editDatabase(async (sql) => {
+      await dropLedgerTrigger(sql, 'ledger_entries_delete_only_checkpointed');
+      expect((await sql.run('DELETE FROM llm_ledger_entries WHERE seq = 3')).changes).toBe(1);
     });
     const { report } = await verifyFails();
     expect(report.first_break).toEqual({ seq: 4, reason: 'entry 3 is missing and no checkpoint covers it' });
@@ -102,9 +123,9 @@ describe('ledger verify', () => {
       ids.push(r.thread_id);
     }
     expect((await h.json(['ledger', 'verify'])).ok).toBe(true);
-    await editDatabase((db) => {
-      db.prepare("UPDATE llm_work_items SET status = 'applied' WHERE thread_id = ?").run(ids[0]);
-      db.prepare("UPDATE llm_threads SET status = 'complete' WHERE id = ?").run(ids[1]);
+    await editDatabase(async (sql) => {
+      expect((await sql.run("UPDATE llm_work_items SET status = 'applied' WHERE thread_id = ?", [ids[0]!])).changes).toBe(1);
+      expect((await sql.run("UPDATE llm_threads SET status = 'complete' WHERE id = ?", [ids[1]!])).changes).toBe(1);
     });
     const { report, text } = await verifyFails();
     expect(report.first_break).toBeNull(); // the chain itself is intact

@@ -75,16 +75,13 @@ describe('model routing and escalation', () => {
     ]);
     expect(t.escalation).toMatchObject({ logical_model: 'strong', model: 'strong-model', calls: 1, cost_usd: strongCost });
     // The pass was one attempt: no retry, no backoff.
-    expect(workItems(r.thread_id)).toEqual([expect.objectContaining({ status: 'applied', attempt: 1, escalated: 1, repair_count: 0 })]);
+    expect(await workItems(r.thread_id)).toEqual([expect.objectContaining({ status: 'applied', attempt: 1, escalated: 1, repair_count: 0 })]);
     const human = await h.cli(['thread', r.thread_id]);
     expect(human.stdout).toMatch(/escalated to strong \(strong-model\): 1 call/);
 
     // The escalation was reserved and settled as its own charge, at the strong model's price.
-    const db = h.openDb();
-    const charges = db
-      .prepare('SELECT model, status, reserved_tokens FROM llm_charges WHERE thread_id = ? ORDER BY created_at, rowid')
-      .all(r.thread_id) as any[];
-    db.close();
+    // Ids are time-ordered (UUIDv7, increasing within the daemon): they break a same-millisecond tie.
+    const charges = await h.query('SELECT model, status, reserved_tokens FROM llm_charges WHERE thread_id = ? ORDER BY created_at, id', [r.thread_id]);
     expect(charges).toEqual([
       expect.objectContaining({ model: 'cheap-model', status: 'settled' }),
       expect.objectContaining({ model: `strong-model @ ${strongSim!.url} (STRONG_API_KEY)`, status: 'settled' }),
@@ -97,7 +94,10 @@ describe('model routing and escalation', () => {
     await setup({ budgets: { default: { daily_cost_usd: 0.01 } } });
     h.setFaults([{ kind: 'schema_invalid', model: 'cheap-model', times: 1 }]);
     const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
-    const parked = await waitUntil(() => workItems(r.thread_id).find((w) => w.error_code === 'BUDGET_EXCEEDED'), 'the escalation parked for its budget');
+    const parked = await waitUntil(
+      async () => (await workItems(r.thread_id)).find((w) => w.error_code === 'BUDGET_EXCEEDED'),
+      'the escalation parked for its budget',
+    );
     expect(parked).toMatchObject({ status: 'queued', attempt: 1, escalated: 1 });
     expect((await h.json<any>(['thread', r.thread_id])).status).toBe('running');
     expect(h.sim.calls).toHaveLength(1);
@@ -183,11 +183,6 @@ describe('model routing and escalation', () => {
   });
 });
 
-function workItems(threadId: string): any[] {
-  const db = h.openDb();
-  try {
-    return db.prepare('SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence').all(threadId);
-  } finally {
-    db.close();
-  }
+function workItems(threadId: string): Promise<any[]> {
+  return h.query('SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence', [threadId]);
 }

@@ -3,7 +3,7 @@
  * health, idle maintenance and the systemd unit.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
@@ -160,20 +160,6 @@ describe('health', () => {
     }, 'health to turn unready');
     expect(JSON.parse(r.stdout)).toMatchObject({ ready: false, checks: { provider_breakers_closed: false, database: true } });
     expect((await h.cli(['metrics'])).stdout).toMatch(/^combine_breaker_state 2$/m);
-  });
-});
-
-describe('idle maintenance', () => {
-  it('truncates the WAL once the daemon has been idle', async () => {
-    h = await Harness.start();
-    h.writeConfig({ maintenance: { idle_after: '300ms' } });
-    await h.importProject(project('p', 2));
-    await runEpic('E1');
-    const wal = join(h.home, 'combine.db-wal');
-    await waitUntil(() => statSync(wal).size === 0, 'the WAL to be truncated');
-    const metrics = (await h.cli(['metrics'])).stdout;
-    expect(metrics).toMatch(/^combine_maintenance_runs_total [1-9]/m);
-    expect(metrics).toMatch(/^combine_wal_bytes 0$/m);
   });
 });
 

@@ -24,12 +24,10 @@ describe('orchestration children', () => {
     const forced = await h.json<CommandJson>(['generate-all', '--project', 'p', '--force']);
     expect(await h.waitForEnd(forced.thread_id)).toMatchObject({ status: 'complete', child_summary: { complete: 3 } });
     expect(h.sim.calls).toHaveLength(6);
-    const db = h.openDb();
-    expect(db.prepare('SELECT count(*) AS n FROM locks').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT role, count(*) AS n FROM llm_threads GROUP BY role ORDER BY role').all()).toEqual([
+    expect(await h.queryOne('SELECT count(*) AS n FROM locks')).toEqual({ n: 0 });
+    expect(await h.query('SELECT role, count(*) AS n FROM llm_threads GROUP BY role ORDER BY role')).toEqual([
       { role: 'orchestration', n: 2 },
       { role: 'work', n: 6 },
     ]);
-    db.close();
   });
 });

@@ -10,15 +10,14 @@ import { FAST_RETRY, Harness, project, waitUntil, type CommandJson, type ThreadJ
 let h: Harness;
 afterEach(() => h?.cleanup());
 
-function completeThreadsPerEpic(): Record<string, number> {
-  const db = h.openDb();
-  const rows = db
-    .prepare(
-      "SELECT json_extract(target_ref, '$.epic_id') AS epic, count(*) AS n FROM llm_threads WHERE kind = 'story_generate_epic' AND status = 'complete' GROUP BY epic",
-    )
-    .all() as { epic: string; n: number }[];
-  db.close();
-  return Object.fromEntries(rows.map((r) => [r.epic, r.n]));
+async function completeThreadsPerEpic(): Promise<Record<string, number>> {
+  const rows = await h.query<{ target_ref: string }>("SELECT target_ref FROM llm_threads WHERE kind = 'story_generate_epic' AND status = 'complete'");
+  const perEpic: Record<string, number> = {};
+  for (const r of rows) {
+    const epic = JSON.parse(r.target_ref).epic_id as string;
+    perEpic[epic] = (perEpic[epic] ?? 0) + 1;
+  }
+  return perEpic;
 }
 
 describe('generate-all and idempotency per epic', () => {
@@ -32,7 +31,7 @@ describe('generate-all and idempotency per epic', () => {
     const all = await h.json<CommandJson>(['generate-all', '--project', 'p']);
     expect((await h.waitForEnd(all.thread_id)).status).toBe('complete');
     expect(h.sim.calls.map((c) => c.epic_id).sort()).toEqual(['E1', 'E2', 'E3', 'E4', 'E5']);
-    expect(completeThreadsPerEpic()).toEqual({ E1: 1, E2: 1, E3: 1, E4: 1, E5: 1 });
+    expect(await completeThreadsPerEpic()).toEqual({ E1: 1, E2: 1, E3: 1, E4: 1, E5: 1 });
     const backlog = await h.json<{ epics: { epic_id: string; stories: unknown[] }[] }>(['backlog', 'p']);
     expect(backlog.epics.every((e) => e.stories.length > 0)).toBe(true);
 
@@ -70,7 +69,7 @@ describe('generate-all and idempotency per epic', () => {
         .map((c) => c.epic_id)
         .sort(),
     ).toEqual(['E4', 'E5']);
-    expect(completeThreadsPerEpic()).toEqual({ E1: 1, E2: 1, E3: 1, E4: 1, E5: 1 });
+    expect(await completeThreadsPerEpic()).toEqual({ E1: 1, E2: 1, E3: 1, E4: 1, E5: 1 });
   });
 });
 
@@ -107,9 +106,7 @@ describe('a call that never left', () => {
       ).toEqual(['PROVIDER_ERROR', 'PROVIDER_ERROR', 'PROVIDER_ERROR']);
       expect(errors[0].payload.message, url).toMatch(/cannot reach the provider \(nothing was sent\)/);
     }
-    const db = h.openDb();
-    const charges = db.prepare('SELECT status, count(*) AS n FROM llm_charges GROUP BY status').all();
-    db.close();
+    const charges = await h.query('SELECT status, count(*) AS n FROM llm_charges GROUP BY status');
     expect(charges).toEqual([{ status: 'released', n: 9 }]);
     const usage = await h.json<{ totals: { in_doubt_calls: number; calls: number } }>(['usage']);
     expect(usage.totals).toMatchObject({ calls: 0, in_doubt_calls: 0 });
@@ -138,9 +135,7 @@ describe('at-most-once: interrupted: hold', () => {
     const t = await h.json<any>(['thread', id]);
     expect(t.in_doubt).toMatchObject({ code: 'INTERRUPTED', attempt: 1 });
     expect(t.in_doubt.message).toContain(`combine retry ${id}`);
-    const db = h.openDb();
-    expect(db.prepare('SELECT status, error_code FROM llm_work_items WHERE thread_id = ?').all(id)).toEqual([{ status: 'failed', error_code: 'INTERRUPTED' }]);
-    db.close();
+    expect(await h.query('SELECT status, error_code FROM llm_work_items WHERE thread_id = ?', [id])).toEqual([{ status: 'failed', error_code: 'INTERRUPTED' }]);
     expect(t.usage).toMatchObject({ in_doubt_calls: 1, calls: 1 });
     const errors = (await h.json<any[]>(['ledger', id])).filter((e) => e.entry_type === 'error');
     expect(errors).toEqual([expect.objectContaining({ payload: expect.objectContaining({ code: 'INTERRUPTED', next: 'hold', in_doubt: true }) })]);

@@ -72,9 +72,7 @@ describe('answer size', () => {
     const ledger = await h.json<any[]>(['ledger', r.thread_id]);
     expect(ledger.some((e) => e.entry_type === 'response')).toBe(false);
     expect(end.usage.in_doubt_calls).toBe(1); // a 2xx was sent: it may have been billed
-    const db = h.openDb();
-    const biggest = (db.prepare('SELECT max(length(payload)) AS n FROM llm_ledger_entries').get() as { n: number }).n;
-    db.close();
+    const biggest = (await h.queryOne<{ n: number }>('SELECT max(length(payload)) AS n FROM llm_ledger_entries'))!.n;
     expect(biggest).toBeLessThan(64 * 1024);
   });
 });

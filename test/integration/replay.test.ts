@@ -137,10 +137,9 @@ describe('replay', () => {
       expect((await h.waitForEnd(threads[i]!)).status).toBe('complete');
     }
     expect(h.sim.calls).toHaveLength(calls);
-    const db = h.openDb();
-    const mutations = db.prepare('SELECT thread_id, count(*) AS n FROM mutations GROUP BY thread_id ORDER BY thread_id').all();
-    db.close();
-    expect(mutations).toEqual(threads.map((t) => ({ thread_id: t, n: 1 })).sort((x, y) => x.thread_id.localeCompare(y.thread_id)));
+    const mutations = await h.query<{ thread_id: string; n: number }>('SELECT thread_id, count(*) AS n FROM mutations GROUP BY thread_id');
+    const byThread = (x: { thread_id: string }, y: { thread_id: string }) => x.thread_id.localeCompare(y.thread_id);
+    expect(mutations.sort(byThread)).toEqual(threads.map((t) => ({ thread_id: t, n: 1 })).sort(byThread));
     expect(await h.json(['ledger', 'verify'])).toMatchObject({ ok: true, incomplete: [] });
   });
 

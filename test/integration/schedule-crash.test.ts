@@ -31,9 +31,7 @@ async function crashDuringScheduledBriefing(point: string, simLatencyMs = 0) {
   await waitForExit(pid, 20_000); // the daemon kills itself at the crash point
   expect(h.logText()).toContain(`"point":"${point}"`);
 
-  const db = h.openDb();
-  const leftBehind = db.prepare('SELECT * FROM schedule_runs').all() as any[];
-  db.close();
+  const leftBehind = await h.query<any>('SELECT * FROM schedule_runs');
   expect(leftBehind).toHaveLength(1);
   expect(leftBehind[0]).toMatchObject({ status: 'pending', claims: 1, period_at: fireAt });
   const callsBeforeRestart = h.sim.calls.length;
@@ -48,12 +46,10 @@ async function crashDuringScheduledBriefing(point: string, simLatencyMs = 0) {
     45_000,
   ); // a restart, a stale window and a retried 1.5 s call: slow on a loaded 2-core CI machine
   const date = new Date(fireAt).toISOString().slice(0, 10);
-  const check = h.openDb();
-  const docs = check.prepare("SELECT * FROM documents WHERE project_id = 'p' AND doc_type = 'briefing'").all() as any[];
-  const mutations = check.prepare("SELECT m.* FROM mutations m JOIN documents d ON d.id = m.document_id WHERE d.doc_type = 'briefing'").all() as any[];
-  const threads = check.prepare("SELECT * FROM llm_threads WHERE kind = 'project_briefing'").all() as any[];
-  const responses = check.prepare("SELECT payload FROM llm_ledger_entries WHERE entry_type = 'response'").all() as { payload: string }[];
-  check.close();
+  const docs = await h.query<any>("SELECT * FROM documents WHERE project_id = 'p' AND doc_type = 'briefing'");
+  const mutations = await h.query<any>("SELECT m.* FROM mutations m JOIN documents d ON d.id = m.document_id WHERE d.doc_type = 'briefing'");
+  const threads = await h.query<any>("SELECT * FROM llm_threads WHERE kind = 'project_briefing'");
+  const responses = await h.query<{ payload: string }>("SELECT payload FROM llm_ledger_entries WHERE entry_type = 'response'");
   return { final, leftBehind: leftBehind[0], callsBeforeRestart, date, docs, mutations, threads, responses };
 }
 

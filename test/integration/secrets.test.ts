@@ -1,12 +1,13 @@
 /**
  * Secrets stay out (issue 14, item 4): a provider that echoes the API key — in its answer, its request
  * id, a rate-limit header, or a body that is not even JSON — gets it recorded nowhere: not in the
- * ledger (which can never be changed), the call records, the logs, the WAL or an export.
+ * ledger (which can never be changed), the call records, the logs, the WAL or an export — nor in any
+ * stored row, on either backend (on Postgres the database is not a file under the home).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FAST_RETRY, Harness, project, type CommandJson } from '../helpers/harness.js';
+import { FAST_RETRY, Harness, project, TEST_BACKEND, type CommandJson } from '../helpers/harness.js';
 
 let h: Harness;
 afterEach(() => h?.cleanup());
@@ -23,6 +24,21 @@ function filesUnder(dir: string): string[] {
 function filesContaining(secret: string, extra: string[]): string[] {
   const needle = Buffer.from(secret);
   return [...filesUnder(h.home), ...extra].filter((f) => readFileSync(f).includes(needle));
+}
+
+/** Tables (`table.column…`) of the stored state whose rows, as text, contain `secret`. */
+async function tablesContaining(secret: string): Promise<string[]> {
+  const tables =
+    TEST_BACKEND === 'postgres'
+      ? await h.query<{ name: string }>("SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public'")
+      : await h.query<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'");
+  expect(tables.map((t) => t.name)).toContain('llm_ledger_entries');
+  const found: string[] = [];
+  for (const { name } of tables) {
+    const rows = await h.query(`SELECT * FROM "${name}"`);
+    if (JSON.stringify(rows).includes(secret)) found.push(name);
+  }
+  return found;
 }
 
 describe('a provider that echoes the credentials', () => {
@@ -68,12 +84,11 @@ async function echoedAndNowhere(others: string[]): Promise<void> {
 
   const exported = join(h.home, 'export.jsonl');
   expect((await h.cli(['ledger', 'export', '--project', 'p', '--out', exported])).code).toBe(0);
-  const db = h.openDb();
-  const callRecordIds = db.prepare('SELECT provider_request_id AS id FROM llm_call_records').all() as { id: string | null }[];
-  db.close();
+  const callRecordIds = await h.query<{ id: string | null }>('SELECT provider_request_id AS id FROM llm_call_records');
   expect(callRecordIds.some((r) => r.id === `req-${echoed}`)).toBe(true);
 
   for (const secret of [key, ...others]) expect(filesContaining(secret, [exported]), secret).toEqual([]);
+  for (const secret of [key, ...others]) expect(await tablesContaining(secret), secret).toEqual([]);
   await h.stopDaemon(); // and after the WAL is checkpointed into the database file
   for (const secret of [key, ...others]) expect(filesContaining(secret, []), secret).toEqual([]);
 }

@@ -109,9 +109,7 @@ describe('an operation of your own', () => {
     const end = await h.waitForEnd(r.thread_id);
     expect(end.status).toBe('complete');
     expect(releaseCalls()).toHaveLength(2);
-    const db = h.openDb();
-    expect(db.prepare('SELECT count(*) AS n FROM mutations WHERE thread_id = ?').get(r.thread_id)).toEqual({ n: 1 });
-    db.close();
+    expect(await h.queryOne('SELECT count(*) AS n FROM mutations WHERE thread_id = ?', [r.thread_id])).toEqual({ n: 1 });
     const errors = (await h.json<any[]>(['ledger', r.thread_id])).filter((e) => e.entry_type === 'error');
     expect(errors.map((e) => e.payload.code)).toEqual(['INTERRUPTED']);
 

@@ -54,7 +54,13 @@ export interface PgWriterOptions<E> {
   /** Attempts for a write whose connection failed before COMMIT (default 4). */
   infraAttempts?: number;
   infraRetryDelayMs?: number;
-  /** A closure still pending after this long fails (default 5 s): it holds a connection and its locks. */
+  /**
+   * A closure still pending after this long fails (default 30 s): it holds a connection and its locks.
+   * Longer than SQLite's 5 s because here every statement is a round trip to the server: a bulk
+   * command's one transaction (generate-all over 10,000 epics writes 20,000 rows; cancel ends every
+   * child) took over 5 s on a loaded 2-core machine, and the CLI waits 30 s for it (BULK_CALL_TIMEOUT_MS).
+   * Other writes go on meanwhile on other connections; only this one's rows stay locked.
+   */
   closureTimeoutMs?: number;
   /** The delay before re-running a conflicted closure, from the attempt number (default: 1–5 ms × attempt, random). */
   conflictDelayMs?: (attempt: number) => number;
@@ -152,7 +158,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
     try {
       await client.query('BEGIN');
       let value = fn(handle, emit);
-      if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 5000);
+      if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 30_000);
       handle.revoke();
       if (events.length > 0 && this.opts.notificationsOf) await sendNotifications(client, this.opts.notificationsOf(events));
       atCommit = true;
