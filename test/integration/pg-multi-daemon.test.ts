@@ -7,6 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { PARKED_UNTIL_RAISED } from '../../src/daemon/engine/producer.js';
+import { daemonOwner } from '../../src/daemon/runtime/owner.js';
 import { DaemonGroup } from '../helpers/daemons.js';
 import { FAST_RETRY, type CommandJson, type Harness, waitUntil } from '../helpers/harness.js';
 
@@ -53,19 +54,24 @@ describe('several daemons on one Postgres', () => {
     const firstLedger = await a.json<{ entry_type: string }[]>(['ledger', first.thread_id]);
     expect(firstLedger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);
 
-    // A dies with a call in flight: once its lease expires, B records INTERRUPTED and sends it again.
+    // The daemon running the second call dies with it in flight: once its lease expires, the other records
+    // INTERRUPTED and sends it again. Either daemon may claim it (a submit to A wakes B too), so the one
+    // to kill is read from the lease's owner.
     const second = await a.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E11']);
-    await waitUntil(() => g.sim.calls.length === 2, 'the second call to start on daemon A');
-    await a.killDaemon();
-    await waitUntil(async () => (await threadStatus(a, second.thread_id)) === 'complete', 'B to take over and complete the request', 40_000);
+    await waitUntil(() => g.sim.calls.length === 2, 'the second call to start');
+    const lease = await a.queryOne<{ lease_owner: string }>('SELECT lease_owner FROM llm_work_items WHERE thread_id = ?', [second.thread_id]);
+    const [busy, survivor] = lease!.lease_owner.startsWith(daemonOwner(a.home).homePrefix) ? [a, b] : [b, a];
+    expect(lease!.lease_owner.startsWith(daemonOwner(busy.home).homePrefix)).toBe(true);
+    await busy.killDaemon();
+    await waitUntil(async () => (await threadStatus(a, second.thread_id)) === 'complete', 'the other daemon to take over and complete the request', 40_000);
     expect(g.sim.calls).toHaveLength(3);
-    const ledger = await b.json<{ entry_type: string; payload: { code?: string } }[]>(['ledger', second.thread_id]);
+    const ledger = await survivor.json<{ entry_type: string; payload: { code?: string } }[]>(['ledger', second.thread_id]);
     expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'error', 'prompt', 'response', 'parse_report', 'mutation_report']);
     expect(ledger[1]!.payload.code).toBe('INTERRUPTED');
-    expect(b.logText()).toMatch(/"msg":"recovery scan"/);
+    expect(survivor.logText()).toMatch(/"msg":"recovery scan"/);
     expect((await a.queryOne<{ n: number }>('SELECT count(*) AS n FROM mutations WHERE thread_id = ?', [second.thread_id]))!.n).toBe(1);
     expect((await a.queryOne<{ n: number }>('SELECT count(*) AS n FROM locks'))!.n).toBe(0); // the dead owner's lock went with its lease
-    expect(await b.json(['ledger', 'verify'])).toMatchObject({ ok: true, first_break: null });
+    expect(await survivor.json(['ledger', 'verify'])).toMatchObject({ ok: true, first_break: null });
   });
 
   it('the same request sent to two daemons at once makes one thread and one call', async () => {
