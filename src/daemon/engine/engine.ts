@@ -38,6 +38,8 @@ import type { Logger } from '../../core/logger.js';
 
 /** The longest the engine sleeps before looking at the queue again. */
 const MAX_SLEEP_MS = 3_600_000;
+/** How soon a claim round looks again at an item that was due but not claimed (see scheduleNextDue). */
+const DUE_RECHECK_MS = 1000;
 /** Expired leases one recovery transaction takes on a shared database; a full batch scans again at once. */
 const RESCUE_BATCH = 100;
 
@@ -281,12 +283,15 @@ export class Engine {
   /** Sleeps until the next queued item is due, a deadline passes, or the breaker lets a probe through. */
   private async scheduleNextDue(): Promise<void> {
     const now = this.o.clock.now();
-    const candidates = [
-      await nextQueuedDueAt(this.o.reader),
-      await nextQueuedDeadline(this.o.reader),
-      this.o.flow.router.nextBreakerReopen(),
-      this.limitedUntil,
-    ].filter((t): t is number => t !== null && t > now);
+    const due = await nextQueuedDueAt(this.o.reader);
+    const candidates = [due, await nextQueuedDeadline(this.o.reader), this.o.flow.router.nextBreakerReopen(), this.limitedUntil].filter(
+      (t): t is number => t !== null && t > now,
+    );
+    // An item already due that this round did not claim, with slots free: usually held by a lock or a
+    // breaker (whose release wakes the engine), but it may also have been requeued by a commit on another
+    // connection after this round's snapshot, whose wake-up came before the round began. Look again soon
+    // rather than wait for an event that may not come.
+    if (due !== null && due <= now && this.inFlight.size < this.o.maxInFlight) candidates.push(now + DUE_RECHECK_MS);
     if (candidates.length > 0) this.scheduleAt(Math.min(...candidates));
   }
 
