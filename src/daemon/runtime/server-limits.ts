@@ -96,9 +96,20 @@ export function refuseOversizedBody(
   if (!(declared > limit.bytes)) return false;
   const message = `the request body is ${formatBytes(declared)}, over the ${formatBytes(limit.bytes)} limit of this endpoint (${limit.setting}); nothing was stored`;
   const text = JSON.stringify(body(message));
-  res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-  dropRestOfBody(req);
+  // Answered once the body has been read and dropped (or after LINGER_MS): the server closes the
+  // connection after a 413, and a client still writing its body then sees a broken pipe, not this answer.
+  let answered = false;
+  const answer = () => {
+    if (answered) return;
+    answered = true;
+    clearTimeout(linger);
+    res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  };
+  const linger = setTimeout(answer, LINGER_MS);
+  linger.unref();
+  req.once('end', answer);
+  req.resume();
   return true;
 }
 
