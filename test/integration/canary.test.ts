@@ -58,7 +58,19 @@ describe('canary', () => {
     await h.startDaemon();
     await waitUntil(async () => (await health()).canary.last_success_at, 'a first canary');
     // Something holds the canary's lock: the next canaries stay queued (each replacing the one before).
-    await h.edit((sql) => sql.run(`INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES ('system:canary', 'stuck-holder', ?, NULL)`, [Date.now()]));
+    // Taken when free: a canary running at that moment holds it for a few ms.
+    await waitUntil(
+      async () =>
+        (
+          await h.edit((sql) =>
+            sql.run(
+              `INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES ('system:canary', 'stuck-holder', ?, NULL) ON CONFLICT (scope) DO NOTHING`,
+              [Date.now()],
+            ),
+          )
+        ).changes === 1,
+      'the canary lock to be free for the stuck holder',
+    );
     const late = await waitUntil(async () => {
       const x = await health();
       return x.canary.pending?.late ? x : null;
