@@ -25,7 +25,7 @@ import { flowControlOf } from './config/flow.js';
 import { type EventLog, type LogFile, logEngineEvents, unbufferedEventLog } from './runtime/logger.js';
 import { daemonMetricsSource, Metrics } from './runtime/metrics.js';
 import { listenToOtherDaemons, notificationsOf, RemoteChanges } from './runtime/cluster-changes.js';
-import { finalizeRunOfThread } from './scheduler/finalize.js';
+import { finalizeRunsOfThreads } from './scheduler/finalize.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { ScheduleService } from './scheduler/service.js';
 import { AdminService } from './services/admin.js';
@@ -131,9 +131,7 @@ export class App implements Services {
     const reader = (this.reader = store.reader);
     // A scheduled run ends with its thread, in the thread's transaction (lease-then-LLM's finalize).
     const hooks: EngineHooks = {
-      threadEnded: async (tx, thread, status) => {
-        await finalizeRunOfThread(tx, thread, status);
-      },
+      threadsEnded: (tx, threads, status) => finalizeRunsOfThreads(tx, threads, status),
     };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;

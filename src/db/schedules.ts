@@ -5,7 +5,7 @@
  */
 import type { Sql } from '../core/sql.js';
 import { runStatusesLeadingTo, SCHEDULE_TRANSITIONS, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
-import { jsonNumber } from './dialect.js';
+import { inJsonArray, jsonNumber } from './dialect.js';
 import type { ScheduleRow, ScheduleRunRow } from './schema-schedules.js';
 import { expectOneChange } from './statements.js';
 import { IllegalTransitionError, StaleStateError } from '../core/errors.js';
@@ -109,6 +109,15 @@ export async function linkScheduleRunThread(sql: Sql, p: { id: string; owner: st
     p,
   );
   expectOneChange(result, `schedule run ${p.id} is no longer leased by ${p.owner} at ${p.claimed_at}`);
+}
+
+/** Which of these threads (walked as a set) a schedule run in `pending` waits for. */
+export async function listThreadsWithPendingRun(sql: Sql, threadIds: readonly string[]): Promise<string[]> {
+  const rows = await sql.all<{ thread_id: string }>(
+    `SELECT DISTINCT thread_id FROM schedule_runs WHERE status = 'pending' AND ${inJsonArray(sql.dialect, 'thread_id', '@ids')}`,
+    { ids: JSON.stringify(threadIds) },
+  );
+  return rows.map((r) => r.thread_id);
 }
 
 /**

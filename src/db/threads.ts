@@ -3,9 +3,9 @@ import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
-import { insertionOrder, jsonText } from './dialect.js';
+import { insertionOrder, inJsonArray, jsonText } from './dialect.js';
 import type { ThreadRow } from './schema.js';
-import { expectOneChange } from './statements.js';
+import { expectChanges, expectOneChange } from './statements.js';
 
 export async function insertThread(sql: Sql, row: ThreadRow): Promise<void> {
   await sql.run(
@@ -179,6 +179,20 @@ export async function listParentsWithAllChildrenTerminal(sql: Sql): Promise<Thre
      WHERE p.status IN ('open', 'running')
        AND EXISTS (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id)
        AND NOT EXISTS (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running'))`)) as ThreadRow[];
+}
+
+/**
+ * Cancels these threads (each open or running) in one statement — a bulk cancel. Guarded: if any of
+ * them has moved on, nothing is taken as done (StaleStateError).
+ */
+export async function cancelActiveThreads(sql: Sql, ids: readonly string[], now: number): Promise<void> {
+  if (ids.length === 0) return;
+  const result = await sql.run(
+    `UPDATE llm_threads SET status = 'canceled', closed_at = @now
+     WHERE ${inJsonArray(sql.dialect, 'id', '@ids')} AND status IN ('open', 'running')`,
+    { ids: JSON.stringify(ids), now },
+  );
+  expectChanges(result, ids.length, `of ${ids.length} threads to cancel, some are no longer open or running`);
 }
 
 /**

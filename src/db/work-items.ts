@@ -7,8 +7,8 @@ import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
-import { jsonArrayElements, skipLockedRows } from './dialect.js';
-import { expectOneChange } from './statements.js';
+import { inJsonArray, jsonArrayElements, skipLockedRows } from './dialect.js';
+import { expectChanges, expectOneChange } from './statements.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
   await sql.run(
@@ -24,6 +24,16 @@ export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> 
 
 export function getWorkItem(sql: Sql, id: string): Promise<WorkItemRow | undefined> {
   return sql.get<WorkItemRow>('SELECT * FROM llm_work_items WHERE id = ?', [id]);
+}
+
+/** The items of these threads not ended yet (queued, claimed or running); `threadIds` is walked as a set. */
+export async function listActiveWorkItemsOfThreads(sql: Sql, threadIds: readonly string[]): Promise<WorkItemRow[]> {
+  return (await sql.all(
+    `SELECT * FROM llm_work_items
+     WHERE ${inJsonArray(sql.dialect, 'thread_id', '@ids')} AND status IN ('queued', 'claimed', 'running')
+     ORDER BY thread_id, sequence`,
+    { ids: JSON.stringify(threadIds) },
+  )) as WorkItemRow[];
 }
 
 export async function listWorkItemsForThread(sql: Sql, threadId: string): Promise<WorkItemRow[]> {
@@ -381,6 +391,22 @@ export async function requeueWorkItem(
     p,
   );
   expectOneChange(result, `work item ${p.id} is not ${p.from} under ${p.owner}`);
+}
+
+/**
+ * Ends queued (never leased) items as `failed` in one statement — a bulk cancel. Guarded like
+ * `endWorkItem`: every item must still be queued, or nothing is taken as done (StaleStateError).
+ */
+export async function endQueuedWorkItems(sql: Sql, p: { ids: readonly string[]; error_code: string; error_message: string; now: number }): Promise<void> {
+  if (p.ids.length === 0) return;
+  assertWorkItemTransition('queued', 'failed');
+  const result = await sql.run(
+    `UPDATE llm_work_items
+     SET status = 'failed', error_code = @error_code, error_message = @error_message, finished_at = @now
+     WHERE ${inJsonArray(sql.dialect, 'id', '@ids')} AND status = 'queued' AND lease_owner IS NULL`,
+    { ...p, ids: JSON.stringify(p.ids) },
+  );
+  expectChanges(result, p.ids.length, `of ${p.ids.length} work items to end, some are no longer queued`);
 }
 
 /**

@@ -59,24 +59,68 @@ function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null 
  * caller's transaction, so links can neither fork nor skip.
  */
 export async function appendLedgerEntry(sql: Sql, e: NewLedgerEntry): Promise<LedgerRow> {
+  return (await appendLedgerEntries(sql, [e]))[0]!;
+}
+
+/**
+ * Rows per INSERT: a power of two up to 256 (9 parameters a row, well under both databases' limits).
+ * Powers of two keep the statement texts to nine, so each is prepared once per connection rather than
+ * one text per batch length.
+ */
+const MAX_ROWS_PER_INSERT = 256;
+const insertTexts = new Map<number, string>();
+
+function insertEntriesText(rows: number): string {
+  let text = insertTexts.get(rows);
+  if (text === undefined) {
+    text = `INSERT INTO llm_ledger_entries (seq, thread_id, work_item_id, entry_type, attempt, payload, prev_hash, hash, created_at)
+       VALUES ${Array.from({ length: rows }, () => '(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}`;
+    insertTexts.set(rows, text);
+  }
+  return text;
+}
+
+/** The largest power of two that is at most `n` and at most MAX_ROWS_PER_INSERT. */
+function rowsPerInsert(n: number): number {
+  let size = MAX_ROWS_PER_INSERT;
+  while (size > n) size >>= 1;
+  return size;
+}
+
+/**
+ * Appends `entries`, in order, at the head of the chain: the head is read (and on Postgres locked) once,
+ * the links are computed here, and the rows go in INSERTs of up to 256 — a bulk command (canceling a
+ * generate-all of 10,000 children) makes a few dozen round trips, not two per entry. The database checks
+ * the links again (SQLite per row; Postgres per statement, moving its chain head once).
+ */
+export async function appendLedgerEntries(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
+  if (entries.length === 0) return [];
   const head = await lockLedgerHead(sql);
-  const row: Omit<LedgerRow, 'hash'> = {
-    seq: (head?.seq ?? 0) + 1,
-    thread_id: e.thread_id,
-    work_item_id: e.work_item_id,
-    entry_type: e.entry_type,
-    attempt: e.attempt,
-    payload: canonicalJson(e.payload),
-    prev_hash: head?.hash ?? GENESIS_HASH,
-    created_at: e.created_at,
-  };
-  const full: LedgerRow = { ...row, hash: ledgerEntryHash(row) };
-  await sql.run(
-    `INSERT INTO llm_ledger_entries (seq, thread_id, work_item_id, entry_type, attempt, payload, prev_hash, hash, created_at)
-     VALUES (@seq, @thread_id, @work_item_id, @entry_type, @attempt, @payload, @prev_hash, @hash, @created_at)`,
-    full,
-  );
-  return full;
+  let seq = head?.seq ?? 0;
+  let prevHash = head?.hash ?? GENESIS_HASH;
+  const rows = entries.map((e): LedgerRow => {
+    const row: Omit<LedgerRow, 'hash'> = {
+      seq: ++seq,
+      thread_id: e.thread_id,
+      work_item_id: e.work_item_id,
+      entry_type: e.entry_type,
+      attempt: e.attempt,
+      payload: canonicalJson(e.payload),
+      prev_hash: prevHash,
+      created_at: e.created_at,
+    };
+    prevHash = ledgerEntryHash(row);
+    return { ...row, hash: prevHash };
+  });
+  for (let i = 0; i < rows.length; ) {
+    const batch = rows.slice(i, i + rowsPerInsert(rows.length - i));
+    i += batch.length;
+    await sql.run(
+      insertEntriesText(batch.length),
+      batch.flatMap((r) => [r.seq, r.thread_id, r.work_item_id, r.entry_type, r.attempt, r.payload, r.prev_hash, r.hash, r.created_at]),
+    );
+  }
+  return rows;
 }
 
 export function getLedgerEntry(sql: Sql, seq: number): Promise<LedgerRow | undefined> {

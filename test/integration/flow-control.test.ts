@@ -3,7 +3,7 @@
  * backpressure refuses a command whole, and the fair scheduler lets another project's work through.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { FAST_RETRY, Harness, project, TEST_BACKEND, waitUntil, type CommandJson } from '../helpers/harness.js';
+import { FAST_RETRY, Harness, project, waitUntil, type CommandJson } from '../helpers/harness.js';
 
 let h: Harness;
 afterEach(() => h?.cleanup());
@@ -49,48 +49,39 @@ describe('rate limits', () => {
 });
 
 describe('backpressure', () => {
-  // Not on Postgres yet (a known gap, not a SQLite-only behaviour): enqueueing and canceling a bulk run
-  // there is a round trip per row, so this test's 10,000-child generate-all and its cancel outlast the
-  // CLI's 30 s on a loaded 2-core machine (3,000 children: 6.6 s and 11.3 s on Postgres, 1.6 s each on
-  // SQLite). Set-based bulk statements on Postgres will bring it back.
-  const itUntilPostgresBulkIsSetBased = it.skipIf(TEST_BACKEND === 'postgres');
-  itUntilPostgresBulkIsSetBased(
-    'refuses the 10,001st queued item with QUEUE_FULL (exit 1) and stores nothing of the command',
-    async () => {
-      h = await Harness.start();
-      // A budget smaller than one call keeps all 10,000 items queued (parked), with no call made.
-      h.writeConfig({ budgets: { projects: { big: { total_tokens: 1 } } } });
-      await h.importProject(project('big', 10_000));
-      await h.importProject(project('other', 3));
-      const all = await h.cli(['generate-all', '--project', 'big', '--json'], { timeoutMs: 60_000 });
-      expect(all.code, all.stderr).toBe(0);
-      expect(await queuedCount()).toBe(10_000);
+  it('refuses the 10,001st queued item with QUEUE_FULL (exit 1) and stores nothing of the command', async () => {
+    h = await Harness.start();
+    // A budget smaller than one call keeps all 10,000 items queued (parked), with no call made.
+    h.writeConfig({ budgets: { projects: { big: { total_tokens: 1 } } } });
+    await h.importProject(project('big', 10_000));
+    await h.importProject(project('other', 3));
+    const all = await h.cli(['generate-all', '--project', 'big', '--json'], { timeoutMs: 60_000 });
+    expect(all.code, all.stderr).toBe(0);
+    expect(await queuedCount()).toBe(10_000);
 
-      const snapshot = () =>
-        h.queryOne(
-          'SELECT (SELECT count(*) FROM llm_threads) AS threads, (SELECT count(*) FROM llm_work_items) AS items, (SELECT count(*) FROM llm_ledger_entries) AS entries',
-        );
-      const before = await snapshot();
-      const one = await h.cli(['generate-epic', '--project', 'other', '--epic', 'E1', '--json']);
-      expect(one.code).toBe(1);
-      expect(one.stderr).toContain('QUEUE_FULL');
-      expect(one.stderr).toContain('10000');
-      // A generate-all is refused as a whole: no parent, no child.
-      const many = await h.cli(['generate-all', '--project', 'other', '--json']);
-      expect(many.code).toBe(1);
-      expect(many.stderr).toContain('QUEUE_FULL');
-      expect(await snapshot()).toEqual(before);
-      expect(await h.json(['threads', '--project', 'other'])).toEqual([]);
-      expect(h.sim.calls).toHaveLength(0);
+    const snapshot = () =>
+      h.queryOne(
+        'SELECT (SELECT count(*) FROM llm_threads) AS threads, (SELECT count(*) FROM llm_work_items) AS items, (SELECT count(*) FROM llm_ledger_entries) AS entries',
+      );
+    const before = await snapshot();
+    const one = await h.cli(['generate-epic', '--project', 'other', '--epic', 'E1', '--json']);
+    expect(one.code).toBe(1);
+    expect(one.stderr).toContain('QUEUE_FULL');
+    expect(one.stderr).toContain('10000');
+    // A generate-all is refused as a whole: no parent, no child.
+    const many = await h.cli(['generate-all', '--project', 'other', '--json']);
+    expect(many.code).toBe(1);
+    expect(many.stderr).toContain('QUEUE_FULL');
+    expect(await snapshot()).toEqual(before);
+    expect(await h.json(['threads', '--project', 'other'])).toEqual([]);
+    expect(h.sim.calls).toHaveLength(0);
 
-      // Room again once the queue drains: the same request is accepted.
-      await h.json(['cancel', JSON.parse(all.stdout).thread_id]);
-      expect(await queuedCount()).toBe(0);
-      const again = await h.json<CommandJson>(['generate-epic', '--project', 'other', '--epic', 'E1']);
-      expect((await h.waitForEnd(again.thread_id)).status).toBe('complete');
-    },
-    120_000,
-  );
+    // Room again once the queue drains: the same request is accepted.
+    await h.json(['cancel', JSON.parse(all.stdout).thread_id]);
+    expect(await queuedCount()).toBe(0);
+    const again = await h.json<CommandJson>(['generate-epic', '--project', 'other', '--epic', 'E1']);
+    expect((await h.waitForEnd(again.thread_id)).status).toBe('complete');
+  }, 120_000);
 });
 
 describe('fair scheduling', () => {

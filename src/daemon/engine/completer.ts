@@ -399,7 +399,8 @@ async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread
   return 'dead_letter';
 }
 
-function errorPayload(error: ClassifiedError, item: WorkItemRow) {
+/** An `error` ledger entry's payload: the classified error and the item's attempt. */
+export function errorPayload(error: ClassifiedError, item: WorkItemRow) {
   return {
     code: error.code,
     class: error.class,

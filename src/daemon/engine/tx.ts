@@ -1,14 +1,14 @@
 /**
  * Helpers for code that runs inside one writer transaction: append a ledger entry, move a thread, close a
  * finished orchestration. Each emits the matching event, published only if the transaction commits. A
- * thread that ends is reported through the `threadEnded` hook, which the composition root wires to the
+ * thread that ends is reported through the `threadsEnded` hook, which the composition root wires to the
  * scheduler (a scheduled run ends with its thread, in the same transaction).
  */
 import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
-import { appendLedgerEntry, type LedgerEntryType } from '../../ledger/store.js';
+import { appendLedgerEntries, type LedgerEntryType } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { countChildThreadsByStatus, getThread, lockThread, transitionThread } from '../../db/threads.js';
+import { cancelActiveThreads, countChildThreadsByStatus, getThread, lockThread, transitionThread } from '../../db/threads.js';
 import { insertWorkItem } from '../../db/work-items.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
@@ -25,8 +25,8 @@ export type EndedStatus = 'complete' | 'failed' | 'canceled';
  * them (app.ts); they run in the same transaction as the change they report.
  */
 export interface EngineHooks {
-  /** A thread reached a terminal status: the scheduler finalizes the run the thread works for. */
-  threadEnded(tx: Tx, thread: ThreadRow, status: EndedStatus): Promise<void>;
+  /** Threads reached a terminal status (one, or a bulk cancel's many): the scheduler finalizes the runs they work for. */
+  threadsEnded(tx: Tx, threads: readonly ThreadRow[], status: EndedStatus): Promise<void>;
 }
 
 /** A write closure's transaction (core/tx.ts) with the engine's events and hooks. */
@@ -41,28 +41,47 @@ export async function appendEntry(
   attempt: number | null,
   payload: Record<string, unknown>,
 ): Promise<LedgerRow> {
-  const row = await appendLedgerEntry(tx.sql, {
-    thread_id: thread.id,
-    work_item_id: workItemId,
-    entry_type: entryType,
-    attempt,
-    payload,
-    created_at: tx.now,
-  });
-  tx.emit({
-    type: 'ledger',
-    thread_id: thread.id,
-    parent_thread_id: thread.parent_thread_id,
-    trace_id: traceIdOf(thread.traceparent),
-    work_item_id: workItemId,
-    seq: row.seq,
-    entry_type: entryType,
-    attempt,
-    code: typeof payload.code === 'string' ? payload.code : null,
-    next: typeof payload.next === 'string' ? payload.next : null,
-    summary: summarizeLedgerEntry(entryType, payload),
-  });
-  return row;
+  return (await appendEntries(tx, [{ thread, workItemId, entryType, attempt, payload }]))[0]!;
+}
+
+/** One ledger entry to append, with the thread it belongs to (for its event). */
+export interface EntryOfThread {
+  thread: ThreadRow;
+  workItemId: string | null;
+  entryType: LedgerEntryType;
+  attempt: number | null;
+  payload: Record<string, unknown>;
+}
+
+/** Appends the entries in order (one head read for all of them) and emits one event each. */
+export async function appendEntries(tx: Tx, entries: readonly EntryOfThread[]): Promise<LedgerRow[]> {
+  const rows = await appendLedgerEntries(
+    tx.sql,
+    entries.map((e) => ({
+      thread_id: e.thread.id,
+      work_item_id: e.workItemId,
+      entry_type: e.entryType,
+      attempt: e.attempt,
+      payload: e.payload,
+      created_at: tx.now,
+    })),
+  );
+  for (const [i, { thread, workItemId, entryType, attempt, payload }] of entries.entries()) {
+    tx.emit({
+      type: 'ledger',
+      thread_id: thread.id,
+      parent_thread_id: thread.parent_thread_id,
+      trace_id: traceIdOf(thread.traceparent),
+      work_item_id: workItemId,
+      seq: rows[i]!.seq,
+      entry_type: entryType,
+      attempt,
+      code: typeof payload.code === 'string' ? payload.code : null,
+      next: typeof payload.next === 'string' ? payload.next : null,
+      summary: summarizeLedgerEntry(entryType, payload),
+    });
+  }
+  return rows;
 }
 
 export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void {
@@ -81,17 +100,34 @@ export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void
 
 /**
  * Moves the thread to `to` (guarded by its current status). When that ends the thread, it calls the
- * `threadEnded` hook and closes the parent if this was its last running child. Returns the updated row.
+ * `threadsEnded` hook and closes the parent if this was its last running child. Returns the updated row.
  */
 export async function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<ThreadRow> {
   await transitionThread(tx.sql, thread.id, thread.status as ThreadStatus, to, tx.now);
   const updated: ThreadRow = { ...thread, status: to, closed_at: isTerminalThread(to) ? tx.now : null };
   emitThread(tx, updated);
   if (isTerminalThread(to)) {
-    await tx.hooks.threadEnded(tx, updated, to as EndedStatus);
+    await tx.hooks.threadsEnded(tx, [updated], to as EndedStatus);
     if (thread.parent_thread_id) await closeParentIfDone(tx, thread.parent_thread_id);
   }
   return updated;
+}
+
+/**
+ * Cancels these open or running threads in one statement (a bulk cancel), then does for them what
+ * `moveThread` does for one: events, the `threadsEnded` hook, closing each parent whose last child this was.
+ */
+export async function cancelThreads(tx: Tx, threads: readonly ThreadRow[]): Promise<void> {
+  if (threads.length === 0) return;
+  await cancelActiveThreads(
+    tx.sql,
+    threads.map((t) => t.id),
+    tx.now,
+  );
+  const canceled = threads.map((t): ThreadRow => ({ ...t, status: 'canceled', closed_at: tx.now }));
+  for (const t of canceled) emitThread(tx, t);
+  await tx.hooks.threadsEnded(tx, canceled, 'canceled');
+  for (const parentId of new Set(threads.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
 }
 
 export function emitThread(tx: Tx, thread: ThreadRow): void {

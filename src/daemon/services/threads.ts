@@ -135,7 +135,7 @@ export class ThreadService {
 
   async cancel(typedId: string): Promise<ThreadView> {
     const threadId = await this.threadId(typedId);
-    const r = await this.d.write((tx) => cancelThread(tx, this.d.ctx, threadId));
+    const r = await this.d.write((tx) => cancelThread(tx, threadId));
     this.d.engine.abort(r.abort);
     return await threadView(this.d.reader, r.thread);
   }
