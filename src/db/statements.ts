@@ -30,10 +30,5 @@ export function prepared(db: Db, sql: string, cache = statementCache(db)): Datab
 
 /** Asserts a guarded statement changed exactly one row. */
 export function expectOneChange(result: RunResult, what: string): void {
-  expectChanges(result, 1, what);
-}
-
-/** Asserts a guarded statement over a set of rows changed every one of them. */
-export function expectChanges(result: RunResult, rows: number, what: string): void {
-  if (result.changes !== rows) throw new StaleStateError(what);
+  if (result.changes !== 1) throw new StaleStateError(what);
 }

@@ -5,7 +5,7 @@ import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
 import { insertionOrder, inJsonArray, jsonText } from './dialect.js';
 import type { ThreadRow } from './schema.js';
-import { expectChanges, expectOneChange } from './statements.js';
+import { expectOneChange } from './statements.js';
 
 export async function insertThread(sql: Sql, row: ThreadRow): Promise<void> {
   await sql.run(
@@ -207,17 +207,17 @@ export async function listParentsWithAllChildrenTerminal(sql: Sql): Promise<Thre
 }
 
 /**
- * Cancels these threads (each open or running) in one statement — a bulk cancel. Guarded: if any of
- * them has moved on, nothing is taken as done (StaleStateError).
+ * Cancels those of these threads still open or running, in one statement — a bulk cancel. Returns the
+ * threads it canceled: one that ended meanwhile (another daemon finished it) keeps its end.
  */
-export async function cancelActiveThreads(sql: Sql, ids: readonly string[], now: number): Promise<void> {
-  if (ids.length === 0) return;
-  const result = await sql.run(
+export async function cancelActiveThreads(sql: Sql, ids: readonly string[], now: number): Promise<ThreadRow[]> {
+  if (ids.length === 0) return [];
+  return (await sql.all(
     `UPDATE llm_threads SET status = 'canceled', closed_at = @now
-     WHERE ${inJsonArray(sql.dialect, 'id', '@ids')} AND status IN ('open', 'running')`,
+     WHERE ${inJsonArray(sql.dialect, 'id', '@ids')} AND status IN ('open', 'running')
+     RETURNING *`,
     { ids: JSON.stringify(ids), now },
-  );
-  expectChanges(result, ids.length, `of ${ids.length} threads to cancel, some are no longer open or running`);
+  )) as ThreadRow[];
 }
 
 /**

@@ -8,7 +8,7 @@ import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
 import { inJsonArray, jsonArrayElements, skipLockedRows } from './dialect.js';
-import { expectChanges, expectOneChange } from './statements.js';
+import { expectOneChange } from './statements.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
   await sql.run(
@@ -26,14 +26,11 @@ export function getWorkItem(sql: Sql, id: string): Promise<WorkItemRow | undefin
   return sql.get<WorkItemRow>('SELECT * FROM llm_work_items WHERE id = ?', [id]);
 }
 
-/** The items of these threads not ended yet (queued, claimed or running); `threadIds` is walked as a set. */
-export async function listActiveWorkItemsOfThreads(sql: Sql, threadIds: readonly string[]): Promise<WorkItemRow[]> {
-  return (await sql.all(
-    `SELECT * FROM llm_work_items
-     WHERE ${inJsonArray(sql.dialect, 'thread_id', '@ids')} AND status IN ('queued', 'claimed', 'running')
-     ORDER BY thread_id, sequence`,
-    { ids: JSON.stringify(threadIds) },
-  )) as WorkItemRow[];
+/** The leased items (claimed or running) of these threads. */
+export async function listLeasedWorkItemsOfThreads(sql: Sql, threadIds: readonly string[]): Promise<WorkItemRow[]> {
+  return (await sql.all(`SELECT * FROM llm_work_items WHERE ${inJsonArray(sql.dialect, 'thread_id', '@ids')} AND status IN ('claimed', 'running')`, {
+    ids: JSON.stringify(threadIds),
+  })) as WorkItemRow[];
 }
 
 export async function listWorkItemsForThread(sql: Sql, threadId: string): Promise<WorkItemRow[]> {
@@ -394,19 +391,23 @@ export async function requeueWorkItem(
 }
 
 /**
- * Ends queued (never leased) items as `failed` in one statement — a bulk cancel. Guarded like
- * `endWorkItem`: every item must still be queued, or nothing is taken as done (StaleStateError).
+ * Ends the queued (never leased) items of these threads as `failed`, in one statement — a bulk cancel.
+ * Returns the items it ended: one a claim took meanwhile is leased now, and its pipeline records the
+ * cancel when the abort lands.
  */
-export async function endQueuedWorkItems(sql: Sql, p: { ids: readonly string[]; error_code: string; error_message: string; now: number }): Promise<void> {
-  if (p.ids.length === 0) return;
+export async function endQueuedWorkItemsOfThreads(
+  sql: Sql,
+  p: { threadIds: readonly string[]; error_code: string; error_message: string; now: number },
+): Promise<WorkItemRow[]> {
+  if (p.threadIds.length === 0) return [];
   assertWorkItemTransition('queued', 'failed');
-  const result = await sql.run(
+  return (await sql.all(
     `UPDATE llm_work_items
      SET status = 'failed', error_code = @error_code, error_message = @error_message, finished_at = @now
-     WHERE ${inJsonArray(sql.dialect, 'id', '@ids')} AND status = 'queued' AND lease_owner IS NULL`,
-    { ...p, ids: JSON.stringify(p.ids) },
-  );
-  expectChanges(result, p.ids.length, `of ${p.ids.length} work items to end, some are no longer queued`);
+     WHERE ${inJsonArray(sql.dialect, 'thread_id', '@thread_ids')} AND status = 'queued' AND lease_owner IS NULL
+     RETURNING *`,
+    { thread_ids: JSON.stringify(p.threadIds), error_code: p.error_code, error_message: p.error_message, now: p.now },
+  )) as WorkItemRow[];
 }
 
 /**

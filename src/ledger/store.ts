@@ -54,18 +54,40 @@ function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null 
   return sqliteLedgerHead(sql);
 }
 
-/**
- * Appends one entry at the head of the chain. The head is read (and on Postgres locked) inside the
- * caller's transaction, so links can neither fork nor skip.
- */
-export async function appendLedgerEntry(sql: Sql, e: NewLedgerEntry): Promise<LedgerRow> {
-  return (await appendLedgerEntries(sql, [e]))[0]!;
+/** The entry linked after (`seq - 1`, `prevHash`): its hash computed over everything else. */
+function linkedRow(e: NewLedgerEntry, seq: number, prevHash: string): LedgerRow {
+  const row: Omit<LedgerRow, 'hash'> = {
+    seq,
+    thread_id: e.thread_id,
+    work_item_id: e.work_item_id,
+    entry_type: e.entry_type,
+    attempt: e.attempt,
+    payload: canonicalJson(e.payload),
+    prev_hash: prevHash,
+    created_at: e.created_at,
+  };
+  return { ...row, hash: ledgerEntryHash(row) };
 }
 
 /**
- * Rows per INSERT: a power of two up to 256 (9 parameters a row, well under both databases' limits).
- * Powers of two keep the statement texts to nine, so each is prepared once per connection rather than
- * one text per batch length.
+ * Appends one entry at the head of the chain. The head is read (and on Postgres locked) inside the
+ * caller's transaction, so links can neither fork nor skip. The engine's path: 4 appends per item.
+ */
+export async function appendLedgerEntry(sql: Sql, e: NewLedgerEntry): Promise<LedgerRow> {
+  const head = await lockLedgerHead(sql);
+  const row = linkedRow(e, (head?.seq ?? 0) + 1, head?.hash ?? GENESIS_HASH);
+  await sql.run(
+    `INSERT INTO llm_ledger_entries (seq, thread_id, work_item_id, entry_type, attempt, payload, prev_hash, hash, created_at)
+     VALUES (@seq, @thread_id, @work_item_id, @entry_type, @attempt, @payload, @prev_hash, @hash, @created_at)`,
+    row,
+  );
+  return row;
+}
+
+/**
+ * Rows per INSERT of a batch: a power of two up to 256 (9 parameters a row, well under both databases'
+ * limits). Powers of two keep the statement texts to nine, so each is prepared once per connection
+ * rather than one text per batch length.
  */
 const MAX_ROWS_PER_INSERT = 256;
 const insertTexts = new Map<number, string>();
@@ -88,29 +110,20 @@ function rowsPerInsert(n: number): number {
 }
 
 /**
- * Appends `entries`, in order, at the head of the chain: the head is read (and on Postgres locked) once,
- * the links are computed here, and the rows go in INSERTs of up to 256 — a bulk command (canceling a
- * generate-all of 10,000 children) makes a few dozen round trips, not two per entry. The database checks
- * the links again (SQLite per row; Postgres per statement, moving its chain head once).
+ * Appends `entries`, in order, at the head of the chain — a bulk command's entries (canceling a
+ * generate-all of 10,000 children): the head is read (and on Postgres locked) once, the links are
+ * computed here, and the rows go in INSERTs of up to 256, a few dozen round trips rather than two per
+ * entry. The database checks the links again (SQLite per row; Postgres per statement, moving its head once).
  */
 export async function appendLedgerEntries(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
   if (entries.length === 0) return [];
   const head = await lockLedgerHead(sql);
   let seq = head?.seq ?? 0;
   let prevHash = head?.hash ?? GENESIS_HASH;
-  const rows = entries.map((e): LedgerRow => {
-    const row: Omit<LedgerRow, 'hash'> = {
-      seq: ++seq,
-      thread_id: e.thread_id,
-      work_item_id: e.work_item_id,
-      entry_type: e.entry_type,
-      attempt: e.attempt,
-      payload: canonicalJson(e.payload),
-      prev_hash: prevHash,
-      created_at: e.created_at,
-    };
-    prevHash = ledgerEntryHash(row);
-    return { ...row, hash: prevHash };
+  const rows = entries.map((e) => {
+    const row = linkedRow(e, ++seq, prevHash);
+    prevHash = row.hash;
+    return row;
   });
   for (let i = 0; i < rows.length; ) {
     const batch = rows.slice(i, i + rowsPerInsert(rows.length - i));

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { PARKED_UNTIL_RAISED } from '../../src/daemon/engine/producer.js';
 import { daemonOwner } from '../../src/daemon/runtime/owner.js';
 import { DaemonGroup } from '../helpers/daemons.js';
-import { FAST_RETRY, type CommandJson, type Harness, waitUntil } from '../helpers/harness.js';
+import { FAST_RETRY, type CommandJson, type Harness, project, waitUntil } from '../helpers/harness.js';
 
 let g: DaemonGroup;
 afterEach(() => g?.cleanup());
@@ -138,5 +138,33 @@ describe('several daemons on one Postgres', () => {
     const usage = await a.json<{ budgets: { project_id: string; spent_total: { cost_usd: number } }[] }>(['usage', '--project', 'p']);
     expect(usage.budgets[0]!.spent_total.cost_usd).toBe(10 * cost);
     expect((await a.queryOne<{ n: number }>('SELECT count(*) AS n FROM llm_work_items WHERE lease_owner IS NOT NULL'))!.n).toBe(0);
+  });
+
+  it('a cancel sent to one daemon while both claim the run’s children ends every child, each recorded once', async () => {
+    g = await DaemonGroup.start(2, { latencyMs: 200 });
+    g.writeConfig({ ...FAST_RETRY, engine: { max_in_flight: 16 } });
+    await g.startAll();
+    const [a, b] = g.members as [Harness, Harness];
+    await a.importProject(project('p', 300));
+    const run = await a.json<CommandJson>(['generate-all', '--project', 'p']);
+    await waitUntil(() => g.sim.calls.length >= 20, 'both daemons to be claiming');
+    // Claims commit on both daemons while the cancel runs: the cancel ends what is still queued then, and
+    // leaves what a claim took to its pipeline (aborted here, or recorded as canceled when its answer lands).
+    const cancel = await b.cli(['cancel', run.thread_id, '--json']);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    const children = await a.query<{ status: string }>('SELECT status FROM llm_threads WHERE parent_thread_id = ?', [run.thread_id]);
+    expect(children.filter((c) => c.status === 'open' || c.status === 'running')).toEqual([]);
+    // The calls in flight end as their answers land (or their aborts do).
+    const leased = async () =>
+      (await a.queryOne<{ n: number }>("SELECT count(*) AS n FROM llm_work_items WHERE status IN ('queued', 'claimed', 'running')"))!.n;
+    await waitUntil(async () => (await leased()) === 0, 'every call in flight to end', 30_000);
+    // Each item that ended canceled has exactly one CANCELED entry; nothing was applied after the cancel.
+    const doubled = await a.query(
+      `SELECT work_item_id FROM llm_ledger_entries WHERE entry_type = 'error' AND payload LIKE '%"code":"CANCELED"%'
+       GROUP BY work_item_id HAVING count(*) > 1`,
+    );
+    expect(doubled).toEqual([]);
+    expect((await a.queryOne<{ status: string }>('SELECT status FROM llm_threads WHERE id = ?', [run.thread_id]))!.status).toBe('canceled');
+    expect(await a.json(['ledger', 'verify'])).toMatchObject({ ok: true, first_break: null });
   });
 });

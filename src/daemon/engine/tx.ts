@@ -5,7 +5,7 @@
  * scheduler (a scheduled run ends with its thread, in the same transaction).
  */
 import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
-import { appendLedgerEntries, type LedgerEntryType } from '../../ledger/store.js';
+import { appendLedgerEntries, appendLedgerEntry, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { cancelActiveThreads, countChildThreadsByStatus, getThread, lockThread, transitionThread } from '../../db/threads.js';
@@ -41,7 +41,10 @@ export async function appendEntry(
   attempt: number | null,
   payload: Record<string, unknown>,
 ): Promise<LedgerRow> {
-  return (await appendEntries(tx, [{ thread, workItemId, entryType, attempt, payload }]))[0]!;
+  const entry: EntryOfThread = { thread, workItemId, entryType, attempt, payload };
+  const row = await appendLedgerEntry(tx.sql, newLedgerEntry(tx, entry));
+  emitLedgerEntry(tx, entry, row);
+  return row;
 }
 
 /** One ledger entry to append, with the thread it belongs to (for its event). */
@@ -53,35 +56,38 @@ export interface EntryOfThread {
   payload: Record<string, unknown>;
 }
 
-/** Appends the entries in order (one head read for all of them) and emits one event each. */
-export async function appendEntries(tx: Tx, entries: readonly EntryOfThread[]): Promise<LedgerRow[]> {
+/** Appends the entries in order (a bulk command's: one head read for all of them) and emits one event each. */
+export async function appendEntries(tx: Tx, entries: readonly EntryOfThread[]): Promise<void> {
   const rows = await appendLedgerEntries(
     tx.sql,
-    entries.map((e) => ({
-      thread_id: e.thread.id,
-      work_item_id: e.workItemId,
-      entry_type: e.entryType,
-      attempt: e.attempt,
-      payload: e.payload,
-      created_at: tx.now,
-    })),
+    entries.map((e) => newLedgerEntry(tx, e)),
   );
-  for (const [i, { thread, workItemId, entryType, attempt, payload }] of entries.entries()) {
-    tx.emit({
-      type: 'ledger',
-      thread_id: thread.id,
-      parent_thread_id: thread.parent_thread_id,
-      trace_id: traceIdOf(thread.traceparent),
-      work_item_id: workItemId,
-      seq: rows[i]!.seq,
-      entry_type: entryType,
-      attempt,
-      code: typeof payload.code === 'string' ? payload.code : null,
-      next: typeof payload.next === 'string' ? payload.next : null,
-      summary: summarizeLedgerEntry(entryType, payload),
-    });
-  }
-  return rows;
+  for (const [i, entry] of entries.entries()) emitLedgerEntry(tx, entry, rows[i]!);
+}
+
+const newLedgerEntry = (tx: Tx, e: EntryOfThread): NewLedgerEntry => ({
+  thread_id: e.thread.id,
+  work_item_id: e.workItemId,
+  entry_type: e.entryType,
+  attempt: e.attempt,
+  payload: e.payload,
+  created_at: tx.now,
+});
+
+function emitLedgerEntry(tx: Tx, { thread, workItemId, entryType, attempt, payload }: EntryOfThread, row: LedgerRow): void {
+  tx.emit({
+    type: 'ledger',
+    thread_id: thread.id,
+    parent_thread_id: thread.parent_thread_id,
+    trace_id: traceIdOf(thread.traceparent),
+    work_item_id: workItemId,
+    seq: row.seq,
+    entry_type: entryType,
+    attempt,
+    code: typeof payload.code === 'string' ? payload.code : null,
+    next: typeof payload.next === 'string' ? payload.next : null,
+    summary: summarizeLedgerEntry(entryType, payload),
+  });
 }
 
 export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void {
@@ -114,20 +120,16 @@ export async function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): P
 }
 
 /**
- * Cancels these open or running threads in one statement (a bulk cancel), then does for them what
- * `moveThread` does for one: events, the `threadsEnded` hook, closing each parent whose last child this was.
+ * Cancels those of these threads still open or running, in one statement (a bulk cancel), then does for
+ * them what `moveThread` does for one: events, the `threadsEnded` hook, closing each parent whose last
+ * child this was.
  */
-export async function cancelThreads(tx: Tx, threads: readonly ThreadRow[]): Promise<void> {
-  if (threads.length === 0) return;
-  await cancelActiveThreads(
-    tx.sql,
-    threads.map((t) => t.id),
-    tx.now,
-  );
-  const canceled = threads.map((t): ThreadRow => ({ ...t, status: 'canceled', closed_at: tx.now }));
+export async function cancelThreads(tx: Tx, ids: readonly string[]): Promise<void> {
+  const canceled = await cancelActiveThreads(tx.sql, ids, tx.now);
+  if (canceled.length === 0) return;
   for (const t of canceled) emitThread(tx, t);
   await tx.hooks.threadsEnded(tx, canceled, 'canceled');
-  for (const parentId of new Set(threads.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
+  for (const parentId of new Set(canceled.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
 }
 
 export function emitThread(tx: Tx, thread: ThreadRow): void {

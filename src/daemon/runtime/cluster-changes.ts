@@ -117,11 +117,16 @@ export function listenToOtherDaemons(
     },
   });
   return (
-    listening?.then((l) => ({
-      close: async () => {
-        stopPolling();
-        await l.close();
-      },
-    })) ?? null
+    listening?.then((l) => {
+      // Work another daemon queued between the engine's first round and this LISTEN sent its notification
+      // to nobody: one more round finds it.
+      d.wake();
+      return {
+        close: async () => {
+          stopPolling();
+          await l.close();
+        },
+      };
+    }) ?? null
   );
 }

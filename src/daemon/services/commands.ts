@@ -7,7 +7,13 @@ import { acquireLock, releaseLocksOwnedBy } from '../../db/locks.js';
 import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { findActiveThreadByKey, getThread, listChildThreads } from '../../db/threads.js';
-import { countQueuedWorkItems, endQueuedWorkItems, getLatestWorkItem, listActiveWorkItemsOfThreads, makeQueuedItemDueNow } from '../../db/work-items.js';
+import {
+  countQueuedWorkItems,
+  endQueuedWorkItemsOfThreads,
+  getLatestWorkItem,
+  listLeasedWorkItemsOfThreads,
+  makeQueuedItemDueNow,
+} from '../../db/work-items.js';
 import { EMPTY_BACKLOG, STORY_BACKLOG } from '../../domain/backlog.js';
 import { EPIC_ARCHITECTURE, parseProjectFile } from '../../domain/project.js';
 import { isTerminalThread } from '../../domain/states.js';
@@ -176,17 +182,15 @@ export async function cancelThread(tx: Tx, threadId: string): Promise<{ thread: 
     await moveThread(tx, thread, 'canceled');
     await releaseLocksOwnedBy(tx.sql, thread.id);
   }
-  // Set-based: a generate-all of 10,000 children is canceled in a few statements, not ten per child.
-  const threadOf = new Map(targets.map((t) => [t.id, t]));
-  const items = await listActiveWorkItemsOfThreads(tx.sql, [...threadOf.keys()]);
-  const queued = items.filter((i) => i.status === 'queued');
-  await cancelQueuedItems(
-    tx,
-    queued.map((item) => ({ item, thread: threadOf.get(item.thread_id)! })),
-  );
-  await cancelThreads(tx, targets);
+  // Set-based: a generate-all of 10,000 children is canceled in a few statements, not ten per child. The
+  // guarded UPDATEs decide, and what they changed is recorded: an item another daemon claims meanwhile is
+  // leased (aborted below), a child it finishes meanwhile keeps its end.
+  const threadIds = targets.map((t) => t.id);
+  const ended = await endQueuedWorkItemsOfThreads(tx.sql, { threadIds, error_code: CANCELED.code, error_message: CANCELED.message, now: tx.now });
+  await cancelThreads(tx, threadIds);
   // Leased items: their pipelines record CANCELED when the abort of their calls lands.
-  const abort = items.filter((i) => i.status !== 'queued').map((i) => i.id);
+  const abort = (await listLeasedWorkItemsOfThreads(tx.sql, threadIds)).map((i) => i.id);
+  await recordCanceledItems(tx, new Map(targets.map((t) => [t.id, t])), ended);
   return { thread: (await getThread(tx.sql, threadId))!, abort };
 }
 
@@ -206,22 +210,22 @@ async function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): Promise<boolean> {
   return true;
 }
 
+const CANCELED: ClassifiedError = { code: 'CANCELED', class: 'canceled', message: 'canceled by the user before it started' };
+
 /**
- * Queued items (never leased: no call, no lock) canceled by the user: each gets its CANCELED `error`
- * entry and ends `failed` — the ledger batch and one guarded UPDATE for all of them.
+ * The CANCELED `error` entries of queued items (never leased: no call, no lock) a cancel ended, appended
+ * as one batch — the transaction's last statements, so the chain head is held only to its commit.
  */
-async function cancelQueuedItems(tx: Tx, queued: readonly { item: WorkItemRow; thread: ThreadRow }[]): Promise<void> {
-  const error: ClassifiedError = { code: 'CANCELED', class: 'canceled', message: 'canceled by the user before it started' };
+async function recordCanceledItems(tx: Tx, threadOf: ReadonlyMap<string, ThreadRow>, ended: readonly WorkItemRow[]): Promise<void> {
   await appendEntries(
     tx,
-    queued.map(({ item, thread }) => ({
-      thread,
+    ended.map((item) => ({
+      thread: threadOf.get(item.thread_id)!,
       workItemId: item.id,
       entryType: 'error',
       attempt: item.attempt,
-      payload: { ...errorPayload(error, item), next: 'canceled' },
+      payload: { ...errorPayload(CANCELED, item), next: 'canceled' },
     })),
   );
-  await endQueuedWorkItems(tx.sql, { ids: queued.map((q) => q.item.id), error_code: error.code, error_message: error.message, now: tx.now });
-  for (const { item, thread } of queued) emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
+  for (const item of ended) emitWorkItem(tx, threadOf.get(item.thread_id)!, item);
 }
