@@ -20,6 +20,12 @@ export interface SharedRateLimits {
 
 export const sharedRateLimits: SharedRateLimits = {
   async admit(sql, key, limits, tokens, now) {
+    // No bucket configured (the default): only another daemon's 429 park can hold the call, and reading it
+    // takes no row lock — taking one would make every daemon's claim rounds of this route queue on it.
+    if (limits.requestsPerMinute === null && limits.tokensPerMinute === null) {
+      const parkedUntil = (await getSharedRateRow(sql, key))?.parked_until ?? 0;
+      return parkedUntil > now ? { ok: false, retryAt: parkedUntil, reason: 'rate limited by the provider (429)' } : { ok: true };
+    }
     await ensureSharedRateRow(sql, { model: key, now });
     const take = { model: key, now, rpm: limits.requestsPerMinute, tpm: limits.tokensPerMinute, tokens };
     if (await takeSharedRate(sql, take)) return { ok: true };
