@@ -14,7 +14,7 @@
 import { addProjectSpend, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
 import type { ChargeRow, LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
-import { lockKeyForTransaction } from '../../db/key-locks.js';
+import { lockKeyForTransaction, tryLockKeyForTransaction } from '../../db/key-locks.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
 import type { Usage } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
@@ -122,8 +122,14 @@ async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
  * run one after the other: either the claim sees the freed headroom, or the settlement sees the parked
  * items. Without it a settlement committing during a claim's decision would unpark nothing and leave
  * the items parked although they fit. Taken before a transaction's first ledger append (the chain
- * head is the last shared lock a transaction takes: no cycle through it).
+ * head is the last shared lock a transaction takes: no cycle through it); a transaction needing several
+ * projects' takes them all first, in sorted order (recovery), or waits only for its first (a claim round).
  */
 export async function lockProjectBudget(tx: Tx, projectId: string): Promise<void> {
   await lockKeyForTransaction(tx.sql, `budget:${projectId}`);
+}
+
+/** `lockProjectBudget` if no other transaction holds it; false when one does (always true on SQLite). */
+export function tryLockProjectBudget(tx: Tx, projectId: string): Promise<boolean> {
+  return tryLockKeyForTransaction(tx.sql, `budget:${projectId}`);
 }

@@ -30,7 +30,7 @@ import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
-import { lockProjectBudget, reserveCharge } from './charges.js';
+import { lockProjectBudget, reserveCharge, tryLockProjectBudget } from './charges.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt, type EngineContext } from './completer.js';
 import { buildItemRequest } from './request.js';
@@ -88,6 +88,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   // Scopes this round has locked: an operation's scope may span projects, so another project's head
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
+  const budgetLocks = new Map<string, boolean>();
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
@@ -97,7 +98,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       continue;
     }
     const { route, estimate } = await estimateFor(tx, flow, item);
-    if (!route.free && !(await fitsBudget(tx, flow, item, estimate, round))) {
+    if (!route.free && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
       // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
       skipped.add(item.id);
       await refresh(pick.project_id);
@@ -189,12 +190,22 @@ async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promis
  * midnight when only a daily limit is in the way, else until the budget is raised — and the scheduler
  * no longer sees them. A settled or released reservation of the project unparks them (engine/charges.ts).
  */
-async function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate: CallEstimate, round: ClaimRound): Promise<boolean> {
+async function fitsBudget(
+  tx: Tx,
+  flow: FlowControl,
+  item: WorkItemRow,
+  estimate: CallEstimate,
+  round: ClaimRound,
+  budgetLocks: Map<string, boolean>,
+): Promise<boolean> {
   const limits = flow.budgetFor(item.project_id);
   if (Object.values(limits).every((v) => v === undefined)) return true;
   // Daemons sharing a database decide one after another per project, each seeing the reservations the
   // others committed: together they never reserve past the budget (held until this claim commits).
-  await lockProjectBudget(tx, item.project_id);
+  if (!(await takeBudgetLock(tx, item.project_id, budgetLocks))) {
+    round.limitedUntil = Math.min(round.limitedUntil ?? Number.POSITIVE_INFINITY, tx.now + BUDGET_BUSY_RETRY_MS);
+    return false;
+  }
   const spent = {
     today: await sumProjectSpend(tx.sql, item.project_id, utcDay(tx.now)),
     total: await sumProjectSpend(tx.sql, item.project_id, null),
@@ -213,6 +224,25 @@ async function fitsBudget(tx: Tx, flow: FlowControl, item: WorkItemRow, estimate
     round.parked++;
   }
   return false;
+}
+
+/** How soon a claim round looks again at a project whose budget another daemon was deciding on. */
+const BUDGET_BUSY_RETRY_MS = 50;
+
+/**
+ * The project's budget lock for this claim round (`held`: the round's, true when held, false when found
+ * busy). The round's first is waited for; a later one is only tried: a round takes projects in its
+ * scheduler's order, and two daemons' rounds each waiting for the other's next project would deadlock.
+ * A project found busy waits for a later round (nothing of it is parked or claimed).
+ */
+async function takeBudgetLock(tx: Tx, projectId: string, held: Map<string, boolean>): Promise<boolean> {
+  const known = held.get(projectId);
+  if (known !== undefined) return known;
+  let taken = true;
+  if ([...held.values()].some(Boolean)) taken = await tryLockProjectBudget(tx, projectId);
+  else await lockProjectBudget(tx, projectId);
+  held.set(projectId, taken);
+  return taken;
 }
 
 /** Ends queued items whose deadline passed before they could start (SKIPPED_DEADLINE). */

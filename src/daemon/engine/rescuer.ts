@@ -15,7 +15,7 @@ import { tryLockKeyForTransaction } from '../../db/key-locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
 import { extendLease, getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
-import { closeAfterError, releaseUnsent } from './charges.js';
+import { closeAfterError, lockProjectBudget, releaseUnsent } from './charges.js';
 import { failAttempt, holdInDoubt, type EngineContext } from './completer.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
@@ -33,6 +33,9 @@ export interface RescueResult {
 
 export async function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRow[], leaseMs: number): Promise<RescueResult> {
   const result: RescueResult = { resume: [], requeued: 0, interrupted: 0, held: 0, deferred: 0 };
+  // Every budget lock the batch needs before its first ledger append (an INTERRUPTED entry below), in
+  // sorted order: the chain head stays the last shared lock, and two daemons' batches cannot cross.
+  for (const projectId of [...new Set(items.map((i) => i.project_id))].sort()) await lockProjectBudget(tx, projectId);
   // Read in this transaction (and on Postgres locked by it): no other writer changes them meanwhile.
   for (const item of items) {
     const thread = await getThread(tx.sql, item.thread_id);
