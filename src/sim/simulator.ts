@@ -16,6 +16,8 @@ export const FAULT_KINDS = [
   'rate_limit',
   'server_error',
   'hang',
+  /** Held until `release()`, then answered as without a fault: a call in flight for as long as a test needs. */
+  'hold',
   'disconnect',
   'malformed',
   'schema_invalid',
@@ -103,6 +105,8 @@ export interface Simulator {
   calls: SimCall[];
   setFaults(rules: FaultRule[]): void;
   setLatency(ms: number): void;
+  /** Answers every request a `hold` fault holds now (as without a fault); returns how many. */
+  release(): number;
   setRateLimitHeaders(values: RateLimitHeaderValues): void;
   reset(): void;
   close(): Promise<void>;
@@ -172,6 +176,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
   const random = seeded(opts.seed ?? 42);
   const calls: SimCall[] = [];
   const hanging = new Set<http.ServerResponse>();
+  const held = new Set<() => void>();
 
   function pickFault(text: string, model: string | undefined): FaultRule | null {
     for (const r of rules) {
@@ -226,6 +231,14 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     const requestId = `sim-req-${n}`;
     const headers: Record<string, string> = { 'x-request-id': requestId };
     for (const [k, v] of Object.entries(rateLimitValues)) headers[`x-ratelimit-${k}`] = v;
+
+    if (fault?.kind === 'hold') {
+      await new Promise<void>((resolve) => {
+        held.add(resolve);
+        res.on('close', () => held.delete(resolve));
+      });
+      if (res.destroyed) return;
+    }
 
     switch (fault?.kind) {
       case 'rate_limit':
@@ -347,6 +360,12 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     },
     setLatency(ms) {
       latencyMs = ms;
+    },
+    release() {
+      const n = held.size;
+      for (const resolve of held) resolve();
+      held.clear();
+      return n;
     },
     setRateLimitHeaders(values) {
       rateLimitValues = values;

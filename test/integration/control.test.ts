@@ -104,7 +104,8 @@ describe('combine cancel', () => {
 
 describe('deadlines', () => {
   it('fails an item not started by its deadline with SKIPPED_DEADLINE, without a call', async () => {
-    h = await Harness.start({ latencyMs: 1500 });
+    // E1's call holds the only slot until the end of the test.
+    h = await Harness.start({ faults: [{ kind: 'hold', match: 'Epic id: E1' }] });
     h.writeConfig({ engine: { max_in_flight: 1 } });
     await h.importProject(project('p', 2));
     const busy = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);

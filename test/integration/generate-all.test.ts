@@ -1,6 +1,6 @@
 /** generate-all: one child per epic, continue on error, parent closed with child_summary. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Harness, project, type CommandJson, type ThreadJson } from '../helpers/harness.js';
+import { Harness, project, waitUntil, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 
 describe('generate-all over 5 epics with one schema-invalid answer', () => {
   let h: Harness;
@@ -54,24 +54,29 @@ describe('generate-all over 5 epics with one schema-invalid answer', () => {
 
   it('deduplicates a second generate-all while active and treats a finished one by its status', async () => {
     // The finished run failed, so a new request starts a new orchestration (idempotency only returns active or complete).
-    // It runs only the epic that did not complete (E3): slow it down so the second request finds it active.
-    h.sim.setLatency(1000);
+    // It runs only the epic that did not complete (E3), whose call is held so the second request finds it
+    // active, then answered well this time.
+    h.sim.setFaults([{ kind: 'hold', match: 'Epic id: E3', times: 1 }]);
     const again = await h.json<CommandJson>(['generate-all', '--project', 'big']);
     expect(again.deduplicated).toBe(false);
     const dup = await h.json<CommandJson>(['generate-all', '--project', 'big']);
     expect(dup).toMatchObject({ thread_id: again.thread_id, deduplicated: true });
+    await waitUntil(() => h.sim.release() === 1, 'E3’s held call to be released');
     const end = await h.waitForEnd(again.thread_id);
-    expect(end.child_summary).toEqual({ failed: 1 });
+    expect(end.child_summary).toEqual({ complete: 1 });
   });
 });
 
 describe('generate-all adopts an epic already being generated', () => {
   it('does not pay twice for an epic whose single run is in flight', async () => {
-    const h = await Harness.start({ latencyMs: 800 });
+    // E2's single run is held in flight until the generate-all has been submitted.
+    const h = await Harness.start({ faults: [{ kind: 'hold', match: 'Epic id: E2', times: 1 }] });
     try {
       await h.importProject(project('adopt', 3));
       const single = await h.json<CommandJson>(['generate-epic', '--project', 'adopt', '--epic', 'E2']);
+      await waitUntil(() => h.sim.calls.length === 1, 'E2’s call to be in flight');
       const all = await h.json<CommandJson>(['generate-all', '--project', 'adopt']);
+      expect(h.sim.release()).toBe(1);
       const final = await h.waitForEnd(all.thread_id);
       expect(final.status).toBe('complete');
       expect(final.child_summary).toEqual({ complete: 3 });

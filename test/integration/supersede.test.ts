@@ -13,12 +13,12 @@ afterEach(async () => {
   await h?.cleanup();
 });
 
-/** One call at a time; E2's call hangs for a while, so whatever is asked for E1 meanwhile stays queued. */
-async function setup(hangMs: number) {
+/** One call at a time; E2's call is held until the test releases it, so whatever is asked for E1 meanwhile stays queued. */
+async function setup() {
   h = await Harness.start();
   h.writeConfig({ ...FAST_RETRY, engine: { max_in_flight: 1 } });
   await h.importProject(project('p', 2));
-  h.setFaults([{ kind: 'hang', match: 'Epic id: E2', hang_ms: hangMs, times: 1 }]);
+  h.setFaults([{ kind: 'hold', match: 'Epic id: E2', times: 1 }]);
 }
 
 const e1Calls = () => h.sim.calls.filter((c) => c.epic_id === 'E1').length;
@@ -38,7 +38,7 @@ function e1Items(): Promise<{ thread_id: string; status: string; error_code: str
 
 describe('supersede', () => {
   it('rapid fire: 50 forced requests for one epic while its call cannot start make one call; 49 end canceled with SUPERSEDED', async () => {
-    await setup(4_000);
+    await setup();
     const api = await startHttpDaemon(h);
     const blocker = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E2']);
     await waitUntil(() => h.sim.calls.length === 1, 'E2’s call to be in flight (the only slot)');
@@ -50,6 +50,7 @@ describe('supersede', () => {
     const ids = answers.map((a) => a.json.thread_id as string);
     expect(new Set(ids).size).toBe(50); // each forced request replaced the one before it
     expect(answers.filter((a) => a.json.superseded_thread_id !== undefined)).toHaveLength(49);
+    expect(h.sim.release()).toBe(1); // E2's call: E1's survivor can start now
 
     // Exactly one E1 thread survives; it runs once E2's call is done.
     const survivors = await waitUntil(async () => {
@@ -71,11 +72,11 @@ describe('supersede', () => {
   });
 
   it('the CLI says which thread a forced request replaced; the replaced one shows SUPERSEDED; a request already in flight is not replaced', async () => {
-    await setup(3_000);
-    // E1's call, once it starts, takes a while too: a forced request meets it in flight.
+    await setup();
+    // E1's call, once it starts, is held too: a forced request meets it in flight.
     h.setFaults([
-      { kind: 'hang', match: 'Epic id: E2', hang_ms: 3_000, times: 1 },
-      { kind: 'hang', match: 'Epic id: E1', hang_ms: 2_000, times: 1 },
+      { kind: 'hold', match: 'Epic id: E2', times: 1 },
+      { kind: 'hold', match: 'Epic id: E1', times: 1 },
     ]);
     await h.startDaemon();
     await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E2']);
@@ -93,11 +94,13 @@ describe('supersede', () => {
     expect(ledger.at(-1)).toMatchObject({ entry_type: 'error', payload: { code: 'SUPERSEDED', superseded_by: second.thread_id } });
 
     // Once E1's call is under way, a forced request for it is answered with that thread: nothing is paid twice.
+    expect(h.sim.release()).toBe(1); // E2's call ends; E1's starts (and is held)
     await waitUntil(() => e1Calls() === 1, 'E1’s call to start');
     const running = (await h.json<any[]>(['threads', '--active'])).find((t) => t.target_ref.epic_id === 'E1');
     expect(running).toMatchObject({ status: 'running' });
     const again = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1', '--force']);
     expect(again).toMatchObject({ thread_id: running.thread_id, deduplicated: true });
+    await waitUntil(() => h.sim.release() === 1, 'E1’s held call to be released');
     await waitUntil(async () => (await h.json<any[]>(['threads', '--active'])).length === 0, 'all work to end');
     expect(e1Calls()).toBe(1);
     expect(await supersededCount()).toBe(2);
