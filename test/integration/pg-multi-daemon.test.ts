@@ -37,7 +37,13 @@ async function threadStatus(h: Harness, id: string): Promise<string | undefined>
 
 describe('several daemons on one Postgres', () => {
   it('a daemon starting beside a busy one leaves its live items alone, and takes a dead one’s items when their lease expires', async () => {
-    g = await DaemonGroup.start(2, { latencyMs: 4000 });
+    // The first call of E10 and of E11 is held in flight until the test releases it.
+    g = await DaemonGroup.start(2, {
+      faults: [
+        { kind: 'hold', match: 'Epic id: E10', times: 1 },
+        { kind: 'hold', match: 'Epic id: E11', times: 1 },
+      ],
+    });
     g.writeConfig({ ...FAST_RETRY, ...FAST_RECOVERY });
     const [a, b] = g.members as [Harness, Harness];
     await a.startDaemon();
@@ -49,6 +55,7 @@ describe('several daemons on one Postgres', () => {
     await b.startDaemon();
     await waitUntil(async () => (await health(b)).checks.recovery_scan_done, 'B’s start-up recovery scan');
     expect(g.sim.calls[0]!.status).toBeNull();
+    expect(g.sim.release()).toBe(1);
     await waitUntil(async () => (await threadStatus(a, first.thread_id)) === 'complete', 'the first request to complete', 30_000);
     expect(g.sim.calls).toHaveLength(1); // B never took A's live lease: nothing was interrupted or sent twice
     const firstLedger = await a.json<{ entry_type: string }[]>(['ledger', first.thread_id]);

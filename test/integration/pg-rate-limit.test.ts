@@ -4,7 +4,7 @@
  * one route's limit allows, and a 429 one daemon gets holds back the other daemons' calls until its reset.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { type CommandJson, Harness, project, type ThreadJson, waitUntil } from '../helpers/harness.js';
+import { type CommandJson, Harness, project, waitUntil } from '../helpers/harness.js';
 import { MoreDaemons } from '../helpers/more-daemons.js';
 
 let h: Harness;
@@ -49,14 +49,14 @@ describe('three daemons on one Postgres share one rate limit', () => {
     expect(end.status).toBe('complete');
 
     const limited = h.sim.calls.find((c) => c.fault === 'rate_limit')!;
-    // Calls the other daemons had started with (or just before) the 429 may finish; no daemon starts a
-    // new one until the park ends (daemons' clocks: this machine's, as the simulator's).
-    const later = h.sim.calls.filter((c) => c.at > limited.at + 250);
-    expect(later.length).toBeGreaterThan(0);
-    expect(later.filter((c) => c.at < limited.at + 2900).map((c) => c.at - limited.at)).toEqual([]);
-    expect(h.sim.calls.filter((c) => c.status === 200)).toHaveLength(6);
     const rows = await h.query<{ parked_until: number }>("SELECT parked_until FROM llm_rate_limits WHERE model = 'test-model'");
-    expect(rows[0]!.parked_until).toBeGreaterThanOrEqual(limited.at + 2900);
-    expect((await h.json<ThreadJson[]>(['threads', '--project', 'shop'])).length).toBeGreaterThan(0);
+    const parkedUntil = rows[0]!.parked_until;
+    expect(parkedUntil).toBeGreaterThanOrEqual(limited.at + 2900); // Retry-After 3 s, from when the 429 arrived
+    // Each of the two other daemons (one call slot each) may have claimed one call before the park
+    // committed; none claims again until it ends. Unshared, each would have gone on calling every 300 ms.
+    const duringPark = h.sim.calls.filter((c) => c.at > limited.at && c.at < parkedUntil);
+    expect(duringPark.length).toBeLessThanOrEqual(2);
+    expect(h.sim.calls.filter((c) => c.at >= parkedUntil).length).toBeGreaterThan(0);
+    expect(h.sim.calls.filter((c) => c.status === 200)).toHaveLength(6);
   });
 });
