@@ -70,6 +70,8 @@ export interface EngineRunResult {
   rowsAddedPerItem: number;
   /** Bytes this process passed to write(2) per item (WAL frames, checkpoints, daemon.log); NaN on Postgres. */
   bytesWrittenPerItem: number;
+  /** Of `bytesWrittenPerItem`, the lines appended to daemon.log; NaN on Postgres. */
+  logBytesPerItem: number;
   /** Growth of the database file per item, after a full checkpoint; NaN on Postgres. */
   dbGrowthPerItem: number;
 }
@@ -103,7 +105,7 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
         if (e.type === 'work_item' && (e.status === 'dead_letter' || e.status === 'failed')) reject(new Error(`bench item ended ${e.status}: ${e.error_code}`));
       });
     });
-    const before = o.databaseUrl ? null : writeCounters(app.db, config.dbPath);
+    const before = o.databaseUrl ? null : writeCounters(app.db, config.dbPath, config.logPath);
     const profiler = await startProfiler();
     const started = performance.now();
     const cpuStarted = process.cpuUsage();
@@ -119,7 +121,7 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     let after: WriteCounters | null = null;
     if (before) {
       app.db.pragma('wal_checkpoint(TRUNCATE)');
-      after = writeCounters(app.db, config.dbPath);
+      after = writeCounters(app.db, config.dbPath, config.logPath);
       dbBytes = after.dbBytes;
     }
     await app.shutdown(0);
@@ -135,6 +137,7 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
       rowsChangedPerItem: ((after?.changes ?? Number.NaN) - (before?.changes ?? Number.NaN)) / items,
       rowsAddedPerItem: ((after?.rows ?? Number.NaN) - (before?.rows ?? Number.NaN)) / items,
       bytesWrittenPerItem: bytesWritten / items,
+      logBytesPerItem: ((after?.logBytes ?? Number.NaN) - (before?.logBytes ?? Number.NaN)) / items,
       dbGrowthPerItem: ((after?.dbBytes ?? Number.NaN) - (before?.dbBytes ?? Number.NaN)) / items,
     };
   } finally {
@@ -150,16 +153,18 @@ interface WriteCounters {
   /** The database file and its WAL, in bytes. */
   dbBytes: number;
   bytesWritten: number;
+  /** daemon.log's size. */
+  logBytes: number;
 }
 
 /** The SQLite writer's counters, read in the bench process between the engine's phases. */
-function writeCounters(db: Db, dbPath: string): WriteCounters {
+function writeCounters(db: Db, dbPath: string, logPath: string): WriteCounters {
   const tables = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
   const rows = tables.reduce((n, t) => n + (db.prepare(`SELECT count(*) FROM "${t}"`).pluck().get() as number), 0);
   const changes = db.prepare('SELECT total_changes()').pluck().get() as number;
   const wal = `${dbPath}-wal`;
   const dbBytes = statSync(dbPath).size + (existsSync(wal) ? statSync(wal).size : 0);
-  return { changes, rows, dbBytes, bytesWritten: bytesWrittenBySelf() };
+  return { changes, rows, dbBytes, bytesWritten: bytesWrittenBySelf(), logBytes: existsSync(logPath) ? statSync(logPath).size : 0 };
 }
 
 /** A provider whose calls never answer (until aborted): items stay in flight, so only claiming is timed. */

@@ -8,13 +8,14 @@
  *
  * The jobs are added in one `addJobs` call before the workers start; the figure is jobs done per second
  * from `run()` to the moment the last completion is committed (the jobs table is empty), with the CPU of
- * this process and of the Postgres server (from /proc) per job, and the WAL bytes per job.
+ * this process and of the Postgres server (from /proc) per job, the server's bytes written and its WAL
+ * bytes per job.
  */
 import { EventEmitter } from 'node:events';
 import { Logger, makeWorkerUtils, run, type Task, type WorkerEvents } from 'graphile-worker';
 import pg from 'pg';
 import { callInstantProvider, STEP_TABLES_SQL } from './durable-step.js';
-import { serverCpuMicros } from './proc.js';
+import { serverBytesWritten, serverCpuMicros } from './proc.js';
 import { sleep } from './stats.js';
 
 export const GRAPHILE_SETTINGS = { concurrentJobs: 24, localQueueSize: 500, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
@@ -31,8 +32,13 @@ export interface PeerRunResult {
   serverCpuMicrosPerJob: number;
   /** Rows inserted, updated or deleted per job; NaN where not counted. */
   rowsPerJob: number;
-  /** Bytes written per job: Postgres WAL bytes, or the bytes the process passed to write(2) for SQLite. */
+  /**
+   * Bytes passed to write(2) per job by what stores the jobs: this process for SQLite; the Postgres
+   * server for graphile-worker (WAL, data files, statistics, replies to its clients).
+   */
   bytesPerJob: number;
+  /** Postgres WAL bytes per job; NaN for SQLite. */
+  walBytesPerJob: number;
 }
 
 /** One graphile-worker run of `jobs` durable steps on the (empty) database `url`. */
@@ -75,6 +81,7 @@ export async function runGraphileOnce(url: string, postmaster: number, jobs: num
 
     const walBefore = await walLsn(admin);
     const serverBefore = serverCpuMicros(postmaster);
+    const serverBytesBefore = serverBytesWritten(postmaster);
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
     const runner = await run({
@@ -102,6 +109,7 @@ export async function runGraphileOnce(url: string, postmaster: number, jobs: num
       const seconds = (performance.now() - started) / 1000;
       const cpu = process.cpuUsage(cpuBefore);
       const serverCpu = serverCpuMicros(postmaster) - serverBefore;
+      const serverBytes = serverBytesWritten(postmaster) - serverBytesBefore;
       const walBytes = Number((await admin.query('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS n', [walBefore])).rows[0].n);
       const results = Number((await admin.query('SELECT count(*) AS n FROM bench_step_result')).rows[0].n);
       if (results !== jobs) throw new Error(`graphile-worker: expected ${jobs} result rows, found ${results}`);
@@ -112,7 +120,8 @@ export async function runGraphileOnce(url: string, postmaster: number, jobs: num
         cpuMicrosPerJob: (cpu.user + cpu.system) / jobs,
         serverCpuMicrosPerJob: serverCpu / jobs,
         rowsPerJob: Number.NaN,
-        bytesPerJob: walBytes / jobs,
+        bytesPerJob: serverBytes / jobs,
+        walBytesPerJob: walBytes / jobs,
       };
     } finally {
       await runner.stop();

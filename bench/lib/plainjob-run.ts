@@ -68,6 +68,7 @@ export async function runPlainjobOnce(o: PlainjobRunOptions): Promise<PeerRunRes
       serverCpuMicrosPerJob: 0,
       rowsPerJob: rows / o.jobs,
       bytesPerJob: bytes / o.jobs,
+      walBytesPerJob: Number.NaN,
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,8 @@
 /**
  * CPU and I/O counters from /proc (Linux), for per-item figures of in-process runs and of the bench's
- * own Postgres server: a server's CPU is the postmaster's (its reaped children included) plus its live
- * children's, so backends that come and go during a run are all counted.
+ * own Postgres server: a server's figure is the postmaster's (its reaped children included: the kernel
+ * adds a child's CPU and I/O to its parent's when it is reaped) plus its live children's, so backends
+ * that come and go during a run are all counted.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
@@ -40,19 +41,36 @@ export function postmasterPid(port: number): number {
   throw new Error(`no postgres server of this process on port ${port}`);
 }
 
+/** The live children of `parent`. */
+function childrenOf(parent: number): number[] {
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d) && Number(statFields(Number(d))?.[1]) === parent)
+    .map(Number);
+}
+
 /** CPU µs used so far by a Postgres server: the postmaster, its reaped children and its live children. */
 export function serverCpuMicros(postmaster: number): number {
-  let total = cpuMicros(postmaster, true);
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    const f = statFields(Number(d));
-    if (f && Number(f[1]) === postmaster) total += cpuMicros(Number(d), false);
-  }
-  return total;
+  return childrenOf(postmaster).reduce((total, pid) => total + cpuMicros(pid, false), cpuMicros(postmaster, true));
+}
+
+/**
+ * Bytes passed to write(2) so far by a Postgres server (WAL, data files, statistics): the postmaster's
+ * count includes its reaped children's, plus its live children's.
+ */
+export function serverBytesWritten(postmaster: number): number {
+  return childrenOf(postmaster).reduce((total, pid) => total + wchar(pid), wchar(postmaster));
 }
 
 /** Bytes this process has passed to write(2) and friends so far (files and sockets): /proc/self/io `wchar`. */
 export function bytesWrittenBySelf(): number {
-  const m = /^wchar: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'));
-  return m ? Number(m[1]) : Number.NaN;
+  return wchar('self');
+}
+
+function wchar(pid: number | 'self'): number {
+  try {
+    const m = /^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0; // gone
+  }
 }
