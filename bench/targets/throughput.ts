@@ -62,88 +62,114 @@ export async function throughputTargets(runs: number): Promise<ThroughputResult>
     await server.stop();
   }
   const ratio = (peer: Peer) => engine.map((e, i) => e.perSecond / peers[peer][i]!.perSecond);
-  const of = <T>(xs: T[], f: (x: T) => number) => xs.map(f);
+  const byEngine = (f: (e: EngineRunResult) => number) => engine.map(f);
+  const byGraphile = (f: (p: PeerRunResult) => number) => peers.graphile.map(f);
   const g = `graphile-worker 0.17 (Postgres durable; ${GRAPHILE_SETTINGS.concurrentJobs} jobs, local queue ${GRAPHILE_SETTINGS.localQueueSize}, batched completion)`;
   return {
-    bytesPerThread: of(engine, (e) => e.bytesPerThread),
+    bytesPerThread: byEngine((e) => e.bytesPerThread),
     rows: [
-      row({
-        target: '1',
-        figure: 'engine items/s (full lifecycle, instant in-process provider, FULL sync)',
-        runs: of(engine, (e) => e.perSecond),
-        unit: '/s',
-        goal: '',
-      }),
-      row({ target: '1', figure: 'engine CPU µs per item (same runs; user + system)', runs: of(engine, (e) => e.cpuMicrosPerItem), unit: 'µs', goal: '' }),
-      row({
-        target: '1',
-        figure: 'engine rows written per item (inserted + updated + deleted, triggers included)',
-        runs: of(engine, (e) => e.rowsChangedPerItem),
-        unit: '',
-        goal: '',
-      }),
-      row({ target: '1', figure: 'engine rows added per item (all tables, after − before)', runs: of(engine, (e) => e.rowsAddedPerItem), unit: '', goal: '' }),
-      row({
-        target: '1',
-        figure: 'engine bytes written per item (write calls: WAL, checkpoints, daemon.log)',
-        runs: of(engine, (e) => e.bytesWrittenPerItem),
-        unit: 'B',
-        goal: '',
-      }),
-      row({
-        target: '1',
-        figure: 'engine: of which daemon.log (the rest: SQLite WAL frames, checkpoints)',
-        runs: of(engine, (e) => e.logBytesPerItem),
-        unit: 'B',
-        goal: '',
-      }),
-      row({
-        target: '1',
-        figure: 'engine database growth per item (after a full checkpoint)',
-        runs: of(engine, (e) => e.dbGrowthPerItem),
-        unit: 'B',
-        goal: '',
-      }),
-      row({ target: '1', figure: `${g}: durable-step jobs/s`, runs: of(peers.graphile, (p) => p.perSecond), unit: '/s', goal: '' }),
-      row({
-        target: '1',
-        figure: 'graphile-worker CPU µs per job (bench process + Postgres server)',
-        runs: of(peers.graphile, (p) => p.cpuMicrosPerJob + p.serverCpuMicrosPerJob),
-        unit: 'µs',
-        goal: '',
-      }),
-      row({
-        target: '1',
-        figure: 'graphile-worker: of which the Postgres server',
-        runs: of(peers.graphile, (p) => p.serverCpuMicrosPerJob),
-        unit: 'µs',
-        goal: '',
-      }),
-      row({
-        target: '1',
-        figure: 'graphile-worker bytes written per job (server write calls: WAL, data files, replies)',
-        runs: of(peers.graphile, (p) => p.bytesPerJob),
-        unit: 'B',
-        goal: '',
-      }),
-      row({ target: '1', figure: 'graphile-worker: WAL bytes per job', runs: of(peers.graphile, (p) => p.walBytesPerJob), unit: 'B', goal: '' }),
+      info(
+        'engine items/s (full lifecycle, instant in-process provider, FULL sync)',
+        byEngine((e) => e.perSecond),
+        '/s',
+      ),
+      info(
+        'engine CPU µs per item (same runs; user + system)',
+        byEngine((e) => e.cpuMicrosPerItem),
+        'µs',
+      ),
+      info(
+        'engine rows written per item (inserted + updated + deleted, triggers included)',
+        byEngine((e) => e.rowsChangedPerItem),
+        '',
+      ),
+      info(
+        'engine rows added per item (all tables, after − before)',
+        byEngine((e) => e.rowsAddedPerItem),
+        '',
+      ),
+      info(
+        'engine bytes written per item (write calls: WAL, checkpoints, daemon.log)',
+        byEngine((e) => e.bytesWrittenPerItem),
+        'B',
+      ),
+      info(
+        'engine: of which daemon.log (the rest: SQLite WAL frames, checkpoints)',
+        byEngine((e) => e.logBytesPerItem),
+        'B',
+      ),
+      info(
+        'engine database growth per item (after a full checkpoint)',
+        byEngine((e) => e.dbGrowthPerItem),
+        'B',
+      ),
+      info(
+        `${g}: durable-step jobs/s`,
+        byGraphile((p) => p.perSecond),
+        '/s',
+      ),
+      info(
+        'graphile-worker CPU µs per job (bench process + Postgres server)',
+        byGraphile((p) => p.cpuMicrosPerJob + p.serverCpuMicrosPerJob),
+        'µs',
+      ),
+      info(
+        'graphile-worker: of which the Postgres server',
+        byGraphile((p) => p.serverCpuMicrosPerJob),
+        'µs',
+      ),
+      info(
+        'graphile-worker bytes written per job (server write calls: WAL, data files, replies)',
+        byGraphile((p) => p.bytesPerJob),
+        'B',
+      ),
+      info(
+        'graphile-worker: WAL bytes per job',
+        byGraphile((p) => p.walBytesPerJob),
+        'B',
+      ),
       ...plainjobRows('plainjob durable step, synchronous=FULL', peers.full),
       ...plainjobRows('plainjob durable step, synchronous=NORMAL', peers.normal),
-      row({ target: '1', figure: 'plainjob no-op jobs/s (as shipped: NORMAL)', runs: of(peers.noop, (p) => p.perSecond), unit: '/s', goal: '' }),
+      info(
+        'plainjob no-op jobs/s (as shipped: NORMAL)',
+        peers.noop.map((p) => p.perSecond),
+        '/s',
+      ),
       row({ target: '1', figure: 'engine ÷ graphile-worker batched (per run)', runs: ratio('graphile'), unit: '×', goal: '≥ 1.0×', check: (m) => m >= 1 }),
-      row({ target: '1', figure: 'engine ÷ plainjob durable step FULL (per run)', runs: ratio('full'), unit: '×', goal: '' }),
-      row({ target: '1', figure: 'engine ÷ plainjob durable step NORMAL (per run)', runs: ratio('normal'), unit: '×', goal: '' }),
-      row({ target: '1', figure: 'engine ÷ plainjob no-op (per run)', runs: ratio('noop'), unit: '×', goal: '' }),
-      row({ target: '1', figure: 'engine items/s via openai SDK + HTTP simulator (in process)', runs: viaHttp, unit: '/s', goal: '' }),
+      info('engine ÷ plainjob durable step FULL (per run)', ratio('full'), '×'),
+      info('engine ÷ plainjob durable step NORMAL (per run)', ratio('normal'), '×'),
+      info('engine ÷ plainjob no-op (per run)', ratio('noop'), '×'),
+      info('engine items/s via openai SDK + HTTP simulator (in process)', viaHttp, '/s'),
     ],
   };
 }
 
+/** A target-1 figure reported without a target of its own. */
+function info(figure: string, runs: number[], unit: string): Row {
+  return row({ target: '1', figure, runs, unit, goal: '' });
+}
+
 function plainjobRows(name: string, runs: PeerRunResult[]): Row[] {
   return [
-    row({ target: '1', figure: `${name}: jobs/s`, runs: runs.map((p) => p.perSecond), unit: '/s', goal: '' }),
-    row({ target: '1', figure: `${name}: CPU µs per job`, runs: runs.map((p) => p.cpuMicrosPerJob), unit: 'µs', goal: '' }),
-    row({ target: '1', figure: `${name}: rows written per job`, runs: runs.map((p) => p.rowsPerJob), unit: '', goal: '' }),
-    row({ target: '1', figure: `${name}: bytes written per job (write calls)`, runs: runs.map((p) => p.bytesPerJob), unit: 'B', goal: '' }),
+    info(
+      `${name}: jobs/s`,
+      runs.map((p) => p.perSecond),
+      '/s',
+    ),
+    info(
+      `${name}: CPU µs per job`,
+      runs.map((p) => p.cpuMicrosPerJob),
+      'µs',
+    ),
+    info(
+      `${name}: rows written per job`,
+      runs.map((p) => p.rowsPerJob),
+      '',
+    ),
+    info(
+      `${name}: bytes written per job (write calls)`,
+      runs.map((p) => p.bytesPerJob),
+      'B',
+    ),
   ];
 }
