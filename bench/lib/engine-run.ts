@@ -4,7 +4,7 @@
  * measured is our work per item: claim, prompt entry, call, response entry, validation, parse_report,
  * mutation of the backlog document, mutation_report, status changes and their events.
  */
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from '../../src/daemon/app.js';
@@ -12,7 +12,9 @@ import { loadConfig } from '../../src/daemon/config/config.js';
 import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { createEventLog, createLogger } from '../../src/daemon/runtime/logger.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
+import type { Db } from '../../src/db/connection.js';
 import { projectFile } from './daemon.js';
+import { bytesWrittenBySelf } from './proc.js';
 import { startProfiler } from './profile.js';
 import type { Provider, RawResponse } from '../../src/daemon/engine/provider.js';
 
@@ -62,6 +64,16 @@ export interface EngineRunResult {
   ledgerEntries: number;
   /** Database size over the number of threads (all closed by then), ledger included; NaN on Postgres. */
   bytesPerThread: number;
+  /** Rows inserted, updated or deleted per item (SQLite `total_changes()` of the writer, triggers included); NaN on Postgres. */
+  rowsChangedPerItem: number;
+  /** Rows added per item: the rows of every table after the run less before it; NaN on Postgres. */
+  rowsAddedPerItem: number;
+  /** Bytes this process passed to write(2) per item (WAL frames, checkpoints, daemon.log); NaN on Postgres. */
+  bytesWrittenPerItem: number;
+  /** Of `bytesWrittenPerItem`, the lines appended to daemon.log; NaN on Postgres. */
+  logBytesPerItem: number;
+  /** Growth of the database file per item, after a full checkpoint; NaN on Postgres. */
+  dbGrowthPerItem: number;
 }
 
 /** Enqueues the work with the engine stopped, then times a fresh App from start to the last applied item. */
@@ -93,6 +105,7 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
         if (e.type === 'work_item' && (e.status === 'dead_letter' || e.status === 'failed')) reject(new Error(`bench item ended ${e.status}: ${e.error_code}`));
       });
     });
+    const before = o.databaseUrl ? null : writeCounters(app.db, config.dbPath, config.logPath);
     const profiler = await startProfiler();
     const started = performance.now();
     const cpuStarted = process.cpuUsage();
@@ -100,21 +113,58 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     await done;
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuStarted);
+    const bytesWritten = bytesWrittenBySelf() - (before?.bytesWritten ?? Number.NaN);
     await profiler.stop('engine');
     const ledgerEntries = (await app.admin.stats()).ledger_entries;
     const threads = Object.values((await app.admin.stats()).threads).reduce((a, b) => a + b, 0);
     let dbBytes = Number.NaN;
-    if (!o.databaseUrl) {
+    let after: WriteCounters | null = null;
+    if (before) {
       app.db.pragma('wal_checkpoint(TRUNCATE)');
-      dbBytes = statSync(config.dbPath).size;
+      after = writeCounters(app.db, config.dbPath, config.logPath);
+      dbBytes = after.dbBytes;
     }
     await app.shutdown(0);
     // Every item's full record: prompt, response, parse_report, mutation_report.
     if (ledgerEntries !== items * 4) throw new Error(`expected ${items * 4} ledger entries, found ${ledgerEntries}`);
-    return { items, seconds, perSecond: items / seconds, cpuMicrosPerItem: (cpu.user + cpu.system) / items, ledgerEntries, bytesPerThread: dbBytes / threads };
+    return {
+      items,
+      seconds,
+      perSecond: items / seconds,
+      cpuMicrosPerItem: (cpu.user + cpu.system) / items,
+      ledgerEntries,
+      bytesPerThread: dbBytes / threads,
+      rowsChangedPerItem: ((after?.changes ?? Number.NaN) - (before?.changes ?? Number.NaN)) / items,
+      rowsAddedPerItem: ((after?.rows ?? Number.NaN) - (before?.rows ?? Number.NaN)) / items,
+      bytesWrittenPerItem: bytesWritten / items,
+      logBytesPerItem: ((after?.logBytes ?? Number.NaN) - (before?.logBytes ?? Number.NaN)) / items,
+      dbGrowthPerItem: ((after?.dbBytes ?? Number.NaN) - (before?.dbBytes ?? Number.NaN)) / items,
+    };
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
+}
+
+interface WriteCounters {
+  /** `total_changes()` of the writer's connection. */
+  changes: number;
+  /** Rows in every table. */
+  rows: number;
+  /** The database file and its WAL, in bytes. */
+  dbBytes: number;
+  bytesWritten: number;
+  /** daemon.log's size. */
+  logBytes: number;
+}
+
+/** The SQLite writer's counters, read in the bench process between the engine's phases. */
+function writeCounters(db: Db, dbPath: string, logPath: string): WriteCounters {
+  const tables = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
+  const rows = tables.reduce((n, t) => n + (db.prepare(`SELECT count(*) FROM "${t}"`).pluck().get() as number), 0);
+  const changes = db.prepare('SELECT total_changes()').pluck().get() as number;
+  const wal = `${dbPath}-wal`;
+  const dbBytes = statSync(dbPath).size + (existsSync(wal) ? statSync(wal).size : 0);
+  return { changes, rows, dbBytes, bytesWritten: bytesWrittenBySelf(), logBytes: existsSync(logPath) ? statSync(logPath).size : 0 };
 }
 
 /** A provider whose calls never answer (until aborted): items stay in flight, so only claiming is timed. */

@@ -90,7 +90,7 @@ export async function postgresTargets(runs: number): Promise<Row[]> {
 }
 
 /** Runs `fn` with the URL of a new, empty database on `server`; drops the database afterwards. */
-async function withDatabase<T>(server: PostgresServer, fn: (url: string) => Promise<T>): Promise<T> {
+export async function withDatabase<T>(server: PostgresServer, fn: (url: string) => Promise<T>): Promise<T> {
   const name = `combine_bench_${randomBytes(6).toString('hex')}`;
   await adminQuery(server.adminUrl, `CREATE DATABASE ${name}`);
   try {
