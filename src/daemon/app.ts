@@ -185,7 +185,8 @@ export class App implements Services {
     const scheduling = { reader, write: scheduleWrite, clock: schedulerClock, logger, owner, operations, crashAt, maxQueued, onWorkQueued: wake };
     this.scheduler = new Scheduler({ ...scheduling, ...config.scheduler });
     const { engine, storage, maintenance, metrics, pressure, canary, controlPlane } = this;
-    const remote = store.dialect === 'postgres' ? this.remote : undefined;
+    // Only a shared database has other daemons whose changes a follower must hear of.
+    const remote = store.exclusive ? undefined : this.remote;
     this.threads = new ThreadService({ reader, write, clock, ctx, engine, bus: this.bus, remote, config, router, pressure, tracer });
     this.projects = new ProjectService(reader, write, operations, pressure);
     this.ledger = new LedgerService(reader, write, clock, controlPlane, pressure);

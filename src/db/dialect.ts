@@ -32,16 +32,8 @@ export function jsonNumber(dialect: Dialect, column: string, path: string): stri
 }
 
 /**
- * A subquery of the elements of a JSON array of strings bound as text (`param`: `?` or `@name`), for `IN (…)`
- * over a short list (a handful of kinds or excluded ids). For a list that can be long, `inJsonArray`.
- */
-export function jsonArrayElements(dialect: Dialect, param: string): string {
-  return dialect === 'postgres' ? `SELECT jsonb_array_elements_text(CAST(${param} AS jsonb))` : `SELECT value FROM json_each(${param})`;
-}
-
-/**
- * `column` is one of the strings of a JSON array bound as text — a set of ids of any length (a bulk
- * cancel's 10,000). On Postgres a constant array the planner can count (pg migration 0006), so the ids
+ * `column` is one of the strings of a JSON array bound as text (`param`: `?` or `@name`) — a few kinds,
+ * or a set of ids of any length (a bulk cancel's 10,000). On Postgres a constant array the planner can count (pg migration 0006), so the ids
  * are looked up by index however stale the table's statistics are.
  */
 export function inJsonArray(dialect: Dialect, column: string, param: string): string {

@@ -49,12 +49,12 @@ export async function releaseLocksOwnedBy(sql: Sql, owner: string): Promise<numb
  * Deletes locks whose owner is gone, whatever their scope: the owner is neither a work item that holds
  * a lease (claimed, running) nor a thread still open or running. Owners are ids unique across both
  * tables, so one condition covers item locks and orchestration locks. Returns the released scopes.
+ *
+ * On Postgres the candidates are locked first, passing over lock rows another daemon's transaction is
+ * writing: a claim taking an expired lock for a new item has not committed the item's lease yet, so
+ * this statement's snapshot would call its fresh lock orphaned (a DELETE waiting for that row re-checks
+ * the row, not the NOT EXISTS subqueries). Skipped rows are looked at by the next sweep.
  */
-//
-// On Postgres the candidates are locked first, passing over lock rows another daemon's transaction is
-// writing: a claim taking an expired lock for a new item has not committed the item's lease yet, so
-// this statement's snapshot would call its fresh lock orphaned (a DELETE waiting for that row re-checks
-// the row, not the NOT EXISTS subqueries). Skipped rows are looked at by the next sweep.
 export async function releaseOrphanedLocks(sql: Sql): Promise<string[]> {
   const rows = (await sql.all(`DELETE FROM locks
      WHERE scope IN (

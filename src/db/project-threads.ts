@@ -1,12 +1,12 @@
 /** The reads behind an operation's `threads` prompt context: a project's thread counts and newest threads. */
 import type { Sql } from '../core/sql.js';
-import { jsonArrayElements } from './dialect.js';
+import { inJsonArray } from './dialect.js';
 
 /** Thread counts by status for a project, threads of the `exclude` kinds left out. */
 export async function countProjectThreadsByStatus(sql: Sql, projectId: string, exclude: readonly string[]): Promise<{ status: string; n: number }[]> {
   return (await sql.all(
     `SELECT status, count(*) AS n FROM llm_threads
-     WHERE space_id = ? AND kind NOT IN (${jsonArrayElements(sql.dialect, '?')}) GROUP BY status ORDER BY status`,
+     WHERE space_id = ? AND NOT ${inJsonArray(sql.dialect, 'kind', '?')} GROUP BY status ORDER BY status`,
     [projectId, JSON.stringify(exclude)],
   )) as { status: string; n: number }[];
 }
@@ -32,8 +32,8 @@ export async function listProjectThreadsWithStatus(
     `SELECT t.id, t.kind, t.status, t.target_ref, t.created_at,
        (SELECT w.error_code FROM llm_work_items w WHERE w.thread_id = t.id ORDER BY w.sequence DESC LIMIT 1) AS error_code
      FROM llm_threads t
-     WHERE t.space_id = @projectId AND t.kind NOT IN (${jsonArrayElements(sql.dialect, '@exclude')})
-       AND t.status IN (${jsonArrayElements(sql.dialect, '@statuses')})
+     WHERE t.space_id = @projectId AND NOT ${inJsonArray(sql.dialect, 't.kind', '@exclude')}
+       AND ${inJsonArray(sql.dialect, 't.status', '@statuses')}
      ORDER BY t.created_at DESC, t.id LIMIT @limit`,
     { projectId: p.projectId, exclude: JSON.stringify(p.exclude), statuses: JSON.stringify(p.statuses), limit: p.limit },
   )) as ThreadWithError[];

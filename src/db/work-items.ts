@@ -7,7 +7,7 @@ import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
-import { inJsonArray, jsonArrayElements, skipLockedRows } from './dialect.js';
+import { inJsonArray, skipLockedRows } from './dialect.js';
 import { expectOneChange } from './statements.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
@@ -123,7 +123,7 @@ async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded
     `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
      WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
        AND (w.deadline_at IS NULL OR w.deadline_at > @now)
-       AND w.id NOT IN (${jsonArrayElements(sql.dialect, '@excluded')})
+       AND NOT ${inJsonArray(sql.dialect, 'w.id', '@excluded')}
        AND NOT EXISTS (
          SELECT 1 FROM locks l
          WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
