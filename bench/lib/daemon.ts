@@ -66,7 +66,8 @@ export class BenchDaemon {
       : process.env.BENCH_HEAPSNAP
         ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${process.env.BENCH_HEAPSNAP}`]
         : [];
-    this.child = spawn(process.execPath, [...prof, CLI, 'daemon', 'run'], { env: this.env, stdio: 'ignore' });
+    const extra = process.env.BENCH_DAEMON_FLAGS ? process.env.BENCH_DAEMON_FLAGS.split(' ') : [];
+    this.child = spawn(process.execPath, [...extra, ...prof, CLI, 'daemon', 'run'], { env: this.env, stdio: 'ignore' });
     const deadline = Date.now() + 60_000;
     while (!(await probeSocket(this.socket))) {
       if (this.child.exitCode !== null) throw new Error(`the daemon exited ${this.child.exitCode}: ${this.logTail()}`);

@@ -7,6 +7,11 @@ import OpenAI from 'openai';
 import type { ProviderConfig } from './config/config.js';
 import { AnswerTooLargeError, MissingApiKeyError } from '../core/errors.js';
 import type { Provider } from './engine/provider.js';
+import { pooledFetch } from './provider-http.js';
+
+/** Idle keep-alive connections kept per endpoint, and for how long (under common servers' own 5 s). */
+const IDLE_SOCKETS = 64;
+const IDLE_MS = 4000;
 
 /** Reads a body up to `limit` bytes; a longer one is abandoned (the connection is closed) without being buffered whole. */
 async function readBodyLimited(response: Response, limit: number): Promise<string> {
@@ -32,7 +37,8 @@ async function readBodyLimited(response: Response, limit: number): Promise<strin
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export function createOpenAIProvider(cfg: ProviderConfig): Provider {
+/** `maxSockets`: connections open at once to the endpoint (the engine's max_in_flight: no call waits for one). */
+export function createOpenAIProvider(cfg: ProviderConfig, maxSockets: number): Provider {
   // Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) need no key; api.openai.com does.
   const needsKey = /(^|\.)openai\.com$/.test(new URL(cfg.baseURL).hostname);
   const client = new OpenAI({
@@ -40,6 +46,7 @@ export function createOpenAIProvider(cfg: ProviderConfig): Provider {
     baseURL: cfg.baseURL,
     maxRetries: 0,
     timeout: cfg.callTimeoutMs,
+    fetch: pooledFetch(cfg.baseURL, { maxSockets, maxFreeSockets: Math.min(IDLE_SOCKETS, maxSockets), idleMs: IDLE_MS }),
   });
   return {
     endpoint: cfg.baseURL,

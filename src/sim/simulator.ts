@@ -103,6 +103,8 @@ export interface Simulator {
   url: string;
   port: number;
   calls: SimCall[];
+  /** TCP connections accepted since start (a client reusing keep-alive connections opens few). */
+  readonly connections: number;
   setFaults(rules: FaultRule[]): void;
   setLatency(ms: number): void;
   /** Answers every request a `hold` fault holds now (as without a fault); returns how many. */
@@ -349,12 +351,20 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
     });
   });
 
+  let connections = 0;
+  server.on('connection', () => {
+    connections++;
+  });
+
   await new Promise<void>((resolve) => server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}/v1`,
     port,
     calls,
+    get connections() {
+      return connections;
+    },
     setFaults(r) {
       rules = r.map((x) => ({ ...x, used: 0 }));
     },

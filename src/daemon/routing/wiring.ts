@@ -12,7 +12,7 @@ import { ModelRouter } from './router.js';
 
 export function createModelRouter(config: DaemonConfig, provider: Provider | undefined): ModelRouter {
   const router = new ModelRouter(config.models, {
-    providerFor: (endpoint) => provider ?? createOpenAIProvider({ ...config.provider, baseURL: endpoint.baseURL, apiKey: endpoint.apiKey }),
+    providerFor: (endpoint) => provider ?? createOpenAIProvider({ ...config.provider, baseURL: endpoint.baseURL, apiKey: endpoint.apiKey }, config.maxInFlight),
     breaker: config.breaker,
     secrets: config.secrets,
   });

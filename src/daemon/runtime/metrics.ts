@@ -5,6 +5,7 @@
  * Every series is created at start (zero-valued), so the number of series never grows with traffic:
  * it is exactly `metricSeriesCount(models)` ≤ METRIC_SERIES_BOUND, however many threads run.
  */
+import { PerformanceObserver } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../../core/clock.js';
 import type { Sql } from '../../core/sql.js';
@@ -60,7 +61,8 @@ export function metricSeriesCount(models: number, withCost: boolean): number {
     2 + // combine_maintenance_runs_total, combine_maintenance_freed_pages_total
     PRESSURE_SIGNALS.length + // combine_pressure{signal}
     3 + // combine_cpu_busy_ratio, combine_memory_available_bytes, combine_battery_percent
-    2 // combine_canary_last_success_timestamp_seconds, combine_canary_latency_seconds
+    2 + // combine_canary_last_success_timestamp_seconds, combine_canary_latency_seconds
+    1 // combine_gc_seconds_total
   );
 }
 
@@ -186,6 +188,18 @@ export class Metrics implements EngineObserver {
       return ms === null ? -1 : ms / 1000;
     });
 
+    let gcCounted = gcSeconds();
+    new Counter({
+      name: 'combine_gc_seconds_total',
+      help: "Time the daemon's JavaScript heap spent in garbage collection since start",
+      registers,
+      collect() {
+        const total = gcSeconds();
+        this.inc(total - gcCounted);
+        gcCounted = total;
+      },
+    });
+
     this.callSeconds = labelled(
       new Histogram({ name: 'combine_call_duration_seconds', help: 'Provider call duration', labelNames: ['outcome'], buckets: CALL_BUCKETS, registers }),
       'outcome',
@@ -296,6 +310,19 @@ export class Metrics implements EngineObserver {
   text(): Promise<string> {
     return this.registry.metrics();
   }
+}
+
+let gcTotalMs = 0;
+let gcObserver: PerformanceObserver | null = null;
+/** Seconds spent in GC by this process since the first call (one observer per process, never stopped: GC is process-wide). */
+function gcSeconds(): number {
+  if (!gcObserver) {
+    gcObserver = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) gcTotalMs += e.duration;
+    });
+    gcObserver.observe({ entryTypes: ['gc'] });
+  }
+  return gcTotalMs / 1000;
 }
 
 /** Creates every series of a labelled metric at zero, so the series count is fixed from the start. */
