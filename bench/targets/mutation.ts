@@ -14,6 +14,7 @@ import { loadConfig } from '../../src/daemon/config/config.js';
 import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { projectFile } from '../lib/daemon.js';
 import { instantProvider } from '../lib/engine-run.js';
+import { startProfiler } from '../lib/profile.js';
 import { quantile, row, type Row } from '../lib/stats.js';
 
 const SMALL = 10;
@@ -55,7 +56,8 @@ async function backlogOf(epics: number): Promise<Backlog> {
 }
 
 /** K regenerations of epic E1, one after the other: per item, milliseconds (wall) and CPU µs. */
-async function regenerate(b: Backlog, k: number): Promise<{ wallMs: number[]; cpuMicros: number[] }> {
+async function regenerate(b: Backlog, k: number, profile: string | null = null): Promise<{ wallMs: number[]; cpuMicros: number[] }> {
+  const profiler = profile ? await startProfiler() : null;
   const wallMs: number[] = [];
   const cpuMicros: number[] = [];
   for (let i = 0; i < k; i++) {
@@ -68,6 +70,7 @@ async function regenerate(b: Backlog, k: number): Promise<{ wallMs: number[]; cp
     const cpu = process.cpuUsage(cpu0);
     cpuMicros.push(cpu.user + cpu.system);
   }
+  await profiler?.stop(profile!);
   return { wallMs, cpuMicros };
 }
 
@@ -85,8 +88,8 @@ export async function mutationTargets(runs: number): Promise<Row[]> {
     await regenerate(small, 10); // warm-up
     await regenerate(large, 10);
     for (let run = 0; run < runs; run++) {
-      const s = await regenerate(small, K);
-      const l = await regenerate(large, K);
+      const s = await regenerate(small, K, `mutation-${SMALL}`);
+      const l = await regenerate(large, K, `mutation-${LARGE}`);
       p50.small.push(quantile(s.wallMs, 0.5));
       p50.large.push(quantile(l.wallMs, 0.5));
       p50.ratio.push(quantile(l.wallMs, 0.5) / quantile(s.wallMs, 0.5));
