@@ -5,7 +5,7 @@
  * Real daemon, real simulator, on the run's backend (SQLite or Postgres).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Harness, project, type CommandJson } from '../helpers/harness.js';
+import { Harness, project, waitForExit, type CommandJson } from '../helpers/harness.js';
 
 const EPICS = 300;
 
@@ -82,5 +82,28 @@ describe(`a backlog of ${EPICS} epics stored in parts`, () => {
     expect(ord > after.get('E10')!.ord && ord < after.get('E11')!.ord).toBe(true);
     const doc = await h.json(['doc', 'big', 'story_backlog']);
     expect(doc.content.epics.map((e: { epic_id: string }) => e.epic_id)).toEqual(p.epics.map((e) => e.id));
+  });
+
+  it('a daemon killed inside the mutation leaves the backlog as it was; after restart the epic is applied once', async () => {
+    const before = await parts();
+    const from = await version();
+    await h.stopDaemon();
+    const pid = await h.startDaemon({ COMBINE_CRASH_AT: 'in_mutation' });
+    const run = await h.json<CommandJson>(['generate-epic', '--project', 'big', '--epic', 'E200', '--force', '--no-autostart']);
+    await waitForExit(pid);
+    expect(h.logText()).toContain('"point":"in_mutation"');
+    expect(await version()).toBe(from);
+    expect(await parts()).toEqual(before);
+
+    await h.startDaemon();
+    expect((await h.waitForEnd(run.thread_id)).status).toBe('complete');
+    expect(await version()).toBe(from + 1);
+    const after = await parts();
+    expect([...after.values()].filter((x) => before.get(x.part_key)?.content !== x.content).map((x) => x.part_key)).toEqual(['E200']);
+    expect(await h.query('SELECT to_version FROM mutations WHERE thread_id = ?', [run.thread_id])).toEqual([{ to_version: from + 1 }]);
+    const doc = await h.json(['doc', 'big', 'story_backlog']);
+    expect(doc.version).toBe(from + 1);
+    expect(doc.content.epics).toHaveLength(EPICS + 1);
+    expect(await h.json(['ledger', 'verify'])).toMatchObject({ ok: true });
   });
 });
