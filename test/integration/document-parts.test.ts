@@ -106,4 +106,26 @@ describe(`a backlog of ${EPICS} epics stored in parts`, () => {
     expect(doc.content.epics).toHaveLength(EPICS + 1);
     expect(await h.json(['ledger', 'verify'])).toMatchObject({ ok: true });
   });
+
+  it('a backlog stored whole (as every home before this version stores it) goes into parts at its next write', async () => {
+    const before = await h.json(['doc', 'big', 'story_backlog']);
+    await h.stopDaemon();
+    await h.edit(async (sql) => {
+      await sql.run('DELETE FROM document_parts WHERE document_id = ?', [docId]);
+      await sql.run('UPDATE documents SET content = ?, parts_field = NULL, parts_key = NULL, parts_chars = 0 WHERE id = ?', [
+        JSON.stringify(before.content),
+        docId,
+      ]);
+    });
+    await h.startDaemon();
+    expect(await h.json(['doc', 'big', 'story_backlog'])).toEqual(before);
+    const run = await h.json<CommandJson>(['generate-epic', '--project', 'big', '--epic', 'E5', '--force']);
+    expect((await h.waitForEnd(run.thread_id)).status).toBe('complete');
+    expect((await parts()).size).toBe(EPICS + 1);
+    const doc = await h.json(['doc', 'big', 'story_backlog']);
+    expect(doc.version).toBe(before.version + 1);
+    const others = (c: { epics: { epic_id: string }[] }) => c.epics.filter((e) => e.epic_id !== 'E5');
+    expect(others(doc.content)).toEqual(others(before.content));
+    expect(doc.content.epics[4]).toMatchObject({ epic_id: 'E5', thread_id: run.thread_id });
+  });
 });
