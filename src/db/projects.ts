@@ -62,11 +62,11 @@ export async function getLatestKeyedDocument(sql: Sql, projectId: string, docTyp
  * A project's documents without their content, by type, the greatest key first within a type (for
  * dates: the newest briefing), at most `limit`. Sorts only the project's rows (the unique index finds them).
  */
-export async function listDocumentHeads(sql: Sql, projectId: string, limit: number): Promise<Omit<DocumentRow, 'content'>[]> {
+export async function listDocumentHeads(sql: Sql, projectId: string, limit: number): Promise<Omit<DocumentRow, 'content' | PartsColumns>[]> {
   return (await sql.all(
     'SELECT id, project_id, doc_type, doc_key, version, updated_at FROM documents WHERE project_id = ? ORDER BY doc_type, doc_key DESC LIMIT ?',
     [projectId, limit],
-  )) as Omit<DocumentRow, 'content'>[];
+  )) as Omit<DocumentRow, 'content' | PartsColumns>[];
 }
 
 export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
