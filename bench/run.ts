@@ -4,7 +4,7 @@
  * machines are shared and noisy. Builds dist/ first (the daemon and CLI benchmarks run the real bundle).
  *
  *   npm run bench                        all targets, 5 runs each (under 10 minutes on 2 cores)
- *   npm run bench -- --only ack,cli      some targets: throughput, ack, queue, cli, scale, memory, http, control, postgres
+ *   npm run bench -- --only ack,cli      some targets: throughput, ack, queue, cli, scale, memory, http, control, postgres, mutation
  *   npm run bench -- --runs 7
  *   BENCH_PROFILE_DIR=/tmp/prof npm run bench -- --only throughput   CPU profiles of the measured phases
  *   BENCH_SCALE_THREADS=100000 ...       a smaller "big" database for a quick look (targets 5 and 7)
@@ -21,11 +21,12 @@ import { cliTargets } from './targets/cli.js';
 import { controlPlaneTargets } from './targets/control.js';
 import { httpTargets } from './targets/http.js';
 import { memoryTargets } from './targets/memory.js';
+import { mutationTargets } from './targets/mutation.js';
 import { postgresTargets } from './targets/postgres.js';
 import { scaleTargets } from './targets/scale.js';
 import { throughputTargets } from './targets/throughput.js';
 
-const ALL = ['throughput', 'ack', 'queue', 'cli', 'scale', 'memory', 'http', 'control', 'postgres'] as const;
+const ALL = ['throughput', 'ack', 'queue', 'cli', 'scale', 'memory', 'http', 'control', 'postgres', 'mutation'] as const;
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -95,6 +96,7 @@ async function main(): Promise<void> {
   if (only.includes('http')) await step('http', () => httpTargets(runs));
   if (only.includes('control')) await step('control', () => controlPlaneTargets(runs));
   if (only.includes('postgres')) await step('postgres', () => postgresTargets(runs));
+  if (only.includes('mutation')) await step('mutation', () => mutationTargets(runs));
 
   const header = `${new Date().toISOString().slice(0, 10)} — ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, ${runs} runs per figure, ${((Date.now() - started) / 1000).toFixed(0)} s`;
   const table = renderTable(rows);

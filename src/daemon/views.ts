@@ -211,7 +211,7 @@ export function documentView(doc: DocumentRow) {
 export type DocumentView = ReturnType<typeof documentView>;
 
 /** A document in a project's list: which one, its version and when it changed (no content). */
-export function documentHeadView(doc: Omit<DocumentRow, 'content'>) {
+export function documentHeadView(doc: Pick<DocumentRow, 'project_id' | 'doc_type' | 'doc_key' | 'version' | 'updated_at'>) {
   return {
     project_id: doc.project_id,
     doc_type: doc.doc_type,

@@ -2,6 +2,7 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
+import { readWholeDocument, withWholeContent } from './document-parts.js';
 import { expectOneChange } from './statements.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
@@ -21,42 +22,51 @@ export async function listProjects(sql: Sql): Promise<ProjectRow[]> {
   return (await sql.all('SELECT * FROM projects WHERE id <> ? ORDER BY created_at, id', [SYSTEM_PROJECT_ID])) as ProjectRow[];
 }
 
-/** `doc_key` defaults to '' (the project's one document of that type). */
-export async function insertDocument(sql: Sql, row: Omit<DocumentRow, 'doc_key'> & { doc_key?: string }): Promise<void> {
+type PartsColumns = 'parts_field' | 'parts_key' | 'parts_chars';
+
+/** `doc_key` defaults to '' (the project's one document of that type); stored whole unless `parts_field` is set. */
+export async function insertDocument(
+  sql: Sql,
+  row: Omit<DocumentRow, 'doc_key' | PartsColumns> & Partial<Pick<DocumentRow, 'doc_key' | PartsColumns>>,
+): Promise<void> {
   await sql.run(
-    `INSERT INTO documents (id, project_id, doc_type, doc_key, version, content, updated_at)
-     VALUES (@id, @project_id, @doc_type, @doc_key, @version, @content, @updated_at)`,
-    { doc_key: '', ...row },
+    `INSERT INTO documents (id, project_id, doc_type, doc_key, version, content, updated_at, parts_field, parts_key, parts_chars)
+     VALUES (@id, @project_id, @doc_type, @doc_key, @version, @content, @updated_at, @parts_field, @parts_key, @parts_chars)`,
+    { doc_key: '', parts_field: null, parts_key: null, parts_chars: 0, ...row },
   );
 }
 
 /** The project's one document of a type (epic_architecture, story_backlog). */
 export async function getDocument(sql: Sql, projectId: string, docType: string): Promise<DocumentRow | undefined> {
-  return (await sql.get("SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''", [projectId, docType])) as DocumentRow | undefined;
+  return withWholeContent(
+    sql,
+    await sql.get<DocumentRow>("SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ''", [projectId, docType]),
+  );
 }
 
 /** One document of a type that exists per key (a briefing per date). */
 export async function getKeyedDocument(sql: Sql, projectId: string, docType: string, key: string): Promise<DocumentRow | undefined> {
-  return (await sql.get('SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?', [projectId, docType, key])) as DocumentRow | undefined;
+  return withWholeContent(
+    sql,
+    await sql.get<DocumentRow>('SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?', [projectId, docType, key]),
+  );
 }
 
 /** The keyed document with the greatest key (for dates: the newest briefing). */
 export async function getLatestKeyedDocument(sql: Sql, projectId: string, docType: string): Promise<DocumentRow | undefined> {
-  return (await sql.get("SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key <> '' ORDER BY doc_key DESC LIMIT 1", [
-    projectId,
-    docType,
-  ])) as DocumentRow | undefined;
+  const text = "SELECT * FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key <> '' ORDER BY doc_key DESC LIMIT 1";
+  return withWholeContent(sql, await sql.get<DocumentRow>(text, [projectId, docType]));
 }
 
 /**
  * A project's documents without their content, by type, the greatest key first within a type (for
  * dates: the newest briefing), at most `limit`. Sorts only the project's rows (the unique index finds them).
  */
-export async function listDocumentHeads(sql: Sql, projectId: string, limit: number): Promise<Omit<DocumentRow, 'content'>[]> {
+export async function listDocumentHeads(sql: Sql, projectId: string, limit: number): Promise<Omit<DocumentRow, 'content' | PartsColumns>[]> {
   return (await sql.all(
     'SELECT id, project_id, doc_type, doc_key, version, updated_at FROM documents WHERE project_id = ? ORDER BY doc_type, doc_key DESC LIMIT ?',
     [projectId, limit],
-  )) as Omit<DocumentRow, 'content'>[];
+  )) as Omit<DocumentRow, 'content' | PartsColumns>[];
 }
 
 export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
@@ -67,32 +77,51 @@ export function getDocumentHead(sql: Sql, projectId: string, docType: string, ke
   return sql.get<DocumentHead>(text, [projectId, docType, key]);
 }
 
+/** A document's head as a write needs it: its version, and how it is stored (whole, or in parts). */
+export type WriteHead = DocumentHead & Pick<DocumentRow, PartsColumns>;
+
 /**
- * `getDocumentHead`, the row locked until the transaction ends (Postgres): a write that plans the next
+ * The document's head, the row locked until the transaction ends (Postgres): a write that plans the next
  * version from the current one holds it from the read to its update, so no other write's version can
  * land in between and be overwritten. SQLite's single writer already excludes that.
  */
-export async function lockDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<DocumentHead | undefined> {
-  if (sql.dialect !== 'postgres') return getDocumentHead(sql, projectId, docType, key);
-  return sql.get<DocumentHead>('SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ? FOR UPDATE', [
-    projectId,
-    docType,
-    key,
-  ]);
+export async function lockDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<WriteHead | undefined> {
+  const text = 'SELECT id, version, updated_at, parts_field, parts_key, parts_chars FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?';
+  return sql.get<WriteHead>(sql.dialect === 'postgres' ? `${text} FOR UPDATE` : text, [projectId, docType, key]);
 }
 
 /** A document's content with the version and time it belongs to: read in one statement, so they match. */
-export function getDocumentContent(sql: Sql, id: string): Promise<(DocumentHead & { content: string }) | undefined> {
-  return sql.get<DocumentHead & { content: string }>('SELECT id, version, updated_at, content FROM documents WHERE id = ?', [id]);
+export async function getDocumentContent(sql: Sql, id: string): Promise<(DocumentHead & { content: string }) | undefined> {
+  const whole = await readWholeDocument(sql, id);
+  return whole && { id, ...whole };
 }
 
 /**
- * Writes a document's next version. Guarded by the version it was read at (optimistic concurrency):
- * throws StaleStateError if the document changed in between.
+ * Writes a document's next version, whole (a document stored in parts: the caller drops its parts).
+ * Guarded by the version it was read at (optimistic concurrency): throws StaleStateError if the
+ * document changed in between.
  */
 export async function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
   const result = await sql.run(
-    `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at
+    `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at, parts_field = NULL, parts_key = NULL, parts_chars = 0
+     WHERE id = @id AND version = @from_version`,
+    p,
+  );
+  expectOneChange(result, `document ${p.id} is no longer at version ${p.from_version}`);
+}
+
+/**
+ * Writes the next version of a document stored in parts: its head (`content`) and how its parts are
+ * stored; the parts themselves are written by db/document-parts.ts in the same transaction. Guarded
+ * like updateDocumentContent.
+ */
+export async function updateDocumentHead(
+  sql: Sql,
+  p: { id: string; from_version: number; content: string; updated_at: number; parts_field: string; parts_key: string; parts_chars: number },
+): Promise<void> {
+  const result = await sql.run(
+    `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at,
+       parts_field = @parts_field, parts_key = @parts_key, parts_chars = @parts_chars
      WHERE id = @id AND version = @from_version`,
     p,
   );

@@ -29,10 +29,33 @@ export const documents = sqliteTable(
      */
     doc_key: text('doc_key').notNull().default(''),
     version: integer('version').notNull(),
+    /** The whole content as JSON; for a document stored in parts, its head (`parts_field` set to []). */
     content: text('content').notNull(),
     updated_at: integer('updated_at').notNull(),
+    /**
+     * Null: stored whole. Else `content[parts_field]` is stored in `document_parts`, one row per element,
+     * each named by its `parts_key` field (domain/document-parts.ts).
+     */
+    parts_field: text('parts_field'),
+    parts_key: text('parts_key'),
+    /** The characters of the parts' JSON texts together (the document's size without reading them). */
+    parts_chars: integer('parts_chars').notNull().default(0),
   },
   (t) => [uniqueIndex('uq_documents_project_type_key').on(t.project_id, t.doc_type, t.doc_key)],
+);
+
+/** The elements of documents stored in parts, in `ord` order (numbers between their neighbours'). */
+export const documentParts = sqliteTable(
+  'document_parts',
+  {
+    document_id: text('document_id')
+      .notNull()
+      .references(() => documents.id),
+    part_key: text('part_key').notNull(),
+    ord: real('ord').notNull(),
+    content: text('content').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.document_id, t.part_key] }), index('idx_document_parts_ord').on(t.document_id, t.ord)],
 );
 
 export const threads = sqliteTable(
@@ -304,6 +327,7 @@ export const ledgerImports = sqliteTable(
 
 export type ProjectRow = typeof projects.$inferSelect;
 export type DocumentRow = typeof documents.$inferSelect;
+export type DocumentPartRow = typeof documentParts.$inferSelect;
 export type ThreadRow = typeof threads.$inferSelect;
 export type WorkItemRow = typeof workItems.$inferSelect;
 export type LedgerRow = typeof ledgerEntries.$inferSelect;

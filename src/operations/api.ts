@@ -141,8 +141,22 @@ interface OperationBase<I> {
   retry?: RetryOptions;
 }
 
+/**
+ * How the target document is stored: `content[field]` is an array of objects, each named by its string
+ * field `key` (unique within the array), and each stored on its own — so a mutation that changes one
+ * element writes that element, not the whole document. Readers still see one document, one version.
+ * Keep the elements `apply` does not change as they are (the same objects from `current`), in their
+ * order: that is how the engine sees what changed. Content of another shape is stored whole.
+ */
+export interface DocumentParts {
+  field: string;
+  key: string;
+}
+
 /** An operation that asks the model once and applies the answer to its target document. */
 export interface CallOperation<I = any, A = any, C = any> extends OperationBase<I> {
+  /** Store the target document in parts (for documents with many elements that mutations change one at a time). */
+  parts?: DocumentParts;
   prompt(context: PromptContext<I>): { messages: ChatMessage[] };
   /** JSON Schema of the answer; sent as the `json_schema` response format and validated. */
   output: JsonSchema;
@@ -161,6 +175,7 @@ export interface CallOperation<I = any, A = any, C = any> extends OperationBase<
 export interface FanOutOperation<I = any> extends OperationBase<I> {
   children(input: I, context: { documents: Documents }): unknown[];
   child: string;
+  parts?: never;
   prompt?: never;
   output?: never;
   apply?: never;

@@ -4,12 +4,15 @@
  * a request but never corrupt one. Pure: no storage here (the daemon passes documents in).
  */
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
-import type { DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
+import type { DocumentParts, DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
+import { splitDocument } from '../domain/document-parts.js';
 import type { Operation } from './registry.js';
 import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
 
 /** Size limits on what a module returns: a request, a document, a mutation summary. */
 export const LIMITS = { promptBytes: 1 << 20, contentBytes: 16 << 20, summaryBytes: 64 << 10, targetRefBytes: 4 << 10, children: 10_000, partChars: 200 };
+
+export const contentTooLarge = () => `the content exceeds ${LIMITS.contentBytes} characters as JSON`;
 
 function call<T>(op: Operation, fn: string, run: () => T): T {
   try {
@@ -145,8 +148,10 @@ export function itemNoun(op: Operation): string {
 
 export interface PlannedMutation {
   content: unknown;
-  /** The content as stored: JSON text. */
-  text: string;
+  /** The content as stored: JSON text; null when it is stored in parts (`split`), written part by part. */
+  text: string | null;
+  /** The content split by the operation's `parts` (null: stored whole). */
+  split: { layout: DocumentParts; next: NonNullable<ReturnType<typeof splitDocument>> } | null;
   summary: Record<string, unknown>;
 }
 
@@ -158,17 +163,21 @@ export function planMutation(
   const result = call(op, 'apply', () => op.definition.apply!(context));
   if (!isPlainObject(result) || result.content === undefined) throw new OperationCallError(op.name, 'apply', 'must return {content, summary}');
   if (!isPlainObject(result.summary)) throw new OperationCallError(op.name, 'apply', 'summary must be an object');
-  let text: string;
+  const layout = op.definition.parts;
+  const next = layout ? splitDocument(result.content, layout) : null;
+  let text: string | null = null;
   let summaryText: string;
   try {
-    text = JSON.stringify(result.content);
+    // In parts, each part is made JSON when written (the storage checks the size then).
+    if (!next) text = JSON.stringify(result.content);
     summaryText = JSON.stringify(result.summary);
   } catch (err) {
     throw new OperationCallError(op.name, 'apply', `must return JSON values (${(err as Error).message})`);
   }
   if (text === undefined) throw new OperationCallError(op.name, 'apply', 'content must be a JSON value');
-  if (text.length > LIMITS.contentBytes) throw new OperationCallError(op.name, 'apply', `the content exceeds ${LIMITS.contentBytes} characters as JSON`);
+  if (text !== null && text.length > LIMITS.contentBytes) throw new OperationCallError(op.name, 'apply', contentTooLarge());
   if (summaryText.length > LIMITS.summaryBytes) throw new OperationCallError(op.name, 'apply', `the summary exceeds ${LIMITS.summaryBytes} characters as JSON`);
+  const split = layout && next ? { layout, next } : null;
   // The summary as JSON reads it back (no undefined, no Date objects): what the ledger and the mutations row keep.
-  return { content: result.content, text, summary: JSON.parse(summaryText) as Record<string, unknown> };
+  return { content: result.content, text, split, summary: JSON.parse(summaryText) as Record<string, unknown> };
 }

@@ -31,6 +31,7 @@ const FIELDS = new Set([
   'priority',
   'retry',
   'rules',
+  'parts',
 ]);
 
 /** A definition that passed validation, with its schemas compiled. */
@@ -91,6 +92,19 @@ function checkRetry(source: string, retry: unknown): ValidDefinition['retry'] {
   return out;
 }
 
+function checkParts(source: string, parts: unknown): void {
+  if (parts === undefined) return;
+  const p = parts as Fields;
+  if (typeof p !== 'object' || p === null || Array.isArray(p)) throw new OperationDefinitionError(source, 'parts', 'must be an object {field, key}');
+  for (const k of Object.keys(p))
+    if (k !== 'field' && k !== 'key') throw new OperationDefinitionError(source, `parts.${k}`, 'is not a parts option (field, key)');
+  for (const k of ['field', 'key'] as const) {
+    if (typeof p[k] !== 'string' || p[k] === '' || (p[k] as string).length > 64) {
+      throw new OperationDefinitionError(source, `parts.${k}`, 'must be a property name (a non-empty string of at most 64 characters)');
+    }
+  }
+}
+
 /** Checks one definition on its own (the registry checks names across definitions and `child`). */
 export function validateDefinition(value: unknown, source: string): ValidDefinition {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -112,7 +126,7 @@ export function validateDefinition(value: unknown, source: string): ValidDefinit
   if (d.children !== undefined || d.child !== undefined) {
     requireFunction(source, d, 'children');
     if (typeof d.child !== 'string' || d.child === '') throw new OperationDefinitionError(source, 'child', 'must name the operation each child runs');
-    forbid(source, d, ['prompt', 'output', 'apply', 'rules'], 'an operation with children makes no call of its own: remove it');
+    forbid(source, d, ['prompt', 'output', 'apply', 'rules', 'parts'], 'an operation with children makes no call of its own: remove it');
   } else {
     requireFunction(source, d, 'prompt');
     checkOutput = compileObjectSchema(source, 'output', d.output);
@@ -124,6 +138,7 @@ export function validateDefinition(value: unknown, source: string): ValidDefinit
       if (typeof rules.check !== 'function') throw new OperationDefinitionError(source, 'rules.check', 'must be a function');
     }
   }
+  checkParts(source, d.parts);
   if (d.model !== undefined && (typeof d.model !== 'string' || d.model.trim() === '' || d.model.length > 64)) {
     throw new OperationDefinitionError(source, 'model', 'must be a logical model name (a non-empty string)');
   }

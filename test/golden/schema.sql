@@ -7,6 +7,9 @@ CREATE INDEX `idx_charges_project_day` ON `llm_charges` (`project_id`,`day`);
 -- index idx_charges_thread
 CREATE INDEX `idx_charges_thread` ON `llm_charges` (`thread_id`);
 
+-- index idx_document_parts_ord
+CREATE INDEX `idx_document_parts_ord` ON `document_parts` (`document_id`,`ord`);
+
 -- index idx_ledger_imports_import
 CREATE INDEX `idx_ledger_imports_import` ON `llm_ledger_imports` (`import_id`);
 
@@ -95,6 +98,16 @@ CREATE TABLE "__drizzle_migrations" (
 				created_at numeric
 			);
 
+-- table document_parts
+CREATE TABLE `document_parts` (
+	`document_id` text NOT NULL,
+	`part_key` text NOT NULL,
+	`ord` real NOT NULL,
+	`content` text NOT NULL,
+	PRIMARY KEY(`document_id`, `part_key`),
+	FOREIGN KEY (`document_id`) REFERENCES `documents`(`id`) ON UPDATE no action ON DELETE no action
+);
+
 -- table documents
 CREATE TABLE `documents` (
 	`id` text PRIMARY KEY NOT NULL,
@@ -102,7 +115,7 @@ CREATE TABLE `documents` (
 	`doc_type` text NOT NULL,
 	`version` integer NOT NULL,
 	`content` text NOT NULL,
-	`updated_at` integer NOT NULL, `doc_key` text DEFAULT '' NOT NULL,
+	`updated_at` integer NOT NULL, `doc_key` text DEFAULT '' NOT NULL, `parts_field` text, `parts_key` text, `parts_chars` integer DEFAULT 0 NOT NULL,
 	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE no action
 );
 

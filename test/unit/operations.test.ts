@@ -32,6 +32,7 @@ const valid = {
 describe('operation definitions', () => {
   it('accepts a plain object with the API fields, and names the field of each mistake', async () => {
     expect(validateDefinition(valid, 'm.mjs').definition.name).toBe('release_notes');
+    expect(validateDefinition({ ...valid, parts: { field: 'notes', key: 'id' } }, 'm.mjs').definition.parts).toEqual({ field: 'notes', key: 'id' });
     const cases: [Record<string, unknown>, string][] = [
       [{ ...valid, name: 'releaseNotes' }, 'm.mjs: name: must be a snake_case name'],
       [{ ...valid, name: 'modules' }, 'm.mjs: name: "modules" is reserved'],
@@ -47,6 +48,9 @@ describe('operation definitions', () => {
       [{ ...valid, rules: { schema: { type: 'object' } } }, 'm.mjs: rules.check: must be a function'],
       [{ ...valid, children: () => [], child: 'x' }, 'm.mjs: prompt: an operation with children makes no call of its own'],
       [{ ...valid, prompt: undefined, output: undefined, apply: undefined, children: () => [] }, 'm.mjs: child: must name the operation each child runs'],
+      [{ ...valid, parts: 'notes' }, 'm.mjs: parts: must be an object {field, key}'],
+      [{ ...valid, parts: { field: 'notes' } }, 'm.mjs: parts.key: must be a property name'],
+      [{ ...valid, parts: { field: 'notes', key: 'id', by: 'x' } }, 'm.mjs: parts.by: is not a parts option'],
       [[valid] as unknown as Record<string, unknown>, 'm.mjs: default export: must be an operation definition object (got an array)'],
     ];
     for (const [definition, message] of cases) expect(() => validateDefinition(definition, 'm.mjs')).toThrow(message);

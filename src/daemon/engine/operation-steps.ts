@@ -9,7 +9,8 @@
  */
 import type { Sql } from '../../core/sql.js';
 import { insertMutation } from '../../db/mutations.js';
-import { insertDocument, lockDocumentHead, updateDocumentContent } from '../../db/projects.js';
+import { lockDocumentHead } from '../../db/projects.js';
+import { writeDocument } from './document-write.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
@@ -104,6 +105,9 @@ export async function applyThreadAnswer(
   // Read (and on Postgres locked) before the plan: the plan's base is the version the update replaces.
   const head = await lockDocumentHead(sql, target.project_id, target.doc_type, key);
   let planned: ReturnType<typeof planMutation>;
+  let current: unknown = null;
+  const documentId = head?.id ?? newId(now);
+  const fromVersion = head?.version ?? 0;
   try {
     // The target document is read first (`current`): loaded ahead with the ones `apply` read last time.
     planned = await runReadingDocuments(
@@ -112,8 +116,9 @@ export async function applyThreadAnswer(
       { op, fn: 'apply' },
       (reads) => {
         const documents = documentsOf(sql, reads, target.project_id);
+        current = documents.get(target.doc_type, key);
         return planMutation(op, {
-          current: documents.get(target.doc_type, key),
+          current,
           answer,
           input,
           documents,
@@ -122,24 +127,11 @@ export async function applyThreadAnswer(
       },
       [[target.doc_type, key]],
     );
+    const create = { id: documentId, project_id: target.project_id, doc_type: target.doc_type, doc_key: key };
+    await writeDocument(sql, { operation: op.name, head, current, planned, create, now });
   } catch (err) {
     if (err instanceof OperationCallError) return { ok: false, error: permanent('MUTATION_CONFLICT', `the answer could not be applied: ${err.message}`) };
     throw err;
-  }
-  const documentId = head?.id ?? newId(now);
-  const fromVersion = head?.version ?? 0;
-  if (head) {
-    await updateDocumentContent(sql, { id: head.id, from_version: head.version, content: planned.text, updated_at: now });
-  } else {
-    await insertDocument(sql, {
-      id: documentId,
-      project_id: target.project_id,
-      doc_type: target.doc_type,
-      doc_key: key,
-      version: 1,
-      content: planned.text,
-      updated_at: now,
-    });
   }
   rememberWrittenDocument(sql, documentId, fromVersion + 1, planned.content);
   const mutation: AppliedMutation = {

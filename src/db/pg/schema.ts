@@ -55,8 +55,24 @@ export const documents = pgTable(
     version: integer('version').notNull(),
     content: text('content').notNull(),
     updated_at: int8('updated_at').notNull(),
+    parts_field: text('parts_field'),
+    parts_key: text('parts_key'),
+    parts_chars: int8('parts_chars').notNull().default(0),
   },
   (t) => [uniqueIndex('uq_documents_project_type_key').on(t.project_id, t.doc_type, t.doc_key)],
+);
+
+export const documentParts = pgTable(
+  'document_parts',
+  {
+    document_id: text('document_id')
+      .notNull()
+      .references(() => documents.id),
+    part_key: text('part_key').notNull(),
+    ord: doublePrecision('ord').notNull(),
+    content: text('content').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.document_id, t.part_key] }), index('idx_document_parts_ord').on(t.document_id, t.ord)],
 );
 
 export const threads = pgTable(

@@ -21,6 +21,19 @@ function epicsOf(documents: Documents): Epic[] {
  * array comes back until the architecture changes — a project of 10,000 epics is not scanned per epic.
  */
 const indexes = new WeakMap<readonly Epic[], Map<string, Epic>>();
+const ranks = new WeakMap<readonly Epic[], (id: string) => number>();
+
+/** An epic's place in the architecture (unknown ids last): one function per architecture version. */
+function rankOf(documents: Documents): (id: string) => number {
+  const epics = epicsOf(documents);
+  let rank = ranks.get(epics);
+  if (!rank) {
+    const order = new Map(epics.map((e, i) => [e.id, i]));
+    rank = (id) => order.get(id) ?? Number.MAX_SAFE_INTEGER;
+    ranks.set(epics, rank);
+  }
+  return rank;
+}
 
 function epicOf(documents: Documents, input: EpicInput): Epic {
   const epics = epicsOf(documents);
@@ -43,17 +56,17 @@ export const storyGenerateEpic = defineOperation<EpicInput, StoriesAnswer, Story
   // Epic ids are unique within a project only, so the scope names both.
   lockScope: (i) => `epic:${i.project_id}:${i.epic_id}`,
   target: (i) => ({ project_id: i.project_id, doc_type: STORY_BACKLOG, epic_id: i.epic_id }),
+  // One row per epic: regenerating an epic writes its stories, not the whole backlog.
+  parts: { field: 'epics', key: 'epic_id' },
   prompt: ({ input, documents, project }) => ({ messages: storyMessages(project, epicOf(documents, input)) }),
   output: STORIES_JSON_SCHEMA,
   rules: storyRules,
   apply({ current, answer, input, documents, provenance }) {
-    const change = applyStoriesToBacklog(
-      current ?? EMPTY_BACKLOG,
-      epicOf(documents, input),
-      epicsOf(documents).map((e) => e.id),
-      trimStories(answer.stories),
-      { thread_id: provenance.thread_id, work_item_id: provenance.work_item_id, generated_at: provenance.at },
-    );
+    const change = applyStoriesToBacklog(current ?? EMPTY_BACKLOG, epicOf(documents, input), rankOf(documents), trimStories(answer.stories), {
+      thread_id: provenance.thread_id,
+      work_item_id: provenance.work_item_id,
+      generated_at: provenance.at,
+    });
     return { content: change.content, summary: change.summary };
   },
 });

@@ -1,0 +1,108 @@
+/**
+ * Documents stored in parts (domain/document-parts.ts): the statements on `document_parts`, a plan's
+ * writes, and putting a document's content back together for its readers. A document's version stays
+ * on its row: every write in parts also updates that row, guarded by the version it was read at.
+ */
+import type { Sql } from '../core/sql.js';
+import { assembleDocumentText, ordsBetween, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
+import type { DocumentPartRow, DocumentRow } from './schema.js';
+import { expectOneChange } from './statements.js';
+
+/** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
+export interface WholeDocument {
+  version: number;
+  updated_at: number;
+  content: string;
+}
+
+/**
+ * Document `id` whole, read in one statement (its row joined with its parts): a write committed between
+ * two statements (the reader of a pool may run them on two connections) would mix two versions.
+ */
+export async function readWholeDocument(sql: Sql, id: string): Promise<WholeDocument | undefined> {
+  const rows = await sql.all<{ version: number; updated_at: number; head: string; parts_field: string | null; part: string | null }>(
+    `SELECT d.version, d.updated_at, d.content AS head, d.parts_field, p.content AS part
+     FROM documents d LEFT JOIN document_parts p ON p.document_id = d.id AND d.parts_field IS NOT NULL
+     WHERE d.id = ? ORDER BY p.ord`,
+    [id],
+  );
+  const first = rows[0];
+  if (!first) return undefined;
+  const { version, updated_at } = first;
+  if (first.parts_field === null) return { version, updated_at, content: first.head };
+  const parts = rows.flatMap((r) => (r.part === null ? [] : [r.part]));
+  return { version, updated_at, content: assembleDocumentText(first.head, first.parts_field, parts) };
+}
+
+/** `row` with its whole content, version and time (a document stored in parts is read again whole). */
+export async function withWholeContent<T extends DocumentRow>(sql: Sql, row: T | undefined): Promise<T | undefined> {
+  if (!row || row.parts_field === null) return row;
+  const whole = await readWholeDocument(sql, row.id);
+  return whole && { ...row, ...whole };
+}
+
+async function getDocumentPartOrd(sql: Sql, documentId: string, key: string): Promise<number> {
+  const row = await sql.get<{ ord: number }>('SELECT ord FROM document_parts WHERE document_id = ? AND part_key = ?', [documentId, key]);
+  if (!row) throw new Error(`document ${documentId} has no part "${key}"`);
+  return row.ord;
+}
+
+async function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
+  await sql.run('INSERT INTO document_parts (document_id, part_key, ord, content) VALUES (@document_id, @part_key, @ord, @content)', row);
+}
+
+async function updateDocumentPart(sql: Sql, documentId: string, key: string, content: string): Promise<void> {
+  const result = await sql.run('UPDATE document_parts SET content = ? WHERE document_id = ? AND part_key = ?', [content, documentId, key]);
+  expectOneChange(result, `document ${documentId} has no part "${key}"`);
+}
+
+async function deleteDocumentPart(sql: Sql, documentId: string, key: string): Promise<void> {
+  expectOneChange(
+    await sql.run('DELETE FROM document_parts WHERE document_id = ? AND part_key = ?', [documentId, key]),
+    `document ${documentId} has no part "${key}"`,
+  );
+}
+
+/** Drops all of a document's parts (before it is written whole, or all its parts again). */
+export async function deleteDocumentParts(sql: Sql, documentId: string): Promise<void> {
+  await sql.run('DELETE FROM document_parts WHERE document_id = ?', [documentId]);
+}
+
+/** Every part written again; parts left from before go first (also those of a document since written whole). */
+async function rewriteParts(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'rewrite' }): Promise<number> {
+  await deleteDocumentParts(sql, documentId);
+  for (const [i, p] of plan.parts.entries()) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: i, content: p.text });
+  return plan.chars;
+}
+
+/**
+ * Writes a plan's parts for document `documentId`, and returns the parts' characters after it
+ * (`partsChars`: before it). The head row is the caller's.
+ * `rewrite` builds the plan that writes every part, for when new elements find no order between
+ * their neighbours'.
+ */
+export async function writeDocumentParts(
+  sql: Sql,
+  documentId: string,
+  plan: PartsPlan,
+  o: { partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' } },
+): Promise<number> {
+  if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, plan);
+  const placed: { key: string; text: string; ord: number }[] = [];
+  for (const run of plan.inserted) {
+    const lo = run.after === null ? null : await getDocumentPartOrd(sql, documentId, run.after);
+    const hi = run.before === null ? null : await getDocumentPartOrd(sql, documentId, run.before);
+    const ords = ordsBetween(lo, hi, run.parts.length);
+    if (!ords) return rewriteParts(sql, documentId, o.rewrite());
+    for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });
+  }
+  for (const key of plan.removed) await deleteDocumentPart(sql, documentId, key);
+  for (const p of plan.changed) await updateDocumentPart(sql, documentId, p.key, p.text);
+  for (const p of placed) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: p.ord, content: p.text });
+  return o.partsChars + plan.charsDelta;
+}
+
+/** The layout a document is stored by, or null when it is stored whole. */
+export function storedLayout(row: Pick<DocumentRow, 'parts_field' | 'parts_key'>): PartsLayout | null {
+  return row.parts_field !== null && row.parts_key !== null ? { field: row.parts_field, key: row.parts_key } : null;
+}
