@@ -143,18 +143,28 @@ async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded
  */
 export async function claimWorkItem(sql: Sql, p: { id: string; owner: string; now: number; lease_until: number }): Promise<WorkItemRow | undefined> {
   assertWorkItemTransition('queued', 'claimed');
-  return (await sql.get(
-    `UPDATE llm_work_items
+  return (await sql.get(CLAIM_TEXT[sql.dialect], p)) as WorkItemRow | undefined;
+}
+
+/**
+ * `claimWorkItem`'s statement per dialect, built once: a text built per call costs a copy and a hash of
+ * its every character for the statement cache's look-up, once per claimed item.
+ */
+const CLAIM_TEXT = {
+  sqlite: claimText('sqlite'),
+  postgres: claimText('postgres'),
+};
+
+function claimText(dialect: Sql['dialect']): string {
+  return `UPDATE llm_work_items
      SET status = 'claimed', lease_owner = @owner, lease_expires_at = @lease_until,
          started_at = COALESCE(started_at, @now),
          -- a park is over once the item runs; other codes stay: they explain the last failed attempt
          error_code = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_code END,
          error_message = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_message END
-     WHERE id = (SELECT id FROM llm_work_items WHERE id = @id AND status = 'queued' AND not_before <= @now${skipLockedRows(sql.dialect)})
+     WHERE id = (SELECT id FROM llm_work_items WHERE id = @id AND status = 'queued' AND not_before <= @now${skipLockedRows(dialect)})
        AND status = 'queued'
-     RETURNING *`,
-    p,
-  )) as WorkItemRow | undefined;
+     RETURNING *`;
 }
 
 /**

@@ -13,7 +13,7 @@
  */
 import { acquireLock } from '../../db/locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
-import type { WorkItemRow } from '../../db/schema.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
 import {
   claimWorkItem,
@@ -96,7 +96,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       await refresh(pick.project_id);
       continue;
     }
-    const { route, estimate } = await estimateFor(tx, flow, item);
+    const { route, estimate, thread } = await estimateFor(tx, flow, item);
     if (!route.free && !(await fitsBudget(tx, flow, item, estimate, round))) {
       // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
       skipped.add(item.id);
@@ -128,7 +128,8 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     locked.add(leased.lock_scope);
     // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
     if (!route.free) await reserveCharge(tx, leased, route.key, estimate);
-    const thread = await getThread(tx.sql, leased.thread_id);
+    // The thread read for the estimate, in this transaction: what the event and the span take from it
+    // (ids, parent, trace context) never changes.
     if (thread) emitWorkItem(tx, thread, leased);
     round.claimed.push({ item: leased, route, traceparent: thread?.traceparent ?? null });
     await refresh(pick.project_id);
@@ -174,14 +175,18 @@ async function replaceProjectHeads(
 }
 
 /** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
-async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promise<{ route: ModelRoute; estimate: CallEstimate }> {
+async function estimateFor(
+  tx: Tx,
+  flow: FlowControl,
+  item: WorkItemRow,
+): Promise<{ route: ModelRoute; estimate: CallEstimate; thread: ThreadRow | undefined }> {
   const thread = await getThread(tx.sql, item.thread_id);
   const built = thread ? await buildItemRequest(tx.sql, flow.operations, thread, item) : null;
   if (built?.ok) {
     const route = flow.router.route(built.model);
-    return { route, estimate: estimateCall(built.request, route.price) };
+    return { route, estimate: estimateCall(built.request, route.price), thread };
   }
-  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 } };
+  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 }, thread };
 }
 
 /**
