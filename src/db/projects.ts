@@ -2,7 +2,7 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { expectOneChange } from './statements.js';
+import { expectOneChange, runGuarded } from './statements.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
   await sql.run('INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)', row);
@@ -90,11 +90,12 @@ export function getDocumentContent(sql: Sql, id: string): Promise<(DocumentHead 
  * Writes a document's next version. Guarded by the version it was read at (optimistic concurrency):
  * throws StaleStateError if the document changed in between.
  */
-export async function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
-  const result = await sql.run(
+export function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
+  return runGuarded(
+    sql,
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at
      WHERE id = @id AND version = @from_version`,
     p,
+    `document ${p.id} is no longer at version ${p.from_version}`,
   );
-  expectOneChange(result, `document ${p.id} is no longer at version ${p.from_version}`);
 }

@@ -124,6 +124,6 @@ async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
  * the items parked although they fit. Taken before a transaction's first ledger append (the chain
  * head is the last shared lock a transaction takes: no cycle through it).
  */
-export async function lockProjectBudget(tx: Tx, projectId: string): Promise<void> {
-  await lockKeyForTransaction(tx.sql, `budget:${projectId}`);
+export function lockProjectBudget(tx: Tx, projectId: string): Promise<void> {
+  return lockKeyForTransaction(tx.sql, `budget:${projectId}`);
 }

@@ -33,7 +33,7 @@ export interface EngineHooks {
 export type Tx = WriteScope<EngineEvent, EngineHooks>;
 export type Write = WriteTx<EngineEvent, EngineHooks>;
 
-export async function appendEntry(
+export function appendEntry(
   tx: Tx,
   thread: ThreadRow,
   workItemId: string | null,
@@ -41,8 +41,10 @@ export async function appendEntry(
   attempt: number | null,
   payload: Record<string, unknown>,
 ): Promise<LedgerRow> {
-  return (await appendEntries(tx, [{ thread, workItemId, entryType, attempt, payload }]))[0]!;
+  return appendEntries(tx, [{ thread, workItemId, entryType, attempt, payload }]).then(firstRow);
 }
+
+const firstRow = (rows: LedgerRow[]): LedgerRow => rows[0]!;
 
 /** One ledger entry to append, with the thread it belongs to (for its event). */
 export interface EntryOfThread {
