@@ -55,9 +55,18 @@ export async function readParsedDocument<T>(sql: Sql, projectId: string, docType
 export async function readDocumentValue<T>(sql: Sql, projectId: string, docType: string, parse: Parse<T>, key = ''): Promise<T | null> {
   const head = await getDocumentHead(sql, projectId, docType, key);
   if (!head) return null;
+  return documentValueAt(sql, head, parse);
+}
+
+/**
+ * The parsed value of the document whose head the caller just read in this transaction (null when that
+ * read found none): no second read of the head. Not async: a cache hit is the usual case.
+ */
+export function documentValueAt<T>(sql: Sql, head: DocumentHead | undefined, parse: Parse<T>): T | null | Promise<T | null> {
+  if (!head) return null;
   const hit = cachedValue(sql, head, parse);
   if (hit !== MISS) return hit;
-  return (await loadParsed(sql, head.id, parse))?.value ?? null;
+  return loadParsed(sql, head.id, parse).then((doc) => doc?.value ?? null);
 }
 
 const MISS = Symbol('miss');

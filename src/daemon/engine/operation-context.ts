@@ -4,7 +4,8 @@
  * about its threads. Read-only by construction: nothing here writes.
  */
 import type { Sql } from '../../core/sql.js';
-import { readDocumentValue, rememberDocument } from '../../db/document-cache.js';
+import { documentValueAt, readDocumentValue, rememberDocument } from '../../db/document-cache.js';
+import type { DocumentHead } from '../../db/projects.js';
 import { countProjectThreadsByStatus, listProjectThreadsWithStatus } from '../../db/project-threads.js';
 import { getProject } from '../../db/projects.js';
 import type { ThreadRow } from '../../db/schema.js';
@@ -57,8 +58,14 @@ export async function runReadingDocuments<T>(
   site: { op: Operation; fn: string },
   run: (reads: ReadAhead) => T,
   expected: readonly (readonly [string, string])[] = [],
+  known?: { docType: string; key: string; head: DocumentHead | undefined },
 ): Promise<T> {
   const reads = new ReadAhead();
+  // A document whose head the caller read in this transaction: its value without a second read.
+  if (known) {
+    const value = documentValueAt(sql, known.head, parseDocumentJson);
+    reads.put(documentKey(known.docType, known.key), value instanceof Promise ? await value : value);
+  }
   const before = documentsReadBefore.get(site.op)?.get(site.fn) ?? [];
   for (const [docType, key] of [...expected, ...before]) {
     const k = documentKey(docType, key);

@@ -121,6 +121,7 @@ export async function applyThreadAnswer(
         });
       },
       [[target.doc_type, key]],
+      { docType: target.doc_type, key, head },
     );
   } catch (err) {
     if (err instanceof OperationCallError) return { ok: false, error: permanent('MUTATION_CONFLICT', `the answer could not be applied: ${err.message}`) };
