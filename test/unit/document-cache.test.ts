@@ -71,7 +71,7 @@ describe('parsed-document cache', () => {
     expect(await readParsedDocument(sql, 'p', 'story_backlog', parse)).toMatchObject({ version: 1, value: { n: 1 } });
   });
 
-  it('gives the value of the head a write just read (the engine\'s apply), never another version\'s', async () => {
+  it("gives the value of the head a write just read (the engine's apply), never another version's", async () => {
     const writer = new Writer(db, { onRollback: () => forgetDocuments({ connection: db }) });
     // Cached at version 1 by a read; the value for a head at version 1 comes from the cache.
     expect(await readDocumentValue(sql, 'p', 'story_backlog', parse)).toEqual({ n: 1 });
