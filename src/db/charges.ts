@@ -8,10 +8,11 @@ import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { StaleStateError } from '../core/errors.js';
 import { assertChargeTransition } from '../domain/states.js';
-import { expectOneChange } from './statements.js';
+import { expectOneChange, runGuarded, runStatement } from './statements.js';
 
-export async function insertCharge(sql: Sql, row: ChargeRow): Promise<void> {
-  await sql.run(
+export function insertCharge(sql: Sql, row: ChargeRow): Promise<void> {
+  return runStatement(
+    sql,
     `INSERT INTO llm_charges (id, work_item_id, thread_id, project_id, model, attempt, repair, status, day,
        reserved_tokens, reserved_cost_usd, prompt_tokens, completion_tokens, total_tokens, cost_usd, response_seq,
        applied, created_at, settled_at)
@@ -23,12 +24,12 @@ export async function insertCharge(sql: Sql, row: ChargeRow): Promise<void> {
 }
 
 /** The work item's open reservation (at most one, by a partial unique index). */
-export async function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow | undefined> {
-  return (await sql.get("SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'", [workItemId])) as ChargeRow | undefined;
+export function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow | undefined> {
+  return sql.get<ChargeRow>("SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'", [workItemId]);
 }
 
 /** reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. */
-export async function settleChargeFromResponse(
+export function settleChargeFromResponse(
   sql: Sql,
   p: {
     id: string;
@@ -42,14 +43,15 @@ export async function settleChargeFromResponse(
   },
 ): Promise<void> {
   assertChargeTransition('reserved', p.status);
-  const result = await sql.run(
+  return runGuarded(
+    sql,
     `UPDATE llm_charges
      SET status = @status, prompt_tokens = @prompt_tokens, completion_tokens = @completion_tokens,
          total_tokens = @total_tokens, cost_usd = @cost_usd, response_seq = @response_seq, settled_at = @now
      WHERE id = @id AND status = 'reserved'`,
     p,
+    `charge ${p.id} is not reserved`,
   );
-  expectOneChange(result, `charge ${p.id} is not reserved`);
 }
 
 /** reserved → released (certainly not billed) or in_doubt (may have been billed): no response. */
@@ -76,8 +78,9 @@ export async function markChargeApplied(sql: Sql, responseSeq: number): Promise<
  * difference when it settles, negative when it is released). Called in the same transaction as the
  * charge change it mirrors (engine/charges.ts).
  */
-export async function addProjectSpend(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
-  await sql.run(
+export function addProjectSpend(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
+  return runStatement(
+    sql,
     `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
      ON CONFLICT (project_id, day) DO UPDATE
        SET tokens = llm_project_spend.tokens + excluded.tokens, cost_usd = llm_project_spend.cost_usd + excluded.cost_usd`,

@@ -43,14 +43,47 @@ export interface ParsedDocument<T> extends DocumentHead {
 export async function readParsedDocument<T>(sql: Sql, projectId: string, docType: string, parse: Parse<T>, key = ''): Promise<ParsedDocument<T> | undefined> {
   const head = await getDocumentHead(sql, projectId, docType, key);
   if (!head) return undefined;
-  const cache = cacheOf(sql);
-  const hit = cache.get(head.id);
-  if (hit && hit.version === head.version && hit.parse === parse) return { ...head, value: hit.value as T };
-  const row = await getDocumentContent(sql, head.id);
+  const hit = cachedValue(sql, head, parse);
+  if (hit !== MISS) return { ...head, value: hit };
+  return await loadParsed(sql, head.id, parse);
+}
+
+/**
+ * Only the parsed value (null when the document is absent): `readParsedDocument` for a reader that needs
+ * no version, with one await on a cache hit (the engine reads a few documents for every item).
+ */
+export async function readDocumentValue<T>(sql: Sql, projectId: string, docType: string, parse: Parse<T>, key = ''): Promise<T | null> {
+  const head = await getDocumentHead(sql, projectId, docType, key);
+  if (!head) return null;
+  return documentValueAt(sql, head, parse);
+}
+
+/**
+ * The parsed value of the document whose head the caller just read in this transaction (null when that
+ * read found none): no second read of the head. Not async: a cache hit is the usual case.
+ */
+export function documentValueAt<T>(sql: Sql, head: DocumentHead | undefined, parse: Parse<T>): T | null | Promise<T | null> {
+  if (!head) return null;
+  const hit = cachedValue(sql, head, parse);
+  if (hit !== MISS) return hit;
+  return loadParsed(sql, head.id, parse).then((doc) => doc?.value ?? null);
+}
+
+const MISS = Symbol('miss');
+
+/** The cached value of this version of the document, or MISS. */
+function cachedValue<T>(sql: Sql, head: DocumentHead, parse: Parse<T>): T | typeof MISS {
+  const hit = cacheOf(sql).get(head.id);
+  return hit && hit.version === head.version && hit.parse === parse ? (hit.value as T) : MISS;
+}
+
+/** Reads, parses and caches the current content of document `id`. */
+async function loadParsed<T>(sql: Sql, id: string, parse: Parse<T>): Promise<ParsedDocument<T> | undefined> {
+  const row = await getDocumentContent(sql, id);
   if (row === undefined) return undefined;
   const { content, ...current } = row;
   const value = parse(content);
-  cache.set(current.id, { version: current.version, parse, value });
+  cacheOf(sql).set(current.id, { version: current.version, parse, value });
   return { ...current, value };
 }
 

@@ -5,14 +5,16 @@
  * SQLite, whose single writer runs them alone.
  */
 import type { Sql } from '../core/sql.js';
+import { DONE } from './statements.js';
 
 /**
  * Holds `key` until the transaction ends (Postgres: an advisory lock on a 64-bit hash of it, released
  * at COMMIT or ROLLBACK; two keys sharing a hash only wait for each other). A no-op on SQLite.
  */
-export async function lockKeyForTransaction(sql: Sql, key: string): Promise<void> {
-  if (sql.dialect !== 'postgres') return;
-  await sql.get('SELECT pg_advisory_xact_lock(hashtextextended(@key, 0)) AS locked', { key });
+export function lockKeyForTransaction(sql: Sql, key: string): Promise<void> {
+  // Not async: SQLite's no-op runs for every budget decision, and costs no frame this way.
+  if (sql.dialect !== 'postgres') return DONE;
+  return sql.get('SELECT pg_advisory_xact_lock(hashtextextended(@key, 0)) AS locked', { key }).then(() => undefined);
 }
 
 /**

@@ -7,25 +7,26 @@
 import type { Sql } from '../core/sql.js';
 import type { LockRow } from './schema.js';
 import { skipLockedLockRows } from './dialect.js';
+import { changedOne } from './statements.js';
 
 /**
  * Takes `scope` for `owner` if it is free, expired, or already the owner's. Returns false when a live
  * holder has it.
  */
-export async function acquireLock(sql: Sql, p: { scope: string; owner: string; now: number; expires_at: number | null }): Promise<boolean> {
-  const result = await sql.run(
+export function acquireLock(sql: Sql, p: { scope: string; owner: string; now: number; expires_at: number | null }): Promise<boolean> {
+  return changedOne(
+    sql,
     `INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES (@scope, @owner, @now, @expires_at)
      ON CONFLICT (scope) DO UPDATE
        SET owner = excluded.owner, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
        WHERE locks.owner = excluded.owner OR (locks.expires_at IS NOT NULL AND locks.expires_at <= @now)`,
     p,
   );
-  return result.changes === 1;
 }
 
 /** Releases `scope` if `owner` still holds it. */
-export async function releaseLock(sql: Sql, scope: string, owner: string): Promise<boolean> {
-  return (await sql.run('DELETE FROM locks WHERE scope = ? AND owner = ?', [scope, owner])).changes === 1;
+export function releaseLock(sql: Sql, scope: string, owner: string): Promise<boolean> {
+  return changedOne(sql, 'DELETE FROM locks WHERE scope = ? AND owner = ?', [scope, owner]);
 }
 
 export async function extendLock(sql: Sql, scope: string, owner: string, expiresAt: number): Promise<boolean> {

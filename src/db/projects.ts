@@ -3,7 +3,7 @@ import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
 import { readWholeDocument, withWholeContent } from './document-parts.js';
-import { expectOneChange } from './statements.js';
+import { expectOneChange, runGuarded } from './statements.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
   await sql.run('INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)', row);
@@ -101,13 +101,14 @@ export async function getDocumentContent(sql: Sql, id: string): Promise<(Documen
  * Guarded by the version it was read at (optimistic concurrency): throws StaleStateError if the
  * document changed in between.
  */
-export async function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
-  const result = await sql.run(
+export function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
+  return runGuarded(
+    sql,
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at, parts_field = NULL, parts_key = NULL, parts_chars = 0
      WHERE id = @id AND version = @from_version`,
     p,
+    `document ${p.id} is no longer at version ${p.from_version}`,
   );
-  expectOneChange(result, `document ${p.id} is no longer at version ${p.from_version}`);
 }
 
 /**
@@ -115,15 +116,16 @@ export async function updateDocumentContent(sql: Sql, p: { id: string; from_vers
  * stored; the parts themselves are written by db/document-parts.ts in the same transaction. Guarded
  * like updateDocumentContent.
  */
-export async function updateDocumentHead(
+export function updateDocumentHead(
   sql: Sql,
   p: { id: string; from_version: number; content: string; updated_at: number; parts_field: string; parts_key: string; parts_chars: number },
 ): Promise<void> {
-  const result = await sql.run(
+  return runGuarded(
+    sql,
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at,
        parts_field = @parts_field, parts_key = @parts_key, parts_chars = @parts_chars
      WHERE id = @id AND version = @from_version`,
     p,
+    `document ${p.id} is no longer at version ${p.from_version}`,
   );
-  expectOneChange(result, `document ${p.id} is no longer at version ${p.from_version}`);
 }

@@ -130,14 +130,26 @@ export async function finalizeScheduleRunOfThread(
   sql: Sql,
   p: { thread_id: string; to: Exclude<RunStatus, 'pending'>; now: number; error_message: string | null },
 ): Promise<ScheduleRunRow[]> {
-  const from = runStatusesLeadingTo(p.to);
-  if (from.length === 0) throw new StaleStateError(`no run status leads to ${p.to}`);
+  const text = finalizeTexts[sql.dialect].get(p.to) ?? finalizeText(sql.dialect, p.to);
+  return (await sql.all(text, { thread_id: p.thread_id, to: p.to, now: p.now, error_message: p.error_message })) as ScheduleRunRow[];
+}
+
+/**
+ * `finalizeScheduleRunOfThread`'s statement per dialect and target status, built once: it runs for every
+ * thread that ends, and a text built per call costs a copy and a hash of its every character for the
+ * statement cache's look-up.
+ */
+const finalizeTexts = { sqlite: new Map<RunStatus, string>(), postgres: new Map<RunStatus, string>() };
+
+function finalizeText(dialect: Sql['dialect'], to: Exclude<RunStatus, 'pending'>): string {
+  const from = runStatusesLeadingTo(to);
+  if (from.length === 0) throw new StaleStateError(`no run status leads to ${to}`);
   const text = `
     WITH usage AS (
       SELECT count(*) AS responses,
-             coalesce(sum(${jsonNumber(sql.dialect, 'payload', 'usage.prompt_tokens')}), 0) AS prompt_tokens,
-             coalesce(sum(${jsonNumber(sql.dialect, 'payload', 'usage.completion_tokens')}), 0) AS completion_tokens,
-             coalesce(sum(${jsonNumber(sql.dialect, 'payload', 'usage.total_tokens')}), 0) AS total_tokens
+             coalesce(sum(${jsonNumber(dialect, 'payload', 'usage.prompt_tokens')}), 0) AS prompt_tokens,
+             coalesce(sum(${jsonNumber(dialect, 'payload', 'usage.completion_tokens')}), 0) AS completion_tokens,
+             coalesce(sum(${jsonNumber(dialect, 'payload', 'usage.total_tokens')}), 0) AS total_tokens
       FROM llm_ledger_entries
       WHERE entry_type = 'response'
         AND (thread_id = @thread_id OR thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @thread_id)))
@@ -147,7 +159,8 @@ export async function finalizeScheduleRunOfThread(
         completion_tokens = (SELECT completion_tokens FROM usage), total_tokens = (SELECT total_tokens FROM usage)
     WHERE thread_id = @thread_id AND status IN (${from.map((s) => `'${s}'`).join(', ')})
     RETURNING *`;
-  return (await sql.all(text, { thread_id: p.thread_id, to: p.to, now: p.now, error_message: p.error_message })) as ScheduleRunRow[];
+  finalizeTexts[dialect].set(to, text);
+  return text;
 }
 
 /**

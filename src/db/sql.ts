@@ -8,6 +8,13 @@ import type { RunResult, Sql, SqlParams } from '../core/sql.js';
 import type { Db } from './connection.js';
 import { prepared, statementCache } from './statements.js';
 
+/**
+ * Settled promises shared by every statement whose answer is one of these: no row, or a run that changed
+ * no row or one (most guarded statements). A settled promise is immutable, so sharing one is safe.
+ */
+const NO_ROW: Promise<undefined> = Promise.resolve(undefined);
+const CHANGED: readonly Promise<RunResult>[] = [Promise.resolve(Object.freeze({ changes: 0 })), Promise.resolve(Object.freeze({ changes: 1 }))];
+
 /** A better-sqlite3 connection as an `Sql` handle. */
 export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;
@@ -21,20 +28,36 @@ export class SqliteSql implements Sql {
   }
 
   // better-sqlite3 binds an array (positional `?`) or an object (`@name`) passed as one argument: no
-  // spread, and a direct method call rather than stmt[op] (both showed in the engine's profile).
-  async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
-    const stmt = prepared(this.db, text, this.statements);
-    return (params === undefined ? stmt.get() : stmt.get(params)) as T | undefined;
+  // spread, and a direct method call rather than stmt[op] (both showed in the engine's profile). Not
+  // `async`: the statement has run by the time the promise is made, and a shared settled promise (no
+  // row, 0 or 1 change) costs no allocation; a failure is still a rejection, as from an async method.
+  get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
+    try {
+      const stmt = prepared(this.db, text, this.statements);
+      const row = (params === undefined ? stmt.get() : stmt.get(params)) as T | undefined;
+      return row === undefined ? NO_ROW : Promise.resolve(row);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
-  async all<T>(text: string, params?: SqlParams): Promise<T[]> {
-    const stmt = prepared(this.db, text, this.statements);
-    return (params === undefined ? stmt.all() : stmt.all(params)) as T[];
+  all<T>(text: string, params?: SqlParams): Promise<T[]> {
+    try {
+      const stmt = prepared(this.db, text, this.statements);
+      return Promise.resolve((params === undefined ? stmt.all() : stmt.all(params)) as T[]);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
-  async run(text: string, params?: SqlParams): Promise<RunResult> {
-    const stmt = prepared(this.db, text, this.statements);
-    return { changes: (params === undefined ? stmt.run() : stmt.run(params)).changes };
+  run(text: string, params?: SqlParams): Promise<RunResult> {
+    try {
+      const stmt = prepared(this.db, text, this.statements);
+      const changes = (params === undefined ? stmt.run() : stmt.run(params)).changes;
+      return CHANGED[changes] ?? Promise.resolve({ changes });
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 }
 

@@ -5,7 +5,7 @@ import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
 import { insertionOrder, inJsonArray, jsonText } from './dialect.js';
 import type { ThreadRow } from './schema.js';
-import { expectOneChange } from './statements.js';
+import { expectOneChange, runGuarded } from './statements.js';
 
 export async function insertThread(sql: Sql, row: ThreadRow): Promise<void> {
   await sql.run(
@@ -224,16 +224,11 @@ export async function cancelActiveThreads(sql: Sql, ids: readonly string[], now:
  * Moves a thread from `from` to `to`; a terminal `to` also stamps closed_at, a reopening clears it.
  * Throws on a transition the table forbids, and StaleStateError if the thread was not in `from`.
  */
-export async function transitionThread(sql: Sql, id: string, from: ThreadStatus, to: ThreadStatus, now: number): Promise<void> {
+export function transitionThread(sql: Sql, id: string, from: ThreadStatus, to: ThreadStatus, now: number): Promise<void> {
   assertThreadTransition(from, to);
   const closing = to === 'complete' || to === 'failed' || to === 'canceled';
-  const result = await sql.run('UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from', {
-    id,
-    from,
-    to,
-    closed_at: closing ? now : null,
-  });
-  expectOneChange(result, `thread ${id} is not ${from}`);
+  const text = 'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from';
+  return runGuarded(sql, text, { id, from, to, closed_at: closing ? now : null }, `thread ${id} is not ${from}`);
 }
 
 /**

@@ -8,7 +8,7 @@ import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
 import { inJsonArray, skipLockedRows } from './dialect.js';
-import { expectOneChange } from './statements.js';
+import { expectOneChange, runGuarded } from './statements.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
   await sql.run(
@@ -83,9 +83,9 @@ export async function listProjectClaimHeads(sql: Sql, projectId: string, now: nu
   return heads;
 }
 
-async function firstQueueGroup(sql: Sql): Promise<QueueGroup | undefined> {
-  return (await sql.get(`SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
-     WHERE status = 'queued' ORDER BY project_id, priority LIMIT 1`)) as QueueGroup | undefined;
+function firstQueueGroup(sql: Sql): Promise<QueueGroup | undefined> {
+  return sql.get<QueueGroup>(`SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+     WHERE status = 'queued' ORDER BY project_id, priority LIMIT 1`);
 }
 
 /** The next group after `g` in index order: a higher priority of the same project, else the next project. */
@@ -104,8 +104,8 @@ async function nextQueueGroup(sql: Sql, g: QueueGroup): Promise<QueueGroup | und
 }
 
 /** The group's oldest item that can run now; one index seek walking past held or late items in due order. */
-async function groupHead(sql: Sql, g: QueueGroup, now: number): Promise<ClaimHead | undefined> {
-  return (await sql.get(
+function groupHead(sql: Sql, g: QueueGroup, now: number): Promise<ClaimHead | undefined> {
+  return sql.get<ClaimHead>(
     `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
      WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
        AND (w.deadline_at IS NULL OR w.deadline_at > @now)
@@ -114,12 +114,12 @@ async function groupHead(sql: Sql, g: QueueGroup, now: number): Promise<ClaimHea
          WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
      ORDER BY w.not_before LIMIT 1`,
     { ...g, now },
-  )) as ClaimHead | undefined;
+  );
 }
 
 /** `groupHead`, passing over the items in `excluded` (a JSON array of ids, walked as a set). */
-async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded: readonly string[]): Promise<ClaimHead | undefined> {
-  return (await sql.get(
+function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded: readonly string[]): Promise<ClaimHead | undefined> {
+  return sql.get<ClaimHead>(
     `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
      WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
        AND (w.deadline_at IS NULL OR w.deadline_at > @now)
@@ -129,7 +129,7 @@ async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded
          WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
      ORDER BY w.not_before LIMIT 1`,
     { ...g, now, excluded: JSON.stringify(excluded) },
-  )) as ClaimHead | undefined;
+  );
 }
 
 /**
@@ -138,20 +138,30 @@ async function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded
  * Postgres the row is taken with SKIP LOCKED: when another daemon's transaction is claiming it right
  * now, this returns nothing at once instead of waiting for that transaction (the caller picks another).
  */
-export async function claimWorkItem(sql: Sql, p: { id: string; owner: string; now: number; lease_until: number }): Promise<WorkItemRow | undefined> {
+export function claimWorkItem(sql: Sql, p: { id: string; owner: string; now: number; lease_until: number }): Promise<WorkItemRow | undefined> {
   assertWorkItemTransition('queued', 'claimed');
-  return (await sql.get(
-    `UPDATE llm_work_items
+  return sql.get<WorkItemRow>(CLAIM_TEXT[sql.dialect], p);
+}
+
+/**
+ * `claimWorkItem`'s statement per dialect, built once: a text built per call costs a copy and a hash of
+ * its every character for the statement cache's look-up, once per claimed item.
+ */
+const CLAIM_TEXT = {
+  sqlite: claimText('sqlite'),
+  postgres: claimText('postgres'),
+};
+
+function claimText(dialect: Sql['dialect']): string {
+  return `UPDATE llm_work_items
      SET status = 'claimed', lease_owner = @owner, lease_expires_at = @lease_until,
          started_at = COALESCE(started_at, @now),
          -- a park is over once the item runs; other codes stay: they explain the last failed attempt
          error_code = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_code END,
          error_message = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_message END
-     WHERE id = (SELECT id FROM llm_work_items WHERE id = @id AND status = 'queued' AND not_before <= @now${skipLockedRows(sql.dialect)})
+     WHERE id = (SELECT id FROM llm_work_items WHERE id = @id AND status = 'queued' AND not_before <= @now${skipLockedRows(dialect)})
        AND status = 'queued'
-     RETURNING *`,
-    p,
-  )) as WorkItemRow | undefined;
+     RETURNING *`;
 }
 
 /**
@@ -342,23 +352,24 @@ export async function takeOverLease(
 }
 
 /** claimed → running: the prompt is recorded and the call is about to start. */
-export async function markWorkItemRunning(sql: Sql, id: string, owner: string): Promise<void> {
+export function markWorkItemRunning(sql: Sql, id: string, owner: string): Promise<void> {
   assertWorkItemTransition('claimed', 'running');
-  const result = await sql.run("UPDATE llm_work_items SET status = 'running' WHERE id = ? AND status = 'claimed' AND lease_owner = ?", [id, owner]);
-  expectOneChange(result, `work item ${id} is not claimed by ${owner}`);
+  const text = "UPDATE llm_work_items SET status = 'running' WHERE id = ? AND status = 'claimed' AND lease_owner = ?";
+  return runGuarded(sql, text, [id, owner], `work item ${id} is not claimed by ${owner}`);
 }
 
 /** running → applied: the mutation committed in this same transaction. Clears the lease. */
-export async function markWorkItemApplied(sql: Sql, id: string, owner: string, now: number): Promise<void> {
+export function markWorkItemApplied(sql: Sql, id: string, owner: string, now: number): Promise<void> {
   assertWorkItemTransition('running', 'applied');
-  const result = await sql.run(
+  return runGuarded(
+    sql,
     `UPDATE llm_work_items
      SET status = 'applied', finished_at = ?, lease_owner = NULL, lease_expires_at = NULL,
          error_code = NULL, error_message = NULL
      WHERE id = ? AND status = 'running' AND lease_owner = ?`,
     [now, id, owner],
+    `work item ${id} is not running under ${owner}`,
   );
-  expectOneChange(result, `work item ${id} is not running under ${owner}`);
 }
 
 /**

@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
-import { forgetDocuments, readParsedDocument, rememberDocument } from '../../src/db/document-cache.js';
+import { documentValueAt, forgetDocuments, readDocumentValue, readParsedDocument, rememberDocument } from '../../src/db/document-cache.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { insertDocument, insertProject, updateDocumentContent } from '../../src/db/projects.js';
+import { getDocumentHead, insertDocument, insertProject, updateDocumentContent } from '../../src/db/projects.js';
 import { Writer } from '../../src/db/writer.js';
 import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { applyPgMigrations } from '../../src/db/pg/migrate.js';
@@ -69,6 +69,35 @@ describe('parsed-document cache', () => {
       }),
     ).rejects.toThrow();
     expect(await readParsedDocument(sql, 'p', 'story_backlog', parse)).toMatchObject({ version: 1, value: { n: 1 } });
+  });
+
+  it("gives the value of the head a write just read (the engine's apply), never another version's", async () => {
+    const writer = new Writer(db, { onRollback: () => forgetDocuments({ connection: db }) });
+    // Cached at version 1 by a read; the value for a head at version 1 comes from the cache.
+    expect(await readDocumentValue(sql, 'p', 'story_backlog', parse)).toEqual({ n: 1 });
+    const v1 = await getDocumentHead(sql, 'p', 'story_backlog');
+    expect(documentValueAt(sql, v1, parse)).toEqual({ n: 1 });
+    // Another connection (the writer's) moved it to version 2 without telling this one's cache: a head
+    // at version 2 must load version 2, not serve the cached version 1.
+    await writer.write((w) => updateDocumentContent(w, { id: 'd', from_version: 1, content: '{"n":2}', updated_at: 0 }));
+    const v2 = await getDocumentHead(sql, 'p', 'story_backlog');
+    expect(v2?.version).toBe(2);
+    expect(await documentValueAt(sql, v2, parse)).toEqual({ n: 2 });
+    expect(documentValueAt(sql, v2, parse)).toEqual({ n: 2 }); // now cached
+    // Inside a write that remembered content it then rolled back, the same version number is read anew.
+    await expect(
+      writer.write(async (w) => {
+        await bump(w, 2, 99);
+        expect(documentValueAt(w, await getDocumentHead(w, 'p', 'story_backlog'), parse)).toEqual({ n: 99 });
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow(/rolled back/);
+    const after = await writer.write(async (w) => {
+      await updateDocumentContent(w, { id: 'd', from_version: 2, content: '{"n":3}', updated_at: 0 });
+      return documentValueAt(w, await getDocumentHead(w, 'p', 'story_backlog'), parse);
+    });
+    expect(after).toEqual({ n: 3 });
+    expect(documentValueAt(sql, undefined, parse)).toBeNull();
   });
 
   it('makes ids that sort in creation order', async () => {

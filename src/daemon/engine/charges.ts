@@ -125,8 +125,8 @@ async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
  * head is the last shared lock a transaction takes: no cycle through it); a transaction needing several
  * projects' takes them all first, in sorted order (recovery), or waits only for its first (a claim round).
  */
-export async function lockProjectBudget(tx: Tx, projectId: string): Promise<void> {
-  await lockKeyForTransaction(tx.sql, `budget:${projectId}`);
+export function lockProjectBudget(tx: Tx, projectId: string): Promise<void> {
+  return lockKeyForTransaction(tx.sql, `budget:${projectId}`);
 }
 
 /** `lockProjectBudget` if no other transaction holds it; false when one does (always true on SQLite). */

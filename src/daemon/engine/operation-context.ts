@@ -4,7 +4,8 @@
  * about its threads. Read-only by construction: nothing here writes.
  */
 import type { Sql } from '../../core/sql.js';
-import { readParsedDocument, rememberDocument } from '../../db/document-cache.js';
+import { documentValueAt, readDocumentValue, rememberDocument } from '../../db/document-cache.js';
+import type { DocumentHead } from '../../db/projects.js';
 import { countProjectThreadsByStatus, listProjectThreadsWithStatus } from '../../db/project-threads.js';
 import { getProject } from '../../db/projects.js';
 import type { ThreadRow } from '../../db/schema.js';
@@ -29,8 +30,7 @@ export function rememberWrittenDocument(sql: Sql, id: string, version: number, c
 
 const DOC = 'doc\0';
 const documentKey = (docType: string, key: string) => `${DOC}${docType}\0${key}`;
-const documentLoader = (sql: Sql, projectId: string, docType: string, key: string) => async () =>
-  (await readParsedDocument(sql, projectId, docType, parseDocumentJson, key))?.value ?? null;
+const documentLoader = (sql: Sql, projectId: string, docType: string, key: string) => () => readDocumentValue(sql, projectId, docType, parseDocumentJson, key);
 
 /** The project's documents as an operation reads them: synchronously, loaded ahead (read-ahead.ts). */
 export function documentsOf(sql: Sql, reads: ReadAhead, projectId: string): Documents {
@@ -58,15 +58,23 @@ export async function runReadingDocuments<T>(
   site: { op: Operation; fn: string },
   run: (reads: ReadAhead) => T,
   expected: readonly (readonly [string, string])[] = [],
+  known?: { docType: string; key: string; head: DocumentHead | undefined },
 ): Promise<T> {
   const reads = new ReadAhead();
+  // A document whose head the caller read in this transaction: its value without a second read.
+  if (known) {
+    const value = documentValueAt(sql, known.head, parseDocumentJson);
+    reads.put(documentKey(known.docType, known.key), value instanceof Promise ? await value : value);
+  }
   const before = documentsReadBefore.get(site.op)?.get(site.fn) ?? [];
   for (const [docType, key] of [...expected, ...before]) {
     const k = documentKey(docType, key);
     // `expected` is usually in `before` too: no await for a key already loaded.
-    if (!reads.has(k)) await reads.preload(k, documentLoader(sql, projectId, docType, key));
+    if (!reads.has(k)) reads.put(k, await readDocumentValue(sql, projectId, docType, parseDocumentJson, key));
   }
   const result = await runWithReads(run, reads);
+  // Nothing loaded beyond what the previous call read (the usual call): its list stays as it is.
+  if (reads.size === before.length) return result;
   const read = reads
     .loadedKeys()
     .filter((k) => k.startsWith(DOC))

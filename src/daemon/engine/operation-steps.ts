@@ -126,6 +126,7 @@ export async function applyThreadAnswer(
         });
       },
       [[target.doc_type, key]],
+      { docType: target.doc_type, key, head },
     );
     const create = { id: documentId, project_id: target.project_id, doc_type: target.doc_type, doc_key: key };
     await writeDocument(sql, { operation: op.name, head, current, planned, create, now });

@@ -13,7 +13,7 @@
  */
 import { acquireLock } from '../../db/locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
-import type { WorkItemRow } from '../../db/schema.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
 import {
   claimWorkItem,
@@ -97,15 +97,15 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       await refresh(pick.project_id);
       continue;
     }
-    const { route, estimate } = await estimateFor(tx, flow, item);
-    if (!route.free && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
+    const { route, estimate, thread } = await estimateFor(tx, flow, item);
+    if (!route.free && hasBudget(flow, item) && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
       // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
       skipped.add(item.id);
       await refresh(pick.project_id);
       continue;
     }
     // Each endpoint's breaker and each route's rate limit hold back only their own calls.
-    const wait = await routeWait(tx, flow, route, estimate.tokens, round);
+    const wait = flow.sharedLimits ? await routeWait(tx, flow, route, estimate.tokens, round) : routeWaitHere(tx, flow, route, estimate.tokens, round);
     if (wait !== 'admitted') {
       if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
       skipped.add(item.id);
@@ -129,7 +129,8 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     locked.add(leased.lock_scope);
     // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
     if (!route.free) await reserveCharge(tx, leased, route.key, estimate);
-    const thread = await getThread(tx.sql, leased.thread_id);
+    // The thread read for the estimate, in this transaction: what the event and the span take from it
+    // (ids, parent, trace context) never changes.
     if (thread) emitWorkItem(tx, thread, leased);
     round.claimed.push({ item: leased, route, traceparent: thread?.traceparent ?? null });
     await refresh(pick.project_id);
@@ -143,17 +144,31 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
  * otherwise when to look again (null: when something wakes the engine, e.g. the probe's outcome).
  */
 async function routeWait(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): Promise<'admitted' | number | null> {
+  const held = localHold(tx, flow, route, tokens, round);
+  if (held !== undefined) return held;
+  const shared = await flow.sharedLimits?.admit(tx.sql, route.key, flow.router.rateLimitsOf(route.key), tokens, tx.now);
+  if (shared && !shared.ok) return shared.retryAt;
+  flow.router.breaker(route).admit(1, tx.now);
+  return 'admitted';
+}
+
+/** `routeWait` of a daemon alone on its database (no shared rate limits): decided in memory, no await. */
+function routeWaitHere(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): 'admitted' | number | null {
+  const held = localHold(tx, flow, route, tokens, round);
+  if (held !== undefined) return held;
+  flow.router.breaker(route).admit(1, tx.now);
+  return 'admitted';
+}
+
+/** The route's breaker and this daemon's rate limiter: when to look again if either holds the call back, else undefined. */
+function localHold(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): number | null | undefined {
   const breaker = flow.router.breaker(route);
   if (!breaker.canAdmit(tx.now)) {
     round.breakerHeld = true;
     return breaker.reopensAt();
   }
   const admission = flow.limiter.admit(route.key, tokens, tx.now);
-  if (!admission.ok) return admission.retryAt;
-  const shared = await flow.sharedLimits?.admit(tx.sql, route.key, flow.router.rateLimitsOf(route.key), tokens, tx.now);
-  if (shared && !shared.ok) return shared.retryAt;
-  breaker.admit(1, tx.now);
-  return 'admitted';
+  return admission.ok ? undefined : admission.retryAt;
 }
 
 /**
@@ -175,14 +190,18 @@ async function replaceProjectHeads(
 }
 
 /** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
-async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promise<{ route: ModelRoute; estimate: CallEstimate }> {
+async function estimateFor(
+  tx: Tx,
+  flow: FlowControl,
+  item: WorkItemRow,
+): Promise<{ route: ModelRoute; estimate: CallEstimate; thread: ThreadRow | undefined }> {
   const thread = await getThread(tx.sql, item.thread_id);
   const built = thread ? await buildItemRequest(tx.sql, flow.operations, thread, item) : null;
   if (built?.ok) {
     const route = flow.router.route(built.model);
-    return { route, estimate: estimateCall(built.request, route.price) };
+    return { route, estimate: estimateCall(built.request, route.price), thread };
   }
-  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 } };
+  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 }, thread };
 }
 
 /**
@@ -190,6 +209,11 @@ async function estimateFor(tx: Tx, flow: FlowControl, item: WorkItemRow): Promis
  * midnight when only a daily limit is in the way, else until the budget is raised — and the scheduler
  * no longer sees them. A settled or released reservation of the project unparks them (engine/charges.ts).
  */
+/** Whether the item's project has a budget to check (most have none: then no await). */
+function hasBudget(flow: FlowControl, item: WorkItemRow): boolean {
+  return Object.values(flow.budgetFor(item.project_id)).some((v) => v !== undefined);
+}
+
 async function fitsBudget(
   tx: Tx,
   flow: FlowControl,
@@ -198,8 +222,7 @@ async function fitsBudget(
   round: ClaimRound,
   budgetLocks: Map<string, boolean>,
 ): Promise<boolean> {
-  const limits = flow.budgetFor(item.project_id);
-  if (Object.values(limits).every((v) => v === undefined)) return true;
+  const limits = flow.budgetFor(item.project_id); // at least one (hasBudget)
   // Daemons sharing a database decide one after another per project, each seeing the reservations the
   // others committed: together they never reserve past the budget (held until this claim commits).
   if (!(await takeBudgetLock(tx, item.project_id, budgetLocks))) {

@@ -33,7 +33,7 @@ export interface EngineHooks {
 export type Tx = WriteScope<EngineEvent, EngineHooks>;
 export type Write = WriteTx<EngineEvent, EngineHooks>;
 
-export async function appendEntry(
+export function appendEntry(
   tx: Tx,
   thread: ThreadRow,
   workItemId: string | null,
@@ -42,9 +42,10 @@ export async function appendEntry(
   payload: Record<string, unknown>,
 ): Promise<LedgerRow> {
   const entry: EntryOfThread = { thread, workItemId, entryType, attempt, payload };
-  const row = await appendLedgerEntry(tx.sql, newLedgerEntry(tx, entry));
-  emitLedgerEntry(tx, entry, row);
-  return row;
+  return appendLedgerEntry(tx.sql, newLedgerEntry(tx, entry)).then((row) => {
+    emitLedgerEntry(tx, entry, row);
+    return row;
+  });
 }
 
 /** One ledger entry to append, with the thread it belongs to (for its event). */

@@ -13,8 +13,7 @@ import type { Tx } from '../engine/tx.js';
 type Ended = 'complete' | 'failed' | 'canceled';
 
 /** Why a thread did not complete, in one line. */
-async function failureReason(tx: Tx, thread: ThreadRow, status: Ended): Promise<string | null> {
-  if (status === 'complete') return null;
+async function failureReason(tx: Tx, thread: ThreadRow, status: Exclude<Ended, 'complete'>): Promise<string> {
   const item = await getLatestWorkItem(tx.sql, thread.id);
   if (item) return item.error_code ? `${item.error_code}: ${item.error_message ?? ''}`.trim() : `thread ${status}`;
   const children = (await countChildThreadsByStatus(tx.sql, thread.id)).map((c) => `${c.n} ${c.status}`);
@@ -30,7 +29,8 @@ export async function finalizeRunOfThread(tx: Tx, thread: ThreadRow, status: End
     thread_id: thread.id,
     to: status,
     now: tx.now,
-    error_message: await failureReason(tx, thread, status),
+    // No await for a thread that completed (every thread of a run that went well): nothing to explain.
+    error_message: status === 'complete' ? null : await failureReason(tx, thread, status),
   });
 }
 
