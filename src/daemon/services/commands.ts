@@ -212,7 +212,7 @@ async function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): Promise<boolean> {
  */
 async function cancelQueuedItems(tx: Tx, queued: readonly { item: WorkItemRow; thread: ThreadRow }[]): Promise<void> {
   const error: ClassifiedError = { code: 'CANCELED', class: 'canceled', message: 'canceled by the user before it started' };
-  await appendEntries(
+  appendEntries(
     tx,
     queued.map(({ item, thread }) => ({
       thread,
