@@ -3,7 +3,7 @@
  * way entries are written; triggers refuse UPDATE and DELETE in the database itself.
  */
 import type { Sql } from '../core/sql.js';
-import { GENESIS_HASH, ledgerEntryHash } from './chain.js';
+import { canonicalMetadataAroundSeq, GENESIS_HASH, ledgerEntryHash } from './chain.js';
 import type { LedgerRow } from '../db/schema.js';
 import { canonicalJson } from '../domain/canonical-json.js';
 
@@ -44,17 +44,6 @@ function headOf(row: { seq: number; hash: string } | undefined): { seq: number; 
 }
 
 /**
- * The head, locked until the caller's transaction ends: on Postgres, every daemon's appends pass through
- * this row one transaction at a time, so the chain stays one line (the link trigger refuses anything
- * else). SQLite has one writer: its transaction already excludes every other append.
- */
-function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null | undefined> {
-  if (sql.dialect === 'postgres') return sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1 FOR UPDATE').then(headOf);
-  // Not through getLedgerHead: its `?? null` costs an async frame per append, and undefined reads the same here.
-  return sqliteLedgerHead(sql);
-}
-
-/**
  * Appends one entry at the head of the chain. The head is read (and on Postgres locked) inside the
  * caller's transaction, so links can neither fork nor skip.
  */
@@ -88,14 +77,18 @@ function rowsPerInsert(n: number): number {
 }
 
 /**
- * Appends `entries`, in order, at the head of the chain: the head is read (and on Postgres locked) once,
- * the links are computed here, and the rows go in INSERTs of up to 256 — a bulk command (canceling a
- * generate-all of 10,000 children) makes a few dozen round trips, not two per entry. The database checks
- * the links again (SQLite per row; Postgres per statement, moving its chain head once).
+ * Appends `entries`, in order, at the head of the chain, inside the caller's transaction, so links can
+ * neither fork nor skip. SQLite: the head is read once, the links are computed here, and the rows go in
+ * INSERTs of up to 256 — a bulk command (canceling a generate-all of 10,000 children) makes a few dozen
+ * round trips, not two per entry; the triggers check each link again. Postgres: one statement per 1,000
+ * entries locks the head (until the transaction ends), links and inserts them (appendAtPostgresHead).
  */
 export async function appendLedgerEntries(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
   if (entries.length === 0) return [];
-  const head = await lockLedgerHead(sql);
+  if (sql.dialect === 'postgres') return await appendAtPostgresHead(sql, entries);
+  // SQLite has one writer: its transaction already excludes every other append. (Not through
+  // getLedgerHead: its `?? null` costs an async frame per append, and undefined reads the same here.)
+  const head = await sqliteLedgerHead(sql);
   let seq = head?.seq ?? 0;
   let prevHash = head?.hash ?? GENESIS_HASH;
   const rows = entries.map((e): LedgerRow => {
@@ -119,6 +112,44 @@ export async function appendLedgerEntries(sql: Sql, entries: readonly NewLedgerE
       insertEntriesText(batch.length),
       batch.flatMap((r) => [r.seq, r.thread_id, r.work_item_id, r.entry_type, r.attempt, r.payload, r.prev_hash, r.hash, r.created_at]),
     );
+  }
+  return rows;
+}
+
+/** Entries per call of the append function: a bulk append stays a few statements of bounded size. */
+const MAX_ROWS_PER_CALL = 1000;
+
+/**
+ * Postgres: one statement locks the head, links the entries and inserts them (llm_ledger_append,
+ * migrations/pg/0007), so the head is held for one round trip and the COMMIT. The database computes the
+ * hashes from the same bytes as ledgerEntryHash; each is checked here before the transaction goes on.
+ */
+async function appendAtPostgresHead(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
+  const rows: LedgerRow[] = [];
+  for (let i = 0; i < entries.length; i += MAX_ROWS_PER_CALL) {
+    const run = entries.slice(i, i + MAX_ROWS_PER_CALL).map((e) => ({ ...e, payload: canonicalJson(e.payload) }));
+    const around = run.map((e) => canonicalMetadataAroundSeq(e));
+    const linked = await sql.all<{ seq: number; prev_hash: string; hash: string }>(
+      `SELECT entry_seq AS seq, entry_prev_hash AS prev_hash, entry_hash AS hash
+       FROM llm_ledger_append(@thread_ids, @work_item_ids, @entry_types, @attempts, @payloads, @created_ats, @meta_heads, @meta_tails)
+       ORDER BY entry_seq`,
+      {
+        thread_ids: run.map((e) => e.thread_id),
+        work_item_ids: run.map((e) => e.work_item_id),
+        entry_types: run.map((e) => e.entry_type),
+        attempts: run.map((e) => e.attempt),
+        payloads: run.map((e) => e.payload),
+        created_ats: run.map((e) => e.created_at),
+        meta_heads: around.map((a) => a[0]),
+        meta_tails: around.map((a) => a[1]),
+      },
+    );
+    for (const [j, e] of run.entries()) {
+      const link = linked[j]!;
+      const row: LedgerRow = { ...e, seq: link.seq, prev_hash: link.prev_hash, hash: link.hash };
+      if (ledgerEntryHash(row) !== row.hash) throw new Error(`the database linked ledger entry ${row.seq} with a hash that does not match its contents`);
+      rows.push(row);
+    }
   }
   return rows;
 }
