@@ -15,9 +15,6 @@ const SQLITE_ONLY = [
   'test/integration/migrations.test.ts',
   // SQLite's WAL: idle truncation and the pressure.wal.max_bytes backpressure.
   'test/integration/wal.test.ts',
-  // Fills a 120,000-entry ledger through the bench's raw SQLite fill (bench/lib/ledger-fill.ts); on Postgres, verify reads on a
-  // pool connection of its own and a chained pg fill does not exist yet.
-  'test/integration/control-plane.test.ts',
   // Always on Postgres already, whatever the run's backend: a second run would test nothing new.
   'test/integration/postgres-daemon.test.ts',
   'test/integration/postgres-schema.test.ts',

@@ -2,11 +2,10 @@
  * A long ledger for the control-plane benchmark (target 8) and its test: for each of `threads` complete
  * threads already in the database (see `fillClosedThreads`), the four entries a paid, applied call
  * leaves — prompt, response, parse_report, mutation_report — chained with the ledger's own hash. A
- * set-up step, written with SQL in one transaction (through the daemon it would take minutes).
+ * set-up step, written with SQL in a few transactions (through the daemon it would take minutes).
  */
-import type { Db } from '../../src/db/connection.js';
-import { canonicalJson } from '../../src/domain/canonical-json.js';
-import { GENESIS_HASH, ledgerEntryHash } from '../../src/ledger/chain.js';
+import type { Sql } from '../../src/core/sql.js';
+import { appendLedgerEntries } from '../../src/ledger/store.js';
 
 const PROMPT = {
   request: {
@@ -32,39 +31,32 @@ const ENTRIES = [
   ['mutation_report', MUTATION],
 ] as const;
 
-/** Appends 4 chained entries for each of the first `threads` applied work items; returns how many were written. */
-export function fillLedger(db: Db, threads: number): number {
-  const items = db.prepare(`SELECT id, thread_id, created_at FROM llm_work_items WHERE status = 'applied' ORDER BY rowid LIMIT ?`).all(threads) as {
-    id: string;
-    thread_id: string;
-    created_at: number;
-  }[];
-  const head = db.prepare('SELECT seq, hash FROM llm_ledger_entries ORDER BY seq DESC LIMIT 1').get() as { seq: number; hash: string } | undefined;
-  const insert = db.prepare(
-    `INSERT INTO llm_ledger_entries (seq, thread_id, work_item_id, entry_type, attempt, payload, prev_hash, hash, created_at)
-     VALUES (@seq, @thread_id, @work_item_id, @entry_type, @attempt, @payload, @prev_hash, @hash, @created_at)`,
+/**
+ * Appends 4 chained entries for each of the first `threads` applied work items, through the ledger's
+ * own append (either backend; the daemon stopped); returns how many were written.
+ */
+export async function fillLedger(sql: Sql, threads: number): Promise<number> {
+  const items = await sql.all<{ id: string; thread_id: string; created_at: number }>(
+    `SELECT id, thread_id, created_at FROM llm_work_items WHERE status = 'applied' ORDER BY created_at, id LIMIT ?`,
+    [threads],
   );
-  const payloads = ENTRIES.map(([type, p]) => [type, canonicalJson(p)] as const);
-  let seq = head?.seq ?? 0;
-  let prev = head?.hash ?? GENESIS_HASH;
-  db.transaction(() => {
-    for (const item of items) {
-      for (const [entry_type, payload] of payloads) {
-        const row = {
-          seq: ++seq,
-          thread_id: item.thread_id,
-          work_item_id: item.id,
-          entry_type,
-          attempt: 1,
-          payload,
-          prev_hash: prev,
-          created_at: item.created_at,
-        };
-        const hash = ledgerEntryHash(row);
-        insert.run({ ...row, hash });
-        prev = hash;
-      }
-    }
-  })();
-  return items.length * ENTRIES.length;
+  const entries = items.flatMap((item) =>
+    ENTRIES.map(([entry_type, payload]) => ({
+      thread_id: item.thread_id,
+      work_item_id: item.id,
+      entry_type,
+      attempt: 1,
+      payload,
+      created_at: item.created_at,
+    })),
+  );
+  // One transaction per batch keeps a million entries' statements from piling up in one.
+  for (let i = 0; i < entries.length; i += BATCH) {
+    await sql.run('BEGIN');
+    await appendLedgerEntries(sql, entries.slice(i, i + BATCH));
+    await sql.run('COMMIT');
+  }
+  return entries.length;
 }
+
+const BATCH = 50_000;

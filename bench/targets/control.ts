@@ -14,6 +14,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SqliteSql } from '../../src/db/sql.js';
 import { createSimulator } from '../../src/sim/simulator.js';
 import { BenchDaemon, projectFile } from '../lib/daemon.js';
 import { fillLedger } from '../lib/ledger-fill.js';
@@ -29,7 +30,7 @@ export async function controlPlaneTargets(runs: number): Promise<Row[]> {
   const threads = Math.ceil(LEDGER_ENTRIES / 4);
   fillClosedThreads(home, threads);
   const app = appFor(home, 1);
-  const written = fillLedger(app.db, threads);
+  const written = await fillLedger(new SqliteSql(app.db), threads);
   await app.shutdown(0);
 
   const sim = await createSimulator({ faults: [{ kind: 'hang' }] });

@@ -9,6 +9,7 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Sql } from '../../src/core/sql.js';
 import { App } from '../../src/daemon/app.js';
 import { loadConfig } from '../../src/daemon/config/config.js';
 import { createLogger } from '../../src/daemon/runtime/logger.js';
@@ -29,27 +30,47 @@ export function appFor(home: string, maxInFlight: number): App {
 export function fillClosedThreads(home: string, n: number): void {
   const app = appFor(home, 1); // runs the migrations
   const db = app.db;
-  const t0 = Date.now() - n - 86_400_000; // one row per millisecond, ending a day ago
+  const statements = closedThreadsFill('sqlite');
+  const params = closedThreadsFillParams(n);
   db.transaction(() => {
-    // Time-ordered ids (UUIDv7 layout), as the daemon makes them.
-    db.prepare(
-      `WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < @n - 1)
+    db.prepare(statements.threads).run(params);
+    db.prepare(statements.items).run();
+  })();
+  db.exec('ANALYZE');
+  void app.shutdown(0);
+}
+
+/** `fillClosedThreads` through a handle on either backend (the daemon stopped), for tests on both. */
+export async function fillClosedThreadsIn(sql: Sql, n: number): Promise<void> {
+  const statements = closedThreadsFill(sql.dialect);
+  await sql.run(statements.threads, closedThreadsFillParams(n));
+  await sql.run(statements.items);
+  await sql.run('ANALYZE');
+}
+
+/** One row per millisecond, ending a day ago. */
+const closedThreadsFillParams = (n: number) => ({ n, t0: Date.now() - n - 86_400_000 });
+
+/** The two fill statements; only the id's hex formatting differs between the backends. */
+function closedThreadsFill(dialect: Sql['dialect']): { threads: string; items: string } {
+  // Time-ordered ids (UUIDv7 layout), as the daemon makes them.
+  const id =
+    dialect === 'postgres'
+      ? `lpad(to_hex((CAST(@t0 AS bigint) + i) >> 16), 8, '0') || '-' || lpad(to_hex((CAST(@t0 AS bigint) + i) & 65535), 4, '0') || '-7000-8000-' || lpad(to_hex(i), 12, '0')`
+      : `printf('%08x-%04x-7000-8000-%012x', (@t0 + i) >> 16, (@t0 + i) & 65535, i)`;
+  return {
+    threads: `WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < @n - 1)
        INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, parent_thread_id, idempotency_key, created_by, created_at, closed_at)
-       SELECT printf('%08x-%04x-7000-8000-%012x', (@t0 + i) >> 16, (@t0 + i) & 65535, i), 'story_generate_epic', 'project', 'old',
+       SELECT ${id}, 'story_generate_epic', 'project', 'old',
               '{"doc_type":"story_backlog","epic_id":"E' || i || '","project_id":"old"}', 'complete', NULL,
-              'story_generate_epic:project:old:story_backlog:E' || i, 'bench', @t0 + i, @t0 + i + 5000
+              'story_generate_epic:project:old:story_backlog:E' || i, 'bench', CAST(@t0 AS BIGINT) + i, CAST(@t0 AS BIGINT) + i + 5000
        FROM s`,
-    ).run({ n, t0 });
-    db.prepare(
-      `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, lock_scope, priority,
+    items: `INSERT INTO llm_work_items (id, thread_id, sequence, status, attempt, max_attempts, repair_count, lock_scope, priority,
          not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at, started_at, finished_at)
        SELECT substr(id, 1, 19) || '9' || substr(id, 21), id, 1, 'applied', 1, 3, 0, 'epic:old:' || substr(idempotency_key, 47), 1,
               created_at, NULL, NULL, NULL, NULL, NULL, created_at, created_at, closed_at
        FROM llm_threads WHERE space_id = 'old'`,
-    ).run();
-  })();
-  db.exec('ANALYZE');
-  void app.shutdown(0);
+  };
 }
 
 async function claimRun(home: string, run: number): Promise<{ claimsPerSecond: number; activeP50: number }> {

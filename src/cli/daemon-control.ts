@@ -41,8 +41,9 @@ export function logTail(home: string, lines = 8, from = 0): string {
  * start-up recovery scan has run, or the start is held by storage (a full disk or a database refusing
  * writes, which health names — the command should run and show it rather than wait). The daemon serves
  * its socket before that scan so that health can say why a start is held; a CLI that started it waits
- * for the scan, so that the first command sees a daemon that is ready, not one half-started. A daemon
- * that does not answer this (one that just exited, say) counts as started: the command reports the rest.
+ * for the scan, so that the first command sees a daemon that is ready, not one half-started. False when
+ * the daemon does not answer: the caller asks again, and a daemon that exited meanwhile (its start failed
+ * after it served the socket) is reported with its log instead of as a reset connection.
  */
 async function startFinished(socket: string): Promise<boolean> {
   const conn = connectHttp(socket);
@@ -50,7 +51,7 @@ async function startFinished(socket: string): Promise<boolean> {
     const { checks } = await conn.client.health.query(undefined, { signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
     return checks.recovery_scan_done || !checks.storage || !checks.database;
   } catch {
-    return true;
+    return false;
   } finally {
     conn.close();
   }

@@ -55,6 +55,31 @@ export async function findActiveThreadByKey(sql: Sql, key: string): Promise<Thre
   return (await sql.get("SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')", [key])) as ThreadRow | undefined;
 }
 
+/**
+ * The open or running threads of these keys (at most one per key: a unique partial index), for a bulk
+ * submit that checks many keys at once.
+ */
+export async function listActiveThreadsByKeys(sql: Sql, keys: readonly string[]): Promise<ThreadRow[]> {
+  if (keys.length === 0) return [];
+  return (await sql.all(`SELECT * FROM llm_threads WHERE ${inJsonArray(sql.dialect, 'idempotency_key', '@keys')} AND status IN ('open', 'running')`, {
+    keys: JSON.stringify(keys),
+  })) as ThreadRow[];
+}
+
+/** The most recent thread of each of these keys that ended with `status` (keys with none are absent). */
+export async function latestThreadsByKeysAndStatus(sql: Sql, keys: readonly string[], status: ThreadStatus): Promise<Map<string, ThreadRow>> {
+  const latest = new Map<string, ThreadRow>();
+  if (keys.length === 0) return latest;
+  // Oldest first, so the last one kept per key is the most recent (the order of findLatestThreadByKeyAndStatus).
+  const rows = (await sql.all(
+    `SELECT * FROM llm_threads WHERE ${inJsonArray(sql.dialect, 'idempotency_key', '@keys')} AND status = @status
+     ORDER BY created_at, ${insertionOrder(sql.dialect)}`,
+    { keys: JSON.stringify(keys), status },
+  )) as ThreadRow[];
+  for (const row of rows) latest.set(row.idempotency_key, row);
+  return latest;
+}
+
 /** The most recent thread for a semantic request that ended with `status`. */
 export async function findLatestThreadByKeyAndStatus(sql: Sql, key: string, status: ThreadStatus): Promise<ThreadRow | undefined> {
   return sql.get<ThreadRow>(

@@ -216,7 +216,7 @@ export class Harness {
 
   async startDaemon(env: NodeJS.ProcessEnv = {}): Promise<number> {
     const r = await this.cli(['daemon', 'start', '--json'], { env });
-    if (r.code !== 0) throw new Error(`daemon start failed: ${r.stderr}`);
+    if (r.code !== 0) throw new Error(`daemon start failed: ${r.stderr}\ndaemon.log ends:\n${this.logText().split('\n').slice(-15).join('\n')}`);
     return (JSON.parse(r.stdout) as { pid: number }).pid;
   }
 

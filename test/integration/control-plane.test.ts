@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fillLedger } from '../../bench/lib/ledger-fill.js';
-import { appFor, fillClosedThreads } from '../../bench/targets/scale.js';
+import { fillClosedThreadsIn } from '../../bench/targets/scale.js';
 import { connectHttp } from '../../src/cli/client.js';
 import { FAST_RETRY, Harness, project } from '../helpers/harness.js';
 
@@ -22,10 +22,13 @@ describe('control-plane isolation', () => {
   it('acknowledges commands and answers health while ledger verify reads a long ledger', async () => {
     h = await Harness.start();
     h.writeConfig({ ...FAST_RETRY, canary: { interval: 0 } });
-    fillClosedThreads(h.home, THREADS);
-    const app = appFor(h.home, 1);
-    const written = fillLedger(app.db, THREADS);
-    await app.shutdown(0);
+    // The daemon makes the schema; the history is written behind its back while it is stopped.
+    await h.startDaemon();
+    await h.stopDaemon();
+    const written = await h.edit(async (sql) => {
+      await fillClosedThreadsIn(sql, THREADS);
+      return fillLedger(sql, THREADS);
+    });
     await h.startDaemon();
     await h.importProject(project('p', 200));
     const { client } = connectHttp(join(h.home, 'combine.sock'));

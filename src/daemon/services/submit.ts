@@ -11,9 +11,18 @@
 import { lockKeyForTransaction } from '../../db/key-locks.js';
 import { acquireLock, getLock, releaseLocksOwnedBy } from '../../db/locks.js';
 import type { ThreadRow } from '../../db/schema.js';
-import { adoptThread, findActiveThreadByKey, findLatestThreadByKeyAndStatus, getThread, insertThreadUnlessActive, listChildThreads } from '../../db/threads.js';
+import {
+  adoptThread,
+  findActiveThreadByKey,
+  findLatestThreadByKeyAndStatus,
+  getThread,
+  insertThreadUnlessActive,
+  latestThreadsByKeysAndStatus,
+  listActiveThreadsByKeys,
+  listChildThreads,
+} from '../../db/threads.js';
 import { PRIORITY_OF } from '../../domain/operations.js';
-import type { DocumentTarget } from '../../operations/api.js';
+import type { DocumentTarget, ProjectInfo } from '../../operations/api.js';
 import type { Operation, OperationRegistry } from '../../operations/registry.js';
 import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, targetOf } from '../../operations/runtime.js';
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
@@ -98,13 +107,44 @@ export async function submitOperation(tx: Tx, ops: OperationRegistry, name: stri
   return result;
 }
 
-async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions, parent: ThreadRow | null): Promise<CommandResult> {
+/**
+ * What an orchestration looked up once for all its children, instead of three reads per child: the
+ * threads already answering their keys, and the projects they target.
+ */
+interface ChildLookups {
+  active: Map<string, ThreadRow>;
+  /** Absent under `force` (a complete thread does not answer a forced request). */
+  complete: Map<string, ThreadRow> | null;
+  projects: Map<string, ProjectInfo | null>;
+}
+
+async function lookUpChildren(tx: Tx, keys: readonly string[], force: boolean): Promise<ChildLookups> {
+  const active = new Map((await listActiveThreadsByKeys(tx.sql, keys)).map((t) => [t.idempotency_key, t]));
+  const complete = force ? null : await latestThreadsByKeysAndStatus(tx.sql, keys, 'complete');
+  return { active, complete, projects: new Map() };
+}
+
+async function cachedProjectInfo(tx: Tx, projectId: string, lookups: ChildLookups | null): Promise<ProjectInfo | null> {
+  if (!lookups) return projectInfo(tx.sql, projectId);
+  if (!lookups.projects.has(projectId)) lookups.projects.set(projectId, await projectInfo(tx.sql, projectId));
+  return lookups.projects.get(projectId)!;
+}
+
+async function submit(
+  tx: Tx,
+  ops: OperationRegistry,
+  op: Operation,
+  input: unknown,
+  o: SubmitOptions,
+  parent: ThreadRow | null,
+  lookups: ChildLookups | null = null,
+): Promise<CommandResult> {
   const p = plan(op, input);
   // Requests for one key decide one after another (deduplicate, supersede, insert). Children are not
   // locked one by one: a child racing a request of its own key in another transaction is answered by
   // that request's thread once the insert finds it on the unique index (`insertThreadUnlessActive`).
   if (!parent) await lockKeyForTransaction(tx.sql, `submit:${p.key}`);
-  const active = await findActiveThreadByKey(tx.sql, p.key);
+  const active = lookups ? lookups.active.get(p.key) : await findActiveThreadByKey(tx.sql, p.key);
   const id = newId(tx.now);
   let superseded: string | undefined;
   if (active) {
@@ -114,9 +154,9 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
       superseded = active.id;
     } else return deduplicated(tx, active, parent);
   }
-  const complete = o.force ? undefined : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
+  const complete = o.force ? undefined : lookups ? lookups.complete?.get(p.key) : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
   if (complete) return { thread: complete, deduplicated: true };
-  const project = await projectInfo(tx.sql, p.target.project_id);
+  const project = await cachedProjectInfo(tx, p.target.project_id, lookups);
   if (!project) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
   if (op.fansOut) return await orchestrate(tx, ops, op, input, p, o);
   // A request that cannot be built now (e.g. its epic does not exist) is refused now, not failed later.
@@ -164,17 +204,20 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
     return refusal(err);
   }
   const childOptions = { ...o, priority: o.priority ?? PRIORITY_OF[op.priority ?? 'bulk'] };
-  for (const [i, childInput] of inputs.entries()) {
+  const keys = inputs.map((childInput, i) => {
     checkInput(child, childInput, `children[${i}]`);
+    const planned = plan(child, childInput);
     // The parent holds its scope until every child ended: a child needing it would wait forever.
-    if (plan(child, childInput).lockScope === p.lockScope) {
+    if (planned.lockScope === p.lockScope) {
       throw new CommandError(
         'BAD_REQUEST',
         `${op.name}: children[${i}] would lock ${p.lockScope}, which the orchestration itself holds until its children end`,
       );
     }
-    await submit(tx, ops, child, childInput, childOptions, parent);
-  }
+    return planned.key;
+  });
+  const lookups = await lookUpChildren(tx, keys, o.force);
+  for (const childInput of inputs) await submit(tx, ops, child, childInput, childOptions, parent, lookups);
   if ((await listChildThreads(tx.sql, parent.id)).length === 0) {
     // Nothing to wait for (no inputs, or every child's request was already complete).
     await moveThread(tx, parent, 'complete');
