@@ -50,6 +50,8 @@ export interface EngineRunOptions {
   baseURL?: string;
   /** A Postgres database (empty or migrated) for the state; absent = SQLite in the temporary home. */
   databaseUrl?: string;
+  /** Diagnosis hook (bench/diag-pg.ts): called once the work is enqueued, before the measured run. */
+  onSeeded?: () => Promise<void>;
 }
 
 export interface EngineRunResult {
@@ -95,6 +97,7 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
       await seed.threads.generateAll(`p${p}`, { force: false, deadlineMs: null, createdBy: 'bench' });
     }
     await seed.shutdown(0);
+    await o.onSeeded?.();
 
     const items = o.projects * o.epicsPerProject;
     const app = new App({ config, logger, eventLog: createEventLog(config.logPath, 'info'), ...(provider ? { provider } : {}) });

@@ -19,6 +19,12 @@ export interface Tx<Event, Hooks> {
   /** Milliseconds since the epoch, from the clock, when the write began. */
   readonly now: number;
   readonly hooks: Hooks;
+  /**
+   * Runs `step` after the closure's body has settled, as the transaction's last statements (in the order
+   * the steps were given; a step may add more). What a write appends to a globally shared row (the ledger's
+   * chain head) goes there, so that row stays locked only for those statements and the COMMIT.
+   */
+  readonly atEnd: (step: () => Promise<void>) => void;
 }
 
 export type Emit<E> = (event: E) => void;
@@ -49,5 +55,20 @@ export type WriteTx<Event, Hooks> = <T>(fn: (tx: Tx<Event, Hooks>) => T | Promis
 
 /** Runs each closure in one writer transaction, with `now` from `clock` and the given hooks. */
 export function writeTx<Event, Hooks>(writer: Pick<TxRunner<Event>, 'write'>, clock: Clock, hooks: Hooks): WriteTx<Event, Hooks> {
-  return (fn) => writer.write((sql, emit) => fn({ sql, emit, now: clock.now(), hooks }));
+  return (fn) =>
+    writer.write((sql, emit) => {
+      const steps: (() => Promise<void>)[] = [];
+      const value = fn({ sql, emit, now: clock.now(), hooks, atEnd: (step) => steps.push(step) });
+      // A closure that deferred nothing and returned a plain value stays synchronous (SQLite's batch then
+      // runs to its COMMIT without yielding).
+      if (steps.length === 0 && !(value instanceof Promise)) return value;
+      return runSteps(value, steps);
+    });
+}
+
+/** The closure's value once its body and then its deferred steps have run. */
+async function runSteps<T>(value: T | Promise<T>, steps: (() => Promise<void>)[]): Promise<T> {
+  const settled = await value;
+  for (let i = 0; i < steps.length; i++) await steps[i]!();
+  return settled;
 }

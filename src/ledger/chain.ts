@@ -39,7 +39,11 @@ export interface HashedFields {
 
 /** sha256(prev_hash ‖ payload ‖ canonical metadata), hex. */
 export function ledgerEntryHash(f: HashedFields): string {
-  const metadata = canonicalJson({
+  return createHash('sha256').update(f.prev_hash).update('\n').update(f.payload).update('\n').update(canonicalMetadata(f)).digest('hex');
+}
+
+function canonicalMetadata(f: Omit<HashedFields, 'payload' | 'prev_hash'>): string {
+  return canonicalJson({
     seq: f.seq,
     thread_id: f.thread_id,
     work_item_id: f.work_item_id,
@@ -47,7 +51,16 @@ export function ledgerEntryHash(f: HashedFields): string {
     attempt: f.attempt,
     created_at: f.created_at,
   });
-  return createHash('sha256').update(f.prev_hash).update('\n').update(f.payload).update('\n').update(metadata).digest('hex');
+}
+
+/**
+ * The canonical metadata of an entry whose seq is not known yet, as the text before and after the seq's
+ * digits (the database links it at the head: migrations/pg/0008). Keys are sorted, so `"seq":` is there once.
+ */
+export function canonicalMetadataAroundSeq(f: Omit<HashedFields, 'payload' | 'prev_hash' | 'seq'>): [string, string] {
+  const text = canonicalMetadata({ ...f, seq: 0 });
+  const at = text.indexOf('"seq":0') + '"seq":'.length;
+  return [text.slice(0, at), text.slice(at + 1)];
 }
 
 export interface ChainBreak {

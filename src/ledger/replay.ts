@@ -149,7 +149,7 @@ export async function applyReplay(tx: Tx, ops: OperationRegistry, threadId: stri
     http_status: number;
     body: unknown;
   };
-  await appendEntry(tx, (await getThread(tx.sql, thread.id))!, item.id, 'response', item.attempt, {
+  appendEntry(tx, (await getThread(tx.sql, thread.id))!, item.id, 'response', item.attempt, {
     http_status: source.http_status,
     request_id: null,
     latency_ms: 0,

@@ -3,7 +3,7 @@
  * way entries are written; triggers refuse UPDATE and DELETE in the database itself.
  */
 import type { Sql } from '../core/sql.js';
-import { GENESIS_HASH, ledgerEntryHash } from './chain.js';
+import { canonicalMetadataAroundSeq, GENESIS_HASH, ledgerEntryHash } from './chain.js';
 import type { LedgerRow } from '../db/schema.js';
 import { canonicalJson } from '../domain/canonical-json.js';
 
@@ -43,17 +43,6 @@ function headOf(row: { seq: number; hash: string } | undefined): { seq: number; 
   return row && row.seq > 0 ? row : null;
 }
 
-/**
- * The head, locked until the caller's transaction ends: on Postgres, every daemon's appends pass through
- * this row one transaction at a time, so the chain stays one line (the link trigger refuses anything
- * else). SQLite has one writer: its transaction already excludes every other append.
- */
-function lockLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null | undefined> {
-  if (sql.dialect === 'postgres') return sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1 FOR UPDATE').then(headOf);
-  // Not through getLedgerHead: its `?? null` costs an async frame per append, and undefined reads the same here.
-  return sqliteLedgerHead(sql);
-}
-
 /** The entry linked after (`seq - 1`, `prevHash`): its hash computed over everything else. */
 function linkedRow(e: NewLedgerEntry, seq: number, prevHash: string): LedgerRow {
   const row: Omit<LedgerRow, 'hash'> = {
@@ -71,17 +60,10 @@ function linkedRow(e: NewLedgerEntry, seq: number, prevHash: string): LedgerRow 
 
 /**
  * Appends one entry at the head of the chain. The head is read (and on Postgres locked) inside the
- * caller's transaction, so links can neither fork nor skip. The engine's path: 4 appends per item.
+ * caller's transaction, so links can neither fork nor skip.
  */
-export async function appendLedgerEntry(sql: Sql, e: NewLedgerEntry): Promise<LedgerRow> {
-  const head = await lockLedgerHead(sql);
-  const row = linkedRow(e, (head?.seq ?? 0) + 1, head?.hash ?? GENESIS_HASH);
-  await sql.run(
-    `INSERT INTO llm_ledger_entries (seq, thread_id, work_item_id, entry_type, attempt, payload, prev_hash, hash, created_at)
-     VALUES (@seq, @thread_id, @work_item_id, @entry_type, @attempt, @payload, @prev_hash, @hash, @created_at)`,
-    row,
-  );
-  return row;
+export function appendLedgerEntry(sql: Sql, e: NewLedgerEntry): Promise<LedgerRow> {
+  return appendLedgerEntries(sql, [e]).then((rows) => rows[0]!);
 }
 
 /**
@@ -110,16 +92,19 @@ function rowsPerInsert(n: number): number {
 }
 
 /**
- * Appends `entries`, in order, at the head of the chain — a bulk command's entries (canceling a
- * generate-all of 10,000 children): the head is read (and on Postgres locked) once, the links are
- * computed here, and the rows go in INSERTs of up to 256, a few dozen round trips rather than two per
- * entry. The database checks the links again (SQLite per row; Postgres per statement, moving its head once).
+ * Appends `entries`, in order, at the head of the chain, inside the caller's transaction, so links can
+ * neither fork nor skip. SQLite: the head is read once, the links are computed here, and the rows go in
+ * INSERTs of up to 256 — a bulk command (canceling a generate-all of 10,000 children) makes a few dozen
+ * round trips, not two per entry; the triggers check each link again. Postgres: one statement per 1,000
+ * entries locks the head (until the transaction ends), links and inserts them (appendAtPostgresHead).
  */
 export function appendLedgerEntries(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
   if (entries.length === 0) return Promise.resolve([]);
-  // Chained rather than an async function: every item appends four entries, one at a time, and an async
-  // frame per append showed in the engine's CPU and allocation profiles.
-  return lockLedgerHead(sql).then((head) => insertLinked(sql, entries, head));
+  if (sql.dialect === 'postgres') return appendAtPostgresHead(sql, entries);
+  // SQLite has one writer: its transaction already excludes every other append. Chained rather than an
+  // async function, and not through getLedgerHead (its `?? null`): an async frame per append showed in
+  // the engine's CPU and allocation profiles.
+  return sqliteLedgerHead(sql).then((head) => insertLinked(sql, entries, head));
 }
 
 /** Links `entries` after `head` and inserts them; one INSERT for a run of a power-of-two length (one entry, usually). */
@@ -146,6 +131,44 @@ async function insertInBatches(sql: Sql, rows: LedgerRow[]): Promise<LedgerRow[]
 
 function insertParams(rows: readonly LedgerRow[]): (string | number | null)[] {
   return rows.flatMap((r) => [r.seq, r.thread_id, r.work_item_id, r.entry_type, r.attempt, r.payload, r.prev_hash, r.hash, r.created_at]);
+}
+
+/** Entries per call of the append function: a bulk append stays a few statements of bounded size. */
+const MAX_ROWS_PER_CALL = 1000;
+
+/**
+ * Postgres: one statement locks the head, links the entries and inserts them (llm_ledger_append,
+ * migrations/pg/0008), so the head is held for one round trip and the COMMIT. The database computes the
+ * hashes from the same bytes as ledgerEntryHash; each is checked here before the transaction goes on.
+ */
+async function appendAtPostgresHead(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
+  const rows: LedgerRow[] = [];
+  for (let i = 0; i < entries.length; i += MAX_ROWS_PER_CALL) {
+    const run = entries.slice(i, i + MAX_ROWS_PER_CALL).map((e) => ({ ...e, payload: canonicalJson(e.payload) }));
+    const around = run.map((e) => canonicalMetadataAroundSeq(e));
+    const linked = await sql.all<{ seq: number; prev_hash: string; hash: string }>(
+      `SELECT entry_seq AS seq, entry_prev_hash AS prev_hash, entry_hash AS hash
+       FROM llm_ledger_append(@thread_ids, @work_item_ids, @entry_types, @attempts, @payloads, @created_ats, @meta_heads, @meta_tails)
+       ORDER BY entry_seq`,
+      {
+        thread_ids: run.map((e) => e.thread_id),
+        work_item_ids: run.map((e) => e.work_item_id),
+        entry_types: run.map((e) => e.entry_type),
+        attempts: run.map((e) => e.attempt),
+        payloads: run.map((e) => e.payload),
+        created_ats: run.map((e) => e.created_at),
+        meta_heads: around.map((a) => a[0]),
+        meta_tails: around.map((a) => a[1]),
+      },
+    );
+    for (const [j, e] of run.entries()) {
+      const link = linked[j]!;
+      const row: LedgerRow = { ...e, seq: link.seq, prev_hash: link.prev_hash, hash: link.hash };
+      if (ledgerEntryHash(row) !== row.hash) throw new Error(`the database linked ledger entry ${row.seq} with a hash that does not match its contents`);
+      rows.push(row);
+    }
+  }
+  return rows;
 }
 
 export function getLedgerEntry(sql: Sql, seq: number): Promise<LedgerRow | undefined> {

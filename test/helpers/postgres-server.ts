@@ -34,6 +34,8 @@ export interface StartPostgresOptions {
    * durable acknowledgements turn it on.
    */
   durable?: boolean;
+  /** Extra `-c name=value` server flags (bench/diag-pg.ts: pg_stat_statements). */
+  extraFlags?: string[];
 }
 
 const ATTEMPTS = 3;
@@ -85,6 +87,7 @@ async function startOnce(opts: StartPostgresOptions): Promise<PostgresServer> {
       '-c',
       'max_connections=400',
       ...durability,
+      ...(opts.extraFlags ?? []),
     ],
     onLog: remember,
     onError: remember,

@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresPool } from '../../src/db/pg/connection.js';
-import { type Notification, PgListener, sendNotifications } from '../../src/db/pg/notifications.js';
+import { endWithNotifications, type Notification, PgListener } from '../../src/db/pg/notifications.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 async function until(what: string, fn: () => boolean): Promise<void> {
@@ -44,8 +44,7 @@ describe('Postgres LISTEN session', () => {
         const client = await pool.connect();
         try {
           await client.query('BEGIN');
-          await sendNotifications(client, notes);
-          await client.query(end);
+          await client.query(endWithNotifications(notes, end));
         } finally {
           client.release();
         }

@@ -12,13 +12,13 @@
  * once, however often the item is retried or the daemon restarted.
  */
 import { addProjectSpend, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
-import type { ChargeRow, LedgerRow, WorkItemRow } from '../../db/schema.js';
+import type { ChargeRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
 import { lockKeyForTransaction, tryLockKeyForTransaction } from '../../db/key-locks.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
 import type { Usage } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import type { Tx } from './tx.js';
+import { afterAppend, type PendingEntry, type Tx } from './tx.js';
 import { newId } from '../../core/ids.js';
 
 export type PriceOf = (model: string) => ModelPrice | undefined;
@@ -50,26 +50,30 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
 }
 
 /**
- * The response was recorded (`response` = its ledger entry): settle at its usage. A response without
- * usage was paid for an unknown amount, so it stays counted at its maximum (in doubt).
+ * The response was recorded (`response` = its ledger entry, appended at the end of this transaction):
+ * settle at its usage. A response without usage was paid for an unknown amount, so it stays counted at
+ * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs right
+ * after the append; the spend moves now.
  */
-export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: LedgerRow, usage: Usage | null, priceOf: PriceOf): Promise<void> {
+export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: PendingEntry, usage: Usage | null, priceOf: PriceOf): Promise<void> {
   await lockProjectBudget(tx, item.project_id);
   const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
   // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
   const price = priceOf(charge.model);
   const cost = usage && price ? costUsd(price, usage.prompt_tokens, usage.completion_tokens) : null;
-  await settleChargeFromResponse(tx.sql, {
-    id: charge.id,
-    status: usage ? 'settled' : 'in_doubt',
-    prompt_tokens: usage?.prompt_tokens ?? null,
-    completion_tokens: usage?.completion_tokens ?? null,
-    total_tokens: usage?.total_tokens ?? null,
-    cost_usd: cost,
-    response_seq: response.seq,
-    now: tx.now,
-  });
+  afterAppend(tx, () =>
+    settleChargeFromResponse(tx.sql, {
+      id: charge.id,
+      status: usage ? 'settled' : 'in_doubt',
+      prompt_tokens: usage?.prompt_tokens ?? null,
+      completion_tokens: usage?.completion_tokens ?? null,
+      total_tokens: usage?.total_tokens ?? null,
+      cost_usd: cost,
+      response_seq: response.row.seq,
+      now: tx.now,
+    }),
+  );
   if (!usage) return; // in doubt: stays counted at its maximum
   // Budgets now count the real usage instead of the maximum (a call can exceed its estimate slightly).
   await addProjectSpend(tx.sql, {

@@ -29,7 +29,7 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
 import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
-import { appendEntry, emitWorkItem, endThread, markThreadStarted, type Tx } from './tx.js';
+import { appendEntry, emitWorkItem, endThread, markThreadStarted, type PendingEntry, type Tx } from './tx.js';
 import type { ModelRoute } from '../routing/router.js';
 import { StaleStateError } from '../../core/errors.js';
 import type { CrashAt } from '../../core/crash.js';
@@ -80,7 +80,7 @@ function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
 }
 
 /** What a started item does next: send this request along its route, or finish from an answer already recorded. */
-export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute } | { kind: 'recorded'; response: LedgerRow };
+export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute } | { kind: 'recorded'; response: PendingEntry };
 
 /**
  * Moves claimed → running. Normally records the prompt and returns the exact request to send. Returns
@@ -101,7 +101,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     // A replay queued this item with its answer: nothing will be sent, so nothing stays reserved.
     await releaseUnsent(tx, item);
     await markRunning(tx, ctx, await markThreadStarted(tx, thread), item);
-    return { kind: 'recorded', response: pending };
+    return { kind: 'recorded', response: { row: pending } };
   }
   const built = await buildItemRequest(tx.sql, ctx.operations, thread, item);
   if (!built.ok) {
@@ -112,7 +112,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
   const request = built.request;
   const route = ctx.routeOf(built.model);
   thread = await markThreadStarted(tx, thread);
-  await appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
+  appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
     request,
     attempt: item.attempt,
     repair: item.repair_count,
@@ -127,7 +127,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
   if (cached) {
     // Served from the ledger: no call, so the claim's reservation goes back to the budget.
     await releaseUnsent(tx, item);
-    return { kind: 'recorded', response: await appendCachedResponse(tx, thread, item, cached) };
+    return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
   }
   return { kind: 'call', request, route };
 }
@@ -137,21 +137,21 @@ async function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: 
   emitWorkItem(tx, thread, { ...item, status: 'running' });
 }
 
-/** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry. */
+/** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry (its row once committed). */
 export async function recordResponse(
   tx: Tx,
   ctx: EngineContext,
   itemId: string,
   outcome: Extract<CallOutcome, { kind: 'response' }>,
   route: ModelRoute,
-): Promise<LedgerRow> {
+): Promise<PendingEntry> {
   const item = await leasedItem(tx, ctx, itemId, 'running');
-  // The settlement below needs the project's budget lock: taken before the append locks the chain head.
+  // The settlement below needs the project's budget lock: taken before the append (at the end) locks the chain head.
   await lockProjectBudget(tx, item.project_id);
   const thread = await threadOf(tx, item);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
-  const entry = await appendEntry(tx, thread, item.id, 'response', item.attempt, {
+  const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
     http_status: outcome.httpStatus,
     request_id: outcome.requestId,
     latency_ms: outcome.latencyMs,
@@ -202,22 +202,22 @@ export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, r
   };
   const envelope = readCompletionBody(recorded.body);
   if (!envelope.ok) {
-    await appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
+    appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'envelope', errors: [envelope.error], ...provenance });
     return await failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
   const verdict = checkThreadAnswer(ctx.operations, thread, envelope.content);
   if (verdict.kind === 'failed') return await deadLetter(tx, ctx, item, thread, verdict.error);
   if (verdict.kind === 'invalid') {
-    await appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: verdict.errors, ...provenance });
+    appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: verdict.errors, ...provenance });
     return await rejectAnswer(tx, ctx, item, thread, verdict.errors);
   }
-  await appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
+  appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
   await rememberValidAnswer(tx, item, response);
   const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, tx.now);
   // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
   // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.
   if (!applied.ok) return await deadLetter(tx, ctx, item, thread, applied.error);
-  await appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
+  appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
     ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
@@ -246,7 +246,7 @@ async function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, threa
   const next = escalated ? null : item.repair_count < policy.repairAttempts ? 'repair' : escalateTo !== null ? 'escalate' : null;
   if (next === null) return await deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
   const again = next === 'repair' ? { repair_count: item.repair_count + 1, escalated: 0 } : { repair_count: item.repair_count, escalated: 1 };
-  await appendEntry(tx, thread, item.id, 'error', item.attempt, {
+  appendEntry(tx, thread, item.id, 'error', item.attempt, {
     code: 'SCHEMA_INVALID',
     class: 'permanent',
     message,
@@ -311,7 +311,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
   if (error.class === 'canceled' || thread.status === 'canceled') {
     const canceled: ClassifiedError =
       error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
-    await appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
+    appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
     await endWorkItem(tx.sql, {
       id: item.id,
       from: item.status as WorkItemStatus,
@@ -330,7 +330,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
   if (retryable && item.attempt < item.max_attempts && item.status !== 'queued') {
     const delayMs = backoffDelayMs(ctx.operations.policyFor(thread.kind), item.attempt, ctx.random, error.retryAfterMs);
     const notBefore = tx.now + delayMs;
-    await appendEntry(tx, thread, item.id, 'error', item.attempt, {
+    appendEntry(tx, thread, item.id, 'error', item.attempt, {
       ...errorPayload(error, item),
       next: 'retry',
       delay_ms: delayMs,
@@ -362,7 +362,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
 export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
   const thread = await threadOf(tx, item);
   const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
-  await appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
+  appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
   await endWorkItem(tx.sql, {
     id: item.id,
     from: item.status as WorkItemStatus,
@@ -381,7 +381,7 @@ export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedEr
 async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): Promise<AnswerResult> {
   const owner = item.status === 'queued' ? null : item.lease_owner;
   const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
-  await appendEntry(tx, thread, item.id, 'error', item.attempt, {
+  appendEntry(tx, thread, item.id, 'error', item.attempt, {
     ...errorPayload(error, item),
     next: 'dead_letter',
     ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),

@@ -48,7 +48,7 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     if (!started) return;
     if (started.kind === 'recorded') {
       // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
-      return finish(d, l, started.response, false);
+      return finish(d, l, started.response.row, false);
     }
     const { request, route } = started;
     d.ctx.crashAt('during_call');
@@ -69,7 +69,7 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     }
     // Paid work: keep trying to record it through storage trouble rather than lose it.
     const record = () => d.write((tx) => recordResponse(tx, d.ctx, itemId, outcome, route));
-    response = await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped });
+    response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
     d.ctx.crashAt('after_response');
   }
   await finish(d, l, response, l.resumeFrom !== null);

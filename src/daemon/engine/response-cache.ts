@@ -13,7 +13,7 @@ import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { Sql } from '../../core/sql.js';
 import { isCacheable, requestCacheKey } from '../../domain/cache-key.js';
 import type { ChatRequest } from '../../domain/prompts.js';
-import { appendEntry, type Tx } from './tx.js';
+import { appendEntry, type PendingEntry, type Tx } from './tx.js';
 
 interface RecordedPrompt {
   request: ChatRequest;
@@ -34,9 +34,9 @@ export async function findCachedAnswer(sql: Sql, endpoint: string, request: Chat
 }
 
 /** Appends the cached answer as this attempt's response: same body, no usage, `cached_from` the original. */
-export async function appendCachedResponse(tx: Tx, thread: ThreadRow, item: WorkItemRow, source: LedgerRow): Promise<LedgerRow> {
+export function appendCachedResponse(tx: Tx, thread: ThreadRow, item: WorkItemRow, source: LedgerRow): PendingEntry {
   const original = JSON.parse(source.payload) as { http_status: number; body: unknown };
-  return await appendEntry(tx, thread, item.id, 'response', item.attempt, {
+  return appendEntry(tx, thread, item.id, 'response', item.attempt, {
     http_status: original.http_status,
     request_id: null,
     latency_ms: 0,

@@ -5,7 +5,7 @@
  * scheduler (a scheduled run ends with its thread, in the same transaction).
  */
 import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
-import { appendLedgerEntries, appendLedgerEntry, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
+import { appendLedgerEntries, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { cancelActiveThreads, countChildThreadsByStatus, getThread, lockThread, transitionThread } from '../../db/threads.js';
@@ -33,6 +33,65 @@ export interface EngineHooks {
 export type Tx = WriteScope<EngineEvent, EngineHooks>;
 export type Write = WriteTx<EngineEvent, EngineHooks>;
 
+/**
+ * A ledger entry appended at the end of its transaction (`appendEntries`): `row` is there once the
+ * transaction's entries are written, which happens before its COMMIT — read it after the write, or in a
+ * step given to `afterAppend`.
+ */
+export interface PendingEntry {
+  readonly row: LedgerRow;
+}
+
+class Pending implements PendingEntry {
+  written: LedgerRow | undefined;
+  get row(): LedgerRow {
+    if (!this.written) throw new Error('a ledger entry was read before its transaction appended it');
+    return this.written;
+  }
+}
+
+/** What a transaction will append at its end, and the steps that need the appended rows. */
+interface LedgerBuffer {
+  entries: NewLedgerEntry[];
+  pending: Pending[];
+  events: { seq: number }[];
+  after: (() => Promise<void>)[];
+}
+
+/** Per transaction (its statement handle is its own for the closure's lifetime). */
+const buffers = new WeakMap<object, LedgerBuffer>();
+
+function bufferOf(tx: Tx): LedgerBuffer {
+  let buffer = buffers.get(tx.sql);
+  if (!buffer) {
+    const created: LedgerBuffer = { entries: [], pending: [], events: [], after: [] };
+    buffers.set(tx.sql, created);
+    tx.atEnd(() => flushLedger(tx, created));
+    buffer = created;
+  }
+  return buffer;
+}
+
+/**
+ * Writes the transaction's entries, in the order they were appended, in one append (the chain head is
+ * taken here, at the end of the transaction, and held only for this and the COMMIT), then runs the steps
+ * that needed their seqs.
+ */
+async function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
+  buffers.delete(tx.sql);
+  const rows = await appendLedgerEntries(tx.sql, buffer.entries);
+  rows.forEach((row, i) => {
+    buffer.pending[i]!.written = row;
+    buffer.events[i]!.seq = row.seq;
+  });
+  for (const step of buffer.after) await step();
+}
+
+/** Runs `step` in this transaction once its ledger entries are appended (it may read their `row`). */
+export function afterAppend(tx: Tx, step: () => Promise<void>): void {
+  bufferOf(tx).after.push(step);
+}
+
 export function appendEntry(
   tx: Tx,
   thread: ThreadRow,
@@ -40,12 +99,8 @@ export function appendEntry(
   entryType: LedgerEntryType,
   attempt: number | null,
   payload: Record<string, unknown>,
-): Promise<LedgerRow> {
-  const entry: EntryOfThread = { thread, workItemId, entryType, attempt, payload };
-  return appendLedgerEntry(tx.sql, newLedgerEntry(tx, entry)).then((row) => {
-    emitLedgerEntry(tx, entry, row);
-    return row;
-  });
+): PendingEntry {
+  return appendEntries(tx, [{ thread, workItemId, entryType, attempt, payload }])[0]!;
 }
 
 /** One ledger entry to append, with the thread it belongs to (for its event). */
@@ -57,37 +112,33 @@ export interface EntryOfThread {
   payload: Record<string, unknown>;
 }
 
-/** Appends the entries in order (a bulk command's: one head read for all of them) and emits one event each. */
-export async function appendEntries(tx: Tx, entries: readonly EntryOfThread[]): Promise<void> {
-  const rows = await appendLedgerEntries(
-    tx.sql,
-    entries.map((e) => newLedgerEntry(tx, e)),
-  );
-  for (const [i, entry] of entries.entries()) emitLedgerEntry(tx, entry, rows[i]!);
-}
-
-const newLedgerEntry = (tx: Tx, e: EntryOfThread): NewLedgerEntry => ({
-  thread_id: e.thread.id,
-  work_item_id: e.workItemId,
-  entry_type: e.entryType,
-  attempt: e.attempt,
-  payload: e.payload,
-  created_at: tx.now,
-});
-
-function emitLedgerEntry(tx: Tx, { thread, workItemId, entryType, attempt, payload }: EntryOfThread, row: LedgerRow): void {
-  tx.emit({
-    type: 'ledger',
-    thread_id: thread.id,
-    parent_thread_id: thread.parent_thread_id,
-    trace_id: traceIdOf(thread.traceparent),
-    work_item_id: workItemId,
-    seq: row.seq,
-    entry_type: entryType,
-    attempt,
-    code: typeof payload.code === 'string' ? payload.code : null,
-    next: typeof payload.next === 'string' ? payload.next : null,
-    summary: summarizeLedgerEntry(entryType, payload),
+/**
+ * Appends the entries, in order, at the end of this transaction (the same transaction as the change
+ * they explain, so they commit or roll back with it). Each one's event is emitted now, so events keep the
+ * order of the changes; its `seq` is filled in when the entries are written, before the commit publishes it.
+ */
+export function appendEntries(tx: Tx, entries: readonly EntryOfThread[]): PendingEntry[] {
+  const buffer = bufferOf(tx);
+  return entries.map(({ thread, workItemId, entryType, attempt, payload }) => {
+    buffer.entries.push({ thread_id: thread.id, work_item_id: workItemId, entry_type: entryType, attempt, payload, created_at: tx.now });
+    const event: Extract<EngineEvent, { type: 'ledger' }> = {
+      type: 'ledger',
+      thread_id: thread.id,
+      parent_thread_id: thread.parent_thread_id,
+      trace_id: traceIdOf(thread.traceparent),
+      work_item_id: workItemId,
+      seq: 0,
+      entry_type: entryType,
+      attempt,
+      code: typeof payload.code === 'string' ? payload.code : null,
+      next: typeof payload.next === 'string' ? payload.next : null,
+      summary: summarizeLedgerEntry(entryType, payload),
+    };
+    tx.emit(event);
+    buffer.events.push(event);
+    const pending = new Pending();
+    buffer.pending.push(pending);
+    return pending;
   });
 }
 

@@ -190,7 +190,7 @@ export async function cancelThread(tx: Tx, threadId: string): Promise<{ thread: 
   await cancelThreads(tx, threadIds);
   // Leased items: their pipelines record CANCELED when the abort of their calls lands.
   const abort = (await listLeasedWorkItemsOfThreads(tx.sql, threadIds)).map((i) => i.id);
-  await recordCanceledItems(tx, new Map(targets.map((t) => [t.id, t])), ended);
+  recordCanceledItems(tx, new Map(targets.map((t) => [t.id, t])), ended);
   return { thread: (await getThread(tx.sql, threadId))!, abort };
 }
 
@@ -216,8 +216,8 @@ const CANCELED: ClassifiedError = { code: 'CANCELED', class: 'canceled', message
  * The CANCELED `error` entries of queued items (never leased: no call, no lock) a cancel ended, appended
  * as one batch — the transaction's last statements, so the chain head is held only to its commit.
  */
-async function recordCanceledItems(tx: Tx, threadOf: ReadonlyMap<string, ThreadRow>, ended: readonly WorkItemRow[]): Promise<void> {
-  await appendEntries(
+function recordCanceledItems(tx: Tx, threadOf: ReadonlyMap<string, ThreadRow>, ended: readonly WorkItemRow[]): void {
+  appendEntries(
     tx,
     ended.map((item) => ({
       thread: threadOf.get(item.thread_id)!,

@@ -21,7 +21,7 @@ export async function supersedeThread(tx: Tx, thread: ThreadRow, byThreadId: str
   const item = await supersedableItem(tx, thread);
   if (!item) throw new Error(`thread ${thread.id} has no queued work item to supersede`);
   const message = `superseded by thread ${byThreadId} (a --force request for the same target) before its call started; nothing was paid for it`;
-  await appendEntry(tx, thread, item.id, 'error', item.attempt, {
+  appendEntry(tx, thread, item.id, 'error', item.attempt, {
     code: 'SUPERSEDED',
     class: 'canceled',
     message,

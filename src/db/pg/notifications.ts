@@ -5,7 +5,7 @@
  * dedicated session (a pooled connection would lose its LISTEN when returned). Notifications carry ids
  * only; listeners re-read the committed rows.
  */
-import type pg from 'pg';
+import pg from 'pg';
 import { connectPostgres } from './connection.js';
 
 export interface Notification {
@@ -21,13 +21,20 @@ export interface NotificationHandlers {
   failed(err: Error): void;
 }
 
-/** Sends `notes` from the caller's transaction, in one statement (Postgres drops duplicates within a transaction). */
-export async function sendNotifications(client: pg.ClientBase, notes: readonly Notification[]): Promise<void> {
-  if (notes.length === 0) return;
-  await client.query('SELECT pg_notify(n.channel, n.payload) FROM unnest($1::text[], $2::text[]) AS n(channel, payload)', [
-    notes.map((n) => n.channel),
-    notes.map((n) => n.payload),
-  ]);
+/**
+ * The text that ends the caller's transaction with `end` and, in the same round trip, first sends `notes`
+ * from it (delivered at that COMMIT, dropped by a ROLLBACK; Postgres drops duplicates within a
+ * transaction). One simple-protocol query, so the values are escaped literals.
+ */
+export function endWithNotifications(notes: readonly Notification[], end: 'COMMIT' | 'ROLLBACK'): string {
+  if (notes.length === 0) return end;
+  const values = notes.map((n) => `(${pg.escapeLiteral(n.channel)}, ${pg.escapeLiteral(n.payload)})`).join(', ');
+  return `SELECT pg_notify(n.channel, n.payload) FROM (VALUES ${values}) AS n(channel, payload); ${end}`;
+}
+
+/** The command tag of the last statement of a (possibly multi-statement) query's results. */
+export function lastCommand(result: pg.QueryResult | pg.QueryResult[]): string {
+  return (Array.isArray(result) ? result.at(-1)! : result).command;
 }
 
 /** The delays before reconnecting a lost LISTEN session: quick first, then at most every 5 s. */

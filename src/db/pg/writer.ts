@@ -28,7 +28,7 @@ import { InfraError } from '../../core/errors.js';
 import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
 import { isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
 import { ClosureSql, settleClosure } from '../sql.js';
-import { type Notification, sendNotifications } from './notifications.js';
+import { endWithNotifications, lastCommand, type Notification } from './notifications.js';
 import { PgSql } from './sql.js';
 
 export interface PgWriterOptions<E> {
@@ -160,12 +160,13 @@ export class PgWriter<E = never> implements TxRunner<E> {
       let value = fn(handle, emit);
       if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 30_000);
       handle.revoke();
-      if (events.length > 0 && this.opts.notificationsOf) await sendNotifications(client, this.opts.notificationsOf(events));
+      const notes = events.length > 0 && this.opts.notificationsOf ? this.opts.notificationsOf(events) : [];
       atCommit = true;
       const started = performance.now();
-      const result = await client.query('COMMIT');
+      // The notifications go in COMMIT's round trip: the last thing a write sends is one query.
+      const result = (await client.query(endWithNotifications(notes, 'COMMIT'))) as pg.QueryResult | pg.QueryResult[];
       // A transaction in which a statement failed answers COMMIT with ROLLBACK: nothing was applied.
-      if (result.command !== 'COMMIT') throw new Error('the transaction was rolled back at COMMIT (a statement in it had failed)');
+      if (lastCommand(result) !== 'COMMIT') throw new Error('the transaction was rolled back at COMMIT (a statement in it had failed)');
       const commitMs = performance.now() - started;
       this.opts.onCommit?.({ writes: 1, commitMs });
       if (events.length > 0) this.opts.publish?.(events);
@@ -174,10 +175,13 @@ export class PgWriter<E = never> implements TxRunner<E> {
       handle.revoke();
       // Forget first: the uncommitted rows stay invisible to everyone else until ROLLBACK ends.
       this.opts.onRollback?.(client);
-      if (isInfraPgError(error)) broken = error as Error;
-      else if (!atCommit) broken = await rollback(client);
+      const infra = isInfraPgError(error);
+      if (infra) broken = error as Error;
+      // Also after the COMMIT query failed: the notifications sent before COMMIT in it may have failed
+      // and left the transaction open (ROLLBACK outside a transaction only warns).
+      else broken = await rollback(client);
       // Only a failed connection leaves COMMIT's outcome unknown; any other error there means rolled back.
-      return { failure: { error, atCommit: atCommit && broken !== undefined } };
+      return { failure: { error, atCommit: atCommit && infra } };
     } finally {
       // A connection that failed, or might be mid-transaction, is closed rather than reused.
       client.release(broken ?? false);
