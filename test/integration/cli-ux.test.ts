@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { configFileSchema } from '../../src/daemon/config/config.js';
+import { configFileSchema } from '../../src/daemon/config/config-file.js';
 import { CLI, FAST_RETRY, Harness, project, ROOT, type CommandJson, type ThreadJson } from '../helpers/harness.js';
 
 let h: Harness;

@@ -13,7 +13,8 @@ import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertThread } from '../../src/db/threads.js';
-import { claimWorkItem, getWorkItem, insertWorkItem, lockExpiredLeases } from '../../src/db/work-items.js';
+import { lockExpiredLeases } from '../../src/db/leases.js';
+import { claimWorkItem, getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 

@@ -8,16 +8,7 @@
  */
 import type { Sql } from '../../core/sql.js';
 import type { LedgerRow } from '../../db/schema.js';
-import {
-  getWorkItem,
-  listLeasesNotOwnedBy,
-  lockExpiredLeases,
-  lockLeasesAtSharedStart,
-  nextQueuedDeadline,
-  nextQueuedDueAt,
-  unparkBudgetItems,
-} from '../../db/work-items.js';
-import type { WorkItemRow } from '../../db/schema.js';
+import { getWorkItem, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
 import { getThread } from '../../db/threads.js';
 import type { ModelRoute } from '../routing/router.js';
 import { EngineSpans } from '../tracing/engine-spans.js';
@@ -29,7 +20,7 @@ import type { CallOutcome } from './executor.js';
 import { runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
-import { extendLeases, rescueLeases, sweepLocksAndParents } from './rescuer.js';
+import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
@@ -40,8 +31,6 @@ import type { Logger } from '../../core/logger.js';
 const MAX_SLEEP_MS = 3_600_000;
 /** How soon a claim round looks again at an item that was due but not claimed (see scheduleNextDue). */
 const DUE_RECHECK_MS = 1000;
-/** Expired leases one recovery transaction takes on a shared database; a full batch scans again at once. */
-const RESCUE_BATCH = 100;
 
 /** What the engine reports for metrics; nothing here feeds back into execution. */
 export interface EngineObserver {
@@ -385,19 +374,6 @@ export class Engine {
   }
 
   /**
-   * The leases the recovery scan takes, read (and on Postgres locked) in its transaction. At start of a
-   * daemon alone on its database, every lease held by another owner: that owner is a previous, dead
-   * process. On a shared database, only expired leases — a live daemon's heartbeats keep its own fresh
-   * — plus, at start, those of earlier processes of this home (the home lock proves them dead). Later
-   * scans pass over this daemon's own items in flight (a stalled heartbeat is not a dead worker).
-   */
-  private async staleLeases(tx: Tx, startup: boolean): Promise<WorkItemRow[]> {
-    if (startup && this.o.exclusive) return listLeasesNotOwnedBy(tx.sql, this.ctx.owner);
-    if (startup) return lockLeasesAtSharedStart(tx.sql, { owner: this.ctx.owner, home_prefix: this.o.homePrefix, now: tx.now, limit: RESCUE_BATCH });
-    return (await lockExpiredLeases(tx.sql, tx.now, RESCUE_BATCH)).filter((i) => !this.inFlight.has(i.id));
-  }
-
-  /**
    * The recovery scan: takes over the leases of items whose worker is gone (rescuer.ts) and sweeps
    * orphaned locks and finished orchestrations. Which leases count as gone: see `staleLeases`. On a
    * shared database a full batch means more may have expired: it scans again at once.
@@ -405,7 +381,13 @@ export class Engine {
   async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     try {
       const result = await this.write(async (tx) => {
-        const stale = await this.staleLeases(tx, startup);
+        const stale = await lockStaleLeases(tx, {
+          startup,
+          exclusive: this.o.exclusive,
+          owner: this.ctx.owner,
+          homePrefix: this.o.homePrefix,
+          inFlight: this.inFlight,
+        });
         return { scanned: stale.length, ...(await rescueLeases(tx, this.ctx, stale, this.leaseMs)), ...(await sweepLocksAndParents(tx)) };
       });
       for (const r of result.resume) {

@@ -14,11 +14,31 @@ import { acquireLock, extendLock, releaseOrphanedLocks } from '../../db/locks.js
 import { tryLockKeyForTransaction } from '../../db/key-locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
-import { extendLease, getWorkItem, requeueWorkItem, takeOverLease } from '../../db/work-items.js';
+import { extendLease, listLeasesNotOwnedBy, lockExpiredLeases, lockLeasesAtSharedStart, takeOverLease } from '../../db/leases.js';
+import { getWorkItem, requeueWorkItem } from '../../db/work-items.js';
 import { closeAfterError, lockProjectBudget, releaseUnsent } from './charges.js';
 import { failAttempt, holdInDoubt, type EngineContext } from './completer.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
+
+/** Expired leases one recovery transaction takes on a shared database; a full batch scans again at once. */
+export const RESCUE_BATCH = 100;
+
+/**
+ * The leases the recovery scan takes, read (and on Postgres locked) in its transaction. At start of a
+ * daemon alone on its database, every lease held by another owner: that owner is a previous, dead
+ * process. On a shared database, only expired leases — a live daemon's heartbeats keep its own fresh
+ * — plus, at start, those of earlier processes of this home (the home lock proves them dead). Later
+ * scans pass over this daemon's own items in flight (a stalled heartbeat is not a dead worker).
+ */
+export async function lockStaleLeases(
+  tx: Tx,
+  scan: { startup: boolean; exclusive: boolean; owner: string; homePrefix: string; inFlight: ReadonlyMap<string, unknown> },
+): Promise<WorkItemRow[]> {
+  if (scan.startup && scan.exclusive) return listLeasesNotOwnedBy(tx.sql, scan.owner);
+  if (scan.startup) return lockLeasesAtSharedStart(tx.sql, { owner: scan.owner, home_prefix: scan.homePrefix, now: tx.now, limit: RESCUE_BATCH });
+  return (await lockExpiredLeases(tx.sql, tx.now, RESCUE_BATCH)).filter((i) => !scan.inFlight.has(i.id));
+}
 
 export interface RescueResult {
   /** Items whose recorded response must be validated and applied (now leased by us). */
