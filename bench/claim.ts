@@ -66,7 +66,7 @@ async function run(variant: Variant, projects: number): Promise<number> {
   const db = openDatabase(join(dir, 'combine.db'));
   applyMigrations(db);
   const writer = new Writer<EngineEvent>(db, {});
-  const write = writeTx(writer, systemClock, { threadsEnded: async () => {} });
+  const write = writeTx(writer, systemClock, { threadsEnded: async () => {}, budgeted: () => true });
   const perProject = ITEMS / projects;
   for (let p = 0; p < projects; p++) {
     const id = `p${p}`;

@@ -21,7 +21,7 @@ import { sharedRateLimits } from './engine/shared-rate-limits.js';
 import { type EngineEvent, EventBus } from './engine/events.js';
 import type { Provider } from './engine/provider.js';
 import type { EngineHooks } from './engine/tx.js';
-import { flowControlOf } from './config/flow.js';
+import { flowControlOf, hasBudget } from './config/flow.js';
 import { type EventLog, type LogFile, logEngineEvents, unbufferedEventLog } from './runtime/logger.js';
 import { daemonMetricsSource, Metrics } from './runtime/metrics.js';
 import { listenToOtherDaemons, notificationsOf, RemoteChanges } from './runtime/cluster-changes.js';
@@ -132,6 +132,7 @@ export class App implements Services {
     // A scheduled run ends with its thread, in the thread's transaction (lease-then-LLM's finalize).
     const hooks: EngineHooks = {
       threadsEnded: (tx, threads, status) => finalizeRunsOfThreads(tx, threads, status),
+      budgeted: (projectId) => hasBudget(config.flow, projectId),
     };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;

@@ -5,6 +5,7 @@
  * to two daemons at once makes one thread and one call, and three daemons together spend exactly a
  * project's budget. Postgres project only (vitest.config.ts).
  */
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PARKED_UNTIL_RAISED } from '../../src/daemon/engine/producer.js';
 import { daemonOwner } from '../../src/daemon/runtime/owner.js';
@@ -145,6 +146,30 @@ describe('several daemons on one Postgres', () => {
     const usage = await a.json<{ budgets: { project_id: string; spent_total: { cost_usd: number } }[] }>(['usage', '--project', 'p']);
     expect(usage.budgets[0]!.spent_total.cost_usd).toBe(10 * cost);
     expect((await a.queryOne<{ n: number }>('SELECT count(*) AS n FROM llm_work_items WHERE lease_owner IS NOT NULL'))!.n).toBe(0);
+  });
+
+  it('a project without a budget is not held up by the budget lock: its calls complete while another session holds it', async () => {
+    // A project with a budget serializes its spend decisions across daemons on a per-project lock; one
+    // without never parks for spend, so its answers must not queue behind that lock (on a shared database
+    // it was every project's bottleneck).
+    g = await DaemonGroup.start(1);
+    const a = g.first;
+    g.writeConfig({ ...FAST_RETRY, budgets: { projects: { q: { total_tokens: 1_000_000 } } } });
+    await a.startDaemon();
+    await a.importProject(evenProject('p'));
+    const holder = new pg.Client({ connectionString: a.database!.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query("SELECT pg_advisory_xact_lock(hashtextextended('budget:p', 0))");
+      const cmd = await a.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E10']);
+      await waitUntil(async () => (await threadStatus(a, cmd.thread_id)) === 'complete', 'the request to complete while the lock is held', 30_000);
+      const ledger = await a.json<{ entry_type: string }[]>(['ledger', cmd.thread_id]);
+      expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
   });
 
   it('a cancel sent to one daemon while both claim the run’s children ends every child, each recorded once', async () => {

@@ -68,6 +68,11 @@ export function budgetFor(flow: FlowConfig, projectId: string): BudgetLimits {
   return { ...flow.budgets.default, ...flow.budgets.projects[projectId] };
 }
 
+/** Whether any limit applies to the project's spend (most projects have none). */
+export function hasBudget(flow: FlowConfig, projectId: string): boolean {
+  return Object.values(budgetFor(flow, projectId)).some((v) => v !== undefined);
+}
+
 /**
  * Cost budgets need a price for every model that may be called; without one every call would cost
  * "0" and a cost budget would never stop anything. Returns the problem, or null.

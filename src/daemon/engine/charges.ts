@@ -15,6 +15,7 @@ import { addProjectSpend, closeChargeWithoutResponse, getOpenCharge, insertCharg
 import type { ChargeRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
 import { lockKeyForTransaction, tryLockKeyForTransaction } from '../../db/key-locks.js';
+import { DONE } from '../../db/statements.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
 import type { Usage } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
@@ -25,7 +26,7 @@ export type PriceOf = (model: string) => ModelPrice | undefined;
 
 export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, estimate: CallEstimate): Promise<void> {
   const day = utcDay(tx.now);
-  await addProjectSpend(tx.sql, { project_id: item.project_id, day, tokens: estimate.tokens, cost_usd: estimate.cost_usd });
+  await moveSpend(tx, { project_id: item.project_id, day, tokens: estimate.tokens, cost_usd: estimate.cost_usd });
   await insertCharge(tx.sql, {
     id: newId(tx.now),
     work_item_id: item.id,
@@ -76,7 +77,7 @@ export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: Pe
   );
   if (!usage) return; // in doubt: stays counted at its maximum
   // Budgets now count the real usage instead of the maximum (a call can exceed its estimate slightly).
-  await addProjectSpend(tx.sql, {
+  await moveSpend(tx, {
     project_id: charge.project_id,
     day: charge.day,
     tokens: usage.total_tokens - charge.reserved_tokens,
@@ -110,13 +111,53 @@ export async function releaseUnsent(tx: Tx, item: WorkItemRow): Promise<void> {
 
 /** A released charge gives its whole reservation back to the budget. */
 async function unreserve(tx: Tx, item: WorkItemRow, charge: ChargeRow): Promise<void> {
-  await addProjectSpend(tx.sql, { project_id: charge.project_id, day: charge.day, tokens: -charge.reserved_tokens, cost_usd: -charge.reserved_cost_usd });
+  await moveSpend(tx, { project_id: charge.project_id, day: charge.day, tokens: -charge.reserved_tokens, cost_usd: -charge.reserved_cost_usd });
   await freeHeadroom(tx, item);
 }
 
-/** Part of a reservation came back: the project's budget-parked items may fit now; the claim re-checks. */
+/**
+ * Part of a reservation came back: the project's budget-parked items may fit now; the claim re-checks.
+ * A project without a budget has none parked (a budget removed from the config is seen at start, which
+ * unparks every project's items).
+ */
 async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
-  await unparkBudgetItems(tx.sql, { project_id: item.project_id, now: tx.now });
+  if (tx.hooks.budgeted(item.project_id)) await unparkBudgetItems(tx.sql, { project_id: item.project_id, now: tx.now });
+}
+
+type SpendChange = Parameters<typeof addProjectSpend>[1];
+
+/** Per transaction (its statement handle is its own for the closure's lifetime): spend to add at its end. */
+const pendingSpend = new WeakMap<object, Map<string, SpendChange>>();
+
+/**
+ * Moves the project's running spend (llm_project_spend, one row per project and day). A budgeted
+ * project's moves now: the claim decides on it in this same transaction, under the budget lock. Any
+ * other project's at the end of the transaction, after its ledger append, summed into one statement per
+ * project and day: the row is then locked only from there to the COMMIT. Moved where it happened, the
+ * row stayed locked while the transaction waited for the chain head, and on a shared database every
+ * transaction of the project queued behind it.
+ */
+function moveSpend(tx: Tx, change: SpendChange): Promise<void> {
+  if (tx.hooks.budgeted(change.project_id)) return addProjectSpend(tx.sql, change);
+  let pending = pendingSpend.get(tx.sql);
+  if (!pending) {
+    const created = new Map<string, SpendChange>();
+    pendingSpend.set(tx.sql, created);
+    afterAppend(tx, () => addPendingSpend(tx, created));
+    pending = created;
+  }
+  const key = `${change.project_id}\0${change.day}`;
+  const sum = pending.get(key);
+  if (sum) {
+    sum.tokens += change.tokens;
+    sum.cost_usd += change.cost_usd;
+  } else pending.set(key, { ...change });
+  return DONE;
+}
+
+async function addPendingSpend(tx: Tx, pending: Map<string, SpendChange>): Promise<void> {
+  pendingSpend.delete(tx.sql);
+  for (const change of pending.values()) if (change.tokens !== 0 || change.cost_usd !== 0) await addProjectSpend(tx.sql, change);
 }
 
 /**
@@ -128,12 +169,16 @@ async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
  * the items parked although they fit. Taken before a transaction's first ledger append (the chain
  * head is the last shared lock a transaction takes: no cycle through it); a transaction needing several
  * projects' takes them all first, in sorted order (recovery), or waits only for its first (a claim round).
+ * A project without a budget never has items parked for spend: nothing to serialize, no lock — on a
+ * shared database that lock (held to the commit, behind the chain head) was the per-project queue.
  */
 export function lockProjectBudget(tx: Tx, projectId: string): Promise<void> {
-  return lockKeyForTransaction(tx.sql, `budget:${projectId}`);
+  return tx.hooks.budgeted(projectId) ? lockKeyForTransaction(tx.sql, `budget:${projectId}`) : DONE;
 }
 
 /** `lockProjectBudget` if no other transaction holds it; false when one does (always true on SQLite). */
 export function tryLockProjectBudget(tx: Tx, projectId: string): Promise<boolean> {
-  return tryLockKeyForTransaction(tx.sql, `budget:${projectId}`);
+  return tx.hooks.budgeted(projectId) ? tryLockKeyForTransaction(tx.sql, `budget:${projectId}`) : LOCKED;
 }
+
+const LOCKED = Promise.resolve(true);

@@ -98,7 +98,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       continue;
     }
     const { route, estimate, thread } = await estimateFor(tx, flow, item);
-    if (!route.free && hasBudget(flow, item) && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
+    if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
       // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
       skipped.add(item.id);
       await refresh(pick.project_id);
@@ -208,12 +208,8 @@ async function estimateFor(
  * Whether the project can afford the call. If not, its due items are parked — until the next UTC
  * midnight when only a daily limit is in the way, else until the budget is raised — and the scheduler
  * no longer sees them. A settled or released reservation of the project unparks them (engine/charges.ts).
+ * Called only for a project with a budget (`tx.hooks.budgeted`; most have none: then no await).
  */
-/** Whether the item's project has a budget to check (most have none: then no await). */
-function hasBudget(flow: FlowControl, item: WorkItemRow): boolean {
-  return Object.values(flow.budgetFor(item.project_id)).some((v) => v !== undefined);
-}
-
 async function fitsBudget(
   tx: Tx,
   flow: FlowControl,
@@ -222,7 +218,7 @@ async function fitsBudget(
   round: ClaimRound,
   budgetLocks: Map<string, boolean>,
 ): Promise<boolean> {
-  const limits = flow.budgetFor(item.project_id); // at least one (hasBudget)
+  const limits = flow.budgetFor(item.project_id); // at least one (budgeted)
   // Daemons sharing a database decide one after another per project, each seeing the reservations the
   // others committed: together they never reserve past the budget (held until this claim commits).
   if (!(await takeBudgetLock(tx, item.project_id, budgetLocks))) {

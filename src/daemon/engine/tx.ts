@@ -27,6 +27,11 @@ export type EndedStatus = 'complete' | 'failed' | 'canceled';
 export interface EngineHooks {
   /** Threads reached a terminal status (one, or a bulk cancel's many): the scheduler finalizes the runs they work for. */
   threadsEnded(tx: Tx, threads: readonly ThreadRow[], status: EndedStatus): Promise<void>;
+  /**
+   * Whether the project has a budget (config `budgets`): only a budgeted project's items can be parked
+   * for spend, so only its spend decisions take the cross-daemon budget lock (engine/charges.ts).
+   */
+  budgeted(projectId: string): boolean;
 }
 
 /** A write closure's transaction (core/tx.ts) with the engine's events and hooks. */
