@@ -317,14 +317,16 @@ export class Engine {
     traceparent = claim?.traceparent ?? null,
   ): void {
     const itemId = item.id;
+    // Its ids alone, not the row: kept by the item's closures while its call waits (2,000 rows at target 6).
+    const ids = { id: itemId, thread_id: item.thread_id };
     // The item's child logger is made on first use: most items never log, and making one runs the
     // daemon's redaction over each binding (~11 KiB allocated per item at target 1).
     const logger = this.o.logger;
     let child: Logger | null = null;
-    const log = () => (child ??= logger.child({ component: 'engine', thread_id: item.thread_id, work_item_id: item.id, trace_id: traceIdOf(traceparent) }));
+    const log = () => (child ??= logger.child({ component: 'engine', thread_id: ids.thread_id, work_item_id: ids.id, trace_id: traceIdOf(traceparent) }));
     const entry: InFlight = { cancel: new AbortController(), lockScope: item.lock_scope, log };
     this.inFlight.set(itemId, entry);
-    runLeasedItem(this.pipeline, { item, cancel: entry.cancel.signal, resumeFrom, log, claimedRoute: claim?.route ?? null, traceparent })
+    runLeasedItem(this.pipeline, { item: ids, cancel: entry.cancel.signal, resumeFrom, log, claimedRoute: claim?.route ?? null, traceparent })
       .catch((err) => log().error({ err }, 'work item step failed; recovery will resume it'))
       .finally(() => {
         this.inFlight.delete(itemId);
