@@ -74,7 +74,8 @@ type Started = { kind: 'recorded'; response: PendingEntry } | { kind: 'call'; ro
  * committed, then the call sent — its outcome is awaited outside the slot. Null: the item ended instead.
  */
 async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null> {
-  await d.startSlots.take();
+  // Crash tests die here: earlier slices' calls sent, this one's items claimed but not started.
+  if (await d.startSlots.take()) d.ctx.crashAt('between_start_slices');
   try {
     const started = await d.write((tx) => startWorkItem(tx, d.ctx, l.item.id));
     // No call after all: a half-open breaker's probe is free again.

@@ -21,13 +21,13 @@ export class StartSlots {
     this.free = size;
   }
 
-  /** Waits for a slot; every `take` is followed by one `giveBack`. */
-  take(): Promise<void> {
+  /** Waits for a slot; every `take` is followed by one `giveBack`. Resolves true when it had to wait (a later slice). */
+  take(): Promise<boolean> {
     if (this.free > 0) {
       this.free--;
-      return Promise.resolve();
+      return Promise.resolve(false);
     }
-    return new Promise((resolve) => this.waiting.push(resolve));
+    return new Promise((resolve) => this.waiting.push(() => resolve(true)));
   }
 
   /** Frees the slot on the next turn of the event loop (to the longest waiting item, if any). */
