@@ -22,7 +22,7 @@ import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
-import { StartSlots } from './start-slots.js';
+import { START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
 import type { Clock } from '../../core/clock.js';
@@ -30,14 +30,6 @@ import type { Logger } from '../../core/logger.js';
 
 /** The longest the engine sleeps before looking at the queue again. */
 const MAX_SLEEP_MS = 3_600_000;
-/**
- * Items starting at once (start-slots.ts): a claim round of more is started in slices of this many, each
- * slice one commit with its calls sent before the next slice's prompts are built. Above the default
- * max_in_flight (8), so a daemon of usual size starts a round as before. 64: a slice's start garbage
- * (prompts, ledger entries, canonical JSON) then dies in V8's young generation (bench target 6: with 256
- * much of it was promoted, and the peak was higher).
- */
-const START_SLICE = 64;
 /** How soon a claim round looks again at an item that was due but not claimed (see scheduleNextDue). */
 const DUE_RECHECK_MS = 1000;
 
