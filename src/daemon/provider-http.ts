@@ -32,32 +32,47 @@ export function pooledFetch(baseURL: string, pool: PoolOptions): (input: string 
   const agentOptions = { keepAlive: true, maxSockets: pool.maxSockets, maxFreeSockets: pool.maxFreeSockets, timeout: pool.idleMs, scheduling: 'lifo' as const };
   const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
   const request = secure ? https.request : http.request;
-  return (input: string | URL | Request, init: RequestInit = {}): Promise<Response> =>
-    new Promise((resolve, reject) => {
-      if (input instanceof Request) throw new TypeError('pooledFetch takes a URL, not a Request');
-      const headers = flatHeaders(init.headers);
-      const body = init.body ?? null;
-      if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) throw new TypeError('pooledFetch sends a string or bytes body only');
-      if (body !== null) headers['content-length'] = String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
-      const req = request(input, { method: init.method ?? 'GET', headers, agent, ...(init.signal ? { signal: init.signal } : {}) });
-      req.once('error', reject);
-      req.once('response', (res) => {
-        req.off('error', reject);
-        resolve(toResponse(res));
-      });
+  return (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    if (input instanceof Request) throw new TypeError('pooledFetch takes a URL, not a Request');
+    const body = init.body ?? null;
+    if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) throw new TypeError('pooledFetch sends a string or bytes body only');
+    // The headers are set on the request, not passed in its options: the agent keeps a socket's options
+    // (in its listeners) for the socket's life, and they would keep every header of the call alive.
+    const req = request(input, { method: init.method ?? 'GET', agent, ...(init.signal ? { signal: init.signal } : {}) });
+    const answer = answerOf(req);
+    try {
+      setHeaders(req, init.headers);
+      if (body !== null) req.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
       req.end(body ?? undefined);
+    } catch (err) {
+      // A header Node refuses: the request (already given a socket) is dropped, and the call fails with it.
+      req.destroy(err as Error);
+    }
+    return answer;
+  };
+}
+
+/**
+ * The response of a sent request. Apart from `pooledFetch`'s scope, so that while the call waits its
+ * listeners keep the request alone — not the SDK's `init` (its `Headers`, the body string).
+ */
+function answerOf(req: http.ClientRequest): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    req.once('error', reject);
+    req.once('response', (res) => {
+      req.off('error', reject);
+      resolve(toResponse(res));
     });
+  });
 }
 
 /** The SDK hands a `Headers`; plain objects and pairs are taken too. */
-function flatHeaders(init: RequestInit['headers']): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (!init) return out;
+function setHeaders(req: http.ClientRequest, init: RequestInit['headers']): void {
+  if (!init) return;
   const headers = init instanceof Headers ? init : new Headers(init);
   headers.forEach((value, name) => {
-    out[name] = value;
+    req.setHeader(name, value);
   });
-  return out;
 }
 
 function toResponse(res: IncomingMessage): Response {

@@ -22,6 +22,7 @@ import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
+import { START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
 import type { Clock } from '../../core/clock.js';
@@ -129,6 +130,7 @@ export class Engine {
       write: (fn) => this.write(fn),
       call: { timeoutMs: o.callTimeoutMs, secrets: o.secrets, maxProviderWaitMs: o.maxProviderWaitMs },
       stopped: () => this.stopping,
+      startSlots: new StartSlots(START_SLICE),
       onOutcome: (route, outcome) => {
         this.observeProvider(route, outcome);
         o.observer?.onCall(outcome, route.key);
@@ -307,14 +309,16 @@ export class Engine {
     traceparent = claim?.traceparent ?? null,
   ): void {
     const itemId = item.id;
+    // Its ids alone, not the row: kept by the item's closures while its call waits (2,000 rows at target 6).
+    const ids = { id: itemId, thread_id: item.thread_id };
     // The item's child logger is made on first use: most items never log, and making one runs the
     // daemon's redaction over each binding (~11 KiB allocated per item at target 1).
     const logger = this.o.logger;
     let child: Logger | null = null;
-    const log = () => (child ??= logger.child({ component: 'engine', thread_id: item.thread_id, work_item_id: item.id, trace_id: traceIdOf(traceparent) }));
+    const log = () => (child ??= logger.child({ component: 'engine', thread_id: ids.thread_id, work_item_id: ids.id, trace_id: traceIdOf(traceparent) }));
     const entry: InFlight = { cancel: new AbortController(), lockScope: item.lock_scope, log };
     this.inFlight.set(itemId, entry);
-    runLeasedItem(this.pipeline, { item, cancel: entry.cancel.signal, resumeFrom, log, claimedRoute: claim?.route ?? null, traceparent })
+    runLeasedItem(this.pipeline, { item: ids, cancel: entry.cancel.signal, resumeFrom, log, claimedRoute: claim?.route ?? null, traceparent })
       .catch((err) => log().error({ err }, 'work item step failed; recovery will resume it'))
       .finally(() => {
         this.inFlight.delete(itemId);

@@ -8,10 +8,11 @@ import type { LedgerRow } from '../../db/schema.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
-import type { EngineSpans } from '../tracing/engine-spans.js';
+import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type EngineContext } from './completer.js';
 import { executeCall, type CallOutcome } from './executor.js';
-import type { Tx } from './tx.js';
+import type { StartSlots } from './start-slots.js';
+import type { PendingEntry, Tx } from './tx.js';
 import { untilStored } from './until-stored.js';
 
 export interface PipelineDeps {
@@ -22,6 +23,8 @@ export interface PipelineDeps {
   write<T>(fn: (tx: Tx) => T): Promise<T>;
   call: { timeoutMs: number; secrets: readonly string[]; maxProviderWaitMs: number | undefined };
   stopped(): boolean;
+  /** How many items may be between their claim and their call at once (a large claim round starts in slices). */
+  startSlots: StartSlots;
   /** A call's outcome, for the route's breaker and rate limiter and for metrics. */
   onOutcome(route: ModelRoute, outcome: CallOutcome): void;
 }
@@ -42,25 +45,14 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
   const itemId = l.item.id;
   let response = l.resumeFrom;
   if (!response) {
-    const started = await d.write((tx) => startWorkItem(tx, d.ctx, itemId));
-    // No call after all: a half-open breaker's probe is free again.
-    if ((!started || started.kind === 'recorded') && l.claimedRoute) d.router.breaker(l.claimedRoute).onInconclusive();
-    if (!started) return;
-    if (started.kind === 'recorded') {
+    const start = await startCall(d, l);
+    if (!start) return;
+    if (start.kind === 'recorded') {
       // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
-      return finish(d, l, started.response.row, false);
+      return finish(d, l, start.response.row, false);
     }
-    const { request, route } = started;
-    d.ctx.crashAt('during_call');
-    const span = d.spans.call(l.traceparent, l.item, route, d.clock.now());
-    const outcome = await executeCall(d.router.provider(route), request, {
-      cancel: l.cancel,
-      timeoutMs: d.call.timeoutMs,
-      now: () => d.clock.now(),
-      secrets: d.call.secrets,
-      maxProviderWaitMs: d.call.maxProviderWaitMs,
-      headers: { traceparent: span.header },
-    });
+    const { route, span } = start;
+    const outcome = await start.outcome;
     span.end(d.clock.now(), outcome.kind === 'error' ? outcome.error.code : undefined);
     d.onOutcome(route, outcome);
     if (outcome.kind === 'error') {
@@ -73,6 +65,37 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     d.ctx.crashAt('after_response');
   }
   await finish(d, l, response, l.resumeFrom !== null);
+}
+
+type Started = { kind: 'recorded'; response: PendingEntry } | { kind: 'call'; route: ModelRoute; span: CallSpan; outcome: Promise<CallOutcome> };
+
+/**
+ * The item's start, in one of the start slots (start-slots.ts): the `prompt` entry and `running`
+ * committed, then the call sent — its outcome is awaited outside the slot. Null: the item ended instead.
+ */
+async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null> {
+  // Crash tests die here: earlier slices' calls sent, this one's items claimed but not started.
+  if (await d.startSlots.take()) d.ctx.crashAt('between_start_slices');
+  try {
+    const started = await d.write((tx) => startWorkItem(tx, d.ctx, l.item.id));
+    // No call after all: a half-open breaker's probe is free again.
+    if ((!started || started.kind === 'recorded') && l.claimedRoute) d.router.breaker(l.claimedRoute).onInconclusive();
+    if (!started || started.kind === 'recorded') return started;
+    const { request, route } = started;
+    d.ctx.crashAt('during_call');
+    const span = d.spans.call(l.traceparent, l.item, route, d.clock.now());
+    const outcome = executeCall(d.router.provider(route), request, {
+      cancel: l.cancel,
+      timeoutMs: d.call.timeoutMs,
+      now: () => d.clock.now(),
+      secrets: d.call.secrets,
+      maxProviderWaitMs: d.call.maxProviderWaitMs,
+      headers: { traceparent: span.header },
+    });
+    return { kind: 'call', route, span, outcome };
+  } finally {
+    d.startSlots.giveBack();
+  }
 }
 
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */
