@@ -17,6 +17,7 @@ import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
+import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
 import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
@@ -24,7 +25,7 @@ import type { ChatRequest } from '../../domain/prompts.js';
 import { backoffDelayMs } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
-import { closeAfterError, lockProjectBudget, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
+import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
@@ -62,14 +63,24 @@ async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
   if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
 }
 
-/** Reads the item and checks we still hold its lease in the expected status. (Chained, not async: three times per item.) */
+/** Reads the item and checks we still hold its lease in the expected status. (Chained, not async.) */
 function leasedItem(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<WorkItemRow> {
-  return getWorkItem(tx.sql, id).then((item) => {
-    if (!item || item.status !== status || item.lease_owner !== ctx.owner) {
-      throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
-    }
-    return item;
+  return getWorkItem(tx.sql, id).then((item) => checkLease(ctx, id, item, status));
+}
+
+/** `leasedItem` with its thread, read in the same statement: what each step of a call reads first. */
+function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<ItemWithThread> {
+  return getWorkItemWithThread(tx.sql, id).then((read) => {
+    checkLease(ctx, id, read?.item, status);
+    return read!;
   });
+}
+
+function checkLease(ctx: EngineContext, id: string, item: WorkItemRow | undefined, status: 'claimed' | 'running'): WorkItemRow {
+  if (!item || item.status !== status || item.lease_owner !== ctx.owner) {
+    throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
+  }
+  return item;
 }
 
 function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
@@ -89,8 +100,9 @@ export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRout
  * when the item ended instead (its thread was canceled, or its target no longer exists).
  */
 export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): Promise<StartResult | null> {
-  const item = await leasedItem(tx, ctx, itemId, 'claimed');
-  let thread = await threadOf(tx, item);
+  const read = await leasedItemAndThread(tx, ctx, itemId, 'claimed');
+  const item = read.item;
+  let thread = read.thread;
   if (thread.status === 'canceled') {
     await releaseUnsent(tx, item);
     await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
@@ -103,7 +115,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     await markRunning(tx, ctx, await markThreadStarted(tx, thread), item);
     return { kind: 'recorded', response: { row: pending } };
   }
-  const built = await buildItemRequest(tx.sql, ctx.operations, thread, item);
+  const built = await buildItemRequest(tx.sql, ctx.operations, read);
   if (!built.ok) {
     await releaseUnsent(tx, item);
     await failAttempt(tx, ctx, item, built.error);
@@ -145,10 +157,10 @@ export async function recordResponse(
   outcome: Extract<CallOutcome, { kind: 'response' }>,
   route: ModelRoute,
 ): Promise<PendingEntry> {
-  const item = await leasedItem(tx, ctx, itemId, 'running');
-  // The settlement below needs the project's budget lock: taken before the append (at the end) locks the chain head.
-  await lockProjectBudget(tx, item.project_id);
-  const thread = await threadOf(tx, item);
+  // No budget lock here: `settleFromResponse` takes it as this transaction's first lock (appendEntry only
+  // buffers: the append, which locks the chain head, runs at the end), so taking it here too was a second
+  // round trip on Postgres for a lock already held.
+  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
   const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
@@ -188,8 +200,7 @@ export type AnswerResult = 'applied' | 'repair' | 'escalate' | 'retry' | 'dead_l
  * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart.
  */
 export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, response: LedgerRow, resumed: boolean): Promise<AnswerResult> {
-  const item = await leasedItem(tx, ctx, itemId, 'running');
-  const thread = await threadOf(tx, item);
+  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   if (thread.status === 'canceled') {
     return await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }
@@ -227,7 +238,7 @@ export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, r
   await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
-  await endThread(tx, thread.id, 'complete');
+  await endThread(tx, thread, 'complete');
   return 'applied';
 }
 
@@ -323,7 +334,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
     });
     await releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
-    await endThread(tx, thread.id, 'canceled');
+    await endThread(tx, thread, 'canceled');
     return 'canceled';
   }
   const retryable = error.class === 'transient' || error.class === 'infra';
@@ -374,7 +385,7 @@ export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedEr
   });
   await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
-  await endThread(tx, thread.id, 'failed');
+  await endThread(tx, thread, 'failed');
   return 'held';
 }
 
@@ -397,7 +408,7 @@ async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread
   });
   await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
-  await endThread(tx, thread.id, 'failed');
+  await endThread(tx, thread, 'failed');
   return 'dead_letter';
 }
 
