@@ -18,7 +18,7 @@ import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
 import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
-import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
+import { endWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import type { ChatRequest } from '../../domain/prompts.js';
@@ -29,7 +29,7 @@ import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from
 import type { OperationRegistry } from '../../operations/registry.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
-import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
+import { appendCachedResponse, findCachedAnswer, rememberValidAnswer, type SentPrompt } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type PendingEntry, type Tx } from './tx.js';
 import type { ModelRoute } from '../routing/router.js';
 import { StaleStateError } from '../../core/errors.js';
@@ -63,24 +63,13 @@ async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
   if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
 }
 
-/** Reads the item and checks we still hold its lease in the expected status. (Chained, not async.) */
-function leasedItem(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<WorkItemRow> {
-  return getWorkItem(tx.sql, id).then((item) => checkLease(ctx, id, item, status));
-}
-
-/** `leasedItem` with its thread, read in the same statement: what each step of a call reads first. */
+/** Reads the item, with its thread in the same statement, and checks we still hold its lease in the expected status. */
 function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<ItemWithThread> {
   return getWorkItemWithThread(tx.sql, id).then((read) => {
-    checkLease(ctx, id, read?.item, status);
-    return read!;
+    if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
+      throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
+    return read;
   });
-}
-
-function checkLease(ctx: EngineContext, id: string, item: WorkItemRow | undefined, status: 'claimed' | 'running'): WorkItemRow {
-  if (!item || item.status !== status || item.lease_owner !== ctx.owner) {
-    throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
-  }
-  return item;
 }
 
 function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
@@ -91,7 +80,7 @@ function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
 }
 
 /** What a started item does next: send this request along its route, or finish from an answer already recorded. */
-export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute } | { kind: 'recorded'; response: PendingEntry };
+export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute; prompt: PendingEntry } | { kind: 'recorded'; response: PendingEntry };
 
 /**
  * Moves claimed → running. Normally records the prompt and returns the exact request to send. Returns
@@ -124,7 +113,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
   const request = built.request;
   const route = ctx.routeOf(built.model);
   thread = await markThreadStarted(tx, thread);
-  appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
+  const prompt = appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
     request,
     attempt: item.attempt,
     repair: item.repair_count,
@@ -141,7 +130,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     await releaseUnsent(tx, item);
     return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
   }
-  return { kind: 'call', request, route };
+  return { kind: 'call', request, route, prompt };
 }
 
 async function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): Promise<void> {
@@ -197,9 +186,17 @@ export type AnswerResult = 'applied' | 'repair' | 'escalate' | 'retry' | 'dead_l
 /**
  * Validates a recorded response and acts on it in this one transaction: parse_report, then either the
  * mutation (document version, mutation row, mutation_report, item applied, thread complete, lock
- * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart.
+ * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart;
+ * `sent`, the prompt this pipeline recorded and sent for it (absent when resumed or answered from the ledger).
  */
-export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, response: LedgerRow, resumed: boolean): Promise<AnswerResult> {
+export async function finishAnswer(
+  tx: Tx,
+  ctx: EngineContext,
+  itemId: string,
+  response: LedgerRow,
+  resumed: boolean,
+  sent?: SentPrompt,
+): Promise<AnswerResult> {
   const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   if (thread.status === 'canceled') {
     return await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
@@ -223,7 +220,7 @@ export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, r
     return await rejectAnswer(tx, ctx, item, thread, verdict.errors);
   }
   appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
-  await rememberValidAnswer(tx, item, response);
+  await rememberValidAnswer(tx, item, response, sent);
   const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, tx.now);
   // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
   // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.
@@ -290,7 +287,7 @@ export async function failLeasedAttempt(
   latencyMs: number,
   route: ModelRoute,
 ): Promise<AnswerResult> {
-  const item = await leasedItem(tx, ctx, itemId, 'running');
+  const { item } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   await closeAfterError(tx, item, error);
   // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
   if (!route.free) {
