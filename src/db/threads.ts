@@ -5,7 +5,7 @@ import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
 import { insertionOrder, inJsonArray, jsonText } from './dialect.js';
 import type { ThreadRow } from './schema.js';
-import { expectOneChange, runGuarded } from './statements.js';
+import { changedOne, expectOneChange, runGuarded } from './statements.js';
 
 export async function insertThread(sql: Sql, row: ThreadRow): Promise<void> {
   await sql.run(
@@ -226,9 +226,33 @@ export async function cancelActiveThreads(sql: Sql, ids: readonly string[], now:
  */
 export function transitionThread(sql: Sql, id: string, from: ThreadStatus, to: ThreadStatus, now: number): Promise<void> {
   assertThreadTransition(from, to);
+  return runGuarded(sql, TRANSITION_TEXT, transitionParams(id, from, to, now), `thread ${id} is not ${from}`);
+}
+
+/**
+ * `transitionThread` for a caller that can act on "not in `from` any more" (it read the row earlier in
+ * its transaction): whether the one guarded UPDATE changed the row; false changes nothing.
+ */
+export function transitionThreadIfStill(sql: Sql, id: string, from: ThreadStatus, to: ThreadStatus, now: number): Promise<boolean> {
+  assertThreadTransition(from, to);
+  return changedOne(sql, TRANSITION_TEXT, transitionParams(id, from, to, now));
+}
+
+const TRANSITION_TEXT = 'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from';
+
+function transitionParams(id: string, from: ThreadStatus, to: ThreadStatus, now: number) {
   const closing = to === 'complete' || to === 'failed' || to === 'canceled';
-  const text = 'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from';
-  return runGuarded(sql, text, { id, from, to, closed_at: closing ? now : null }, `thread ${id} is not ${from}`);
+  return { id, from, to, closed_at: closing ? now : null };
+}
+
+/**
+ * open → running, only if the thread is still open: the updated row, or undefined when it was not open
+ * (already started by another child, or ended). An orchestration starts with its first child; on
+ * Postgres a concurrent start waits for the first one's commit and then finds it running.
+ */
+export function startThreadIfOpen(sql: Sql, id: string): Promise<ThreadRow | undefined> {
+  assertThreadTransition('open', 'running');
+  return sql.get<ThreadRow>("UPDATE llm_threads SET status = 'running', closed_at = NULL WHERE id = ? AND status = 'open' RETURNING *", [id]);
 }
 
 /**

@@ -17,18 +17,19 @@ import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
-import { endWorkItem, getWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
+import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
+import { endWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import type { ChatRequest } from '../../domain/prompts.js';
 import { backoffDelayMs } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
-import { closeAfterError, lockProjectBudget, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
+import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
-import { appendCachedResponse, findCachedAnswer, rememberValidAnswer } from './response-cache.js';
+import { appendCachedResponse, findCachedAnswer, rememberValidAnswer, type SentPrompt } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type PendingEntry, type Tx } from './tx.js';
 import type { ModelRoute } from '../routing/router.js';
 import { StaleStateError } from '../../core/errors.js';
@@ -62,13 +63,12 @@ async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
   if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
 }
 
-/** Reads the item and checks we still hold its lease in the expected status. (Chained, not async: three times per item.) */
-function leasedItem(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<WorkItemRow> {
-  return getWorkItem(tx.sql, id).then((item) => {
-    if (!item || item.status !== status || item.lease_owner !== ctx.owner) {
+/** Reads the item, with its thread in the same statement, and checks we still hold its lease in the expected status. */
+function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<ItemWithThread> {
+  return getWorkItemWithThread(tx.sql, id).then((read) => {
+    if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
       throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
-    }
-    return item;
+    return read;
   });
 }
 
@@ -80,7 +80,7 @@ function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
 }
 
 /** What a started item does next: send this request along its route, or finish from an answer already recorded. */
-export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute } | { kind: 'recorded'; response: PendingEntry };
+export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute; prompt: PendingEntry } | { kind: 'recorded'; response: PendingEntry };
 
 /**
  * Moves claimed → running. Normally records the prompt and returns the exact request to send. Returns
@@ -89,8 +89,9 @@ export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRout
  * when the item ended instead (its thread was canceled, or its target no longer exists).
  */
 export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): Promise<StartResult | null> {
-  const item = await leasedItem(tx, ctx, itemId, 'claimed');
-  let thread = await threadOf(tx, item);
+  const read = await leasedItemAndThread(tx, ctx, itemId, 'claimed');
+  const item = read.item;
+  let thread = read.thread;
   if (thread.status === 'canceled') {
     await releaseUnsent(tx, item);
     await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
@@ -103,7 +104,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     await markRunning(tx, ctx, await markThreadStarted(tx, thread), item);
     return { kind: 'recorded', response: { row: pending } };
   }
-  const built = await buildItemRequest(tx.sql, ctx.operations, thread, item);
+  const built = await buildItemRequest(tx.sql, ctx.operations, read);
   if (!built.ok) {
     await releaseUnsent(tx, item);
     await failAttempt(tx, ctx, item, built.error);
@@ -112,7 +113,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
   const request = built.request;
   const route = ctx.routeOf(built.model);
   thread = await markThreadStarted(tx, thread);
-  appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
+  const prompt = appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
     request,
     attempt: item.attempt,
     repair: item.repair_count,
@@ -129,7 +130,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     await releaseUnsent(tx, item);
     return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
   }
-  return { kind: 'call', request, route };
+  return { kind: 'call', request, route, prompt };
 }
 
 async function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): Promise<void> {
@@ -145,10 +146,10 @@ export async function recordResponse(
   outcome: Extract<CallOutcome, { kind: 'response' }>,
   route: ModelRoute,
 ): Promise<PendingEntry> {
-  const item = await leasedItem(tx, ctx, itemId, 'running');
-  // The settlement below needs the project's budget lock: taken before the append (at the end) locks the chain head.
-  await lockProjectBudget(tx, item.project_id);
-  const thread = await threadOf(tx, item);
+  // No budget lock here: `settleFromResponse` takes it as this transaction's first lock (appendEntry only
+  // buffers: the append, which locks the chain head, runs at the end), so taking it here too was a second
+  // round trip on Postgres for a lock already held.
+  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
   const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
@@ -185,11 +186,18 @@ export type AnswerResult = 'applied' | 'repair' | 'escalate' | 'retry' | 'dead_l
 /**
  * Validates a recorded response and acts on it in this one transaction: parse_report, then either the
  * mutation (document version, mutation row, mutation_report, item applied, thread complete, lock
- * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart.
+ * released) or a repair request / dead_letter. `resumed` marks a response recovered after a restart;
+ * `sent`, the prompt this pipeline recorded and sent for it (absent when resumed or answered from the ledger).
  */
-export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, response: LedgerRow, resumed: boolean): Promise<AnswerResult> {
-  const item = await leasedItem(tx, ctx, itemId, 'running');
-  const thread = await threadOf(tx, item);
+export async function finishAnswer(
+  tx: Tx,
+  ctx: EngineContext,
+  itemId: string,
+  response: LedgerRow,
+  resumed: boolean,
+  sent?: SentPrompt,
+): Promise<AnswerResult> {
+  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   if (thread.status === 'canceled') {
     return await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }
@@ -212,7 +220,7 @@ export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, r
     return await rejectAnswer(tx, ctx, item, thread, verdict.errors);
   }
   appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
-  await rememberValidAnswer(tx, item, response);
+  await rememberValidAnswer(tx, item, response, sent);
   const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, tx.now);
   // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
   // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.
@@ -227,7 +235,7 @@ export async function finishAnswer(tx: Tx, ctx: EngineContext, itemId: string, r
   await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
-  await endThread(tx, thread.id, 'complete');
+  await endThread(tx, thread, 'complete');
   return 'applied';
 }
 
@@ -279,7 +287,7 @@ export async function failLeasedAttempt(
   latencyMs: number,
   route: ModelRoute,
 ): Promise<AnswerResult> {
-  const item = await leasedItem(tx, ctx, itemId, 'running');
+  const { item } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   await closeAfterError(tx, item, error);
   // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
   if (!route.free) {
@@ -323,7 +331,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
     });
     await releaseItemLock(tx, item);
     emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
-    await endThread(tx, thread.id, 'canceled');
+    await endThread(tx, thread, 'canceled');
     return 'canceled';
   }
   const retryable = error.class === 'transient' || error.class === 'infra';
@@ -374,7 +382,7 @@ export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedEr
   });
   await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
-  await endThread(tx, thread.id, 'failed');
+  await endThread(tx, thread, 'failed');
   return 'held';
 }
 
@@ -397,7 +405,7 @@ async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread
   });
   await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
-  await endThread(tx, thread.id, 'failed');
+  await endThread(tx, thread, 'failed');
   return 'dead_letter';
 }
 

@@ -11,6 +11,7 @@ import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { failLeasedAttempt, finishAnswer, recordResponse, startWorkItem, type EngineContext } from './completer.js';
 import { executeCall, type CallOutcome } from './executor.js';
+import { sentPrompt, type SentPrompt } from './response-cache.js';
 import type { StartSlots } from './start-slots.js';
 import type { PendingEntry, Tx } from './tx.js';
 import { untilStored } from './until-stored.js';
@@ -43,31 +44,31 @@ export interface LeasedItem {
 
 export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<void> {
   const itemId = l.item.id;
-  let response = l.resumeFrom;
-  if (!response) {
-    const start = await startCall(d, l);
-    if (!start) return;
-    if (start.kind === 'recorded') {
-      // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
-      return finish(d, l, start.response.row, false);
-    }
-    const { route, span } = start;
-    const outcome = await start.outcome;
-    span.end(d.clock.now(), outcome.kind === 'error' ? outcome.error.code : undefined);
-    d.onOutcome(route, outcome);
-    if (outcome.kind === 'error') {
-      await d.write((tx) => failLeasedAttempt(tx, d.ctx, itemId, outcome.error, outcome.latencyMs, route));
-      return;
-    }
-    // Paid work: keep trying to record it through storage trouble rather than lose it.
-    const record = () => d.write((tx) => recordResponse(tx, d.ctx, itemId, outcome, route));
-    response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
-    d.ctx.crashAt('after_response');
+  if (l.resumeFrom) return finish(d, l, l.resumeFrom, true);
+  const start = await startCall(d, l);
+  if (!start) return;
+  if (start.kind === 'recorded') {
+    // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
+    return finish(d, l, start.response.row, false);
   }
-  await finish(d, l, response, l.resumeFrom !== null);
+  const { route, span, sent } = start;
+  const outcome = await start.outcome;
+  span.end(d.clock.now(), outcome.kind === 'error' ? outcome.error.code : undefined);
+  d.onOutcome(route, outcome);
+  if (outcome.kind === 'error') {
+    await d.write((tx) => failLeasedAttempt(tx, d.ctx, itemId, outcome.error, outcome.latencyMs, route));
+    return;
+  }
+  // Paid work: keep trying to record it through storage trouble rather than lose it.
+  const record = () => d.write((tx) => recordResponse(tx, d.ctx, itemId, outcome, route));
+  const response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
+  d.ctx.crashAt('after_response');
+  await finish(d, l, response, false, sent);
 }
 
-type Started = { kind: 'recorded'; response: PendingEntry } | { kind: 'call'; route: ModelRoute; span: CallSpan; outcome: Promise<CallOutcome> };
+type Started =
+  | { kind: 'recorded'; response: PendingEntry }
+  | { kind: 'call'; route: ModelRoute; span: CallSpan; outcome: Promise<CallOutcome>; sent: SentPrompt };
 
 /**
  * The item's start, in one of the start slots (start-slots.ts): the `prompt` entry and `running`
@@ -82,6 +83,8 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
     if ((!started || started.kind === 'recorded') && l.claimedRoute) d.router.breaker(l.claimedRoute).onInconclusive();
     if (!started || started.kind === 'recorded') return started;
     const { request, route } = started;
+    // The prompt as recorded (committed with the start): the answer is indexed under it without reading it back.
+    const sent = sentPrompt(started.prompt.row.seq, route.endpoint.label, request);
     d.ctx.crashAt('during_call');
     const span = d.spans.call(l.traceparent, l.item, route, d.clock.now());
     const outcome = executeCall(d.router.provider(route), request, {
@@ -92,15 +95,15 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
       maxProviderWaitMs: d.call.maxProviderWaitMs,
       headers: { traceparent: span.header },
     });
-    return { kind: 'call', route, span, outcome };
+    return { kind: 'call', route, span, outcome, sent };
   } finally {
     d.startSlots.giveBack();
   }
 }
 
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */
-async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resumed: boolean): Promise<void> {
+async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resumed: boolean, sent?: SentPrompt): Promise<void> {
   const startedAt = d.clock.now();
-  const outcome = await d.write((tx) => finishAnswer(tx, d.ctx, l.item.id, response, resumed));
+  const outcome = await d.write((tx) => finishAnswer(tx, d.ctx, l.item.id, response, resumed, sent));
   d.spans.applied(l.traceparent, l.item, startedAt, d.clock.now(), outcome);
 }

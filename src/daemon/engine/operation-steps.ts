@@ -11,7 +11,7 @@ import type { Sql } from '../../core/sql.js';
 import { insertMutation } from '../../db/mutations.js';
 import { lockDocumentHead } from '../../db/projects.js';
 import { writeDocument } from './document-write.js';
-import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import type { ProjectRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
@@ -45,12 +45,16 @@ function unknownOperation(ops: OperationRegistry, thread: ThreadRow) {
   };
 }
 
-/** The request for this thread's call, or a permanent error when it cannot be built (its target is gone). */
-export async function buildThreadRequest(sql: Sql, ops: OperationRegistry, thread: ThreadRow): Promise<BuildResult> {
+/**
+ * The request for this thread's call, or a permanent error when it cannot be built (its target is gone).
+ * `known`: the target project's row as this transaction already read it (with the item), so it is not
+ * read again; absent (or another project's), it is read here.
+ */
+export async function buildThreadRequest(sql: Sql, ops: OperationRegistry, thread: ThreadRow, known?: ProjectRow | null): Promise<BuildResult> {
   const { op, error } = unknownOperation(ops, thread);
   if (!op) return { ok: false, error };
   const target = threadTarget(thread);
-  const project = await projectInfo(sql, target.project_id);
+  const project = known?.id === target.project_id ? { id: known.id, name: known.name } : await projectInfo(sql, target.project_id);
   if (!project) return { ok: false, error: permanent('UNKNOWN', `project ${target.project_id} no longer exists`) };
   const input = threadInput(thread);
   try {

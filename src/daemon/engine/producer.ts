@@ -11,13 +11,13 @@
  * All of it commits together, before any provider call: an item is never leased twice, two mutations
  * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
+import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
 import { acquireLock } from '../../db/locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
-import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
 import {
   claimWorkItem,
-  getWorkItem,
   listClaimHeads,
   listProjectClaimHeads,
   listQueuedPastDeadline,
@@ -92,12 +92,14 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
-    const item = (await getWorkItem(tx.sql, pick.id))!;
+    // The item and its thread in one statement: the estimate builds the request from both.
+    const read = (await getWorkItemWithThread(tx.sql, pick.id))!;
+    const { item, thread } = read;
     if (locked.has(item.lock_scope)) {
       await refresh(pick.project_id);
       continue;
     }
-    const { route, estimate, thread } = await estimateFor(tx, flow, item);
+    const { route, estimate } = await estimateFor(tx, flow, read);
     if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
       // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
       skipped.add(item.id);
@@ -131,8 +133,8 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     if (!route.free) await reserveCharge(tx, leased, route.key, estimate);
     // The thread read for the estimate, in this transaction: what the event and the span take from it
     // (ids, parent, trace context) never changes.
-    if (thread) emitWorkItem(tx, thread, leased);
-    round.claimed.push({ item: leased, route, traceparent: thread?.traceparent ?? null });
+    emitWorkItem(tx, thread, leased);
+    round.claimed.push({ item: leased, route, traceparent: thread.traceparent });
     await refresh(pick.project_id);
   }
   return round;
@@ -190,18 +192,13 @@ async function replaceProjectHeads(
 }
 
 /** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
-async function estimateFor(
-  tx: Tx,
-  flow: FlowControl,
-  item: WorkItemRow,
-): Promise<{ route: ModelRoute; estimate: CallEstimate; thread: ThreadRow | undefined }> {
-  const thread = await getThread(tx.sql, item.thread_id);
-  const built = thread ? await buildItemRequest(tx.sql, flow.operations, thread, item) : null;
-  if (built?.ok) {
+async function estimateFor(tx: Tx, flow: FlowControl, read: ItemWithThread): Promise<{ route: ModelRoute; estimate: CallEstimate }> {
+  const built = await buildItemRequest(tx.sql, flow.operations, read);
+  if (built.ok) {
     const route = flow.router.route(built.model);
-    return { route, estimate: estimateCall(built.request, route.price), thread };
+    return { route, estimate: estimateCall(built.request, route.price) };
   }
-  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 }, thread };
+  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 } };
 }
 
 /**

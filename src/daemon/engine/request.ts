@@ -7,7 +7,8 @@
  */
 import type { Sql } from '../../core/sql.js';
 import { getLastLedgerEntryOfType, getLedgerEntryOfTypeBefore } from '../../ledger/store.js';
-import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import type { ItemWithThread } from '../../db/item-with-thread.js';
+import type { WorkItemRow } from '../../db/schema.js';
 import { readCompletionBody } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { renderRepairPrompt, type ChatRequest } from '../../domain/prompts.js';
@@ -18,8 +19,10 @@ export type ItemRequest =
   | { ok: true; request: ChatRequest /** The logical model the call goes to. */; model: string; escalated: boolean }
   | { ok: false; error: ClassifiedError };
 
-export async function buildItemRequest(sql: Sql, ops: OperationRegistry, thread: ThreadRow, item: WorkItemRow): Promise<ItemRequest> {
-  const built = await buildThreadRequest(sql, ops, thread);
+/** `read`: the item, its thread and its project, read together in this transaction (db/item-with-thread.ts). */
+export async function buildItemRequest(sql: Sql, ops: OperationRegistry, read: ItemWithThread): Promise<ItemRequest> {
+  const { thread, item } = read;
+  const built = await buildThreadRequest(sql, ops, thread, read.project);
   if (!built.ok) return built;
   const op = ops.get(thread.kind)!;
   const escalated = item.escalated === 1 && op.escalateTo !== null;

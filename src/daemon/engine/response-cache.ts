@@ -48,20 +48,41 @@ export function appendCachedResponse(tx: Tx, thread: ThreadRow, item: WorkItemRo
 }
 
 /**
+ * The prompt a pipeline recorded and is sending: its ledger seq and the cache key of its request (null:
+ * not cacheable), taken before the call so nothing done to the request object on the way can change it.
+ */
+export interface SentPrompt {
+  seq: number;
+  requestHash: string | null;
+}
+
+export function sentPrompt(seq: number, endpoint: string, request: ChatRequest): SentPrompt {
+  return { seq, requestHash: isCacheable(request) ? requestCacheKey(endpoint, request) : null };
+}
+
+/**
  * Indexes a provider answer that just validated, under the request that produced it (the work item's
  * last prompt). Copies (cached, replayed) are not indexed: the index always names the paid original.
+ * `sent`: that prompt as the pipeline that sent it has it, so it is not read back and parsed; without
+ * it (a response recovered after a restart) it is read from the ledger. A wrong index row could only
+ * cause a miss: every hit is re-checked against the entries it names (`findCachedAnswer`).
  */
-export async function rememberValidAnswer(tx: Tx, item: WorkItemRow, response: LedgerRow): Promise<void> {
+export async function rememberValidAnswer(tx: Tx, item: WorkItemRow, response: LedgerRow, sent?: SentPrompt): Promise<void> {
   const payload = JSON.parse(response.payload) as { cached_from?: number; replay_of?: number };
   if (payload.cached_from !== undefined || payload.replay_of !== undefined) return;
-  const prompt = await getLastLedgerEntryOfType(tx.sql, item.id, 'prompt');
-  if (!prompt || prompt.seq > response.seq) return;
-  const recorded = JSON.parse(prompt.payload) as RecordedPrompt;
-  if (!isCacheable(recorded.request)) return;
+  const prompt = sent ?? (await lastPrompt(tx, item));
+  if (!prompt || prompt.seq > response.seq || prompt.requestHash === null) return;
   await rememberCachedAnswer(tx.sql, {
-    request_hash: requestCacheKey(recorded.endpoint, recorded.request),
+    request_hash: prompt.requestHash,
     prompt_seq: prompt.seq,
     response_seq: response.seq,
     created_at: tx.now,
   });
+}
+
+async function lastPrompt(tx: Tx, item: WorkItemRow): Promise<SentPrompt | undefined> {
+  const entry = await getLastLedgerEntryOfType(tx.sql, item.id, 'prompt');
+  if (!entry) return undefined;
+  const recorded = JSON.parse(entry.payload) as RecordedPrompt;
+  return sentPrompt(entry.seq, recorded.endpoint, recorded.request);
 }

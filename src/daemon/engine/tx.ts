@@ -8,7 +8,15 @@ import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
 import { appendLedgerEntries, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { cancelActiveThreads, countChildThreadsByStatus, getThread, lockThread, transitionThread } from '../../db/threads.js';
+import {
+  cancelActiveThreads,
+  countChildThreadsByStatus,
+  getThread,
+  lockThread,
+  startThreadIfOpen,
+  transitionThread,
+  transitionThreadIfStill,
+} from '../../db/threads.js';
 import { insertWorkItem } from '../../db/work-items.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
@@ -167,6 +175,18 @@ export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void
  */
 export async function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<ThreadRow> {
   await transitionThread(tx.sql, thread.id, thread.status as ThreadStatus, to, tx.now);
+  return await afterMove(tx, thread, to);
+}
+
+/** `moveThread` if the thread is still in `thread.status` (true); false, and nothing done, if it is not. */
+async function moveThreadIfStill(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<boolean> {
+  if (!(await transitionThreadIfStill(tx.sql, thread.id, thread.status as ThreadStatus, to, tx.now))) return false;
+  await afterMove(tx, thread, to);
+  return true;
+}
+
+/** What follows a thread's move: its event, and for an end the hook and the parent's close. */
+async function afterMove(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<ThreadRow> {
   const updated: ThreadRow = { ...thread, status: to, closed_at: isTerminalThread(to) ? tx.now : null };
   emitThread(tx, updated);
   if (isTerminalThread(to)) {
@@ -201,23 +221,34 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
   });
 }
 
-/** open → running on first claim; no-op when already running. */
+/**
+ * open → running on first claim; no-op when already running. The parent (an orchestration) starts with
+ * its first child: one guarded UPDATE that moves it only while it is still `open` (of two children
+ * starting at once, the second finds it running and changes nothing), instead of a read, a lock and a
+ * transition.
+ */
 export async function markThreadStarted(tx: Tx, thread: ThreadRow): Promise<ThreadRow> {
   if (thread.status !== 'open') return thread;
   const updated = await moveThread(tx, thread, 'running');
-  if (thread.parent_thread_id && (await getThread(tx.sql, thread.parent_thread_id))?.status === 'open') {
-    // Locked, then checked again: two children starting at once must not both move it.
-    const parent = await lockThread(tx.sql, thread.parent_thread_id);
-    if (parent?.status === 'open') await moveThread(tx, parent, 'running');
+  if (thread.parent_thread_id) {
+    const parent = await startThreadIfOpen(tx.sql, thread.parent_thread_id);
+    if (parent) emitThread(tx, parent);
   }
   return updated;
 }
 
-/** Ends a thread because its work item ended; a thread already ended (e.g. canceled) is left as is. */
-export async function endThread(tx: Tx, threadId: string, to: 'complete' | 'failed' | 'canceled'): Promise<void> {
-  const thread = await getThread(tx.sql, threadId);
-  if (!thread || isTerminalThread(thread.status)) return;
-  await moveThread(tx, thread, to);
+/**
+ * Ends a thread because its work item ended; a thread already ended (e.g. canceled) is left as is.
+ * `thread` is the row this transaction read: it is moved from that status by one guarded UPDATE,
+ * without reading it again. Only when the UPDATE finds it changed (on Postgres another transaction,
+ * e.g. a cancel, committed since) is it read again: ended, it is left as is; else it moves from there.
+ */
+export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Promise<void> {
+  if (isTerminalThread(thread.status)) return;
+  if (await moveThreadIfStill(tx, thread, to)) return;
+  const current = await getThread(tx.sql, thread.id);
+  if (!current || isTerminalThread(current.status)) return;
+  await moveThread(tx, current, to);
 }
 
 /**

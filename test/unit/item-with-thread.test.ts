@@ -1,0 +1,96 @@
+/**
+ * The engine's one-statement reads and moves of threads: the item with its thread and project (what each
+ * step reads first) must be exactly the rows `SELECT *` reads; a thread moves only from the status it is in.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openDatabase, type Db } from '../../src/db/connection.js';
+import { getWorkItemWithThread } from '../../src/db/item-with-thread.js';
+import { applyMigrations } from '../../src/db/migrate.js';
+import { SqliteSql } from '../../src/db/sql.js';
+import { getThread, insertThread, startThreadIfOpen, transitionThreadIfStill } from '../../src/db/threads.js';
+import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
+import { getProject, insertProject } from '../../src/db/projects.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+
+let dir: string;
+let db: Db;
+let sql: SqliteSql;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'cmb-item-thread-'));
+  db = openDatabase(join(dir, 'combine.db'));
+  sql = new SqliteSql(db);
+  applyMigrations(db);
+});
+afterEach(() => {
+  db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('a work item with its thread', () => {
+  it('reads both rows exactly as SELECT * of each does, every column in place', async () => {
+    await insertThread(sql, { ...testThreadRow('parent'), role: 'orchestration' });
+    // Every column set to a value of its own, so a column read into the wrong field shows.
+    await insertThread(sql, {
+      ...testThreadRow('a'),
+      status: 'running',
+      parent_thread_id: 't-parent',
+      input: '{"epic":"E-1"}',
+      created_by: 'cli',
+      traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+      target_ref: '{"project_id":"p"}',
+      created_at: 11,
+      closed_at: 12,
+    });
+    await insertWorkItem(
+      sql,
+      testWorkItemRow('a', {
+        sequence: 2,
+        status: 'running',
+        attempt: 3,
+        max_attempts: 4,
+        repair_count: 1,
+        escalated: 1,
+        priority: 5,
+        not_before: 6,
+        deadline_at: 7,
+        lease_owner: 'daemon-1',
+        lease_expires_at: 8,
+        error_code: 'TIMEOUT',
+        error_message: 'slow',
+        created_at: 9,
+        started_at: 10,
+        finished_at: 13,
+      }),
+    );
+    await insertProject(sql, { id: 'p', name: 'Payments', created_at: 3 });
+    const read = await getWorkItemWithThread(sql, 'a');
+    expect(read).toEqual({ item: await getWorkItem(sql, 'a'), thread: await getThread(sql, 't-a'), project: await getProject(sql, 'p') });
+    expect(Object.keys(read!.item).sort()).toEqual(Object.keys((await getWorkItem(sql, 'a'))!).sort());
+    expect(Object.keys(read!.thread).sort()).toEqual(Object.keys((await getThread(sql, 't-a'))!).sort());
+    expect(await getWorkItemWithThread(sql, 'missing')).toBeUndefined();
+    // A project deleted since: the item and its thread, no project.
+    db.pragma('foreign_keys = OFF');
+    db.prepare("DELETE FROM projects WHERE id = 'p'").run();
+    expect((await getWorkItemWithThread(sql, 'a'))?.project).toBeNull();
+  });
+});
+
+describe('thread moves from a status read earlier', () => {
+  it('moves only a thread still in that status, and says whether it did', async () => {
+    await insertThread(sql, { ...testThreadRow('a'), status: 'running' });
+    expect(await transitionThreadIfStill(sql, 't-a', 'open', 'canceled', 5)).toBe(false);
+    expect((await getThread(sql, 't-a'))?.status).toBe('running');
+    expect(await transitionThreadIfStill(sql, 't-a', 'running', 'complete', 5)).toBe(true);
+    expect(await getThread(sql, 't-a')).toMatchObject({ status: 'complete', closed_at: 5 });
+  });
+
+  it('starts an open thread once: the second start finds it running and changes nothing', async () => {
+    await insertThread(sql, testThreadRow('p'));
+    expect(await startThreadIfOpen(sql, 't-p')).toEqual({ ...testThreadRow('p'), status: 'running' });
+    expect(await startThreadIfOpen(sql, 't-p')).toBeUndefined();
+    expect((await getThread(sql, 't-p'))?.status).toBe('running');
+  });
+});
