@@ -15,7 +15,7 @@ import type { Db } from '../db/connection.js';
 import { builtinDefinitions } from '../operations/loader.js';
 import { OperationRegistry } from '../operations/registry.js';
 import { type DaemonConfig, engineSettingsOf, operationSettingsOf } from './config/config.js';
-import type { EngineContext } from './engine/completer.js';
+import type { EngineContext } from './engine/leased.js';
 import { Engine } from './engine/engine.js';
 import { sharedRateLimits } from './engine/shared-rate-limits.js';
 import { type EngineEvent, EventBus } from './engine/events.js';

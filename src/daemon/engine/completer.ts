@@ -5,8 +5,8 @@
  *   startWorkItem   claimed → running, with the `prompt` entry (committed before any call is made)
  *   recordResponse  the `response` entry and telemetry, committed the moment the call returns
  *   finishAnswer    `parse_report`, then the mutation (→ applied) or a repair / dead_letter
- *   failAttempt     an `error` entry, then retry with backoff, dead_letter, or canceled
- *   holdInDoubt     at-most-once: an `error` entry, the item `failed`, nothing sent again
+ *   failAttempt     an `error` entry, then retry with backoff, dead_letter, or canceled  (failures.ts)
+ *   holdInDoubt     at-most-once: an `error` entry, the item `failed`, nothing sent again (failures.ts)
  *
  * Every status change is guarded by status and lease owner, so a worker that lost its lease fails
  * loudly (StaleStateError) instead of completing an item twice.
@@ -14,70 +14,19 @@
 import { insertCallRecord } from '../../db/call-records.js';
 import { markChargeApplied } from '../../db/charges.js';
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
-import { releaseLock } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { getThread } from '../../db/threads.js';
-import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
-import { endWorkItem, markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
+import { markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
-import type { ClassifiedError } from '../../domain/errors.js';
 import type { ChatRequest } from '../../domain/prompts.js';
-import { backoffDelayMs } from '../../domain/retry.js';
-import type { WorkItemStatus } from '../../domain/states.js';
 import type { CallOutcome } from './executor.js';
-import { closeAfterError, releaseUnsent, settleFromResponse, type PriceOf } from './charges.js';
-import type { OperationRegistry } from '../../operations/registry.js';
+import { releaseUnsent, settleFromResponse } from './charges.js';
+import { deadLetter, failAttempt } from './failures.js';
+import { leasedItemAndThread, releaseItemLock, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest } from './request.js';
 import { appendCachedResponse, findCachedAnswer, rememberValidAnswer, type SentPrompt } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type PendingEntry, type Tx } from './tx.js';
 import type { ModelRoute } from '../routing/router.js';
-import { StaleStateError } from '../../core/errors.js';
-import type { CrashAt } from '../../core/crash.js';
-
-/** What every engine step works with; built once by the composition root (app.ts). */
-export interface EngineContext {
-  /** This daemon's lease owner id. */
-  owner: string;
-  /** A logical model's route: the model and endpoint a call goes to (routing/router.ts). */
-  routeOf(logical: string): ModelRoute;
-  /** The operations this daemon runs: every thread's prompt, answer check, mutation and retry policy. */
-  operations: OperationRegistry;
-  /** Answer identical temperature-0 requests from recorded answers (config `cache`). */
-  cache: boolean;
-  random: () => number;
-  /** The price table, to settle a call's cost from its usage. */
-  priceOf: PriceOf;
-  /** Crash tests' hook (a no-op in the shipped bundle): `in_mutation` runs before the mutation commits. */
-  crashAt: CrashAt;
-}
-
-/**
- * A leased item holds its scope's lock (taken with the lease, extended with it): the step that ends the
- * lease releases it, and a lock that is not there any more means another item may have held the scope
- * meanwhile — refused (StaleStateError: the transaction rolls back, recovery resumes the item). A queued
- * item holds none.
- */
-async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
-  if (item.status !== 'claimed' && item.status !== 'running') return;
-  if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
-}
-
-/** Reads the item, with its thread in the same statement, and checks we still hold its lease in the expected status. */
-function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<ItemWithThread> {
-  return getWorkItemWithThread(tx.sql, id).then((read) => {
-    if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
-      throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
-    return read;
-  });
-}
-
-function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
-  return getThread(tx.sql, item.thread_id).then((thread) => {
-    if (!thread) throw new Error(`work item ${item.id} has no thread ${item.thread_id}`);
-    return thread;
-  });
-}
 
 /** What a started item does next: send this request along its route, or finish from an answer already recorded. */
 export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute; prompt: PendingEntry } | { kind: 'recorded'; response: PendingEntry };
@@ -181,8 +130,6 @@ export async function recordResponse(
   return entry;
 }
 
-export type AnswerResult = 'applied' | 'repair' | 'escalate' | 'retry' | 'dead_letter' | 'canceled' | 'held';
-
 /**
  * Validates a recorded response and acts on it in this one transaction: parse_report, then either the
  * mutation (document version, mutation row, mutation_report, item applied, thread complete, lock
@@ -276,149 +223,4 @@ async function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, threa
   await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, ...again, status: 'queued', not_before: tx.now, error_code: 'SCHEMA_INVALID' });
   return next;
-}
-
-/** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
-export async function failLeasedAttempt(
-  tx: Tx,
-  ctx: EngineContext,
-  itemId: string,
-  error: ClassifiedError,
-  latencyMs: number,
-  route: ModelRoute,
-): Promise<AnswerResult> {
-  const { item } = await leasedItemAndThread(tx, ctx, itemId, 'running');
-  await closeAfterError(tx, item, error);
-  // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
-  if (!route.free) {
-    await insertCallRecord(tx.sql, {
-      thread_id: item.thread_id,
-      work_item_id: item.id,
-      model: route.key,
-      outcome: error.code,
-      http_status: error.httpStatus ?? null,
-      latency_ms: latencyMs,
-      prompt_tokens: null,
-      completion_tokens: null,
-      total_tokens: null,
-      provider_request_id: null,
-      created_at: tx.now,
-    });
-  }
-  return await failAttempt(tx, ctx, item, error);
-}
-
-/**
- * A failed attempt: appends the `error` entry and decides the next state. Transient failures with
- * attempts left go back to the queue after a capped, jittered backoff (at least the provider's
- * Retry-After); the rest end the item. A canceled thread never retries.
- */
-export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
-  const thread = await threadOf(tx, item);
-  const owner = item.status === 'queued' ? null : item.lease_owner;
-  if (error.class === 'canceled' || thread.status === 'canceled') {
-    const canceled: ClassifiedError =
-      error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
-    appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
-    await endWorkItem(tx.sql, {
-      id: item.id,
-      from: item.status as WorkItemStatus,
-      to: 'failed',
-      owner,
-      error_code: canceled.code,
-      error_message: canceled.message,
-      now: tx.now,
-    });
-    await releaseItemLock(tx, item);
-    emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
-    await endThread(tx, thread, 'canceled');
-    return 'canceled';
-  }
-  const retryable = error.class === 'transient' || error.class === 'infra';
-  if (retryable && item.attempt < item.max_attempts && item.status !== 'queued') {
-    const delayMs = backoffDelayMs(ctx.operations.policyFor(thread.kind), item.attempt, ctx.random, error.retryAfterMs);
-    const notBefore = tx.now + delayMs;
-    appendEntry(tx, thread, item.id, 'error', item.attempt, {
-      ...errorPayload(error, item),
-      next: 'retry',
-      delay_ms: delayMs,
-      not_before: notBefore,
-    });
-    await requeueWorkItem(tx.sql, {
-      id: item.id,
-      from: item.status as 'claimed' | 'running',
-      owner,
-      attempt: item.attempt + 1,
-      repair_count: item.repair_count,
-      escalated: item.escalated,
-      not_before: notBefore,
-      error_code: error.code,
-      error_message: error.message,
-    });
-    await releaseItemLock(tx, item);
-    emitWorkItem(tx, thread, { ...item, status: 'queued', attempt: item.attempt + 1, not_before: notBefore, error_code: error.code });
-    return 'retry';
-  }
-  return await deadLetter(tx, ctx, item, thread, error);
-}
-
-/**
- * At-most-once (`interrupted: hold`): a call that may have been paid is not sent again. The item ends
- * `failed`, its `error` entry says `next: "hold"` and `in_doubt: true`, and the thread fails until the
- * user decides: `combine retry` sends the call again (it may be paid twice), `combine cancel` gives up.
- */
-export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
-  const thread = await threadOf(tx, item);
-  const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
-  appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
-  await endWorkItem(tx.sql, {
-    id: item.id,
-    from: item.status as WorkItemStatus,
-    to: 'failed',
-    owner: item.lease_owner,
-    error_code: error.code,
-    error_message: message,
-    now: tx.now,
-  });
-  await releaseItemLock(tx, item);
-  emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
-  await endThread(tx, thread, 'failed');
-  return 'held';
-}
-
-async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): Promise<AnswerResult> {
-  const owner = item.status === 'queued' ? null : item.lease_owner;
-  const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
-  appendEntry(tx, thread, item.id, 'error', item.attempt, {
-    ...errorPayload(error, item),
-    next: 'dead_letter',
-    ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),
-  });
-  await endWorkItem(tx.sql, {
-    id: item.id,
-    from: item.status as WorkItemStatus,
-    to: 'dead_letter',
-    owner,
-    error_code: error.code,
-    error_message: error.message,
-    now: tx.now,
-  });
-  await releaseItemLock(tx, item);
-  emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
-  await endThread(tx, thread, 'failed');
-  return 'dead_letter';
-}
-
-/** An `error` ledger entry's payload: the classified error and the item's attempt. */
-export function errorPayload(error: ClassifiedError, item: WorkItemRow) {
-  return {
-    code: error.code,
-    class: error.class,
-    message: error.message,
-    attempt: item.attempt,
-    repair: item.repair_count,
-    ...(error.httpStatus !== undefined ? { http_status: error.httpStatus } : {}),
-    ...(error.retryAfterMs !== undefined ? { retry_after_ms: error.retryAfterMs } : {}),
-    ...(error.providerRetryAfterMs !== undefined ? { provider_retry_after_ms: error.providerRetryAfterMs } : {}),
-  };
 }

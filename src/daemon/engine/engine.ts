@@ -15,7 +15,7 @@ import { EngineSpans } from '../tracing/engine-spans.js';
 import { traceIdOf } from '../../core/trace-context.js';
 import { noTracer } from '../tracing/tracer.js';
 import type { Tracer } from '../tracing/types.js';
-import type { EngineContext } from './completer.js';
+import type { EngineContext } from './leased.js';
 import type { CallOutcome } from './executor.js';
 import { runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { learnFromOutcome } from './provider-feedback.js';

@@ -32,7 +32,8 @@ import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import { lockProjectBudget, reserveCharge, tryLockProjectBudget } from './charges.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
-import { failAttempt, type EngineContext } from './completer.js';
+import { failAttempt } from './failures.js';
+import type { EngineContext } from './leased.js';
 import { buildItemRequest } from './request.js';
 import { emitWorkItem, type Tx } from './tx.js';
 

@@ -17,7 +17,8 @@ import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.
 import { extendLease, listLeasesNotOwnedBy, lockExpiredLeases, lockLeasesAtSharedStart, takeOverLease } from '../../db/leases.js';
 import { getWorkItem, requeueWorkItem } from '../../db/work-items.js';
 import { closeAfterError, lockProjectBudget, releaseUnsent } from './charges.js';
-import { failAttempt, holdInDoubt, type EngineContext } from './completer.js';
+import { failAttempt, holdInDoubt } from './failures.js';
+import type { EngineContext } from './leased.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { closeParentIfDone, emitWorkItem, type Tx } from './tx.js';
 

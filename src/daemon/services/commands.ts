@@ -19,7 +19,7 @@ import { EPIC_ARCHITECTURE, parseProjectFile } from '../../domain/project.js';
 import { isTerminalThread } from '../../domain/states.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { lockScopeOf } from '../../operations/runtime.js';
-import { errorPayload } from '../engine/completer.js';
+import { errorPayload } from '../engine/failures.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { isHeldInDoubt } from './holds.js';
 import { appendEntries, cancelThreads, closeParentIfDone, emitWorkItem, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';

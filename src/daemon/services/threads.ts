@@ -11,7 +11,7 @@ import { getThread, listThreads, type ThreadListFilter } from '../../db/threads.
 import { applyReplay, planReplay, type ReplayReport } from '../../ledger/replay.js';
 import { SHORTHANDS } from '../../operations/builtin/index.js';
 import type { OperationRegistry } from '../../operations/registry.js';
-import type { EngineContext } from '../engine/completer.js';
+import type { EngineContext } from '../engine/leased.js';
 import type { Engine } from '../engine/engine.js';
 import type { RemoteChanges } from '../runtime/cluster-changes.js';
 import type { EventBus } from '../engine/events.js';

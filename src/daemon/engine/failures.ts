@@ -1,0 +1,159 @@
+/**
+ * A failed attempt of a leased (or queued) item, in the transaction that records it: the `error` entry,
+ * then retry with backoff, dead_letter, canceled — or, at-most-once, held in doubt (`holdInDoubt`).
+ */
+import { insertCallRecord } from '../../db/call-records.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import { endWorkItem, requeueWorkItem } from '../../db/work-items.js';
+import type { ClassifiedError } from '../../domain/errors.js';
+import { backoffDelayMs } from '../../domain/retry.js';
+import type { WorkItemStatus } from '../../domain/states.js';
+import type { ModelRoute } from '../routing/router.js';
+import { closeAfterError } from './charges.js';
+import { leasedItemAndThread, releaseItemLock, threadOf, type AnswerResult, type EngineContext } from './leased.js';
+import { appendEntry, emitWorkItem, endThread, type Tx } from './tx.js';
+
+/** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
+export async function failLeasedAttempt(
+  tx: Tx,
+  ctx: EngineContext,
+  itemId: string,
+  error: ClassifiedError,
+  latencyMs: number,
+  route: ModelRoute,
+): Promise<AnswerResult> {
+  const { item } = await leasedItemAndThread(tx, ctx, itemId, 'running');
+  await closeAfterError(tx, item, error);
+  // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
+  if (!route.free) {
+    await insertCallRecord(tx.sql, {
+      thread_id: item.thread_id,
+      work_item_id: item.id,
+      model: route.key,
+      outcome: error.code,
+      http_status: error.httpStatus ?? null,
+      latency_ms: latencyMs,
+      prompt_tokens: null,
+      completion_tokens: null,
+      total_tokens: null,
+      provider_request_id: null,
+      created_at: tx.now,
+    });
+  }
+  return await failAttempt(tx, ctx, item, error);
+}
+
+/**
+ * A failed attempt: appends the `error` entry and decides the next state. Transient failures with
+ * attempts left go back to the queue after a capped, jittered backoff (at least the provider's
+ * Retry-After); the rest end the item. A canceled thread never retries.
+ */
+export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
+  const thread = await threadOf(tx, item);
+  const owner = item.status === 'queued' ? null : item.lease_owner;
+  if (error.class === 'canceled' || thread.status === 'canceled') {
+    const canceled: ClassifiedError =
+      error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
+    appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
+    await endWorkItem(tx.sql, {
+      id: item.id,
+      from: item.status as WorkItemStatus,
+      to: 'failed',
+      owner,
+      error_code: canceled.code,
+      error_message: canceled.message,
+      now: tx.now,
+    });
+    await releaseItemLock(tx, item);
+    emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
+    await endThread(tx, thread, 'canceled');
+    return 'canceled';
+  }
+  const retryable = error.class === 'transient' || error.class === 'infra';
+  if (retryable && item.attempt < item.max_attempts && item.status !== 'queued') {
+    const delayMs = backoffDelayMs(ctx.operations.policyFor(thread.kind), item.attempt, ctx.random, error.retryAfterMs);
+    const notBefore = tx.now + delayMs;
+    appendEntry(tx, thread, item.id, 'error', item.attempt, {
+      ...errorPayload(error, item),
+      next: 'retry',
+      delay_ms: delayMs,
+      not_before: notBefore,
+    });
+    await requeueWorkItem(tx.sql, {
+      id: item.id,
+      from: item.status as 'claimed' | 'running',
+      owner,
+      attempt: item.attempt + 1,
+      repair_count: item.repair_count,
+      escalated: item.escalated,
+      not_before: notBefore,
+      error_code: error.code,
+      error_message: error.message,
+    });
+    await releaseItemLock(tx, item);
+    emitWorkItem(tx, thread, { ...item, status: 'queued', attempt: item.attempt + 1, not_before: notBefore, error_code: error.code });
+    return 'retry';
+  }
+  return await deadLetter(tx, ctx, item, thread, error);
+}
+
+/**
+ * At-most-once (`interrupted: hold`): a call that may have been paid is not sent again. The item ends
+ * `failed`, its `error` entry says `next: "hold"` and `in_doubt: true`, and the thread fails until the
+ * user decides: `combine retry` sends the call again (it may be paid twice), `combine cancel` gives up.
+ */
+export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedError): Promise<AnswerResult> {
+  const thread = await threadOf(tx, item);
+  const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
+  appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
+  await endWorkItem(tx.sql, {
+    id: item.id,
+    from: item.status as WorkItemStatus,
+    to: 'failed',
+    owner: item.lease_owner,
+    error_code: error.code,
+    error_message: message,
+    now: tx.now,
+  });
+  await releaseItemLock(tx, item);
+  emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
+  await endThread(tx, thread, 'failed');
+  return 'held';
+}
+
+export async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): Promise<AnswerResult> {
+  const owner = item.status === 'queued' ? null : item.lease_owner;
+  const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
+  appendEntry(tx, thread, item.id, 'error', item.attempt, {
+    ...errorPayload(error, item),
+    next: 'dead_letter',
+    ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),
+  });
+  await endWorkItem(tx.sql, {
+    id: item.id,
+    from: item.status as WorkItemStatus,
+    to: 'dead_letter',
+    owner,
+    error_code: error.code,
+    error_message: error.message,
+    now: tx.now,
+  });
+  await releaseItemLock(tx, item);
+  emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
+  await endThread(tx, thread, 'failed');
+  return 'dead_letter';
+}
+
+/** An `error` ledger entry's payload: the classified error and the item's attempt. */
+export function errorPayload(error: ClassifiedError, item: WorkItemRow) {
+  return {
+    code: error.code,
+    class: error.class,
+    message: error.message,
+    attempt: item.attempt,
+    repair: item.repair_count,
+    ...(error.httpStatus !== undefined ? { http_status: error.httpStatus } : {}),
+    ...(error.retryAfterMs !== undefined ? { retry_after_ms: error.retryAfterMs } : {}),
+    ...(error.providerRetryAfterMs !== undefined ? { provider_retry_after_ms: error.providerRetryAfterMs } : {}),
+  };
+}

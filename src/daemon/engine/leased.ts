@@ -1,0 +1,62 @@
+/**
+ * What every step of a leased item starts from: the engine's context, the item read back under its
+ * lease (a step of a worker that lost its lease fails loudly, StaleStateError, instead of completing the
+ * item twice), its thread, and the release of its scope's lock when the lease ends.
+ */
+import type { CrashAt } from '../../core/crash.js';
+import { StaleStateError } from '../../core/errors.js';
+import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
+import { releaseLock } from '../../db/locks.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
+import { getThread } from '../../db/threads.js';
+import type { OperationRegistry } from '../../operations/registry.js';
+import type { ModelRoute } from '../routing/router.js';
+import type { PriceOf } from './charges.js';
+import type { Tx } from './tx.js';
+
+/** Where a recorded answer (or a failed attempt) took the item. */
+export type AnswerResult = 'applied' | 'repair' | 'escalate' | 'retry' | 'dead_letter' | 'canceled' | 'held';
+
+/** What every engine step works with; built once by the composition root (app.ts). */
+export interface EngineContext {
+  /** This daemon's lease owner id. */
+  owner: string;
+  /** A logical model's route: the model and endpoint a call goes to (routing/router.ts). */
+  routeOf(logical: string): ModelRoute;
+  /** The operations this daemon runs: every thread's prompt, answer check, mutation and retry policy. */
+  operations: OperationRegistry;
+  /** Answer identical temperature-0 requests from recorded answers (config `cache`). */
+  cache: boolean;
+  random: () => number;
+  /** The price table, to settle a call's cost from its usage. */
+  priceOf: PriceOf;
+  /** Crash tests' hook (a no-op in the shipped bundle): `in_mutation` runs before the mutation commits. */
+  crashAt: CrashAt;
+}
+
+/**
+ * A leased item holds its scope's lock (taken with the lease, extended with it): the step that ends the
+ * lease releases it, and a lock that is not there any more means another item may have held the scope
+ * meanwhile — refused (StaleStateError: the transaction rolls back, recovery resumes the item). A queued
+ * item holds none.
+ */
+export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
+  if (item.status !== 'claimed' && item.status !== 'running') return;
+  if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
+}
+
+/** Reads the item, with its thread in the same statement, and checks we still hold its lease in the expected status. */
+export function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<ItemWithThread> {
+  return getWorkItemWithThread(tx.sql, id).then((read) => {
+    if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
+      throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
+    return read;
+  });
+}
+
+export function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {
+  return getThread(tx.sql, item.thread_id).then((thread) => {
+    if (!thread) throw new Error(`work item ${item.id} has no thread ${item.thread_id}`);
+    return thread;
+  });
+}
