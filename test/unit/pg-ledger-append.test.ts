@@ -15,6 +15,7 @@ import { insertThread } from '../../src/db/threads.js';
 import { canonicalMetadataAroundSeq, findChainBreak, GENESIS_HASH } from '../../src/ledger/chain.js';
 import { appendLedgerEntries, appendLedgerEntriesAtCommit, getLedgerHead, type NewLedgerEntry } from '../../src/ledger/store.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { testThreadRow } from '../helpers/rows.js';
 
 function gate(): { open: () => void; opened: Promise<void> } {
   let open!: () => void;
@@ -23,23 +24,6 @@ function gate(): { open: () => void; opened: Promise<void> } {
   });
   return { open, opened };
 }
-
-const thread = (id: string) => ({
-  id,
-  kind: 'k',
-  space_type: 'project',
-  space_id: 'p',
-  target_ref: '{}',
-  status: 'running',
-  parent_thread_id: null,
-  idempotency_key: id,
-  role: 'work',
-  input: '{}',
-  created_by: null,
-  traceparent: null,
-  created_at: 1,
-  closed_at: null,
-});
 
 const entry = (threadId: string, payload: unknown): NewLedgerEntry => ({
   thread_id: threadId,
@@ -61,7 +45,7 @@ describe('Postgres ledger append at COMMIT', () => {
     pool = openPostgresPool(database.url, { max: 4 });
     reader = new PgSql(pool);
     writer = new PgWriter(pool);
-    await insertThread(reader, thread('t'));
+    await insertThread(reader, testThreadRow('a'));
   });
   afterAll(async () => {
     await writer.close();
@@ -76,7 +60,7 @@ describe('Postgres ledger append at COMMIT', () => {
     const resume = gate();
     let linked: LedgerRow[] = [];
     const first = writer.write(async (sql) => {
-      await appendLedgerEntriesAtCommit(sql, [entry('t', { n: 'é ✓ "q" \\ \u2028' }), entry('t', { n: "it's" })], (rows) => {
+      await appendLedgerEntriesAtCommit(sql, [entry('t-a', { n: 'é ✓ "q" \\ \u2028' }), entry('t-a', { n: "it's" })], (rows) => {
         linked = rows;
       });
       expect(linked).toEqual([]); // not appended yet: the COMMIT query appends
@@ -85,7 +69,7 @@ describe('Postgres ledger append at COMMIT', () => {
     });
     await queued.opened;
     // With the first transaction open, this append takes the head and commits: nothing holds it.
-    const [other] = await writer.write((sql) => appendLedgerEntries(sql, [entry('t', { n: 'meanwhile' })]));
+    const [other] = await writer.write((sql) => appendLedgerEntries(sql, [entry('t-a', { n: 'meanwhile' })]));
     resume.open();
     await first;
     expect(other!.seq).toBe(1);
@@ -98,18 +82,18 @@ describe('Postgres ledger append at COMMIT', () => {
 
   it('refuses an entry whose bytes differ from what the client hashed, and rolls its whole write back', async () => {
     const before = await stored();
-    const e = { ...entry('t2', null), payload: '{"n":1}' };
+    const e = { ...entry('t-b', null), payload: '{"n":1}' };
     const [head, tail] = canonicalMetadataAroundSeq(e);
     const write = writer.write(async (sql) => {
-      await insertThread(sql, thread('t2'));
+      await insertThread(sql, testThreadRow('b'));
       sql.atCommit!(
         `SELECT * FROM llm_ledger_append(@t::text[], @w::text[], @y::text[], @a::integer[], @p::text[], @c::bigint[], @h::text[], @l::text[], @d::text[])`,
-        { t: ['t2'], w: [null], y: ['prompt'], a: [1], p: [e.payload], c: [5], h: [head], l: [tail], d: ['0'.repeat(64)] },
+        { t: ['t-b'], w: [null], y: ['prompt'], a: [1], p: [e.payload], c: [5], h: [head], l: [tail], d: ['0'.repeat(64)] },
         () => {},
       );
     });
     await expect(write).rejects.toThrow(/would hash other bytes/);
     expect(await stored()).toEqual(before);
-    expect(await reader.get('SELECT id FROM llm_threads WHERE id = ?', ['t2'])).toBeUndefined();
+    expect(await reader.get('SELECT id FROM llm_threads WHERE id = ?', ['t-b'])).toBeUndefined();
   });
 });
