@@ -29,4 +29,12 @@ export interface Sql {
   get<T>(text: string, params?: SqlParams): Promise<T | undefined>;
   all<T>(text: string, params?: SqlParams): Promise<T[]>;
   run(text: string, params?: SqlParams): Promise<RunResult>;
+  /**
+   * Only on the Postgres writer's closure handle (db/pg/writer.ts): queues a statement to run in the one
+   * query that COMMITs the closure's transaction, after everything the closure ran and before the COMMIT,
+   * with no round trip to this process in between. `committed` gets its rows once that COMMIT succeeded,
+   * before the write's events are published; a failing statement rolls the whole transaction back.
+   * Undefined on every other handle: the caller then runs the statement itself.
+   */
+  readonly atCommit?: (text: string, params: SqlParams, committed: (rows: unknown[]) => void) => void;
 }

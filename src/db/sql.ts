@@ -79,6 +79,11 @@ export class ClosureSql implements Sql {
     this.open = false;
   }
 
+  /** The closure has ended: its statements are refused. */
+  protected get revoked(): boolean {
+    return !this.open;
+  }
+
   get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
     return this.open ? this.inner.get<T>(text, params) : this.refused();
   }

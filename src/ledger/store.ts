@@ -2,6 +2,7 @@
  * llm_ledger_entries: the append-only, hash-chained execution record. `appendLedgerEntry` is the only
  * way entries are written; triggers refuse UPDATE and DELETE in the database itself.
  */
+import { createHash } from 'node:crypto';
 import type { Sql } from '../core/sql.js';
 import { canonicalMetadataAroundSeq, GENESIS_HASH, ledgerEntryHash } from './chain.js';
 import type { LedgerRow } from '../db/schema.js';
@@ -96,7 +97,8 @@ function rowsPerInsert(n: number): number {
  * neither fork nor skip. SQLite: the head is read once, the links are computed here, and the rows go in
  * INSERTs of up to 256 — a bulk command (canceling a generate-all of 10,000 children) makes a few dozen
  * round trips, not two per entry; the triggers check each link again. Postgres: one statement per 1,000
- * entries locks the head (until the transaction ends), links and inserts them (appendAtPostgresHead).
+ * entries locks the head (until the transaction ends), links and inserts them (appendAtPostgresHead); to
+ * do that in the COMMIT's own query, appendLedgerEntriesAtCommit.
  */
 export function appendLedgerEntries(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
   if (entries.length === 0) return Promise.resolve([]);
@@ -136,21 +138,32 @@ function insertParams(rows: readonly LedgerRow[]): (string | number | null)[] {
 /** Entries per call of the append function: a bulk append stays a few statements of bounded size. */
 const MAX_ROWS_PER_CALL = 1000;
 
+const APPEND_AT_HEAD = `SELECT entry_seq AS seq, entry_prev_hash AS prev_hash, entry_hash AS hash
+   FROM llm_ledger_append(@thread_ids::text[], @work_item_ids::text[], @entry_types::text[], @attempts::integer[], @payloads::text[],
+     @created_ats::bigint[], @meta_heads::text[], @meta_tails::text[], @content_digests::text[])
+   ORDER BY entry_seq`;
+
+type Link = { seq: number; prev_hash: string; hash: string };
+
+/** One call of llm_ledger_append (migrations/pg/0009): its parameters, and the rows once linked. */
+interface AppendCall {
+  params: Record<string, unknown[]>;
+  rows(links: readonly Link[]): LedgerRow[];
+}
+
 /**
- * Postgres: one statement locks the head, links the entries and inserts them (llm_ledger_append,
- * migrations/pg/0008), so the head is held for one round trip and the COMMIT. The database computes the
- * hashes from the same bytes as ledgerEntryHash; each is checked here before the transaction goes on.
+ * The calls that append `entries` at the Postgres head, up to 1,000 entries each. The database links
+ * them and computes the hashes; with each entry goes the digest of the bytes it will hash (payload and
+ * metadata around the seq), which the function checks before it links anything, so it can only ever
+ * store a hash of the bytes ledgerEntryHash hashes (`ledger verify` recomputes them all in JavaScript).
  */
-async function appendAtPostgresHead(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
-  const rows: LedgerRow[] = [];
+function appendCalls(entries: readonly NewLedgerEntry[]): AppendCall[] {
+  const calls: AppendCall[] = [];
   for (let i = 0; i < entries.length; i += MAX_ROWS_PER_CALL) {
     const run = entries.slice(i, i + MAX_ROWS_PER_CALL).map((e) => ({ ...e, payload: canonicalJson(e.payload) }));
     const around = run.map((e) => canonicalMetadataAroundSeq(e));
-    const linked = await sql.all<{ seq: number; prev_hash: string; hash: string }>(
-      `SELECT entry_seq AS seq, entry_prev_hash AS prev_hash, entry_hash AS hash
-       FROM llm_ledger_append(@thread_ids, @work_item_ids, @entry_types, @attempts, @payloads, @created_ats, @meta_heads, @meta_tails)
-       ORDER BY entry_seq`,
-      {
+    calls.push({
+      params: {
         thread_ids: run.map((e) => e.thread_id),
         work_item_ids: run.map((e) => e.work_item_id),
         entry_types: run.map((e) => e.entry_type),
@@ -159,16 +172,47 @@ async function appendAtPostgresHead(sql: Sql, entries: readonly NewLedgerEntry[]
         created_ats: run.map((e) => e.created_at),
         meta_heads: around.map((a) => a[0]),
         meta_tails: around.map((a) => a[1]),
+        content_digests: run.map((e, j) => linkedBytesDigest(e.payload, around[j]!)),
       },
-    );
-    for (const [j, e] of run.entries()) {
-      const link = linked[j]!;
-      const row: LedgerRow = { ...e, seq: link.seq, prev_hash: link.prev_hash, hash: link.hash };
-      if (ledgerEntryHash(row) !== row.hash) throw new Error(`the database linked ledger entry ${row.seq} with a hash that does not match its contents`);
-      rows.push(row);
-    }
+      rows: (links) => run.map((e, j) => ({ ...e, seq: links[j]!.seq, prev_hash: links[j]!.prev_hash, hash: links[j]!.hash })),
+    });
   }
+  return calls;
+}
+
+/** sha256(payload ‖ "\n" ‖ meta_head ‖ "\n" ‖ meta_tail): what llm_ledger_append checks it received. */
+function linkedBytesDigest(payload: string, [head, tail]: [string, string]): string {
+  return createHash('sha256').update(payload).update('\n').update(head).update('\n').update(tail).digest('hex');
+}
+
+/** Postgres, now: each call locks the head (until the transaction ends), links and inserts its entries. */
+async function appendAtPostgresHead(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
+  const rows: LedgerRow[] = [];
+  for (const call of appendCalls(entries)) rows.push(...call.rows(await sql.all<Link>(APPEND_AT_HEAD, call.params)));
   return rows;
+}
+
+/**
+ * Appends `entries`, in order, as the last statements of the caller's transaction. On a handle that runs
+ * statements in its COMMIT's query (the Postgres writer's: `Sql.atCommit`), they go there, so the chain
+ * head — the one row every appending transaction waits for — is held only for the server's statements and
+ * the fsync, with no round trip to this process in between; `linked` gets the rows after the COMMIT,
+ * before the write's events are published. Elsewhere they are appended now and `linked` gets them at once.
+ */
+export async function appendLedgerEntriesAtCommit(sql: Sql, entries: readonly NewLedgerEntry[], linked: (rows: LedgerRow[]) => void): Promise<void> {
+  const atCommit = sql.atCommit;
+  if (entries.length === 0 || !atCommit) {
+    linked(await appendLedgerEntries(sql, entries));
+    return;
+  }
+  const calls = appendCalls(entries);
+  const rows: LedgerRow[] = [];
+  for (const call of calls) {
+    atCommit(APPEND_AT_HEAD, call.params, (links) => {
+      rows.push(...call.rows(links as Link[]));
+      if (call === calls.at(-1)) linked(rows);
+    });
+  }
 }
 
 export function getLedgerEntry(sql: Sql, seq: number): Promise<LedgerRow | undefined> {

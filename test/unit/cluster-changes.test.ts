@@ -48,11 +48,11 @@ describe('notifications of a write', () => {
     ]);
   });
 
-  it('a claim alone notifies nobody; an answer names the newest seq per thread and the parent', () => {
+  it('a claim alone notifies nobody; an answer names its thread once, with the parent', () => {
     expect(notificationsOf([item('t1', 'claimed'), item('t2', 'running')])).toEqual([]);
     expect(notificationsOf([ledger('c1', 7), ledger('c1', 9), thread('c1', 'complete', 'p1'), item('c1', 'applied')])).toEqual([
       { channel: 'combine_work', payload: '' },
-      { channel: 'combine_events', payload: 'c1:9:p1' },
+      { channel: 'combine_events', payload: 'c1:0:p1' },
     ]);
   });
 

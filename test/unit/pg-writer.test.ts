@@ -242,6 +242,43 @@ describe('Postgres writer', () => {
     expect(await values()).toEqual(['w0', 'w1', 'w2', 'w3']);
   });
 
+  it('runs the statements a closure queued for its COMMIT in the COMMIT query, values inlined: rows after the commit, before the events', async () => {
+    const seen: string[] = [];
+    const w = new PgWriter<string>(pool, { publish: (events) => seen.push(`published ${events.join(',')}`) });
+    const tricky = ["it's", 'a "quoted" \\ backslash', null, '{,}', 'NULL', 'é ✓'];
+    await w.write(async (sql, emit) => {
+      await sql.run("INSERT INTO t (v) VALUES ('body')");
+      sql.atCommit!('INSERT INTO t (v) SELECT x FROM unnest(@xs::text[]) AS x WHERE x IS NOT NULL RETURNING v', { xs: tricky }, (rows) =>
+        seen.push(`rows ${(rows as { v: string }[]).map((r) => r.v).join('|')}`),
+      );
+      sql.atCommit!('SELECT @n::bigint + 1 AS n, @s AS s, @none::text AS none', { n: 41, s: "o'k", none: null }, (rows) =>
+        seen.push(`rows ${JSON.stringify(rows)}`),
+      );
+      emit('e');
+      // Queued, not run: the COMMIT query runs them.
+      expect(await sql.all('SELECT v FROM t WHERE v = @v', { v: "it's" })).toEqual([]);
+    });
+    const kept = tricky.filter((v) => v !== null);
+    expect(seen).toEqual([`rows ${kept.join('|')}`, 'rows [{"n":42,"s":"o\'k","none":null}]', 'published e']);
+    expect((await values()).sort()).toEqual(['body', ...kept].sort());
+  });
+
+  it('rolls the whole write back, events unpublished, when a statement queued for its COMMIT fails', async () => {
+    const seen: string[] = [];
+    const w = new PgWriter<string>(pool, { publish: (events) => seen.push(...events) });
+    const failed = w.write(async (sql, emit) => {
+      await sql.run("INSERT INTO t (v) VALUES ('body')");
+      sql.atCommit!('SELECT @v::integer AS n', { v: 'not a number' }, () => seen.push('rows'));
+      emit('e');
+    });
+    await expect(failed).rejects.toThrow(/invalid input syntax for type integer/);
+    expect(seen).toEqual([]);
+    expect(await values()).toEqual([]);
+    // The connection was left clean: the next write on the pool commits.
+    await w.write((sql) => sql.run("INSERT INTO t (v) VALUES ('next')"));
+    expect(await values()).toEqual(['next']);
+  });
+
   describe('close', () => {
     let w: PgWriter;
     beforeEach(() => {

@@ -5,7 +5,7 @@
  * scheduler (a scheduled run ends with its thread, in the same transaction).
  */
 import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
-import { appendLedgerEntries, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
+import { appendLedgerEntries, appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import {
@@ -48,8 +48,8 @@ export type Write = WriteTx<EngineEvent, EngineHooks>;
 
 /**
  * A ledger entry appended at the end of its transaction (`appendEntries`): `row` is there once the
- * transaction's entries are written, which happens before its COMMIT — read it after the write, or in a
- * step given to `afterAppend`.
+ * transaction's entries are written — at its COMMIT on Postgres — so read it after the write, or in a step
+ * given to `afterAppend` (which makes the append run before the COMMIT).
  */
 export interface PendingEntry {
   readonly row: LedgerRow;
@@ -86,17 +86,21 @@ function bufferOf(tx: Tx): LedgerBuffer {
 }
 
 /**
- * Writes the transaction's entries, in the order they were appended, in one append (the chain head is
- * taken here, at the end of the transaction, and held only for this and the COMMIT), then runs the steps
- * that needed their seqs.
+ * Writes the transaction's entries, in the order they were appended, in one append at the end of the
+ * transaction. When no step needs their seqs inside the transaction, the append rides on the query that
+ * COMMITs it (Postgres: the chain head is then held only for the server's statements and the fsync); the
+ * rows and the events' seqs are filled in once committed, before the events are published. A transaction
+ * whose steps need the seqs (the response's charge settle) appends now, then runs those steps.
  */
 async function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
   buffers.delete(tx.sql);
-  const rows = await appendLedgerEntries(tx.sql, buffer.entries);
-  rows.forEach((row, i) => {
-    buffer.pending[i]!.written = row;
-    buffer.events[i]!.seq = row.seq;
-  });
+  const linked = (rows: LedgerRow[]) =>
+    rows.forEach((row, i) => {
+      buffer.pending[i]!.written = row;
+      buffer.events[i]!.seq = row.seq;
+    });
+  if (buffer.after.length === 0) return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linked);
+  linked(await appendLedgerEntries(tx.sql, buffer.entries));
   for (const step of buffer.after) await step();
 }
 

@@ -4,10 +4,11 @@
  *   - `combine_work`: work may be claimable now — an item was queued (submit, retry, requeue, a
  *     rescued lease) or left the running states (its lock, budget reservation and slot are free again,
  *     parked items may have been unparked). Every daemon wakes its producer; a claim round is cheap.
- *   - `combine_events`: `thread_id:seq:parent_thread_id` per thread whose ledger or status the write
- *     changed (`seq` its newest ledger entry in the write, 0 without one; `*` when one write touched
- *     many threads). A `--follow` stream on another daemon re-reads what it has not seen yet
- *     (follow-stream.ts).
+ *   - `combine_events`: `thread_id:0:parent_thread_id` per thread whose ledger or status the write
+ *     changed (`*` when one write touched many threads). A `--follow` stream on another daemon re-reads
+ *     what it has not seen yet (follow-stream.ts). The middle field once carried the write's newest
+ *     ledger seq; on Postgres the seqs are linked in the COMMIT's own query, after the notifications are
+ *     written, and no listener ever read it, so it is 0 (kept so the payload's shape does not change).
  * On a lost LISTEN session the daemon polls every second (the producer looks again, every follower
  * re-reads) until it has reconnected, and once more then: nothing notified meanwhile is waited for forever.
  */
@@ -32,18 +33,15 @@ export interface RemoteChange {
 export function notificationsOf(events: EngineEvent[]): Notification[] {
   const notes: Notification[] = [];
   if (events.some(makesWorkClaimable)) notes.push({ channel: WORK_CHANNEL, payload: '' });
-  const threads = new Map<string, { seq: number; parent: string | null }>();
+  const threads = new Map<string, string | null>();
   // What a follower re-reads: ledger entries and thread statuses (a claim's work item event alone is
   // not worth a notification: NOTIFY serializes the commits that send one).
   for (const e of events) {
     if (e.type === 'work_item') continue;
-    const t = threads.get(e.thread_id) ?? { seq: 0, parent: e.parent_thread_id };
-    t.parent ??= e.parent_thread_id;
-    if (e.type === 'ledger') t.seq = Math.max(t.seq, e.seq);
-    threads.set(e.thread_id, t);
+    threads.set(e.thread_id, threads.get(e.thread_id) ?? e.parent_thread_id);
   }
   if (threads.size > MAX_THREAD_NOTIFICATIONS) notes.push({ channel: EVENTS_CHANNEL, payload: '*' });
-  else for (const [id, t] of threads) notes.push({ channel: EVENTS_CHANNEL, payload: `${id}:${t.seq}:${t.parent ?? ''}` });
+  else for (const [id, parent] of threads) notes.push({ channel: EVENTS_CHANNEL, payload: `${id}:0:${parent ?? ''}` });
   return notes;
 }
 

@@ -27,8 +27,10 @@ import type pg from 'pg';
 import { InfraError } from '../../core/errors.js';
 import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
 import { isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
+import type { SqlParams } from '../../core/sql.js';
 import { ClosureSql, settleClosure } from '../sql.js';
-import { endWithNotifications, lastCommand, type Notification } from './notifications.js';
+import { type CommitStatement, commitQuery } from './commit-query.js';
+import { lastCommand, type Notification } from './notifications.js';
 import { PgSql } from './sql.js';
 
 export interface PgWriterOptions<E> {
@@ -150,7 +152,8 @@ export class PgWriter<E = never> implements TxRunner<E> {
     } finally {
       this.waiting--;
     }
-    const handle = new ClosureSql(new PgSql(client));
+    const queued: CommitStatement[] = [];
+    const handle = new CommitClosureSql(new PgSql(client), queued);
     const events: E[] = [];
     const emit: Emit<E> = (e) => events.push(e);
     let atCommit = false;
@@ -163,10 +166,13 @@ export class PgWriter<E = never> implements TxRunner<E> {
       const notes = events.length > 0 && this.opts.notificationsOf ? this.opts.notificationsOf(events) : [];
       atCommit = true;
       const started = performance.now();
-      // The notifications go in COMMIT's round trip: the last thing a write sends is one query.
-      const result = (await client.query(endWithNotifications(notes, 'COMMIT'))) as pg.QueryResult | pg.QueryResult[];
+      // The statements queued for the commit (the ledger append) and the notifications go in COMMIT's round
+      // trip: the last thing a write sends is one query.
+      const result = (await client.query(commitQuery(queued, notes))) as pg.QueryResult | pg.QueryResult[];
       // A transaction in which a statement failed answers COMMIT with ROLLBACK: nothing was applied.
       if (lastCommand(result) !== 'COMMIT') throw new Error('the transaction was rolled back at COMMIT (a statement in it had failed)');
+      // Committed: the queued statements' rows go to their callers before the events are published.
+      for (const [i, statement] of queued.entries()) statement.committed((result as pg.QueryResult[])[i]!.rows);
       const commitMs = performance.now() - started;
       this.opts.onCommit?.({ writes: 1, commitMs });
       if (events.length > 0) this.opts.publish?.(events);
@@ -187,6 +193,21 @@ export class PgWriter<E = never> implements TxRunner<E> {
       client.release(broken ?? false);
     }
   }
+}
+
+/** The closure's handle, which can also queue statements for the COMMIT's query (core/sql.ts `atCommit`). */
+class CommitClosureSql extends ClosureSql {
+  constructor(
+    inner: PgSql,
+    private readonly queued: CommitStatement[],
+  ) {
+    super(inner);
+  }
+
+  readonly atCommit = (text: string, params: SqlParams, committed: (rows: unknown[]) => void): void => {
+    if (this.revoked) throw new Error('a statement was queued for the COMMIT after its write closure ended');
+    this.queued.push({ text, params, committed });
+  };
 }
 
 /** ROLLBACK; the error if it failed (the connection is then unusable). */
