@@ -7,9 +7,9 @@
  * being alive together until one huge commit that blocked the daemon's event loop for seconds. The claim
  * itself is untouched: one round decides fairness, budgets and locks.
  *
- * A slot is given back on the next turn of the event loop (`setImmediate`), not at once: by then the
- * request has gone through the SDK to the socket, and the slots freed by one slice are taken together,
- * so the next slice's writes are queued in one turn and share one commit.
+ * While items wait, a slot is given back on the next turn of the event loop (`setImmediate`), not at
+ * once: by then the request has gone through the SDK to the socket, and the slots freed by one slice are
+ * taken together, so the next slice's writes are queued in one turn and share one commit.
  */
 export class StartSlots {
   private free: number;
@@ -30,8 +30,12 @@ export class StartSlots {
     return new Promise((resolve) => this.waiting.push(() => resolve(true)));
   }
 
-  /** Frees the slot on the next turn of the event loop (to the longest waiting item, if any). */
+  /** Frees the slot: at once when no item waits, else on the next turn of the event loop (to the longest waiting). */
   giveBack(): void {
+    if (this.waiting.length === 0) {
+      this.free++;
+      return;
+    }
     setImmediate(() => {
       const next = this.waiting.shift();
       if (next) next();
@@ -42,7 +46,8 @@ export class StartSlots {
 
 /**
  * The engine's slice: above the default max_in_flight (8), so a daemon of usual size starts a round as
- * before. Small enough that a slice's start garbage (prompts, ledger entries, canonical JSON) can die in
- * V8's young generation: bench target 6, one run each, peaked at 247 MiB with 256 and 216 MiB with 64.
+ * before. Bench target 6 (load 3, medians of 3): 64 peaked at 218 MiB, 32 at 220, 256 at 240 (its
+ * slice's start garbage outlives the young generation), all-at-once 219; target 1's engine (max_in_flight
+ * 256) spent ~2 % more CPU per item with 64 than without slots.
  */
 export const START_SLICE = 64;
