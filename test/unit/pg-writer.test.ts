@@ -30,7 +30,9 @@ describe('Postgres writer', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    pool = openPostgresPool(database.url, { max: 6 });
+    // As the daemon's pools (daemon/storage.ts): a pooled connection the server ends (the tests below
+    // terminate backends on purpose) is dropped by the pool; without a listener its 'error' is unhandled.
+    pool = openPostgresPool(database.url, { max: 6 }).on('error', () => {});
     reader = new PgSql(pool);
     await reader.run('CREATE TABLE t (id SERIAL PRIMARY KEY, v TEXT UNIQUE NOT NULL)');
   });

@@ -55,18 +55,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
     const canceled: ClassifiedError =
       error.class === 'canceled' ? error : { code: 'CANCELED', class: 'canceled', message: `${error.message} (thread canceled)` };
     appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(canceled, item), next: 'canceled' });
-    await endWorkItem(tx.sql, {
-      id: item.id,
-      from: item.status as WorkItemStatus,
-      to: 'failed',
-      owner,
-      error_code: canceled.code,
-      error_message: canceled.message,
-      now: tx.now,
-    });
-    await releaseItemLock(tx, item);
-    emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: canceled.code });
-    await endThread(tx, thread, 'canceled');
+    await giveUp(tx, thread, item, { to: 'failed', owner, code: canceled.code, message: canceled.message, threadTo: 'canceled' });
     return 'canceled';
   }
   const retryable = error.class === 'transient' || error.class === 'infra';
@@ -106,18 +95,7 @@ export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedEr
   const thread = await threadOf(tx, item);
   const message = `${error.message}; held, not sent again (interrupted: hold): \`combine retry ${thread.id}\` sends it again and may pay twice, \`combine cancel ${thread.id}\` gives it up`;
   appendEntry(tx, thread, item.id, 'error', item.attempt, { ...errorPayload(error, item), message, next: 'hold', in_doubt: true });
-  await endWorkItem(tx.sql, {
-    id: item.id,
-    from: item.status as WorkItemStatus,
-    to: 'failed',
-    owner: item.lease_owner,
-    error_code: error.code,
-    error_message: message,
-    now: tx.now,
-  });
-  await releaseItemLock(tx, item);
-  emitWorkItem(tx, thread, { ...item, status: 'failed', error_code: error.code });
-  await endThread(tx, thread, 'failed');
+  await giveUp(tx, thread, item, { to: 'failed', owner: item.lease_owner, code: error.code, message, threadTo: 'failed' });
   return 'held';
 }
 
@@ -129,19 +107,32 @@ export async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow,
     next: 'dead_letter',
     ...(exhausted ? { reason: `attempts exhausted (${item.attempt} of ${item.max_attempts})` } : {}),
   });
+  await giveUp(tx, thread, item, { to: 'dead_letter', owner, code: error.code, message: error.message, threadTo: 'failed' });
+  return 'dead_letter';
+}
+
+/**
+ * The last step of every path that gives an item up (canceled, held in doubt, dead-lettered): the item
+ * ends `to` with its error (guarded by its status and lease owner), its lock is freed, its thread ends.
+ */
+async function giveUp(
+  tx: Tx,
+  thread: ThreadRow,
+  item: WorkItemRow,
+  p: { to: 'failed' | 'dead_letter'; owner: string | null; code: string; message: string; threadTo: 'failed' | 'canceled' },
+): Promise<void> {
   await endWorkItem(tx.sql, {
     id: item.id,
     from: item.status as WorkItemStatus,
-    to: 'dead_letter',
-    owner,
-    error_code: error.code,
-    error_message: error.message,
+    to: p.to,
+    owner: p.owner,
+    error_code: p.code,
+    error_message: p.message,
     now: tx.now,
   });
   await releaseItemLock(tx, item);
-  emitWorkItem(tx, thread, { ...item, status: 'dead_letter', error_code: error.code });
-  await endThread(tx, thread, 'failed');
-  return 'dead_letter';
+  emitWorkItem(tx, thread, { ...item, status: p.to, error_code: p.code });
+  await endThread(tx, thread, p.threadTo);
 }
 
 /** An `error` ledger entry's payload: the classified error and the item's attempt. */
