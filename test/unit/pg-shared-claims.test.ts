@@ -2,7 +2,8 @@
  * The statements several daemons on one Postgres database race on (issue 18), against a real server,
  * two transactions at once: a claim passes over an item another transaction is claiming (no waiting, no
  * second lease), the recovery scan's listing passes over a lease being rescued elsewhere, and the lock
- * sweep leaves alone a lock row another transaction is taking for a fresh claim.
+ * sweep leaves alone a lock row another transaction is taking for a fresh claim; a claim undone (its lock
+ * scope taken by another daemon meanwhile) leaves the item exactly as it was.
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +15,7 @@ import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertThread } from '../../src/db/threads.js';
 import { lockExpiredLeases } from '../../src/db/leases.js';
-import { claimWorkItem, getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
+import { claimWorkItem, getWorkItem, insertWorkItem, unclaimWorkItem } from '../../src/db/work-items.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -68,6 +69,27 @@ describe('statements daemons race on, two transactions at once', () => {
     expect(await getWorkItem(reader, 'w1')).toMatchObject({ status: 'claimed', lease_owner: 'daemon-a' });
     // Once A committed, the guard refuses B too: the item is no longer queued.
     expect(await writer.write((sql) => claimWorkItem(sql, { id: 'w1', owner: 'daemon-b', now: 20, lease_until: 1000 }))).toBeUndefined();
+  });
+
+  it("a claim undone (another daemon took the item's lock scope meanwhile) leaves the item exactly as it was", async () => {
+    // An item parked for its budget and unparked, never started: the claim clears the park and sets its
+    // first start — what the undo must put back.
+    await writer.write(async (sql) => {
+      await insertThread(sql, testThreadRow('u1'));
+      await insertWorkItem(sql, testWorkItemRow('u1', { not_before: 5, error_code: 'BUDGET_EXCEEDED', error_message: 'over the daily budget' }));
+    });
+    const before = (await getWorkItem(reader, 'u1'))!;
+    const claimed = await writer.write((sql) => claimWorkItem(sql, { id: 'u1', owner: 'daemon-a', now: 10, lease_until: 1000 }));
+    expect(claimed).toMatchObject({ status: 'claimed', lease_owner: 'daemon-a', started_at: 10, error_code: null });
+    // Only the claim's owner can undo it; every column the claim changed is back (a column the claim
+    // learns to change and the undo forgets fails here).
+    await expect(writer.write((sql) => unclaimWorkItem(sql, { owner: 'daemon-b', before }))).rejects.toThrow(/not claimed by daemon-b/);
+    await writer.write((sql) => unclaimWorkItem(sql, { owner: 'daemon-a', before }));
+    expect(await getWorkItem(reader, 'u1')).toEqual(before);
+    // And it can be claimed again.
+    expect(await writer.write((sql) => claimWorkItem(sql, { id: 'u1', owner: 'daemon-b', now: 20, lease_until: 1000 }))).toMatchObject({
+      lease_owner: 'daemon-b',
+    });
   });
 
   it('the recovery listing passes over an expired lease another daemon is rescuing', async () => {
