@@ -6,7 +6,7 @@
 import { acquireLock, releaseLocksOwnedBy } from '../../db/locks.js';
 import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { findActiveThreadByKey, getThread, listChildThreads } from '../../db/threads.js';
+import { findActiveThreadByKey, getThread, listChildThreads, lockThread } from '../../db/threads.js';
 import {
   countQueuedWorkItems,
   endQueuedWorkItemsOfThreads,
@@ -137,10 +137,14 @@ async function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): Promise<number> {
   return released;
 }
 
-/** A failed child reopening reopens its failed orchestration too (and takes its lock back). */
+/**
+ * A failed child reopening reopens its failed orchestration too (and takes its lock back). The parent
+ * is read locked (Postgres): two children retried at once by two transactions reopen it once — the second
+ * sees it running, where reading it unlocked it saw it failed, then found it running as "a newer request".
+ */
 export async function reopenFailedParent(tx: Tx, ops: OperationRegistry, thread: ThreadRow, verb: string): Promise<void> {
   if (!thread.parent_thread_id) return;
-  const parent = await getThread(tx.sql, thread.parent_thread_id);
+  const parent = await lockThread(tx.sql, thread.parent_thread_id);
   if (parent?.status !== 'failed') return;
   if (await findActiveThreadByKey(tx.sql, parent.idempotency_key)) {
     throw new CommandError('CONFLICT', `cannot ${verb} thread ${thread.id}: a newer ${parent.kind} for the same request is running`);
