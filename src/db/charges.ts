@@ -8,7 +8,7 @@ import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { StaleStateError } from '../core/errors.js';
 import { assertChargeTransition } from '../domain/states.js';
-import { expectOneChange, runGuarded, runStatement } from './statements.js';
+import { DONE, expectOneChange, runGuarded, runStatement } from './statements.js';
 
 export function insertCharge(sql: Sql, row: ChargeRow): Promise<void> {
   return runStatement(
@@ -79,14 +79,24 @@ export async function markChargeApplied(sql: Sql, responseSeq: number): Promise<
  * charge change it mirrors (engine/charges.ts).
  */
 export function addProjectSpend(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
-  return runStatement(
-    sql,
-    `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
-     ON CONFLICT (project_id, day) DO UPDATE
-       SET tokens = llm_project_spend.tokens + excluded.tokens, cost_usd = llm_project_spend.cost_usd + excluded.cost_usd`,
-    p,
-  );
+  return runStatement(sql, ADD_PROJECT_SPEND, p);
 }
+
+/**
+ * `addProjectSpend` as one of the transaction's last statements: on a handle that runs statements in its
+ * COMMIT's query (the Postgres writer's `Sql.atCommit`) it goes there, so the spend row is locked only
+ * inside that query; elsewhere it runs now. It needs no answer: an upsert changes its row whatever it held.
+ */
+export function addProjectSpendAtCommit(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
+  if (!sql.atCommit) return addProjectSpend(sql, p);
+  sql.atCommit(ADD_PROJECT_SPEND, p, ignoreRows);
+  return DONE;
+}
+
+const ADD_PROJECT_SPEND = `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
+     ON CONFLICT (project_id, day) DO UPDATE
+       SET tokens = llm_project_spend.tokens + excluded.tokens, cost_usd = llm_project_spend.cost_usd + excluded.cost_usd`;
+const ignoreRows = () => {};
 
 /**
  * What a project has spent or may have spent: settled calls at their usage, reserved and in-doubt calls

@@ -11,7 +11,14 @@
  * row is guarded by `status = 'reserved'` and a unique `response_seq`: a paid call is counted exactly
  * once, however often the item is retried or the daemon restarted.
  */
-import { addProjectSpend, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
+import {
+  addProjectSpend,
+  addProjectSpendAtCommit,
+  closeChargeWithoutResponse,
+  getOpenCharge,
+  insertCharge,
+  settleChargeFromResponse,
+} from '../../db/charges.js';
 import type { ChargeRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
 import { lockKeyForTransaction, tryLockKeyForTransaction } from '../../db/key-locks.js';
@@ -19,7 +26,7 @@ import { DONE } from '../../db/statements.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
 import type { Usage } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import { afterAppend, type PendingEntry, type Tx } from './tx.js';
+import { afterAppend, atEndAfterAppend, type PendingEntry, type Tx } from './tx.js';
 import { newId } from '../../core/ids.js';
 
 export type PriceOf = (model: string) => ModelPrice | undefined;
@@ -133,9 +140,9 @@ const pendingSpend = new WeakMap<object, Map<string, SpendChange>>();
  * Moves the project's running spend (llm_project_spend, one row per project and day). A budgeted
  * project's moves now: the claim decides on it in this same transaction, under the budget lock. Any
  * other project's at the end of the transaction, after its ledger append, summed into one statement per
- * project and day: the row is then locked only from there to the COMMIT. Moved where it happened, the
- * row stayed locked while the transaction waited for the chain head, and on a shared database every
- * transaction of the project queued behind it.
+ * project and day (on Postgres in the COMMIT's query): the row is then locked only from there to the
+ * COMMIT. Moved where it happened, the row stayed locked while the transaction waited for the chain head,
+ * and on a shared database every transaction of the project queued behind it.
  */
 function moveSpend(tx: Tx, change: SpendChange): Promise<void> {
   if (tx.hooks.budgeted(change.project_id)) return addProjectSpend(tx.sql, change);
@@ -143,7 +150,7 @@ function moveSpend(tx: Tx, change: SpendChange): Promise<void> {
   if (!pending) {
     const created = new Map<string, SpendChange>();
     pendingSpend.set(tx.sql, created);
-    afterAppend(tx, () => addPendingSpend(tx, created));
+    atEndAfterAppend(tx, () => addPendingSpend(tx, created));
     pending = created;
   }
   const key = `${change.project_id}\0${change.day}`;
@@ -157,7 +164,7 @@ function moveSpend(tx: Tx, change: SpendChange): Promise<void> {
 
 async function addPendingSpend(tx: Tx, pending: Map<string, SpendChange>): Promise<void> {
   pendingSpend.delete(tx.sql);
-  for (const change of pending.values()) if (change.tokens !== 0 || change.cost_usd !== 0) await addProjectSpend(tx.sql, change);
+  for (const change of pending.values()) if (change.tokens !== 0 || change.cost_usd !== 0) await addProjectSpendAtCommit(tx.sql, change);
 }
 
 /**

@@ -109,6 +109,16 @@ export function afterAppend(tx: Tx, step: () => Promise<void>): void {
   bufferOf(tx).after.push(step);
 }
 
+/**
+ * Runs `step` at the end of this transaction, after its ledger append (of the entries appended before or
+ * after this call) — without needing their rows, so the append still rides on the COMMIT's query, and a
+ * statement `step` queues there (`Sql.atCommit`) runs after it: a lock it takes comes after the chain head.
+ */
+export function atEndAfterAppend(tx: Tx, step: () => Promise<void>): void {
+  bufferOf(tx); // registers the append's own end step first
+  tx.atEnd(step);
+}
+
 export function appendEntry(
   tx: Tx,
   thread: ThreadRow,
