@@ -161,7 +161,7 @@ export async function finishAnswer(
     return await failAttempt(tx, ctx, item, { code: 'PROVIDER_ERROR', class: 'transient', message: envelope.error });
   }
   const verdict = checkThreadAnswer(ctx.operations, thread, envelope.content);
-  if (verdict.kind === 'failed') return await deadLetter(tx, ctx, item, thread, verdict.error);
+  if (verdict.kind === 'failed') return await deadLetter(tx, item, thread, verdict.error);
   if (verdict.kind === 'invalid') {
     appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: false, stage: 'schema', errors: verdict.errors, ...provenance });
     return await rejectAnswer(tx, ctx, item, thread, verdict.errors);
@@ -171,7 +171,7 @@ export async function finishAnswer(
   const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, tx.now);
   // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
   // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.
-  if (!applied.ok) return await deadLetter(tx, ctx, item, thread, applied.error);
+  if (!applied.ok) return await deadLetter(tx, item, thread, applied.error);
   appendEntry(tx, thread, item.id, 'mutation_report', item.attempt, {
     ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
@@ -199,7 +199,7 @@ async function rejectAnswer(tx: Tx, ctx: EngineContext, item: WorkItemRow, threa
   const message = `the answer does not match the schema: ${errors.slice(0, 5).join('; ')}`;
   const escalated = item.escalated === 1;
   const next = escalated ? null : item.repair_count < policy.repairAttempts ? 'repair' : escalateTo !== null ? 'escalate' : null;
-  if (next === null) return await deadLetter(tx, ctx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
+  if (next === null) return await deadLetter(tx, item, thread, { code: 'SCHEMA_INVALID', class: 'permanent', message });
   const again = next === 'repair' ? { repair_count: item.repair_count + 1, escalated: 0 } : { repair_count: item.repair_count, escalated: 1 };
   appendEntry(tx, thread, item.id, 'error', item.attempt, {
     code: 'SCHEMA_INVALID',

@@ -83,7 +83,7 @@ export async function failAttempt(tx: Tx, ctx: EngineContext, item: WorkItemRow,
     emitWorkItem(tx, thread, { ...item, status: 'queued', attempt: item.attempt + 1, not_before: notBefore, error_code: error.code });
     return 'retry';
   }
-  return await deadLetter(tx, ctx, item, thread, error);
+  return await deadLetter(tx, item, thread, error);
 }
 
 /**
@@ -99,7 +99,7 @@ export async function holdInDoubt(tx: Tx, item: WorkItemRow, error: ClassifiedEr
   return 'held';
 }
 
-export async function deadLetter(tx: Tx, _ctx: EngineContext, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): Promise<AnswerResult> {
+export async function deadLetter(tx: Tx, item: WorkItemRow, thread: ThreadRow, error: ClassifiedError): Promise<AnswerResult> {
   const owner = item.status === 'queued' ? null : item.lease_owner;
   const exhausted = (error.class === 'transient' || error.class === 'infra') && item.attempt >= item.max_attempts;
   appendEntry(tx, thread, item.id, 'error', item.attempt, {

@@ -158,9 +158,12 @@ export class PgWriter<E = never> implements TxRunner<E> {
     const emit: Emit<E> = (e) => events.push(e);
     let atCommit = false;
     let broken: Error | undefined;
+    let value: unknown;
+    let result: pg.QueryResult | pg.QueryResult[];
+    let commitMs: number;
     try {
       await client.query('BEGIN');
-      let value = fn(handle, emit);
+      value = fn(handle, emit);
       if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 30_000);
       handle.revoke();
       const notes = events.length > 0 && this.opts.notificationsOf ? this.opts.notificationsOf(events) : [];
@@ -168,15 +171,10 @@ export class PgWriter<E = never> implements TxRunner<E> {
       const started = performance.now();
       // The statements queued for the commit (the ledger append) and the notifications go in COMMIT's round
       // trip: the last thing a write sends is one query.
-      const result = (await client.query(commitQuery(queued, notes))) as pg.QueryResult | pg.QueryResult[];
+      result = (await client.query(commitQuery(queued, notes))) as pg.QueryResult | pg.QueryResult[];
       // A transaction in which a statement failed answers COMMIT with ROLLBACK: nothing was applied.
       if (lastCommand(result) !== 'COMMIT') throw new Error('the transaction was rolled back at COMMIT (a statement in it had failed)');
-      // Committed: the queued statements' rows go to their callers before the events are published.
-      for (const [i, statement] of queued.entries()) statement.committed((result as pg.QueryResult[])[i]!.rows);
-      const commitMs = performance.now() - started;
-      this.opts.onCommit?.({ writes: 1, commitMs });
-      if (events.length > 0) this.opts.publish?.(events);
-      return { value };
+      commitMs = performance.now() - started;
     } catch (error) {
       handle.revoke();
       // Forget first: the uncommitted rows stay invisible to everyone else until ROLLBACK ends.
@@ -192,6 +190,13 @@ export class PgWriter<E = never> implements TxRunner<E> {
       // A connection that failed, or might be mid-transaction, is closed rather than reused.
       client.release(broken ?? false);
     }
+    // Committed, outside the try: a throw from here on reaches the caller as is, never as a rollback
+    // (which would run the closure again). The queued statements' rows go to their callers before the
+    // events are published.
+    for (const [i, statement] of queued.entries()) statement.committed((result as pg.QueryResult[])[i]!.rows);
+    this.opts.onCommit?.({ writes: 1, commitMs });
+    if (events.length > 0) this.opts.publish?.(events);
+    return { value: value as T };
   }
 }
 
