@@ -11,6 +11,7 @@ import { createHTTPHandler } from '@trpc/server/adapters/standalone';
 import { applyWSSHandler } from '@trpc/server/adapters/ws';
 import { WebSocketServer } from 'ws';
 import { appRouter, type RouterContext } from './router.js';
+import { directCallHandler } from './runtime/direct-calls.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, refuseOversizedBody, serverOptions, type ServerLimits } from './runtime/server-limits.js';
 
 /** Procedures that take a whole file in their body: they get `maxImportBytes` instead of `maxBodyBytes`. */
@@ -53,7 +54,10 @@ export interface ApiServer {
 export async function startApiServer(socketPath: string, context: RouterContext, limits: ServerLimits = DEFAULT_SERVER_LIMITS): Promise<ApiServer> {
   const createContext = () => context;
   const handlers = new Map(
-    [limits.maxBodyBytes, limits.maxImportBytes].map((max) => [max, createHTTPHandler({ router: appRouter, createContext, maxBodySize: max })]),
+    [limits.maxBodyBytes, limits.maxImportBytes].map((max) => [
+      max,
+      directCallHandler(appRouter, context, createHTTPHandler({ router: appRouter, createContext, maxBodySize: max })),
+    ]),
   );
   const server = http.createServer(serverOptions(limits), (req, res) => {
     const limit = bodyLimitOf(req.url, limits);

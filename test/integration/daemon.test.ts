@@ -123,6 +123,49 @@ describe('daemon lifecycle', () => {
     const ok = await post('/generate.epic', { project_id: 'api', epic_id: 'E1' });
     expect(ok.status).toBe(200);
   });
+
+  it("speaks tRPC's wire format on its socket for every kind of request, the plain ones and the rest", async () => {
+    await h.startDaemon();
+    await h.importProject(project('wire', 1));
+    const send = (method: 'GET' | 'POST', path: string, body?: string, type = 'application/json') =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const headers = body === undefined ? {} : { 'content-type': type, 'content-length': Buffer.byteLength(body) };
+        const req = http.request({ socketPath: join(h.home, 'combine.sock'), method, path, headers }, (res) => {
+          let data = '';
+          res.on('data', (c) => (data += c));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    const q = (input: unknown) => `?input=${encodeURIComponent(JSON.stringify(input))}`;
+
+    // The plain cases: one query, one mutation.
+    const shown = await send('GET', `/project.show${q({ project_id: 'wire' })}`);
+    expect(shown).toMatchObject({ status: 200, body: { result: { data: { project_id: 'wire' } } } });
+    const made = await send('POST', '/generate.epic', JSON.stringify({ project_id: 'wire', epic_id: 'E1' }));
+    expect(made.status).toBe(200);
+    expect(made.body.result.data.thread_id).toMatch(/./);
+    // A refusal keeps the daemon's own kind; bad input is 400 naming the field.
+    const missing = await send('GET', `/thread${q({ thread_id: 'nope' })}`);
+    expect(missing).toMatchObject({ status: 404, body: { error: { data: { code: 'NOT_FOUND', path: 'thread', combine: { kind: 'NOT_FOUND' } } } } });
+    const invalid = await send('POST', '/cancel', JSON.stringify({ thread_id: '' }));
+    expect(invalid).toMatchObject({ status: 400, body: { error: { data: { code: 'BAD_REQUEST', path: 'cancel' } } } });
+    expect(invalid.body.error.message).toContain('thread_id');
+    // Input that is not JSON, in a query and in a body: 400, and the daemon stays up.
+    for (const r of [await send('GET', '/thread?input=notjson'), await send('POST', '/cancel', '{bad')]) {
+      expect(r).toMatchObject({ status: 400, body: { error: { data: { code: 'BAD_REQUEST' } } } });
+    }
+    // The rest is answered as tRPC answers it: a batch, the wrong method, an unknown path, a body that is not JSON.
+    const batch = await send('GET', `/health,project.show?batch=1&input=${encodeURIComponent(JSON.stringify({ 1: { project_id: 'wire' } }))}`);
+    expect(batch.status).toBe(200);
+    expect(batch.body).toMatchObject([{ result: { data: { live: true } } }, { result: { data: { project_id: 'wire' } } }]);
+    expect(await send('GET', `/cancel${q({ thread_id: 'x' })}`)).toMatchObject({ status: 405, body: { error: { data: { code: 'METHOD_NOT_SUPPORTED' } } } });
+    expect(await send('POST', '/thread', JSON.stringify({ thread_id: 'x' }))).toMatchObject({ status: 405 });
+    expect(await send('GET', '/nosuch')).toMatchObject({ status: 404, body: { error: { data: { code: 'NOT_FOUND', path: 'nosuch' } } } });
+    expect(await send('POST', '/cancel', 'x', 'text/plain')).toMatchObject({ status: 415, body: { error: { data: { code: 'UNSUPPORTED_MEDIA_TYPE' } } } });
+    expect((await h.cli(['daemon', 'status', '--json'])).code).toBe(0);
+  });
 });
 
 describe('daemon run (foreground)', () => {
