@@ -16,30 +16,33 @@ function epicsOf(documents: Documents): Epic[] {
   return (documents.get(EPIC_ARCHITECTURE) as EpicArchitecture | null)?.epics ?? [];
 }
 
-/**
- * Epics by id, per architecture version: documents are parsed once per version and frozen, so the same
- * array comes back until the architecture changes — a project of 10,000 epics is not scanned per epic.
- */
-const indexes = new WeakMap<readonly Epic[], Map<string, Epic>>();
-const ranks = new WeakMap<readonly Epic[], (id: string) => number>();
+/** An architecture's epics by id, and each epic's place in it (unknown ids last). */
+interface EpicIndex {
+  byId: Map<string, Epic>;
+  rank: (id: string) => number;
+}
 
-/** An epic's place in the architecture (unknown ids last): one function per architecture version. */
-function rankOf(documents: Documents): (id: string) => number {
+/**
+ * One index per architecture version: documents are parsed once per version and frozen, so the same
+ * array comes back until the architecture changes — a project of 10,000 epics is not scanned per epic,
+ * and the same `rank` function tells merge.ts that a backlog it ordered needs no check.
+ */
+const indexes = new WeakMap<readonly Epic[], EpicIndex>();
+
+function indexOf(documents: Documents): EpicIndex {
   const epics = epicsOf(documents);
-  let rank = ranks.get(epics);
-  if (!rank) {
+  let index = indexes.get(epics);
+  if (!index) {
+    const byId = new Map(epics.map((e) => [e.id, e]));
     const order = new Map(epics.map((e, i) => [e.id, i]));
-    rank = (id) => order.get(id) ?? Number.MAX_SAFE_INTEGER;
-    ranks.set(epics, rank);
+    index = { byId, rank: (id) => order.get(id) ?? Number.MAX_SAFE_INTEGER };
+    indexes.set(epics, index);
   }
-  return rank;
+  return index;
 }
 
 function epicOf(documents: Documents, input: EpicInput): Epic {
-  const epics = epicsOf(documents);
-  let byId = indexes.get(epics);
-  if (!byId) indexes.set(epics, (byId = new Map(epics.map((e) => [e.id, e]))));
-  const epic = byId.get(input.epic_id);
+  const epic = indexOf(documents).byId.get(input.epic_id);
   if (!epic) {
     throw Object.assign(new Error(`project "${input.project_id}" has no epic "${input.epic_id}" (see \`combine project show ${input.project_id}\`)`), {
       code: 'NOT_FOUND',
@@ -62,7 +65,7 @@ export const storyGenerateEpic = defineOperation<EpicInput, StoriesAnswer, Story
   output: STORIES_JSON_SCHEMA,
   rules: storyRules,
   apply({ current, answer, input, documents, provenance }) {
-    const change = applyStoriesToBacklog(current ?? EMPTY_BACKLOG, epicOf(documents, input), rankOf(documents), trimStories(answer.stories), {
+    const change = applyStoriesToBacklog(current ?? EMPTY_BACKLOG, epicOf(documents, input), indexOf(documents).rank, trimStories(answer.stories), {
       thread_id: provenance.thread_id,
       work_item_id: provenance.work_item_id,
       generated_at: provenance.at,
