@@ -48,6 +48,11 @@ function childrenOf(parent: number): number[] {
     .map(Number);
 }
 
+/** CPU µs (user + system) used so far by process `pid`. */
+export function processCpuMicros(pid: number): number {
+  return cpuMicros(pid, false);
+}
+
 /** CPU µs used so far by a Postgres server: the postmaster, its reaped children and its live children. */
 export function serverCpuMicros(postmaster: number): number {
   return childrenOf(postmaster).reduce((total, pid) => total + cpuMicros(pid, false), cpuMicros(postmaster, true));

@@ -13,6 +13,7 @@
 import { createSimulator } from '../../src/sim/simulator.js';
 import { spawn } from 'node:child_process';
 import { BenchDaemon, projectFile } from '../lib/daemon.js';
+import { processCpuMicros } from '../lib/proc.js';
 import { median, quantile, row, sleep, type Row } from '../lib/stats.js';
 
 const EPICS_PER_PROJECT = 2000;
@@ -45,7 +46,7 @@ async function generate(d: BenchDaemon, target: { project_id: string; epic_id: s
  * connections (lib/ack-load.mjs): one Node thread making 256 concurrent requests is slower than the
  * daemon answering them, and would measure itself.
  */
-async function concurrentAcks(socket: string, targets: { project_id: string; epic_id: string }[]): Promise<number> {
+async function concurrentAcks(socket: string, targets: { project_id: string; epic_id: string }[]): Promise<{ rate: number; acks: number }> {
   const share = Math.ceil(targets.length / LOAD_PROCESSES);
   const results = await Promise.all(
     Array.from({ length: LOAD_PROCESSES }, (_, w) => {
@@ -63,16 +64,17 @@ async function concurrentAcks(socket: string, targets: { project_id: string; epi
   );
   const acks = results.reduce((n, r) => n + r.acks, 0);
   const span = Math.max(...results.map((r) => r.ended)) - Math.min(...results.map((r) => r.started));
-  return acks / (span / 1000);
+  return { rate: acks / (span / 1000), acks };
 }
 
 /** The durable-ack figures of one daemon: on SQLite (target 2), or with its state in Postgres at `databaseUrl`. */
-export async function measureAcks(runs: number, databaseUrl?: string): Promise<{ p50: number[]; p95: number[]; rates: number[] }> {
+export async function measureAcks(runs: number, databaseUrl?: string): Promise<{ p50: number[]; p95: number[]; rates: number[]; cpuPerAck: number[] }> {
   const sim = await createSimulator({ faults: [{ kind: 'hang' }] });
   const d = BenchDaemon.inTempHome(sim.url, { engine: { max_in_flight: 1 } }, databaseUrl);
   const p50: number[] = [];
   const p95: number[] = [];
   const rates: number[] = [];
+  const cpuPerAck: number[] = [];
   try {
     await d.start();
     const needed = 200 + runs * (SEQUENTIAL_PER_RUN + CONCURRENT_PER_RUN);
@@ -91,26 +93,30 @@ export async function measureAcks(runs: number, databaseUrl?: string): Promise<{
       p50.push(quantile(lat, 0.5));
       p95.push(quantile(lat, 0.95));
 
-      rates.push(
-        await concurrentAcks(
-          d.socket,
-          Array.from({ length: CONCURRENT_PER_RUN }, () => epics.next()),
-        ),
+      const cpuBefore = processCpuMicros(d.pid);
+      const load = await concurrentAcks(
+        d.socket,
+        Array.from({ length: CONCURRENT_PER_RUN }, () => epics.next()),
       );
+      rates.push(load.rate);
+      cpuPerAck.push((processCpuMicros(d.pid) - cpuBefore) / load.acks);
     }
   } finally {
     await d.dispose();
     await sim.close();
   }
-  return { p50, p95, rates };
+  return { p50, p95, rates, cpuPerAck };
 }
 
 export async function ackTargets(runs: number): Promise<Row[]> {
-  const { p50, p95, rates } = await measureAcks(runs);
+  const { p50, p95, rates, cpuPerAck } = await measureAcks(runs);
   return [
-    row({ target: '2', figure: 'durable ack, 1 client, p50', runs: p50, unit: 'ms', goal: '≤ 1 ms', check: (m) => m <= 1 }),
+    // Issue 20 target 4 (issue 6 asked ≤ 1 ms): graphile-worker's enqueue p50 is 0.66 ms.
+    row({ target: '2', figure: 'durable ack, 1 client, p50', runs: p50, unit: 'ms', goal: '≤ 0.5 ms', check: (m) => m <= 0.5 }),
     row({ target: '2', figure: 'durable ack, 1 client, p95', runs: p95, unit: 'ms', goal: '≤ 2 ms', check: (m) => m <= 2 }),
     row({ target: '2', figure: `durable acks/s, ${CONCURRENCY} concurrent`, runs: rates, unit: '/s', goal: '≥ 10,000/s', check: (m) => m >= 10_000 }),
+    // What bounds the row above on this machine: the daemon's own CPU per ack (the load processes share its cores).
+    row({ target: '2', figure: `daemon CPU µs per ack, ${CONCURRENCY} concurrent (user + system)`, runs: cpuPerAck, unit: 'µs', goal: '' }),
   ];
 }
 
