@@ -221,7 +221,12 @@ export class App implements Services {
     this.pressure.start();
     await this.engine.start();
     // After the recovery scan: another daemon's notification wakes a producer that has recovered.
-    this.listening = await listenToOtherDaemons(this.store, { wake: () => this.engine.wake(), remote: this.remote, logger: this.logger });
+    this.listening = await listenToOtherDaemons(this.store, {
+      wake: () => this.engine.wake(),
+      abortThreads: (ids) => this.engine.abortThreads(ids),
+      remote: this.remote,
+      logger: this.logger,
+    });
     this.maintenance.start();
     await this.scheduler.start();
     this.canary.start();

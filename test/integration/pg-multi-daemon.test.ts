@@ -172,6 +172,31 @@ describe('several daemons on one Postgres', () => {
     }
   });
 
+  it('a cancel sent to one daemon aborts the call another daemon has in flight for it', async () => {
+    // The call is held until the test releases it: without the abort it would wait for its answer.
+    g = await DaemonGroup.start(2, { faults: [{ kind: 'hold', match: 'Epic id: E10' }] });
+    g.writeConfig(FAST_RETRY);
+    await g.startAll();
+    const [a, b] = g.members as [Harness, Harness];
+    await a.importProject(evenProject('p'));
+    const run = await a.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E10']);
+    await waitUntil(() => g.sim.calls.length === 1, 'the call to start');
+    // Either daemon may have claimed it: the cancel goes to the other one.
+    const lease = await a.queryOne<{ lease_owner: string }>('SELECT lease_owner FROM llm_work_items WHERE thread_id = ?', [run.thread_id]);
+    const other = lease!.lease_owner.startsWith(daemonOwner(a.home).homePrefix) ? b : a;
+    expect((await other.cli(['cancel', run.thread_id, '--json'])).code).toBe(0);
+    const ended = async () => (await a.queryOne<{ status: string }>('SELECT status FROM llm_work_items WHERE thread_id = ?', [run.thread_id]))!.status;
+    await waitUntil(async () => (await ended()) === 'failed', 'the call in flight on the leasing daemon to be aborted', 15_000);
+    expect(g.sim.calls).toHaveLength(1);
+    expect(g.sim.calls[0]!.status).toBeNull(); // never answered: nothing paid for an answer nobody applies
+    expect(g.sim.release()).toBe(0); // the held request is gone: its connection was closed by the abort
+    const ledger = await a.json<{ entry_type: string; payload: { code?: string } }[]>(['ledger', run.thread_id]);
+    expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'error']);
+    expect(ledger[1]!.payload.code).toBe('CANCELED');
+    expect(await threadStatus(a, run.thread_id)).toBe('canceled');
+    expect((await a.queryOne<{ n: number }>('SELECT count(*) AS n FROM locks'))!.n).toBe(0);
+  });
+
   it('a cancel sent to one daemon while both claim the run’s children ends every child, each recorded once', async () => {
     g = await DaemonGroup.start(2, { latencyMs: 200 });
     g.writeConfig({ ...FAST_RETRY, engine: { max_in_flight: 16 } });

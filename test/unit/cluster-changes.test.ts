@@ -1,7 +1,8 @@
 /**
  * What a committed write tells the other daemons on one Postgres (daemon/runtime/cluster-changes.ts):
  * `combine_work` when work may have become claimable, `combine_events` per thread whose ledger or status
- * changed, and nothing for a write that only leased work (NOTIFY serializes the commits that send one).
+ * changed, `combine_cancel` with the threads it canceled, and nothing for a write that only leased work
+ * (NOTIFY serializes the commits that send one).
  */
 import { describe, expect, it } from 'vitest';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
@@ -59,5 +60,17 @@ describe('notifications of a write', () => {
   it('a write touching many threads sends one `*` instead of one per thread', () => {
     const many = Array.from({ length: 100 }, (_, i) => thread(`c${i}`, 'open', 'p1'));
     expect(notificationsOf(many)).toEqual([{ channel: 'combine_events', payload: '*' }]);
+  });
+
+  it('a cancel names the threads it canceled, in payloads Postgres accepts however many there are', () => {
+    expect(notificationsOf([thread('c1', 'canceled', 'p1'), thread('p1', 'canceled'), thread('c2', 'complete', 'p1')])).toContainEqual({
+      channel: 'combine_cancel',
+      payload: 'c1,p1',
+    });
+    const ids = Array.from({ length: 10_000 }, (_, i) => `thread-with-a-long-id-${String(i).padStart(6, '0')}`);
+    const notes = notificationsOf(ids.map((id) => thread(id, 'canceled', 'p1'))).filter((n) => n.channel === 'combine_cancel');
+    expect(notes.length).toBeGreaterThan(1);
+    for (const n of notes) expect(Buffer.byteLength(n.payload)).toBeLessThan(8000);
+    expect(notes.flatMap((n) => n.payload.split(','))).toEqual(ids);
   });
 });

@@ -91,6 +91,7 @@ export interface EngineOptions {
 
 interface InFlight {
   cancel: AbortController;
+  threadId: string;
   lockScope: string;
   /** Log lines about this item carry its thread_id, work_item_id and trace_id. */
   log: () => Logger;
@@ -195,6 +196,11 @@ export class Engine {
   /** Aborts the in-flight calls of these work items (a user's cancel). */
   abort(workItemIds: string[]): void {
     for (const id of workItemIds) this.inFlight.get(id)?.cancel.abort();
+  }
+
+  /** Aborts the in-flight calls of these threads: another daemon on the shared database canceled them. */
+  abortThreads(threadIds: ReadonlySet<string>): void {
+    for (const f of this.inFlight.values()) if (threadIds.has(f.threadId)) f.cancel.abort();
   }
 
   /**
@@ -316,7 +322,7 @@ export class Engine {
     const logger = this.o.logger;
     let child: Logger | null = null;
     const log = () => (child ??= logger.child({ component: 'engine', thread_id: ids.thread_id, work_item_id: ids.id, trace_id: traceIdOf(traceparent) }));
-    const entry: InFlight = { cancel: new AbortController(), lockScope: item.lock_scope, log };
+    const entry: InFlight = { cancel: new AbortController(), threadId: item.thread_id, lockScope: item.lock_scope, log };
     this.inFlight.set(itemId, entry);
     runLeasedItem(this.pipeline, { item: ids, cancel: entry.cancel.signal, resumeFrom, log, claimedRoute: claim?.route ?? null, traceparent })
       .catch((err) => log().error({ err }, 'work item step failed; recovery will resume it'))

@@ -1,6 +1,6 @@
 /**
  * Several daemons on one database (issue 18): what a write tells the others, and what a daemon does
- * when told. Two channels, ids only (a payload stays far under Postgres's 8000 bytes):
+ * when told. Three channels, ids only (a payload stays under Postgres's 8000 bytes):
  *   - `combine_work`: work may be claimable now — an item was queued (submit, retry, requeue, a
  *     rescued lease) or left the running states (its lock, budget reservation and slot are free again,
  *     parked items may have been unparked). Every daemon wakes its producer; a claim round is cheap.
@@ -9,6 +9,10 @@
  *     what it has not seen yet (follow-stream.ts). The middle field once carried the write's newest
  *     ledger seq; on Postgres the seqs are linked in the COMMIT's own query, after the notifications are
  *     written, and no listener ever read it, so it is 0 (kept so the payload's shape does not change).
+ *   - `combine_cancel`: the ids of threads the write canceled, comma-separated (as many notifications
+ *     as their length needs). A cancel sent to one daemon ends the thread in the database; the daemon
+ *     that holds its item's lease aborts the call in flight when told, as it would for a cancel sent to
+ *     it, instead of paying for an answer nobody will apply.
  * On a lost LISTEN session the daemon polls every second (the producer looks again, every follower
  * re-reads) until it has reconnected, and once more then: nothing notified meanwhile is waited for forever.
  */
@@ -20,6 +24,9 @@ import type { DaemonStorage, Listening } from '../storage.js';
 
 export const WORK_CHANNEL = 'combine_work';
 export const EVENTS_CHANNEL = 'combine_events';
+export const CANCEL_CHANNEL = 'combine_cancel';
+/** A `combine_cancel` payload's length stays under this (Postgres refuses payloads of 8000 bytes or more). */
+const MAX_CANCEL_PAYLOAD = 7_000;
 /** Past this many threads in one write, one `*` notification instead of one per thread. */
 const MAX_THREAD_NOTIFICATIONS = 64;
 
@@ -42,6 +49,16 @@ export function notificationsOf(events: EngineEvent[]): Notification[] {
   }
   if (threads.size > MAX_THREAD_NOTIFICATIONS) notes.push({ channel: EVENTS_CHANNEL, payload: '*' });
   else for (const [id, parent] of threads) notes.push({ channel: EVENTS_CHANNEL, payload: `${id}:0:${parent ?? ''}` });
+  let canceled = '';
+  for (const e of events) {
+    if (e.type !== 'thread' || e.status !== 'canceled') continue;
+    if (canceled.length + e.thread_id.length >= MAX_CANCEL_PAYLOAD) {
+      notes.push({ channel: CANCEL_CHANNEL, payload: canceled });
+      canceled = '';
+    }
+    canceled += canceled === '' ? e.thread_id : `,${e.thread_id}`;
+  }
+  if (canceled !== '') notes.push({ channel: CANCEL_CHANNEL, payload: canceled });
   return notes;
 }
 
@@ -84,7 +101,7 @@ const POLL_WHILE_DEAF_MS = 1000;
  */
 export function listenToOtherDaemons(
   storage: Pick<DaemonStorage<EngineEvent>, 'listen'>,
-  d: { wake: () => void; remote: RemoteChanges; logger: Logger },
+  d: { wake: () => void; abortThreads: (threadIds: ReadonlySet<string>) => void; remote: RemoteChanges; logger: Logger },
 ): Promise<Listening> | null {
   const log = d.logger.child({ component: 'cluster' });
   const lookAgain = () => {
@@ -96,9 +113,10 @@ export function listenToOtherDaemons(
     if (poll) clearInterval(poll);
     poll = null;
   };
-  const listening = storage.listen([WORK_CHANNEL, EVENTS_CHANNEL], {
+  const listening = storage.listen([WORK_CHANNEL, EVENTS_CHANNEL, CANCEL_CHANNEL], {
     notified: (n) => {
       if (n.channel === WORK_CHANNEL) return d.wake();
+      if (n.channel === CANCEL_CHANNEL) return d.abortThreads(new Set(n.payload.split(',')));
       const change = parseChange(n.payload);
       if (change) d.remote.publish(change);
     },
