@@ -155,6 +155,19 @@ export interface PlannedMutation {
   summary: Record<string, unknown>;
 }
 
+/** A document's content as the JSON text stored whole; throws OperationCallError when it is not JSON or is too large. */
+export function contentText(operation: string, content: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(content);
+  } catch (err) {
+    throw new OperationCallError(operation, 'apply', `must return JSON values (${(err as Error).message})`);
+  }
+  if (text === undefined) throw new OperationCallError(operation, 'apply', 'content must be a JSON value');
+  if (text.length > LIMITS.contentBytes) throw new OperationCallError(operation, 'apply', contentTooLarge());
+  return text;
+}
+
 /** Runs `apply` and checks its result; throws OperationCallError when it throws or returns something unusable. */
 export function planMutation(
   op: Operation,
@@ -165,17 +178,14 @@ export function planMutation(
   if (!isPlainObject(result.summary)) throw new OperationCallError(op.name, 'apply', 'summary must be an object');
   const layout = op.definition.parts;
   const next = layout ? splitDocument(result.content, layout) : null;
-  let text: string | null = null;
+  // In parts, each part is made JSON when written (the storage checks the size then).
+  const text = next ? null : contentText(op.name, result.content);
   let summaryText: string;
   try {
-    // In parts, each part is made JSON when written (the storage checks the size then).
-    if (!next) text = JSON.stringify(result.content);
     summaryText = JSON.stringify(result.summary);
   } catch (err) {
     throw new OperationCallError(op.name, 'apply', `must return JSON values (${(err as Error).message})`);
   }
-  if (text === undefined) throw new OperationCallError(op.name, 'apply', 'content must be a JSON value');
-  if (text !== null && text.length > LIMITS.contentBytes) throw new OperationCallError(op.name, 'apply', contentTooLarge());
   if (summaryText.length > LIMITS.summaryBytes) throw new OperationCallError(op.name, 'apply', `the summary exceeds ${LIMITS.summaryBytes} characters as JSON`);
   const split = layout && next ? { layout, next } : null;
   // The summary as JSON reads it back (no undefined, no Date objects): what the ledger and the mutations row keep.

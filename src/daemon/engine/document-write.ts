@@ -8,7 +8,7 @@ import { OperationCallError } from '../../core/errors.js';
 import { deleteDocumentParts, storedLayout, writeDocumentParts } from '../../db/document-parts.js';
 import { insertDocument, updateDocumentContent, updateDocumentHead, type WriteHead } from '../../db/projects.js';
 import { assembledChars, planParts, rewritePlan, splitDocument, type PartsPlan } from '../../domain/document-parts.js';
-import { contentTooLarge, LIMITS, type PlannedMutation } from '../../operations/runtime.js';
+import { contentText, contentTooLarge, LIMITS, type PlannedMutation } from '../../operations/runtime.js';
 
 export interface DocumentWrite {
   /** The operation (for errors). */
@@ -38,15 +38,7 @@ function planOf(w: DocumentWrite, split: NonNullable<PlannedMutation['split']>):
 
 /** The content as one JSON text (for a document stored whole), within the size limit. */
 function wholeText(w: DocumentWrite): string {
-  if (w.planned.text !== null) return w.planned.text;
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(w.planned.content);
-  } catch (err) {
-    throw new OperationCallError(w.operation, 'apply', `must return JSON values (${(err as Error).message})`);
-  }
-  if (text.length > LIMITS.contentBytes) throw new OperationCallError(w.operation, 'apply', contentTooLarge());
-  return text;
+  return w.planned.text ?? contentText(w.operation, w.planned.content);
 }
 
 async function writeWhole(sql: Sql, w: DocumentWrite): Promise<void> {
