@@ -24,7 +24,7 @@ const IDLE_MS = 4000;
 export function createOpenAIProvider(cfg: ProviderConfig, maxSockets: number): Provider {
   // Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) need no key; api.openai.com does.
   const needsKey = /(^|\.)openai\.com$/.test(new URL(cfg.baseURL).hostname);
-  const url = `${cfg.baseURL.replace(/\/+$/, '')}/chat/completions`;
+  const path = `${new URL(cfg.baseURL).pathname.replace(/\/+$/, '')}/chat/completions`;
   const post = pooledPost(cfg.baseURL, { maxSockets, maxFreeSockets: Math.min(IDLE_SOCKETS, maxSockets), idleMs: IDLE_MS });
   const fixedHeaders = {
     accept: 'application/json',
@@ -34,17 +34,26 @@ export function createOpenAIProvider(cfg: ProviderConfig, maxSockets: number): P
   };
   return {
     endpoint: cfg.baseURL,
-    async send(request, signal, timeoutMs, headers) {
-      if (needsKey && !cfg.apiKey) throw new MissingApiKeyError();
-      if (signal.aborted) throw new APIUserAbortError();
-      const res = await post(url, JSON.stringify(request), { ...fixedHeaders, ...headers }, signal, timeoutMs).catch((err: unknown) => {
-        throw connectionError(err, signal);
-      });
-      const status = res.statusCode ?? 0;
-      if (status < 200 || status > 299) throw await statusError(res, status, cfg.maxAnswerBytes);
-      return answerOf(res, status, await readBodyLimited(res, cfg.maxAnswerBytes));
+    // Not async: the request is serialized and written before this returns, so nothing of it (nor of
+    // the prompt) is kept while the call waits; only `receive` is suspended, on the answer.
+    send(request, signal, timeoutMs, headers) {
+      if (needsKey && !cfg.apiKey) return Promise.reject(new MissingApiKeyError());
+      if (signal.aborted) return Promise.reject(new APIUserAbortError());
+      return post(path, JSON.stringify(request), { ...fixedHeaders, ...headers }, signal, timeoutMs).then(
+        (res) => receive(res, cfg.maxAnswerBytes),
+        (err: unknown) => {
+          throw connectionError(err, signal);
+        },
+      );
     },
   };
+}
+
+/** The answer: a 2xx one read up to `limit` bytes, any other thrown as the SDK's error for its status. */
+async function receive(res: IncomingMessage, limit: number): Promise<RawResponse> {
+  const status = res.statusCode ?? 0;
+  if (status < 200 || status > 299) throw await statusError(res, status, limit);
+  return answerOf(res, status, await readBodyLimited(res, limit));
 }
 
 /** A 2xx answer: its body and the headers the limiter and the ledger keep. */

@@ -26,8 +26,8 @@ export interface PoolOptions {
   idleMs: number;
 }
 
-/** Sends `body` as a POST to `url` and resolves with the answer once its headers have come. */
-export type PostJson = (url: string, body: string, headers: Record<string, string>, signal: AbortSignal, headersTimeoutMs: number) => Promise<IncomingMessage>;
+/** Sends `body` as a POST to `path` on the endpoint and resolves with the answer once its headers have come. */
+export type PostJson = (path: string, body: string, headers: Record<string, string>, signal: AbortSignal, headersTimeoutMs: number) => Promise<IncomingMessage>;
 
 /** The error a request fails with when no answer's headers came within its `headersTimeoutMs`. */
 export class HeadersTimeoutError extends Error {
@@ -35,43 +35,63 @@ export class HeadersTimeoutError extends Error {
 }
 
 export function pooledPost(baseURL: string, pool: PoolOptions): PostJson {
-  const secure = new URL(baseURL).protocol === 'https:';
+  const base = new URL(baseURL);
+  const secure = base.protocol === 'https:';
   const agentOptions = { keepAlive: true, maxSockets: pool.maxSockets, maxFreeSockets: pool.maxFreeSockets, timeout: pool.idleMs, scheduling: 'lifo' as const };
   const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
   const request = secure ? https.request : http.request;
-  return (url, body, headers, signal, headersTimeoutMs) => {
-    // The headers are set on the request, not passed in its options: the agent keeps a socket's options
-    // (in its listeners) for the socket's life, and they would keep every header of the call alive.
-    const req = request(url, { method: 'POST', agent, signal });
-    const answer = answerOf(req, headersTimeoutMs);
+  // Parsed once: a URL string given to each request would be parsed into a URL and its parts per call.
+  const host = base.host;
+  const target = { protocol: base.protocol, hostname: base.hostname.replace(/^\[|\]$/g, ''), port: base.port || (secure ? 443 : 80) };
+  return (path, body, headers, signal, headersTimeoutMs) => {
+    // The headers as one flat list, written as they are: given by name (setHeader), Node would also keep
+    // them in a per-request dictionary while the call waits. `Host` is then ours to send.
+    const list = ['host', host, 'content-length', String(Buffer.byteLength(body))];
+    for (const name in headers) list.push(name, headers[name]!);
+    let req: http.ClientRequest;
     try {
-      for (const name in headers) req.setHeader(name, headers[name]!);
-      req.setHeader('content-length', Buffer.byteLength(body));
-      req.end(body);
+      req = request({ ...target, path, method: 'POST', agent, headers: list });
     } catch (err) {
-      // A header Node refuses: the request (already given a socket) is dropped, and the call fails with it.
-      req.destroy(err as Error);
+      // A header Node refuses (an invalid character): nothing was sent.
+      return Promise.reject(err);
     }
+    const answer = answerOf(req, signal, headersTimeoutMs);
+    req.end(body);
     return answer;
   };
 }
 
 /**
  * The answer of a sent request. Apart from `pooledPost`'s scope, so that while the call waits its
- * listeners keep the request alone — not the body string or the headers.
+ * listeners keep the request alone — not the body string or the headers. The abort signal is listened
+ * to here (one listener), not given to `http.request` (which ties it to the request's end with a
+ * stream `finished` and its half-dozen closures per call).
  */
-function answerOf(req: http.ClientRequest, headersTimeoutMs: number): Promise<IncomingMessage> {
+function answerOf(req: http.ClientRequest, signal: AbortSignal, headersTimeoutMs: number): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
+    const abort = () => req.destroy(abortError());
     const timer = setTimeout(() => req.destroy(new HeadersTimeoutError(`no answer within ${headersTimeoutMs} ms`)), headersTimeoutMs);
-    req.once('error', (err) => {
+    const done = () => {
       clearTimeout(timer);
+      signal.removeEventListener('abort', abort);
+    };
+    req.once('error', (err) => {
+      done();
       reject(err);
     });
     req.once('response', (res) => {
       clearTimeout(timer);
+      // Still listened to while the body is read: an abort then breaks the answer, as it would the request.
+      res.once('close', () => signal.removeEventListener('abort', abort));
       resolve(res);
     });
+    if (signal.aborted) abort();
+    else signal.addEventListener('abort', abort, { once: true });
   });
+}
+
+function abortError(): Error {
+  return Object.assign(new Error('The operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR' });
 }
 
 /**
