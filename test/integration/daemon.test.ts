@@ -37,7 +37,7 @@ describe('daemon lifecycle', () => {
     expect(status.db_path).toBe(url ? h.database!.url.replace(url.password, 'redacted') : join(h.home, 'combine.db'));
   });
 
-  it('runs with the daemon heap settings (a young generation of 2 × 4 MiB, issue 20 target 3)', async () => {
+  it('runs with the daemon heap settings (a young generation of 2 × 8 MiB, issue 20 target 3)', async () => {
     await h.cli(['daemon', 'start']);
     const argv = readFileSync(`/proc/${h.daemonPid()}/cmdline`, 'utf8').split('\0');
     expect(DAEMON_NODE_FLAGS.length).toBeGreaterThan(0);
