@@ -61,6 +61,10 @@ await Promise.all([
     },
     outdir,
     packages: 'external',
+    // A dynamic import (the OpenTelemetry SDK when tracing is on, the Postgres driver when the state is
+    // there) becomes its own chunk, loaded on first use: an idle SQLite daemon without tracing never holds them.
+    splitting: true,
+    chunkNames: 'daemon-[name]-[hash]',
   }),
   // The dashboard's browser code and style (dist/web), served by the daemon; nothing from a CDN.
   build({

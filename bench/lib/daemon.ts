@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectHttp, probeSocket, type DaemonClient } from '../../src/cli/client.js';
+import { DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
 import { sleep } from './stats.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
@@ -67,7 +68,8 @@ export class BenchDaemon {
         ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${process.env.BENCH_HEAPSNAP}`]
         : [];
     const extra = process.env.BENCH_DAEMON_FLAGS ? process.env.BENCH_DAEMON_FLAGS.split(' ') : [];
-    this.child = spawn(process.execPath, [...extra, ...prof, CLI, 'daemon', 'run'], { env: this.env, stdio: 'ignore' });
+    // The daemon's own heap settings first (as `daemon start` runs it); BENCH_DAEMON_FLAGS after them overrides.
+    this.child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, ...extra, ...prof, CLI, 'daemon', 'run'], { env: this.env, stdio: 'ignore' });
     const deadline = Date.now() + 60_000;
     while (!(await probeSocket(this.socket))) {
       if (this.child.exitCode !== null) throw new Error(`the daemon exited ${this.child.exitCode}: ${this.logTail()}`);

@@ -139,7 +139,7 @@ export async function throughputTargets(runs: number): Promise<ThroughputResult>
       info('engine ÷ plainjob durable step FULL (per run)', ratio('full'), '×'),
       info('engine ÷ plainjob durable step NORMAL (per run)', ratio('normal'), '×'),
       info('engine ÷ plainjob no-op (per run)', ratio('noop'), '×'),
-      info('engine items/s via openai SDK + HTTP simulator (in process)', viaHttp, '/s'),
+      info('engine items/s via the provider HTTP path + HTTP simulator (in process)', viaHttp, '/s'),
     ],
   };
 }

@@ -5,6 +5,7 @@
 import { closeSync, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { connectHttp, probeSocket, toCliError, type Connection } from './client.js';
+import { DAEMON_NODE_FLAGS } from './daemon-heap.js';
 import { homeFiles } from './home.js';
 import { EXIT } from './output.js';
 import { CliError } from '../core/errors.js';
@@ -70,7 +71,7 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   const cli = fileURLToPath(new URL('./cli.js', import.meta.url));
   // Loaded here, not at the top: only a start needs it, and every CLI run would pay for loading it.
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [cli, 'daemon', 'run', ...runArgs], {
+  const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, cli, 'daemon', 'run', ...runArgs], {
     detached: true,
     stdio: ['ignore', log, log],
     env: { ...env, COMBINE_HOME: home },

@@ -1,6 +1,7 @@
 /** The systemd user unit `combine daemon install` writes: `combine daemon run` in the foreground. */
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DAEMON_NODE_FLAGS } from './daemon-heap.js';
 
 export interface UnitOptions {
   node: string;
@@ -21,7 +22,9 @@ function arg(v: string): string {
 }
 
 export function renderUnit(o: UnitOptions): string {
-  const exec = [o.node, o.cli, 'daemon', 'run', ...(o.metricsPort !== null ? ['--metrics-port', String(o.metricsPort)] : [])].map(arg).join(' ');
+  const exec = [o.node, ...DAEMON_NODE_FLAGS, o.cli, 'daemon', 'run', ...(o.metricsPort !== null ? ['--metrics-port', String(o.metricsPort)] : [])]
+    .map(arg)
+    .join(' ');
   return [
     '# Written by `combine daemon install`. Secrets (OPENAI_API_KEY) belong in the EnvironmentFile, mode 0600.',
     '[Unit]',

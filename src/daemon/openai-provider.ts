@@ -1,70 +1,94 @@
 /**
- * The engine's provider port (engine/provider.ts) over the `openai` SDK: one HTTP call to any
- * OpenAI-compatible endpoint. The SDK's own retries are off (`maxRetries: 0`): the engine owns retries
- * so that every attempt is in the ledger. Errors are thrown as the SDK's types and classified at one boundary (engine/classify.ts).
+ * The engine's provider port (engine/provider.ts) for any OpenAI-compatible endpoint: one
+ * `POST {baseURL}/chat/completions` over the endpoint's pooled keep-alive connections (provider-http.ts).
+ * The `openai` SDK's request pipeline is not used — per open call it kept its options, `Headers`, fetch
+ * init, timeout controller and promise frames alive while the model thinks — but its error types are:
+ * a failure is thrown exactly as the SDK (with `maxRetries: 0`) would throw it — `APIError.generate` for
+ * a non-2xx answer, `APIConnectionError` / `APIConnectionTimeoutError` / `APIUserAbortError` before one —
+ * and classified at one boundary (engine/classify.ts). No retries here: the engine owns them, so that
+ * every attempt is in the ledger.
  */
-import OpenAI from 'openai';
+import type { IncomingMessage } from 'node:http';
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai/error';
 import type { ProviderConfig } from './config/config.js';
-import { AnswerTooLargeError, MissingApiKeyError } from '../core/errors.js';
-import type { Provider } from './engine/provider.js';
-import { pooledFetch } from './provider-http.js';
+import { MissingApiKeyError } from '../core/errors.js';
+import { VERSION } from '../core/version.js';
+import type { Provider, RawResponse } from './engine/provider.js';
+import { HeadersTimeoutError, pooledPost, readBodyLimited } from './provider-http.js';
 
 /** Idle keep-alive connections kept per endpoint, and for how long (under common servers' own 5 s). */
 const IDLE_SOCKETS = 64;
 const IDLE_MS = 4000;
 
-/** Reads a body up to `limit` bytes; a longer one is abandoned (the connection is closed) without being buffered whole. */
-async function readBodyLimited(response: Response, limit: number): Promise<string> {
-  const declared = Number(response.headers.get('content-length') ?? NaN);
-  if (declared > limit) {
-    await response.body?.cancel();
-    throw new AnswerTooLargeError(limit, declared);
-  }
-  if (!response.body) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel();
-      throw new AnswerTooLargeError(limit, null);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
-
 /** `maxSockets`: connections open at once to the endpoint (the engine's max_in_flight: no call waits for one). */
 export function createOpenAIProvider(cfg: ProviderConfig, maxSockets: number): Provider {
   // Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) need no key; api.openai.com does.
   const needsKey = /(^|\.)openai\.com$/.test(new URL(cfg.baseURL).hostname);
-  const client = new OpenAI({
-    apiKey: cfg.apiKey ?? 'no-key',
-    baseURL: cfg.baseURL,
-    maxRetries: 0,
-    timeout: cfg.callTimeoutMs,
-    fetch: pooledFetch(cfg.baseURL, { maxSockets, maxFreeSockets: Math.min(IDLE_SOCKETS, maxSockets), idleMs: IDLE_MS }),
-  });
+  const path = `${new URL(cfg.baseURL).pathname.replace(/\/+$/, '')}/chat/completions`;
+  const post = pooledPost(cfg.baseURL, { maxSockets, maxFreeSockets: Math.min(IDLE_SOCKETS, maxSockets), idleMs: IDLE_MS });
+  const fixedHeaders = {
+    accept: 'application/json',
+    'content-type': 'application/json',
+    'user-agent': `combine/${VERSION}`,
+    authorization: `Bearer ${cfg.apiKey ?? 'no-key'}`,
+  };
   return {
     endpoint: cfg.baseURL,
-    async send(request, signal, timeoutMs, headers) {
-      if (needsKey && !cfg.apiKey) throw new MissingApiKeyError();
-      const response = await client.chat.completions
-        .create(request as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming, { signal, timeout: timeoutMs, headers })
-        .asResponse();
-      const rateLimit: Record<string, string> = {};
-      response.headers.forEach((value, name) => {
-        if (name.startsWith('x-ratelimit-')) rateLimit[name] = value;
-      });
-      return {
-        httpStatus: response.status,
-        bodyText: await readBodyLimited(response, cfg.maxAnswerBytes),
-        requestId: response.headers.get('x-request-id'),
-        rateLimit,
-      };
+    // Not async: the request is serialized and written before this returns, so nothing of it (nor of
+    // the prompt) is kept while the call waits; only `receive` is suspended, on the answer.
+    send(request, signal, timeoutMs, headers) {
+      if (needsKey && !cfg.apiKey) return Promise.reject(new MissingApiKeyError());
+      if (signal.aborted) return Promise.reject(new APIUserAbortError());
+      return post(path, JSON.stringify(request), { ...fixedHeaders, ...headers }, signal, timeoutMs).then(
+        (res) => receive(res, cfg.maxAnswerBytes),
+        (err: unknown) => {
+          throw connectionError(err, signal);
+        },
+      );
     },
   };
+}
+
+/** The answer: a 2xx one read up to `limit` bytes, any other thrown as the SDK's error for its status. */
+async function receive(res: IncomingMessage, limit: number): Promise<RawResponse> {
+  const status = res.statusCode ?? 0;
+  if (status < 200 || status > 299) throw await statusError(res, status, limit);
+  return answerOf(res, status, await readBodyLimited(res, limit));
+}
+
+/** A 2xx answer: its body and the headers the limiter and the ledger keep. */
+function answerOf(res: IncomingMessage, httpStatus: number, bodyText: string): RawResponse {
+  const rateLimit: Record<string, string> = {};
+  for (const name in res.headers) {
+    const value = res.headers[name];
+    if (name.startsWith('x-ratelimit-') && typeof value === 'string') rateLimit[name] = value;
+  }
+  const requestId = res.headers['x-request-id'];
+  return { httpStatus, bodyText, requestId: typeof requestId === 'string' ? requestId : null, rateLimit };
+}
+
+/** What the SDK throws when no answer came: the user's abort, a timeout, or the connection's own error as the cause. */
+function connectionError(err: unknown, signal: AbortSignal): APIError {
+  if (signal.aborted) return new APIUserAbortError();
+  if (err instanceof HeadersTimeoutError || /timed? ?out/i.test(String(err))) return new APIConnectionTimeoutError();
+  return new APIConnectionError({ cause: err instanceof Error ? err : new Error(String(err)) });
+}
+
+/** A non-2xx answer as the SDK's own error (RateLimitError, BadRequestError …), its JSON body parsed as the SDK does. */
+async function statusError(res: IncomingMessage, status: number, limit: number): Promise<APIError> {
+  const text = await readBodyLimited(res, limit).catch((err: Error) => err.message);
+  let json: object | undefined;
+  try {
+    json = JSON.parse(text) as object;
+  } catch {
+    json = undefined;
+  }
+  return APIError.generate(status, json, json ? undefined : text, headersOf(res));
+}
+
+function headersOf(res: IncomingMessage): Headers {
+  const headers = new Headers();
+  const raw = res.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+  return headers;
 }

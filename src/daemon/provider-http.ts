@@ -1,19 +1,21 @@
 /**
- * The `fetch` the `openai` SDK is given for one endpoint: a request over `node:http`/`node:https` through
- * one keep-alive agent per endpoint, instead of the global fetch (undici: per open call a `Request`,
- * `Headers`, three `AbortController`s and web streams on top of its connection). A call waiting for the
- * model then holds a `ClientRequest` and its socket; the answer's web stream is made only once its
- * headers have come. Sockets are reused across calls (keep-alive) and bounded: at most `maxSockets` open
- * to the endpoint (the engine's max_in_flight, so no call waits for a socket), at most `maxFreeSockets`
- * kept idle, each closed after `idleMs` idle or sooner if the server's `Keep-Alive: timeout` says so.
+ * The provider's HTTP path: one JSON POST over `node:http`/`node:https` through one keep-alive agent per
+ * endpoint. It is what the daemon sends a chat request with — not the `openai` SDK's per-call pipeline
+ * (its request options, `Headers`, init object, timeout controller and promise frames, kept alive while
+ * the model thinks) nor undici's fetch (a `Request`, three `AbortController`s and web streams per call).
+ * A call waiting for the model holds a `ClientRequest`, its socket and this module's listeners.
  *
- * What fetch did and the SDK relies on is kept: the abort signal (a user's cancel, the call deadline)
- * destroys the request with an `AbortError`; connection errors carry their `code` (ECONNREFUSED …), which
- * the classifier reads; the body is a stream read by the provider with its size limit.
+ * Sockets are reused across calls (keep-alive) and bounded: at most `maxSockets` open to the endpoint
+ * (the engine's max_in_flight, so no call waits for a socket), at most `maxFreeSockets` kept idle, each
+ * closed after `idleMs` idle or sooner if the server's `Keep-Alive: timeout` says so.
+ *
+ * Failures are Node's own (the caller maps them to the SDK's error types): the abort signal destroys the
+ * request with an `AbortError`; connection errors carry their `code` (ECONNREFUSED …); a connection
+ * that breaks while the answer is read fails the read with ECONNRESET.
  */
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { Readable } from 'node:stream';
+import { AnswerTooLargeError } from '../core/errors.js';
 
 export interface PoolOptions {
   /** Connections open at once to the endpoint. */
@@ -24,66 +26,101 @@ export interface PoolOptions {
   idleMs: number;
 }
 
-/** Statuses whose `Response` must have no body. */
-const NULL_BODY = new Set([204, 205, 304]);
+/** Sends `body` as a POST to `path` on the endpoint and resolves with the answer once its headers have come. */
+export type PostJson = (path: string, body: string, headers: Record<string, string>, signal: AbortSignal, headersTimeoutMs: number) => Promise<IncomingMessage>;
 
-export function pooledFetch(baseURL: string, pool: PoolOptions): (input: string | URL | Request, init?: RequestInit) => Promise<Response> {
-  const secure = new URL(baseURL).protocol === 'https:';
+/** The error a request fails with when no answer's headers came within its `headersTimeoutMs`. */
+export class HeadersTimeoutError extends Error {
+  override name = 'HeadersTimeoutError';
+}
+
+export function pooledPost(baseURL: string, pool: PoolOptions): PostJson {
+  const base = new URL(baseURL);
+  const secure = base.protocol === 'https:';
   const agentOptions = { keepAlive: true, maxSockets: pool.maxSockets, maxFreeSockets: pool.maxFreeSockets, timeout: pool.idleMs, scheduling: 'lifo' as const };
   const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
   const request = secure ? https.request : http.request;
-  return (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
-    if (input instanceof Request) throw new TypeError('pooledFetch takes a URL, not a Request');
-    const body = init.body ?? null;
-    if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) throw new TypeError('pooledFetch sends a string or bytes body only');
-    // The headers are set on the request, not passed in its options: the agent keeps a socket's options
-    // (in its listeners) for the socket's life, and they would keep every header of the call alive.
-    const req = request(input, { method: init.method ?? 'GET', agent, ...(init.signal ? { signal: init.signal } : {}) });
-    const answer = answerOf(req);
+  // Parsed once: a URL string given to each request would be parsed into a URL and its parts per call.
+  const host = base.host;
+  const target = { protocol: base.protocol, hostname: base.hostname.replace(/^\[|\]$/g, ''), port: base.port || (secure ? 443 : 80) };
+  return (path, body, headers, signal, headersTimeoutMs) => {
+    // The headers as one flat list, written as they are: given by name (setHeader), Node would also keep
+    // them in a per-request dictionary while the call waits. `Host` is then ours to send.
+    const list = ['host', host, 'content-length', String(Buffer.byteLength(body))];
+    for (const name in headers) list.push(name, headers[name]!);
+    let req: http.ClientRequest;
     try {
-      setHeaders(req, init.headers);
-      if (body !== null) req.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
-      req.end(body ?? undefined);
+      req = request({ ...target, path, method: 'POST', agent, headers: list });
     } catch (err) {
-      // A header Node refuses: the request (already given a socket) is dropped, and the call fails with it.
-      req.destroy(err as Error);
+      // A header Node refuses (an invalid character): nothing was sent.
+      return Promise.reject(err);
     }
+    const answer = answerOf(req, signal, headersTimeoutMs);
+    req.end(body);
     return answer;
   };
 }
 
 /**
- * The response of a sent request. Apart from `pooledFetch`'s scope, so that while the call waits its
- * listeners keep the request alone — not the SDK's `init` (its `Headers`, the body string).
+ * The answer of a sent request. Apart from `pooledPost`'s scope, so that while the call waits its
+ * listeners keep the request alone — not the body string or the headers. The abort signal is listened
+ * to here (one listener), not given to `http.request` (which ties it to the request's end with a
+ * stream `finished` and its half-dozen closures per call).
  */
-function answerOf(req: http.ClientRequest): Promise<Response> {
+function answerOf(req: http.ClientRequest, signal: AbortSignal, headersTimeoutMs: number): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    req.once('error', reject);
+    const abort = () => req.destroy(abortError());
+    const timer = setTimeout(() => req.destroy(new HeadersTimeoutError(`no answer within ${headersTimeoutMs} ms`)), headersTimeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', abort);
+    };
+    req.once('error', (err) => {
+      done();
+      reject(err);
+    });
     req.once('response', (res) => {
-      req.off('error', reject);
-      resolve(toResponse(res));
+      clearTimeout(timer);
+      // Still listened to while the body is read: an abort then breaks the answer, as it would the request.
+      res.once('close', () => signal.removeEventListener('abort', abort));
+      resolve(res);
+    });
+    if (signal.aborted) abort();
+    else signal.addEventListener('abort', abort, { once: true });
+  });
+}
+
+function abortError(): Error {
+  return Object.assign(new Error('The operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR' });
+}
+
+/**
+ * Reads an answer's body up to `limit` bytes. A longer one is abandoned (its connection closed) without
+ * being buffered whole: at once when its `content-length` says so, else once the limit is passed.
+ */
+export function readBodyLimited(res: IncomingMessage, limit: number): Promise<string> {
+  const declared = Number(res.headers['content-length'] ?? Number.NaN);
+  if (declared > limit) {
+    res.destroy();
+    return Promise.reject(new AnswerTooLargeError(limit, declared));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size > limit) {
+        res.destroy();
+        reject(new AnswerTooLargeError(limit, null));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    res.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    // A connection that breaks in the middle: Node fails the answer with "aborted" (ECONNRESET).
+    res.once('error', reject);
+    res.once('close', () => {
+      if (!res.complete) reject(Object.assign(new Error('the answer was cut off'), { code: 'ECONNRESET' }));
     });
   });
-}
-
-/** The SDK hands a `Headers`; plain objects and pairs are taken too. */
-function setHeaders(req: http.ClientRequest, init: RequestInit['headers']): void {
-  if (!init) return;
-  const headers = init instanceof Headers ? init : new Headers(init);
-  headers.forEach((value, name) => {
-    req.setHeader(name, value);
-  });
-}
-
-function toResponse(res: IncomingMessage): Response {
-  const status = res.statusCode ?? 0;
-  const headers = new Headers();
-  const raw = res.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
-  if (NULL_BODY.has(status)) {
-    res.resume();
-    return new Response(null, { status, statusText: res.statusMessage ?? '', headers });
-  }
-  const body = Readable.toWeb(res) as ReadableStream<Uint8Array>;
-  return new Response(body, { status, statusText: res.statusMessage ?? '', headers });
 }

@@ -1,9 +1,10 @@
 /** The daemon as a process: one per home, restarts keep everything, a dead one is detected fast. */
 import { spawn } from 'node:child_process';
 import http from 'node:http';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
 import { CLI, Harness, project, waitForExit, type CommandJson } from '../helpers/harness.js';
 
 describe('daemon lifecycle', () => {
@@ -34,6 +35,14 @@ describe('daemon lifecycle', () => {
     // Where the state is: the SQLite file in the home, or the Postgres URL with its password redacted.
     const url = h.database ? new URL(h.database.url) : null;
     expect(status.db_path).toBe(url ? h.database!.url.replace(url.password, 'redacted') : join(h.home, 'combine.db'));
+  });
+
+  it('runs with the daemon heap settings (a young generation of 2 × 8 MiB, issue 20 target 3)', async () => {
+    await h.cli(['daemon', 'start']);
+    const argv = readFileSync(`/proc/${h.daemonPid()}/cmdline`, 'utf8').split('\0');
+    expect(DAEMON_NODE_FLAGS.length).toBeGreaterThan(0);
+    for (const flag of DAEMON_NODE_FLAGS) expect(argv.indexOf(flag)).toBeGreaterThan(0);
+    expect(argv.indexOf(DAEMON_NODE_FLAGS[0]!)).toBeLessThan(argv.indexOf('daemon'));
   });
 
   it('never runs a second writer on the same home', async () => {

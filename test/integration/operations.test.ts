@@ -8,6 +8,7 @@ import net from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
 import { shortId } from '../../src/domain/short-id.js';
 import { CLI, FAST_RETRY, Harness, project, waitUntil, type CommandJson } from '../helpers/harness.js';
 import { parseExposition } from '../helpers/prometheus.js';
@@ -170,7 +171,7 @@ describe('daemon install', () => {
     const r = await h.json(['daemon', 'install', '--metrics-port', '9464'], { env });
     expect(r.path).toBe(join(h.home, 'config', 'systemd', 'user', 'combine.service'));
     const unit = readFileSync(r.path, 'utf8');
-    expect(unit).toContain(`ExecStart=${process.execPath} ${CLI} daemon run --metrics-port 9464`);
+    expect(unit).toContain(`ExecStart=${process.execPath} ${DAEMON_NODE_FLAGS.join(' ')} ${CLI} daemon run --metrics-port 9464`);
     expect(unit).toContain(`Environment=COMBINE_HOME=${h.home}`);
     expect(unit).toContain('WantedBy=default.target');
     expect(r.next).toContain('systemctl --user enable --now combine.service');

@@ -2,7 +2,7 @@
  * The crash tests' seam (daemon/test-hooks.ts) is in the test bundle and nowhere in the shipped one:
  * test/helpers/global-setup.ts built both, with scripts/build.mjs, as CI builds them.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/harness.js';
@@ -11,7 +11,10 @@ const HOOKS = ['COMBINE_CRASH_AT', 'process.kill(process.pid'];
 
 describe('the shipped bundle', () => {
   it('contains no crash hook; the test bundle, built from the same code, does', () => {
-    for (const file of ['daemon.js', 'cli.js']) {
+    // Every file of it: the daemon's and the CLI's entries and the chunks they load on demand.
+    const files = readdirSync(join(ROOT, 'dist')).filter((f) => f.endsWith('.js'));
+    expect(files).toEqual(expect.arrayContaining(['daemon.js', 'cli.js']));
+    for (const file of files) {
       const shipped = readFileSync(join(ROOT, 'dist', file), 'utf8');
       for (const hook of HOOKS) expect(shipped, `dist/${file}`).not.toContain(hook);
     }

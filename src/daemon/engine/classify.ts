@@ -3,7 +3,7 @@
  * (design.md "Failure semantics"). Anything not recognised is transient, so it is retried up to the
  * attempt limit rather than silently dropped or retried forever.
  */
-import OpenAI from 'openai';
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai/error';
 import { redactSecrets, type ClassifiedError } from '../../domain/errors.js';
 import { parseResetDuration } from '../../domain/rate-limit.js';
 import { parseRetryAfterMs } from '../../domain/retry.js';
@@ -27,16 +27,16 @@ export interface ClassifyOptions {
 export function classifyCallError(err: unknown, aborts: AbortState, now: number, o: ClassifyOptions = {}): ClassifiedError {
   const message = redactSecrets((err as Error)?.message ?? String(err), o.secrets);
   if (aborts.canceled) return { code: 'CANCELED', class: 'canceled', message: 'canceled by the user' };
-  if (aborts.timedOut || err instanceof OpenAI.APIConnectionTimeoutError) {
+  if (aborts.timedOut || err instanceof APIConnectionTimeoutError) {
     return { code: 'PROVIDER_TIMEOUT', class: 'transient', message: `the provider did not answer in time: ${message}` };
   }
   if (err instanceof MissingApiKeyError) return { code: 'PROVIDER_AUTH', class: 'permanent', message, notSent: true };
   // A 2xx answer was paid for but is not kept: asking again would most likely get the same.
   if (err instanceof AnswerTooLargeError) return { code: 'PROVIDER_ERROR', class: 'permanent', message };
-  if (err instanceof OpenAI.APIUserAbortError) {
+  if (err instanceof APIUserAbortError) {
     return { code: 'INTERRUPTED', class: 'transient', message: 'the call was aborted' };
   }
-  if (err instanceof OpenAI.APIConnectionError) {
+  if (err instanceof APIConnectionError) {
     if (neverConnected(err)) {
       return {
         code: 'PROVIDER_ERROR',
@@ -52,7 +52,7 @@ export function classifyCallError(err: unknown, aborts: AbortState, now: number,
       message: dropped ? `the connection dropped before the provider answered: ${describeCause(err, o.secrets)}` : `cannot reach the provider: ${message}`,
     };
   }
-  if (err instanceof OpenAI.APIError && typeof err.status === 'number') return classifyHttpError(err, err.status, message, now, o);
+  if (err instanceof APIError && typeof err.status === 'number') return classifyHttpError(err, err.status, message, now, o);
   // The answer's headers came, then the connection broke while its body was read (undici: "terminated").
   if (connectionDropped(err)) {
     return {
@@ -64,7 +64,7 @@ export function classifyCallError(err: unknown, aborts: AbortState, now: number,
   return { code: 'UNKNOWN', class: 'transient', message };
 }
 
-function classifyHttpError(err: InstanceType<typeof OpenAI.APIError>, status: number, message: string, now: number, o: ClassifyOptions): ClassifiedError {
+function classifyHttpError(err: APIError, status: number, message: string, now: number, o: ClassifyOptions): ClassifiedError {
   const headers = err.headers;
   if (status === 429) {
     // Without Retry-After, the rate-limit reset headers say when the window reopens.

@@ -11,9 +11,11 @@ export type CallOutcome = ({ kind: 'response'; latencyMs: number } & RawResponse
 
 /**
  * Sends `request` with a deadline of `timeoutMs`; `cancel` aborts it (a user's cancel). Never throws:
- * every failure comes back classified.
+ * every failure comes back classified. Not itself async: while the call waits for the model, only
+ * `settle` is suspended, and it does not hold the request (an async function keeps its parameters alive
+ * until it returns — 2,000 prompts at target 6).
  */
-export async function executeCall(
+export function executeCall(
   provider: Provider,
   request: ChatRequest,
   opts: {
@@ -28,11 +30,27 @@ export async function executeCall(
   const deadline = AbortSignal.timeout(opts.timeoutMs);
   const signal = AbortSignal.any([opts.cancel, deadline]);
   const started = performance.now();
+  let sent: Promise<RawResponse>;
   try {
-    const raw = redactResponse(await provider.send(request, signal, opts.timeoutMs, opts.headers ?? {}), opts.secrets ?? []);
+    sent = provider.send(request, signal, opts.timeoutMs, opts.headers ?? {});
+  } catch (err) {
+    sent = Promise.reject(err);
+  }
+  return settle(sent, started, opts.cancel, deadline, opts);
+}
+
+async function settle(
+  sent: Promise<RawResponse>,
+  started: number,
+  cancel: AbortSignal,
+  deadline: AbortSignal,
+  opts: { now: () => number; secrets?: readonly string[]; maxProviderWaitMs?: number | undefined },
+): Promise<CallOutcome> {
+  try {
+    const raw = redactResponse(await sent, opts.secrets ?? []);
     return { kind: 'response', latencyMs: Math.round(performance.now() - started), ...raw };
   } catch (err) {
-    const aborts = { canceled: opts.cancel.aborted, timedOut: deadline.aborted };
+    const aborts = { canceled: cancel.aborted, timedOut: deadline.aborted };
     const error = classifyCallError(err, aborts, opts.now(), { secrets: opts.secrets, maxProviderWaitMs: opts.maxProviderWaitMs });
     return { kind: 'error', error, latencyMs: Math.round(performance.now() - started) };
   }

@@ -3,8 +3,8 @@
  * `Sql.atCommit`, then its notifications, then COMMIT. It is one simple-protocol query — one round trip,
  * nothing of this process in between — so its values go in as escaped literals, not parameters.
  */
-import pg from 'pg';
 import type { SqlParams } from '../../core/sql.js';
+import { pgDriver } from './driver.js';
 import { endWithNotifications, type Notification } from './notifications.js';
 import { bindValues, compileStatement } from './sql.js';
 
@@ -34,9 +34,9 @@ export function inlineValues(text: string, params: SqlParams): string {
 
 function literal(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
-  if (Array.isArray(value)) return pg.escapeLiteral(arrayText(value));
-  if (typeof value === 'string') return pg.escapeLiteral(value);
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return pg.escapeLiteral(String(value));
+  if (Array.isArray(value)) return pgDriver().escapeLiteral(arrayText(value));
+  if (typeof value === 'string') return pgDriver().escapeLiteral(value);
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return pgDriver().escapeLiteral(String(value));
   throw new TypeError(`a ${typeof value} cannot be inlined into a statement`);
 }
 

@@ -4,7 +4,8 @@
  * better-sqlite3 reads SQLite integers, and booleans (`EXISTS (…)`, a comparison in a select list) as
  * 1 or 0, as SQLite returns them: both backends give the same rows. Our values stay far below 2^53.
  */
-import pg from 'pg';
+import type pg from 'pg';
+import { pgDriver } from './driver.js';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -18,7 +19,7 @@ export const PG_TYPES: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
     if (oid === INT8_OID || oid === NUMERIC_OID) return toNumber;
     if (oid === BOOL_OID) return toBit;
-    return pg.types.getTypeParser(oid, format);
+    return pgDriver().types.getTypeParser(oid, format);
   }) as pg.CustomTypesConfig['getTypeParser'],
 };
 
@@ -27,12 +28,14 @@ const CONNECT_TIMEOUT_MS = 10_000;
 
 /** A pool of connections to `url` (postgres://…), with our type parsers. */
 export function openPostgresPool(url: string, opts: { max?: number } = {}): pg.Pool {
-  return new pg.Pool({ connectionString: url, types: PG_TYPES, max: opts.max ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
+  const { Pool } = pgDriver();
+  return new Pool({ connectionString: url, types: PG_TYPES, max: opts.max ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
 }
 
 /** One session (migrations and session-level advisory locks need the same connection throughout). */
 export async function connectPostgres(url: string): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: url, types: PG_TYPES, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
+  const { Client } = pgDriver();
+  const client = new Client({ connectionString: url, types: PG_TYPES, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
   await client.connect();
   return client;
 }

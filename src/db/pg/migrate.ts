@@ -8,8 +8,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import { drizzle } from 'drizzle-orm/node-postgres';
-import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type pg from 'pg';
 import type { Sql } from '../../core/sql.js';
 import { defaultMigrationsFolder } from '../migrate.js';
@@ -39,6 +37,8 @@ export async function applyPgMigrations(url: string, migrationsFolder = defaultP
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATIONS_LOCK_KEY.toString()]);
     try {
       const before = await appliedCount(client);
+      // Loaded here, not at the top: a daemon on SQLite never needs drizzle's Postgres driver.
+      const [{ drizzle }, { migrate }] = await Promise.all([import('drizzle-orm/node-postgres'), import('drizzle-orm/node-postgres/migrator')]);
       await migrate(drizzle(client), { migrationsFolder });
       return { applied: (await appliedCount(client)) - before };
     } finally {

@@ -5,8 +5,9 @@
  * dedicated session (a pooled connection would lose its LISTEN when returned). Notifications carry ids
  * only; listeners re-read the committed rows.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { connectPostgres } from './connection.js';
+import { pgDriver } from './driver.js';
 
 export interface Notification {
   channel: string;
@@ -28,7 +29,8 @@ export interface NotificationHandlers {
  */
 export function endWithNotifications(notes: readonly Notification[], end: 'COMMIT' | 'ROLLBACK'): string {
   if (notes.length === 0) return end;
-  const values = notes.map((n) => `(${pg.escapeLiteral(n.channel)}, ${pg.escapeLiteral(n.payload)})`).join(', ');
+  const { escapeLiteral } = pgDriver();
+  const values = notes.map((n) => `(${escapeLiteral(n.channel)}, ${escapeLiteral(n.payload)})`).join(', ');
   return `SELECT pg_notify(n.channel, n.payload) FROM (VALUES ${values}) AS n(channel, payload); ${end}`;
 }
 
