@@ -80,10 +80,19 @@ export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThr
 
 function splitRow(row: Record<string, unknown> | undefined): ItemWithThread | undefined {
   if (!row) return undefined;
-  const item: Record<string, unknown> = {};
-  for (const c of ITEM_COLUMNS) item[c] = row[c];
-  const thread: Record<string, unknown> = {};
-  for (const c of THREAD_COLUMNS) thread[c] = row[`t_${c}`];
   const project = row.p_id === null ? null : { id: row.p_id as string, name: row.p_name as string, created_at: row.p_created_at as number };
-  return { item: item as WorkItemRow, thread: thread as ThreadRow, project };
+  return { item: itemOf(row) as WorkItemRow, thread: threadOf(row) as ThreadRow, project };
 }
+
+/**
+ * `(row) => ({ id: row["id"], … })` for the columns, read from the joined row's `<prefix><column>`: one
+ * object literal, so every row has one shape (a property added at a time, per row, showed in the engine's
+ * profile). The names are this file's column lists, checked against the schema's row types.
+ */
+function pickColumns(columns: readonly string[], prefix: string): (row: Record<string, unknown>) => Record<string, unknown> {
+  const fields = columns.map((c) => `${JSON.stringify(c)}: row[${JSON.stringify(prefix + c)}]`).join(', ');
+  return new Function('row', `return { ${fields} };`) as (row: Record<string, unknown>) => Record<string, unknown>;
+}
+
+const itemOf = pickColumns(ITEM_COLUMNS, '');
+const threadOf = pickColumns(THREAD_COLUMNS, 't_');

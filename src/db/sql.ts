@@ -3,10 +3,9 @@
  * `async` function returning the value it already has, so a statement costs one settled promise and no
  * I/O wait; the prepared-statement cache (statements.ts) is the connection's, shared by all handles.
  */
-import type Database from 'better-sqlite3';
 import type { RunResult, Sql, SqlParams } from '../core/sql.js';
 import type { Db } from './connection.js';
-import { prepared, statementCache } from './statements.js';
+import { prepared, rowOf, statementCache, type Prepared } from './statements.js';
 
 /**
  * Settled promises shared by every statement whose answer is one of these: no row, or a run that changed
@@ -18,7 +17,7 @@ const CHANGED: readonly Promise<RunResult>[] = [Promise.resolve(Object.freeze({ 
 /** A better-sqlite3 connection as an `Sql` handle. */
 export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;
-  private readonly statements: Map<string, Database.Statement>;
+  private readonly statements: Map<string, Prepared>;
   constructor(readonly db: Db) {
     this.statements = statementCache(db);
   }
@@ -33,9 +32,9 @@ export class SqliteSql implements Sql {
   // row, 0 or 1 change) costs no allocation; a failure is still a rejection, as from an async method.
   get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
     try {
-      const stmt = prepared(this.db, text, this.statements);
-      const row = (params === undefined ? stmt.get() : stmt.get(params)) as T | undefined;
-      return row === undefined ? NO_ROW : Promise.resolve(row);
+      const p = prepared(this.db, text, this.statements);
+      const values = (params === undefined ? p.stmt.get() : p.stmt.get(params)) as unknown[] | undefined;
+      return values === undefined ? NO_ROW : Promise.resolve(rowOf(p, values) as T);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -43,8 +42,9 @@ export class SqliteSql implements Sql {
 
   all<T>(text: string, params?: SqlParams): Promise<T[]> {
     try {
-      const stmt = prepared(this.db, text, this.statements);
-      return Promise.resolve((params === undefined ? stmt.all() : stmt.all(params)) as T[]);
+      const p = prepared(this.db, text, this.statements);
+      const rows = (params === undefined ? p.stmt.all() : p.stmt.all(params)) as unknown[][];
+      return Promise.resolve(rows.map((values) => rowOf(p, values)) as T[]);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -52,7 +52,7 @@ export class SqliteSql implements Sql {
 
   run(text: string, params?: SqlParams): Promise<RunResult> {
     try {
-      const stmt = prepared(this.db, text, this.statements);
+      const { stmt } = prepared(this.db, text, this.statements);
       const changes = (params === undefined ? stmt.run() : stmt.run(params)).changes;
       return CHANGED[changes] ?? Promise.resolve({ changes });
     } catch (err) {

@@ -7,10 +7,25 @@ import type { RunResult, Sql, SqlParams } from '../core/sql.js';
 import type { Db } from './connection.js';
 import { StaleStateError } from '../core/errors.js';
 
-const caches = new WeakMap<Db, Map<string, Database.Statement>>();
+/**
+ * A prepared statement. One that returns rows is in raw mode (its rows come as arrays) and `row` makes
+ * each array the object better-sqlite3 would have made — column name to value, a later column of the
+ * same name winning — with one object literal per statement: better-sqlite3 sets a row object's
+ * properties one by one through the engine's API, which cost about half of a primary-key read of a
+ * 37-column row (10.7 µs against 5.2 µs measured; four such reads per engine item).
+ */
+export interface Prepared {
+  stmt: Database.Statement;
+  /** The row object of a raw row (identity for a statement that returns no rows: `get` refuses it). */
+  row: (values: unknown[]) => unknown;
+  /** Columns `row` was made for: a schema change re-expands a `*` (SQLite re-prepares the text), and `row` is made again. */
+  width: number;
+}
+
+const caches = new WeakMap<Db, Map<string, Prepared>>();
 
 /** The connection's cache (a handle that runs many statements keeps it rather than look it up each time). */
-export function statementCache(db: Db): Map<string, Database.Statement> {
+export function statementCache(db: Db): Map<string, Prepared> {
   let cache = caches.get(db);
   if (!cache) {
     cache = new Map();
@@ -19,13 +34,47 @@ export function statementCache(db: Db): Map<string, Database.Statement> {
   return cache;
 }
 
-export function prepared(db: Db, sql: string, cache = statementCache(db)): Database.Statement {
-  let stmt = cache.get(sql);
-  if (!stmt) {
-    stmt = db.prepare(sql);
-    cache.set(sql, stmt);
+export function prepared(db: Db, sql: string, cache = statementCache(db)): Prepared {
+  let entry = cache.get(sql);
+  if (!entry) {
+    const stmt = db.prepare(sql);
+    entry = { stmt, row: asIs, width: 0 };
+    if (stmt.reader) {
+      stmt.raw(true);
+      makeRow(entry);
+    }
+    cache.set(sql, entry);
   }
-  return stmt;
+  return entry;
+}
+
+/** The row object of `values` (a raw row of `p`), remaking `p.row` when the statement's columns changed. */
+export function rowOf(p: Prepared, values: unknown[]): unknown {
+  if (values.length !== p.width) makeRow(p);
+  return p.row(values);
+}
+
+const asIs = (values: unknown[]): unknown => values;
+
+/**
+ * Makes `p.row` for the statement's current columns: `(v) => ({"id": v[0], "name": v[1], …})`, generated
+ * once per statement so every row of it shares one object shape. The names are the database's column
+ * names, written as JSON string literals. A column named `__proto__` would set the prototype in a
+ * literal: such a statement's rows get their properties defined one by one instead.
+ */
+function makeRow(p: Prepared): void {
+  const names = p.stmt.columns().map((c) => c.name);
+  p.width = names.length;
+  if (names.includes('__proto__')) {
+    p.row = (values) => {
+      const row = {};
+      for (const [i, name] of names.entries()) Object.defineProperty(row, name, { value: values[i], enumerable: true, writable: true, configurable: true });
+      return row;
+    };
+    return;
+  }
+  const fields = names.map((name, i) => `${JSON.stringify(name)}: v[${i}]`).join(', ');
+  p.row = new Function('v', `return { ${fields} };`) as (values: unknown[]) => unknown;
 }
 
 /** Asserts a guarded statement changed exactly one row. */

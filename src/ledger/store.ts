@@ -131,8 +131,11 @@ async function insertInBatches(sql: Sql, rows: LedgerRow[]): Promise<LedgerRow[]
   return rows;
 }
 
+/** The rows' values in the INSERT's order (one array, not `flatMap`'s array per row: it showed in the engine's profile). */
 function insertParams(rows: readonly LedgerRow[]): (string | number | null)[] {
-  return rows.flatMap((r) => [r.seq, r.thread_id, r.work_item_id, r.entry_type, r.attempt, r.payload, r.prev_hash, r.hash, r.created_at]);
+  const params: (string | number | null)[] = [];
+  for (const r of rows) params.push(r.seq, r.thread_id, r.work_item_id, r.entry_type, r.attempt, r.payload, r.prev_hash, r.hash, r.created_at);
+  return params;
 }
 
 /** Entries per call of the append function: a bulk append stays a few statements of bounded size. */

@@ -16,6 +16,8 @@ import { validateDefinition } from '../../src/operations/validate.js';
 import { operationSettingsOf } from '../../src/daemon/config/config.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project } from '../helpers/harness.js';
+import { estimateCall } from '../../src/domain/budget.js';
+import type { ChatRequest } from '../../src/domain/prompts.js';
 
 describe('a claim round with many free slots', () => {
   let dir: string;
@@ -64,6 +66,30 @@ describe('a claim round with many free slots', () => {
     expect(perProject).toEqual({ a: 2, b: 2, c: 2 });
     const queued = app.db.prepare("SELECT count(*) AS n FROM llm_work_items WHERE status = 'queued'").get() as { n: number };
     expect(queued.n).toBe(6);
+  });
+
+  it('each call records and sends the request its claim reserved for: the charge reserved is the estimate of that request', async () => {
+    const seed = newApp();
+    await seed.engine.stop(0);
+    for (const p of ['a', 'b']) {
+      await seed.projects.import(project(p, 3));
+      await seed.threads.generateAll(p, { force: false, deadlineMs: null, createdBy: null });
+    }
+    await seed.shutdown(0);
+    apps.length = 0;
+
+    const app = newApp();
+    await app.start();
+    // The simulator holds every call: wait until the round's six prompts are recorded (and their calls sent).
+    const prompts = () =>
+      app.db.prepare("SELECT work_item_id, payload FROM llm_ledger_entries WHERE entry_type = 'prompt'").all() as { work_item_id: string; payload: string }[];
+    while (prompts().length < 6 || sim.calls.length < 6) await new Promise((r) => setTimeout(r, 20));
+    for (const prompt of prompts()) {
+      const request = (JSON.parse(prompt.payload) as { request: ChatRequest }).request;
+      const charge = app.db.prepare('SELECT reserved_tokens FROM llm_charges WHERE work_item_id = ?').get(prompt.work_item_id) as { reserved_tokens: number };
+      expect(charge.reserved_tokens).toBe(estimateCall(request, undefined).tokens);
+    }
+    expect(sim.calls).toHaveLength(6);
   });
 
   it('a lock scope shared across projects: one round leases one of its items and claims the rest elsewhere', async () => {

@@ -23,21 +23,28 @@ import { releaseUnsent, settleFromResponse } from './charges.js';
 import { deadLetter, failAttempt } from './failures.js';
 import { leasedItemAndThread, releaseItemLock, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
-import { buildItemRequest } from './request.js';
-import { appendCachedResponse, findCachedAnswer, rememberValidAnswer, type SentPrompt } from './response-cache.js';
+import { buildItemRequest, type BuiltRequest } from './request.js';
+import { appendCachedResponse, cacheKeyOf, findCachedAnswer, rememberValidAnswer, type SentPrompt } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type PendingEntry, type Tx } from './tx.js';
 import type { ModelRoute } from '../routing/router.js';
 
 /** What a started item does next: send this request along its route, or finish from an answer already recorded. */
-export type StartResult = { kind: 'call'; request: ChatRequest; route: ModelRoute; prompt: PendingEntry } | { kind: 'recorded'; response: PendingEntry };
+export type StartResult =
+  /** `requestHash`: the request's cache key (null: not cacheable), taken before the call so nothing done to the request on the way can change it. */
+  { kind: 'call'; request: ChatRequest; route: ModelRoute; prompt: PendingEntry; requestHash: string | null } | { kind: 'recorded'; response: PendingEntry };
 
 /**
  * Moves claimed → running. Normally records the prompt and returns the exact request to send. Returns
  * a recorded answer instead when one exists: the item's last entry is already a `response` (a replay
  * queued it with the answer), or the cache holds a valid answer to this exact request. Returns null
  * when the item ended instead (its thread was canceled, or its target no longer exists).
+ *
+ * `claimed`: the request the claim built for its estimate (producer.ts), recorded and sent as it is — the
+ * item's state the claim read it from is this lease's (its thread, repairs and escalation cannot change
+ * while it is leased), and the call then bills at most what the claim reserved. Without it, or when the
+ * target project is gone since, the request is built here (and a project gone fails the item unsent).
  */
-export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string): Promise<StartResult | null> {
+export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string, claimed: BuiltRequest | null = null): Promise<StartResult | null> {
   const read = await leasedItemAndThread(tx, ctx, itemId, 'claimed');
   const item = read.item;
   let thread = read.thread;
@@ -53,7 +60,7 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     await markRunning(tx, ctx, await markThreadStarted(tx, thread), item);
     return { kind: 'recorded', response: { row: pending } };
   }
-  const built = await buildItemRequest(tx.sql, ctx.operations, read);
+  const built = claimed && read.project ? claimed : await buildItemRequest(tx.sql, ctx.operations, read);
   if (!built.ok) {
     await releaseUnsent(tx, item);
     await failAttempt(tx, ctx, item, built.error);
@@ -73,13 +80,15 @@ export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string):
     ...(built.escalated ? { escalation: true } : {}),
   });
   await markRunning(tx, ctx, thread, item);
-  const cached = ctx.cache ? await findCachedAnswer(tx.sql, route.endpoint.label, request) : null;
+  // Once per start: the cache look-up's key is also the one the answer is indexed under (`SentPrompt`).
+  const requestHash = cacheKeyOf(route.endpoint.label, request);
+  const cached = ctx.cache && requestHash !== null ? await findCachedAnswer(tx.sql, requestHash) : null;
   if (cached) {
     // Served from the ledger: no call, so the claim's reservation goes back to the budget.
     await releaseUnsent(tx, item);
     return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
   }
-  return { kind: 'call', request, route, prompt };
+  return { kind: 'call', request, route, prompt, requestHash };
 }
 
 async function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): Promise<void> {

@@ -324,7 +324,15 @@ export class Engine {
     const log = () => (child ??= logger.child({ component: 'engine', thread_id: ids.thread_id, work_item_id: ids.id, trace_id: traceIdOf(traceparent) }));
     const entry: InFlight = { cancel: new AbortController(), threadId: item.thread_id, lockScope: item.lock_scope, log };
     this.inFlight.set(itemId, entry);
-    runLeasedItem(this.pipeline, { item: ids, cancel: entry.cancel.signal, resumeFrom, log, claimedRoute: claim?.route ?? null, traceparent })
+    runLeasedItem(this.pipeline, {
+      item: ids,
+      cancel: entry.cancel.signal,
+      resumeFrom,
+      log,
+      claimedRoute: claim?.route ?? null,
+      traceparent,
+      claimedRequest: claim?.request ?? null,
+    })
       .catch((err) => log().error({ err }, 'work item step failed; recovery will resume it'))
       .finally(() => {
         this.inFlight.delete(itemId);

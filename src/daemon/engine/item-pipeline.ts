@@ -13,7 +13,8 @@ import { finishAnswer, recordResponse, startWorkItem } from './completer.js';
 import { failLeasedAttempt } from './failures.js';
 import type { EngineContext } from './leased.js';
 import { executeCall, type CallOutcome } from './executor.js';
-import { sentPrompt, type SentPrompt } from './response-cache.js';
+import type { SentPrompt } from './response-cache.js';
+import type { BuiltRequest } from './request.js';
 import type { StartSlots } from './start-slots.js';
 import type { PendingEntry, Tx } from './tx.js';
 import { untilStored } from './until-stored.js';
@@ -42,6 +43,8 @@ export interface LeasedItem {
   /** The route the claim admitted (its half-open probe is given back when no call follows). */
   claimedRoute: ModelRoute | null;
   traceparent: string | null;
+  /** The request the claim built (and reserved for), until the start takes it; null: built at the start. */
+  claimedRequest: BuiltRequest | null;
 }
 
 export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<void> {
@@ -80,13 +83,16 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
   // Crash tests die here: earlier slices' calls sent, this one's items claimed but not started.
   if (await d.startSlots.take()) d.ctx.crashAt('between_start_slices');
   try {
-    const started = await d.write((tx) => startWorkItem(tx, d.ctx, l.item.id));
+    const claimed = l.claimedRequest;
+    // Not kept by the item while its call waits (the prompt entry and the call have their own).
+    l.claimedRequest = null;
+    const started = await d.write((tx) => startWorkItem(tx, d.ctx, l.item.id, claimed));
     // No call after all: a half-open breaker's probe is free again.
     if ((!started || started.kind === 'recorded') && l.claimedRoute) d.router.breaker(l.claimedRoute).onInconclusive();
     if (!started || started.kind === 'recorded') return started;
     const { request, route } = started;
     // The prompt as recorded (committed with the start): the answer is indexed under it without reading it back.
-    const sent = sentPrompt(started.prompt.row.seq, route.endpoint.label, request);
+    const sent: SentPrompt = { seq: started.prompt.row.seq, requestHash: started.requestHash };
     d.ctx.crashAt('during_call');
     const span = d.spans.call(l.traceparent, l.item, route, d.clock.now());
     const outcome = executeCall(d.router.provider(route), request, {

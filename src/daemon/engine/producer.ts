@@ -34,7 +34,7 @@ import { lockProjectBudget, reserveCharge, tryLockProjectBudget } from './charge
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt } from './failures.js';
 import type { EngineContext } from './leased.js';
-import { buildItemRequest } from './request.js';
+import { buildItemRequest, type BuiltRequest } from './request.js';
 import { emitWorkItem, type Tx } from './tx.js';
 
 /** Until when a project over a total budget stays parked: until the budget is raised (and the daemon restarted). */
@@ -59,6 +59,12 @@ export interface ClaimedItem {
   route: ModelRoute;
   /** Its thread's trace context (null for threads created before trace ids existed). */
   traceparent: string | null;
+  /**
+   * The request its estimate was made for (null: it could not be built; the start builds it again and
+   * fails the item). The start records and sends exactly this request, so what the claim reserved is
+   * what the call can bill, and the request is built once per item (see `startWorkItem`).
+   */
+  request: BuiltRequest | null;
 }
 
 export interface ClaimRound {
@@ -100,7 +106,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       await refresh(pick.project_id);
       continue;
     }
-    const { route, estimate } = await estimateFor(tx, flow, read);
+    const { route, estimate, request } = await estimateFor(tx, flow, read);
     if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
       // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
       skipped.add(item.id);
@@ -135,7 +141,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     // The thread read for the estimate, in this transaction: what the event and the span take from it
     // (ids, parent, trace context) never changes.
     emitWorkItem(tx, thread, leased);
-    round.claimed.push({ item: leased, route, traceparent: thread.traceparent });
+    round.claimed.push({ item: leased, route, traceparent: thread.traceparent, request });
     await refresh(pick.project_id);
   }
   return round;
@@ -193,13 +199,17 @@ async function replaceProjectHeads(
 }
 
 /** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
-async function estimateFor(tx: Tx, flow: FlowControl, read: ItemWithThread): Promise<{ route: ModelRoute; estimate: CallEstimate }> {
+async function estimateFor(
+  tx: Tx,
+  flow: FlowControl,
+  read: ItemWithThread,
+): Promise<{ route: ModelRoute; estimate: CallEstimate; request: BuiltRequest | null }> {
   const built = await buildItemRequest(tx.sql, flow.operations, read);
   if (built.ok) {
     const route = flow.router.route(built.model);
-    return { route, estimate: estimateCall(built.request, route.price) };
+    return { route, estimate: estimateCall(built.request, route.price), request: built };
   }
-  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 } };
+  return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 }, request: null };
 }
 
 /**

@@ -2,8 +2,9 @@
  * The exact request a work item's next call sends, and the logical model it goes to: its operation's
  * prompt to its model; for a repair, the last prompt, the invalid answer and what was wrong with it;
  * for an escalation (config `on_invalid.escalate_to`), that same conversation to the stronger model.
- * Used by the claim (to route it and reserve its cost) and by `startWorkItem` (to record and send it);
- * both read the same stored state, so they agree.
+ * Built by the claim (to route it and reserve its cost), which hands it to `startWorkItem` to record and
+ * send: one build per item, and the request sent is the one the reservation was made for. The start builds
+ * it again only without the claim's (a claim whose build failed: the start fails the item with its error).
  */
 import type { Sql } from '../../core/sql.js';
 import { getLastLedgerEntryOfType, getLedgerEntryOfTypeBefore } from '../../ledger/store.js';
@@ -15,9 +16,16 @@ import { renderRepairPrompt, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import { buildThreadRequest } from './operation-steps.js';
 
-export type ItemRequest =
-  | { ok: true; request: ChatRequest /** The logical model the call goes to. */; model: string; escalated: boolean }
-  | { ok: false; error: ClassifiedError };
+/** A request that could be built: what is sent, and the logical model it goes to. */
+export interface BuiltRequest {
+  ok: true;
+  request: ChatRequest;
+  /** The logical model the call goes to. */
+  model: string;
+  escalated: boolean;
+}
+
+export type ItemRequest = BuiltRequest | { ok: false; error: ClassifiedError };
 
 /** `read`: the item, its thread and its project, read together in this transaction (db/item-with-thread.ts). */
 export async function buildItemRequest(sql: Sql, ops: OperationRegistry, read: ItemWithThread): Promise<ItemRequest> {

@@ -20,10 +20,13 @@ interface RecordedPrompt {
   endpoint: string;
 }
 
-/** The recorded `response` entry that answers this exact request, or null. */
-export async function findCachedAnswer(sql: Sql, endpoint: string, request: ChatRequest): Promise<LedgerRow | null> {
-  if (!isCacheable(request)) return null;
-  const key = requestCacheKey(endpoint, request);
+/** The request's cache key on `endpoint` (`requestCacheKey`), or null when it may not be answered from the cache. */
+export function cacheKeyOf(endpoint: string, request: ChatRequest): string | null {
+  return isCacheable(request) ? requestCacheKey(endpoint, request) : null;
+}
+
+/** The recorded `response` entry that answers the request of this cache key (`cacheKeyOf`), or null. */
+export async function findCachedAnswer(sql: Sql, key: string): Promise<LedgerRow | null> {
   const hit = await getCachedAnswer(sql, key);
   if (!hit) return null;
   const prompt = await getLedgerEntry(sql, hit.prompt_seq);
@@ -56,10 +59,6 @@ export interface SentPrompt {
   requestHash: string | null;
 }
 
-export function sentPrompt(seq: number, endpoint: string, request: ChatRequest): SentPrompt {
-  return { seq, requestHash: isCacheable(request) ? requestCacheKey(endpoint, request) : null };
-}
-
 /**
  * Indexes a provider answer that just validated, under the request that produced it (the work item's
  * last prompt). Copies (cached, replayed) are not indexed: the index always names the paid original.
@@ -84,5 +83,5 @@ async function lastPrompt(tx: Tx, item: WorkItemRow): Promise<SentPrompt | undef
   const entry = await getLastLedgerEntryOfType(tx.sql, item.id, 'prompt');
   if (!entry) return undefined;
   const recorded = JSON.parse(entry.payload) as RecordedPrompt;
-  return sentPrompt(entry.seq, recorded.endpoint, recorded.request);
+  return { seq: entry.seq, requestHash: cacheKeyOf(recorded.endpoint, recorded.request) };
 }
