@@ -11,7 +11,7 @@ const HOOKS = ['COMBINE_CRASH_AT', 'process.kill(process.pid'];
 
 describe('the shipped bundle', () => {
   it('contains no crash hook; the test bundle, built from the same code, does', () => {
-    for (const file of ['daemon.js', 'cli.js']) {
+    for (const file of ['daemon.js', 'cli.cjs']) {
       const shipped = readFileSync(join(ROOT, 'dist', file), 'utf8');
       for (const hook of HOOKS) expect(shipped, `dist/${file}`).not.toContain(hook);
     }
