@@ -82,6 +82,10 @@ async function buildCli() {
   });
   for (const out of result.outputFiles) {
     let text = out.text;
+    // import() in a script compiled by vm with a code cache has no loader on Node 20: the bundle's dynamic
+    // imports (node built-ins, daemon.js, sim.js, a user's operation module: absolute URLs) go through
+    // bin/combine's own import(), which it passes in.
+    if (out.path.endsWith('.cjs')) text = text.replaceAll('await import(', 'await __combine_import(');
     if (out.path.endsWith('.cjs')) text += `//# combine-cache-key=${createHash('sha256').update(text).digest('hex').slice(0, 32)}\n`;
     writeFileSync(out.path, text);
   }
