@@ -2,10 +2,13 @@
 // `--test-hooks` builds the test bundle into dist-test/ instead: the same code with the crash tests' seam
 // switched on (daemon/test-hooks.ts). The shipped bundle (dist/) has __COMBINE_TEST_HOOKS__ = false, and
 // esbuild drops the seam's code from it.
-// The CLI is one self-contained file (fast cold start: ~10 ms of module loading instead of ~65 ms);
-// the daemon keeps its dependencies external (better-sqlite3 is native; start-up time matters less).
+// The CLI is one self-contained CommonJS file, dist/cli.cjs, run by bin/combine with V8's compiled code
+// cached at build time (see bin/combine); the daemon keeps its dependencies external (better-sqlite3 is
+// native; start-up time matters less).
 import { build } from 'esbuild';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import ts from 'typescript';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -38,18 +41,77 @@ function writeOperationTypes() {
   writeFileSync(`${root}dist/operations.d.ts`, out.outputText);
 }
 
-if (!testHooks) writeOperationTypes();
-await Promise.all([
-  build({
+/**
+ * commander requires child_process at load for sub-commands run as executables, which combine has none
+ * of: loading it lazily saves every CLI run a few ms. Only commander's own import is replaced.
+ */
+const lazyChildProcessForCommander = {
+  name: 'lazy-child-process-for-commander',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?child_process$/ }, (args) =>
+      /[\\/]node_modules[\\/]commander[\\/]/.test(args.importer) ? { path: 'child_process', namespace: 'lazy-builtin' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, () => ({
+      contents: "let m; module.exports = new Proxy({}, { get: (_, k) => (m ??= require('node:child_process'))[k] });",
+      loader: 'js',
+    }));
+  },
+};
+
+/**
+ * The CLI: dist/cli.cjs, one CommonJS file with everything it may load (a command's rarely used parts
+ * are still only run, and compiled, when used), the key of its code cache appended; dist/cli.js, the
+ * ES module entry kept for `node dist/cli.js` and the daemon's start, loads it through bin/combine; then
+ * one run of the CLI (scripts/cli-code-cache.mjs) writes the code cache.
+ */
+async function buildCli() {
+  for (const f of readdirSync(`${root}${outdir}`)) if (/^cli[-.]/.test(f) && f !== 'cli.cjs.cache') rmSync(`${root}${outdir}/${f}`);
+  const result = await build({
     ...common,
+    format: 'cjs',
     entryPoints: { cli: 'src/cli/main.ts' },
     outdir,
-    // `--follow` (ws, cli-progress) goes to a chunk loaded on demand: plain commands start faster.
-    splitting: true,
-    chunkNames: 'cli-[name]-[hash]',
+    outExtension: { '.js': '.cjs' },
+    write: false,
+    // The ES sources' import.meta.url (files next to the bundle: cli.js, daemon.js, sim.js, examples/).
+    define: { ...common.define, 'import.meta.url': '__combine_cli_url' },
+    banner: { js: "const __combine_cli_url = require('node:url').pathToFileURL(__filename).href;" },
     // ws's optional native speed-ups are not installed; the daemon and simulator are loaded lazily.
     external: ['bufferutil', 'utf-8-validate', './daemon.js', './sim.js'],
-  }),
+    plugins: [lazyChildProcessForCommander],
+  });
+  for (const out of result.outputFiles) {
+    let text = out.text;
+    // import() in a script compiled by vm with a code cache has no loader on Node 20: the bundle's dynamic
+    // imports (node built-ins, daemon.js, sim.js, a user's operation module: absolute URLs) go through
+    // bin/combine's own import(), which it passes in.
+    if (out.path.endsWith('.cjs')) text = text.replaceAll('await import(', 'await __combine_import(');
+    if (out.path.endsWith('.cjs')) text += `//# combine-cache-key=${createHash('sha256').update(text).digest('hex').slice(0, 32)}\n`;
+    writeFileSync(out.path, text);
+  }
+  writeFileSync(
+    `${root}${outdir}/cli.js`,
+    [
+      '// Written by scripts/build.mjs: the CLI is dist/cli.cjs, loaded by bin/combine with its code cache.',
+      "import { createRequire } from 'node:module';",
+      "import { fileURLToPath } from 'node:url';",
+      "createRequire(import.meta.url)('../bin/combine').boot(fileURLToPath(new URL('.', import.meta.url)));",
+      '',
+    ].join('\n'),
+  );
+  rmSync(`${root}${outdir}/cli.cjs.cache`, { force: true });
+  try {
+    execFileSync(process.execPath, [`${root}scripts/cli-code-cache.mjs`, `${root}${outdir}`], { stdio: 'ignore' });
+  } catch (err) {
+    if (err.status !== 3) throw err; // 3: no daemon, as intended
+  }
+  if (!existsSync(`${root}${outdir}/cli.cjs.cache`)) throw new Error(`${outdir}/cli.cjs.cache was not written`);
+}
+
+mkdirSync(`${root}${outdir}`, { recursive: true });
+if (!testHooks) writeOperationTypes();
+await Promise.all([
+  buildCli(),
   build({
     ...common,
     // read-worker: the control plane's worker thread (ledger verify/export), started by the daemon next to it.

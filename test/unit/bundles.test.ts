@@ -12,8 +12,8 @@ const HOOKS = ['COMBINE_CRASH_AT', 'process.kill(process.pid'];
 describe('the shipped bundle', () => {
   it('contains no crash hook; the test bundle, built from the same code, does', () => {
     // Every file of it: the daemon's and the CLI's entries and the chunks they load on demand.
-    const files = readdirSync(join(ROOT, 'dist')).filter((f) => f.endsWith('.js'));
-    expect(files).toEqual(expect.arrayContaining(['daemon.js', 'cli.js']));
+    const files = readdirSync(join(ROOT, 'dist')).filter((f) => /\.c?js$/.test(f));
+    expect(files).toEqual(expect.arrayContaining(['daemon.js', 'cli.js', 'cli.cjs']));
     for (const file of files) {
       const shipped = readFileSync(join(ROOT, 'dist', file), 'utf8');
       for (const hook of HOOKS) expect(shipped, `dist/${file}`).not.toContain(hook);
