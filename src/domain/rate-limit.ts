@@ -15,7 +15,10 @@ export interface ModelRateLimits {
   tokensPerMinute: number | null;
 }
 
-/** A classic token bucket refilled continuously: `capacity` per minute. */
+/**
+ * A classic token bucket refilled continuously: `capacity` per minute. Full when made, or at `level` as
+ * of `now` (a bucket kept elsewhere: the shared rate-limit row of several daemons).
+ */
 export class TokenBucket {
   private level: number;
   private updatedAt: number;
@@ -23,8 +26,9 @@ export class TokenBucket {
   constructor(
     readonly capacity: number,
     now: number,
+    level: number = capacity,
   ) {
-    this.level = capacity;
+    this.level = level;
     this.updatedAt = now;
   }
 

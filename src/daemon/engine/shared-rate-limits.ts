@@ -7,7 +7,7 @@
  */
 import type { Sql } from '../../core/sql.js';
 import { ensureSharedRateRow, getSharedRateRow, parkSharedRate, takeSharedRate, unparkSharedRate } from '../../db/rate-limits.js';
-import type { Admission, ModelRateLimits } from '../../domain/rate-limit.js';
+import { TokenBucket, type Admission, type ModelRateLimits } from '../../domain/rate-limit.js';
 
 export interface SharedRateLimits {
   /** In the claim's transaction: takes a request and `tokens` for the route, or says until when not. */
@@ -38,24 +38,19 @@ export const sharedRateLimits: SharedRateLimits = {
   unpark: (sql, key) => unparkSharedRate(sql, key),
 };
 
-/** When the emptier bucket will hold what the call needs (the row's levels refilled to `now`). */
+/** When the emptier bucket will hold what the call needs: the row's levels, refilled to `now` as any bucket is. */
 function bucketWait(
   row: { requests_level: number | null; tokens_level: number | null; updated_at: number },
   limits: ModelRateLimits,
   tokens: number,
   now: number,
 ): { retryAt: number; reason: string } {
-  const elapsed = Math.max(0, now - row.updated_at);
-  const waitFor = (capacity: number | null, level: number | null, need: number) => {
-    if (capacity === null) return 0;
-    const current = Math.min(capacity, (level ?? capacity) + (elapsed * capacity) / 60_000);
-    const missing = Math.min(need, capacity) - current;
-    return missing <= 0 ? 0 : Math.ceil((missing * 60_000) / capacity);
-  };
-  const requests = waitFor(limits.requestsPerMinute, row.requests_level, 1);
-  const tokenWait = waitFor(limits.tokensPerMinute, row.tokens_level, tokens);
+  const readyAt = (capacity: number | null, level: number | null, need: number) =>
+    capacity === null ? now : new TokenBucket(capacity, row.updated_at, level ?? capacity).readyAt(need, now);
+  const requestsAt = readyAt(limits.requestsPerMinute, row.requests_level, 1);
+  const tokensAt = readyAt(limits.tokensPerMinute, row.tokens_level, tokens);
   // At least 1 ms: the statement refused, so something was short even if rounding says otherwise.
-  return requests >= tokenWait
-    ? { retryAt: now + Math.max(1, requests), reason: 'requests per minute' }
-    : { retryAt: now + Math.max(1, tokenWait), reason: 'tokens per minute' };
+  return requestsAt >= tokensAt
+    ? { retryAt: Math.max(now + 1, requestsAt), reason: 'requests per minute' }
+    : { retryAt: Math.max(now + 1, tokensAt), reason: 'tokens per minute' };
 }
