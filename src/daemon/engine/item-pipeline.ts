@@ -9,12 +9,13 @@ import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
-import { finishAnswer, recordResponse, startWorkItem } from './completer.js';
+import { finishAnswer, recordResponse } from './completer.js';
 import { failLeasedAttempt } from './failures.js';
 import type { EngineContext } from './leased.js';
 import { executeCall, type CallOutcome } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
 import type { BuiltRequest } from './request.js';
+import type { StartItem } from './start-batch.js';
 import type { StartSlots } from './start-slots.js';
 import type { PendingEntry, Tx } from './tx.js';
 import { untilStored } from './until-stored.js';
@@ -29,6 +30,8 @@ export interface PipelineDeps {
   stopped(): boolean;
   /** How many items may be between their claim and their call at once (a large claim round starts in slices). */
   startSlots: StartSlots;
+  /** An item's start (startWorkItem), committed; a slice's starts may share one write (start-batch.ts). */
+  start: StartItem;
   /** A call's outcome, for the route's breaker and rate limiter and for metrics. */
   onOutcome(route: ModelRoute, outcome: CallOutcome): void;
 }
@@ -86,7 +89,7 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
     const claimed = l.claimedRequest;
     // Not kept by the item while its call waits (the prompt entry and the call have their own).
     l.claimedRequest = null;
-    const started = await d.write((tx) => startWorkItem(tx, d.ctx, l.item.id, claimed));
+    const started = await d.start(l.item.id, claimed);
     // No call after all: a half-open breaker's probe is free again.
     if ((!started || started.kind === 'recorded') && l.claimedRoute) d.router.breaker(l.claimedRoute).onInconclusive();
     if (!started || started.kind === 'recorded') return started;
