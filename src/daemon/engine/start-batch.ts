@@ -19,9 +19,6 @@ import { startWorkItem, type StartResult } from './completer.js';
 import type { EngineContext } from './leased.js';
 import type { Tx } from './tx.js';
 
-/** Starts one item in the given transaction (the completer's startWorkItem, bound to its context). */
-type StartOne = (tx: Tx, itemId: string, claimed: BuiltRequest | null) => Promise<StartResult | null>;
-
 /** An item's start, committed. */
 export type StartItem = (itemId: string, claimed: BuiltRequest | null) => Promise<StartResult | null>;
 
@@ -34,58 +31,59 @@ type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
  * all its round trips, and the starts would run one after another instead of side by side.
  */
 export function itemStarts(write: WriteOf, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): StartItem {
-  const startOne: StartOne = (tx, itemId, claimed) => startWorkItem(tx, ctx, itemId, claimed);
-  if (dialect === 'postgres') return (itemId, claimed) => write((tx) => startOne(tx, itemId, claimed));
-  const batches = new StartBatches(write, startOne);
-  return (itemId, claimed) => batches.start(itemId, claimed);
+  type Start = { itemId: string; claimed: BuiltRequest | null };
+  const startOne = (tx: Tx, s: Start) => startWorkItem(tx, ctx, s.itemId, s.claimed);
+  if (dialect === 'postgres') return (itemId, claimed) => write((tx) => startOne(tx, { itemId, claimed }));
+  const shared = new SharedWrites(write, startOne);
+  return (itemId, claimed) => shared.run({ itemId, claimed });
 }
 
-interface Waiting {
-  itemId: string;
-  claimed: BuiltRequest | null;
-  resolve: (started: StartResult | null) => void;
+interface Waiting<A, R> {
+  arg: A;
+  resolve: (result: R) => void;
   reject: (err: unknown) => void;
 }
 
-class StartBatches {
-  /** The closure still queued (not yet run by the writer), which a new start joins. */
-  private open: Waiting[] | null = null;
+/** Runs `one(tx, arg)` for each `run(arg)`, those asked while a closure is queued in that one closure. */
+export class SharedWrites<A, R> {
+  /** The closure still queued (not yet run by the writer), which a new run joins. */
+  private open: Waiting<A, R>[] | null = null;
 
   constructor(
     private readonly write: WriteOf,
-    private readonly startOne: StartOne,
+    private readonly one: (tx: Tx, arg: A) => Promise<R>,
   ) {}
 
-  /** The item's start (`startOne`), committed: in the closure queued now, or in a new one. */
-  start(itemId: string, claimed: BuiltRequest | null): Promise<StartResult | null> {
+  /** `one(tx, arg)`, committed: in the closure queued now, or in a new one. */
+  run(arg: A): Promise<R> {
     return new Promise((resolve, reject) => {
-      const waiting: Waiting = { itemId, claimed, resolve, reject };
+      const waiting: Waiting<A, R> = { arg, resolve, reject };
       if (this.open) this.open.push(waiting);
       else this.queue((this.open = [waiting]));
     });
   }
 
-  private queue(batch: Waiting[]): void {
-    const startAll = async (tx: Tx) => {
-      // Run by the writer: later starts open the next closure (a re-run keeps this one's items).
+  private queue(batch: Waiting<A, R>[]): void {
+    const runAll = async (tx: Tx) => {
+      // Run by the writer: later runs open the next closure (a re-run keeps this one's).
       if (this.open === batch) this.open = null;
-      const results: (StartResult | null)[] = [];
-      for (const w of batch) results.push(await this.startOne(tx, w.itemId, w.claimed));
+      const results: R[] = [];
+      for (const w of batch) results.push(await this.one(tx, w.arg));
       return results;
     };
-    this.write(startAll).then(
+    this.write(runAll).then(
       (results) => {
         for (let i = 0; i < batch.length; i++) batch[i]!.resolve(results[i]!);
       },
       (err: unknown) => {
-        // Not run (the writer refused it): no start may join it any more.
+        // Not run (the writer refused it): nothing may join it any more.
         if (this.open === batch) this.open = null;
         if (batch.length === 1) {
           batch[0]!.reject(err);
           return;
         }
-        // One item's failure rolled back every item's start: each starts again alone, so only its own fails.
-        for (const w of batch) this.write((tx) => this.startOne(tx, w.itemId, w.claimed)).then(w.resolve, w.reject);
+        // One failure rolled back every one's changes: each runs again alone, so only its own fails.
+        for (const w of batch) this.write((tx) => this.one(tx, w.arg)).then(w.resolve, w.reject);
       },
     );
   }
