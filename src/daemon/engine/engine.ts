@@ -17,12 +17,11 @@ import { noTracer } from '../tracing/tracer.js';
 import type { Tracer } from '../tracing/types.js';
 import type { EngineContext } from './leased.js';
 import type { CallOutcome } from './executor.js';
-import { runLeasedItem, type PipelineDeps } from './item-pipeline.js';
+import { itemWrites, runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
-import { itemStarts } from './start-batch.js';
 import { START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
@@ -133,7 +132,7 @@ export class Engine {
       call: { timeoutMs: o.callTimeoutMs, secrets: o.secrets, maxProviderWaitMs: o.maxProviderWaitMs },
       stopped: () => this.stopping,
       startSlots: new StartSlots(START_SLICE),
-      start: itemStarts(o.write, o.ctx, o.reader.dialect),
+      writes: itemWrites(o.write, o.ctx, o.reader.dialect),
       onOutcome: (route, outcome) => {
         this.observeProvider(route, outcome);
         o.observer?.onCall(outcome, route.key);

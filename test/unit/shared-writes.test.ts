@@ -1,5 +1,5 @@
 /**
- * A start slice's starts in one write closure (engine/start-batch.ts), on the real SQLite group-commit
+ * Items' steps (a start slice's starts) in one write closure (engine/shared-writes.ts), on the real SQLite group-commit
  * writer: the starts asked in one turn share a closure; one that throws fails alone — every other one is
  * committed once, the failed one's changes are not.
  */
@@ -11,7 +11,7 @@ import { openDatabase, type Db } from '../../src/db/connection.js';
 import { Writer } from '../../src/db/writer.js';
 import { writeTx } from '../../src/core/tx.js';
 import { StaleStateError } from '../../src/core/errors.js';
-import { SharedWrites } from '../../src/daemon/engine/start-batch.js';
+import { SharedWrites } from '../../src/daemon/engine/shared-writes.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { EngineHooks, Tx } from '../../src/daemon/engine/tx.js';
 
@@ -21,7 +21,7 @@ describe('starts sharing one write closure', () => {
   let writes: number[];
   let write: <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'cmb-start-batch-'));
+    dir = mkdtempSync(join(tmpdir(), 'cmb-shared-writes-'));
     db = openDatabase(join(dir, 's.db'));
     db.exec('CREATE TABLE started (id TEXT PRIMARY KEY, closure INTEGER NOT NULL)');
     writes = [];
