@@ -49,15 +49,15 @@ describe('starts sharing one write closure', () => {
 
   const rows = () => db.prepare('SELECT id, closure FROM started ORDER BY id').all() as { id: string; closure: number }[];
 
-  it('the starts asked in one turn run in one closure and each gets its own result', async () => {
+  it('the starts asked in one turn run in shared closures of at most 64, each start getting its own result', async () => {
     const r = recorder();
     const shared = new SharedWrites(write, r.one);
-    const ids = Array.from({ length: 64 }, (_, i) => `item${String(i).padStart(2, '0')}`);
+    const ids = Array.from({ length: 100 }, (_, i) => `item${String(i).padStart(3, '0')}`);
     const results = await Promise.all(ids.map((id) => shared.run(id)));
     expect(results).toEqual(ids.map((id) => `started ${id}`));
-    expect(r.closures).toHaveLength(1);
-    expect(writes).toEqual([1]);
-    expect(rows()).toEqual(ids.map((id) => ({ id, closure: 0 })));
+    expect(r.closures).toHaveLength(2);
+    expect(writes).toEqual([2]); // both closures in one transaction
+    expect(rows()).toEqual(ids.map((id, i) => ({ id, closure: i < 64 ? 0 : 1 })));
   });
 
   it('one start that throws fails alone: the others commit once, its changes roll back', async () => {

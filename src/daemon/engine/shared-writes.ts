@@ -11,10 +11,16 @@
  * fails, as it would have alone. Steps are written to run again (a write closure may be re-run); a step
  * that ends its item without throwing (canceled thread, dead letter) is an ordinary result.
  *
- * Which items share a closure: those whose step is asked while it is queued. It takes its items when the
- * writer runs it; a step asked later opens the next one. The number is bounded by the items in flight.
+ * Which items share a closure: those whose step is asked while it is queued, up to `MAX_SHARED`. It takes
+ * its items when the writer runs it; a step asked later opens the next one.
  */
 import type { Tx } from './tx.js';
+
+/**
+ * Steps per shared closure: a start slice's (start-slots.ts). A closure must settle within the writer's
+ * closure deadline, and 2,000 answers coming back together (bench target 6) are then ~30 closures, not one.
+ */
+const MAX_SHARED = 64;
 
 type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
 
@@ -38,7 +44,7 @@ interface Waiting<A, R> {
 
 /** Runs `one(tx, arg)` for each `run(arg)`, those asked while a closure is queued in that one closure. */
 export class SharedWrites<A, R> {
-  /** The closure still queued (not yet run by the writer), which a new run joins. */
+  /** The closure still queued (not yet run by the writer), which a new run joins while it has room. */
   private open: Waiting<A, R>[] | null = null;
 
   constructor(
@@ -50,7 +56,7 @@ export class SharedWrites<A, R> {
   run(arg: A): Promise<R> {
     return new Promise((resolve, reject) => {
       const waiting: Waiting<A, R> = { arg, resolve, reject };
-      if (this.open) this.open.push(waiting);
+      if (this.open && this.open.length < MAX_SHARED) this.open.push(waiting);
       else this.queue((this.open = [waiting]));
     });
   }
