@@ -5,14 +5,13 @@
  * again: recovery resumes from it (`resumeFrom`).
  */
 import type { LedgerRow } from '../../db/schema.js';
-import type { AnswerResult } from './leased.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { finishAnswer, recordResponse, startWorkItem, type StartResult } from './completer.js';
 import { failLeasedAttempt } from './failures.js';
-import type { EngineContext } from './leased.js';
+import type { AnswerResult, EngineContext } from './leased.js';
 import { executeCall, type CallOutcome } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
 import type { BuiltRequest } from './request.js';
