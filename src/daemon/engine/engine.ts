@@ -17,7 +17,7 @@ import { noTracer } from '../tracing/tracer.js';
 import type { Tracer } from '../tracing/types.js';
 import type { EngineContext } from './leased.js';
 import type { CallOutcome } from './executor.js';
-import { runLeasedItem, type PipelineDeps } from './item-pipeline.js';
+import { itemWrites, runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
@@ -132,6 +132,7 @@ export class Engine {
       call: { timeoutMs: o.callTimeoutMs, secrets: o.secrets, maxProviderWaitMs: o.maxProviderWaitMs },
       stopped: () => this.stopping,
       startSlots: new StartSlots(START_SLICE),
+      writes: itemWrites(o.write, o.ctx, o.reader.dialect),
       onOutcome: (route, outcome) => {
         this.observeProvider(route, outcome);
         o.observer?.onCall(outcome, route.key);

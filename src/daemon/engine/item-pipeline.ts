@@ -9,14 +9,15 @@ import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
-import { finishAnswer, recordResponse, startWorkItem } from './completer.js';
+import { finishAnswer, recordResponse, startWorkItem, type StartResult } from './completer.js';
 import { failLeasedAttempt } from './failures.js';
-import type { EngineContext } from './leased.js';
+import type { AnswerResult, EngineContext } from './leased.js';
 import { executeCall, type CallOutcome } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
 import type { BuiltRequest } from './request.js';
+import { itemWrite } from './shared-writes.js';
 import type { StartSlots } from './start-slots.js';
-import type { PendingEntry, Tx } from './tx.js';
+import type { PendingEntry, Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
 
 export interface PipelineDeps {
@@ -29,6 +30,8 @@ export interface PipelineDeps {
   stopped(): boolean;
   /** How many items may be between their claim and their call at once (a large claim round starts in slices). */
   startSlots: StartSlots;
+  /** The item's start, response and answer writes, each committed; several items' may share a closure (shared-writes.ts). */
+  writes: ItemWrites;
   /** A call's outcome, for the route's breaker and rate limiter and for metrics. */
   onOutcome(route: ModelRoute, outcome: CallOutcome): void;
 }
@@ -45,6 +48,24 @@ export interface LeasedItem {
   traceparent: string | null;
   /** The request the claim built (and reserved for), until the start takes it; null: built at the start. */
   claimedRequest: BuiltRequest | null;
+}
+
+type PaidAnswer = Extract<CallOutcome, { kind: 'response' }>;
+
+/** The writes of a leased item's steps (completer.ts), each committed when its promise settles. */
+export interface ItemWrites {
+  start(a: { itemId: string; claimed: BuiltRequest | null }): Promise<StartResult | null>;
+  record(a: { itemId: string; outcome: PaidAnswer; route: ModelRoute }): Promise<PendingEntry>;
+  finish(a: { itemId: string; response: LedgerRow; resumed: boolean; sent: SentPrompt | undefined }): Promise<AnswerResult>;
+}
+
+/** The item writes of the engine's context; on SQLite the items whose step comes in one turn share its closure. */
+export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): ItemWrites {
+  return {
+    start: itemWrite(write, dialect, (tx, a) => startWorkItem(tx, ctx, a.itemId, a.claimed)),
+    record: itemWrite(write, dialect, (tx, a) => recordResponse(tx, ctx, a.itemId, a.outcome, a.route)),
+    finish: itemWrite(write, dialect, (tx, a) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent)),
+  };
 }
 
 export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<void> {
@@ -65,7 +86,7 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     return;
   }
   // Paid work: keep trying to record it through storage trouble rather than lose it.
-  const record = () => d.write((tx) => recordResponse(tx, d.ctx, itemId, outcome, route));
+  const record = () => d.writes.record({ itemId, outcome, route });
   const response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
   d.ctx.crashAt('after_response');
   await finish(d, l, response, false, sent);
@@ -86,7 +107,7 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
     const claimed = l.claimedRequest;
     // Not kept by the item while its call waits (the prompt entry and the call have their own).
     l.claimedRequest = null;
-    const started = await d.write((tx) => startWorkItem(tx, d.ctx, l.item.id, claimed));
+    const started = await d.writes.start({ itemId: l.item.id, claimed });
     // No call after all: a half-open breaker's probe is free again.
     if ((!started || started.kind === 'recorded') && l.claimedRoute) d.router.breaker(l.claimedRoute).onInconclusive();
     if (!started || started.kind === 'recorded') return started;
@@ -112,6 +133,6 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */
 async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resumed: boolean, sent?: SentPrompt): Promise<void> {
   const startedAt = d.clock.now();
-  const outcome = await d.write((tx) => finishAnswer(tx, d.ctx, l.item.id, response, resumed, sent));
+  const outcome = await d.writes.finish({ itemId: l.item.id, response, resumed, sent });
   d.spans.applied(l.traceparent, l.item, startedAt, d.clock.now(), outcome);
 }

@@ -1,0 +1,91 @@
+/**
+ * Items' steps (a start slice's starts) in one write closure (engine/shared-writes.ts), on the real SQLite group-commit
+ * writer: the starts asked in one turn share a closure; one that throws fails alone — every other one is
+ * committed once, the failed one's changes are not.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openDatabase, type Db } from '../../src/db/connection.js';
+import { Writer } from '../../src/db/writer.js';
+import { writeTx } from '../../src/core/tx.js';
+import { StaleStateError } from '../../src/core/errors.js';
+import { SharedWrites } from '../../src/daemon/engine/shared-writes.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import type { EngineHooks, Tx } from '../../src/daemon/engine/tx.js';
+
+describe('starts sharing one write closure', () => {
+  let dir: string;
+  let db: Db;
+  let writes: number[];
+  let write: <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'cmb-shared-writes-'));
+    db = openDatabase(join(dir, 's.db'));
+    db.exec('CREATE TABLE started (id TEXT PRIMARY KEY, closure INTEGER NOT NULL)');
+    writes = [];
+    const writer = new Writer<EngineEvent>(db, { onCommit: (c) => writes.push(c.writes) });
+    write = writeTx(writer, { now: () => 1 }, {} as EngineHooks);
+  });
+  afterEach(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Records the start with the closure it ran in (each closure's handle is its own); throws for ids starting with "lost". */
+  function recorder() {
+    const closures: object[] = [];
+    const runs: string[] = [];
+    const one = async (tx: Tx, id: string) => {
+      if (!closures.includes(tx.sql)) closures.push(tx.sql);
+      runs.push(id);
+      await tx.sql.run('INSERT INTO started (id, closure) VALUES (?, ?)', [id, closures.indexOf(tx.sql)]);
+      if (id.startsWith('lost')) throw new StaleStateError(`work item ${id} is not claimed under me`);
+      return `started ${id}`;
+    };
+    return { one, closures, runs };
+  }
+
+  const rows = () => db.prepare('SELECT id, closure FROM started ORDER BY id').all() as { id: string; closure: number }[];
+
+  it('the starts asked in one turn run in shared closures of at most 64, each start getting its own result', async () => {
+    const r = recorder();
+    const shared = new SharedWrites(write, r.one);
+    const ids = Array.from({ length: 100 }, (_, i) => `item${String(i).padStart(3, '0')}`);
+    const results = await Promise.all(ids.map((id) => shared.run(id)));
+    expect(results).toEqual(ids.map((id) => `started ${id}`));
+    expect(r.closures).toHaveLength(2);
+    expect(writes).toEqual([2]); // both closures in one transaction
+    expect(rows()).toEqual(ids.map((id, i) => ({ id, closure: i < 64 ? 0 : 1 })));
+  });
+
+  it('one start that throws fails alone: the others commit once, its changes roll back', async () => {
+    const r = recorder();
+    const shared = new SharedWrites(write, r.one);
+    const outcomes = await Promise.allSettled(['a', 'b', 'lost-c', 'd'].map((id) => shared.run(id)));
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    expect((outcomes[2] as PromiseRejectedResult).reason).toBeInstanceOf(StaleStateError);
+    expect(outcomes.filter((o) => o.status === 'fulfilled').map((o) => o.value)).toEqual(['started a', 'started b', 'started d']);
+    // The shared closure rolled back; then each ran alone, in a closure of its own.
+    expect(rows().map((x) => x.id)).toEqual(['a', 'b', 'd']);
+    expect(new Set(rows().map((x) => x.closure)).size).toBe(3);
+    expect(r.runs.filter((id) => id === 'a')).toHaveLength(2);
+  });
+
+  it('a start asked while the closure runs goes to the next closure', async () => {
+    const r = recorder();
+    let shared: SharedWrites<string, string>;
+    let late: Promise<string> | undefined;
+    shared = new SharedWrites(write, async (tx, id) => {
+      if (id === 'first') late = shared.run('late');
+      return r.one(tx, id);
+    });
+    expect(await shared.run('first')).toBe('started first');
+    expect(await late).toBe('started late');
+    expect(rows()).toEqual([
+      { id: 'first', closure: 0 },
+      { id: 'late', closure: 1 },
+    ]);
+  });
+});
