@@ -29,18 +29,8 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Db {
   db.pragma('synchronous = FULL');
   db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
   db.pragma('foreign_keys = ON');
-  db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
   return db;
 }
-
-/**
- * Each connection's page cache, in KiB. better-sqlite3 builds SQLite with 16 MB
- * (`SQLITE_DEFAULT_CACHE_SIZE=-16000`), and that cache is malloc'd memory, outside V8's heap. The writer
- * fills it as it touches pages. In a daemon that recorded 2,000 items it held ~26 MiB of resident memory
- * (the glibc heap grew 3 → 29 MiB; bench target 6, 2026-11-24). A miss reads the page from the OS's file
- * cache, not from the disk. The hot pages (index interiors, the tails of the ledger and the items) fit in 4 MiB.
- */
-const PAGE_CACHE_KIB = 4000;
 
 function isEmptyDatabase(db: Db): boolean {
   return (db.prepare('SELECT count(*) AS n FROM sqlite_master').get() as { n: number }).n === 0;
