@@ -54,7 +54,7 @@ export const START_SLICE = 64;
 
 /**
  * Answers between their arrival and their outcome at once (item-pipeline.ts `inAnswerSlot`), with the same
- * slots. Bench target 6 (2026-11-24, with a 4 MiB page cache, load 5): 64 slots peaked at 164/165 MiB,
- * unbounded at 171/168 MiB.
+ * slots. Bench target 6 (2026-11-24, load 3–9), with the executor's one signal per call: peak 170/171 MiB
+ * against 178/175 MiB on stage, medians of 3 (bench/README.md).
  */
 export const ANSWER_SLOTS = 64;
