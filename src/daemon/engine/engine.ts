@@ -22,7 +22,7 @@ import { learnFromOutcome } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
-import { START_SLICE, StartSlots } from './start-slots.js';
+import { ANSWER_SLOTS, START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
 import type { Clock } from '../../core/clock.js';
@@ -133,6 +133,7 @@ export class Engine {
       stopped: () => this.stopping,
       startSlots: new StartSlots(START_SLICE),
       writes: itemWrites(o.write, o.ctx, o.reader.dialect),
+      answerSlots: new StartSlots(ANSWER_SLOTS),
       onOutcome: (route, outcome) => {
         this.observeProvider(route, outcome);
         o.observer?.onCall(outcome, route.key);

@@ -27,32 +27,69 @@ export function executeCall(
     headers?: Record<string, string>;
   },
 ): Promise<CallOutcome> {
-  const deadline = AbortSignal.timeout(opts.timeoutMs);
-  const signal = AbortSignal.any([opts.cancel, deadline]);
+  const call = new CallSignal(opts.cancel, opts.timeoutMs);
   const started = performance.now();
   let sent: Promise<RawResponse>;
   try {
-    sent = provider.send(request, signal, opts.timeoutMs, opts.headers ?? {});
+    sent = provider.send(request, call.signal, opts.timeoutMs, opts.headers ?? {});
   } catch (err) {
     sent = Promise.reject(err);
   }
-  return settle(sent, started, opts.cancel, deadline, opts);
+  return settle(sent, started, call, opts);
+}
+
+/**
+ * The call's one abort signal: the user's cancel or the deadline, whichever comes first. One controller,
+ * one listener and one timer, all let go as soon as the call settles. `AbortSignal.any` with
+ * `AbortSignal.timeout` made three signals, their weak references and a timer per call, and the timer
+ * outlived the call until its deadline (a minute by default).
+ */
+class CallSignal {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  timedOut = false;
+
+  constructor(
+    readonly cancel: AbortSignal,
+    timeoutMs: number,
+  ) {
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      this.controller.abort(new DOMException('The operation timed out.', 'TimeoutError'));
+    }, timeoutMs);
+    this.timer.unref();
+    if (cancel.aborted) this.controller.abort(cancel.reason);
+    else cancel.addEventListener('abort', this.onCancel, { once: true });
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  private readonly onCancel = () => this.controller.abort(this.cancel.reason);
+
+  /** The call settled: nothing of it waits for the deadline or the cancel any more. */
+  release(): void {
+    clearTimeout(this.timer);
+    this.cancel.removeEventListener('abort', this.onCancel);
+  }
 }
 
 async function settle(
   sent: Promise<RawResponse>,
   started: number,
-  cancel: AbortSignal,
-  deadline: AbortSignal,
+  call: CallSignal,
   opts: { now: () => number; secrets?: readonly string[]; maxProviderWaitMs?: number | undefined },
 ): Promise<CallOutcome> {
   try {
     const raw = redactResponse(await sent, opts.secrets ?? []);
     return { kind: 'response', latencyMs: Math.round(performance.now() - started), ...raw };
   } catch (err) {
-    const aborts = { canceled: cancel.aborted, timedOut: deadline.aborted };
+    const aborts = { canceled: call.cancel.aborted, timedOut: call.timedOut };
     const error = classifyCallError(err, aborts, opts.now(), { secrets: opts.secrets, maxProviderWaitMs: opts.maxProviderWaitMs });
     return { kind: 'error', error, latencyMs: Math.round(performance.now() - started) };
+  } finally {
+    call.release();
   }
 }
 

@@ -32,6 +32,8 @@ export interface PipelineDeps {
   startSlots: StartSlots;
   /** The item's start, response and answer writes, each committed; several items' may share a closure (shared-writes.ts). */
   writes: ItemWrites;
+  /** How many answers may be between their arrival and their outcome at once (`inAnswerSlot`). */
+  answerSlots: StartSlots;
   /** A call's outcome, for the route's breaker and rate limiter and for metrics. */
   onOutcome(route: ModelRoute, outcome: CallOutcome): void;
 }
@@ -70,12 +72,14 @@ export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' |
 
 export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<void> {
   const itemId = l.item.id;
-  if (l.resumeFrom) return finish(d, l, l.resumeFrom, true);
+  const resumeFrom = l.resumeFrom;
+  if (resumeFrom) return inAnswerSlot(d, () => finish(d, l, resumeFrom, true));
   const start = await startCall(d, l);
   if (!start) return;
   if (start.kind === 'recorded') {
     // Answered from the ledger (a replay or a cache hit): no call, nothing paid.
-    return finish(d, l, start.response.row, false);
+    const recorded = start.response.row;
+    return inAnswerSlot(d, () => finish(d, l, recorded, false));
   }
   const { route, span, sent } = start;
   const outcome = await start.outcome;
@@ -85,11 +89,32 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     await d.write((tx) => failLeasedAttempt(tx, d.ctx, itemId, outcome.error, outcome.latencyMs, route));
     return;
   }
-  // Paid work: keep trying to record it through storage trouble rather than lose it.
-  const record = () => d.writes.record({ itemId, outcome, route });
-  const response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
-  d.ctx.crashAt('after_response');
-  await finish(d, l, response, false, sent);
+  return inAnswerSlot(d, async () => {
+    // Paid work: keep trying to record it through storage trouble rather than lose it.
+    const record = () => d.writes.record({ itemId, outcome, route });
+    const response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
+    d.ctx.crashAt('after_response');
+    await finish(d, l, response, false, sent);
+  });
+}
+
+/**
+ * An answer's recording and application, in one of the answer slots: at most `answerSlots.size` answers
+ * are between their arrival and their outcome at once. The rest wait, each holding only its answer, before
+ * anything is made from it. When 2,000 answers arrive together, the writer then gets them in batches of
+ * the slots' size. Without the slots, one transaction took 1,024 writes. All their parses, ledger entries
+ * and events stayed alive until its commit, which moved them to the old generation, and the event loop
+ * was blocked for seconds.
+ * Pay-once is unchanged: a waiting answer is not recorded yet, as it was not while it waited for the
+ * writer, and recovery resumes an item whose call was sent and whose answer is not recorded.
+ */
+async function inAnswerSlot(d: PipelineDeps, step: () => Promise<void>): Promise<void> {
+  await d.answerSlots.take();
+  try {
+    await step();
+  } finally {
+    d.answerSlots.giveBack();
+  }
 }
 
 type Started =

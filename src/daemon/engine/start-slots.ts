@@ -51,3 +51,10 @@ export class StartSlots {
  * 256) spent ~2 % more CPU per item with 64 than without slots.
  */
 export const START_SLICE = 64;
+
+/**
+ * Answers between their arrival and their outcome at once (item-pipeline.ts `inAnswerSlot`), with the same
+ * slots. Bench target 6 (2026-11-24, load 3–9), with the executor's one signal per call: peak 170/171 MiB
+ * against 178/175 MiB on stage, medians of 3 (bench/README.md).
+ */
+export const ANSWER_SLOTS = 64;
