@@ -235,13 +235,16 @@ describe('Postgres writer', () => {
     const single = openPostgresPool(database.url, { max: 1 }).on('error', () => {});
     const w = new PgWriter(single);
     const insert = (sql: Sql, v: string, n: number | null, tags: string[]) =>
-      sql.get<{ v: string; n: number | null; tags: string[] }>('INSERT INTO t (v) VALUES (?) RETURNING v, CAST(? AS int8) AS n, CAST(? AS text[]) AS tags', [v, n, tags]);
+      sql.get<{ v: string; n: number | null; tags: string[] }>(
+        'INSERT INTO t (v) VALUES (@v) RETURNING v, CAST(@n AS int8) AS n, CAST(@tags AS text[]) AS tags',
+        { v, n, tags },
+      );
     try {
       expect(await w.write((sql) => insert(sql, 'prepared', 1, []))).toEqual({ v: 'prepared', n: 1, tags: [] });
       const inside = gate();
       const resume = gate();
       const failing = w.write(async (sql) => {
-        const row = await insert(sql, "it's \\ a \"quote\"", null, ['a,b', 'c"d', '']);
+        const row = await insert(sql, 'it\'s \\ a "quote"', null, ['a,b', 'c"d', '']);
         inside.open();
         await resume.opened;
         await sql.run('INSERT INTO t (v) VALUES (?)', ['prepared']); // unique violation: the whole write fails
@@ -256,9 +259,9 @@ describe('Postgres writer', () => {
       resume.open();
       expect(await failure).toMatch(/unique/);
       expect(await values()).toEqual(['prepared']);
-      const row = await w.write((sql) => insert(sql, "it's \\ a \"quote\"", 42, ['a,b', 'c"d', '']));
-      expect(row).toEqual({ v: "it's \\ a \"quote\"", n: 42, tags: ['a,b', 'c"d', ''] });
-      expect(await values()).toEqual(["it's \\ a \"quote\"", 'prepared']);
+      const row = await w.write((sql) => insert(sql, 'it\'s \\ a "quote"', 42, ['a,b', 'c"d', '']));
+      expect(row).toEqual({ v: 'it\'s \\ a "quote"', n: 42, tags: ['a,b', 'c"d', ''] });
+      expect(await values()).toEqual(['it\'s \\ a "quote"', 'prepared']);
     } finally {
       await w.close();
       await single.end();
