@@ -117,8 +117,16 @@ async function engine(server: PostgresServer, port: number, admin: pg.Client): P
     // runEngineOnce seeds then runs; reset just before is not possible from here, so count the seed too
     // and subtract a seed-only run's counts (below) by running the seed separately is overkill: we reset
     // after seeding through a hook-free approach — measure the totals and a second, seed-only figure.
+    // Round trips: every query node-postgres sends (pool queries go through a client's too) is one.
+    let roundTrips = 0;
+    const send = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      roundTrips++;
+      return (send as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof send;
     let s0 = 0;
     let t0 = 0;
+    let trips0 = 0;
     const r = await runEngineOnce({
       projects: 200,
       epicsPerProject: 10,
@@ -128,11 +136,14 @@ async function engine(server: PostgresServer, port: number, admin: pg.Client): P
         await resetStats(admin);
         s0 = serverCpuMs(port);
         t0 = performance.now();
+        trips0 = roundTrips;
       },
     });
+    pg.Client.prototype.query = send;
+    const trips = roundTrips - trips0;
     const serverMs = serverCpuMs(port) - s0;
     console.log(
-      `engine: ${r.perSecond.toFixed(1)} items/s, client CPU ${r.cpuMicrosPerItem.toFixed(0)} µs/item (run only), server CPU (run) ${((serverMs * 1000) / r.items).toFixed(0)} µs/item, wall ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+      `engine: ${r.perSecond.toFixed(1)} items/s, round trips ${(trips / r.items).toFixed(1)}/item, client CPU ${r.cpuMicrosPerItem.toFixed(0)} µs/item (run only), server CPU (run) ${((serverMs * 1000) / r.items).toFixed(0)} µs/item, wall ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
     await report(admin, dbName, r.items);
   });

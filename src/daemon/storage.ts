@@ -10,7 +10,7 @@ import type { Logger } from '../core/logger.js';
 import type { Sql } from '../core/sql.js';
 import type { TxRunner } from '../core/tx.js';
 import { type Db, openDatabase } from '../db/connection.js';
-import { forgetDocuments } from '../db/document-cache.js';
+import { forgetDocuments, shareDocumentCache } from '../db/document-cache.js';
 import { applyMigrations, migrationStatus } from '../db/migrate.js';
 import { openPostgresPool } from '../db/pg/connection.js';
 import { pgMigrationStatus } from '../db/pg/migrate.js';
@@ -117,6 +117,10 @@ function openPostgresStorage<E>(url: string, logger: Logger, observers: WriteObs
     logger.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'an idle Postgres connection failed');
   const writePool = openPostgresPool(url, { max: WRITE_CONNECTIONS }).on('error', onIdleError);
   const readPool = openPostgresPool(url, { max: READ_CONNECTIONS }).on('error', onIdleError);
+  // Both pools' connections share one document cache (db/document-cache.ts).
+  const documents = {};
+  shareDocumentCache(readPool, documents);
+  writePool.on('connect', (client) => shareDocumentCache(client, documents));
   const reader = new PgSql(readPool);
   const writer = new PgWriter<E>(writePool, { ...observers, onRollback: (connection) => forgetDocuments({ connection }) });
   return {

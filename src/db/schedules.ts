@@ -135,6 +135,26 @@ export async function finalizeScheduleRunOfThread(
 }
 
 /**
+ * `finalizeScheduleRunOfThread` for a caller that needs no rows back (the engine's every ending thread,
+ * which mostly belongs to no run): on a handle that runs statements in its COMMIT's query (the Postgres
+ * writer's `Sql.atCommit`) it is queued there — ahead of the ledger append the transaction queues at its
+ * end, so the run row is still locked before the chain head, as when it ran here — instead of costing a
+ * round trip of its own; elsewhere it runs now.
+ */
+export function finalizeScheduleRunOfThreadAtCommit(
+  sql: Sql,
+  p: { thread_id: string; to: Exclude<RunStatus, 'pending'>; now: number; error_message: string | null },
+): Promise<unknown> {
+  if (!sql.atCommit) return finalizeScheduleRunOfThread(sql, p);
+  const text = finalizeTexts[sql.dialect].get(p.to) ?? finalizeText(sql.dialect, p.to);
+  sql.atCommit(text, { thread_id: p.thread_id, to: p.to, now: p.now, error_message: p.error_message }, ignoreRows);
+  return DONE;
+}
+
+const DONE = Promise.resolve();
+const ignoreRows = () => {};
+
+/**
  * `finalizeScheduleRunOfThread`'s statement per dialect and target status, built once: it runs for every
  * thread that ends, and a text built per call costs a copy and a hash of its every character for the
  * statement cache's look-up.

@@ -1,4 +1,5 @@
 /** llm_threads: intent containers. Every status change is one guarded UPDATE. */
+import { StaleStateError } from '../core/errors.js';
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { ThreadStatus } from '../domain/states.js';
@@ -246,14 +247,19 @@ function transitionParams(id: string, from: ThreadStatus, to: ThreadStatus, now:
 }
 
 /**
- * open → running, only if the thread is still open: the updated row, or undefined when it was not open
- * (already started by another child, or ended). An orchestration starts with its first child; on
- * Postgres a concurrent start waits for the first one's commit and then finds it running.
+ * open → running for a thread and, in the same statement, for its parent while that is still open (an
+ * orchestration starts with its first child; for the others the parent matches nothing and is neither
+ * changed nor locked). Throws StaleStateError (the transaction rolls back, the parent's move with it)
+ * when the thread itself was not open; returns the parent's updated row, or undefined when it was not open.
  */
-export function startThreadIfOpen(sql: Sql, id: string): Promise<ThreadRow | undefined> {
+export async function startThreadAndParent(sql: Sql, id: string, parentId: string): Promise<ThreadRow | undefined> {
   assertThreadTransition('open', 'running');
-  return sql.get<ThreadRow>("UPDATE llm_threads SET status = 'running', closed_at = NULL WHERE id = ? AND status = 'open' RETURNING *", [id]);
+  const rows = await sql.all<ThreadRow>(START_WITH_PARENT_TEXT, [id, parentId]);
+  if (!rows.some((r) => r.id === id)) throw new StaleStateError(`thread ${id} is not open`);
+  return rows.find((r) => r.id === parentId);
 }
+
+const START_WITH_PARENT_TEXT = "UPDATE llm_threads SET status = 'running', closed_at = NULL WHERE id IN (?, ?) AND status = 'open' RETURNING *";
 
 /**
  * Makes an active thread with no parent a child of an orchestration (generate-all adopts the epic run

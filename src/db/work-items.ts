@@ -9,6 +9,7 @@ import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
 import { inJsonArray, skipLockedRows } from './dialect.js';
 import { expectOneChange, runGuarded } from './statements.js';
+import { listClaimHeadsPg, listProjectClaimHeadsPg } from './pg/claim-heads.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
   await sql.run(
@@ -52,9 +53,11 @@ type QueueGroup = Pick<WorkItemRow, 'project_id' | 'priority'>;
  *
  * The groups are found by a skip-scan: each step is one seek on idx_work_items_fair to the next
  * (project, priority) pair, so the cost grows with the number of groups, not with the queue (a plain
- * DISTINCT reads every queued entry: ~0.4 ms per claim at 10,000 queued).
+ * DISTINCT reads every queued entry: ~0.4 ms per claim at 10,000 queued). Postgres runs the same walk
+ * on the server, in one statement (pg/claim-heads.ts).
  */
 export async function listClaimHeads(sql: Sql, now: number): Promise<ClaimHead[]> {
+  if (sql.dialect === 'postgres') return listClaimHeadsPg(sql, now);
   const heads: ClaimHead[] = [];
   for (let g = await firstQueueGroup(sql); g; g = await nextQueueGroup(sql, g)) {
     const head = await groupHead(sql, g, now);
@@ -70,6 +73,7 @@ export async function listClaimHeads(sql: Sql, now: number): Promise<ClaimHead[]
  * group is the candidate instead, so one held model never blocks the others queued behind it.
  */
 export async function listProjectClaimHeads(sql: Sql, projectId: string, now: number, excluded: readonly string[] = []): Promise<ClaimHead[]> {
+  if (sql.dialect === 'postgres') return listProjectClaimHeadsPg(sql, projectId, now, excluded);
   const heads: ClaimHead[] = [];
   let g = (await sql.get(
     `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair

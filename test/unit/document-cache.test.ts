@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
-import { documentValueAt, forgetDocuments, readDocumentValue, readParsedDocument, rememberDocument } from '../../src/db/document-cache.js';
+import { documentValueAt, forgetDocuments, readDocumentValue, readParsedDocument, rememberDocument, shareDocumentCache } from '../../src/db/document-cache.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { getDocumentHead, insertDocument, insertProject, updateDocumentContent } from '../../src/db/projects.js';
 import { Writer } from '../../src/db/writer.js';
@@ -139,5 +139,40 @@ describe('parsed-document cache on Postgres', () => {
     const inWrite = await writer.write((w) => readParsedDocument(w, 'p', 'story_backlog', parse));
     expect(inWrite).toMatchObject({ version: 2, value: { n: 2 } });
     expect(await readParsedDocument(reader, 'p', 'story_backlog', parse)).toMatchObject({ version: 2, value: { n: 2 } });
+  });
+
+  it("shares one cache among a daemon's pools, and a rollback on any connection forgets it for all", async () => {
+    // As daemon/storage.ts: the reader pool and every connection of the write pool share one cache.
+    const group = {};
+    const writePool = openPostgresPool(database.url, { max: 2 });
+    const readPool = openPostgresPool(database.url, { max: 2 });
+    shareDocumentCache(readPool, group);
+    writePool.on('connect', (client) => shareDocumentCache(client, group));
+    const shared = new PgSql(readPool);
+    const writer = new PgWriter(writePool, { onRollback: (connection) => forgetDocuments({ connection }) });
+    try {
+      const from = (await getDocumentHead(shared, 'p', 'story_backlog'))!.version;
+      // A version a committed write remembered is what the reader pool's connections get, without a read.
+      const value = { n: 10 };
+      await writer.write(async (w) => {
+        await updateDocumentContent(w, { id: 'd', from_version: from, content: '{"n":10}', updated_at: 0 });
+        rememberDocument(w, 'd', from + 1, parse, value);
+      });
+      expect((await readParsedDocument(shared, 'p', 'story_backlog', parse))?.value).toBe(value);
+      // A write rolled back after it remembered its version: the next version number, committed with
+      // other content, must come back with that content on the other pool's connections too.
+      await expect(
+        writer.write(async (w) => {
+          await updateDocumentContent(w, { id: 'd', from_version: from + 1, content: '{"n":99}', updated_at: 0 });
+          rememberDocument(w, 'd', from + 2, parse, { n: 99 });
+          throw new Error('validation failed after the update');
+        }),
+      ).rejects.toThrow(/validation failed/);
+      await writer.write((w) => updateDocumentContent(w, { id: 'd', from_version: from + 1, content: '{"n":11}', updated_at: 0 }));
+      expect(await readParsedDocument(shared, 'p', 'story_backlog', parse)).toMatchObject({ version: from + 2, value: { n: 11 } });
+    } finally {
+      await writePool.end();
+      await readPool.end();
+    }
   });
 });

@@ -10,7 +10,7 @@ import { openDatabase, type Db } from '../../src/db/connection.js';
 import { getWorkItemWithThread } from '../../src/db/item-with-thread.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { SqliteSql } from '../../src/db/sql.js';
-import { getThread, insertThread, startThreadIfOpen, transitionThreadIfStill } from '../../src/db/threads.js';
+import { getThread, insertThread, startThreadAndParent, transitionThreadIfStill } from '../../src/db/threads.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { getProject, insertProject } from '../../src/db/projects.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
@@ -87,10 +87,15 @@ describe('thread moves from a status read earlier', () => {
     expect(await getThread(sql, 't-a')).toMatchObject({ status: 'complete', closed_at: 5 });
   });
 
-  it('starts an open thread once: the second start finds it running and changes nothing', async () => {
+  it('starts a child and its open parent in one statement; the next child finds the parent running and changes nothing', async () => {
     await insertThread(sql, testThreadRow('p'));
-    expect(await startThreadIfOpen(sql, 't-p')).toEqual({ ...testThreadRow('p'), status: 'running' });
-    expect(await startThreadIfOpen(sql, 't-p')).toBeUndefined();
+    await insertThread(sql, { ...testThreadRow('c1'), parent_thread_id: 't-p' });
+    await insertThread(sql, { ...testThreadRow('c2'), parent_thread_id: 't-p' });
+    expect(await startThreadAndParent(sql, 't-c1', 't-p')).toEqual({ ...testThreadRow('p'), status: 'running' });
+    expect(await startThreadAndParent(sql, 't-c2', 't-p')).toBeUndefined();
     expect((await getThread(sql, 't-p'))?.status).toBe('running');
+    expect((await getThread(sql, 't-c2'))?.status).toBe('running');
+    // A child that is not open any more is refused (StaleStateError), whatever its parent's status.
+    await expect(startThreadAndParent(sql, 't-c1', 't-p')).rejects.toThrow(/not open/);
   });
 });

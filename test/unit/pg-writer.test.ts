@@ -229,6 +229,45 @@ describe('Postgres writer', () => {
     expect(used).not.toBe(pool);
   });
 
+  it('keeps a write whose BEGIN rode with its first statement (already prepared on the connection) one transaction, its values intact', async () => {
+    // One connection: the statement prepared by the first write is prepared for the second, whose
+    // BEGIN then goes with it in one query (`BEGIN; EXECUTE …` with the values as literals).
+    const single = openPostgresPool(database.url, { max: 1 }).on('error', () => {});
+    const w = new PgWriter(single);
+    const insert = (sql: Sql, v: string, n: number | null, tags: string[]) =>
+      sql.get<{ v: string; n: number | null; tags: string[] }>(
+        'INSERT INTO t (v) VALUES (@v) RETURNING v, CAST(@n AS int8) AS n, CAST(@tags AS text[]) AS tags',
+        { v, n, tags },
+      );
+    try {
+      expect(await w.write((sql) => insert(sql, 'prepared', 1, []))).toEqual({ v: 'prepared', n: 1, tags: [] });
+      const inside = gate();
+      const resume = gate();
+      const failing = w.write(async (sql) => {
+        const row = await insert(sql, 'it\'s \\ a "quote"', null, ['a,b', 'c"d', '']);
+        inside.open();
+        await resume.opened;
+        await sql.run('INSERT INTO t (v) VALUES (?)', ['prepared']); // unique violation: the whole write fails
+        return row;
+      });
+      const failure = failing.then(
+        () => 'resolved',
+        (error: Error) => error.message,
+      );
+      await inside.opened;
+      expect(await values()).toEqual(['prepared']); // the first statement is inside the open transaction
+      resume.open();
+      expect(await failure).toMatch(/unique/);
+      expect(await values()).toEqual(['prepared']);
+      const row = await w.write((sql) => insert(sql, 'it\'s \\ a "quote"', 42, ['a,b', 'c"d', '']));
+      expect(row).toEqual({ v: 'it\'s \\ a "quote"', n: 42, tags: ['a,b', 'c"d', ''] });
+      expect(await values()).toEqual(['it\'s \\ a "quote"', 'prepared']);
+    } finally {
+      await w.close();
+      await single.end();
+    }
+  });
+
   it('runs writes in parallel, each in its own transaction', async () => {
     const w = new PgWriter(pool);
     const all = gate();

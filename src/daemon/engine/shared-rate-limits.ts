@@ -23,7 +23,7 @@ export const sharedRateLimits: SharedRateLimits = {
     // No bucket configured (the default): only another daemon's 429 park can hold the call, and reading it
     // takes no row lock — taking one would make every daemon's claim rounds of this route queue on it.
     if (limits.requestsPerMinute === null && limits.tokensPerMinute === null) {
-      const parkedUntil = (await getSharedRateRow(sql, key))?.parked_until ?? 0;
+      const parkedUntil = await parkedUntilIn(sql, key, now);
       return parkedUntil > now ? { ok: false, retryAt: parkedUntil, reason: 'rate limited by the provider (429)' } : { ok: true };
     }
     await ensureSharedRateRow(sql, { model: key, now });
@@ -34,9 +34,38 @@ export const sharedRateLimits: SharedRateLimits = {
     if (row.parked_until > now) return { ok: false, retryAt: row.parked_until, reason: 'rate limited by the provider (429)' };
     return { ok: false, ...bucketWait(row, limits, tokens, now) };
   },
-  park: (sql, key, until, now) => parkSharedRate(sql, { model: key, until, now }),
-  unpark: (sql, key) => unparkSharedRate(sql, key),
+  // A park's change made through this handle is read again by its next admission.
+  park: (sql, key, until, now) => {
+    parksRead.get(sql)?.delete(key);
+    return parkSharedRate(sql, { model: key, until, now });
+  },
+  unpark: (sql, key) => {
+    parksRead.get(sql)?.delete(key);
+    return unparkSharedRate(sql, key);
+  },
 };
+
+/**
+ * The route's park, read once per claim round: the round's handle (`sql`) and time (`now`, the
+ * transaction's) are the same for each item it claims, and each read the same row, a round trip per
+ * claimed item. A park another daemon commits during the round is seen by the next round, a few ms
+ * later — as one committed just after this round's read always was. A handle that outlives a
+ * transaction (or another time) reads again.
+ */
+const parksRead = new WeakMap<Sql, Map<string, { now: number; parkedUntil: number }>>();
+
+async function parkedUntilIn(sql: Sql, key: string, now: number): Promise<number> {
+  let parks = parksRead.get(sql);
+  const known = parks?.get(key);
+  if (known !== undefined && known.now === now) return known.parkedUntil;
+  const parkedUntil = (await getSharedRateRow(sql, key))?.parked_until ?? 0;
+  if (!parks) {
+    parks = new Map();
+    parksRead.set(sql, parks);
+  }
+  parks.set(key, { now, parkedUntil });
+  return parkedUntil;
+}
 
 /** When the emptier bucket will hold what the call needs: the row's levels, refilled to `now` as any bucket is. */
 function bucketWait(

@@ -13,7 +13,7 @@ import {
   countChildThreadsByStatus,
   getThread,
   lockThread,
-  startThreadIfOpen,
+  startThreadAndParent,
   transitionThread,
   transitionThreadIfStill,
 } from '../../db/threads.js';
@@ -237,17 +237,17 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
 
 /**
  * open → running on first claim; no-op when already running. The parent (an orchestration) starts with
- * its first child: one guarded UPDATE that moves it only while it is still `open` (of two children
- * starting at once, the second finds it running and changes nothing), instead of a read, a lock and a
- * transition.
+ * its first child, in the child's own guarded UPDATE, which moves the parent only while it is still
+ * `open` (of two children starting at once, the second finds it running and changes nothing), instead
+ * of a read, a lock and a transition.
  */
 export async function markThreadStarted(tx: Tx, thread: ThreadRow): Promise<ThreadRow> {
   if (thread.status !== 'open') return thread;
-  const updated = await moveThread(tx, thread, 'running');
-  if (thread.parent_thread_id) {
-    const parent = await startThreadIfOpen(tx.sql, thread.parent_thread_id);
-    if (parent) emitThread(tx, parent);
-  }
+  if (!thread.parent_thread_id) return moveThread(tx, thread, 'running');
+  // The thread and its parent in one guarded UPDATE (a round trip per item less than one each).
+  const parent = await startThreadAndParent(tx.sql, thread.id, thread.parent_thread_id);
+  const updated = await afterMove(tx, thread, 'running');
+  if (parent) emitThread(tx, parent);
   return updated;
 }
 

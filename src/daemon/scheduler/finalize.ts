@@ -5,7 +5,7 @@
  */
 import type { ScheduleRunRow } from '../../db/schema-schedules.js';
 import type { ThreadRow } from '../../db/schema.js';
-import { finalizeScheduleRunOfThread, listThreadsWithPendingRun } from '../../db/schedules.js';
+import { finalizeScheduleRunOfThread, finalizeScheduleRunOfThreadAtCommit, listThreadsWithPendingRun } from '../../db/schedules.js';
 import { countChildThreadsByStatus } from '../../db/threads.js';
 import { getLatestWorkItem } from '../../db/work-items.js';
 import type { Tx } from '../engine/tx.js';
@@ -25,13 +25,16 @@ async function failureReason(tx: Tx, thread: ThreadRow, status: Exclude<Ended, '
  * them (most threads belong to none).
  */
 export async function finalizeRunOfThread(tx: Tx, thread: ThreadRow, status: Ended): Promise<ScheduleRunRow[]> {
-  return await finalizeScheduleRunOfThread(tx.sql, {
-    thread_id: thread.id,
-    to: status,
-    now: tx.now,
-    // No await for a thread that completed (every thread of a run that went well): nothing to explain.
-    error_message: status === 'complete' ? null : await failureReason(tx, thread, status),
-  });
+  return await finalizeScheduleRunOfThread(tx.sql, await finalizeParams(tx, thread, status));
+}
+
+type FinalizeParams = Parameters<typeof finalizeScheduleRunOfThread>[1];
+
+/** What the run's finalizing UPDATE takes; not a promise for a thread that completed (every thread of a run that went well). */
+function finalizeParams(tx: Tx, thread: ThreadRow, status: Ended): FinalizeParams | Promise<FinalizeParams> {
+  const params = { thread_id: thread.id, to: status, now: tx.now, error_message: null };
+  if (status === 'complete') return params;
+  return failureReason(tx, thread, status).then((error_message) => ({ ...params, error_message }));
 }
 
 /**
@@ -40,8 +43,17 @@ export async function finalizeRunOfThread(tx: Tx, thread: ThreadRow, status: End
  * looked at, found with one query instead of two statements per thread.
  */
 export async function finalizeRunsOfThreads(tx: Tx, threads: readonly ThreadRow[], status: Ended): Promise<void> {
-  const withRuns = threads.length === 1 ? threads : await threadsWithPendingRun(tx, threads);
-  for (const thread of withRuns) await finalizeRunOfThread(tx, thread, status);
+  if (threads.length === 1) {
+    await finalizeRunOfThreadAtCommit(tx, threads[0]!, status);
+    return;
+  }
+  for (const thread of await threadsWithPendingRun(tx, threads)) await finalizeRunOfThread(tx, thread, status);
+}
+
+/** `finalizeRunOfThread` with no rows back: on Postgres it rides in the COMMIT's query (db/schedules.ts). */
+function finalizeRunOfThreadAtCommit(tx: Tx, thread: ThreadRow, status: Ended): Promise<unknown> {
+  const params = finalizeParams(tx, thread, status);
+  return params instanceof Promise ? params.then((p) => finalizeScheduleRunOfThreadAtCommit(tx.sql, p)) : finalizeScheduleRunOfThreadAtCommit(tx.sql, params);
 }
 
 async function threadsWithPendingRun(tx: Tx, threads: readonly ThreadRow[]): Promise<ThreadRow[]> {

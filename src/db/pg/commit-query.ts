@@ -15,10 +15,13 @@ export interface CommitStatement {
   readonly committed: (rows: unknown[]) => void;
 }
 
-/** The query text: each statement (its values inlined), the notifications, COMMIT. */
-export function commitQuery(statements: readonly CommitStatement[], notes: readonly Notification[]): string {
-  if (statements.length === 0) return endWithNotifications(notes, 'COMMIT');
-  return [...statements.map((s) => inlineValues(s.text, s.params)), endWithNotifications(notes, 'COMMIT')].join(';\n');
+/**
+ * The query text: BEGIN when the transaction has not begun yet (its closure sent no statement: see
+ * pg/transaction-sql.ts), each statement (its values inlined), the notifications, COMMIT.
+ */
+export function commitQuery(statements: readonly CommitStatement[], notes: readonly Notification[], begun: boolean): string {
+  const body = [...statements.map((s) => inlineValues(s.text, s.params)), endWithNotifications(notes, 'COMMIT')];
+  return (begun ? body : ['BEGIN', ...body]).join(';\n');
 }
 
 /**
@@ -30,6 +33,15 @@ export function inlineValues(text: string, params: SqlParams): string {
   const statement = compileStatement(text);
   const values = bindValues(statement, text, params);
   return statement.text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1]));
+}
+
+/** Values as a list of literals (for `EXECUTE name(…)`), or null when one cannot be inlined. */
+export function inlineList(values: readonly unknown[]): string | null {
+  try {
+    return values.map(literal).join(', ');
+  } catch {
+    return null;
+  }
 }
 
 function literal(value: unknown): string {

@@ -143,7 +143,7 @@ export class PgSql implements Sql {
     return { changes: (await this.query(text, params)).rowCount ?? 0 };
   }
 
-  private query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {
+  protected query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {
     const s = compileStatement(text);
     const values = bindValues(s, text, params);
     return this.target.query(s.name === undefined ? { text: s.text, values } : { name: s.name, text: s.text, values });

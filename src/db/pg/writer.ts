@@ -31,7 +31,7 @@ import type { SqlParams } from '../../core/sql.js';
 import { ClosureSql, settleClosure } from '../sql.js';
 import { type CommitStatement, commitQuery } from './commit-query.js';
 import { lastCommand, type Notification } from './notifications.js';
-import { PgSql } from './sql.js';
+import { PgTransactionSql } from './transaction-sql.js';
 
 export interface PgWriterOptions<E> {
   /** Receives the events of each committed write, in order. */
@@ -141,7 +141,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
     }
   }
 
-  /** One transaction: BEGIN, the closure, COMMIT; events published after the commit. */
+  /** One transaction: BEGIN (with the closure's first statement), the closure, COMMIT; events published after the commit. */
   private async attempt<T>(fn: WriteFn<T, E>): Promise<{ value: T } | { failure: Failure }> {
     let client: pg.PoolClient;
     this.waiting++;
@@ -153,7 +153,9 @@ export class PgWriter<E = never> implements TxRunner<E> {
       this.waiting--;
     }
     const queued: CommitStatement[] = [];
-    const handle = new CommitClosureSql(new PgSql(client), queued);
+    // BEGIN goes with the closure's first statement (transaction-sql.ts), or with COMMIT if it sends none.
+    const tx = new PgTransactionSql(client);
+    const handle = new CommitClosureSql(tx, queued);
     const events: E[] = [];
     const emit: Emit<E> = (e) => events.push(e);
     let atCommit = false;
@@ -161,8 +163,8 @@ export class PgWriter<E = never> implements TxRunner<E> {
     let value: unknown;
     let result: pg.QueryResult | pg.QueryResult[];
     let commitMs: number;
+    let begun = true;
     try {
-      await client.query('BEGIN');
       value = fn(handle, emit);
       if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 30_000);
       handle.revoke();
@@ -171,7 +173,8 @@ export class PgWriter<E = never> implements TxRunner<E> {
       const started = performance.now();
       // The statements queued for the commit (the ledger append) and the notifications go in COMMIT's round
       // trip: the last thing a write sends is one query.
-      result = (await client.query(commitQuery(queued, notes))) as pg.QueryResult | pg.QueryResult[];
+      begun = tx.begun;
+      result = (await client.query(commitQuery(queued, notes, begun))) as pg.QueryResult | pg.QueryResult[];
       // A transaction in which a statement failed answers COMMIT with ROLLBACK: nothing was applied.
       if (lastCommand(result) !== 'COMMIT') throw new Error('the transaction was rolled back at COMMIT (a statement in it had failed)');
       commitMs = performance.now() - started;
@@ -193,7 +196,8 @@ export class PgWriter<E = never> implements TxRunner<E> {
     // Committed, outside the try: a throw from here on reaches the caller as is, never as a rollback
     // (which would run the closure again). The queued statements' rows go to their callers before the
     // events are published.
-    for (const [i, statement] of queued.entries()) statement.committed((result as pg.QueryResult[])[i]!.rows);
+    const first = begun ? 0 : 1;
+    for (const [i, statement] of queued.entries()) statement.committed((result as pg.QueryResult[])[first + i]!.rows);
     this.opts.onCommit?.({ writes: 1, commitMs });
     if (events.length > 0) this.opts.publish?.(events);
     return { value: value as T };
@@ -203,7 +207,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
 /** The closure's handle, which can also queue statements for the COMMIT's query (core/sql.ts `atCommit`). */
 class CommitClosureSql extends ClosureSql {
   constructor(
-    inner: PgSql,
+    inner: PgTransactionSql,
     private readonly queued: CommitStatement[],
   ) {
     super(inner);
