@@ -65,7 +65,10 @@ const lazyChildProcessForCommander = {
  * one run of the CLI (scripts/cli-code-cache.mjs) writes the code cache.
  */
 async function buildCli() {
-  for (const f of readdirSync(`${root}${outdir}`)) if (/^cli[-.]/.test(f) && f !== 'cli.cjs.cache') rmSync(`${root}${outdir}/${f}`);
+  // Earlier builds' CLI files that this one does not write again; the ones it writes are replaced in place,
+  // never removed first (a CLI started meanwhile finds one or the other).
+  const written = new Set(['cli.js', 'cli.cjs', 'cli.cjs.map', 'cli.cjs.cache']);
+  for (const f of readdirSync(`${root}${outdir}`)) if (/^cli[-.]/.test(f) && !written.has(f)) rmSync(`${root}${outdir}/${f}`);
   const result = await build({
     ...common,
     format: 'cjs',

@@ -8,6 +8,11 @@ import { chromiumPath } from './browser.js';
  * is unpacked here too, once, so parallel test files never unpack it at the same time.
  */
 export default async function setup(): Promise<void> {
+  // Vitest runs a global setup for the root config and again for each project (sqlite, postgres), the
+  // later ones while the first project's files already run: a second build would replace dist/ under
+  // their daemons and CLIs. One build per run.
+  if (process.env.COMBINE_TEST_BUILT === '1') return;
+  process.env.COMBINE_TEST_BUILT = '1';
   execFileSync(process.execPath, ['scripts/build.mjs'], { stdio: 'inherit' });
   execFileSync(process.execPath, ['scripts/build.mjs', '--test-hooks'], { stdio: 'inherit' });
   await chromiumPath();
