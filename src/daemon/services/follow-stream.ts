@@ -80,9 +80,12 @@ export async function* followThread(
   const queue: EngineEvent[] = [];
   let wakeUp: (() => void) | null = null;
   let changedElsewhere = false;
+  /** Threads with a local event published while a re-read was being read (null: no re-read running). */
+  let publishedDuringReread: Set<string> | null = null;
   const unsubscribe = bus.subscribe((e) => {
     if (e.thread_id !== threadId && e.parent_thread_id !== threadId) return;
     queue.push(e);
+    if (e.type === 'thread') publishedDuringReread?.add(e.thread_id);
     wakeUp?.();
   });
   const unsubscribeRemote = remote?.subscribe((c) => {
@@ -137,9 +140,18 @@ export async function* followThread(
       wakeUp = null;
       if (changedElsewhere) {
         changedElsewhere = false;
+        publishedDuringReread = new Set();
         const reread = await readChangesSince(sql, threadId, readThrough, parentOf, traceOf);
+        const racing = publishedDuringReread;
+        publishedDuringReread = null;
         readThrough = reread.readThrough;
-        queue.push(...reread.events);
+        // A status the re-read found for a thread whose local event was published while it read may be
+        // older than that event (read before its commit), and queued after it would step the thread back
+        // (complete, running, complete: a child shown finished twice). Those threads are read once more,
+        // after the event: the next re-read sees their status at least as new.
+        const current = reread.events.filter((e) => e.type !== 'thread' || !racing.has(e.thread_id));
+        if (current.length < reread.events.length) changedElsewhere = true;
+        queue.push(...current);
       }
       for (const e of queue.splice(0)) {
         if (!fresh(e)) continue;
