@@ -5,6 +5,7 @@
  */
 import type { Sql } from '../core/sql.js';
 import type { ProjectRow, ThreadRow, WorkItemRow } from './schema.js';
+import { objectLiteralOf } from './statements.js';
 
 /** Every column of a row type: a column added to the schema and missing here fails to compile. */
 function allColumns<R>() {
@@ -84,15 +85,7 @@ function splitRow(row: Record<string, unknown> | undefined): ItemWithThread | un
   return { item: itemOf(row) as WorkItemRow, thread: threadOf(row) as ThreadRow, project };
 }
 
-/**
- * `(row) => ({ id: row["id"], … })` for the columns, read from the joined row's `<prefix><column>`: one
- * object literal, so every row has one shape (a property added at a time, per row, showed in the engine's
- * profile). The names are this file's column lists, checked against the schema's row types.
- */
-function pickColumns(columns: readonly string[], prefix: string): (row: Record<string, unknown>) => Record<string, unknown> {
-  const fields = columns.map((c) => `${JSON.stringify(c)}: row[${JSON.stringify(prefix + c)}]`).join(', ');
-  return new Function('row', `return { ${fields} };`) as (row: Record<string, unknown>) => Record<string, unknown>;
-}
-
-const itemOf = pickColumns(ITEM_COLUMNS, '');
-const threadOf = pickColumns(THREAD_COLUMNS, 't_');
+// One object literal per row type (statements.ts `objectLiteralOf`), from the joined row's `<prefix><column>`;
+// the names are this file's column lists, checked against the schema's row types.
+const itemOf = objectLiteralOf<Record<string, unknown>>(ITEM_COLUMNS.map((c) => [c, c]));
+const threadOf = objectLiteralOf<Record<string, unknown>>(THREAD_COLUMNS.map((c) => [c, `t_${c}`]));

@@ -126,12 +126,8 @@ export async function listThreadsWithPendingRun(sql: Sql, threadIds: readonly st
  * so usage is written exactly when the status leaves `pending`, once. Returns the finalized runs: most
  * threads belong to none; two schedules asking for the same work at once share one thread.
  */
-export async function finalizeScheduleRunOfThread(
-  sql: Sql,
-  p: { thread_id: string; to: Exclude<RunStatus, 'pending'>; now: number; error_message: string | null },
-): Promise<ScheduleRunRow[]> {
-  const text = finalizeTexts[sql.dialect].get(p.to) ?? finalizeText(sql.dialect, p.to);
-  return (await sql.all(text, { thread_id: p.thread_id, to: p.to, now: p.now, error_message: p.error_message })) as ScheduleRunRow[];
+export async function finalizeScheduleRunOfThread(sql: Sql, p: FinalizeRun): Promise<ScheduleRunRow[]> {
+  return (await sql.all(finalizeText(sql.dialect, p.to), finalizeValues(p))) as ScheduleRunRow[];
 }
 
 /**
@@ -141,18 +137,21 @@ export async function finalizeScheduleRunOfThread(
  * end, so the run row is still locked before the chain head, as when it ran here — instead of costing a
  * round trip of its own; elsewhere it runs now.
  */
-export function finalizeScheduleRunOfThreadAtCommit(
-  sql: Sql,
-  p: { thread_id: string; to: Exclude<RunStatus, 'pending'>; now: number; error_message: string | null },
-): Promise<unknown> {
+export function finalizeScheduleRunOfThreadAtCommit(sql: Sql, p: FinalizeRun): Promise<unknown> {
   if (!sql.atCommit) return finalizeScheduleRunOfThread(sql, p);
-  const text = finalizeTexts[sql.dialect].get(p.to) ?? finalizeText(sql.dialect, p.to);
-  sql.atCommit(text, { thread_id: p.thread_id, to: p.to, now: p.now, error_message: p.error_message }, ignoreRows);
+  sql.atCommit(finalizeText(sql.dialect, p.to), finalizeValues(p), ignoreRows);
   return DONE;
 }
 
 const DONE = Promise.resolve();
 const ignoreRows = () => {};
+
+type FinalizeRun = { thread_id: string; to: Exclude<RunStatus, 'pending'>; now: number; error_message: string | null };
+
+/** The finalizing statement's parameters: exactly its own (a caller's object may carry more). */
+function finalizeValues(p: FinalizeRun) {
+  return { thread_id: p.thread_id, to: p.to, now: p.now, error_message: p.error_message };
+}
 
 /**
  * `finalizeScheduleRunOfThread`'s statement per dialect and target status, built once: it runs for every
@@ -162,6 +161,8 @@ const ignoreRows = () => {};
 const finalizeTexts = { sqlite: new Map<RunStatus, string>(), postgres: new Map<RunStatus, string>() };
 
 function finalizeText(dialect: Sql['dialect'], to: Exclude<RunStatus, 'pending'>): string {
+  const built = finalizeTexts[dialect].get(to);
+  if (built !== undefined) return built;
   const from = runStatusesLeadingTo(to);
   if (from.length === 0) throw new StaleStateError(`no run status leads to ${to}`);
   const text = `

@@ -73,8 +73,18 @@ function makeRow(p: Prepared): void {
     };
     return;
   }
-  const fields = names.map((name, i) => `${JSON.stringify(name)}: v[${i}]`).join(', ');
-  p.row = new Function('v', `return { ${fields} };`) as (values: unknown[]) => unknown;
+  p.row = objectLiteralOf(names.map((name, i) => [name, i]));
+}
+
+/**
+ * `(v) => ({ "name": v[key], … })`, generated once: every object it makes has one shape, set in one
+ * literal (a property added at a time, per row, showed in the engine's profile). `key`: an index into
+ * an array, or a property name. The names are written as JSON string literals; none may be `__proto__`
+ * (a literal would set the prototype).
+ */
+export function objectLiteralOf<V>(fields: readonly (readonly [name: string, key: number | string])[]): (v: V) => Record<string, unknown> {
+  const body = fields.map(([name, key]) => `${JSON.stringify(name)}: v[${JSON.stringify(key)}]`).join(', ');
+  return new Function('v', `return { ${body} };`) as (v: V) => Record<string, unknown>;
 }
 
 /** Asserts a guarded statement changed exactly one row. */

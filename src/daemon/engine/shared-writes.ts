@@ -14,13 +14,14 @@
  * Which items share a closure: those whose step is asked while it is queued, up to `MAX_SHARED`. It takes
  * its items when the writer runs it; a step asked later opens the next one.
  */
+import { START_SLICE } from './start-slots.js';
 import type { Tx } from './tx.js';
 
 /**
  * Steps per shared closure: a start slice's (start-slots.ts). A closure must settle within the writer's
  * closure deadline, and 2,000 answers coming back together (bench target 6) are then ~30 closures, not one.
  */
-const MAX_SHARED = 64;
+const MAX_SHARED = START_SLICE;
 
 type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
 

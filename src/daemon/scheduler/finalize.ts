@@ -30,11 +30,11 @@ export async function finalizeRunOfThread(tx: Tx, thread: ThreadRow, status: End
 
 type FinalizeParams = Parameters<typeof finalizeScheduleRunOfThread>[1];
 
-/** What the run's finalizing UPDATE takes; not a promise for a thread that completed (every thread of a run that went well). */
-function finalizeParams(tx: Tx, thread: ThreadRow, status: Ended): FinalizeParams | Promise<FinalizeParams> {
-  const params = { thread_id: thread.id, to: status, now: tx.now, error_message: null };
-  if (status === 'complete') return params;
-  return failureReason(tx, thread, status).then((error_message) => ({ ...params, error_message }));
+/** What the run's finalizing UPDATE takes: a thread that did not complete says why. */
+async function finalizeParams(tx: Tx, thread: ThreadRow, status: Ended): Promise<FinalizeParams> {
+  // Nothing to explain for a thread that completed (every thread of a run that went well): no read.
+  const error_message = status === 'complete' ? null : await failureReason(tx, thread, status);
+  return { thread_id: thread.id, to: status, now: tx.now, error_message };
 }
 
 /**
@@ -51,9 +51,8 @@ export async function finalizeRunsOfThreads(tx: Tx, threads: readonly ThreadRow[
 }
 
 /** `finalizeRunOfThread` with no rows back: on Postgres it rides in the COMMIT's query (db/schedules.ts). */
-function finalizeRunOfThreadAtCommit(tx: Tx, thread: ThreadRow, status: Ended): Promise<unknown> {
-  const params = finalizeParams(tx, thread, status);
-  return params instanceof Promise ? params.then((p) => finalizeScheduleRunOfThreadAtCommit(tx.sql, p)) : finalizeScheduleRunOfThreadAtCommit(tx.sql, params);
+async function finalizeRunOfThreadAtCommit(tx: Tx, thread: ThreadRow, status: Ended): Promise<void> {
+  await finalizeScheduleRunOfThreadAtCommit(tx.sql, await finalizeParams(tx, thread, status));
 }
 
 async function threadsWithPendingRun(tx: Tx, threads: readonly ThreadRow[]): Promise<ThreadRow[]> {
