@@ -8,7 +8,10 @@
  * before: a connection parses each statement once, pg/sql.ts), the query is `BEGIN; EXECUTE name(…)`
  * with the values as literals, and the server runs its prepared plan; the literals take the types the
  * statement's parameters were prepared with. Otherwise (its first run here, or a value that cannot be a
- * literal) BEGIN goes first in a query of its own, sent with the statement before either answers.
+ * literal) BEGIN goes first in a query of its own, and the statement is sent only once BEGIN has
+ * succeeded: the driver does not pipeline queries anyway, and a statement queued behind a BEGIN that
+ * failed would run outside any transaction (autocommit), committing alone what the closure meant to be
+ * all-or-nothing.
  * A write that sends no statement at all begins in its COMMIT query (`begun`).
  */
 import type pg from 'pg';
@@ -46,8 +49,7 @@ export class PgTransactionSql extends PgSql {
     this.sentBegin = true;
     const inline = s.name !== undefined && this.prepared.has(s.name) ? inlineList(values) : null;
     if (inline === null) {
-      // Both queued now, in order; the statement's answer is the one the caller waits for.
-      return Promise.all([this.client.query('BEGIN'), this.execute(s, values)]).then(([, result]) => result);
+      return this.client.query('BEGIN').then(() => this.execute(s, values));
     }
     const call = s.count === 0 ? `EXECUTE ${s.name}` : `EXECUTE ${s.name}(${inline})`;
     return this.client.query(`BEGIN;\n${call}`).then((results) => (results as unknown as pg.QueryResult[])[1]!);
