@@ -59,6 +59,25 @@ const lazyChildProcessForCommander = {
 };
 
 /**
+ * zod's `locales` namespace (error messages in ~50 languages, ~450 KB of the CLI bundle) is re-exported by
+ * `z` itself, so esbuild cannot drop it; combine sets no locale (zod registers English by itself), so the
+ * CLI bundle gets a namespace with English only. Every CLI run reads and compiles less.
+ */
+const englishOnlyZodLocales = {
+  name: 'english-only-zod-locales',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      /[\\/]node_modules[\\/]zod[\\/]/.test(args.importer) ? { path: 'zod-locales', namespace: 'english-only' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'english-only' }, () => ({
+      contents: "export { default as en } from 'zod/v4/locales/en.js';",
+      resolveDir: root,
+      loader: 'js',
+    }));
+  },
+};
+
+/**
  * The CLI: dist/cli.cjs, one CommonJS file with everything it may load (a command's rarely used parts
  * are still only run, and compiled, when used), the key of its code cache appended; dist/cli.js, the
  * ES module entry kept for `node dist/cli.js` and the daemon's start, loads it through bin/combine; then
@@ -81,7 +100,9 @@ async function buildCli() {
     banner: { js: "const __combine_cli_url = require('node:url').pathToFileURL(__filename).href;" },
     // ws's optional native speed-ups are not installed; the daemon and simulator are loaded lazily.
     external: ['bufferutil', 'utf-8-validate', './daemon.js', './sim.js'],
-    plugins: [lazyChildProcessForCommander],
+    plugins: [lazyChildProcessForCommander, englishOnlyZodLocales],
+    minifyWhitespace: true,
+    minifySyntax: true,
   });
   for (const out of result.outputFiles) {
     let text = out.text;

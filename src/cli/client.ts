@@ -17,18 +17,32 @@ import { CliError } from '../core/errors.js';
 export type DaemonClient = ReturnType<typeof createTRPCClient<AppRouter>>;
 
 /** Resolves true if the daemon accepts a connection on the socket (a stale file refuses it). */
-export function probeSocket(path: string, timeoutMs = 1000): Promise<boolean> {
+export async function probeSocket(path: string, timeoutMs = 1000): Promise<boolean> {
+  const sock = await openSocket(path, timeoutMs);
+  sock?.destroy();
+  return sock !== null;
+}
+
+/**
+ * A connection the daemon accepted on the socket, or null if none within `timeoutMs` (no file, a stale
+ * file, a refusal). connectDaemon hands it to the first call, so that finding the daemon up and asking
+ * it something take one connection, not two.
+ */
+export function openSocket(path: string, timeoutMs = 1000): Promise<net.Socket | null> {
   return new Promise((resolve) => {
-    if (!existsSync(path)) return resolve(false);
+    if (!existsSync(path)) return resolve(null);
     const sock = net.connect(path);
     const timer = setTimeout(() => finish(false), timeoutMs);
     function finish(up: boolean) {
       clearTimeout(timer);
+      if (up) return resolve(sock);
       sock.destroy();
-      resolve(up);
+      resolve(null);
     }
     sock.once('connect', () => finish(true));
-    sock.once('error', () => finish(false));
+    // Also an open socket's error while it waits for its call (the daemon went away): the call that takes
+    // it then fails on a closed socket, as a call on a fresh connection would.
+    sock.on('error', () => finish(false));
   });
 }
 
@@ -39,7 +53,7 @@ export function probeSocket(path: string, timeoutMs = 1000): Promise<boolean> {
  * load its bundled undici — about a fifth of a short command's run time. No transformer is configured,
  * so inputs and results travel as plain JSON.
  */
-export function unixSocketLink(socketPath: string): TRPCLink<AppRouter> {
+export function unixSocketLink(socketPath: string, takeOpened: () => net.Socket | null = () => null): TRPCLink<AppRouter> {
   return () =>
     ({ op }) =>
       observable((observer) => {
@@ -57,7 +71,8 @@ export function unixSocketLink(socketPath: string): TRPCLink<AppRouter> {
             signal: op.signal ?? undefined,
             // Our own connection and no agent: no pooled socket holds the CLI process open after its
             // last call, and Node skips the agent's per-request host name work (~3 ms on a cold start).
-            createConnection: () => net.connect(socketPath),
+            // The connection the probe opened serves the first call; each later call opens its own.
+            createConnection: () => takeOpened() ?? net.connect(socketPath),
           },
           (res) => {
             const chunks: Buffer[] = [];
@@ -87,12 +102,20 @@ export interface Connection {
   close(): void;
 }
 
-/** A client for queries and mutations only (no WebSocket is opened). */
-export function connectHttp(socketPath: string): Connection {
-  const client = createTRPCClient<AppRouter>({
-    links: [unixSocketLink(socketPath)],
-  });
-  return { client, close() {} };
+/**
+ * A client for queries and mutations only (no WebSocket is opened). `opened`: a connection already made
+ * to the socket (openSocket), used by the first call; closed if no call used it.
+ */
+export function connectHttp(socketPath: string, opened: net.Socket | null = null): Connection {
+  let spare = opened;
+  const takeOpened = () => {
+    const sock = spare;
+    spare = null;
+    return sock;
+  };
+  const client = createTRPCClient<AppRouter>({ links: [unixSocketLink(socketPath, takeOpened)] });
+  // A taken connection belongs to its request, which closes it; one no call took is closed here.
+  return { client, close: () => takeOpened()?.destroy() };
 }
 
 /** Turns a failed call into the CLI's error: exit 2 for bad input, 1 for refused operations, 3 for no daemon. */

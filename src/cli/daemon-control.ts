@@ -4,7 +4,7 @@
  */
 import { closeSync, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { connectHttp, probeSocket, toCliError, type Connection } from './client.js';
+import { connectHttp, openSocket, probeSocket, toCliError, type Connection } from './client.js';
 import { DAEMON_NODE_FLAGS } from './daemon-heap.js';
 import { homeFiles } from './home.js';
 import { EXIT } from './output.js';
@@ -100,12 +100,12 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
 /** Connects to the daemon, starting it first when allowed. Exit 3 if it is down and may not be started. */
 export async function connectDaemon(home: string, opts: { autostart?: boolean }): Promise<Connection> {
   const files = homeFiles(home);
-  if (!(await probeSocket(files.socket))) {
-    if (opts.autostart === false) {
-      throw new CliError(`the combine daemon is not running (no answer on ${files.socket}); start it with \`combine daemon start\``, EXIT.UNREACHABLE);
-    }
-    await startDaemon(home);
+  const opened = await openSocket(files.socket);
+  if (opened) return connectHttp(files.socket, opened);
+  if (opts.autostart === false) {
+    throw new CliError(`the combine daemon is not running (no answer on ${files.socket}); start it with \`combine daemon start\``, EXIT.UNREACHABLE);
   }
+  await startDaemon(home);
   return connectHttp(files.socket);
 }
 
