@@ -36,6 +36,7 @@ import { ThreadService } from './services/threads.js';
 import { reportStorageChanges, StorageGuard } from './runtime/storage-guard.js';
 import { WriteHealth } from './runtime/write-health.js';
 import { daemonOwner } from './runtime/owner.js';
+import { DaemonRegistry, sharedLimitsOf } from './runtime/daemon-registry.js';
 import { canaryDefinition, submitCanary } from './canary/canary-operation.js';
 import { CanaryService } from './canary/service.js';
 import { ControlPlaneReader } from './control-plane/reader.js';
@@ -96,6 +97,8 @@ export class App implements Services {
   private readonly eventLog: EventLog;
   /** Other daemons' changes on a shared database (Postgres): what `--follow` streams re-read on. */
   private readonly remote = new RemoteChanges();
+  /** The shared database's registry of daemons and their limits; null on SQLite (one daemon per database). */
+  private readonly registry: DaemonRegistry | null;
   private listening: Listening | null = null;
   private readonly logger: Logger;
 
@@ -148,6 +151,15 @@ export class App implements Services {
       priceOf: (key) => router.priceOf(key),
       crashAt,
     };
+    this.registry = store.exclusive
+      ? null
+      : new DaemonRegistry({
+          write: (fn) => writer.write((sql) => fn(sql, clock.now())),
+          owner,
+          homePrefix,
+          limits: sharedLimitsOf(config.flow, router.routes()),
+          logger,
+        });
     const walPath = `${config.dbPath}-wal`;
     const gauges = daemonMetricsSource(reader, clock, () => this, walPath);
     this.metrics = new Metrics(
@@ -215,8 +227,17 @@ export class App implements Services {
     this.bus.subscribe((e) => metrics.observeEvent(e));
   }
 
+  /**
+   * On a shared database, registers this daemon with the limits it enforces; throws ConfigError if a
+   * live daemon enforces other limits (runtime/daemon-registry.ts). Before anything is served or claimed.
+   */
+  async joinSharedDatabase(): Promise<void> {
+    await this.registry?.join();
+  }
+
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
+    this.registry?.start();
     this.storage.start();
     this.pressure.start();
     await this.engine.start();
@@ -241,6 +262,7 @@ export class App implements Services {
     this.maintenance.stop();
     await this.scheduler.stop();
     const result = await this.engine.stop(drainMs);
+    await this.registry?.leave().catch((err: unknown) => this.logger.warn({ err }, 'could not unregister from the shared database'));
     await this.controlPlane.close();
     await this.tracer.shutdown();
     await this.store.close();

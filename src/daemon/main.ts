@@ -164,6 +164,14 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     await migrateDatabase(config, logger);
     const tracer = await createTracer(config.otel, VERSION, logger);
     app = new App({ config, logger, logFile, operations, tracer, eventLog: createEventLog(logFile, config.logLevel), crashAt: crashHooks(env, logger) });
+    try {
+      await app.joinSharedDatabase();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      logger.fatal({ reason: err.message }, 'refusing to start');
+      await app.shutdown(0);
+      throw new DaemonStartError(`cannot start: ${err.message}`, 2);
+    }
   } catch (err) {
     lock.release();
     if (err instanceof DaemonStartError) throw err;

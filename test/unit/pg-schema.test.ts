@@ -15,8 +15,8 @@ import * as sqliteScheduleTables from '../../src/db/schema-schedules.js';
 const pgSchema = { ...pgSchemaTables, ...pgScheduleTables };
 const sqliteSchema = { ...sqliteSchemaTables, ...sqliteScheduleTables };
 
-/** Tables only Postgres has: the chain head that serializes appends across daemons, the shared rate limiter. */
-const PG_ONLY = ['llm_ledger_head', 'llm_rate_limits'];
+/** Tables only Postgres has: the chain head that serializes appends across daemons, the shared rate limiter, the daemons' registry. */
+const PG_ONLY = ['llm_ledger_head', 'llm_rate_limits', 'llm_daemons'];
 
 type Config = ReturnType<typeof pgTableConfig> | ReturnType<typeof sqliteTableConfig>;
 

@@ -329,3 +329,18 @@ export const ledgerCheckpoints = pgTable('llm_ledger_checkpoints', {
   cutoff_at: int8('cutoff_at').notNull(),
   created_at: int8('created_at').notNull(),
 });
+
+/**
+ * The daemons sharing this database, each with the limits it enforces (budgets, prices, rate limits) as
+ * canonical JSON and its hash. A daemon whose limits differ from a live daemon's refuses to start
+ * (db/daemon-registry.ts): the limits are enforced in the claim's transaction with each daemon's own
+ * values, so two daemons with different budgets could together spend past the stricter one. A row is
+ * live while its daemon renews `seen_at`; a killed daemon's row lapses after one lease.
+ */
+export const daemons = pgTable('llm_daemons', {
+  owner: text('owner').primaryKey(),
+  settings_hash: text('settings_hash').notNull(),
+  settings: text('settings').notNull(),
+  started_at: int8('started_at').notNull(),
+  seen_at: int8('seen_at').notNull(),
+});

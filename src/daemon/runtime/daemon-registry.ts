@@ -1,0 +1,124 @@
+/**
+ * Daemons sharing one Postgres database enforce one set of limits. Budgets, prices and rate limits come
+ * from each daemon's own config.json, and the claim's transaction enforces them with that daemon's values:
+ * a daemon configured without a project's budget would claim that project's items unchecked, and
+ * together the daemons would spend past it. So each daemon registers the limits it enforces
+ * (`llm_daemons`), and one whose limits differ from a live daemon's refuses to start, naming what differs.
+ *
+ * Registration is one write under a transaction lock: of two daemons starting together with different
+ * limits, the second sees the first. A daemon renews its row every RENEW_MS; a row not renewed for
+ * LAPSE_MS (a killed daemon) no longer counts, and a new process of the same home replaces its home's rows.
+ */
+import { createHash } from 'node:crypto';
+import { ConfigError } from '../../core/errors.js';
+import type { Sql } from '../../core/sql.js';
+import {
+  type DaemonRegistration,
+  listDaemons,
+  lockDaemonRegistry,
+  registerDaemon,
+  removeLapsedDaemons,
+  renewDaemon,
+  unregisterDaemon,
+} from '../../db/daemon-registry.js';
+import { canonicalJson } from '../../domain/canonical-json.js';
+import type { FlowConfig } from '../config/flow.js';
+import type { ModelRoute } from '../routing/router.js';
+import type { Logger } from '../../core/logger.js';
+
+const RENEW_MS = 10_000;
+const LAPSE_MS = 60_000;
+/** Differences named in the refusal; the rest are counted. */
+const NAMED_DIFFERENCES = 5;
+
+/** The limits a daemon enforces that other daemons on its database must share, as canonical JSON. */
+export function sharedLimitsOf(flow: Pick<FlowConfig, 'budgets'>, routes: readonly ModelRoute[]): string {
+  const byKey = Object.fromEntries(
+    routes.map((r) => [
+      r.key,
+      { price: r.price ?? null, requests_per_minute: r.rateLimits.requestsPerMinute, tokens_per_minute: r.rateLimits.tokensPerMinute },
+    ]),
+  );
+  return canonicalJson({ budgets: flow.budgets, routes: byKey });
+}
+
+export interface DaemonRegistryOptions {
+  /** Runs `fn` in one write transaction of the shared database. */
+  write: <T>(fn: (sql: Sql, now: number) => Promise<T>) => Promise<T>;
+  owner: string;
+  homePrefix: string;
+  /** sharedLimitsOf(…) of this daemon. */
+  limits: string;
+  logger: Logger;
+}
+
+export class DaemonRegistry {
+  private timer: NodeJS.Timeout | null = null;
+  private joined = false;
+  private readonly hash: string;
+
+  constructor(private readonly o: DaemonRegistryOptions) {
+    this.hash = createHash('sha256').update(o.limits).digest('hex');
+  }
+
+  /** Registers this daemon. Throws ConfigError, naming the differences, if a live daemon enforces other limits. */
+  async join(): Promise<void> {
+    const { owner, homePrefix, limits } = this.o;
+    await this.o.write(async (sql, now) => {
+      await lockDaemonRegistry(sql);
+      await removeLapsedDaemons(sql, { staleBefore: now - LAPSE_MS, home_prefix: homePrefix });
+      const other = (await listDaemons(sql)).find((d) => d.settings_hash !== this.hash);
+      if (other) throw new ConfigError(refusal(limits, other));
+      await registerDaemon(sql, { owner, settings_hash: this.hash, settings: limits, started_at: now, seen_at: now });
+    });
+    this.joined = true;
+  }
+
+  /** Renews the registration every RENEW_MS until leave(); nothing if this daemon did not join. */
+  start(): void {
+    if (!this.joined) return;
+    this.timer = setInterval(() => void this.renew(), RENEW_MS);
+    this.timer.unref();
+  }
+
+  async leave(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.o.write((sql) => unregisterDaemon(sql, this.o.owner));
+  }
+
+  private async renew(): Promise<void> {
+    try {
+      const renewed = await this.o.write((sql, now) => renewDaemon(sql, this.o.owner, now));
+      // Gone: this daemon stalled past LAPSE_MS and another start removed its row. Register again; a
+      // daemon with other limits that started meanwhile is reported, as this one keeps running.
+      if (!renewed) await this.join();
+    } catch (err) {
+      this.o.logger.error({ err }, 'renewing this daemon in the shared database failed');
+    }
+  }
+}
+
+/** The refusal: which limits differ from the live daemon's, with both values. */
+function refusal(mine: string, other: DaemonRegistration): string {
+  const here = flatten(JSON.parse(mine));
+  const there = flatten(JSON.parse(other.settings));
+  const paths = [...new Set([...here.keys(), ...there.keys()])].filter((p) => here.get(p) !== there.get(p)).sort();
+  const named = paths.slice(0, NAMED_DIFFERENCES).map((p) => `${p}: ${here.get(p) ?? 'not set'} here, ${there.get(p) ?? 'not set'} there`);
+  const more = paths.length > named.length ? `; and ${paths.length - named.length} more` : '';
+  return (
+    `the limits in config.json differ from those of a daemon running on the same database (owner ${other.owner}): ${named.join('; ')}${more}. ` +
+    'Daemons sharing a database enforce budgets, prices and rate limits together: give them the same budgets, prices, rate_limits and models ' +
+    `(stop them, change every config.json, start them again); a killed daemon's limits stop counting ${LAPSE_MS / 1000} s after it was last seen`
+  );
+}
+
+/** Leaf values by dotted path, as JSON text. */
+function flatten(value: unknown, prefix = '', out = new Map<string, string>()): Map<string, string> {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    for (const [k, v] of Object.entries(value)) flatten(v, prefix ? `${prefix}.${k}` : k, out);
+  } else if (value !== null) {
+    out.set(prefix, JSON.stringify(value));
+  }
+  return out;
+}
