@@ -188,6 +188,21 @@ export async function listChildThreads(sql: Sql, parentId: string): Promise<Thre
   return sql.all<ThreadRow>(`SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, ${insertionOrder(sql.dialect)}`, [parentId]);
 }
 
+/**
+ * Whether a child of `parentId` is still open or running. An orchestration's children are claimed, and
+ * end, roughly in the order they were made, so while it runs its newest child is usually still active:
+ * SQLite looks at the newest first (the parent index, backwards) and this costs one index step, where
+ * counting every child at every child's end costs O(children), O(n²) over a generate-all of n epics.
+ * Postgres has no insertion order to walk; it stops at the first active child it finds.
+ */
+export async function hasActiveChildThread(sql: Sql, parentId: string): Promise<boolean> {
+  const newestFirst = sql.dialect === 'sqlite' ? ' ORDER BY rowid DESC' : '';
+  const row = await sql.get(`SELECT 1 AS active FROM llm_threads WHERE parent_thread_id = ? AND status IN ('open', 'running')${newestFirst} LIMIT 1`, [
+    parentId,
+  ]);
+  return row !== undefined;
+}
+
 export function countChildThreadsByStatus(sql: Sql, parentId: string): Promise<{ status: string; n: number }[]> {
   return sql.all<{ status: string; n: number }>('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status', [parentId]);
 }

@@ -11,6 +11,7 @@ import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import {
   cancelActiveThreads,
   countChildThreadsByStatus,
+  hasActiveChildThread,
   getThread,
   lockThread,
   startThreadAndParent,
@@ -274,6 +275,7 @@ export async function closeParentIfDone(tx: Tx, parentId: string): Promise<void>
   // after the first committed, so one of them always sees every child ended.
   const parent = await lockThread(tx.sql, parentId);
   if (!parent || isTerminalThread(parent.status)) return;
+  if (await hasActiveChildThread(tx.sql, parentId)) return;
   const counts = await countChildThreadsByStatus(tx.sql, parentId);
   if (counts.length === 0 || counts.some((c) => !isTerminalThread(c.status))) return;
   const allComplete = counts.every((c) => c.status === 'complete');
