@@ -3,14 +3,16 @@
  * runs, grouped by their prepared text, and the rows they write. Timings on a shared machine are noisy;
  * these counts are not, so a change to the statements can be judged by them first.
  *
- *   npx tsx bench/count-statements.ts [projects=200] [epicsPerProject=10] [--promises] [--top=40]
+ *   npx tsx bench/count-statements.ts [projects=200] [epicsPerProject=10] [--promises] [--time] [--top=40]
  *
  * It runs `runEngineOnce` (lib/engine-run.ts: the real App, SQLite file, instant provider) with
  * max_in_flight 256 and counts from the end of the seeding (the `onSeeded` hook) to the last applied item.
  * The counting wraps better-sqlite3's Statement methods in this process only; the production code is
  * unchanged. Rows: `changes` of each `run` (the statement's own rows, triggers not included) and the
  * bench row's `total_changes()` figure (triggers included). `--promises` also counts promises made
- * (an async hook: slower, but a count).
+ * (an async hook: slower, but a count). `--time` adds the CPU time spent inside each kind's calls (binding,
+ * SQLite's execution, the row's values; process CPU read around each call, which adds its own cost to the
+ * run): load-dependent, for comparing kinds within one run.
  */
 import { createHook } from 'node:async_hooks';
 import Database from 'better-sqlite3';
@@ -19,6 +21,8 @@ import { runEngineOnce } from './lib/engine-run.js';
 interface Kind {
   calls: number;
   rows: number;
+  /** CPU time inside better-sqlite3's call (binding, SQLite's run, the row's values), ns; with --time. */
+  ns: number;
 }
 
 const args = process.argv.slice(2);
@@ -26,6 +30,8 @@ const numbers = args.filter((a) => !a.startsWith('--')).map(Number);
 const projects = numbers[0] ?? 200;
 const epics = numbers[1] ?? 10;
 const countPromises = args.includes('--promises');
+// Timed, not counted: load-dependent, but shows which statements cost most relative to each other.
+const timed = args.includes('--time');
 const top = Number(args.find((a) => a.startsWith('--top='))?.slice(6) ?? 40);
 
 const kinds = new Map<string, Kind>();
@@ -40,13 +46,14 @@ function kindOf(text: string): string {
     .trim();
 }
 
-function count(text: string, rows: number): void {
+function count(text: string, rows: number, ns: number): void {
   if (!counting) return;
   const kind = kindOf(text);
   let k = kinds.get(kind);
-  if (!k) kinds.set(kind, (k = { calls: 0, rows: 0 }));
+  if (!k) kinds.set(kind, (k = { calls: 0, rows: 0, ns: 0 }));
   k.calls++;
   k.rows += rows;
+  k.ns += ns;
 }
 
 // Every statement the App prepares is a Statement of this one class: wrap its methods once.
@@ -56,10 +63,14 @@ probe.close();
 for (const method of ['run', 'get', 'all', 'iterate'] as const) {
   const original = statementProto[method]!;
   statementProto[method] = function (this: { source: string }, ...a: unknown[]) {
+    // CPU time, not wall time: a call that waits (COMMIT's fsync) or a process descheduled on a loaded machine would dominate.
+    const started = timed ? process.cpuUsage() : undefined;
     const result = original.apply(this, a);
+    const used = started ? process.cpuUsage(started) : undefined;
+    const ns = used ? (used.user + used.system) * 1000 : 0;
     // A writing statement with RETURNING is a reader: its rows are the ones it returned.
     const rows = method === 'run' ? (result as { changes: number }).changes : /^\s*(UPDATE|INSERT|DELETE)/i.test(this.source) ? returned(method, result) : 0;
-    count(this.source, rows);
+    count(this.source, rows, ns);
     return result;
   };
 }
@@ -71,7 +82,7 @@ function returned(method: 'get' | 'all' | 'iterate', result: unknown): number {
 const dbProto = Database.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
 const exec = dbProto.exec!;
 dbProto.exec = function (this: unknown, text: unknown) {
-  count(`exec: ${String(text)}`, 0);
+  count(`exec: ${String(text)}`, 0, 0);
   return exec.call(this, text);
 };
 
@@ -115,6 +126,13 @@ console.log(`rows written per item (total_changes, triggers included; the bench 
 console.log(`rows added per item: ${result.rowsAddedPerItem.toFixed(2)}`);
 console.log(`bytes written per item: ${Math.round(result.bytesWrittenPerItem)} (daemon.log ${Math.round(result.logBytesPerItem)})`);
 if (countPromises) console.log(`promises per item: ${(promises / items).toFixed(1)}`);
-console.log(`\n   calls/item  rows/item  statement`);
-for (const [text, k] of sorted.slice(0, top)) console.log(`${perItem(k.calls)}  ${perItem(k.rows)}  ${text.slice(0, 200)}`);
+if (timed)
+  console.log(
+    `CPU inside the statements' calls per item: ${(sorted.reduce((n, [, k]) => n + k.ns, 0) / items / 1000).toFixed(1)} µs (process CPU, all threads, read around each call: load-dependent; engine CPU per item ${Math.round(result.cpuMicrosPerItem)} µs, the reads included)`,
+  );
+console.log(`\n   calls/item  rows/item${timed ? '  µs/item' : ''}  statement`);
+for (const [text, k] of sorted.slice(0, top)) {
+  const time = timed ? `  ${(k.ns / items / 1000).toFixed(1).padStart(7)}` : '';
+  console.log(`${perItem(k.calls)}  ${perItem(k.rows)}${time}  ${text.slice(0, 200)}`);
+}
 if (sorted.length > top) console.log(`… ${sorted.length - top} more kinds`);
