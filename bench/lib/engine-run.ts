@@ -52,6 +52,8 @@ export interface EngineRunOptions {
   databaseUrl?: string;
   /** Diagnosis hook (bench/diag-pg.ts): called once the work is enqueued, before the measured run. */
   onSeeded?: () => Promise<void>;
+  /** Counting hook (bench/count-statements.ts): called once the last item is applied, before the bench's own reads. */
+  onApplied?: () => void;
 }
 
 export interface EngineRunResult {
@@ -114,6 +116,7 @@ export async function runEngineOnce(o: EngineRunOptions): Promise<EngineRunResul
     const cpuStarted = process.cpuUsage();
     await app.start();
     await done;
+    o.onApplied?.();
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuStarted);
     const bytesWritten = bytesWrittenBySelf() - (before?.bytesWritten ?? Number.NaN);

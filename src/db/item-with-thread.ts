@@ -5,6 +5,7 @@
  */
 import type { Sql } from '../core/sql.js';
 import type { ProjectRow, ThreadRow, WorkItemRow } from './schema.js';
+import { inJsonArray } from './dialect.js';
 import { objectLiteralOf } from './statements.js';
 
 /** Every column of a row type: a column added to the schema and missing here fails to compile. */
@@ -59,10 +60,20 @@ const PROJECT_COLUMNS = allColumns<ProjectRow>()(['id', 'name', 'created_at']);
  * `status`, `created_at`). The project is the item's (`project_id`, its thread's target project); a
  * project deleted since is NULLs.
  */
-const ITEM_WITH_THREAD_TEXT = `SELECT ${ITEM_COLUMNS.map((c) => `w.${c}`).join(', ')},
+const SELECT_ITEM_WITH_THREAD = `SELECT ${ITEM_COLUMNS.map((c) => `w.${c}`).join(', ')},
     ${THREAD_COLUMNS.map((c) => `t.${c} AS t_${c}`).join(', ')}, ${PROJECT_COLUMNS.map((c) => `p.${c} AS p_${c}`).join(', ')}
-  FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id LEFT JOIN projects p ON p.id = w.project_id
+  FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id LEFT JOIN projects p ON p.id = w.project_id`;
+
+const ITEM_WITH_THREAD_TEXT = `${SELECT_ITEM_WITH_THREAD}
   WHERE w.id = ?`;
+
+/** The items of a JSON array of ids (`?`), each looked up by its primary key. */
+const ITEMS_WITH_THREADS_TEXT = {
+  sqlite: `${SELECT_ITEM_WITH_THREAD}
+  WHERE ${inJsonArray('sqlite', 'w.id', '?')}`,
+  postgres: `${SELECT_ITEM_WITH_THREAD}
+  WHERE ${inJsonArray('postgres', 'w.id', '?')}`,
+};
 
 export interface ItemWithThread {
   item: WorkItemRow;
@@ -77,6 +88,20 @@ export interface ItemWithThread {
  */
 export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
   return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT, [id]).then(splitRow);
+}
+
+/**
+ * `getWorkItemWithThread` of several items in one statement, by item id; an id with no item is absent.
+ * (A shared write closure's steps, each of its own item: engine/shared-writes.ts.)
+ */
+export async function listWorkItemsWithThreads(sql: Sql, ids: readonly string[]): Promise<Map<string, ItemWithThread>> {
+  const rows = await sql.all<Record<string, unknown>>(ITEMS_WITH_THREADS_TEXT[sql.dialect], [JSON.stringify(ids)]);
+  const reads = new Map<string, ItemWithThread>();
+  for (const row of rows) {
+    const read = splitRow(row)!;
+    reads.set(read.item.id, read);
+  }
+  return reads;
 }
 
 function splitRow(row: Record<string, unknown> | undefined): ItemWithThread | undefined {

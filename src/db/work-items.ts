@@ -44,7 +44,6 @@ export async function getLatestWorkItem(sql: Sql, threadId: string): Promise<Wor
 }
 
 export type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
-type QueueGroup = Pick<WorkItemRow, 'project_id' | 'priority'>;
 
 /**
  * The fair scheduler's candidates: for each (project, priority) with queued items, the oldest one that
@@ -53,17 +52,13 @@ type QueueGroup = Pick<WorkItemRow, 'project_id' | 'priority'>;
  *
  * The groups are found by a skip-scan: each step is one seek on idx_work_items_fair to the next
  * (project, priority) pair, so the cost grows with the number of groups, not with the queue (a plain
- * DISTINCT reads every queued entry: ~0.4 ms per claim at 10,000 queued). Postgres runs the same walk
- * on the server, in one statement (pg/claim-heads.ts).
+ * DISTINCT reads every queued entry: ~0.4 ms per claim at 10,000 queued). The walk runs inside one
+ * statement on both dialects (pg/claim-heads.ts): walked from here it was three statements per group,
+ * ~10 per claimed item over a claim round's start and its refreshes (bench/count-statements.ts).
  */
 export async function listClaimHeads(sql: Sql, now: number): Promise<ClaimHead[]> {
   if (sql.dialect === 'postgres') return listClaimHeadsPg(sql, now);
-  const heads: ClaimHead[] = [];
-  for (let g = await firstQueueGroup(sql); g; g = await nextQueueGroup(sql, g)) {
-    const head = await groupHead(sql, g, now);
-    if (head) heads.push(head);
-  }
-  return heads;
+  return sql.all<ClaimHead>(ALL_HEADS, { now });
 }
 
 /**
@@ -74,67 +69,65 @@ export async function listClaimHeads(sql: Sql, now: number): Promise<ClaimHead[]
  */
 export async function listProjectClaimHeads(sql: Sql, projectId: string, now: number, excluded: readonly string[] = []): Promise<ClaimHead[]> {
   if (sql.dialect === 'postgres') return listProjectClaimHeadsPg(sql, projectId, now, excluded);
-  const heads: ClaimHead[] = [];
-  let g = (await sql.get(
-    `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
-     WHERE status = 'queued' AND project_id = ? ORDER BY priority LIMIT 1`,
-    [projectId],
-  )) as QueueGroup | undefined;
-  for (; g && g.project_id === projectId; g = await nextQueueGroup(sql, g)) {
-    const head = excluded.length > 0 ? await groupHeadExcluding(sql, g, now, excluded) : await groupHead(sql, g, now);
-    if (head) heads.push(head);
-  }
-  return heads;
+  return excluded.length > 0
+    ? sql.all<ClaimHead>(PROJECT_HEADS_EXCLUDING, { project_id: projectId, now, excluded: JSON.stringify(excluded) })
+    : sql.all<ClaimHead>(PROJECT_HEADS, { project_id: projectId, now });
 }
 
-function firstQueueGroup(sql: Sql): Promise<QueueGroup | undefined> {
-  return sql.get<QueueGroup>(`SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
-     WHERE status = 'queued' ORDER BY project_id, priority LIMIT 1`);
-}
+/**
+ * A group's head (`g`: the group's row): the rowid of its oldest item that can run now, one index seek
+ * walking past held or late items in due order. SQLite has no LATERAL: the head is joined by its rowid.
+ * `excluding`: passing over the items in `@excluded` (a JSON array of ids, walked as a set).
+ */
+const NOT_EXCLUDED = ` AND NOT ${inJsonArray('sqlite', 'h.id', '@excluded')}`;
 
-/** The next group after `g` in index order: a higher priority of the same project, else the next project. */
-async function nextQueueGroup(sql: Sql, g: QueueGroup): Promise<QueueGroup | undefined> {
-  const samePriority = (await sql.get(
-    `SELECT priority FROM llm_work_items INDEXED BY idx_work_items_fair
-     WHERE status = 'queued' AND project_id = ? AND priority > ? ORDER BY priority LIMIT 1`,
-    [g.project_id, g.priority],
-  )) as { priority: number } | undefined;
-  if (samePriority) return { project_id: g.project_id, priority: samePriority.priority };
-  return (await sql.get(
-    `SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
-     WHERE status = 'queued' AND project_id > ? ORDER BY project_id, priority LIMIT 1`,
-    [g.project_id],
-  )) as QueueGroup | undefined;
-}
-
-/** The group's oldest item that can run now; one index seek walking past held or late items in due order. */
-function groupHead(sql: Sql, g: QueueGroup, now: number): Promise<ClaimHead | undefined> {
-  return sql.get<ClaimHead>(
-    `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
-     WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
-       AND (w.deadline_at IS NULL OR w.deadline_at > @now)
+function headRowid(excluding: boolean): string {
+  return `SELECT h.rowid FROM llm_work_items h INDEXED BY idx_work_items_fair
+     WHERE h.status = 'queued' AND h.project_id = g.project_id AND h.priority = g.priority AND h.not_before <= @now
+       AND (h.deadline_at IS NULL OR h.deadline_at > @now)${excluding ? NOT_EXCLUDED : ''}
        AND NOT EXISTS (
          SELECT 1 FROM locks l
-         WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
-     ORDER BY w.not_before LIMIT 1`,
-    { ...g, now },
-  );
+         WHERE l.scope = h.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
+     ORDER BY h.not_before LIMIT 1`;
 }
 
-/** `groupHead`, passing over the items in `excluded` (a JSON array of ids, walked as a set). */
-function groupHeadExcluding(sql: Sql, g: QueueGroup, now: number, excluded: readonly string[]): Promise<ClaimHead | undefined> {
-  return sql.get<ClaimHead>(
-    `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w INDEXED BY idx_work_items_fair
-     WHERE w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
-       AND (w.deadline_at IS NULL OR w.deadline_at > @now)
-       AND NOT ${inJsonArray(sql.dialect, 'w.id', '@excluded')}
-       AND NOT EXISTS (
-         SELECT 1 FROM locks l
-         WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
-     ORDER BY w.not_before LIMIT 1`,
-    { ...g, now, excluded: JSON.stringify(excluded) },
-  );
+/**
+ * Every group's head, in (project, priority) order. Each recursive step seeks idx_work_items_fair to the
+ * next group — a higher priority of the same project, else the next project: two range seeks, where one
+ * row-value range `(project_id, priority) > (?, ?)` walks every queued entry of the project — and joins
+ * that entry by rowid for its group.
+ */
+const ALL_HEADS = `WITH RECURSIVE g(project_id, priority) AS (
+    SELECT * FROM (SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+                   WHERE status = 'queued' ORDER BY project_id, priority LIMIT 1)
+    UNION ALL
+    SELECT n.project_id, n.priority FROM g JOIN llm_work_items n ON n.rowid = coalesce(
+      (SELECT x.rowid FROM llm_work_items x INDEXED BY idx_work_items_fair
+       WHERE x.status = 'queued' AND x.project_id = g.project_id AND x.priority > g.priority ORDER BY x.priority LIMIT 1),
+      (SELECT x.rowid FROM llm_work_items x INDEXED BY idx_work_items_fair
+       WHERE x.status = 'queued' AND x.project_id > g.project_id ORDER BY x.project_id, x.priority LIMIT 1))
+  )
+  SELECT w.id, w.project_id, w.priority, w.not_before FROM g JOIN llm_work_items w ON w.rowid = (${headRowid(false)})
+  ORDER BY g.project_id, g.priority`;
+
+/** One project's heads, by priority: the walk over its priorities, each group's head joined by rowid. */
+function projectHeadsText(excluding: boolean): string {
+  return `WITH RECURSIVE g(project_id, priority) AS (
+    SELECT * FROM (SELECT project_id, priority FROM llm_work_items INDEXED BY idx_work_items_fair
+                   WHERE status = 'queued' AND project_id = @project_id ORDER BY priority LIMIT 1)
+    UNION ALL
+    SELECT g.project_id, (SELECT x.priority FROM llm_work_items x INDEXED BY idx_work_items_fair
+                          WHERE x.status = 'queued' AND x.project_id = g.project_id AND x.priority > g.priority
+                          ORDER BY x.priority LIMIT 1) AS next
+    FROM g WHERE g.priority IS NOT NULL
+  )
+  SELECT w.id, w.project_id, w.priority, w.not_before FROM g JOIN llm_work_items w ON w.rowid = (${headRowid(excluding)})
+  WHERE g.priority IS NOT NULL
+  ORDER BY g.priority`;
 }
+
+const PROJECT_HEADS = projectHeadsText(false);
+const PROJECT_HEADS_EXCLUDING = projectHeadsText(true);
 
 /**
  * Leases one chosen item: queued → claimed. One guarded UPDATE: of two claimers racing for the same

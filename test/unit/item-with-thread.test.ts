@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
-import { getWorkItemWithThread } from '../../src/db/item-with-thread.js';
+import { getWorkItemWithThread, listWorkItemsWithThreads } from '../../src/db/item-with-thread.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { SqliteSql } from '../../src/db/sql.js';
 import { getThread, insertThread, startThreadAndParent, transitionThreadIfStill } from '../../src/db/threads.js';
@@ -75,6 +75,17 @@ describe('a work item with its thread', () => {
     db.pragma('foreign_keys = OFF');
     db.prepare("DELETE FROM projects WHERE id = 'p'").run();
     expect((await getWorkItemWithThread(sql, 'a'))?.project).toBeNull();
+  });
+  it('reads several items with their threads in one statement, each as the one-item read does; an unknown id is absent', async () => {
+    await insertProject(sql, { id: 'p', name: 'P', created_at: 1 });
+    for (const key of ['a', 'b', 'c']) {
+      await insertThread(sql, testThreadRow(key));
+      await insertWorkItem(sql, testWorkItemRow(key, { project_id: key === 'c' ? 'gone' : 'p' }));
+    }
+    const reads = await listWorkItemsWithThreads(sql, ['c', 'a', 'missing', 'b']);
+    expect([...reads.keys()].sort()).toEqual(['a', 'b', 'c']);
+    for (const id of ['a', 'b', 'c']) expect(reads.get(id)).toEqual(await getWorkItemWithThread(sql, id));
+    expect(reads.get('c')!.project).toBeNull();
   });
 });
 

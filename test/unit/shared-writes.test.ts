@@ -88,4 +88,33 @@ describe('starts sharing one write closure', () => {
       { id: 'late', closure: 1 },
     ]);
   });
+  it('work shared by a closure (`before`) runs once before its steps, each step getting it; a step alone gets none', async () => {
+    const r = recorder();
+    const befores: string[][] = [];
+    const seen: (string | undefined)[] = [];
+    const shared = new SharedWrites(
+      write,
+      async (tx, id: string, ahead: Map<string, string> | undefined) => {
+        seen.push(ahead?.get(id));
+        return r.one(tx, id);
+      },
+      async (tx, ids) => {
+        befores.push([...ids]);
+        // Run inside the closure's transaction, before any step.
+        expect(rows().filter((x) => ids.includes(x.id))).toEqual([]);
+        await tx.sql.get('SELECT 1');
+        return new Map(ids.map((id) => [id, `read ${id}`]));
+      },
+    );
+    await Promise.all(['a', 'b', 'c'].map((id) => shared.run(id)));
+    expect(befores).toEqual([['a', 'b', 'c']]);
+    expect(seen).toEqual(['read a', 'read b', 'read c']);
+    // Alone (the only step asked, or run again alone after a shared closure failed): no shared work.
+    await shared.run('d');
+    expect(befores).toHaveLength(1);
+    expect(seen.at(-1)).toBeUndefined();
+    await Promise.allSettled(['e', 'lost-f'].map((id) => shared.run(id)));
+    expect(befores.at(-1)).toEqual(['e', 'lost-f']);
+    expect(seen.slice(-4)).toEqual(['read e', 'read lost-f', undefined, undefined]);
+  });
 });

@@ -12,6 +12,7 @@
  * loudly (StaleStateError) instead of completing an item twice.
  */
 import { insertCallRecord } from '../../db/call-records.js';
+import type { ItemWithThread } from '../../db/item-with-thread.js';
 import { markChargeApplied } from '../../db/charges.js';
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
@@ -44,8 +45,14 @@ export type StartResult =
  * while it is leased), and the call then bills at most what the claim reserved. Without it, or when the
  * target project is gone since, the request is built here (and a project gone fails the item unsent).
  */
-export async function startWorkItem(tx: Tx, ctx: EngineContext, itemId: string, claimed: BuiltRequest | null = null): Promise<StartResult | null> {
-  const read = await leasedItemAndThread(tx, ctx, itemId, 'claimed');
+export async function startWorkItem(
+  tx: Tx,
+  ctx: EngineContext,
+  itemId: string,
+  claimed: BuiltRequest | null = null,
+  known?: ItemWithThread,
+): Promise<StartResult | null> {
+  const read = await leasedItemAndThread(tx, ctx, itemId, 'claimed', known);
   const item = read.item;
   let thread = read.thread;
   if (thread.status === 'canceled') {
@@ -103,11 +110,12 @@ export async function recordResponse(
   itemId: string,
   outcome: Extract<CallOutcome, { kind: 'response' }>,
   route: ModelRoute,
+  known?: ItemWithThread,
 ): Promise<PendingEntry> {
   // No budget lock here: `settleFromResponse` takes it as this transaction's first lock (appendEntry only
   // buffers: the append, which locks the chain head, runs at the end), so taking it here too was a second
   // round trip on Postgres for a lock already held.
-  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running');
+  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running', known);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
   const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
@@ -152,8 +160,9 @@ export async function finishAnswer(
   response: LedgerRow,
   resumed: boolean,
   sent?: SentPrompt,
+  known?: ItemWithThread,
 ): Promise<AnswerResult> {
-  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running');
+  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running', known);
   if (thread.status === 'canceled') {
     return await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }

@@ -4,6 +4,7 @@
  * repaired, escalated, retried, dead-lettered (finishAnswer). A recorded response is never requested
  * again: recovery resumes from it (`resumeFrom`).
  */
+import type { ItemWithThread } from '../../db/item-with-thread.js';
 import type { LedgerRow } from '../../db/schema.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
@@ -11,7 +12,7 @@ import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { finishAnswer, recordResponse, startWorkItem, type StartResult } from './completer.js';
 import { failLeasedAttempt } from './failures.js';
-import type { AnswerResult, EngineContext } from './leased.js';
+import { ItemReads, type AnswerResult, type EngineContext } from './leased.js';
 import { executeCall, type CallOutcome } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
 import type { BuiltRequest } from './request.js';
@@ -64,11 +65,30 @@ export interface ItemWrites {
 /** The item writes of the engine's context; on SQLite the items whose step comes in one turn share its closure. */
 export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): ItemWrites {
   return {
-    start: itemWrite(write, dialect, (tx, a) => startWorkItem(tx, ctx, a.itemId, a.claimed)),
-    record: itemWrite(write, dialect, (tx, a) => recordResponse(tx, ctx, a.itemId, a.outcome, a.route)),
-    finish: itemWrite(write, dialect, (tx, a) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent)),
+    start: leasedItemWrite(write, dialect, (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known)),
+    record: leasedItemWrite(write, dialect, (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, a.route, known)),
+    finish: leasedItemWrite(write, dialect, (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
   };
 }
+
+/**
+ * `itemWrite` of a leased item's step: a shared closure's items are read with their threads in one
+ * statement before its steps run (leased.ts `ItemReads`), and each step is given its item's row
+ * (`known`) instead of reading it; a step that runs alone reads its own.
+ */
+function leasedItemWrite<A extends { itemId: string }, R>(
+  write: Write,
+  dialect: 'sqlite' | 'postgres',
+  step: (tx: Tx, arg: A, known: ItemWithThread | undefined) => Promise<R>,
+): (arg: A) => Promise<R> {
+  return itemWrite<A, R, ItemReads>(write, dialect, (tx, a, reads) => step(tx, a, reads?.take(a.itemId)), readItemsAhead);
+}
+
+const readItemsAhead = (tx: Tx, args: readonly { itemId: string }[]): Promise<ItemReads> =>
+  ItemReads.read(
+    tx,
+    args.map((a) => a.itemId),
+  );
 
 export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<void> {
   const itemId = l.item.id;

@@ -5,7 +5,7 @@
  */
 import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
-import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
+import { getWorkItemWithThread, listWorkItemsWithThreads, type ItemWithThread } from '../../db/item-with-thread.js';
 import { releaseLock } from '../../db/locks.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -45,13 +45,40 @@ export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> 
   if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
 }
 
-/** Reads the item, with its thread in the same statement, and checks we still hold its lease in the expected status. */
-export function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running'): Promise<ItemWithThread> {
-  return getWorkItemWithThread(tx.sql, id).then((read) => {
+/**
+ * Reads the item, with its thread in the same statement, and checks we still hold its lease in the
+ * expected status. `known`: the row read earlier in this transaction by `readItemsAhead` (no read then).
+ */
+export function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running', known?: ItemWithThread): Promise<ItemWithThread> {
+  return (known ? Promise.resolve(known) : getWorkItemWithThread(tx.sql, id)).then((read) => {
     if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
       throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
     return read;
   });
+}
+
+/**
+ * The rows of a shared write closure's items (shared-writes.ts), read in one statement before its
+ * steps run, each taken once by its item's step. The read is as good as the step's own would be:
+ * - it is this transaction's, and the closure's earlier steps change only their own item's row;
+ * - a thread may have moved since by an earlier step only as that step's thread's parent (started or
+ *   closed with its child). Every thread move is one UPDATE guarded by the status read, so a stale
+ *   status fails the closure (StaleStateError) and each item's step runs again alone, reading its rows.
+ * Taken once: a second step of the same item in the closure (none today) would read its row itself.
+ */
+export class ItemReads {
+  private constructor(private readonly reads: Map<string, ItemWithThread>) {}
+
+  static async read(tx: Tx, ids: readonly string[]): Promise<ItemReads> {
+    return new ItemReads(await listWorkItemsWithThreads(tx.sql, ids));
+  }
+
+  /** The item's row as read ahead, once; undefined after (or when it was not found). */
+  take(id: string): ItemWithThread | undefined {
+    const read = this.reads.get(id);
+    this.reads.delete(id);
+    return read;
+  }
 }
 
 export function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {

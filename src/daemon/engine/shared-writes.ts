@@ -30,12 +30,20 @@ type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
  * closures in one transaction (SQLite); alone on Postgres, whose writer runs each closure in a
  * transaction of its own on a pooled connection — there a shared closure would hold every item's row
  * locks for all its round trips, and the items' steps would run one after another instead of side by side.
+ * `before`: work done once for a shared closure's steps before the first runs (see `SharedWrites`).
  */
-export function itemWrite<A, R>(write: WriteOf, dialect: 'sqlite' | 'postgres', one: (tx: Tx, arg: A) => Promise<R>): (arg: A) => Promise<R> {
-  if (dialect === 'postgres') return (arg) => write((tx) => one(tx, arg));
-  const shared = new SharedWrites(write, one);
+export function itemWrite<A, R, S>(
+  write: WriteOf,
+  dialect: 'sqlite' | 'postgres',
+  one: (tx: Tx, arg: A, shared: S | undefined) => Promise<R>,
+  before?: (tx: Tx, args: readonly A[]) => Promise<S>,
+): (arg: A) => Promise<R> {
+  if (dialect === 'postgres') return (arg) => write((tx) => one(tx, arg, undefined));
+  const shared = new SharedWrites(write, one, before);
   return (arg) => shared.run(arg);
 }
+
+const argOf = <A, R>(w: Waiting<A, R>): A => w.arg;
 
 interface Waiting<A, R> {
   arg: A;
@@ -43,14 +51,19 @@ interface Waiting<A, R> {
   reject: (err: unknown) => void;
 }
 
-/** Runs `one(tx, arg)` for each `run(arg)`, those asked while a closure is queued in that one closure. */
-export class SharedWrites<A, R> {
+/**
+ * Runs `one(tx, arg)` for each `run(arg)`, those asked while a closure is queued in that one closure.
+ * `before(tx, args)`, when given, runs first in a closure of several steps, and its result is each step's
+ * `shared` (e.g. their rows read in one statement); a step that runs alone gets undefined.
+ */
+export class SharedWrites<A, R, S = undefined> {
   /** The closure still queued (not yet run by the writer), which a new run joins while it has room. */
   private open: Waiting<A, R>[] | null = null;
 
   constructor(
     private readonly write: WriteOf,
-    private readonly one: (tx: Tx, arg: A) => Promise<R>,
+    private readonly one: (tx: Tx, arg: A, shared: S | undefined) => Promise<R>,
+    private readonly before?: (tx: Tx, args: readonly A[]) => Promise<S>,
   ) {}
 
   /** `one(tx, arg)`, committed: in the closure queued now, or in a new one. */
@@ -66,8 +79,9 @@ export class SharedWrites<A, R> {
     const runAll = async (tx: Tx) => {
       // Run by the writer: later runs open the next closure (a re-run keeps this one's).
       if (this.open === batch) this.open = null;
+      const shared = this.before && batch.length > 1 ? await this.before(tx, batch.map(argOf)) : undefined;
       const results: R[] = [];
-      for (const w of batch) results.push(await this.one(tx, w.arg));
+      for (const w of batch) results.push(await this.one(tx, w.arg, shared));
       return results;
     };
     this.write(runAll).then(
@@ -82,7 +96,7 @@ export class SharedWrites<A, R> {
           return;
         }
         // One failure rolled back every one's changes: each runs again alone, so only its own fails.
-        for (const w of batch) this.write((tx) => this.one(tx, w.arg)).then(w.resolve, w.reject);
+        for (const w of batch) this.write((tx) => this.one(tx, w.arg, undefined)).then(w.resolve, w.reject);
       },
     );
   }
