@@ -111,6 +111,11 @@ export function connectHttp(socketPath: string, opened: net.Socket | null = null
   const takeOpened = () => {
     const sock = spare;
     spare = null;
+    // The daemon may have closed it while it waited (a restart): the call then opens its own.
+    if (sock && (sock.destroyed || !sock.writable)) {
+      sock.destroy();
+      return null;
+    }
     return sock;
   };
   const client = createTRPCClient<AppRouter>({ links: [unixSocketLink(socketPath, takeOpened)] });

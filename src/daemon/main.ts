@@ -167,10 +167,11 @@ export async function runDaemon(opts: RunOptions): Promise<void> {
     try {
       await app.joinSharedDatabase();
     } catch (err) {
-      if (!(err instanceof ConfigError)) throw err;
-      logger.fatal({ reason: err.message }, 'refusing to start');
-      await app.shutdown(0);
-      throw new DaemonStartError(`cannot start: ${err.message}`, 2);
+      const refused = err instanceof ConfigError;
+      const reason = refused ? err.message : `registering in the shared database failed: ${redactValues((err as Error).message, config.secrets)}`;
+      logger.fatal({ reason }, 'refusing to start');
+      await app.shutdown(0).catch(() => undefined);
+      throw new DaemonStartError(`cannot start: ${reason}`, refused ? 2 : 1);
     }
   } catch (err) {
     lock.release();

@@ -23,6 +23,7 @@ export function lockDaemonRegistry(sql: Sql): Promise<void> {
  * Removes the rows of daemons not seen since `staleBefore` (killed without a goodbye: their leases have
  * lapsed too) and of the earlier processes of this home (`home_prefix`: the home lock proves them dead).
  */
+// Deletes of any number of rows (none is fine): no changed-row count to check.
 export async function removeLapsedDaemons(sql: Sql, p: { staleBefore: number; home_prefix: string }): Promise<void> {
   await sql.run('DELETE FROM llm_daemons WHERE seen_at < @staleBefore OR substr(owner, 1, length(@home_prefix)) = @home_prefix', p);
 }
@@ -50,6 +51,7 @@ export async function renewDaemon(sql: Sql, owner: string, now: number): Promise
   return (await sql.run('UPDATE llm_daemons SET seen_at = ? WHERE owner = ?', [now, owner])).changes === 1;
 }
 
+/** This daemon's row, if it is still there (a lapsed row may already be gone). */
 export async function unregisterDaemon(sql: Sql, owner: string): Promise<void> {
   await sql.run('DELETE FROM llm_daemons WHERE owner = ?', [owner]);
 }

@@ -8,6 +8,10 @@
  * Registration is one write under a transaction lock: of two daemons starting together with different
  * limits, the second sees the first. A daemon renews its row every RENEW_MS; a row not renewed for
  * LAPSE_MS (a killed daemon) no longer counts, and a new process of the same home replaces its home's rows.
+ * `seen_at` is each daemon's own clock, compared with another's: daemons on one database are within
+ * `database.max_clock_skew` (5 s) of its server, or they refuse to start (runtime/clock-skew.ts), so
+ * LAPSE_MS is far above any skew. A daemon that stalls past LAPSE_MS can be joined by one with other
+ * limits meanwhile; it then logs an error at every renewal until an operator stops one of them.
  */
 import { createHash } from 'node:crypto';
 import { ConfigError } from '../../core/errors.js';

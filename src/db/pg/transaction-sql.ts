@@ -24,6 +24,8 @@ const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
 
 export class PgTransactionSql extends PgSql {
   private sentBegin = false;
+  /** BEGIN sent on its own and not yet answered: statements wait for it (never in autocommit before it). */
+  private beginning: Promise<unknown> | null = null;
   private readonly prepared: Set<string>;
 
   constructor(private readonly client: pg.PoolClient) {
@@ -44,12 +46,21 @@ export class PgTransactionSql extends PgSql {
   protected override query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {
     const s = compileStatement(text);
     const values = bindValues(s, text, params);
+    // A statement the closure starts while BEGIN is on its own is sent after it succeeded, in call order.
+    if (this.beginning) return this.beginning.then(() => this.execute(s, values));
     if (this.sentBegin) return this.execute(s, values);
     // Set before anything is sent: a statement the closure starts meanwhile is queued after this one.
     this.sentBegin = true;
     const inline = s.name !== undefined && this.prepared.has(s.name) ? inlineList(values) : null;
     if (inline === null) {
-      return this.client.query('BEGIN').then(() => this.execute(s, values));
+      const beginning = this.client.query('BEGIN');
+      this.beginning = beginning;
+      // Cleared once BEGIN settled, so later statements go straight out (a failed BEGIN fails them all).
+      beginning.then(
+        () => (this.beginning = null),
+        () => undefined,
+      );
+      return beginning.then(() => this.execute(s, values));
     }
     const call = s.count === 0 ? `EXECUTE ${s.name}` : `EXECUTE ${s.name}(${inline})`;
     return this.client.query(`BEGIN;\n${call}`).then((results) => (results as unknown as pg.QueryResult[])[1]!);
