@@ -11,7 +11,6 @@ import { daemonArgv } from '../../src/cli/daemon-heap.js';
 import { sleep } from './stats.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
-export const CLI = join(ROOT, 'dist', 'cli.js');
 
 export function projectFile(id: string, epics: number) {
   return {

@@ -26,9 +26,7 @@ function arg(v: string): string {
 }
 
 export function renderUnit(o: UnitOptions): string {
-  const exec = [o.node, ...daemonArgv(o.distDir, o.metricsPort !== null ? ['--metrics-port', String(o.metricsPort)] : [])]
-    .map(arg)
-    .join(' ');
+  const exec = [o.node, ...daemonArgv(o.distDir, o.metricsPort !== null ? ['--metrics-port', String(o.metricsPort)] : [])].map(arg).join(' ');
   return [
     '# Written by `combine daemon install`. Secrets (OPENAI_API_KEY) belong in the EnvironmentFile, mode 0600.',
     '[Unit]',

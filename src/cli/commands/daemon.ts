@@ -107,7 +107,10 @@ export function daemonCommand(getHome: () => string): Command {
       }
     });
 
-  withCommonOptions(cmd.command('install').description('write a systemd user unit that runs the daemon (as `combine daemon run` does), and say how to enable it'), false)
+  withCommonOptions(
+    cmd.command('install').description('write a systemd user unit that runs the daemon (as `combine daemon run` does), and say how to enable it'),
+    false,
+  )
     .option('--metrics-port <port>', 'have the service serve /metrics on 127.0.0.1:<port>')
     .option('--force', 'overwrite an existing unit file')
     .option('--print', 'print the unit to stdout instead of writing it')
