@@ -141,6 +141,8 @@ await Promise.all([
     // read-worker: the control plane's worker thread (ledger verify/export), started by the daemon next to it.
     entryPoints: {
       daemon: 'src/daemon/main.ts',
+      // The daemon process's own entry (what `combine daemon start` and the systemd unit run): no CLI code.
+      'daemon-run': 'src/daemon/daemon-run.ts',
       sim: 'src/sim/main.ts',
       'read-worker': 'src/daemon/control-plane/read-worker.ts',
       ...(testHooks ? {} : { operations: 'src/operations/api.ts' }),

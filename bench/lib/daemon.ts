@@ -1,17 +1,16 @@
 /**
- * A real daemon for the socket benchmarks: a temporary COMBINE_HOME, `combine daemon run` from the
- * built CLI bundle (the same process users run), and the CLI's own tRPC client over the Unix socket.
+ * A real daemon for the socket benchmarks: a temporary COMBINE_HOME, the daemon's own entry as
+ * `combine daemon start` runs it (dist/daemon-run.js: the same process users run), and the CLI's own tRPC client over the Unix socket.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectHttp, probeSocket, type DaemonClient } from '../../src/cli/client.js';
-import { DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
+import { daemonArgv } from '../../src/cli/daemon-heap.js';
 import { sleep } from './stats.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
-export const CLI = join(ROOT, 'dist', 'cli.js');
 
 export function projectFile(id: string, epics: number) {
   return {
@@ -69,7 +68,7 @@ export class BenchDaemon {
         : [];
     const extra = process.env.BENCH_DAEMON_FLAGS ? process.env.BENCH_DAEMON_FLAGS.split(' ') : [];
     // The daemon's own heap settings first (as `daemon start` runs it); BENCH_DAEMON_FLAGS after them overrides.
-    this.child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, ...extra, ...prof, CLI, 'daemon', 'run'], { env: this.env, stdio: 'ignore' });
+    this.child = spawn(process.execPath, daemonArgv(join(ROOT, 'dist'), [], [...extra, ...prof]), { env: this.env, stdio: 'ignore' });
     const deadline = Date.now() + 60_000;
     while (!(await probeSocket(this.socket))) {
       if (this.child.exitCode !== null) throw new Error(`the daemon exited ${this.child.exitCode}: ${this.logTail()}`);

@@ -82,12 +82,3 @@ export function exitCodeFor(t: ThreadView): number {
 
 /** `--follow` (WebSocket client, progress bars) is loaded only when asked for: it is most of the CLI's code. */
 export const loadFollow = () => import('./follow.js');
-
-/** A port option's value; `anyFree` allows 0 (the system picks a free port). */
-export function parsePort(value: string | undefined, flag = '--metrics-port', anyFree = false): number | null {
-  if (value === undefined) return null;
-  const port = Number(value);
-  const min = anyFree ? 0 : 1;
-  if (!/^\d+$/.test(value) || port < min || port > 65535) throw new CliError(`${flag}: "${value}" is not a port (${min}–65535)`, EXIT.USAGE);
-  return port;
-}

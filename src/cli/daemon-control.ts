@@ -5,7 +5,7 @@
 import { closeSync, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { connectHttp, openSocket, probeSocket, toCliError, type Connection } from './client.js';
-import { DAEMON_NODE_FLAGS } from './daemon-heap.js';
+import { daemonArgv } from './daemon-heap.js';
 import { homeFiles } from './home.js';
 import { EXIT } from './output.js';
 import { CliError } from '../core/errors.js';
@@ -59,7 +59,7 @@ async function startFinished(socket: string): Promise<boolean> {
 }
 
 /**
- * Starts `combine daemon run` detached and waits until its socket answers and its start has finished
+ * Starts the daemon (`combine daemon run`'s own entry, daemon-heap.ts `daemonArgv`) detached and waits until its socket answers and its start has finished
  * (startFinished). If another daemon already serves this home, returns without starting a second one.
  */
 export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env, runArgs: string[] = []): Promise<{ started: boolean }> {
@@ -68,10 +68,9 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const log = openSync(files.log, 'a', 0o600);
   const logStart = fstatSync(log).size;
-  const cli = fileURLToPath(new URL('./cli.js', import.meta.url));
   // Loaded here, not at the top: only a start needs it, and every CLI run would pay for loading it.
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, cli, 'daemon', 'run', ...runArgs], {
+  const child = spawn(process.execPath, daemonArgv(fileURLToPath(new URL('.', import.meta.url)), runArgs), {
     detached: true,
     stdio: ['ignore', log, log],
     env: { ...env, COMBINE_HOME: home },

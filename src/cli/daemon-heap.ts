@@ -1,7 +1,9 @@
+import { join } from 'node:path';
+
 /**
- * The node flags the daemon process is started with — by `combine daemon start` and by the systemd
- * unit `combine daemon install` writes (a `combine daemon run` typed in a terminal runs on V8's
- * defaults). V8's young generation grows to 2 × 16 MiB semi-spaces, resident for the daemon's life once
+ * The node flags the daemon process is started with — by `combine daemon start`, by the systemd unit
+ * `combine daemon install` writes and by the benchmarks (a `combine daemon run` typed in a terminal runs
+ * on V8's defaults). V8's young generation grows to 2 × 16 MiB semi-spaces, resident for the daemon's life once
  * a burst has grown it; 2 × 8 MiB takes ~10 MiB off the peak of a daemon with 2,000 calls open (issue 20
  * target 3). GC time over that run, A/B in the same minutes (bench/README.md, 2026-11-24 17:02–17:08):
  * 1.2–1.4× V8's default with 2 × 8 MiB, 1.5–1.8× with 2 × 4 MiB (which takes ~8 MiB more), noisy under
@@ -9,3 +11,12 @@
  * max_in_flight must grow rather than run out of heap.
  */
 export const DAEMON_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+
+/**
+ * The daemon process's argv after `node`: its node flags, then `extraNodeFlags` (the later of two
+ * settings of one flag wins), then its own entry in `distDir`, daemon-run.js (daemon/daemon-run.ts: the
+ * daemon without the CLI's bundle), and `args` (`--metrics-port`, `--http-port`, as `combine daemon run` takes them).
+ */
+export function daemonArgv(distDir: string, args: readonly string[] = [], extraNodeFlags: readonly string[] = []): string[] {
+  return [...DAEMON_NODE_FLAGS, ...extraNodeFlags, join(distDir, 'daemon-run.js'), ...args];
+}

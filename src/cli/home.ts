@@ -1,12 +1,5 @@
-/** Where combine keeps its state: COMBINE_HOME, else $XDG_STATE_HOME/combine, else ~/.local/state/combine. */
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
-
-export function resolveHome(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.COMBINE_HOME) return resolve(env.COMBINE_HOME);
-  if (env.XDG_STATE_HOME) return join(resolve(env.XDG_STATE_HOME), 'combine');
-  return join(homedir(), '.local', 'state', 'combine');
-}
+/** The files of a COMBINE_HOME (core/home.ts says where the home is). */
+import { join } from 'node:path';
 
 export function homeFiles(home: string) {
   return {

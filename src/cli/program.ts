@@ -20,7 +20,7 @@ import { scheduleCommand } from './commands/schedule.js';
 import { threadCommands } from './commands/threads.js';
 import { uiCommand } from './commands/ui.js';
 import { usageCommands } from './commands/usage.js';
-import { resolveHome } from './home.js';
+import { resolveHome } from '../core/home.js';
 
 declare const __COMBINE_VERSION__: string;
 

@@ -1,11 +1,15 @@
-/** The systemd user unit `combine daemon install` writes: `combine daemon run` in the foreground. */
+/**
+ * The systemd user unit `combine daemon install` writes: the daemon in the foreground, started by its own
+ * entry (daemon-heap.ts `daemonArgv`: what `combine daemon run` runs, without the CLI's bundle).
+ */
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DAEMON_NODE_FLAGS } from './daemon-heap.js';
+import { daemonArgv } from './daemon-heap.js';
 
 export interface UnitOptions {
   node: string;
-  cli: string;
+  /** The directory of the built bundles (dist/), where the daemon's entry is. */
+  distDir: string;
   home: string;
   metricsPort: number | null;
 }
@@ -22,9 +26,7 @@ function arg(v: string): string {
 }
 
 export function renderUnit(o: UnitOptions): string {
-  const exec = [o.node, ...DAEMON_NODE_FLAGS, o.cli, 'daemon', 'run', ...(o.metricsPort !== null ? ['--metrics-port', String(o.metricsPort)] : [])]
-    .map(arg)
-    .join(' ');
+  const exec = [o.node, ...daemonArgv(o.distDir, o.metricsPort !== null ? ['--metrics-port', String(o.metricsPort)] : [])].map(arg).join(' ');
   return [
     '# Written by `combine daemon install`. Secrets (OPENAI_API_KEY) belong in the EnvironmentFile, mode 0600.',
     '[Unit]',

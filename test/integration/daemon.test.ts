@@ -5,7 +5,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
-import { CLI, Harness, project, waitForExit, type CommandJson } from '../helpers/harness.js';
+import { CLI, Harness, project, ROOT, waitForExit, type CommandJson } from '../helpers/harness.js';
 
 describe('daemon lifecycle', () => {
   let h: Harness;
@@ -37,12 +37,17 @@ describe('daemon lifecycle', () => {
     expect(status.db_path).toBe(url ? h.database!.url.replace(url.password, 'redacted') : join(h.home, 'combine.db'));
   });
 
-  it('runs with the daemon heap settings (a young generation of 2 × 8 MiB, issue 20 target 3)', async () => {
+  it('runs from its own entry, without the CLI bundle, with the daemon heap settings (issue 20 target 3)', async () => {
     await h.cli(['daemon', 'start']);
-    const argv = readFileSync(`/proc/${h.daemonPid()}/cmdline`, 'utf8').split('\0');
+    const pid = h.daemonPid();
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    const entry = argv.indexOf(join(ROOT, 'dist', 'daemon-run.js'));
+    expect(entry).toBeGreaterThan(0);
     expect(DAEMON_NODE_FLAGS.length).toBeGreaterThan(0);
     for (const flag of DAEMON_NODE_FLAGS) expect(argv.indexOf(flag)).toBeGreaterThan(0);
-    expect(argv.indexOf(DAEMON_NODE_FLAGS[0]!)).toBeLessThan(argv.indexOf('daemon'));
+    expect(argv.indexOf(DAEMON_NODE_FLAGS[0]!)).toBeLessThan(entry);
+    // Nothing of the CLI is loaded: its bundle is never opened (it would stay resident for the daemon's life).
+    expect(readFileSync(`/proc/${pid}/maps`, 'utf8')).not.toContain('cli.cjs');
   });
 
   it('never runs a second writer on the same home', async () => {

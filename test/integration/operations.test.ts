@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
 import { shortId } from '../../src/domain/short-id.js';
-import { CLI, FAST_RETRY, Harness, project, waitUntil, type CommandJson } from '../helpers/harness.js';
+import { CLI, FAST_RETRY, Harness, ROOT, project, waitUntil, type CommandJson } from '../helpers/harness.js';
 import { parseExposition } from '../helpers/prometheus.js';
 
 let h: Harness;
@@ -165,13 +165,13 @@ describe('health', () => {
 });
 
 describe('daemon install', () => {
-  it('writes a systemd user unit that runs `combine daemon run` and passes systemd-analyze verify', async () => {
+  it('writes a systemd user unit that runs the daemon (its own entry, as `combine daemon run`) and passes systemd-analyze verify', async () => {
     h = await Harness.start();
     const env = { XDG_CONFIG_HOME: join(h.home, 'config') };
     const r = await h.json(['daemon', 'install', '--metrics-port', '9464'], { env });
     expect(r.path).toBe(join(h.home, 'config', 'systemd', 'user', 'combine.service'));
     const unit = readFileSync(r.path, 'utf8');
-    expect(unit).toContain(`ExecStart=${process.execPath} ${DAEMON_NODE_FLAGS.join(' ')} ${CLI} daemon run --metrics-port 9464`);
+    expect(unit).toContain(`ExecStart=${process.execPath} ${DAEMON_NODE_FLAGS.join(' ')} ${join(ROOT, 'dist', 'daemon-run.js')} --metrics-port 9464`);
     expect(unit).toContain(`Environment=COMBINE_HOME=${h.home}`);
     expect(unit).toContain('WantedBy=default.target');
     expect(r.next).toContain('systemctl --user enable --now combine.service');

@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import type { runDaemon as RunDaemon } from '../../daemon/main.js';
 import { probeSocket, toCliError, connectHttp } from '../client.js';
-import { parsePort, withCommonOptions, type CommonOptions } from '../common.js';
+import { withCommonOptions, type CommonOptions } from '../common.js';
+import { parsePort } from '../../core/port.js';
 import { CALL_TIMEOUT_MS, readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
 import { EXIT, print } from '../output.js';
@@ -106,7 +107,10 @@ export function daemonCommand(getHome: () => string): Command {
       }
     });
 
-  withCommonOptions(cmd.command('install').description('write a systemd user unit that runs `combine daemon run`, and say how to enable it'), false)
+  withCommonOptions(
+    cmd.command('install').description('write a systemd user unit that runs the daemon (as `combine daemon run` does), and say how to enable it'),
+    false,
+  )
     .option('--metrics-port <port>', 'have the service serve /metrics on 127.0.0.1:<port>')
     .option('--force', 'overwrite an existing unit file')
     .option('--print', 'print the unit to stdout instead of writing it')
@@ -115,7 +119,7 @@ export function daemonCommand(getHome: () => string): Command {
       const home = getHome();
       const unit = renderUnit({
         node: process.execPath,
-        cli: fileURLToPath(new URL('./cli.js', import.meta.url)),
+        distDir: fileURLToPath(new URL('.', import.meta.url)),
         home,
         metricsPort: parsePort(opts.metricsPort),
       });

@@ -1,7 +1,8 @@
 /** `combine ui`: make sure the daemon serves the dashboard, print its URL (with the token), maybe open it. */
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { parsePort, withCommonOptions, type CommonOptions } from '../common.js';
+import { withCommonOptions, type CommonOptions } from '../common.js';
+import { parsePort } from '../../core/port.js';
 import { withDaemon } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
 import { EXIT, print } from '../output.js';
