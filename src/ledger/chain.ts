@@ -21,7 +21,6 @@
  * export-format.ts and transfer.ts are `ledger export|import`; replay.ts is `combine replay`.
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../domain/canonical-json.js';
 
 export const GENESIS_HASH = '0'.repeat(64);
 

@@ -10,8 +10,26 @@ import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { createEventLog, createLogger, LogFile, unbufferedEventLog } from '../../src/daemon/runtime/logger.js';
 
 const events: EngineEvent[] = [
-  { type: 'thread', thread_id: 'th_1', parent_thread_id: null, trace_id: 'a'.repeat(32), status: 'running', kind: 'story.generate_epic', target_ref: { doc_type: 'stories', project_id: 'p1', epic_id: 'E1' } },
-  { type: 'work_item', thread_id: 'th_1', parent_thread_id: 'th_0', trace_id: null, work_item_id: 'wi_1', status: 'applied', attempt: 1, error_code: null, not_before: null },
+  {
+    type: 'thread',
+    thread_id: 'th_1',
+    parent_thread_id: null,
+    trace_id: 'a'.repeat(32),
+    status: 'running',
+    kind: 'story.generate_epic',
+    target_ref: { doc_type: 'stories', project_id: 'p1', epic_id: 'E1' },
+  },
+  {
+    type: 'work_item',
+    thread_id: 'th_1',
+    parent_thread_id: 'th_0',
+    trace_id: null,
+    work_item_id: 'wi_1',
+    status: 'applied',
+    attempt: 1,
+    error_code: null,
+    not_before: null,
+  },
   {
     type: 'ledger',
     thread_id: 'th_1',
