@@ -22,7 +22,7 @@ import { type EngineEvent, EventBus } from './engine/events.js';
 import type { Provider } from './engine/provider.js';
 import type { EngineHooks } from './engine/tx.js';
 import { flowControlOf, hasBudget } from './config/flow.js';
-import { type EventLog, type LogFile, logEngineEvents, unbufferedEventLog } from './runtime/logger.js';
+import { type EventLog, type LogFile, unbufferedEventLog } from './runtime/logger.js';
 import { daemonMetricsSource, Metrics } from './runtime/metrics.js';
 import { listenToOtherDaemons, notificationsOf, RemoteChanges } from './runtime/cluster-changes.js';
 import { finalizeRunsOfThreads } from './scheduler/finalize.js';
@@ -223,7 +223,7 @@ export class App implements Services {
       canary,
       controlPlane,
     });
-    this.bus.subscribe(logEngineEvents(eventLog));
+    this.bus.subscribe((e) => eventLog.log(e));
     this.bus.subscribe((e) => metrics.observeEvent(e));
   }
 

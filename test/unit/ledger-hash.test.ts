@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/ledger/chain.js';
+import { canonicalMetadata, findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/ledger/chain.js';
 import { canonicalJson } from '../../src/domain/canonical-json.js';
 
 function chain(n: number) {
@@ -48,5 +48,14 @@ describe('ledger hash chain', () => {
     const c = chain(3);
     c[1] = { ...c[1]!, entry_type: 'response' };
     expect(findChainBreak(c, GENESIS_HASH)?.seq).toBe(2);
+  });
+
+  it('writes the metadata as canonical JSON of its six fields', () => {
+    const entries = [
+      { seq: 1, thread_id: 't', work_item_id: 'w', entry_type: 'prompt', attempt: 1, created_at: 1_795_000_000_000 },
+      { seq: 9_007_199_254_740_991, thread_id: 'th_"quoted"\\', work_item_id: null, entry_type: 'error', attempt: null, created_at: 0 },
+      { seq: 3, thread_id: 'ünïcode \u2028 \ud800', work_item_id: 'wi\n', entry_type: 'mutation_report', attempt: 12, created_at: -1 },
+    ];
+    for (const e of entries) expect(canonicalMetadata(e)).toBe(canonicalJson({ ...e }));
   });
 });

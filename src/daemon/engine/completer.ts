@@ -25,7 +25,7 @@ import { deadLetter, failAttempt } from './failures.js';
 import { leasedItemAndThread, releaseItemLock, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest, type BuiltRequest } from './request.js';
-import { appendCachedResponse, cacheKeyOf, findCachedAnswer, rememberValidAnswer, type SentPrompt } from './response-cache.js';
+import { appendCachedResponse, cacheKeyOf, findCachedAnswer, type RecordedCopy, rememberValidAnswer, type SentPrompt } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, markThreadStarted, type PendingEntry, type Tx } from './tx.js';
 import type { ModelRoute } from '../routing/router.js';
 
@@ -166,7 +166,7 @@ export async function finishAnswer(
   if (thread.status === 'canceled') {
     return await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }
-  const recorded = JSON.parse(response.payload) as { body: unknown; replay_of?: number; cached_from?: number };
+  const recorded = JSON.parse(response.payload) as RecordedCopy & { body: unknown };
   const provenance = {
     response_seq: response.seq,
     ...(resumed ? { resumed: true } : {}),
@@ -185,7 +185,7 @@ export async function finishAnswer(
     return await rejectAnswer(tx, ctx, item, thread, verdict.errors);
   }
   appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
-  await rememberValidAnswer(tx, item, response, sent);
+  await rememberValidAnswer(tx, item, response, recorded, sent);
   const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, tx.now);
   // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
   // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.

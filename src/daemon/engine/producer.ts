@@ -88,10 +88,8 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   // Items held back this round (their route cannot take a call now): not offered to the scheduler again.
   const skipped = new Set<string>();
   const eligible = (h: ClaimHead) => limits.maxPriority === undefined || h.priority <= limits.maxPriority;
-  let heads = (await listClaimHeads(tx.sql, tx.now)).filter(eligible);
-  const refresh = async (projectId: string) => {
-    heads = await replaceProjectHeads(tx, heads, projectId, skipped, eligible);
-  };
+  const heads = (await listClaimHeads(tx.sql, tx.now)).filter(eligible);
+  const refresh = (projectId: string) => replaceProjectHeads(tx, heads, projectId, skipped, eligible);
   // Scopes this round has locked: an operation's scope may span projects, so another project's head
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
@@ -185,7 +183,8 @@ function localHold(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number,
  * locked that another project's head needs is caught by the round's `locked` set) instead of every
  * group — a round of many claims across hundreds of projects would otherwise walk them all once per claim.
  * Only the re-read heads are checked against `eligible`: the others were when they were read (one more
- * pass and array over every head per claim showed at 200 projects).
+ * pass and array over every head per claim showed at 200 projects). `heads` is the round's own array,
+ * changed in place: two new arrays over every head per claim showed in the allocation profile.
  */
 async function replaceProjectHeads(
   tx: Tx,
@@ -193,10 +192,15 @@ async function replaceProjectHeads(
   projectId: string,
   skipped: ReadonlySet<string>,
   eligible: (h: ClaimHead) => boolean,
-): Promise<ClaimHead[]> {
-  const reread = (await listProjectClaimHeads(tx.sql, projectId, tx.now, [...skipped])).filter(eligible);
-  return [...heads.filter((h) => h.project_id !== projectId), ...reread];
+): Promise<void> {
+  const reread = await listProjectClaimHeads(tx.sql, projectId, tx.now, skipped.size === 0 ? NONE_SKIPPED : [...skipped]);
+  let kept = 0;
+  for (const h of heads) if (h.project_id !== projectId) heads[kept++] = h;
+  heads.length = kept;
+  for (const h of reread) if (eligible(h)) heads.push(h);
 }
+
+const NONE_SKIPPED: readonly string[] = [];
 
 /** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
 async function estimateFor(

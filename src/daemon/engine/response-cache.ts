@@ -50,6 +50,12 @@ export function appendCachedResponse(tx: Tx, thread: ThreadRow, item: WorkItemRo
   });
 }
 
+/** What a `response` entry's payload says about being a copy: served from the cache, or replayed. */
+export interface RecordedCopy {
+  cached_from?: number;
+  replay_of?: number;
+}
+
 /**
  * The prompt a pipeline recorded and is sending: its ledger seq and the cache key of its request (null:
  * not cacheable), taken before the call so nothing done to the request object on the way can change it.
@@ -63,12 +69,12 @@ export interface SentPrompt {
  * Indexes a provider answer that just validated, under the request that produced it (the work item's
  * last prompt). Copies (cached, replayed) are not indexed: the index always names the paid original.
  * `sent`: that prompt as the pipeline that sent it has it, so it is not read back and parsed; without
- * it (a response recovered after a restart) it is read from the ledger. A wrong index row could only
- * cause a miss: every hit is re-checked against the entries it names (`findCachedAnswer`).
+ * it (a response recovered after a restart) it is read from the ledger. `recorded`: the response entry's
+ * payload as the caller parsed it (parsing it again here showed in the engine's profile). A wrong index row
+ * could only cause a miss: every hit is re-checked against the entries it names (`findCachedAnswer`).
  */
-export async function rememberValidAnswer(tx: Tx, item: WorkItemRow, response: LedgerRow, sent?: SentPrompt): Promise<void> {
-  const payload = JSON.parse(response.payload) as { cached_from?: number; replay_of?: number };
-  if (payload.cached_from !== undefined || payload.replay_of !== undefined) return;
+export async function rememberValidAnswer(tx: Tx, item: WorkItemRow, response: LedgerRow, recorded: RecordedCopy, sent?: SentPrompt): Promise<void> {
+  if (recorded.cached_from !== undefined || recorded.replay_of !== undefined) return;
   const prompt = sent ?? (await lastPrompt(tx, item));
   if (!prompt || prompt.seq > response.seq || prompt.requestHash === null) return;
   await rememberCachedAnswer(tx.sql, {
