@@ -47,7 +47,7 @@ export class PgTransactionSql extends PgSql {
     const s = compileStatement(text);
     const values = bindValues(s, text, params);
     // A statement the closure starts while BEGIN is on its own is sent after it succeeded, in call order.
-    if (this.beginning) return this.beginning.then(() => this.execute(s, values));
+    if (this.beginning !== null) return this.beginning.then(() => this.execute(s, values));
     if (this.sentBegin) return this.execute(s, values);
     // Set before anything is sent: a statement the closure starts meanwhile is queued after this one.
     this.sentBegin = true;
