@@ -41,15 +41,31 @@ export async function withWholeContent<T extends DocumentRow>(sql: Sql, row: T |
   return whole && { ...row, ...whole };
 }
 
-async function getDocumentPartOrd(sql: Sql, documentId: string, key: string): Promise<number> {
-  const row = await sql.get<{ ord: number }>('SELECT ord FROM document_parts WHERE document_id = ? AND part_key = ?', [documentId, key]);
-  if (!row) throw new Error(`document ${documentId} has no part "${key}"`);
-  return row.ord;
+/** The order keys of a document's parts `keys` (one or two, each must exist), read in one statement. */
+async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly [string] | readonly [string, string]): Promise<Map<string, number>> {
+  const rows = await sql.all<{ part_key: string; ord: number }>('SELECT part_key, ord FROM document_parts WHERE document_id = ? AND part_key IN (?, ?)', [
+    documentId,
+    keys[0],
+    keys[1] ?? keys[0],
+  ]);
+  const ords = new Map(rows.map((r) => [r.part_key, r.ord]));
+  for (const key of keys) if (!ords.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
+  return ords;
 }
 
+const INSERT_DOCUMENT_PART = 'INSERT INTO document_parts (document_id, part_key, ord, content) VALUES (@document_id, @part_key, @ord, @content)';
+
+/**
+ * On a handle that runs statements in its COMMIT's query (the Postgres writer's `Sql.atCommit`) the
+ * insert goes there: a round trip less while the document's row is locked (every write to it waits for
+ * that lock), and an insert needs no answer (a key already taken fails the COMMIT's query, which rolls the whole transaction back).
+ */
 async function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
-  await sql.run('INSERT INTO document_parts (document_id, part_key, ord, content) VALUES (@document_id, @part_key, @ord, @content)', row);
+  if (sql.atCommit) sql.atCommit(INSERT_DOCUMENT_PART, row, ignoreRows);
+  else await sql.run(INSERT_DOCUMENT_PART, row);
 }
+
+const ignoreRows = () => {};
 
 async function updateDocumentPart(sql: Sql, documentId: string, key: string, content: string): Promise<void> {
   const result = await sql.run('UPDATE document_parts SET content = ? WHERE document_id = ? AND part_key = ?', [content, documentId, key]);
@@ -90,8 +106,13 @@ export async function writeDocumentParts(
   if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, plan);
   const placed: { key: string; text: string; ord: number }[] = [];
   for (const run of plan.inserted) {
-    const lo = run.after === null ? null : await getDocumentPartOrd(sql, documentId, run.after);
-    const hi = run.before === null ? null : await getDocumentPartOrd(sql, documentId, run.before);
+    // The run's neighbours exist before this plan's writes (a run never borders another run's parts), and
+    // on Postgres a transaction applies one answer (engine/shared-writes.ts): its parts are the only ones queued.
+    const { after, before } = run;
+    const neighbours = after !== null ? (before !== null ? ([after, before] as const) : ([after] as const)) : before !== null ? ([before] as const) : null;
+    const found = neighbours ? await getDocumentPartOrds(sql, documentId, neighbours) : null;
+    const lo = after === null ? null : found!.get(after)!;
+    const hi = before === null ? null : found!.get(before)!;
     const ords = ordsBetween(lo, hi, run.parts.length);
     if (!ords) return rewriteParts(sql, documentId, o.rewrite());
     for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });

@@ -1,14 +1,21 @@
 /** mutations: the record that a work item's change was applied to a document (at most once). */
 import type { Sql } from '../core/sql.js';
 import type { MutationRow } from './schema.js';
-import { runStatement } from './statements.js';
+import { DONE, runStatement } from './statements.js';
 
-/** Throws (UNIQUE on work_item_id) if this work item already applied a mutation. */
+const INSERT_MUTATION = `INSERT INTO mutations (id, work_item_id, thread_id, document_id, from_version, to_version, summary, created_at)
+     VALUES (@id, @work_item_id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at)`;
+
+/**
+ * Throws (UNIQUE on work_item_id) if this work item already applied a mutation. On a handle that runs
+ * statements in its COMMIT's query (the Postgres writer's `Sql.atCommit`) it goes there: a round trip
+ * less while the target document's row is locked, and it needs no answer — a second application of the item
+ * fails the COMMIT's query on the unique key, which rolls the whole transaction back.
+ */
 export function insertMutation(sql: Sql, row: MutationRow): Promise<void> {
-  return runStatement(
-    sql,
-    `INSERT INTO mutations (id, work_item_id, thread_id, document_id, from_version, to_version, summary, created_at)
-     VALUES (@id, @work_item_id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at)`,
-    row,
-  );
+  if (!sql.atCommit) return runStatement(sql, INSERT_MUTATION, row);
+  sql.atCommit(INSERT_MUTATION, row, ignoreRows);
+  return DONE;
 }
+
+const ignoreRows = () => {};
