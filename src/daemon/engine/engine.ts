@@ -32,14 +32,6 @@ import type { Logger } from '../../core/logger.js';
 const MAX_SLEEP_MS = 3_600_000;
 /** How soon a claim round looks again at an item that was due but not claimed (see scheduleNextDue). */
 const DUE_RECHECK_MS = 1000;
-/**
- * At most this many items per claim round; a full round is followed by the next at once. With thousands of
- * free slots (max_in_flight 2,000) one round's transaction held every claimed item's rows, ledger
- * entries and event lines alive together, and they were promoted to the old generation before they
- * became garbage (~25 MiB at the memory bench's peak). 256 keeps a round as large as the engine's
- * throughput workload needs.
- */
-const CLAIM_ROUND_LIMIT = 256;
 
 /** What the engine reports for metrics; nothing here feeds back into execution. */
 export interface EngineObserver {
@@ -250,9 +242,8 @@ export class Engine {
     let started = 0;
     try {
       await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
-      const free = this.o.maxInFlight - this.inFlight.size;
-      const wanted = Math.min(free, CLAIM_ROUND_LIMIT);
-      if (free === 0) await this.noteLimiterWait('slots_full');
+      const wanted = this.o.maxInFlight - this.inFlight.size;
+      if (wanted === 0) await this.noteLimiterWait('slots_full');
       if (wanted > 0) {
         this.lastClaimAt = this.o.clock.now();
         // An endpoint whose breaker is open admits nothing: its items stay queued and no attempt is burned.
