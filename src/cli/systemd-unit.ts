@@ -4,7 +4,7 @@
  */
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { daemonArgv } from './daemon-heap.js';
+import { DAEMON_ENV, daemonArgv } from './daemon-heap.js';
 
 export interface UnitOptions {
   node: string;
@@ -38,6 +38,8 @@ export function renderUnit(o: UnitOptions): string {
     'Type=simple',
     `ExecStart=${exec}`,
     `Environment=${arg(`COMBINE_HOME=${o.home}`)}`,
+    // The EnvironmentFile below overrides these (systemd applies it after Environment=).
+    ...Object.entries(DAEMON_ENV).map(([k, v]) => `Environment=${arg(`${k}=${v}`)}`),
     `EnvironmentFile=-${escapeValue(join(o.home, 'daemon.env'))}`,
     // SIGTERM: stop claiming, drain in-flight calls up to the drain timeout (10 s), exit 0.
     'KillSignal=SIGTERM',

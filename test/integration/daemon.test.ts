@@ -4,7 +4,7 @@ import http from 'node:http';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
+import { DAEMON_ENV, DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
 import { CLI, Harness, project, ROOT, waitForExit, type CommandJson } from '../helpers/harness.js';
 
 describe('daemon lifecycle', () => {
@@ -48,6 +48,9 @@ describe('daemon lifecycle', () => {
     expect(argv.indexOf(DAEMON_NODE_FLAGS[0]!)).toBeLessThan(entry);
     // Nothing of the CLI is loaded: its bundle is never opened (it would stay resident for the daemon's life).
     expect(readFileSync(`/proc/${pid}/maps`, 'utf8')).not.toContain('cli.cjs');
+    // glibc's malloc arenas capped (DAEMON_ENV), unless the user's environment says otherwise.
+    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    for (const [k, v] of Object.entries(DAEMON_ENV)) expect(environ).toContain(`${k}=${v}`);
   });
 
   it('never runs a second writer on the same home', async () => {
