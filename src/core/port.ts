@@ -9,3 +9,10 @@ export function parsePort(value: string | undefined, flag = '--metrics-port', an
   if (!/^\d+$/.test(value) || port < min || port > 65535) throw new CliError(`${flag}: "${value}" is not a port (${min}–65535)`, 2);
   return port;
 }
+
+/** `--metrics-port` and `--http-port` as `runDaemon` takes them: one not given is left out. */
+export function daemonRunPorts(metrics: string | undefined, http: string | undefined): { metricsPort?: number; httpPort?: number } {
+  const metricsPort = parsePort(metrics);
+  const httpPort = parsePort(http, '--http-port', true);
+  return { ...(metricsPort !== null ? { metricsPort } : {}), ...(httpPort !== null ? { httpPort } : {}) };
+}

@@ -9,7 +9,7 @@
 import { parseArgs } from 'node:util';
 import { DaemonStartError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
-import { parsePort } from '../core/port.js';
+import { daemonRunPorts } from '../core/port.js';
 import { runDaemon } from './main.js';
 
 /** What the CLI prints for a failure, so that a start's caller reads the same line from either entry. */
@@ -22,9 +22,7 @@ async function main(): Promise<void> {
   let options: { metricsPort?: number; httpPort?: number };
   try {
     const { values } = parseArgs({ options: { 'metrics-port': { type: 'string' }, 'http-port': { type: 'string' } }, strict: true });
-    const metricsPort = parsePort(values['metrics-port']);
-    const httpPort = parsePort(values['http-port'], '--http-port', true);
-    options = { ...(metricsPort !== null ? { metricsPort } : {}), ...(httpPort !== null ? { httpPort } : {}) };
+    options = daemonRunPorts(values['metrics-port'], values['http-port']);
   } catch (err) {
     // An unknown option or a bad port: a usage error, as commander's (exit 2).
     return fail((err as Error).message, 2);

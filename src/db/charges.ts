@@ -8,7 +8,7 @@ import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { StaleStateError } from '../core/errors.js';
 import { assertChargeTransition } from '../domain/states.js';
-import { DONE, expectOneChange, runGuarded, runStatement } from './statements.js';
+import { expectOneChange, runAtCommit, runGuarded, runStatement } from './statements.js';
 
 export function insertCharge(sql: Sql, row: ChargeRow): Promise<void> {
   return runStatement(
@@ -88,15 +88,12 @@ export function addProjectSpend(sql: Sql, p: { project_id: string; day: string; 
  * inside that query; elsewhere it runs now. It needs no answer: an upsert changes its row whatever it held.
  */
 export function addProjectSpendAtCommit(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
-  if (!sql.atCommit) return addProjectSpend(sql, p);
-  sql.atCommit(ADD_PROJECT_SPEND, p, ignoreRows);
-  return DONE;
+  return runAtCommit(sql, ADD_PROJECT_SPEND, p);
 }
 
 const ADD_PROJECT_SPEND = `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
      ON CONFLICT (project_id, day) DO UPDATE
        SET tokens = llm_project_spend.tokens + excluded.tokens, cost_usd = llm_project_spend.cost_usd + excluded.cost_usd`;
-const ignoreRows = () => {};
 
 /**
  * What a project has spent or may have spent: settled calls at their usage, reserved and in-doubt calls

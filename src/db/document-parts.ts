@@ -6,7 +6,7 @@
 import type { Sql } from '../core/sql.js';
 import { assembleDocumentText, ordsBetween, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
 import type { DocumentPartRow, DocumentRow } from './schema.js';
-import { expectOneChange } from './statements.js';
+import { expectOneChange, runAtCommit } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
 export interface WholeDocument {
@@ -60,12 +60,9 @@ const INSERT_DOCUMENT_PART = 'INSERT INTO document_parts (document_id, part_key,
  * insert goes there: a round trip less while the document's row is locked (every write to it waits for
  * that lock), and an insert needs no answer (a key already taken fails the COMMIT's query, which rolls the whole transaction back).
  */
-async function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
-  if (sql.atCommit) sql.atCommit(INSERT_DOCUMENT_PART, row, ignoreRows);
-  else await sql.run(INSERT_DOCUMENT_PART, row);
+function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
+  return runAtCommit(sql, INSERT_DOCUMENT_PART, row);
 }
-
-const ignoreRows = () => {};
 
 async function updateDocumentPart(sql: Sql, documentId: string, key: string, content: string): Promise<void> {
   const result = await sql.run('UPDATE document_parts SET content = ? WHERE document_id = ? AND part_key = ?', [content, documentId, key]);

@@ -1,7 +1,7 @@
 /** mutations: the record that a work item's change was applied to a document (at most once). */
 import type { Sql } from '../core/sql.js';
 import type { MutationRow } from './schema.js';
-import { DONE, runStatement } from './statements.js';
+import { runAtCommit } from './statements.js';
 
 const INSERT_MUTATION = `INSERT INTO mutations (id, work_item_id, thread_id, document_id, from_version, to_version, summary, created_at)
      VALUES (@id, @work_item_id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at)`;
@@ -13,9 +13,5 @@ const INSERT_MUTATION = `INSERT INTO mutations (id, work_item_id, thread_id, doc
  * fails the COMMIT's query on the unique key, which rolls the whole transaction back.
  */
 export function insertMutation(sql: Sql, row: MutationRow): Promise<void> {
-  if (!sql.atCommit) return runStatement(sql, INSERT_MUTATION, row);
-  sql.atCommit(INSERT_MUTATION, row, ignoreRows);
-  return DONE;
+  return runAtCommit(sql, INSERT_MUTATION, row);
 }
-
-const ignoreRows = () => {};

@@ -7,7 +7,7 @@ import type { Sql } from '../core/sql.js';
 import { runStatusesLeadingTo, SCHEDULE_TRANSITIONS, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
 import { inJsonArray, jsonNumber } from './dialect.js';
 import type { ScheduleRow, ScheduleRunRow } from './schema-schedules.js';
-import { expectOneChange } from './statements.js';
+import { DONE, expectOneChange } from './statements.js';
 import { IllegalTransitionError, StaleStateError } from '../core/errors.js';
 
 export async function insertSchedule(sql: Sql, row: ScheduleRow): Promise<void> {
@@ -143,7 +143,6 @@ export function finalizeScheduleRunOfThreadAtCommit(sql: Sql, p: FinalizeRun): P
   return DONE;
 }
 
-const DONE = Promise.resolve();
 const ignoreRows = () => {};
 
 type FinalizeRun = { thread_id: string; to: Exclude<RunStatus, 'pending'>; now: number; error_message: string | null };

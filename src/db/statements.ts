@@ -117,3 +117,14 @@ const isOneChange = (result: RunResult): boolean => result.changes === 1;
 
 /** A settled promise of nothing, shared (a no-op step on one dialect, e.g. a lock SQLite does not need). */
 export const DONE: Promise<void> = Promise.resolve();
+
+/**
+ * Runs a statement whose rows the caller does not need as one of the transaction's last: on a handle that
+ * runs statements in its COMMIT's query (the Postgres writer's `Sql.atCommit`) it is queued there, so the
+ * rows it locks stay locked only inside that query and it costs no round trip of its own; elsewhere it runs now.
+ */
+export function runAtCommit(sql: Sql, text: string, params: SqlParams): Promise<void> {
+  if (!sql.atCommit) return runStatement(sql, text, params);
+  sql.atCommit(text, params, ignore);
+  return DONE;
+}

@@ -43,6 +43,7 @@ describe('daemons on one database share their limits', () => {
 
     // A is killed: its row counts until the same home starts again, which replaces it.
     await a.killDaemon();
+    expect(await registered(a)).toBe(2);
     await a.startDaemon();
     expect(await registered(a)).toBe(2);
 

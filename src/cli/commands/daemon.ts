@@ -6,7 +6,7 @@ import { Command } from 'commander';
 import type { runDaemon as RunDaemon } from '../../daemon/main.js';
 import { probeSocket, toCliError, connectHttp } from '../client.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
-import { parsePort } from '../../core/port.js';
+import { daemonRunPorts, parsePort } from '../../core/port.js';
 import { CALL_TIMEOUT_MS, readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
 import { homeFiles } from '../home.js';
 import { EXIT, print } from '../output.js';
@@ -93,14 +93,13 @@ export function daemonCommand(getHome: () => string): Command {
     .option('--metrics-port <port>', 'also serve Prometheus /metrics on 127.0.0.1:<port>')
     .option('--http-port <port>', 'also serve the HTTP API and dashboard on 127.0.0.1:<port> (0: any free port)')
     .action(async (opts: { metricsPort?: string; httpPort?: string }) => {
-      const metricsPort = parsePort(opts.metricsPort);
-      const httpPort = parsePort(opts.httpPort, '--http-port', true);
+      const ports = daemonRunPorts(opts.metricsPort, opts.httpPort);
       const mod = (await import(new URL('./daemon.js', import.meta.url).href)) as {
         runDaemon: typeof RunDaemon;
         DaemonStartError: new (...a: any[]) => Error & { exitCode: number };
       };
       try {
-        await mod.runDaemon({ home: getHome(), ...(metricsPort !== null ? { metricsPort } : {}), ...(httpPort !== null ? { httpPort } : {}) });
+        await mod.runDaemon({ home: getHome(), ...ports });
       } catch (err) {
         if (err instanceof mod.DaemonStartError) throw new CliError(err.message, err.exitCode as 1 | 2);
         throw err;

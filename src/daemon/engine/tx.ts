@@ -276,8 +276,9 @@ export async function closeParentIfDone(tx: Tx, parentId: string): Promise<void>
   const parent = await lockThread(tx.sql, parentId);
   if (!parent || isTerminalThread(parent.status)) return;
   if (await hasActiveChildThread(tx.sql, parentId)) return;
+  // Every child has ended (open and running are the only other statuses): how they ended decides.
   const counts = await countChildThreadsByStatus(tx.sql, parentId);
-  if (counts.length === 0 || counts.some((c) => !isTerminalThread(c.status))) return;
+  if (counts.length === 0) return;
   const allComplete = counts.every((c) => c.status === 'complete');
   await moveThread(tx, parent, allComplete ? 'complete' : 'failed');
   await releaseLocksOwnedBy(tx.sql, parent.id);

@@ -58,7 +58,10 @@ export interface DaemonRegistryOptions {
 
 export class DaemonRegistry {
   private timer: NodeJS.Timeout | null = null;
-  private joined = false;
+  /** 'in' from a successful join until leave(): only then is there a row of this daemon to renew or remove. */
+  private state: 'out' | 'in' | 'left' = 'out';
+  /** The renewal in flight: leave() waits for it, so a renewal's re-join cannot land after the goodbye. */
+  private renewing: Promise<void> = Promise.resolve();
   private readonly hash: string;
 
   constructor(private readonly o: DaemonRegistryOptions) {
@@ -75,28 +78,34 @@ export class DaemonRegistry {
       if (other) throw new ConfigError(refusal(limits, other));
       await registerDaemon(sql, { owner, settings_hash: this.hash, settings: limits, started_at: now, seen_at: now });
     });
-    this.joined = true;
+    this.state = 'in';
   }
 
   /** Renews the registration every RENEW_MS until leave(); nothing if this daemon did not join. */
   start(): void {
-    if (!this.joined) return;
-    this.timer = setInterval(() => void this.renew(), RENEW_MS);
+    if (this.state !== 'in') return;
+    this.timer = setInterval(() => {
+      this.renewing = this.renew();
+    }, RENEW_MS);
     this.timer.unref();
   }
 
+  /** Removes this daemon's row, after any renewal in flight; nothing if it never joined. */
   async leave(): Promise<void> {
+    if (this.state !== 'in') return;
+    this.state = 'left';
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    await this.renewing;
     await this.o.write((sql) => unregisterDaemon(sql, this.o.owner));
   }
 
   private async renew(): Promise<void> {
     try {
       const renewed = await this.o.write((sql, now) => renewDaemon(sql, this.o.owner, now));
-      // Gone: this daemon stalled past LAPSE_MS and another start removed its row. Register again; a
-      // daemon with other limits that started meanwhile is reported, as this one keeps running.
-      if (!renewed) await this.join();
+      // Gone: this daemon stalled past LAPSE_MS and another start removed its row. Register again (unless
+      // it is leaving); a daemon with other limits that started meanwhile is reported, as this one keeps running.
+      if (!renewed && this.state === 'in') await this.join();
     } catch (err) {
       this.o.logger.error({ err }, 'renewing this daemon in the shared database failed');
     }
