@@ -4,7 +4,9 @@
  * the end, so tests never share state.
  */
 import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
 import { inject } from 'vitest';
+import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { adminQuery, databaseUrl } from './postgres-server.js';
 
 export interface TestDatabase {
@@ -29,4 +31,15 @@ export async function createTestDatabase(opts: { migrated?: boolean } = {}): Pro
     name,
     drop: () => adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
   };
+}
+
+/**
+ * A pool for a test's own statements. `pool.end()` resolves before its clients' goodbyes reach the server,
+ * so the `DROP DATABASE … WITH (FORCE)` that follows can terminate one first (57P01): that error is the drop's
+ * doing and is ignored; any other idle-client error still surfaces as an uncaught error.
+ */
+export function openTestPool(url: string, max: number): pg.Pool {
+  return openPostgresPool(url, { max }).on('error', (err: Error & { code?: string }) => {
+    if (err.code !== '57P01') throw err;
+  });
 }

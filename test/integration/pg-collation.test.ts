@@ -13,11 +13,11 @@ import type { Sql } from '../../src/core/sql.js';
 import { openDatabase } from '../../src/db/connection.js';
 import { findScheduleIdsByPrefix } from '../../src/db/id-prefix.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { getLatestKeyedDocument, listDocumentHeads } from '../../src/db/projects.js';
 import { SqliteSql } from '../../src/db/sql.js';
+import { openTestPool } from '../helpers/postgres.js';
 
 const NAME = `combine_test_icu_${process.pid}`;
 const KEYS = ['B', 'a', 'a-c', 'ab', 'Ab1', 'ab2', 'a-b3', 'AB4'];
@@ -60,7 +60,7 @@ describe('text collation on a Postgres database that is not C', () => {
     const url = new URL(inject('postgresAdminUrl'));
     url.pathname = `/${NAME}`;
     await applyPgMigrations(url.toString());
-    pool = openPostgresPool(url.toString(), { max: 2 });
+    pool = openTestPool(url.toString(), 2);
     postgres = new PgSql(pool);
     dir = mkdtempSync(join(tmpdir(), 'cmb-collation-'));
     const db = openDatabase(join(dir, 'combine.db'));

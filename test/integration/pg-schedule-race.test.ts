@@ -10,13 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { claimSchedulePeriod, reclaimStaleScheduleRuns } from '../../src/db/schedules.js';
 import { verifyLedger } from '../../src/ledger/verify.js';
 import { Harness, project } from '../helpers/harness.js';
 import { type Racer, startRacer, tickInLockstep } from '../helpers/schedule-racer.js';
+import { openTestPool } from '../helpers/postgres.js';
 
 const PERIODS = 100;
 const RACERS = 3;
@@ -40,7 +40,7 @@ async function migratedDatabase(): Promise<PgSql> {
   h = await Harness.start();
   if (!h.database) throw new Error('pg-* test files run in the postgres project only (vitest.config.ts)');
   await applyPgMigrations(h.database.url);
-  pool = openPostgresPool(h.database.url, { max: 3 });
+  pool = openTestPool(h.database.url, 3);
   return new PgSql(pool);
 }
 

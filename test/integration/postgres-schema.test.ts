@@ -13,7 +13,7 @@ import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { connectPostgres, openPostgresPool } from '../../src/db/pg/connection.js';
+import { connectPostgres } from '../../src/db/pg/connection.js';
 import { applyPgMigrations, defaultPgMigrationsFolder } from '../../src/db/pg/migrate.js';
 import * as pgSchemaTables from '../../src/db/pg/schema.js';
 import * as pgScheduleTables from '../../src/db/pg/schema-schedules.js';
@@ -21,7 +21,7 @@ import { findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/ledger/
 import { RUN_STATUSES, SCHEDULE_STATUSES } from '../../src/domain/schedule.js';
 import { CHARGE_STATUSES, THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../src/domain/states.js';
 import type { LedgerRow } from '../../src/db/schema.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 
 const MIGRATIONS = readMigrationFiles({ migrationsFolder: defaultPgMigrationsFolder() }).length;
 
@@ -106,7 +106,7 @@ describe('Postgres ledger triggers', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await applyPgMigrations(db.url);
-    pool = openPostgresPool(db.url, { max: 8 });
+    pool = openTestPool(db.url, 8);
     for (const s of SEED) await pool.query(s);
     sqliteDir = mkdtempSync(join(tmpdir(), 'cmb-pg-parity-'));
     sqlite = openDatabase(join(sqliteDir, 'combine.db'));
@@ -224,7 +224,7 @@ describe('Postgres queue depth', () => {
   beforeEach(async () => {
     db = await createTestDatabase();
     await applyPgMigrations(db.url);
-    pool = openPostgresPool(db.url, { max: 8 });
+    pool = openTestPool(db.url, 8);
     for (const s of SEED) await pool.query(s);
   });
   afterEach(async () => {
@@ -338,7 +338,7 @@ describe('Postgres status checks', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await applyPgMigrations(db.url);
-    pool = openPostgresPool(db.url, { max: 2 });
+    pool = openTestPool(db.url, 2);
     sqliteDir = mkdtempSync(join(tmpdir(), 'cmb-pg-status-'));
     sqlite = openDatabase(join(sqliteDir, 'combine.db'));
     applyMigrations(sqlite);

@@ -14,11 +14,10 @@ import { documentValueAt, forgetDocuments, readDocumentValue, readParsedDocument
 import { applyMigrations } from '../../src/db/migrate.js';
 import { getDocumentHead, insertDocument, insertProject, updateDocumentContent } from '../../src/db/projects.js';
 import { Writer } from '../../src/db/writer.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 import { newId } from '../../src/core/ids.js';
 import { systemClock } from '../../src/core/clock.js';
 
@@ -116,7 +115,7 @@ describe('parsed-document cache on Postgres', () => {
     database = await createTestDatabase();
     await applyPgMigrations(database.url);
     // One connection: the rolled-back write's connection is the one every later read and write uses.
-    pool = openPostgresPool(database.url, { max: 1 });
+    pool = openTestPool(database.url, 1);
     reader = new PgSql(pool);
     await insertProject(reader, { id: 'p', name: 'P', created_at: 0 });
     await insertDocument(reader, { id: 'd', project_id: 'p', doc_type: 'story_backlog', version: 1, content: '{"n":1}', updated_at: 0 });
@@ -144,8 +143,8 @@ describe('parsed-document cache on Postgres', () => {
   it("shares one cache among a daemon's pools, and a rollback on any connection forgets it for all", async () => {
     // As daemon/storage.ts: the reader pool and every connection of the write pool share one cache.
     const group = {};
-    const writePool = openPostgresPool(database.url, { max: 2 });
-    const readPool = openPostgresPool(database.url, { max: 2 });
+    const writePool = openTestPool(database.url, 2);
+    const readPool = openTestPool(database.url, 2);
     shareDocumentCache(readPool, group);
     writePool.on('connect', (client) => shareDocumentCache(client, group));
     const shared = new PgSql(readPool);

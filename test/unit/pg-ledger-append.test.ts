@@ -7,14 +7,13 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import type { LedgerRow } from '../../src/db/schema.js';
 import { insertThread } from '../../src/db/threads.js';
 import { canonicalMetadataAroundSeq, findChainBreak, GENESIS_HASH } from '../../src/ledger/chain.js';
 import { appendLedgerEntries, appendLedgerEntriesAtCommit, getLedgerHead, type NewLedgerEntry } from '../../src/ledger/store.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 import { testThreadRow } from '../helpers/rows.js';
 
 function gate(): { open: () => void; opened: Promise<void> } {
@@ -42,7 +41,7 @@ describe('Postgres ledger append at COMMIT', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase({ migrated: true });
-    pool = openPostgresPool(database.url, { max: 4 });
+    pool = openTestPool(database.url, 4);
     reader = new PgSql(pool);
     writer = new PgWriter(pool);
     await insertThread(reader, testThreadRow('a'));

@@ -5,9 +5,8 @@
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { endWithNotifications, type Notification, PgListener } from '../../src/db/pg/notifications.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 
 async function until(what: string, fn: () => boolean): Promise<void> {
   const deadline = Date.now() + 15_000;
@@ -22,7 +21,7 @@ describe('Postgres LISTEN session', () => {
   let pool: pg.Pool;
   beforeAll(async () => {
     database = await createTestDatabase();
-    pool = openPostgresPool(database.url, { max: 2 });
+    pool = openTestPool(database.url, 2);
   });
   afterAll(async () => {
     await pool.end();

@@ -9,14 +9,13 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { acquireLock, releaseOrphanedLocks } from '../../src/db/locks.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertThread } from '../../src/db/threads.js';
 import { lockExpiredLeases } from '../../src/db/leases.js';
 import { claimWorkItem, getWorkItem, insertWorkItem, unclaimWorkItem } from '../../src/db/work-items.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let database: TestDatabase;
@@ -27,7 +26,7 @@ let writer: PgWriter<never>;
 beforeAll(async () => {
   database = await createTestDatabase();
   await applyPgMigrations(database.url);
-  pool = openPostgresPool(database.url, { max: 4 });
+  pool = openTestPool(database.url, 4);
   reader = new PgSql(pool);
   writer = new PgWriter<never>(pool, { publish: () => {} });
 });

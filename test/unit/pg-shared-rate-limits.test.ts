@@ -8,10 +8,9 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { sharedRateLimits } from '../../src/daemon/engine/shared-rate-limits.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { PgSql } from '../../src/db/pg/sql.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 
 let database: TestDatabase;
 let pool: pg.Pool;
@@ -20,7 +19,7 @@ let sql: Sql;
 beforeAll(async () => {
   database = await createTestDatabase();
   await applyPgMigrations(database.url);
-  pool = openPostgresPool(database.url, { max: 2 });
+  pool = openTestPool(database.url, 2);
   pool.on('error', () => {}); // a pooled connection the server ends at drop
   sql = new PgSql(pool);
 });

@@ -10,10 +10,9 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { openDatabase, type Db } from '../../src/db/connection.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { compileStatement, PgSql } from '../../src/db/pg/sql.js';
 import { SqliteSql } from '../../src/db/sql.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 
 describe('compiling statement texts for Postgres', () => {
   it('numbers @name parameters in order of first use, reusing a repeated one', () => {
@@ -69,7 +68,7 @@ describe('PgSql on a real Postgres', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    pool = openPostgresPool(database.url, { max: 2 });
+    pool = openTestPool(database.url, 2);
     pgSql = new PgSql(pool);
     dir = mkdtempSync(join(tmpdir(), 'cmb-pgsql-'));
     db = openDatabase(join(dir, 'parity.db'));
