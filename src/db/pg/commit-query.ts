@@ -27,8 +27,9 @@ export interface CommitQuery {
   /** Index in the query's results of each queued statement's result, in queue order. */
   readonly resultIndex: readonly number[];
   /**
-   * Names this query prepares on its connection. If the query fails, whether they were prepared is
-   * unknown (a statement after a PREPARE may have failed), so the writer closes the connection.
+   * Names this query prepares on its connection, noted as prepared there before it is sent. If the query
+   * fails, a PREPARE behind the failed statement never ran (one that ran stays: a rollback does not undo
+   * PREPARE), so the writer closes the connection rather than EXECUTE a name it does not hold.
    */
   readonly preparing: readonly string[];
 }

@@ -185,7 +185,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
       // Forget first: the uncommitted rows stay invisible to everyone else until ROLLBACK ends.
       this.opts.onRollback?.(client);
       const infra = isInfraPgError(error);
-      // A failed COMMIT query that prepared statements may or may not have prepared them (commit-query.ts):
+      // A failed COMMIT query that was to prepare statements may not have reached their PREPARE (commit-query.ts):
       // its connection is closed (which ends the transaction) rather than reused with a wrong idea of them.
       if (infra || preparing) broken = error as Error;
       // Also after the COMMIT query failed: the notifications sent before COMMIT in it may have failed
