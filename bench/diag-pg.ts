@@ -7,6 +7,7 @@
  *
  * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
@@ -69,32 +70,104 @@ async function withDatabase<T>(server: PostgresServer, fn: (url: string) => Prom
 async function resetStats(admin: pg.Client): Promise<void> {
   await admin.query('SELECT pg_stat_statements_reset()');
   await admin.query('SELECT pg_stat_reset()');
+  await admin.query("SELECT pg_stat_reset_shared('wal')");
+  await admin.query("SELECT pg_stat_reset_shared('io')");
+  await admin.query("SELECT pg_stat_reset_shared('checkpointer')");
 }
 
-async function report(admin: pg.Client, dbName: string, items: number): Promise<void> {
+const perItem = (v: unknown, items: number, digits = 2): string => (Number(v) / items).toFixed(digits);
+
+/**
+ * Server-side facts per item: transactions, WAL, checkpoints, autovacuum, trigger time, and every statement
+ * by server time (execution + planning), with calls, rows and shared blocks (pg_stat_statements).
+ */
+async function report(admin: pg.Client, dbName: string, items: number, dbClient: pg.Client): Promise<void> {
   const db = await admin.query(
-    `SELECT xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, tup_returned, tup_fetched FROM pg_stat_database WHERE datname = $1`,
+    `SELECT sessions, xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, tup_returned, tup_fetched FROM pg_stat_database WHERE datname = $1`,
     [dbName],
   );
   const d = db.rows[0];
   console.log(
-    `per item: xact_commit ${(d.xact_commit / items).toFixed(2)} rollback ${(d.xact_rollback / items).toFixed(3)} ins ${(d.tup_inserted / items).toFixed(1)} upd ${(d.tup_updated / items).toFixed(1)} del ${(d.tup_deleted / items).toFixed(1)}`,
+    `sessions ${d.sessions}; per item: xact_commit ${perItem(d.xact_commit, items)} rollback ${perItem(d.xact_rollback, items, 3)} ins ${perItem(d.tup_inserted, items, 1)} upd ${perItem(d.tup_updated, items, 1)} del ${perItem(d.tup_deleted, items, 1)} returned ${perItem(d.tup_returned, items, 0)} fetched ${perItem(d.tup_fetched, items, 0)}`,
   );
+  // Postgres 18: WAL writes and fsyncs are in pg_stat_io (object 'wal'), checkpoints in pg_stat_checkpointer.
+  const wal = (await admin.query('SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal')).rows[0];
+  const walIo = (await admin.query("SELECT sum(writes) AS writes, sum(fsyncs) AS fsyncs, sum(fsync_time) AS fsync_ms FROM pg_stat_io WHERE object = 'wal'"))
+    .rows[0];
+  console.log(
+    `per item: WAL records ${perItem(wal.wal_records, items, 1)} full-page images ${perItem(wal.wal_fpi, items, 2)} bytes ${perItem(wal.wal_bytes, items, 0)} writes ${perItem(walIo.writes, items, 2)} fsyncs ${perItem(walIo.fsyncs, items, 2)} (${perItem(walIo.fsync_ms, items, 3)} ms)`,
+  );
+  const cp = (await admin.query('SELECT num_timed, num_requested, buffers_written FROM pg_stat_checkpointer')).rows[0];
+  console.log(`checkpoints ${Number(cp.num_timed) + Number(cp.num_requested)}, buffers they wrote ${cp.buffers_written}`);
+  // Per-database views: read through a connection to the measured database.
+  const tables = await dbClient.query(
+    `SELECT relname, seq_scan, seq_tup_read, idx_scan, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, autovacuum_count, autoanalyze_count, n_live_tup, n_dead_tup
+       FROM pg_stat_user_tables WHERE seq_scan + coalesce(idx_scan, 0) + n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC`,
+  );
+  console.log('tables (per item: seq scans, rows they read, index scans, ins, upd (HOT), del; autovacuum/analyze runs; live/dead rows):');
+  for (const t of tables.rows) {
+    console.log(
+      `  ${String(t.relname).padEnd(26)} seq ${perItem(t.seq_scan, items)} (${perItem(t.seq_tup_read, items, 1)} rows) idx ${perItem(t.idx_scan, items, 1)} ins ${perItem(t.n_tup_ins, items)} upd ${perItem(t.n_tup_upd, items)} (${perItem(t.n_tup_hot_upd, items)}) del ${perItem(t.n_tup_del, items)}; vac ${t.autovacuum_count}/${t.autoanalyze_count}; ${t.n_live_tup}/${t.n_dead_tup}`,
+    );
+  }
+  const fns = await dbClient.query('SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions ORDER BY total_time DESC');
+  for (const f of fns.rows)
+    console.log(
+      `  function ${f.funcname}: ${perItem(f.calls, items)}/item, ${(Number(f.total_time) / items).toFixed(3)} ms/item (self ${(Number(f.self_time) / items).toFixed(3)})`,
+    );
   const st = await admin.query(
-    `SELECT s.calls, s.total_exec_time, s.total_plan_time, s.rows, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110) AS q
-       FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 ORDER BY s.calls DESC`,
+    `SELECT s.calls, s.total_exec_time, s.total_plan_time, s.plans, s.rows, s.shared_blks_hit, s.shared_blks_read, s.shared_blks_dirtied,
+            left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110) AS q
+       FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 ORDER BY s.total_exec_time + s.total_plan_time DESC`,
     [dbName],
   );
   let calls = 0;
   let exec = 0;
+  let plan = 0;
+  let plans = 0;
   for (const r of st.rows) {
     calls += Number(r.calls);
     exec += Number(r.total_exec_time);
+    plan += Number(r.total_plan_time);
+    plans += Number(r.plans);
   }
-  console.log(`statements per item: ${(calls / items).toFixed(1)}   server exec ms per item: ${(exec / items).toFixed(3)}`);
+  console.log(
+    `statements per item: ${(calls / items).toFixed(1)}   server exec ms per item: ${(exec / items).toFixed(3)}   plan ms per item: ${(plan / items).toFixed(3)} (${(plans / items).toFixed(1)} plans)`,
+  );
+  console.log('  calls/item  exec+plan ms/item  (exec ms/call, plans/item)  rows/call  blocks hit/read/dirtied per call  query');
   for (const r of st.rows.slice(0, 45)) {
-    console.log(`  ${(r.calls / items).toFixed(2).padStart(6)}/item ${(r.total_exec_time / r.calls).toFixed(3).padStart(7)} ms  ${r.q}`);
+    const c = Number(r.calls);
+    console.log(
+      `  ${(c / items).toFixed(2).padStart(6)} ${((Number(r.total_exec_time) + Number(r.total_plan_time)) / items).toFixed(3).padStart(7)} (${(r.total_exec_time / c).toFixed(3)}, ${perItem(r.plans, items)}) ${(r.rows / c).toFixed(1).padStart(6)}  ${(r.shared_blks_hit / c).toFixed(1)}/${(r.shared_blks_read / c).toFixed(1)}/${(r.shared_blks_dirtied / c).toFixed(1)}  ${r.q}`,
+    );
   }
+}
+
+/**
+ * DIAG_PERF=<file>: a `perf record` of the server's processes and the daemons over the measured phase only (not the server's start, the
+ * migrations or the seed), to read the server's own functions: `perf report -i <file> --comm postgres --sort sym`.
+ */
+function startPerf(port: number, daemonPids: number[] = []): ChildProcess | undefined {
+  const out = process.env.DIAG_PERF;
+  if (!out) return undefined;
+  // The server's processes (new backends are forked by the postmaster: inherited) and our daemons only —
+  // other servers on the machine are not ours to count.
+  const { postmaster, children } = serverPids(port);
+  const pids = [postmaster, ...children, ...daemonPids].join(',');
+  return spawn(
+    'perf',
+    ['record', '-p', pids, '-F', process.env.DIAG_PERF_FREQ ?? '999', '-o', out, ...(process.env.DIAG_PERF_CALLGRAPH ? ['--call-graph', 'dwarf,16384'] : [])],
+    {
+      stdio: 'ignore',
+    },
+  );
+}
+
+async function stopPerf(perf: ChildProcess | undefined): Promise<void> {
+  if (!perf) return;
+  const done = new Promise((resolve) => perf.once('exit', resolve));
+  perf.kill('SIGINT');
+  await done;
 }
 
 /** Postgres URL through the server's Unix socket instead of TCP (DIAG_SOCKET=1). */
@@ -104,7 +177,8 @@ function viaSocket(url: string, port: number): string {
   const cmd = readFileSync(`/proc/${postmaster}/cmdline`, 'utf8').split('\0');
   const dir = cmd[cmd.indexOf('-D') + 1]!;
   const u = new URL(url);
-  return `postgres://${u.username}:${u.password}@/${u.pathname.slice(1)}?host=${encodeURIComponent(dir)}&port=${port}`;
+  // A host in the authority (ignored: the `host` parameter wins) keeps the URL valid for the daemon's config check.
+  return `postgres://${u.username}:${u.password}@localhost/${u.pathname.slice(1)}?host=${encodeURIComponent(dir)}&port=${port}`;
 }
 
 async function engine(server: PostgresServer, port: number, admin: pg.Client): Promise<void> {
@@ -127,6 +201,7 @@ async function engine(server: PostgresServer, port: number, admin: pg.Client): P
     let s0 = 0;
     let t0 = 0;
     let trips0 = 0;
+    let perf: ChildProcess | undefined;
     const r = await runEngineOnce({
       projects: 200,
       epicsPerProject: 10,
@@ -134,18 +209,26 @@ async function engine(server: PostgresServer, port: number, admin: pg.Client): P
       databaseUrl: viaSocket(url, port),
       onSeeded: async () => {
         await resetStats(admin);
+        perf = startPerf(port);
         s0 = serverCpuMs(port);
         t0 = performance.now();
         trips0 = roundTrips;
       },
     });
     pg.Client.prototype.query = send;
+    await stopPerf(perf);
     const trips = roundTrips - trips0;
     const serverMs = serverCpuMs(port) - s0;
     console.log(
       `engine: ${r.perSecond.toFixed(1)} items/s, round trips ${(trips / r.items).toFixed(1)}/item, client CPU ${r.cpuMicrosPerItem.toFixed(0)} µs/item (run only), server CPU (run) ${((serverMs * 1000) / r.items).toFixed(0)} µs/item, wall ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
-    await report(admin, dbName, r.items);
+    const dbClient = new pg.Client({ connectionString: url });
+    await dbClient.connect();
+    try {
+      await report(admin, dbName, r.items, dbClient);
+    } finally {
+      await dbClient.end();
+    }
   });
 }
 
@@ -166,6 +249,10 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, 160));
         const items = 6 * 160;
         await resetStats(admin);
+        const perf = startPerf(
+          port,
+          daemons.map((d) => d.pid),
+        );
         const sim0 = process.cpuUsage();
         const d0 = daemons.map((d) => procCpuMs(d.pid));
         const s0 = serverCpuMs(port);
@@ -197,6 +284,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
           applied = Number(rows[0]!.n);
         }
         const secs = (performance.now() - started) / 1000;
+        await stopPerf(perf);
         sampling = false;
         await sampler;
         const dCpu = daemons.map((d, i) => procCpuMs(d.pid) - d0[i]!);
@@ -211,7 +299,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         );
         console.log(`wait-event samples (${samples} samples; average active backends per state):`);
         for (const [k, v] of [...waits.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${(v / samples).toFixed(2).padStart(6)}  ${k}`);
-        await report(admin, dbName, items);
+        await report(admin, dbName, items, client);
       } finally {
         await client.end().catch(() => {});
         for (const d of daemons) await d.dispose();
@@ -224,7 +312,13 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
 
 async function main(): Promise<void> {
   const [mode, ...args] = process.argv.slice(2);
-  const server = await startPostgres({ durable: true, extraFlags: ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=5000'] });
+  const server = await startPostgres({
+    durable: true,
+    extraFlags: [
+      ...['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=5000'],
+      ...['-c', 'pg_stat_statements.track_planning=on', '-c', 'track_functions=all', '-c', 'track_wal_io_timing=on'],
+    ],
+  });
   const admin = new pg.Client({ connectionString: server.adminUrl });
   await admin.connect();
   await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');

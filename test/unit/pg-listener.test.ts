@@ -5,7 +5,8 @@
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { endWithNotifications, type Notification, PgListener } from '../../src/db/pg/notifications.js';
+import { commitQuery } from '../../src/db/pg/commit-query.js';
+import { type Notification, PgListener } from '../../src/db/pg/notifications.js';
 import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 
 async function until(what: string, fn: () => boolean): Promise<void> {
@@ -43,7 +44,9 @@ describe('Postgres LISTEN session', () => {
         const client = await pool.connect();
         try {
           await client.query('BEGIN');
-          await client.query(endWithNotifications(notes, end));
+          // The writer's own COMMIT query (its notification statement); a rolled-back one ends in ROLLBACK instead.
+          const { text } = commitQuery(client, [], notes, true);
+          await client.query(end === 'COMMIT' ? text : text.replace(/COMMIT$/, 'ROLLBACK'));
         } finally {
           client.release();
         }

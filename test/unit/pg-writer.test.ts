@@ -324,6 +324,37 @@ describe('Postgres writer', () => {
     expect(await values()).toEqual(['next']);
   });
 
+  it('prepares a queued statement once per connection, and drops a connection whose COMMIT query failed while preparing', async () => {
+    const one = openPostgresPool(database.url, { max: 1 }).on('error', () => {});
+    try {
+      const w = new PgWriter(one);
+      const seen: string[] = [];
+      const NUMBER = 'SELECT @v::integer AS n';
+      const PID = 'SELECT pg_backend_pid() AS pid, @tag AS tag';
+      const queue = (sql: Parameters<Parameters<PgWriter['write']>[0]>[0], text: string, params: Record<string, unknown>) =>
+        sql.atCommit!(text, params, (rows) => seen.push(JSON.stringify(rows[0])));
+      await w.write((sql) => queue(sql, NUMBER, { v: '1' }));
+      // NUMBER fails before PID's PREPARE, which comes after it in the query, has run: the connection must go,
+      // or PID would be taken for prepared on it and its EXECUTE would fail on every later commit.
+      const failed = w.write((sql) => {
+        queue(sql, NUMBER, { v: 'x' });
+        queue(sql, PID, { tag: 'never' });
+      });
+      await expect(failed).rejects.toThrow(/invalid input syntax for type integer/);
+      await w.write((sql) => queue(sql, PID, { tag: 'a' }));
+      await w.write((sql) => queue(sql, PID, { tag: 'b' }));
+      const [first, a, b] = seen.map((r) => JSON.parse(r) as { n?: number; pid?: number; tag?: string });
+      expect(first).toEqual({ n: 1 });
+      expect([a!.tag, b!.tag]).toEqual(['a', 'b']);
+      expect(b!.pid).toBe(a!.pid);
+      // That connection holds PID once, under its COMMIT name (the driver's own names have no suffix).
+      const held = await new PgSql(one).all<{ statement: string }>("SELECT statement FROM pg_prepared_statements WHERE right(name, 2) = '_c'");
+      expect(held.map((h) => h.statement)).toEqual([expect.stringContaining('SELECT pg_backend_pid() AS pid, $1 AS tag')]);
+    } finally {
+      await one.end();
+    }
+  });
+
   describe('close', () => {
     let w: PgWriter;
     beforeEach(() => {

@@ -2,10 +2,16 @@
  * The one query that ends a Postgres write (db/pg/writer.ts): the statements the closure queued with
  * `Sql.atCommit`, then its notifications, then COMMIT. It is one simple-protocol query — one round trip,
  * nothing of this process in between — so its values go in as escaped literals, not parameters.
+ *
+ * The simple protocol parses, analyses and plans every statement of every query anew: ~12 plans per item,
+ * ~12 % of the server's CPU on the engine's path (bench/README.md, issue 18 target 9, pgcpu5). So each
+ * statement is prepared once per connection (SQL `PREPARE`, in the COMMIT query where it first runs there)
+ * and then runs as `EXECUTE name(literals)`, as BEGIN's statement does (pg/transaction-sql.ts): the server
+ * reuses its plan, and the literals take the types the statement's parameters were prepared with.
  */
 import type { SqlParams } from '../../core/sql.js';
 import { pgDriver } from './driver.js';
-import { endWithNotifications, type Notification } from './notifications.js';
+import type { Notification } from './notifications.js';
 import { bindValues, compileStatement } from './sql.js';
 
 /** A statement queued to run in the COMMIT's query, and who gets its rows once committed. */
@@ -15,13 +21,68 @@ export interface CommitStatement {
   readonly committed: (rows: unknown[]) => void;
 }
 
+/** The COMMIT query, where each queued statement's rows are in its results, and whether it prepares statements. */
+export interface CommitQuery {
+  readonly text: string;
+  /** Index in the query's results of each queued statement's result, in queue order. */
+  readonly resultIndex: readonly number[];
+  /**
+   * Names this query prepares on its connection, noted as prepared there before it is sent. If the query
+   * fails, a PREPARE behind the failed statement never ran (one that ran stays: a rollback does not undo
+   * PREPARE), so the writer closes the connection rather than EXECUTE a name it does not hold.
+   */
+  readonly preparing: readonly string[];
+}
+
 /**
- * The query text: BEGIN when the transaction has not begun yet (its closure sent no statement: see
- * pg/transaction-sql.ts), each statement (its values inlined), the notifications, COMMIT.
+ * SQL-prepared statement names on each connection. Apart from the driver's own (protocol-level) names,
+ * which it tracks itself and would refuse to prepare again: ours end in `_c`.
  */
-export function commitQuery(statements: readonly CommitStatement[], notes: readonly Notification[], begun: boolean): string {
-  const body = [...statements.map((s) => inlineValues(s.text, s.params)), endWithNotifications(notes, 'COMMIT')];
-  return (begun ? body : ['BEGIN', ...body]).join(';\n');
+const preparedForCommit = new WeakMap<object, Set<string>>();
+
+/** The notifications, as one statement for any number of them (one prepared plan). */
+const NOTIFY =
+  'SELECT pg_notify(n.channel, n.payload) FROM unnest(@channels::text[], @payloads::text[]) WITH ORDINALITY AS n(channel, payload, i) ORDER BY n.i';
+
+/**
+ * The query on `connection`: BEGIN when the transaction has not begun yet (its closure sent no statement:
+ * see pg/transaction-sql.ts), each statement, the notifications (delivered at this COMMIT; Postgres drops
+ * duplicates within a transaction), COMMIT.
+ */
+export function commitQuery(connection: object, statements: readonly CommitStatement[], notes: readonly Notification[], begun: boolean): CommitQuery {
+  let prepared = preparedForCommit.get(connection);
+  if (!prepared) {
+    prepared = new Set();
+    preparedForCommit.set(connection, prepared);
+  }
+  const parts: string[] = begun ? [] : ['BEGIN'];
+  const resultIndex: number[] = [];
+  const preparing: string[] = [];
+  const add = (text: string, params: SqlParams): void => {
+    const statement = compileStatement(text);
+    const values = bindValues(statement, text, params);
+    const list = statement.name === undefined ? null : inlineList(values);
+    if (list === null) {
+      parts.push(inlineValues(text, params));
+      return;
+    }
+    const name = `${statement.name}_c`;
+    if (!prepared.has(name)) {
+      parts.push(`PREPARE ${name} AS ${statement.text}`);
+      preparing.push(name);
+      prepared.add(name);
+    }
+    parts.push(statement.count === 0 ? `EXECUTE ${name}` : `EXECUTE ${name}(${list})`);
+  };
+  for (const s of statements) {
+    add(s.text, s.params);
+    resultIndex.push(parts.length - 1);
+  }
+  if (notes.length > 0) {
+    add(NOTIFY, { channels: notes.map((n) => n.channel), payloads: notes.map((n) => n.payload) });
+  }
+  parts.push('COMMIT');
+  return { text: parts.join(';\n'), resultIndex, preparing };
 }
 
 /**

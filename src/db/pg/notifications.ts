@@ -7,7 +7,6 @@
  */
 import type pg from 'pg';
 import { connectPostgres } from './connection.js';
-import { pgDriver } from './driver.js';
 
 export interface Notification {
   channel: string;
@@ -20,18 +19,6 @@ export interface NotificationHandlers {
   reconnected(): void;
   /** The session failed; the listener reconnects on its own. */
   failed(err: Error): void;
-}
-
-/**
- * The text that ends the caller's transaction with `end` and, in the same round trip, first sends `notes`
- * from it (delivered at that COMMIT, dropped by a ROLLBACK; Postgres drops duplicates within a
- * transaction). One simple-protocol query, so the values are escaped literals.
- */
-export function endWithNotifications(notes: readonly Notification[], end: 'COMMIT' | 'ROLLBACK'): string {
-  if (notes.length === 0) return end;
-  const { escapeLiteral } = pgDriver();
-  const values = notes.map((n) => `(${escapeLiteral(n.channel)}, ${escapeLiteral(n.payload)})`).join(', ');
-  return `SELECT pg_notify(n.channel, n.payload) FROM (VALUES ${values}) AS n(channel, payload); ${end}`;
 }
 
 /** The command tag of the last statement of a (possibly multi-statement) query's results. */

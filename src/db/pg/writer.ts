@@ -29,7 +29,7 @@ import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
 import { isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
 import type { SqlParams } from '../../core/sql.js';
 import { ClosureSql, settleClosure } from '../sql.js';
-import { type CommitStatement, commitQuery } from './commit-query.js';
+import { type CommitQuery, type CommitStatement, commitQuery } from './commit-query.js';
 import { lastCommand, type Notification } from './notifications.js';
 import { PgTransactionSql } from './transaction-sql.js';
 
@@ -163,7 +163,8 @@ export class PgWriter<E = never> implements TxRunner<E> {
     let value: unknown;
     let result: pg.QueryResult | pg.QueryResult[];
     let commitMs: number;
-    let begun = true;
+    let query: CommitQuery | undefined;
+    let preparing = false;
     try {
       value = fn(handle, emit);
       if (value instanceof Promise) value = await settleClosure(value, this.opts.closureTimeoutMs ?? 30_000);
@@ -173,8 +174,9 @@ export class PgWriter<E = never> implements TxRunner<E> {
       const started = performance.now();
       // The statements queued for the commit (the ledger append) and the notifications go in COMMIT's round
       // trip: the last thing a write sends is one query.
-      begun = tx.begun;
-      result = (await client.query(commitQuery(queued, notes, begun))) as pg.QueryResult | pg.QueryResult[];
+      query = commitQuery(client, queued, notes, tx.begun);
+      preparing = query.preparing.length > 0;
+      result = (await client.query(query.text)) as pg.QueryResult | pg.QueryResult[];
       // A transaction in which a statement failed answers COMMIT with ROLLBACK: nothing was applied.
       if (lastCommand(result) !== 'COMMIT') throw new Error('the transaction was rolled back at COMMIT (a statement in it had failed)');
       commitMs = performance.now() - started;
@@ -183,7 +185,9 @@ export class PgWriter<E = never> implements TxRunner<E> {
       // Forget first: the uncommitted rows stay invisible to everyone else until ROLLBACK ends.
       this.opts.onRollback?.(client);
       const infra = isInfraPgError(error);
-      if (infra) broken = error as Error;
+      // A failed COMMIT query that was to prepare statements may not have reached their PREPARE (commit-query.ts):
+      // its connection is closed (which ends the transaction) rather than reused with a wrong idea of them.
+      if (infra || preparing) broken = error as Error;
       // Also after the COMMIT query failed: the notifications sent before COMMIT in it may have failed
       // and left the transaction open (ROLLBACK outside a transaction only warns).
       else broken = await rollback(client);
@@ -196,8 +200,8 @@ export class PgWriter<E = never> implements TxRunner<E> {
     // Committed, outside the try: a throw from here on reaches the caller as is, never as a rollback
     // (which would run the closure again). The queued statements' rows go to their callers before the
     // events are published.
-    const first = begun ? 0 : 1;
-    for (const [i, statement] of queued.entries()) statement.committed((result as pg.QueryResult[])[first + i]!.rows);
+    const results = result as pg.QueryResult[];
+    for (const [i, statement] of queued.entries()) statement.committed(results[query!.resultIndex[i]!]!.rows);
     this.opts.onCommit?.({ writes: 1, commitMs });
     if (events.length > 0) this.opts.publish?.(events);
     return { value: value as T };
