@@ -96,7 +96,25 @@ export async function withDatabase<T>(server: PostgresServer, fn: (url: string) 
   try {
     return await fn(databaseUrl(server.adminUrl, name));
   } finally {
-    await adminQuery(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await dropWhenClosed(server.adminUrl, name);
+  }
+}
+
+/**
+ * Drops `name` once its sessions are gone (at most 2 s): a pool's `end()` resolves before its clients' goodbyes
+ * reach the server, and FORCE terminating one of those makes it emit an error its ended pool no longer handles
+ * (graphile-worker's did, crashing the bench). FORCE stays for sessions still there after the wait.
+ */
+async function dropWhenClosed(adminUrl: string, name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    const deadline = Date.now() + 2_000;
+    const sessions = async () => Number((await admin.query('SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1', [name])).rows[0].n);
+    while (Date.now() < deadline && (await sessions()) > 0) await sleep(20);
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  } finally {
+    await admin.end();
   }
 }
 
