@@ -58,7 +58,7 @@ type PaidAnswer = Extract<CallOutcome, { kind: 'response' }>;
 /** The writes of a leased item's steps (completer.ts), each committed when its promise settles. */
 export interface ItemWrites {
   start(a: { itemId: string; claimed: BuiltRequest | null }): Promise<StartResult | null>;
-  record(a: { itemId: string; outcome: PaidAnswer; route: ModelRoute }): Promise<PendingEntry>;
+  record(a: { itemId: string; outcome: PaidAnswer }): Promise<PendingEntry>;
   finish(a: { itemId: string; response: LedgerRow; resumed: boolean; sent: SentPrompt | undefined }): Promise<AnswerResult>;
 }
 
@@ -66,7 +66,7 @@ export interface ItemWrites {
 export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): ItemWrites {
   return {
     start: leasedItemWrite(write, dialect, (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known)),
-    record: leasedItemWrite(write, dialect, (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, a.route, known)),
+    record: leasedItemWrite(write, dialect, (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known)),
     finish: leasedItemWrite(write, dialect, (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
   };
 }
@@ -106,12 +106,12 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
   span.end(d.clock.now(), outcome.kind === 'error' ? outcome.error.code : undefined);
   d.onOutcome(route, outcome);
   if (outcome.kind === 'error') {
-    await d.write((tx) => failLeasedAttempt(tx, d.ctx, itemId, outcome.error, outcome.latencyMs, route));
+    await d.write((tx) => failLeasedAttempt(tx, d.ctx, itemId, outcome.error, outcome.latencyMs));
     return;
   }
   return inAnswerSlot(d, async () => {
     // Paid work: keep trying to record it through storage trouble rather than lose it.
-    const record = () => d.writes.record({ itemId, outcome, route });
+    const record = () => d.writes.record({ itemId, outcome });
     const response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
     d.ctx.crashAt('after_response');
     await finish(d, l, response, false, sent);
