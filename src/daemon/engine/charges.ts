@@ -60,7 +60,8 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
  * The response was recorded (`response` = its ledger entry, appended at the end of this transaction):
  * settle at its usage. A response without usage was paid for an unknown amount, so it stays counted at
  * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs right
- * after the append; the spend moves now.
+ * after the append; the spend moves now. `call`: the telemetry written with it. `openCharge`: the item's
+ * open reservation when a shared closure read it ahead (null: none), undefined to read it here.
  */
 export async function settleFromResponse(
   tx: Tx,
@@ -69,9 +70,11 @@ export async function settleFromResponse(
   usage: Usage | null,
   call: AnsweredCall,
   priceOf: PriceOf,
+  openCharge: ChargeRow | null | undefined,
 ): Promise<void> {
   await lockProjectBudget(tx, item.project_id);
-  const charge = await getOpenCharge(tx.sql, item.id);
+  // Read ahead by a shared closure (SQLite: no lock to take first), else read here, under the budget lock.
+  const charge = openCharge === undefined ? await getOpenCharge(tx.sql, item.id) : openCharge;
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
   // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
   const price = priceOf(charge.model);

@@ -58,7 +58,8 @@ export async function startWorkItem(
     await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
     return null;
   }
-  const pending = await getLastLedgerEntryForWorkItem(tx.sql, item.id);
+  // Read ahead by a shared closure: only a `response` needs its row.
+  const pending = read.lastEntryType === undefined || read.lastEntryType === 'response' ? await getLastLedgerEntryForWorkItem(tx.sql, item.id) : null;
   if (pending?.entry_type === 'response') {
     // A replay queued this item with its answer: nothing will be sent, so nothing stays reserved.
     await releaseUnsent(tx, item);
@@ -115,7 +116,7 @@ export async function recordResponse(
   // No budget lock here: `settleFromResponse` takes it as this transaction's first lock (appendEntry only
   // buffers: the append, which locks the chain head, runs at the end), so taking it here too was a second
   // round trip on Postgres for a lock already held.
-  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running', known);
+  const { item, thread, openCharge } = await leasedItemAndThread(tx, ctx, itemId, 'running', known);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
   const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
@@ -128,7 +129,7 @@ export async function recordResponse(
     body: envelope.body,
     ...(envelope.body === null ? { body_text: outcome.bodyText } : {}),
   });
-  await settleFromResponse(tx, item, entry, usage, outcome, ctx.priceOf);
+  await settleFromResponse(tx, item, entry, usage, outcome, ctx.priceOf, openCharge);
   return entry;
 }
 
