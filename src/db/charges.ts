@@ -6,19 +6,21 @@
  */
 import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
-import { StaleStateError } from '../core/errors.js';
 import { assertChargeTransition } from '../domain/states.js';
 import { expectOneChange, runAtCommit, runGuarded, runStatement } from './statements.js';
 
-export function insertCharge(sql: Sql, row: ChargeRow): Promise<void> {
+/** A charge as its reservation inserts it: the call's telemetry comes with the change that ends the call. */
+export type ReservedCharge = Omit<ChargeRow, 'outcome' | 'http_status' | 'latency_ms' | 'provider_request_id'>;
+
+export function insertCharge(sql: Sql, row: ReservedCharge): Promise<void> {
   return runStatement(
     sql,
     `INSERT INTO llm_charges (id, work_item_id, thread_id, project_id, model, attempt, repair, status, day,
        reserved_tokens, reserved_cost_usd, prompt_tokens, completion_tokens, total_tokens, cost_usd, response_seq,
-       applied, created_at, settled_at)
+       created_at, settled_at)
      VALUES (@id, @work_item_id, @thread_id, @project_id, @model, @attempt, @repair, @status, @day,
        @reserved_tokens, @reserved_cost_usd, @prompt_tokens, @completion_tokens, @total_tokens, @cost_usd, @response_seq,
-       @applied, @created_at, @settled_at)`,
+       @created_at, @settled_at)`,
     row,
   );
 }
@@ -28,7 +30,10 @@ export function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow |
   return sql.get<ChargeRow>("SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'", [workItemId]);
 }
 
-/** reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. */
+/**
+ * reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. The
+ * same change writes the call's telemetry (outcome `ok`, HTTP status, latency, provider request id).
+ */
 export function settleChargeFromResponse(
   sql: Sql,
   p: {
@@ -39,6 +44,9 @@ export function settleChargeFromResponse(
     total_tokens: number | null;
     cost_usd: number | null;
     response_seq: number;
+    http_status: number;
+    latency_ms: number;
+    provider_request_id: string | null;
     now: number;
   },
 ): Promise<void> {
@@ -47,30 +55,45 @@ export function settleChargeFromResponse(
     sql,
     `UPDATE llm_charges
      SET status = @status, prompt_tokens = @prompt_tokens, completion_tokens = @completion_tokens,
-         total_tokens = @total_tokens, cost_usd = @cost_usd, response_seq = @response_seq, settled_at = @now
+         total_tokens = @total_tokens, cost_usd = @cost_usd, response_seq = @response_seq, settled_at = @now,
+         outcome = 'ok', http_status = @http_status, latency_ms = @latency_ms, provider_request_id = @provider_request_id
      WHERE id = @id AND status = 'reserved'`,
     p,
     `charge ${p.id} is not reserved`,
   );
 }
 
-/** reserved → released (certainly not billed) or in_doubt (may have been billed): no response. */
-export async function closeChargeWithoutResponse(sql: Sql, p: { id: string; status: 'released' | 'in_doubt'; now: number }): Promise<void> {
-  assertChargeTransition('reserved', p.status);
-  const result = await sql.run("UPDATE llm_charges SET status = @status, settled_at = @now WHERE id = @id AND status = 'reserved'", p);
-  expectOneChange(result, `charge ${p.id} is not reserved`);
+/** What is known of a call that ended without a recorded response. */
+export interface FailedCall {
+  /** The error's code (TIMEOUT, HTTP_500, …). */
+  outcome: string;
+  http_status: number | null;
+  latency_ms: number;
 }
 
 /**
- * Marks the call whose answer was applied: the one paid call of the thread that was not wasted. A
- * response may have no charge (a replayed or cached answer, or one recorded before charges existed);
- * a charge already marked would be a second application of one answer: refused (StaleStateError).
+ * reserved → released (certainly not billed) or in_doubt (may have been billed): no response. A call
+ * that was made and failed (`call`) leaves its telemetry on the row; null when none was made or its
+ * outcome is unknown (a lease recovered after a crash).
  */
-export async function markChargeApplied(sql: Sql, responseSeq: number): Promise<void> {
-  if ((await sql.run('UPDATE llm_charges SET applied = 1 WHERE response_seq = ? AND applied = 0', [responseSeq])).changes === 1) return;
-  if ((await sql.get('SELECT 1 FROM llm_charges WHERE response_seq = ?', [responseSeq])) !== undefined) {
-    throw new StaleStateError(`the charge of response ${responseSeq} is already marked applied`);
-  }
+export async function closeChargeWithoutResponse(
+  sql: Sql,
+  p: { id: string; status: 'released' | 'in_doubt'; now: number; call: FailedCall | null },
+): Promise<void> {
+  assertChargeTransition('reserved', p.status);
+  const result = await sql.run(
+    `UPDATE llm_charges SET status = @status, settled_at = @now, outcome = @outcome, http_status = @http_status, latency_ms = @latency_ms
+     WHERE id = @id AND status = 'reserved'`,
+    {
+      id: p.id,
+      status: p.status,
+      now: p.now,
+      outcome: p.call?.outcome ?? null,
+      http_status: p.call?.http_status ?? null,
+      latency_ms: p.call?.latency_ms ?? null,
+    },
+  );
+  expectOneChange(result, `charge ${p.id} is not reserved`);
 }
 
 /**
@@ -136,6 +159,16 @@ export interface UsageTotals {
   unpriced_in_doubt_calls: number;
 }
 
+/**
+ * The charges a usage sum reads, each with `applied`: 1 when a mutation applied its call's answer (the
+ * mutation names it by `response_seq`; a replayed answer, by the original call's), else 0 — a settled
+ * call not applied was wasted. `where` filters the charges (alias `c`).
+ */
+function chargesWithApplied(where: string): string {
+  return `(SELECT c.*, CASE WHEN EXISTS (SELECT 1 FROM mutations m WHERE m.response_seq = c.response_seq) THEN 1 ELSE 0 END AS applied
+     FROM llm_charges c ${where}) charges`;
+}
+
 const TOTALS_COLUMNS = `
   count(*) FILTER (WHERE status IN ('settled', 'in_doubt')) AS calls,
   coalesce(sum(CASE WHEN status = 'settled' THEN prompt_tokens END), 0) AS prompt_tokens,
@@ -157,15 +190,15 @@ const TOTALS_COLUMNS = `
 /** A thread's usage; for an orchestration, its children's too (children are one level deep). */
 export async function sumThreadUsage(sql: Sql, threadId: string): Promise<UsageTotals> {
   return (await sql.get(
-    `SELECT ${TOTALS_COLUMNS} FROM llm_charges
-     WHERE thread_id = @id OR thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @id)`,
+    `SELECT ${TOTALS_COLUMNS}
+     FROM ${chargesWithApplied('WHERE c.thread_id = @id OR c.thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @id)')}`,
     { id: threadId },
   )) as UsageTotals;
 }
 
 /** Every call ever made: what `combine stats` counts, with the same definition of a call as `usage`. */
 export async function sumAllUsage(sql: Sql): Promise<UsageTotals> {
-  return (await sql.get(`SELECT ${TOTALS_COLUMNS} FROM llm_charges`)) as UsageTotals;
+  return (await sql.get(`SELECT ${TOTALS_COLUMNS} FROM ${chargesWithApplied('')}`)) as UsageTotals;
 }
 
 export type UsageRow = UsageTotals & { project_id: string; day: string };
@@ -173,8 +206,8 @@ export type UsageRow = UsageTotals & { project_id: string; day: string };
 /** Usage per project and UTC day, newest day first; `projectId` null for every project. */
 export async function listUsageByProjectDay(sql: Sql, projectId: string | null): Promise<UsageRow[]> {
   return (await sql.all(
-    `SELECT project_id, day, ${TOTALS_COLUMNS} FROM llm_charges
-     WHERE (CAST(@projectId AS TEXT) IS NULL OR project_id = @projectId)
+    `SELECT project_id, day, ${TOTALS_COLUMNS}
+     FROM ${chargesWithApplied('WHERE CAST(@projectId AS TEXT) IS NULL OR c.project_id = @projectId')}
      GROUP BY project_id, day ORDER BY day DESC, project_id`,
     { projectId },
   )) as UsageRow[];

@@ -4,7 +4,7 @@
  * with its project: read apart, they were ten primary-key look-ups per item.
  */
 import type { Sql } from '../core/sql.js';
-import type { ProjectRow, ThreadRow, WorkItemRow } from './schema.js';
+import type { ChargeRow, ProjectRow, ThreadRow, WorkItemRow } from './schema.js';
 import { inJsonArray } from './dialect.js';
 import { objectLiteralOf } from './statements.js';
 
@@ -67,19 +67,76 @@ const SELECT_ITEM_WITH_THREAD = `SELECT ${ITEM_COLUMNS.map((c) => `w.${c}`).join
 const ITEM_WITH_THREAD_TEXT = `${SELECT_ITEM_WITH_THREAD}
   WHERE w.id = ?`;
 
-/** The items of a JSON array of ids (`?`), each looked up by its primary key. */
-const ITEMS_WITH_THREADS_TEXT = {
-  sqlite: `${SELECT_ITEM_WITH_THREAD}
-  WHERE ${inJsonArray('sqlite', 'w.id', '?')}`,
-  postgres: `${SELECT_ITEM_WITH_THREAD}
-  WHERE ${inJsonArray('postgres', 'w.id', '?')}`,
+const CHARGE_COLUMNS = allColumns<ChargeRow>()([
+  'id',
+  'work_item_id',
+  'thread_id',
+  'project_id',
+  'model',
+  'attempt',
+  'repair',
+  'status',
+  'day',
+  'reserved_tokens',
+  'reserved_cost_usd',
+  'prompt_tokens',
+  'completion_tokens',
+  'total_tokens',
+  'cost_usd',
+  'response_seq',
+  'created_at',
+  'settled_at',
+  'outcome',
+  'http_status',
+  'latency_ms',
+  'provider_request_id',
+]);
+
+/**
+ * What a read of several items carries besides their rows, for the step that will use it (each read
+ * apart was one statement per item):
+ * - `start`: the type of the item's last ledger entry (a `response` means a replay queued it with its answer);
+ * - `record`: the item's open reservation, which the answer settles (at most one: uq_charges_open_reservation).
+ */
+export type ReadAhead = 'rows' | 'start' | 'record';
+
+const AHEAD_SELECT: Record<ReadAhead, string> = {
+  rows: SELECT_ITEM_WITH_THREAD,
+  start: SELECT_ITEM_WITH_THREAD.replace(
+    ' FROM llm_work_items w',
+    `, (SELECT e.entry_type FROM llm_ledger_entries e WHERE e.work_item_id = w.id ORDER BY e.seq DESC LIMIT 1) AS x_last_entry_type
+  FROM llm_work_items w`,
+  ),
+  record: `${SELECT_ITEM_WITH_THREAD.replace(
+    ' FROM llm_work_items w',
+    `, ${CHARGE_COLUMNS.map((c) => `c.${c} AS c_${c}`).join(', ')}
+  FROM llm_work_items w`,
+  )}
+  LEFT JOIN llm_charges c ON c.work_item_id = w.id AND c.status = 'reserved'`,
 };
+
+/** The items of a JSON array of ids (`?`), each looked up by its primary key. */
+const ITEMS_WITH_THREADS_TEXT = Object.fromEntries(
+  (['rows', 'start', 'record'] as const).map((ahead) => [
+    ahead,
+    {
+      sqlite: `${AHEAD_SELECT[ahead]}
+  WHERE ${inJsonArray('sqlite', 'w.id', '?')}`,
+      postgres: `${AHEAD_SELECT[ahead]}
+  WHERE ${inJsonArray('postgres', 'w.id', '?')}`,
+    },
+  ]),
+) as Record<ReadAhead, { sqlite: string; postgres: string }>;
 
 export interface ItemWithThread {
   item: WorkItemRow;
   thread: ThreadRow;
   /** The item's project; null when it no longer exists. */
   project: ProjectRow | null;
+  /** Read ahead for the start (`ReadAhead`): the type of the item's last ledger entry, null if none; undefined when not read. */
+  lastEntryType: string | null | undefined;
+  /** Read ahead for the record (`ReadAhead`): the item's open reservation, null if none; undefined when not read. */
+  openCharge: ChargeRow | null | undefined;
 }
 
 /**
@@ -87,30 +144,38 @@ export interface ItemWithThread {
  * each would read them; undefined when there is no such item.
  */
 export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
-  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT, [id]).then(splitRow);
+  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT, [id]).then((row) => splitRow(row));
 }
 
 /**
  * `getWorkItemWithThread` of several items in one statement, by item id; an id with no item is absent.
  * (A shared write closure's steps, each of its own item: engine/shared-writes.ts.)
  */
-export async function listWorkItemsWithThreads(sql: Sql, ids: readonly string[]): Promise<Map<string, ItemWithThread>> {
-  const rows = await sql.all<Record<string, unknown>>(ITEMS_WITH_THREADS_TEXT[sql.dialect], [JSON.stringify(ids)]);
+export async function listWorkItemsWithThreads(sql: Sql, ids: readonly string[], ahead: ReadAhead = 'rows'): Promise<Map<string, ItemWithThread>> {
+  const rows = await sql.all<Record<string, unknown>>(ITEMS_WITH_THREADS_TEXT[ahead][sql.dialect], [JSON.stringify(ids)]);
   const reads = new Map<string, ItemWithThread>();
   for (const row of rows) {
-    const read = splitRow(row)!;
+    const read = splitRow(row, ahead)!;
     reads.set(read.item.id, read);
   }
   return reads;
 }
 
-function splitRow(row: Record<string, unknown> | undefined): ItemWithThread | undefined {
+/** One shape for every read: what was not read ahead is undefined. */
+function splitRow(row: Record<string, unknown> | undefined, ahead: ReadAhead = 'rows'): ItemWithThread | undefined {
   if (!row) return undefined;
   const project = row.p_id === null ? null : { id: row.p_id as string, name: row.p_name as string, created_at: row.p_created_at as number };
-  return { item: itemOf(row) as WorkItemRow, thread: threadOf(row) as ThreadRow, project };
+  return {
+    item: itemOf(row) as WorkItemRow,
+    thread: threadOf(row) as ThreadRow,
+    project,
+    lastEntryType: ahead === 'start' ? (row.x_last_entry_type as string | null) : undefined,
+    openCharge: ahead !== 'record' ? undefined : row.c_id === null ? null : (chargeOf(row) as ChargeRow),
+  };
 }
 
 // One object literal per row type (statements.ts `objectLiteralOf`), from the joined row's `<prefix><column>`;
 // the names are this file's column lists, checked against the schema's row types.
 const itemOf = objectLiteralOf<Record<string, unknown>>(ITEM_COLUMNS.map((c) => [c, c]));
 const threadOf = objectLiteralOf<Record<string, unknown>>(THREAD_COLUMNS.map((c) => [c, `t_${c}`]));
+const chargeOf = objectLiteralOf<Record<string, unknown>>(CHARGE_COLUMNS.map((c) => [c, `c_${c}`]));

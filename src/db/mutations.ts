@@ -3,8 +3,8 @@ import type { Sql } from '../core/sql.js';
 import type { MutationRow } from './schema.js';
 import { runAtCommit } from './statements.js';
 
-const INSERT_MUTATION = `INSERT INTO mutations (id, work_item_id, thread_id, document_id, from_version, to_version, summary, created_at)
-     VALUES (@id, @work_item_id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at)`;
+const INSERT_MUTATION = `INSERT INTO mutations (id, work_item_id, thread_id, document_id, from_version, to_version, summary, created_at, response_seq)
+     VALUES (@id, @work_item_id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at, @response_seq)`;
 
 /**
  * Throws (UNIQUE on work_item_id) if this work item already applied a mutation. On a handle that runs

@@ -72,10 +72,6 @@ export async function deleteMutationsOfThread(sql: Sql, threadId: string): Promi
   return (await sql.run('DELETE FROM mutations WHERE work_item_id IN (SELECT id FROM llm_work_items WHERE thread_id = ?)', [threadId])).changes;
 }
 
-export async function deleteCallRecordsOfThread(sql: Sql, threadId: string): Promise<number> {
-  return (await sql.run('DELETE FROM llm_call_records WHERE thread_id = ?', [threadId])).changes;
-}
-
 /**
  * A thread's charge rows. Budgets do not lose them: they read llm_project_spend, which keeps each
  * project's per-day totals; `combine usage` then reports the history that is still kept.

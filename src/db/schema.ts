@@ -183,24 +183,37 @@ export const ledgerEntries = sqliteTable(
   (t) => [index('idx_ledger_thread').on(t.thread_id, t.seq), index('idx_ledger_work_item').on(t.work_item_id, t.seq)],
 );
 
-export const mutations = sqliteTable('mutations', {
-  id: text('id').primaryKey(),
-  /** Unique: a work item's mutation applies at most once. */
-  work_item_id: text('work_item_id')
-    .notNull()
-    .unique()
-    .references(() => workItems.id),
-  thread_id: text('thread_id')
-    .notNull()
-    .references(() => threads.id),
-  document_id: text('document_id')
-    .notNull()
-    .references(() => documents.id),
-  from_version: integer('from_version').notNull(),
-  to_version: integer('to_version').notNull(),
-  summary: text('summary').notNull(),
-  created_at: integer('created_at').notNull(),
-});
+export const mutations = sqliteTable(
+  'mutations',
+  {
+    id: text('id').primaryKey(),
+    /** Unique: a work item's mutation applies at most once. */
+    work_item_id: text('work_item_id')
+      .notNull()
+      .unique()
+      .references(() => workItems.id),
+    thread_id: text('thread_id')
+      .notNull()
+      .references(() => threads.id),
+    document_id: text('document_id')
+      .notNull()
+      .references(() => documents.id),
+    from_version: integer('from_version').notNull(),
+    to_version: integer('to_version').notNull(),
+    summary: text('summary').notNull(),
+    created_at: integer('created_at').notNull(),
+    /**
+     * The recorded answer this mutation applied, as its charge names it: the `response` entry's seq, or
+     * for a replayed answer the original paid call's (`replay_of`). A charge whose `response_seq` no
+     * mutation names was wasted (usage's `wasted_calls`); null when the answer had no charge to name.
+     */
+    response_seq: integer('response_seq'),
+  },
+  (t) => [
+    // Usage sums ask, per settled charge, whether a mutation applied its answer.
+    index('idx_mutations_response').on(t.response_seq).where(sql`response_seq IS NOT NULL`),
+  ],
+);
 
 export const locks = sqliteTable('locks', {
   scope: text('scope').primaryKey(),
@@ -210,30 +223,13 @@ export const locks = sqliteTable('locks', {
   expires_at: integer('expires_at'),
 });
 
-/** Telemetry only: execution never reads this table for correctness (ADR-035 §13). */
-export const callRecords = sqliteTable(
-  'llm_call_records',
-  {
-    id: integer('id').primaryKey({ autoIncrement: true }),
-    thread_id: text('thread_id').notNull(),
-    work_item_id: text('work_item_id').notNull(),
-    model: text('model').notNull(),
-    outcome: text('outcome').notNull(),
-    http_status: integer('http_status'),
-    latency_ms: integer('latency_ms').notNull(),
-    prompt_tokens: integer('prompt_tokens'),
-    completion_tokens: integer('completion_tokens'),
-    total_tokens: integer('total_tokens'),
-    provider_request_id: text('provider_request_id'),
-    created_at: integer('created_at').notNull(),
-  },
-  (t) => [index('idx_call_records_thread').on(t.thread_id)],
-);
-
 /**
  * One row per provider call (a charge): reserved in the claim's transaction before the call, settled
  * from the `response` entry in the transaction that records it, or released / kept `in_doubt` when the
- * call failed. Budgets and `combine usage` read this table; it is correctness data, not telemetry.
+ * call failed. Budgets and `combine usage` read this table; it is correctness data. It also carries the
+ * call's telemetry (outcome, HTTP status, latency, provider request id), set by the same change that
+ * settles or closes it. Whether a settled call's answer was applied is not stored here: a mutation
+ * names the answer it applied (`mutations.response_seq`), in the transaction that applies it.
  *
  *   reserved  the call may be in flight: counts its estimated maximum (prompt + max_tokens)
  *   settled   the provider answered: counts the answer's usage (copied from the response entry)
@@ -265,10 +261,16 @@ export const charges = sqliteTable(
     cost_usd: real('cost_usd'),
     /** The `response` ledger entry this charge was settled from; unique, so a response is never counted twice. */
     response_seq: integer('response_seq'),
-    /** 1 when this call's answer was applied; settled calls with 0 are wasted (retries, repairs, failures). */
-    applied: integer('applied').notNull().default(0),
     created_at: integer('created_at').notNull(),
     settled_at: integer('settled_at'),
+    // The call's telemetry, written by the change that ends the call (settle or close), null while
+    // reserved and for a lease that never sent its request: what llm_call_records held before
+    // migration 0017, one row less per call. Execution never reads it.
+    /** `ok` for an answer recorded, else the error's code (TIMEOUT, HTTP_500, …); null if no call was made. */
+    outcome: text('outcome'),
+    http_status: integer('http_status'),
+    latency_ms: integer('latency_ms'),
+    provider_request_id: text('provider_request_id'),
   },
   (t) => [
     uniqueIndex('uq_charges_response').on(t.response_seq).where(sql`response_seq IS NOT NULL`),
@@ -333,7 +335,6 @@ export type WorkItemRow = typeof workItems.$inferSelect;
 export type LedgerRow = typeof ledgerEntries.$inferSelect;
 export type MutationRow = typeof mutations.$inferSelect;
 export type LockRow = typeof locks.$inferSelect;
-export type CallRecordRow = typeof callRecords.$inferSelect;
 export type ChargeRow = typeof charges.$inferSelect;
 export type ResponseCacheRow = typeof responseCache.$inferSelect;
 export type LedgerImportRow = typeof ledgerImports.$inferSelect;

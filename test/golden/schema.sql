@@ -1,6 +1,3 @@
--- index idx_call_records_thread
-CREATE INDEX `idx_call_records_thread` ON `llm_call_records` (`thread_id`);
-
 -- index idx_charges_project_day
 CREATE INDEX `idx_charges_project_day` ON `llm_charges` (`project_id`,`day`);
 
@@ -18,6 +15,9 @@ CREATE INDEX `idx_ledger_thread` ON `llm_ledger_entries` (`thread_id`,`seq`);
 
 -- index idx_ledger_work_item
 CREATE INDEX `idx_ledger_work_item` ON `llm_ledger_entries` (`work_item_id`,`seq`);
+
+-- index idx_mutations_response
+CREATE INDEX `idx_mutations_response` ON `mutations` (`response_seq`) WHERE response_seq IS NOT NULL;
 
 -- index idx_schedule_runs_pending
 CREATE INDEX `idx_schedule_runs_pending` ON `schedule_runs` (`claimed_at`) WHERE status = 'pending';
@@ -119,22 +119,6 @@ CREATE TABLE `documents` (
 	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE no action
 );
 
--- table llm_call_records
-CREATE TABLE `llm_call_records` (
-	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
-	`thread_id` text NOT NULL,
-	`work_item_id` text NOT NULL,
-	`model` text NOT NULL,
-	`outcome` text NOT NULL,
-	`http_status` integer,
-	`latency_ms` integer NOT NULL,
-	`prompt_tokens` integer,
-	`completion_tokens` integer,
-	`total_tokens` integer,
-	`provider_request_id` text,
-	`created_at` integer NOT NULL
-);
-
 -- table llm_charges
 CREATE TABLE `llm_charges` (
 	`id` text PRIMARY KEY NOT NULL,
@@ -153,9 +137,8 @@ CREATE TABLE `llm_charges` (
 	`total_tokens` integer,
 	`cost_usd` real,
 	`response_seq` integer,
-	`applied` integer DEFAULT 0 NOT NULL,
 	`created_at` integer NOT NULL,
-	`settled_at` integer,
+	`settled_at` integer, `outcome` text, `http_status` integer, `latency_ms` integer, `provider_request_id` text,
 	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action,
 	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action
 );
@@ -274,7 +257,7 @@ CREATE TABLE `mutations` (
 	`from_version` integer NOT NULL,
 	`to_version` integer NOT NULL,
 	`summary` text NOT NULL,
-	`created_at` integer NOT NULL,
+	`created_at` integer NOT NULL, `response_seq` integer,
 	FOREIGN KEY (`work_item_id`) REFERENCES `llm_work_items`(`id`) ON UPDATE no action ON DELETE no action,
 	FOREIGN KEY (`thread_id`) REFERENCES `llm_threads`(`id`) ON UPDATE no action ON DELETE no action,
 	FOREIGN KEY (`document_id`) REFERENCES `documents`(`id`) ON UPDATE no action ON DELETE no action

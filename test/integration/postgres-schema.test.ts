@@ -22,6 +22,10 @@ import { RUN_STATUSES, SCHEDULE_STATUSES } from '../../src/domain/schedule.js';
 import { CHARGE_STATUSES, THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../src/domain/states.js';
 import type { LedgerRow } from '../../src/db/schema.js';
 import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
+import { EXPECTED_CHARGES, EXPECTED_CHARGES_SQL, EXPECTED_USAGE, OLD_HOME } from '../helpers/call-records-migration.js';
+import { migrationsBefore } from '../helpers/migrations.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { sumThreadUsage } from '../../src/db/charges.js';
 
 const MIGRATIONS = readMigrationFiles({ migrationsFolder: defaultPgMigrationsFolder() }).length;
 
@@ -81,6 +85,27 @@ describe('Postgres migrations', () => {
       expect((await client.query('SELECT seq, hash FROM llm_ledger_head')).rows).toEqual([{ seq: 0, hash: GENESIS_HASH }]);
     } finally {
       await client.end();
+    }
+  });
+
+  it('0011 moves each call record onto its charge and names the applied answer on its mutation, as SQLite`s 0017', async () => {
+    const dirs: string[] = [];
+    try {
+      await applyPgMigrations(db.url, migrationsBefore('0011_merge_call_records', dirs, 'migrations/pg'));
+      const pool = openPostgresPool(db.url);
+      try {
+        const sql = new PgSql(pool);
+        for (const statement of OLD_HOME) await sql.run(statement);
+        await applyPgMigrations(db.url);
+        expect(await sql.all(EXPECTED_CHARGES_SQL)).toEqual(EXPECTED_CHARGES);
+        expect(await sql.all('SELECT id, response_seq FROM mutations')).toEqual([{ id: 'm1', response_seq: 10 }]);
+        expect(await sumThreadUsage(sql, 't1')).toMatchObject(EXPECTED_USAGE);
+        expect(await sql.all("SELECT 1 FROM information_schema.tables WHERE table_name = 'llm_call_records'")).toEqual([]);
+      } finally {
+        await pool.end();
+      }
+    } finally {
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
     }
   });
 });

@@ -84,8 +84,8 @@ async function echoedAndNowhere(others: string[]): Promise<void> {
 
   const exported = join(h.home, 'export.jsonl');
   expect((await h.cli(['ledger', 'export', '--project', 'p', '--out', exported])).code).toBe(0);
-  const callRecordIds = await h.query<{ id: string | null }>('SELECT provider_request_id AS id FROM llm_call_records');
-  expect(callRecordIds.some((r) => r.id === `req-${echoed}`)).toBe(true);
+  const requestIds = await h.query<{ id: string | null }>('SELECT provider_request_id AS id FROM llm_charges');
+  expect(requestIds.some((r) => r.id === `req-${echoed}`)).toBe(true);
 
   for (const secret of [key, ...others]) expect(filesContaining(secret, [exported]), secret).toEqual([]);
   for (const secret of [key, ...others]) expect(await tablesContaining(secret), secret).toEqual([]);

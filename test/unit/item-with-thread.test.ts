@@ -13,6 +13,7 @@ import { SqliteSql } from '../../src/db/sql.js';
 import { getThread, insertThread, startThreadAndParent, transitionThreadIfStill } from '../../src/db/threads.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { getProject, insertProject } from '../../src/db/projects.js';
+import { getOpenCharge, insertCharge } from '../../src/db/charges.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let dir: string;
@@ -86,6 +87,55 @@ describe('a work item with its thread', () => {
     expect([...reads.keys()].sort()).toEqual(['a', 'b', 'c']);
     for (const id of ['a', 'b', 'c']) expect(reads.get(id)).toEqual(await getWorkItemWithThread(sql, id));
     expect(reads.get('c')!.project).toBeNull();
+  });
+
+  it('reads ahead what a step needs: the last ledger entry`s type for the start, the open reservation for the record', async () => {
+    await insertProject(sql, { id: 'p', name: 'P', created_at: 1 });
+    for (const key of ['a', 'b']) {
+      await insertThread(sql, testThreadRow(key));
+      await insertWorkItem(sql, testWorkItemRow(key, { project_id: 'p' }));
+    }
+    const entry = db.prepare(
+      `INSERT INTO llm_ledger_entries (seq, thread_id, work_item_id, entry_type, attempt, payload, prev_hash, hash, created_at)
+       VALUES (?, 't-a', 'a', ?, 1, '{}', 'x', 'y', 1)`,
+    );
+    entry.run(1, 'prompt');
+    entry.run(2, 'response');
+    // Every column its own value, so a column read into the wrong field shows.
+    const charge = {
+      id: 'c1',
+      work_item_id: 'a',
+      thread_id: 't-a',
+      project_id: 'p',
+      model: 'm',
+      attempt: 2,
+      repair: 3,
+      status: 'reserved',
+      day: '2026-11-25',
+      reserved_tokens: 4,
+      reserved_cost_usd: 0.5,
+      prompt_tokens: 6,
+      completion_tokens: 7,
+      total_tokens: 8,
+      cost_usd: 0.9,
+      response_seq: 10,
+      created_at: 11,
+      settled_at: 12,
+    };
+    await insertCharge(sql, charge);
+    await insertCharge(sql, { ...charge, id: 'c0', status: 'released', response_seq: null });
+    const start = await listWorkItemsWithThreads(sql, ['a', 'b'], 'start');
+    expect([start.get('a')!.lastEntryType, start.get('b')!.lastEntryType]).toEqual(['response', null]);
+    expect(start.get('a')!.openCharge).toBeUndefined();
+    const record = await listWorkItemsWithThreads(sql, ['a', 'b'], 'record');
+    expect(record.get('a')!.openCharge).toEqual(await getOpenCharge(sql, 'a'));
+    expect(Object.keys(record.get('a')!.openCharge!).sort()).toEqual(Object.keys((await getOpenCharge(sql, 'a'))!).sort());
+    expect(record.get('b')!.openCharge).toBeNull();
+    expect(record.get('a')!.lastEntryType).toBeUndefined();
+    for (const id of ['a', 'b']) {
+      const { item, thread, project } = (await getWorkItemWithThread(sql, id))!;
+      expect(record.get(id)).toMatchObject({ item, thread, project });
+    }
   });
 });
 

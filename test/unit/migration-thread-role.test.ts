@@ -3,40 +3,25 @@
  * its work is rebuilt from (its target_ref without doc_type) and its role (an orchestration is the
  * thread with no work item), so threads in flight at the upgrade keep running. No operation is named.
  */
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/connection.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { ROOT } from '../helpers/harness.js';
+import { migrationsBefore } from '../helpers/migrations.js';
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-/** The shipped migrations up to (not including) `tag`. */
-function migrationsBefore(tag: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'cmb-mig-'));
-  dirs.push(dir);
-  cpSync(join(ROOT, 'migrations'), dir, { recursive: true });
-  const journalPath = join(dir, 'meta', '_journal.json');
-  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as { entries: { tag: string }[] };
-  journal.entries = journal.entries.slice(
-    0,
-    journal.entries.findIndex((e) => e.tag === tag),
-  );
-  writeFileSync(journalPath, JSON.stringify(journal));
-  return dir;
-}
-
 describe('migration 0011 (thread role and input)', () => {
   it('backfills the input and role of existing threads', () => {
     const home = mkdtempSync(join(tmpdir(), 'cmb-home-'));
     dirs.push(home);
     const db = openDatabase(join(home, 'combine.db'));
-    applyMigrations(db, migrationsBefore('0011_thread_role_input'));
+    applyMigrations(db, migrationsBefore('0011_thread_role_input', dirs));
     const thread = db.prepare(
       `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, status, parent_thread_id, idempotency_key, created_by, created_at, closed_at)
        VALUES (?, ?, 'project', 'p', ?, ?, ?, ?, NULL, 1, NULL)`,

@@ -84,7 +84,6 @@ describe('Postgres schema (src/db/pg/)', () => {
     expectTypeOf<typeof pgSchemaTables.documents.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.DocumentRow>();
     expectTypeOf<typeof pgSchemaTables.locks.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.LockRow>();
     expectTypeOf<typeof pgSchemaTables.mutations.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.MutationRow>();
-    expectTypeOf<typeof pgSchemaTables.callRecords.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.CallRecordRow>();
     expectTypeOf<typeof pgSchemaTables.responseCache.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.ResponseCacheRow>();
     expectTypeOf<typeof pgSchemaTables.ledgerImports.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.LedgerImportRow>();
     expectTypeOf<typeof pgSchemaTables.ledgerCheckpoints.$inferSelect>().toEqualTypeOf<sqliteSchemaTables.LedgerCheckpointRow>();

@@ -51,7 +51,6 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
     total_tokens: null,
     cost_usd: null,
     response_seq: null,
-    applied: 0,
     created_at: tx.now,
     settled_at: null,
   });
@@ -61,11 +60,21 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
  * The response was recorded (`response` = its ledger entry, appended at the end of this transaction):
  * settle at its usage. A response without usage was paid for an unknown amount, so it stays counted at
  * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs right
- * after the append; the spend moves now.
+ * after the append; the spend moves now. `call`: the telemetry written with it. `openCharge`: the item's
+ * open reservation when a shared closure read it ahead (null: none), undefined to read it here.
  */
-export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: PendingEntry, usage: Usage | null, priceOf: PriceOf): Promise<void> {
+export async function settleFromResponse(
+  tx: Tx,
+  item: WorkItemRow,
+  response: PendingEntry,
+  usage: Usage | null,
+  call: AnsweredCall,
+  priceOf: PriceOf,
+  openCharge: ChargeRow | null | undefined,
+): Promise<void> {
   await lockProjectBudget(tx, item.project_id);
-  const charge = await getOpenCharge(tx.sql, item.id);
+  // Read ahead by a shared closure (SQLite: no lock to take first), else read here, under the budget lock.
+  const charge = openCharge === undefined ? await getOpenCharge(tx.sql, item.id) : openCharge;
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
   // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
   const price = priceOf(charge.model);
@@ -79,6 +88,9 @@ export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: Pe
       total_tokens: usage?.total_tokens ?? null,
       cost_usd: cost,
       response_seq: response.row.seq,
+      http_status: call.httpStatus,
+      latency_ms: call.latencyMs,
+      provider_request_id: call.requestId,
       now: tx.now,
     }),
   );
@@ -93,17 +105,26 @@ export async function settleFromResponse(tx: Tx, item: WorkItemRow, response: Pe
   if (usage.total_tokens < charge.reserved_tokens) await freeHeadroom(tx, item);
 }
 
+/** The telemetry of a call answered with a recorded response, written on its charge by the settle. */
+export interface AnsweredCall {
+  httpStatus: number;
+  latencyMs: number;
+  requestId: string | null;
+}
+
 /**
  * The call failed without a recorded response. An HTTP error answer (4xx/5xx, 429 included) is not
  * billed, nor is a request that never left; anything else (timeout, dropped connection, abort,
- * INTERRUPTED by a crash) may have been, so it counts as spent.
+ * INTERRUPTED by a crash) may have been, so it counts as spent. `latencyMs`: how long the call took,
+ * when this process made it (null for a call in flight at a crash).
  */
-export async function closeAfterError(tx: Tx, item: WorkItemRow, error: ClassifiedError): Promise<void> {
+export async function closeAfterError(tx: Tx, item: WorkItemRow, error: ClassifiedError, latencyMs: number | null): Promise<void> {
   await lockProjectBudget(tx, item.project_id);
   const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return;
   const billed = error.httpStatus === undefined && !error.notSent;
-  await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: billed ? 'in_doubt' : 'released', now: tx.now });
+  const call = latencyMs === null ? null : { outcome: error.code, http_status: error.httpStatus ?? null, latency_ms: latencyMs };
+  await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: billed ? 'in_doubt' : 'released', now: tx.now, call });
   if (!billed) await unreserve(tx, item, charge);
 }
 
@@ -112,7 +133,7 @@ export async function releaseUnsent(tx: Tx, item: WorkItemRow): Promise<void> {
   await lockProjectBudget(tx, item.project_id);
   const charge = await getOpenCharge(tx.sql, item.id);
   if (!charge) return;
-  await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: 'released', now: tx.now });
+  await closeChargeWithoutResponse(tx.sql, { id: charge.id, status: 'released', now: tx.now, call: null });
   await unreserve(tx, item, charge);
 }
 

@@ -11,9 +11,7 @@
  * Every status change is guarded by status and lease owner, so a worker that lost its lease fails
  * loudly (StaleStateError) instead of completing an item twice.
  */
-import { insertCallRecord } from '../../db/call-records.js';
 import type { ItemWithThread } from '../../db/item-with-thread.js';
-import { markChargeApplied } from '../../db/charges.js';
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
@@ -60,7 +58,8 @@ export async function startWorkItem(
     await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
     return null;
   }
-  const pending = await getLastLedgerEntryForWorkItem(tx.sql, item.id);
+  // Read ahead by a shared closure: only a `response` needs its row.
+  const pending = read.lastEntryType === undefined || read.lastEntryType === 'response' ? await getLastLedgerEntryForWorkItem(tx.sql, item.id) : null;
   if (pending?.entry_type === 'response') {
     // A replay queued this item with its answer: nothing will be sent, so nothing stays reserved.
     await releaseUnsent(tx, item);
@@ -103,19 +102,21 @@ async function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: 
   emitWorkItem(tx, thread, { ...item, status: 'running' });
 }
 
-/** Records a 2xx answer (paid work) and its telemetry. Returns the `response` entry (its row once committed). */
+/**
+ * Records a 2xx answer (paid work): the `response` entry, and the charge settled from it with the call's
+ * telemetry. Returns the `response` entry (its row once committed).
+ */
 export async function recordResponse(
   tx: Tx,
   ctx: EngineContext,
   itemId: string,
   outcome: Extract<CallOutcome, { kind: 'response' }>,
-  route: ModelRoute,
   known?: ItemWithThread,
 ): Promise<PendingEntry> {
   // No budget lock here: `settleFromResponse` takes it as this transaction's first lock (appendEntry only
   // buffers: the append, which locks the chain head, runs at the end), so taking it here too was a second
   // round trip on Postgres for a lock already held.
-  const { item, thread } = await leasedItemAndThread(tx, ctx, itemId, 'running', known);
+  const { item, thread, openCharge } = await leasedItemAndThread(tx, ctx, itemId, 'running', known);
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
   const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
@@ -128,22 +129,7 @@ export async function recordResponse(
     body: envelope.body,
     ...(envelope.body === null ? { body_text: outcome.bodyText } : {}),
   });
-  await settleFromResponse(tx, item, entry, usage, ctx.priceOf);
-  // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
-  if (route.free) return entry;
-  await insertCallRecord(tx.sql, {
-    thread_id: thread.id,
-    work_item_id: item.id,
-    model: route.key,
-    outcome: 'ok',
-    http_status: outcome.httpStatus,
-    latency_ms: outcome.latencyMs,
-    prompt_tokens: usage?.prompt_tokens ?? null,
-    completion_tokens: usage?.completion_tokens ?? null,
-    total_tokens: usage?.total_tokens ?? null,
-    provider_request_id: outcome.requestId,
-    created_at: tx.now,
-  });
+  await settleFromResponse(tx, item, entry, usage, outcome, ctx.priceOf, openCharge);
   return entry;
 }
 
@@ -186,7 +172,10 @@ export async function finishAnswer(
   }
   appendEntry(tx, thread, item.id, 'parse_report', item.attempt, { ok: true, items: verdict.items, item_noun: verdict.noun, errors: [], ...provenance });
   await rememberValidAnswer(tx, item, response, recorded, sent);
-  const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, tx.now);
+  // A replayed answer is the original paid call's: the mutation names that call's response, whose
+  // charge is then not wasted after all (usage's `applied`).
+  const appliedResponseSeq = recorded.replay_of ?? response.seq;
+  const applied = await applyThreadAnswer(tx.sql, ctx.operations, thread, item, verdict.value, appliedResponseSeq, tx.now);
   // An apply that throws is permanent: the paid response stays recorded and `replay --apply` can
   // rescue it once the operation is fixed; recovery never resumes a dead-lettered item.
   if (!applied.ok) return await deadLetter(tx, item, thread, applied.error);
@@ -194,8 +183,6 @@ export async function finishAnswer(
     ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
-  // A replayed answer is the original paid call's: that call was not wasted after all.
-  await markChargeApplied(tx.sql, recorded.replay_of ?? response.seq);
   await markWorkItemApplied(tx.sql, item.id, ctx.owner, tx.now);
   await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });

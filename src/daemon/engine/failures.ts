@@ -2,44 +2,19 @@
  * A failed attempt of a leased (or queued) item, in the transaction that records it: the `error` entry,
  * then retry with backoff, dead_letter, canceled — or, at-most-once, held in doubt (`holdInDoubt`).
  */
-import { insertCallRecord } from '../../db/call-records.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { endWorkItem, requeueWorkItem } from '../../db/work-items.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { backoffDelayMs } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
-import type { ModelRoute } from '../routing/router.js';
 import { closeAfterError } from './charges.js';
 import { leasedItemAndThread, releaseItemLock, threadOf, type AnswerResult, type EngineContext } from './leased.js';
 import { appendEntry, emitWorkItem, endThread, type Tx } from './tx.js';
 
-/** A failed provider call of a leased, running item: telemetry, then `failAttempt`. */
-export async function failLeasedAttempt(
-  tx: Tx,
-  ctx: EngineContext,
-  itemId: string,
-  error: ClassifiedError,
-  latencyMs: number,
-  route: ModelRoute,
-): Promise<AnswerResult> {
+/** A failed provider call of a leased, running item: its charge closed with the call's telemetry, then `failAttempt`. */
+export async function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, error: ClassifiedError, latencyMs: number): Promise<AnswerResult> {
   const { item } = await leasedItemAndThread(tx, ctx, itemId, 'running');
-  await closeAfterError(tx, item, error);
-  // Telemetry of provider calls: the daemon's own zero-cost route (the canary) is not one.
-  if (!route.free) {
-    await insertCallRecord(tx.sql, {
-      thread_id: item.thread_id,
-      work_item_id: item.id,
-      model: route.key,
-      outcome: error.code,
-      http_status: error.httpStatus ?? null,
-      latency_ms: latencyMs,
-      prompt_tokens: null,
-      completion_tokens: null,
-      total_tokens: null,
-      provider_request_id: null,
-      created_at: tx.now,
-    });
-  }
+  await closeAfterError(tx, item, error, latencyMs);
   return await failAttempt(tx, ctx, item, error);
 }
 

@@ -4,7 +4,7 @@
  * repaired, escalated, retried, dead-lettered (finishAnswer). A recorded response is never requested
  * again: recovery resumes from it (`resumeFrom`).
  */
-import type { ItemWithThread } from '../../db/item-with-thread.js';
+import type { ItemWithThread, ReadAhead } from '../../db/item-with-thread.js';
 import type { LedgerRow } from '../../db/schema.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
@@ -58,37 +58,38 @@ type PaidAnswer = Extract<CallOutcome, { kind: 'response' }>;
 /** The writes of a leased item's steps (completer.ts), each committed when its promise settles. */
 export interface ItemWrites {
   start(a: { itemId: string; claimed: BuiltRequest | null }): Promise<StartResult | null>;
-  record(a: { itemId: string; outcome: PaidAnswer; route: ModelRoute }): Promise<PendingEntry>;
+  record(a: { itemId: string; outcome: PaidAnswer }): Promise<PendingEntry>;
   finish(a: { itemId: string; response: LedgerRow; resumed: boolean; sent: SentPrompt | undefined }): Promise<AnswerResult>;
 }
 
 /** The item writes of the engine's context; on SQLite the items whose step comes in one turn share its closure. */
 export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): ItemWrites {
   return {
-    start: leasedItemWrite(write, dialect, (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known)),
-    record: leasedItemWrite(write, dialect, (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, a.route, known)),
-    finish: leasedItemWrite(write, dialect, (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
+    start: leasedItemWrite(write, dialect, 'start', (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known)),
+    record: leasedItemWrite(write, dialect, 'record', (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known)),
+    finish: leasedItemWrite(write, dialect, 'rows', (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
   };
 }
 
 /**
- * `itemWrite` of a leased item's step: a shared closure's items are read with their threads in one
- * statement before its steps run (leased.ts `ItemReads`), and each step is given its item's row
- * (`known`) instead of reading it; a step that runs alone reads its own.
+ * `itemWrite` of a leased item's step: a shared closure's items are read with their threads, and what
+ * the step also needs (`ahead`), in one statement before its steps run (leased.ts `ItemReads`), and each
+ * step is given its item's read (`known`) instead of reading it; a step that runs alone reads its own.
  */
 function leasedItemWrite<A extends { itemId: string }, R>(
   write: Write,
   dialect: 'sqlite' | 'postgres',
+  ahead: ReadAhead,
   step: (tx: Tx, arg: A, known: ItemWithThread | undefined) => Promise<R>,
 ): (arg: A) => Promise<R> {
-  return itemWrite<A, R, ItemReads>(write, dialect, (tx, a, reads) => step(tx, a, reads?.take(a.itemId)), readItemsAhead);
+  const readAhead = (tx: Tx, args: readonly A[]): Promise<ItemReads> =>
+    ItemReads.read(
+      tx,
+      args.map((a) => a.itemId),
+      ahead,
+    );
+  return itemWrite<A, R, ItemReads>(write, dialect, (tx, a, reads) => step(tx, a, reads?.take(a.itemId)), readAhead);
 }
-
-const readItemsAhead = (tx: Tx, args: readonly { itemId: string }[]): Promise<ItemReads> =>
-  ItemReads.read(
-    tx,
-    args.map((a) => a.itemId),
-  );
 
 export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<void> {
   const itemId = l.item.id;
@@ -106,12 +107,12 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
   span.end(d.clock.now(), outcome.kind === 'error' ? outcome.error.code : undefined);
   d.onOutcome(route, outcome);
   if (outcome.kind === 'error') {
-    await d.write((tx) => failLeasedAttempt(tx, d.ctx, itemId, outcome.error, outcome.latencyMs, route));
+    await d.write((tx) => failLeasedAttempt(tx, d.ctx, itemId, outcome.error, outcome.latencyMs));
     return;
   }
   return inAnswerSlot(d, async () => {
     // Paid work: keep trying to record it through storage trouble rather than lose it.
-    const record = () => d.writes.record({ itemId, outcome, route });
+    const record = () => d.writes.record({ itemId, outcome });
     const response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
     d.ctx.crashAt('after_response');
     await finish(d, l, response, false, sent);

@@ -5,7 +5,7 @@
  */
 import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
-import { getWorkItemWithThread, listWorkItemsWithThreads, type ItemWithThread } from '../../db/item-with-thread.js';
+import { getWorkItemWithThread, listWorkItemsWithThreads, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
 import { releaseLock } from '../../db/locks.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -69,8 +69,13 @@ export function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, stat
 export class ItemReads {
   private constructor(private readonly reads: Map<string, ItemWithThread>) {}
 
-  static async read(tx: Tx, ids: readonly string[]): Promise<ItemReads> {
-    return new ItemReads(await listWorkItemsWithThreads(tx.sql, ids));
+  /**
+   * `ahead`: what the step also needs (item-with-thread.ts `ReadAhead`), as good as its own read would
+   * be for the same reason: an earlier step of the closure appends only its own item's entries and
+   * changes only its own item's charge.
+   */
+  static async read(tx: Tx, ids: readonly string[], ahead: ReadAhead): Promise<ItemReads> {
+    return new ItemReads(await listWorkItemsWithThreads(tx.sql, ids, ahead));
   }
 
   /** The item's row as read ahead, once; undefined after (or when it was not found). */

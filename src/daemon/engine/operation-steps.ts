@@ -91,7 +91,9 @@ export function checkThreadAnswer(ops: OperationRegistry, thread: ThreadRow, con
 /**
  * Writes the answer's mutation: the target document's next version (version 1 when it did not exist)
  * and the mutation row, unique per work item — a second application of one item fails instead of
- * applying twice. Returns MUTATION_CONFLICT when the operation's `apply` throws or returns garbage.
+ * applying twice. The row names the answer it applied (`responseSeq`: the charged call's response), which
+ * is how usage tells an applied call from a wasted one. Returns MUTATION_CONFLICT when the operation's
+ * `apply` throws or returns garbage.
  */
 export async function applyThreadAnswer(
   sql: Sql,
@@ -99,6 +101,7 @@ export async function applyThreadAnswer(
   thread: ThreadRow,
   item: WorkItemRow,
   answer: unknown,
+  responseSeq: number,
   now: number,
 ): Promise<{ ok: true; mutation: AppliedMutation } | { ok: false; error: ClassifiedError }> {
   const { op, error } = unknownOperation(ops, thread);
@@ -157,6 +160,7 @@ export async function applyThreadAnswer(
     to_version: fromVersion + 1,
     summary: JSON.stringify(planned.summary),
     created_at: now,
+    response_seq: responseSeq,
   });
   return { ok: true, mutation };
 }

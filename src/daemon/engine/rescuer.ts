@@ -98,7 +98,7 @@ export async function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRo
         class: 'transient',
         message: 'the daemon stopped while the call was in flight; the provider may have been paid for it',
       };
-      await closeAfterError(tx, mine, error);
+      await closeAfterError(tx, mine, error, null);
       // At-most-once operations do not send it again: the user decides (retry or cancel).
       if (ctx.operations.policyFor(thread.kind).interrupted === 'hold') {
         await holdInDoubt(tx, mine, error);

@@ -11,9 +11,8 @@ import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import {
   cancelActiveThreads,
   countChildThreadsByStatus,
-  hasActiveChildThread,
   getThread,
-  lockThread,
+  lockThreadForClose,
   startThreadAndParent,
   transitionThread,
   transitionThreadIfStill,
@@ -273,9 +272,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
 export async function closeParentIfDone(tx: Tx, parentId: string): Promise<void> {
   // Locked before the children are counted: of two last children ending at once, the second counts
   // after the first committed, so one of them always sees every child ended.
-  const parent = await lockThread(tx.sql, parentId);
-  if (!parent || isTerminalThread(parent.status)) return;
-  if (await hasActiveChildThread(tx.sql, parentId)) return;
+  const locked = await lockThreadForClose(tx.sql, parentId);
+  if (!locked || isTerminalThread(locked.thread.status) || locked.activeChild) return;
+  const parent = locked.thread;
   // Every child has ended (open and running are the only other statuses): how they ended decides.
   const counts = await countChildThreadsByStatus(tx.sql, parentId);
   if (counts.length === 0) return;

@@ -11,7 +11,6 @@
 import { randomUUID } from 'node:crypto';
 import {
   countWorkItemsOfThread,
-  deleteCallRecordsOfThread,
   deleteChargesOfThread,
   deleteCheckpointedLedgerRun,
   deleteClosedThread,
@@ -88,7 +87,6 @@ export async function pruneBatch(tx: Tx, p: { cutoff: number; pruneId: string; l
   let workItems = 0;
   for (const id of threadIds) {
     await deleteMutationsOfThread(tx.sql, id);
-    await deleteCallRecordsOfThread(tx.sql, id);
     await deleteChargesOfThread(tx.sql, id);
     await detachScheduleRunsFromThread(tx.sql, id);
     workItems += await deleteWorkItemsOfThread(tx.sql, id);

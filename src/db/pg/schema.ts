@@ -205,23 +205,28 @@ export const rateLimits = pgTable('llm_rate_limits', {
   parked_until: int8('parked_until').notNull().default(0),
 });
 
-export const mutations = pgTable('mutations', {
-  id: text('id').primaryKey(),
-  work_item_id: text('work_item_id')
-    .notNull()
-    .unique()
-    .references(() => workItems.id),
-  thread_id: text('thread_id')
-    .notNull()
-    .references(() => threads.id),
-  document_id: text('document_id')
-    .notNull()
-    .references(() => documents.id),
-  from_version: integer('from_version').notNull(),
-  to_version: integer('to_version').notNull(),
-  summary: text('summary').notNull(),
-  created_at: int8('created_at').notNull(),
-});
+export const mutations = pgTable(
+  'mutations',
+  {
+    id: text('id').primaryKey(),
+    work_item_id: text('work_item_id')
+      .notNull()
+      .unique()
+      .references(() => workItems.id),
+    thread_id: text('thread_id')
+      .notNull()
+      .references(() => threads.id),
+    document_id: text('document_id')
+      .notNull()
+      .references(() => documents.id),
+    from_version: integer('from_version').notNull(),
+    to_version: integer('to_version').notNull(),
+    summary: text('summary').notNull(),
+    created_at: int8('created_at').notNull(),
+    response_seq: int8('response_seq'),
+  },
+  (t) => [index('idx_mutations_response').on(t.response_seq).where(sql`response_seq IS NOT NULL`)],
+);
 
 export const locks = pgTable('locks', {
   scope: text('scope').primaryKey(),
@@ -229,25 +234,6 @@ export const locks = pgTable('locks', {
   acquired_at: int8('acquired_at').notNull(),
   expires_at: int8('expires_at'),
 });
-
-export const callRecords = pgTable(
-  'llm_call_records',
-  {
-    id: int8('id').primaryKey().generatedByDefaultAsIdentity(),
-    thread_id: text('thread_id').notNull(),
-    work_item_id: text('work_item_id').notNull(),
-    model: text('model').notNull(),
-    outcome: text('outcome').notNull(),
-    http_status: integer('http_status'),
-    latency_ms: integer('latency_ms').notNull(),
-    prompt_tokens: integer('prompt_tokens'),
-    completion_tokens: integer('completion_tokens'),
-    total_tokens: integer('total_tokens'),
-    provider_request_id: text('provider_request_id'),
-    created_at: int8('created_at').notNull(),
-  },
-  (t) => [index('idx_call_records_thread').on(t.thread_id)],
-);
 
 export const charges = pgTable(
   'llm_charges',
@@ -272,9 +258,12 @@ export const charges = pgTable(
     total_tokens: integer('total_tokens'),
     cost_usd: doublePrecision('cost_usd'),
     response_seq: int8('response_seq'),
-    applied: integer('applied').notNull().default(0),
     created_at: int8('created_at').notNull(),
     settled_at: int8('settled_at'),
+    outcome: text('outcome'),
+    http_status: integer('http_status'),
+    latency_ms: integer('latency_ms'),
+    provider_request_id: text('provider_request_id'),
   },
   (t) => [
     uniqueIndex('uq_charges_response').on(t.response_seq).where(sql`response_seq IS NOT NULL`),
