@@ -92,7 +92,7 @@ describe('Postgres migrations', () => {
     const dirs: string[] = [];
     try {
       await applyPgMigrations(db.url, migrationsBefore('0011_merge_call_records', dirs, 'migrations/pg'));
-      const pool = openPostgresPool(db.url);
+      const pool = openTestPool(db.url, 10);
       try {
         const sql = new PgSql(pool);
         for (const statement of OLD_HOME) await sql.run(statement);
