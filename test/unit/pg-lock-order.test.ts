@@ -77,9 +77,7 @@ function holdingThenRunning(holding: string, rest: (tx: Tx, held: ThreadRow) => 
 
 /** Some transaction of this database is waiting for a row lock (the cancel, behind the held child). */
 async function aWriteWaitsForALock(sql: Sql): Promise<boolean> {
-  const row = await sql.get<{ n: number }>(
-    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-  );
+  const row = await sql.get<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
   return row!.n > 0;
 }
 
