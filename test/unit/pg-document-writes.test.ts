@@ -81,11 +81,11 @@ describe('answers to one document from three daemons on one Postgres', () => {
     const daemons = [await daemon(), await daemon(), await daemon()];
     // The prompts each daemon recorded (its bus carries its own writes' events only): which daemon ran what.
     const prompts = daemons.map(() => 0);
-    daemons.forEach((d, i) =>
+    for (const [i, d] of daemons.entries()) {
       d.bus.subscribe((e) => {
         if (e.type === 'ledger' && e.entry_type === 'prompt') prompts[i]!++;
-      }),
-    );
+      });
+    }
     await Promise.all(daemons.map((d) => d.start()));
     const reader = daemons[0]!.reader;
     await waitUntil(
