@@ -1,13 +1,17 @@
 /**
  * The lock order of a child thread and its orchestration on Postgres (issue 18; engine/tx.ts, LOCK
  * ORDER): every write that changes both locks the child's row before the parent's. Each case pins, with
- * a gate, the interleaving a race between daemons produces — a write of the engine holding its child's
- * row when a cancel of the orchestration arrives — and then lets the engine's write go on. With the
- * cancel locking the orchestration first (as before this order) the two waited for each other: Postgres
- * broke the deadlock after `deadlock_timeout` by aborting one of them. The writer runs such a write again,
- * so a daemon only stalled; here each writer makes one attempt, so a deadlock is a failed write.
- * Real Postgres, the real commands and engine steps on rows inserted directly.
+ * a gate, the interleaving a race between daemons produces — a write holding a child's row (the engine
+ * ending or starting it, a retry reopening it) when a cancel of the orchestration arrives — and then
+ * lets that write go on. Locking the orchestration first (the cancel on main; the give-up of held calls,
+ * one child at a time, once the retry reopened the child first) made the two wait for each other, and
+ * Postgres broke the deadlock after `deadlock_timeout` by aborting one of them. The writer runs such a
+ * write again, so a daemon only stalled; here each writer makes one attempt, so a deadlock is a failed
+ * write. Real Postgres, the real commands and engine steps on rows inserted directly.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
@@ -18,10 +22,12 @@ import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import type { ThreadRow } from '../../src/db/schema.js';
 import { getThread, insertThread, lockThread } from '../../src/db/threads.js';
-import { claimWorkItem, insertWorkItem } from '../../src/db/work-items.js';
+import { claimWorkItem, getLatestWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { endThread, markThreadStarted, type EngineHooks, type Tx, type Write } from '../../src/daemon/engine/tx.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
-import { cancelThread } from '../../src/daemon/services/commands.js';
+import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
+import { cancelThread, retryThread } from '../../src/daemon/services/commands.js';
+import { loadOperations } from '../../src/operations/loader.js';
 import { waitUntil } from '../helpers/harness.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
@@ -122,5 +128,38 @@ describe('a child and its orchestration are locked child first, by every write',
     await bothCommit(starting.done, cancel);
     // The cancel saw the orchestration open and found it running: its guarded UPDATE lost, and it ran again.
     expect([await statusOf('t-a'), await statusOf('t-b'), await statusOf('t-p')]).toEqual(['canceled', 'canceled', 'canceled']);
+  });
+
+  it('a held child retried while the orchestration gives up its held calls: both commit', async () => {
+    // A failed generate-all whose two children failed with their calls held in doubt (interrupted: hold).
+    const home = mkdtempSync(join(tmpdir(), 'cmb-lock-order-'));
+    const ops = await loadOperations(home, [], operationSettingsOf(loadConfig(home, {})));
+    rmSync(home, { recursive: true, force: true });
+    const all = { kind: 'story_generate_all', input: JSON.stringify({ project_id: 'p' }), target_ref: JSON.stringify({ project_id: 'p' }) };
+    await insertThread(reader, { ...testThreadRow('p'), ...all, role: 'orchestration', status: 'failed' });
+    for (const epic of ['a', 'b']) {
+      const input = JSON.stringify({ project_id: 'p', epic_id: epic });
+      await insertThread(reader, {
+        ...testThreadRow(epic),
+        kind: 'story_generate_epic',
+        input,
+        target_ref: all.target_ref,
+        parent_thread_id: 't-p',
+        status: 'failed',
+      });
+      await insertWorkItem(reader, testWorkItemRow(epic, { status: 'failed', error_code: 'INTERRUPTED' }));
+    }
+    // The retry reopens its child first, then the orchestration (the order every write keeps).
+    const retrying = holdingThenRunning('t-b', async (tx) => {
+      await retryThread(tx, ops, 't-b', 1_000);
+    });
+    await retrying.held;
+    const cancel = write((tx) => cancelThread(tx, 't-p'));
+    await waitUntil(() => aWriteWaitsForALock(reader), 'the give-up to wait for the retried child');
+    retrying.open();
+    await bothCommit(retrying.done, cancel);
+    // The give-up found the child reopened and ran again: an orchestration running again is canceled with its children.
+    expect([await statusOf('t-b'), await statusOf('t-p')]).toEqual(['canceled', 'canceled']);
+    expect((await getLatestWorkItem(reader, 't-b'))?.status).toBe('failed');
   });
 });

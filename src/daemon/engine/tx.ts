@@ -222,6 +222,21 @@ export async function cancelThreads(tx: Tx, ids: readonly string[]): Promise<voi
 }
 
 /**
+ * Ends these threads, each by one guarded UPDATE from the status it was read in, then does for them what
+ * `moveThread` does for one — events, the `threadsEnded` hook — and closes each parent once, after all
+ * of its children moved: the children's rows before their parent's (see LOCK ORDER), where a
+ * `moveThread` per child locked the parent after the first child and before the next.
+ */
+export async function endThreads(tx: Tx, threads: readonly ThreadRow[], to: EndedStatus): Promise<void> {
+  if (threads.length === 0) return;
+  for (const t of threads) await transitionThread(tx.sql, t.id, t.status as ThreadStatus, to, tx.now);
+  const ended = threads.map((t): ThreadRow => ({ ...t, status: to, closed_at: tx.now }));
+  for (const t of ended) emitThread(tx, t);
+  await tx.hooks.threadsEnded(tx, ended, to);
+  for (const parentId of new Set(ended.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
+}
+
+/**
  * Cancels an orchestration and its active children: the children first, then the orchestration (one
  * guarded UPDATE from the status `parent` was read in; StaleStateError, and the write runs again, if a
  * child's end or start moved it meanwhile). Children before their parent is the lock order of every

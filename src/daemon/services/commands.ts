@@ -22,7 +22,17 @@ import { lockScopeOf } from '../../operations/runtime.js';
 import { errorPayload } from '../engine/failures.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { isHeldInDoubt } from './holds.js';
-import { appendEntries, cancelOrchestration, cancelThreads, closeParentIfDone, emitWorkItem, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import {
+  appendEntries,
+  cancelOrchestration,
+  cancelThreads,
+  closeParentIfDone,
+  emitWorkItem,
+  endThreads,
+  enqueueWorkItem,
+  moveThread,
+  type Tx,
+} from '../engine/tx.js';
 import { threadInput } from '../engine/operation-context.js';
 import { OperationCallError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
@@ -212,7 +222,8 @@ async function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): Promise<boolean> {
   const held: ThreadRow[] = [];
   for (const t of candidates) if (isHeldInDoubt(await getLatestWorkItem(tx.sql, t.id))) held.push(t);
   if (held.length === 0) return false;
-  for (const t of held) await moveThread(tx, t, 'canceled');
+  // Every held child, then the orchestration: the lock order of engine/tx.ts.
+  await endThreads(tx, held, 'canceled');
   if (parent) await moveThread(tx, (await getThread(tx.sql, thread.id))!, 'canceled');
   return true;
 }
