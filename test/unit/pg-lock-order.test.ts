@@ -63,22 +63,26 @@ async function orchestration(parentStatus: 'open' | 'running', children: { id: s
 }
 
 /**
- * A write that locks thread `holding` first, then — once the test opened the gate — runs `rest`: the
- * state of an engine write that has just changed its child's row (one UPDATE, or the claim's item and
- * the child) and is about to lock the parent.
+ * The race, pinned: a write locks thread `holding` (the state of a write that has just changed its
+ * child's row and is about to lock the parent); the orchestration `t-p` is canceled meanwhile; once the
+ * cancel waits for a row lock, the first write runs `rest`. Both must commit.
  */
-function holdingThenRunning(holding: string, rest: (tx: Tx, held: ThreadRow) => Promise<void>) {
+async function cancelWhileHolding(holding: string, rest: (tx: Tx, held: ThreadRow) => Promise<unknown>): Promise<void> {
   let open!: () => void;
   const gate = new Promise<void>((r) => (open = r));
   let heldNow!: () => void;
   const held = new Promise<void>((r) => (heldNow = r));
-  const done = write(async (tx) => {
+  const holder = write(async (tx) => {
     const row = (await lockThread(tx.sql, holding))!;
     heldNow();
     await gate;
     await rest(tx, row);
   });
-  return { held, open, done };
+  await held;
+  const cancel = write((tx) => cancelThread(tx, 't-p'));
+  await waitUntil(() => aWriteWaitsForALock(reader), `the cancel to wait for the write holding ${holding}`);
+  open();
+  await bothCommit(holder, cancel);
 }
 
 /** Some transaction of this database is waiting for a row lock (the cancel, behind the held child). */
@@ -100,12 +104,7 @@ describe('a child and its orchestration are locked child first, by every write',
       { id: 'a', thread: 'running', item: 'running' },
       { id: 'b', thread: 'running', item: 'queued' },
     ]);
-    const ending = holdingThenRunning('t-a', (tx, child) => endThread(tx, child, 'complete'));
-    await ending.held;
-    const cancel = write((tx) => cancelThread(tx, 't-p'));
-    await waitUntil(() => aWriteWaitsForALock(reader), 'the cancel to wait for the ending child');
-    ending.open();
-    await bothCommit(ending.done, cancel);
+    await cancelWhileHolding('t-a', (tx, child) => endThread(tx, child, 'complete'));
     expect([await statusOf('t-a'), await statusOf('t-b'), await statusOf('t-p')]).toEqual(['complete', 'canceled', 'canceled']);
   });
 
@@ -115,17 +114,10 @@ describe('a child and its orchestration are locked child first, by every write',
       { id: 'b', thread: 'open', item: 'queued' },
     ]);
     // The claim leases the item, then the start moves the child and its open parent to running.
-    const starting = holdingThenRunning('t-a', async (tx, child) => {
-      await markThreadStarted(tx, child);
-    });
-    await starting.held;
     await write(async (tx) => {
       expect(await claimWorkItem(tx.sql, { id: 'a', owner: 'd1', now: tx.now, lease_until: tx.now + 60_000 })).toBeDefined();
     });
-    const cancel = write((tx) => cancelThread(tx, 't-p'));
-    await waitUntil(() => aWriteWaitsForALock(reader), 'the cancel to wait for the starting child');
-    starting.open();
-    await bothCommit(starting.done, cancel);
+    await cancelWhileHolding('t-a', (tx, child) => markThreadStarted(tx, child));
     // The cancel saw the orchestration open and found it running: its guarded UPDATE lost, and it ran again.
     expect([await statusOf('t-a'), await statusOf('t-b'), await statusOf('t-p')]).toEqual(['canceled', 'canceled', 'canceled']);
   });
@@ -150,14 +142,7 @@ describe('a child and its orchestration are locked child first, by every write',
       await insertWorkItem(reader, testWorkItemRow(epic, { status: 'failed', error_code: 'INTERRUPTED' }));
     }
     // The retry reopens its child first, then the orchestration (the order every write keeps).
-    const retrying = holdingThenRunning('t-b', async (tx) => {
-      await retryThread(tx, ops, 't-b', 1_000);
-    });
-    await retrying.held;
-    const cancel = write((tx) => cancelThread(tx, 't-p'));
-    await waitUntil(() => aWriteWaitsForALock(reader), 'the give-up to wait for the retried child');
-    retrying.open();
-    await bothCommit(retrying.done, cancel);
+    await cancelWhileHolding('t-b', (tx) => retryThread(tx, ops, 't-b', 1_000));
     // The give-up found the child reopened and ran again: an orchestration running again is canceled with its children.
     expect([await statusOf('t-b'), await statusOf('t-p')]).toEqual(['canceled', 'canceled']);
     expect((await getLatestWorkItem(reader, 't-b'))?.status).toBe('failed');
