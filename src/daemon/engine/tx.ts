@@ -305,11 +305,15 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  * thread and its orchestration locks, in this order: the child's work item, the child's thread, the
  * orchestration's thread, then the shared rows it appends at its end (the project's spend, the ledger's
  * chain head, in the COMMIT's query). The engine's paths are built that way and are the hot ones — a
- * claim starts a child (item, then child and parent in one UPDATE), an answer or a failure ends it (item,
- * child, then this close) — so the rare paths follow them: a cancel cancels the children before their
- * orchestration (`cancelOrchestration`), a retry or a replay reopens the child before its parent. The
- * other order, parent first, would hold the orchestration's row for a child's whole transaction, so a
- * generate-all's children would end one at a time.
+ * start moves its item, then its child and an open parent in one UPDATE; an answer or a failure ends
+ * the item, then the child, then closes the parent here — so the rare paths follow them: a cancel ends
+ * the children's queued items, then the children, then their orchestration (`cancelOrchestration`); a
+ * retry or a replay reopens the child before its parent. The other order, parent first, would hold the
+ * orchestration's row for a child's whole transaction, so a generate-all's children would end one at a
+ * time. Not obvious: a guarded UPDATE that waited for a row another transaction changed keeps that row
+ * locked even when the row no longer matches (Postgres locks it to re-check it), so the cancel's
+ * `status = 'queued'` holds an item a claim committed meanwhile, and the start of that item must lock
+ * the item before its thread.
  *
  * Closes an orchestration once every child has ended: `complete` if all completed, else `failed`
  * (continue_on_error: one failed child does not stop the others). Releases the locks it holds.
