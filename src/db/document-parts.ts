@@ -20,6 +20,7 @@ export interface WholeDocument {
  * two statements (the reader of a pool may run them on two connections) would mix two versions.
  */
 export async function readWholeDocument(sql: Sql, id: string): Promise<WholeDocument | undefined> {
+  assertNoQueuedParts(sql, id);
   const rows = await sql.all<{ version: number; updated_at: number; head: string; parts_field: string | null; part: string | null }>(
     `SELECT d.version, d.updated_at, d.content AS head, d.parts_field, p.content AS part
      FROM documents d LEFT JOIN document_parts p ON p.document_id = d.id AND d.parts_field IS NOT NULL
@@ -59,9 +60,40 @@ const INSERT_DOCUMENT_PART = 'INSERT INTO document_parts (document_id, part_key,
  * On a handle that runs statements in its COMMIT's query (the Postgres writer's `Sql.atCommit`) the
  * insert goes there: a round trip less while the document's row is locked (every write to it waits for
  * that lock), and an insert needs no answer (a key already taken fails the COMMIT's query, which rolls the whole transaction back).
+ * The transaction's own later statements do not see such a part: see `assertNoQueuedParts`.
  */
 function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
+  if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
   return runAtCommit(sql, INSERT_DOCUMENT_PART, row);
+}
+
+/**
+ * The documents whose new parts a transaction queued for its COMMIT's query, by its statement handle
+ * (one per write closure's run: a run again starts empty).
+ */
+const queuedParts = new WeakMap<Sql, Set<string>>();
+
+function queuedPartsOf(sql: Sql): Set<string> {
+  let documents = queuedParts.get(sql);
+  if (!documents) queuedParts.set(sql, (documents = new Set()));
+  return documents;
+}
+
+/**
+ * Refuses to read or write document `documentId` after this transaction queued new parts of it for its
+ * COMMIT: they are not in the table yet, so the read would miss them and the write would plan from a
+ * document without them (a neighbour not found, a part deleted now that the COMMIT inserts again). Safe
+ * today because a Postgres transaction writes a document at most once: the one writer of parts is an
+ * answer's apply (engine/operation-steps.ts), and there each answer is a transaction of its own
+ * (engine/shared-writes.ts). This keeps it so: a change that writes twice fails here, loudly, on its
+ * first run. SQLite runs the inserts at once and has nothing to refuse.
+ */
+function assertNoQueuedParts(sql: Sql, documentId: string): void {
+  if (queuedParts.get(sql)?.has(documentId)) {
+    throw new Error(
+      `document ${documentId} was already written in this transaction: its new parts are inserted at COMMIT and a second read or write of it would miss them`,
+    );
+  }
 }
 
 async function updateDocumentPart(sql: Sql, documentId: string, key: string, content: string): Promise<void> {
@@ -78,6 +110,7 @@ async function deleteDocumentPart(sql: Sql, documentId: string, key: string): Pr
 
 /** Drops all of a document's parts (before it is written whole, or all its parts again). */
 export async function deleteDocumentParts(sql: Sql, documentId: string): Promise<void> {
+  assertNoQueuedParts(sql, documentId);
   await sql.run('DELETE FROM document_parts WHERE document_id = ?', [documentId]);
 }
 
@@ -100,6 +133,7 @@ export async function writeDocumentParts(
   plan: PartsPlan,
   o: { partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' } },
 ): Promise<number> {
+  assertNoQueuedParts(sql, documentId);
   if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, plan);
   const placed: { key: string; text: string; ord: number }[] = [];
   for (const run of plan.inserted) {

@@ -143,8 +143,9 @@ export async function applyReplay(tx: Tx, ops: OperationRegistry, threadId: stri
   }
   const newer = await findActiveThreadByKey(tx.sql, thread.idempotency_key);
   if (newer) throw new CommandError('CONFLICT', `cannot replay thread ${threadId}: thread ${newer.id} is already working on the same request`);
-  await reopenFailedParent(tx, ops, thread, 'replay');
+  // The child before its orchestration: the lock order of engine/tx.ts.
   const item: WorkItemRow = await retryChild(tx, ops, thread);
+  await reopenFailedParent(tx, ops, thread, 'replay');
   const source = JSON.parse((await listLedgerForThread(tx.sql, thread.id)).find((e) => e.seq === report.response_seq)!.payload) as {
     http_status: number;
     body: unknown;

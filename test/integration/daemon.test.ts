@@ -48,9 +48,16 @@ describe('daemon lifecycle', () => {
     expect(argv.indexOf(DAEMON_NODE_FLAGS[0]!)).toBeLessThan(entry);
     // Nothing of the CLI is loaded: its bundle is never opened (it would stay resident for the daemon's life).
     expect(readFileSync(`/proc/${pid}/maps`, 'utf8')).not.toContain('cli.cjs');
-    // glibc's malloc arenas capped (DAEMON_ENV), unless the user's environment says otherwise.
-    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-    for (const [k, v] of Object.entries(DAEMON_ENV)) expect(environ).toContain(`${k}=${v}`);
+    // glibc's malloc arenas capped (DAEMON_ENV): set by `combine daemon start`, since the CLI's own
+    // environment (the harness's, built from scratch: nothing of the test runner's) has none of it.
+    for (const k of Object.keys(DAEMON_ENV)) expect(h.env[k]).toBeUndefined();
+    const environOf = (p: number | null) => readFileSync(`/proc/${p}/environ`, 'utf8').split('\0');
+    for (const [k, v] of Object.entries(DAEMON_ENV)) expect(environOf(pid)).toContain(`${k}=${v}`);
+    // A value the user set wins.
+    expect((await h.cli(['daemon', 'stop'])).code).toBe(0);
+    const own = Object.fromEntries(Object.keys(DAEMON_ENV).map((k) => [k, '3']));
+    const restarted = await h.startDaemon(own);
+    for (const k of Object.keys(DAEMON_ENV)) expect(environOf(restarted)).toContain(`${k}=3`);
   });
 
   it('never runs a second writer on the same home', async () => {

@@ -9,20 +9,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { daemonOwner } from '../../src/daemon/runtime/owner.js';
 import { DaemonGroup } from '../helpers/daemons.js';
 import { type CommandJson, project, waitUntil } from '../helpers/harness.js';
+import { seededRandom } from '../helpers/seeded.js';
 
 let g: DaemonGroup;
 afterEach(() => g?.cleanup());
-
-/** A small seeded generator (mulberry32): the same kill schedule on every run. */
-function seeded(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const EPICS = 200;
 const TERMINAL = ['complete', 'failed', 'dead_letter', 'canceled', 'superseded'];
@@ -41,7 +31,7 @@ describe('chaos: three daemons on one Postgres', () => {
     await a.importProject(project('p', EPICS));
     const all = await a.json<CommandJson>(['generate-all', '--project', 'p']);
 
-    const random = seeded(18);
+    const random = seededRandom(18); // the same kill schedule on every run
     let inFlightAtKills = 0;
     let kills = 0;
     for (let round = 0; round < 10; round++) {

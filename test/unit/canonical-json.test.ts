@@ -5,16 +5,14 @@
 import canonicalizeModule from 'canonicalize';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/domain/canonical-json.js';
+import { seededRandom } from '../helpers/seeded.js';
 
 const canonicalize = canonicalizeModule as unknown as (value: unknown) => string | undefined;
 
 /** A small deterministic generator (no Math.random: a failure must replay). */
 function generator(seed: number) {
-  let state = seed;
-  const next = (n: number) => {
-    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
-    return state % n;
-  };
+  const random = seededRandom(seed);
+  const next = (n: number) => Math.floor(random() * n);
   const strings = [
     '',
     'a',

@@ -15,6 +15,7 @@ import { SqliteSql } from '../../src/db/sql.js';
 import { statementCache } from '../../src/db/statements.js';
 import { insertWorkItem, listClaimHeads, listProjectClaimHeads, type ClaimHead } from '../../src/db/work-items.js';
 import { testWorkItemRow } from '../helpers/rows.js';
+import { seededRandom } from '../helpers/seeded.js';
 
 let dir: string;
 let db: Db;
@@ -31,14 +32,6 @@ afterEach(() => {
   db.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function seeded(seed: number): () => number {
-  let s = seed;
-  return () => {
-    s = (s * 1103515245 + 12345) % 2147483648;
-    return s / 2147483648;
-  };
-}
 
 /** The heads by their definition, in (project, priority) order. */
 function expectedHeads(now: number, project: string | null, excluded: ReadonlySet<string>): ClaimHead[] {
@@ -72,7 +65,7 @@ function byGroup(a: string, b: string): number {
 
 describe('claim heads on SQLite', () => {
   it('are, for every group, its oldest runnable queued item, in group order — with and without held-back items', async () => {
-    const random = seeded(7);
+    const random = seededRandom(7);
     const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
     let compared = 0;
     for (let round = 0; round < 30; round++) {

@@ -63,7 +63,8 @@ export async function startWorkItem(
   if (pending?.entry_type === 'response') {
     // A replay queued this item with its answer: nothing will be sent, so nothing stays reserved.
     await releaseUnsent(tx, item);
-    await markRunning(tx, ctx, await markThreadStarted(tx, thread), item);
+    await markWorkItemRunning(tx.sql, item.id, ctx.owner);
+    emitRunning(tx, await markThreadStarted(tx, thread), item);
     return { kind: 'recorded', response: { row: pending } };
   }
   const built = claimed && read.project ? claimed : await buildItemRequest(tx.sql, ctx.operations, read);
@@ -74,6 +75,10 @@ export async function startWorkItem(
   }
   const request = built.request;
   const route = ctx.routeOf(built.model);
+  // The item before its thread (and an orchestration's): the lock order of engine/tx.ts. A cancel locks
+  // its children's items (even one claimed while it waited for it: Postgres keeps the lock it took to
+  // re-check the row), then the children; a start that moved its thread first deadlocked with it.
+  await markWorkItemRunning(tx.sql, item.id, ctx.owner);
   thread = await markThreadStarted(tx, thread);
   const prompt = appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
     request,
@@ -85,7 +90,7 @@ export async function startWorkItem(
     endpoint: route.endpoint.label,
     ...(built.escalated ? { escalation: true } : {}),
   });
-  await markRunning(tx, ctx, thread, item);
+  emitRunning(tx, thread, item);
   // Once per start: the cache look-up's key is also the one the answer is indexed under (`SentPrompt`).
   const requestHash = cacheKeyOf(route.endpoint.label, request);
   const cached = ctx.cache && requestHash !== null ? await findCachedAnswer(tx.sql, requestHash) : null;
@@ -97,8 +102,8 @@ export async function startWorkItem(
   return { kind: 'call', request, route, prompt, requestHash };
 }
 
-async function markRunning(tx: Tx, ctx: EngineContext, thread: ThreadRow, item: WorkItemRow): Promise<void> {
-  await markWorkItemRunning(tx.sql, item.id, ctx.owner);
+/** The event of the item `markWorkItemRunning` moved, emitted after its thread's: a follower sees the thread start, then the item run. */
+function emitRunning(tx: Tx, thread: ThreadRow, item: WorkItemRow): void {
   emitWorkItem(tx, thread, { ...item, status: 'running' });
 }
 

@@ -1,16 +1,15 @@
 /**
  * The engine loop: claim (producer) → prompt → call (executor) → record → validate/apply (completer),
- * with the recovery scan (rescuer) at start and on an interval. It holds no state that matters for
- * correctness: everything it knows is in the database, so a killed engine resumes from there.
+ * with the recovery scan (rescuer) at start and on an interval and the leases' heartbeat (both run by
+ * lease-upkeep.ts), and what calls' outcomes hold back (provider-feedback.ts). It holds no state that
+ * matters for correctness: everything it knows is in the database, so a killed engine resumes from there.
  *
  * Wake-ups are event-driven: a new command, a finished item or the next due time wakes it; nothing
  * polls on a fixed delay.
  */
 import type { Sql } from '../../core/sql.js';
 import type { LedgerRow } from '../../db/schema.js';
-import { getWorkItem, nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
-import { getThread } from '../../db/threads.js';
-import type { ModelRoute } from '../routing/router.js';
+import { nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
 import { EngineSpans } from '../tracing/engine-spans.js';
 import { traceIdOf } from '../../core/trace-context.js';
 import { noTracer } from '../tracing/tracer.js';
@@ -18,10 +17,9 @@ import type { Tracer } from '../tracing/types.js';
 import type { EngineContext } from './leased.js';
 import type { CallOutcome } from './executor.js';
 import { itemWrites, runLeasedItem, type PipelineDeps } from './item-pipeline.js';
-import { learnFromOutcome } from './provider-feedback.js';
+import { LeaseUpkeep, type LeaseHeld, type RecoveryCounts } from './lease-upkeep.js';
+import { ProviderHolds } from './provider-feedback.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
-import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
-import type { SharedRateLimits } from './shared-rate-limits.js';
 import { ANSWER_SLOTS, START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
@@ -38,7 +36,7 @@ export interface EngineObserver {
   onCall(outcome: CallOutcome, model: string): void;
   /** Due work waited: every call slot was taken, or the breaker held calls back. */
   onLimiterWait(reason: 'slots_full' | 'breaker_open'): void;
-  onRecovery(counts: { requeued: number; resumed: number; interrupted: number; locks_released: number; parents_closed: number }): void;
+  onRecovery(counts: RecoveryCounts): void;
 }
 
 /**
@@ -89,12 +87,9 @@ export interface EngineOptions {
   observer?: EngineObserver;
 }
 
-interface InFlight {
+interface InFlight extends LeaseHeld {
   cancel: AbortController;
   threadId: string;
-  lockScope: string;
-  /** Log lines about this item carry its thread_id, work_item_id and trace_id. */
-  log: () => Logger;
 }
 
 export class Engine {
@@ -106,8 +101,10 @@ export class Engine {
   private tickAgain = false;
   private tickScheduled = false;
   private dueTimer: NodeJS.Timeout | null = null;
-  /** The rate limiter refused a claim: the earliest time to try again. */
-  private limitedUntil: number | null = null;
+  /** What calls' outcomes hold back: breakers, 429 parks, the rate limiter's refusals. */
+  private readonly holds: ProviderHolds;
+  /** Lease heartbeats and the recovery scan. */
+  private readonly leases: LeaseUpkeep;
   private timers: NodeJS.Timeout[] = [];
   private idleWaiters: (() => void)[] = [];
   /** When the last claim round ran (resource pressure spaces rounds out). */
@@ -135,10 +132,33 @@ export class Engine {
       writes: itemWrites(o.write, o.ctx, o.reader.dialect),
       answerSlots: new StartSlots(ANSWER_SLOTS),
       onOutcome: (route, outcome) => {
-        this.observeProvider(route, outcome);
+        this.holds.observe(route, outcome);
         o.observer?.onCall(outcome, route.key);
       },
     };
+    this.holds = new ProviderHolds({
+      flow: o.flow,
+      clock: o.clock,
+      log: this.log,
+      defaultWaitMs: () => o.ctx.operations.defaultPolicy.baseMs,
+      write: o.write,
+      scheduleAt: (at) => this.scheduleAt(at),
+      wake: () => this.wake(),
+    });
+    this.leases = new LeaseUpkeep({
+      reader: o.reader,
+      write: o.write,
+      ctx: o.ctx,
+      exclusive: o.exclusive,
+      homePrefix: o.homePrefix,
+      leaseMs: this.leaseMs,
+      inFlight: this.inFlight,
+      resume: (item, response, traceparent) => this.launch(item, response, null, traceparent),
+      wake: () => this.wake(),
+      stopped: () => this.stopping,
+      onRecovery: o.observer && ((counts) => o.observer!.onRecovery(counts)),
+      log: this.log,
+    });
   }
 
   private get ctx(): EngineContext {
@@ -147,7 +167,17 @@ export class Engine {
 
   /** Per model: whether a 429 has parked it, and until when. */
   rateLimitSnapshot() {
-    return this.o.flow.limiter.snapshot(this.o.clock.now());
+    return this.holds.snapshot();
+  }
+
+  /** When the latest 429 hold of these routes ends (null: none held), for `combine thread`. */
+  rateLimitHeldUntil(keys: readonly string[]): number | null {
+    return this.holds.heldUntil(keys);
+  }
+
+  /** `combine retry` of a held item: the user lifts the 429 hold of its routes now. */
+  releaseRateLimitHold(keys: readonly string[]): void {
+    this.holds.release(keys);
   }
 
   get inFlightCount(): number {
@@ -168,7 +198,7 @@ export class Engine {
       this.log.error({ err }, 'recovery scan failed'),
     );
     this.recoveryDone = true;
-    this.timers.push(setInterval(() => void this.heartbeat(), Math.max(1000, Math.floor(this.leaseMs / 3))));
+    this.timers.push(setInterval(() => void this.leases.heartbeat(), Math.max(1000, Math.floor(this.leaseMs / 3))));
     this.timers.push(setInterval(() => void this.recover(false), this.o.recoveryIntervalMs));
     for (const t of this.timers) t.unref();
     this.wake();
@@ -257,7 +287,7 @@ export class Engine {
         // A full batch means more may be waiting; otherwise sleep until the next item is due, or until
         // a rate limiter or a breaker lets the next call through.
         if (claimed.length === wanted) this.tickAgain = true;
-        if (round.limitedUntil !== null) this.limitedUntil = round.limitedUntil;
+        if (round.limitedUntil !== null) this.holds.limitedUntil = round.limitedUntil;
       }
       await this.scheduleNextDue();
     } catch (err) {
@@ -283,7 +313,7 @@ export class Engine {
   private async scheduleNextDue(): Promise<void> {
     const now = this.o.clock.now();
     const due = await nextQueuedDueAt(this.o.reader);
-    const candidates = [due, await nextQueuedDeadline(this.o.reader), this.o.flow.router.nextBreakerReopen(), this.limitedUntil].filter(
+    const candidates = [due, await nextQueuedDeadline(this.o.reader), this.o.flow.router.nextBreakerReopen(), this.holds.limitedUntil].filter(
       (t): t is number => t !== null && t > now,
     );
     // An item already due that this round did not claim, with slots free: usually held by a lock or a
@@ -343,95 +373,8 @@ export class Engine {
       });
   }
 
-  /** Lets the route's breaker and rate limiter learn from a call; wakes the engine when they allow calls again. */
-  private observeProvider(route: ModelRoute, outcome: CallOutcome): void {
-    const breaker = this.o.flow.router.breaker(route);
-    const targets = {
-      breaker,
-      limiter: this.o.flow.limiter,
-      log: this.log,
-      endpoint: route.endpoint.label,
-      defaultWaitMs: this.ctx.operations.defaultPolicy.baseMs,
-    };
-    const f = learnFromOutcome(targets, route.key, outcome, this.o.clock.now());
-    if (f.rateLimitedUntil !== null) this.limitedUntil = Math.max(this.limitedUntil ?? 0, f.rateLimitedUntil);
-    if (f.rateLimitedUntil !== null) this.shareRateLimit((s, tx) => s.park(tx.sql, route.key, f.rateLimitedUntil!, tx.now));
-    for (const at of [f.breakerReopensAt, f.rateLimitedUntil]) if (at !== null) this.scheduleAt(at);
-  }
-
-  /** When the latest 429 hold of these routes ends (null: none held), for `combine thread`. */
-  rateLimitHeldUntil(keys: readonly string[]): number | null {
-    const now = this.o.clock.now();
-    const until = keys.map((k) => this.o.flow.limiter.parkedUntil(k, now)).filter((t): t is number => t !== null);
-    return until.length > 0 ? Math.max(...until) : null;
-  }
-
-  /** `combine retry` of a held item: the user lifts the 429 hold of its routes now. */
-  releaseRateLimitHold(keys: readonly string[]): void {
-    for (const k of keys) this.o.flow.limiter.unpark(k);
-    for (const k of keys) this.shareRateLimit((s, tx) => s.unpark(tx.sql, k));
-    this.limitedUntil = null;
-    this.wake();
-  }
-
-  /** Tells the other daemons of a 429 park or its release (shared rate limits only); a failure is logged, the local hold stands. */
-  private shareRateLimit(change: (shared: SharedRateLimits, tx: Tx) => Promise<void>): void {
-    const shared = this.o.flow.sharedLimits;
-    if (!shared) return;
-    this.write((tx) => change(shared, tx)).catch((err) => this.log.error({ err }, 'could not share a rate-limit hold with the other daemons'));
-  }
-
-  /** Extends the leases (and epic locks) of every in-flight item in one write. */
-  private async heartbeat(): Promise<void> {
-    if (this.inFlight.size === 0) return;
-    const items = [...this.inFlight.entries()].map(([id, f]) => ({ id, lockScope: f.lockScope }));
-    try {
-      const lost = await this.write((tx) => extendLeases(tx, this.ctx.owner, items, tx.now + this.leaseMs));
-      for (const id of lost) (this.inFlight.get(id)?.log() ?? this.log).warn('lease lost while the item was in flight');
-    } catch (err) {
-      this.log.error({ err }, 'lease heartbeat failed');
-    }
-  }
-
-  /**
-   * The recovery scan: takes over the leases of items whose worker is gone (rescuer.ts) and sweeps
-   * orphaned locks and finished orchestrations. Which leases count as gone: see `staleLeases`. On a
-   * shared database a full batch means more may have expired: it scans again at once.
-   */
-  async recover(startup: boolean, throwOnFailure = false): Promise<void> {
-    try {
-      const result = await this.write(async (tx) => {
-        const stale = await lockStaleLeases(tx, {
-          startup,
-          exclusive: this.o.exclusive,
-          owner: this.ctx.owner,
-          homePrefix: this.o.homePrefix,
-          inFlight: this.inFlight,
-        });
-        return { scanned: stale.length, ...(await rescueLeases(tx, this.ctx, stale, this.leaseMs)), ...(await sweepLocksAndParents(tx)) };
-      });
-      for (const r of result.resume) {
-        const item = await getWorkItem(this.o.reader, r.itemId);
-        if (item) this.launch(item, r.response, null, (await getThread(this.o.reader, item.thread_id))?.traceparent ?? null);
-      }
-      const { resume, ...counts } = result;
-      this.o.observer?.onRecovery({
-        requeued: counts.requeued,
-        resumed: resume.length,
-        interrupted: counts.interrupted,
-        locks_released: counts.locksReleased.length,
-        parents_closed: counts.parentsClosed,
-      });
-      if (counts.scanned > 0 || counts.locksReleased.length > 0 || counts.parentsClosed > 0) {
-        this.log.info({ ...counts, resumed: resume.length, startup }, 'recovery scan');
-      }
-      this.wake();
-      // A full batch of which some were taken: more may have expired (a batch all deferred would loop).
-      if (!this.o.exclusive && counts.scanned === RESCUE_BATCH && counts.deferred < counts.scanned && !this.stopping)
-        await this.recover(startup, throwOnFailure);
-    } catch (err) {
-      if (throwOnFailure) throw err;
-      this.log.error({ err }, 'recovery scan failed');
-    }
+  /** The recovery scan (lease-upkeep.ts); `throwOnFailure`: a failed scan throws instead of being logged. */
+  recover(startup: boolean, throwOnFailure = false): Promise<void> {
+    return this.leases.recover(startup, throwOnFailure);
   }
 }

@@ -216,11 +216,45 @@ async function afterMove(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<T
  * child this was.
  */
 export async function cancelThreads(tx: Tx, ids: readonly string[]): Promise<void> {
+  const canceled = await cancelActiveThreadsAndReport(tx, ids);
+  for (const parentId of new Set(canceled.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
+}
+
+/**
+ * Ends these threads, each by one guarded UPDATE from the status it was read in, then does for them what
+ * `moveThread` does for one — events, the `threadsEnded` hook — and closes each parent once, after all
+ * of its children moved: the children's rows before their parent's (see LOCK ORDER), where a
+ * `moveThread` per child locked the parent after the first child and before the next.
+ */
+export async function endThreads(tx: Tx, threads: readonly ThreadRow[], to: EndedStatus): Promise<void> {
+  if (threads.length === 0) return;
+  for (const t of threads) await transitionThread(tx.sql, t.id, t.status as ThreadStatus, to, tx.now);
+  const ended = threads.map((t): ThreadRow => ({ ...t, status: to, closed_at: tx.now }));
+  for (const t of ended) emitThread(tx, t);
+  await tx.hooks.threadsEnded(tx, ended, to);
+  for (const parentId of new Set(ended.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
+}
+
+/**
+ * Cancels an orchestration and its active children: the children first, then the orchestration (one
+ * guarded UPDATE from the status `parent` was read in; StaleStateError, and the write runs again, if a
+ * child's end or start moved it meanwhile). Children before their parent is the lock order of every
+ * transaction that changes both (see LOCK ORDER above `closeParentIfDone`); locking the parent first
+ * deadlocked with a child ending at that moment.
+ */
+export async function cancelOrchestration(tx: Tx, parent: ThreadRow, childIds: readonly string[]): Promise<void> {
+  await cancelActiveThreadsAndReport(tx, childIds);
+  // Not closeParentIfDone: it would end the orchestration `failed` (its children did not complete).
+  await moveThread(tx, parent, 'canceled');
+}
+
+/** `cancelActiveThreads`, then the events and the `threadsEnded` hook of the threads it canceled. */
+async function cancelActiveThreadsAndReport(tx: Tx, ids: readonly string[]): Promise<ThreadRow[]> {
   const canceled = await cancelActiveThreads(tx.sql, ids, tx.now);
-  if (canceled.length === 0) return;
+  if (canceled.length === 0) return canceled;
   for (const t of canceled) emitThread(tx, t);
   await tx.hooks.threadsEnded(tx, canceled, 'canceled');
-  for (const parentId of new Set(canceled.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
+  return canceled;
 }
 
 export function emitThread(tx: Tx, thread: ThreadRow): void {
@@ -266,6 +300,20 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
 }
 
 /**
+ * LOCK ORDER (Postgres; SQLite's one writer runs every write alone). A transaction that changes a child
+ * thread and its orchestration locks, in this order: the child's work item, the child's thread, the
+ * orchestration's thread, then the shared rows it appends at its end (the project's spend, the ledger's
+ * chain head, in the COMMIT's query). The engine's paths are built that way and are the hot ones — a
+ * start moves its item, then its child and an open parent in one UPDATE; an answer or a failure ends
+ * the item, then the child, then closes the parent here — so the rare paths follow them: a cancel ends
+ * the children's queued items, then the children, then their orchestration (`cancelOrchestration`); a
+ * retry or a replay reopens the child before its parent. The other order, parent first, would hold the
+ * orchestration's row for a child's whole transaction, so a generate-all's children would end one at a
+ * time. Not obvious: a guarded UPDATE that waited for a row another transaction changed keeps that row
+ * locked even when the row no longer matches (Postgres locks it to re-check it), so the cancel's
+ * `status = 'queued'` holds an item a claim committed meanwhile, and the start of that item must lock
+ * the item before its thread.
+ *
  * Closes an orchestration once every child has ended: `complete` if all completed, else `failed`
  * (continue_on_error: one failed child does not stop the others). Releases the locks it holds.
  */

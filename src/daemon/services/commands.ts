@@ -22,7 +22,17 @@ import { lockScopeOf } from '../../operations/runtime.js';
 import { errorPayload } from '../engine/failures.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { isHeldInDoubt } from './holds.js';
-import { appendEntries, cancelThreads, closeParentIfDone, emitWorkItem, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import {
+  appendEntries,
+  cancelOrchestration,
+  cancelThreads,
+  closeParentIfDone,
+  emitWorkItem,
+  endThreads,
+  enqueueWorkItem,
+  moveThread,
+  type Tx,
+} from '../engine/tx.js';
 import { threadInput } from '../engine/operation-context.js';
 import { OperationCallError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
@@ -111,14 +121,15 @@ export async function retryThread(tx: Tx, ops: OperationRegistry, threadId: stri
   if (thread.role === 'orchestration') {
     const failedChildren = (await listChildThreads(tx.sql, thread.id)).filter((c) => c.status === 'failed');
     await takeOrchestrationLock(tx, ops, thread, 'retry');
-    const reopened = await moveThread(tx, thread, 'running');
+    // The children before their orchestration: the lock order of engine/tx.ts.
     for (const child of failedChildren) await retryChild(tx, ops, child);
+    const reopened = await moveThread(tx, thread, 'running');
     await closeParentIfDone(tx, reopened.id);
     await assertQueueHasRoom(tx, maxQueued);
     return (await getThread(tx.sql, thread.id))!;
   }
-  await reopenFailedParent(tx, ops, thread, 'retry');
   await retryChild(tx, ops, thread);
+  await reopenFailedParent(tx, ops, thread, 'retry');
   await assertQueueHasRoom(tx, maxQueued);
   return (await getThread(tx.sql, thread.id))!;
 }
@@ -141,6 +152,8 @@ async function makeWaitingItemsDue(tx: Tx, thread: ThreadRow): Promise<number> {
  * A failed child reopening reopens its failed orchestration too (and takes its lock back). The parent
  * is read locked (Postgres): two children retried at once by two transactions reopen it once — the second
  * sees it running, where reading it unlocked it saw it failed, then found it running as "a newer request".
+ * Called after the child reopened (`retryChild`): a child's row before its parent's, the lock order of
+ * engine/tx.ts.
  */
 export async function reopenFailedParent(tx: Tx, ops: OperationRegistry, thread: ThreadRow, verb: string): Promise<void> {
   if (!thread.parent_thread_id) return;
@@ -180,18 +193,18 @@ export async function cancelThread(tx: Tx, threadId: string): Promise<{ thread: 
   if (isTerminalThread(thread.status)) {
     throw new CommandError('CONFLICT', `cannot cancel thread ${threadId}: it is already ${thread.status}`);
   }
-  let targets = [thread];
-  if (thread.role === 'orchestration') {
-    targets = (await listChildThreads(tx.sql, thread.id)).filter((c) => !isTerminalThread(c.status));
-    await moveThread(tx, thread, 'canceled');
-    await releaseLocksOwnedBy(tx.sql, thread.id);
-  }
+  const orchestration = thread.role === 'orchestration';
+  const targets = orchestration ? (await listChildThreads(tx.sql, thread.id)).filter((c) => !isTerminalThread(c.status)) : [thread];
   // Set-based: a generate-all of 10,000 children is canceled in a few statements, not ten per child. The
   // guarded UPDATEs decide, and what they changed is recorded: an item another daemon claims meanwhile is
-  // leased (aborted below), a child it finishes meanwhile keeps its end.
+  // leased (aborted below), a child it finishes meanwhile keeps its end. Items, then children, then the
+  // orchestration: the lock order of every write that changes a child and its parent (engine/tx.ts).
   const threadIds = targets.map((t) => t.id);
   const ended = await endQueuedWorkItemsOfThreads(tx.sql, { threadIds, error_code: CANCELED.code, error_message: CANCELED.message, now: tx.now });
-  await cancelThreads(tx, threadIds);
+  if (orchestration) {
+    await cancelOrchestration(tx, thread, threadIds);
+    await releaseLocksOwnedBy(tx.sql, thread.id);
+  } else await cancelThreads(tx, threadIds);
   // Leased items: their pipelines record CANCELED when the abort of their calls lands.
   const abort = (await listLeasedWorkItemsOfThreads(tx.sql, threadIds)).map((i) => i.id);
   recordCanceledItems(tx, new Map(targets.map((t) => [t.id, t])), ended);
@@ -209,7 +222,8 @@ async function giveUpCallsInDoubt(tx: Tx, thread: ThreadRow): Promise<boolean> {
   const held: ThreadRow[] = [];
   for (const t of candidates) if (isHeldInDoubt(await getLatestWorkItem(tx.sql, t.id))) held.push(t);
   if (held.length === 0) return false;
-  for (const t of held) await moveThread(tx, t, 'canceled');
+  // Every held child, then the orchestration: the lock order of engine/tx.ts.
+  await endThreads(tx, held, 'canceled');
   if (parent) await moveThread(tx, (await getThread(tx.sql, thread.id))!, 'canceled');
   return true;
 }
