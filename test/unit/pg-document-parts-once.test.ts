@@ -9,12 +9,11 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { readWholeDocument, writeDocumentParts } from '../../src/db/document-parts.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertDocument, insertProject, updateDocumentHead } from '../../src/db/projects.js';
 import { planParts, rewritePlan, splitDocument } from '../../src/domain/document-parts.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 
 const layout = { field: 'epics', key: 'id' };
 const split = (content: unknown) => splitDocument(content, layout)!;
@@ -27,7 +26,7 @@ let writer: PgWriter<never>;
 
 beforeAll(async () => {
   database = await createTestDatabase({ migrated: true });
-  pool = openPostgresPool(database.url, { max: 2 });
+  pool = openTestPool(database.url, 2);
   reader = new PgSql(pool);
   writer = new PgWriter<never>(pool, { raceAttempts: 1 });
   await insertProject(reader, { id: 'p', name: 'p', created_at: 1 });

@@ -9,14 +9,13 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql, SqlParams } from '../../src/core/sql.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { insertThread, transitionThread } from '../../src/db/threads.js';
 import { type EngineEvent, EventBus } from '../../src/daemon/engine/events.js';
 import { RemoteChanges } from '../../src/daemon/runtime/cluster-changes.js';
 import { type FollowMessage, followThread } from '../../src/daemon/services/follow-stream.js';
 import { waitUntil } from '../helpers/harness.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 import { testThreadRow } from '../helpers/rows.js';
 
 let database: TestDatabase;
@@ -25,7 +24,7 @@ let db: PgSql;
 
 beforeAll(async () => {
   database = await createTestDatabase({ migrated: true });
-  pool = openPostgresPool(database.url, { max: 2 });
+  pool = openTestPool(database.url, 2);
   db = new PgSql(pool);
 });
 afterAll(async () => {

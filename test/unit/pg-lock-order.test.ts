@@ -17,7 +17,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import type { Sql } from '../../src/core/sql.js';
 import { writeTx } from '../../src/core/tx.js';
-import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import type { ThreadRow } from '../../src/db/schema.js';
@@ -29,7 +28,7 @@ import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.
 import { cancelThread, retryThread } from '../../src/daemon/services/commands.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import { waitUntil } from '../helpers/harness.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let database: TestDatabase;
@@ -42,7 +41,7 @@ const hooks: EngineHooks = { threadsEnded: async () => {}, budgeted: () => false
 // A database per case: the ledger's rows (append-only) cannot be truncated between cases.
 beforeEach(async () => {
   database = await createTestDatabase({ migrated: true });
-  pool = openPostgresPool(database.url, { max: 4 });
+  pool = openTestPool(database.url, 4);
   reader = new PgSql(pool);
   // One attempt: a transaction Postgres aborts to break a deadlock fails the write instead of running again.
   write = writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, hooks);
