@@ -14,12 +14,14 @@ export const DAEMON_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
 
 /**
  * The environment variables the daemon process is started with (by `combine daemon start`, the systemd
- * unit and the benchmarks), under the caller's own: glibc's malloc arenas capped at 2. By default glibc
+ * unit and the benchmarks), under the caller's own: glibc's malloc arenas capped at 1. By default glibc
  * gives each thread that allocates (libuv's pool, V8's GC and compiler workers) an arena of its own, up to
  * 8 per core, and what one frees the others do not reuse. With 2 the daemon's peak with 2,000 calls open
- * is ~7 MiB lower at the same GC time (issue 20 target 3; bench/README.md, 2026-11-24 22:24–22:26).
+ * is ~7 MiB lower at the same GC time (bench/README.md, 2026-11-24 22:24–22:26); with 1, ~4 MiB lower again,
+ * at the same GC time and ack rate (4 alternated pairs, 2026-11-25 01:43–01:47). The main thread does
+ * nearly all of the daemon's allocating, so one arena's lock is not contended (issue 20 target 3).
  */
-export const DAEMON_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
+export const DAEMON_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '1' };
 
 /** `env` with DAEMON_ENV under it: a value the user set (in the environment or daemon.env) is kept. */
 export function daemonEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {

@@ -173,7 +173,7 @@ describe('daemon install', () => {
     const unit = readFileSync(r.path, 'utf8');
     expect(unit).toContain(`ExecStart=${process.execPath} ${DAEMON_NODE_FLAGS.join(' ')} ${join(ROOT, 'dist', 'daemon-run.js')} --metrics-port 9464`);
     expect(unit).toContain(`Environment=COMBINE_HOME=${h.home}`);
-    expect(unit).toContain('Environment=MALLOC_ARENA_MAX=2');
+    expect(unit).toContain('Environment=MALLOC_ARENA_MAX=1');
     expect(unit).toContain('WantedBy=default.target');
     expect(r.next).toContain('systemctl --user enable --now combine.service');
     expect((await h.cli(['daemon', 'install'], { env })).code).toBe(1); // exists: needs --force
