@@ -2,7 +2,7 @@
  * Starting, finding and stopping the daemon from the CLI. A command that needs the daemon starts it in
  * the background when it is not running (unless --no-autostart); the daemon outlives the CLI.
  */
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { connectHttp, openSocket, probeSocket, toCliError, type Connection } from './client.js';
 import { daemonArgv, daemonEnv } from './daemon-heap.js';
@@ -134,21 +134,35 @@ export function readDaemonPid(home: string): number | null {
   }
 }
 
-/** A zombie (exited, not yet reaped by its parent) counts as gone: it holds nothing any more. */
+/**
+ * Whether `pid` still runs. A zombie (exited, not yet reaped by its parent) counts as gone — but only once
+ * every thread of it has exited: a SIGKILLed process's main thread turns zombie while its other threads may
+ * still be exiting, and its files (the daemon's listening socket among them) close with the last thread.
+ * Until then a client can still connect to that socket and be reset (`read ECONNRESET`), which a start right
+ * after a crash took for a running daemon.
+ */
 export function isAlive(pid: number): boolean {
+  let tasks: string[];
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+    tasks = readdirSync(`/proc/${pid}/task`);
   } catch {
     // No /proc entry: gone on Linux; elsewhere ask the kernel.
+    if (process.platform === 'linux') return false;
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'EPERM';
+    }
   }
-  if (process.platform === 'linux') return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  return tasks.some((task) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+    } catch {
+      return false; // this thread has gone since the listing
+    }
+  });
 }
 
 /** Waits for a process to exit; false if it is still alive at the deadline. */
