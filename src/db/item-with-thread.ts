@@ -144,7 +144,7 @@ export interface ItemWithThread {
  * each would read them; undefined when there is no such item.
  */
 export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
-  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT, [id]).then((row) => splitRow(row));
+  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT, [id]).then(splitRow);
 }
 
 /**

@@ -216,8 +216,7 @@ async function afterMove(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<T
  * child this was.
  */
 export async function cancelThreads(tx: Tx, ids: readonly string[]): Promise<void> {
-  const canceled = await cancelActiveThreadsAndReport(tx, ids);
-  for (const parentId of new Set(canceled.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
+  await closeParentsOf(tx, await cancelActiveThreadsAndReport(tx, ids));
 }
 
 /**
@@ -230,9 +229,8 @@ export async function endThreads(tx: Tx, threads: readonly ThreadRow[], to: Ende
   if (threads.length === 0) return;
   for (const t of threads) await transitionThread(tx.sql, t.id, t.status as ThreadStatus, to, tx.now);
   const ended = threads.map((t): ThreadRow => ({ ...t, status: to, closed_at: tx.now }));
-  for (const t of ended) emitThread(tx, t);
-  await tx.hooks.threadsEnded(tx, ended, to);
-  for (const parentId of new Set(ended.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
+  await reportEnded(tx, ended, to);
+  await closeParentsOf(tx, ended);
 }
 
 /**
@@ -251,10 +249,20 @@ export async function cancelOrchestration(tx: Tx, parent: ThreadRow, childIds: r
 /** `cancelActiveThreads`, then the events and the `threadsEnded` hook of the threads it canceled. */
 async function cancelActiveThreadsAndReport(tx: Tx, ids: readonly string[]): Promise<ThreadRow[]> {
   const canceled = await cancelActiveThreads(tx.sql, ids, tx.now);
-  if (canceled.length === 0) return canceled;
-  for (const t of canceled) emitThread(tx, t);
-  await tx.hooks.threadsEnded(tx, canceled, 'canceled');
+  await reportEnded(tx, canceled, 'canceled');
   return canceled;
+}
+
+/** What `moveThread` does for one ended thread, for several: their events, then the `threadsEnded` hook. */
+async function reportEnded(tx: Tx, ended: readonly ThreadRow[], to: EndedStatus): Promise<void> {
+  if (ended.length === 0) return;
+  for (const t of ended) emitThread(tx, t);
+  await tx.hooks.threadsEnded(tx, ended, to);
+}
+
+/** Closes each parent of these ended threads once, after all of them moved (see LOCK ORDER). */
+async function closeParentsOf(tx: Tx, ended: readonly ThreadRow[]): Promise<void> {
+  for (const parentId of new Set(ended.map((t) => t.parent_thread_id))) if (parentId) await closeParentIfDone(tx, parentId);
 }
 
 export function emitThread(tx: Tx, thread: ThreadRow): void {
