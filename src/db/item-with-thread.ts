@@ -67,6 +67,9 @@ const SELECT_ITEM_WITH_THREAD = `SELECT ${ITEM_COLUMNS.map((c) => `w.${c}`).join
 const ITEM_WITH_THREAD_TEXT = `${SELECT_ITEM_WITH_THREAD}
   WHERE w.id = ?`;
 
+// `NO KEY UPDATE`: see db/dialect.ts `skipLockedRows`; `OF w`: the item's row only, not its thread's or project's.
+const LOCK_ITEM_WITH_THREAD_PG = `${ITEM_WITH_THREAD_TEXT} FOR NO KEY UPDATE OF w`;
+
 const CHARGE_COLUMNS = allColumns<ChargeRow>()([
   'id',
   'work_item_id',
@@ -145,6 +148,20 @@ export interface ItemWithThread {
  */
 export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
   return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT, [id]).then(splitRow);
+}
+
+/**
+ * `getWorkItemWithThread` for a step of a leased item, which then changes it: on Postgres the item's row
+ * is locked (`FOR NO KEY UPDATE OF w`, as a claim locks it) before the step's other rows — its charge, the
+ * ledger's chain head. The recovery scan's take-over of an expired lease locks the item first too, then
+ * closes its charge and appends at its COMMIT; a step that read the item unlocked and changed the charge
+ * or appended first (recording the call's answer: chain head, then the charge's settle) waited for it
+ * while it waited for the step. Now one waits for the other's item: the scan passes over a step's item
+ * (SKIP LOCKED), and a step behind the scan reads the item as the scan left it (its lease lost). Same
+ * statement, no other round trip; SQLite (one writer) reads it as `getWorkItemWithThread`.
+ */
+export function lockWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
+  return sql.get<Record<string, unknown>>(sql.dialect === 'postgres' ? LOCK_ITEM_WITH_THREAD_PG : ITEM_WITH_THREAD_TEXT, [id]).then(splitRow);
 }
 
 /**

@@ -9,19 +9,41 @@ import type { LockRow } from './schema.js';
 import { skipLockedLockRows } from './dialect.js';
 import { changedOne } from './statements.js';
 
+const TAKE_SCOPE = `ON CONFLICT (scope) DO UPDATE
+       SET owner = excluded.owner, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
+       WHERE locks.owner = excluded.owner OR (locks.expires_at IS NOT NULL AND locks.expires_at <= @now)`;
+
+const ACQUIRE = `INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES (@scope, @owner, @now, @expires_at)
+     ${TAKE_SCOPE}`;
+
+// The casts: a SELECT's parameters are not typed by the columns they go to. NOT EXISTS: a scope a live
+// holder has committed is not inserted at all — a conflicting insert locks the holder's row to check
+// TAKE_SCOPE's condition, even when it fails, and that row lock was held to the claim's commit.
+const ACQUIRE_UNLESS_BUSY_PG = `INSERT INTO locks (scope, owner, acquired_at, expires_at)
+     SELECT @scope, @owner, CAST(@now AS bigint), CAST(@expires_at AS bigint)
+     WHERE NOT EXISTS (SELECT 1 FROM locks h WHERE h.scope = @scope AND h.owner <> @owner AND (h.expires_at IS NULL OR h.expires_at > @now))
+       AND pg_try_advisory_xact_lock(hashtextextended('lock:' || @scope, 0))
+     ${TAKE_SCOPE}`;
+
 /**
  * Takes `scope` for `owner` if it is free, expired, or already the owner's. Returns false when a live
  * holder has it.
  */
 export function acquireLock(sql: Sql, p: { scope: string; owner: string; now: number; expires_at: number | null }): Promise<boolean> {
-  return changedOne(
-    sql,
-    `INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES (@scope, @owner, @now, @expires_at)
-     ON CONFLICT (scope) DO UPDATE
-       SET owner = excluded.owner, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
-       WHERE locks.owner = excluded.owner OR (locks.expires_at IS NOT NULL AND locks.expires_at <= @now)`,
-    p,
-  );
+  return changedOne(sql, ACQUIRE, p);
+}
+
+/**
+ * `acquireLock` for a claim (a claim round, the recovery scan's take-over), which must not wait for another
+ * daemon's transaction: false also when another transaction is taking `scope` right now. Two claim rounds
+ * each inserting a scope the other inserts next waited for each other's uncommitted row (a deadlock, broken
+ * after `deadlock_timeout`); here the second passes over the item, as the claim passes over a locked item
+ * (SKIP LOCKED). Postgres: the insert runs only if this transaction takes the scope's advisory lock
+ * (`pg_try_advisory_xact_lock`, held to its end), in the same statement; two scopes sharing a 64-bit
+ * hash only pass over each other. SQLite (one writer): `acquireLock`'s statement.
+ */
+export function acquireLockUnlessBusy(sql: Sql, p: { scope: string; owner: string; now: number; expires_at: number | null }): Promise<boolean> {
+  return changedOne(sql, sql.dialect === 'postgres' ? ACQUIRE_UNLESS_BUSY_PG : ACQUIRE, p);
 }
 
 /** Releases `scope` if `owner` still holds it. */

@@ -5,7 +5,7 @@
  */
 import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
-import { getWorkItemWithThread, listWorkItemsWithThreads, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
+import { listWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
 import { releaseLock } from '../../db/locks.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -47,10 +47,12 @@ export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> 
 
 /**
  * Reads the item, with its thread in the same statement, and checks we still hold its lease in the
- * expected status. `known`: the row read earlier in this transaction by `readItemsAhead` (no read then).
+ * expected status. On Postgres the item's row is locked first, before any other row the step changes
+ * (its charge, the chain head): the LOCK ORDER of engine/tx.ts. `known`: the row read earlier in this
+ * transaction by `readItemsAhead` (no read then; SQLite only, whose one writer needs no lock).
  */
 export function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running', known?: ItemWithThread): Promise<ItemWithThread> {
-  return (known ? Promise.resolve(known) : getWorkItemWithThread(tx.sql, id)).then((read) => {
+  return (known ? Promise.resolve(known) : lockWorkItemWithThread(tx.sql, id)).then((read) => {
     if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
       throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
     return read;

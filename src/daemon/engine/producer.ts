@@ -12,7 +12,7 @@
  * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
 import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
-import { acquireLock } from '../../db/locks.js';
+import { acquireLockUnlessBusy } from '../../db/locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -123,9 +123,10 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     // Alone on the database the heads query read this transaction's own state, so this cannot miss;
     // sharing it, another daemon is claiming the item right now. The heads query skipped held scopes,
     // and this round's are checked above; sharing the database, another daemon may have taken the scope
-    // for another item since: the claim is undone. Either way the item is passed over, and a half-open
-    // breaker's probe it took is freed (no call will tell the breaker anything).
-    const scopeTaken = leased && (await acquireLock(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }));
+    // for another item since, or be taking it now (not waited for: two rounds taking two scopes in
+    // crossing order deadlocked): the claim is undone. Either way the item is passed over, and a
+    // half-open breaker's probe it took is freed (no call will tell the breaker anything).
+    const scopeTaken = leased && (await acquireLockUnlessBusy(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }));
     if (!leased || !scopeTaken) {
       if (leased) await unclaimWorkItem(tx.sql, { owner, before: item });
       flow.router.breaker(route).onInconclusive();

@@ -10,7 +10,7 @@
  * It also releases locks whose owner is gone and closes orchestrations whose children have all ended.
  */
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
-import { acquireLock, extendLock, releaseOrphanedLocks } from '../../db/locks.js';
+import { acquireLockUnlessBusy, extendLock, releaseOrphanedLocks } from '../../db/locks.js';
 import { tryLockKeyForTransaction } from '../../db/key-locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getThread, listParentsWithAllChildrenTerminal } from '../../db/threads.js';
@@ -81,8 +81,8 @@ export async function rescueLeases(tx: Tx, ctx: EngineContext, items: WorkItemRo
     }
     const leaseUntil = tx.now + leaseMs;
     // The item's lock expired with its lease: take it back (it is still the item's, expired, or free).
-    // While another item holds the scope, this one waits for a later scan.
-    if (!(await acquireLock(tx.sql, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: leaseUntil }))) {
+    // While another item holds the scope (or another daemon's claim is taking it), this one waits for a later scan.
+    if (!(await acquireLockUnlessBusy(tx.sql, { scope: item.lock_scope, owner: item.id, now: tx.now, expires_at: leaseUntil }))) {
       result.deferred++;
       continue;
     }
@@ -131,9 +131,11 @@ export async function extendLeases(tx: Tx, owner: string, items: { id: string; l
   const lost: string[] = [];
   for (const { id, lockScope } of items) {
     if (await extendLease(tx.sql, id, owner, until)) {
-      // A lock that expired anyway (a stalled process) is taken back unless another item holds it now.
+      // A lock that expired anyway (a stalled process) is taken back unless another item holds it now
+      // or another daemon's claim is taking it (then lost: not waited for, as claims do not wait).
       const locked =
-        (await extendLock(tx.sql, lockScope, id, until)) || (await acquireLock(tx.sql, { scope: lockScope, owner: id, now: tx.now, expires_at: until }));
+        (await extendLock(tx.sql, lockScope, id, until)) ||
+        (await acquireLockUnlessBusy(tx.sql, { scope: lockScope, owner: id, now: tx.now, expires_at: until }));
       if (!locked) lost.push(id);
     } else if ((await getWorkItem(tx.sql, id))?.lease_owner !== owner) lost.push(id);
   }

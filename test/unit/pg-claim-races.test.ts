@@ -1,0 +1,205 @@
+/**
+ * Races between daemons on one Postgres that crossed two locks (issue 18; the LOCK ORDER of
+ * engine/tx.ts): two claim rounds taking two lock scopes in crossing order, and the recording of a
+ * call's answer while another daemon's recovery scan takes over the item's expired lease. Each case pins
+ * the interleaving with gates, no timing: one transaction stops holding its first lock, the other runs
+ * up to where it waited for it, then the first goes on. Postgres broke such a cycle after
+ * `deadlock_timeout` by aborting one transaction, which the writer ran again (a stall of ~1 s); here each
+ * writer makes one attempt, so a deadlock is a failed write. Real Postgres, the real engine steps.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
+import { StaleStateError } from '../../src/core/errors.js';
+import type { Sql } from '../../src/core/sql.js';
+import { writeTx } from '../../src/core/tx.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { PgWriter } from '../../src/db/pg/writer.js';
+import { insertThread } from '../../src/db/threads.js';
+import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
+import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
+import { flowControlOf } from '../../src/daemon/config/flow.js';
+import { createModelRouter } from '../../src/daemon/routing/wiring.js';
+import { reserveCharge } from '../../src/daemon/engine/charges.js';
+import { recordResponse } from '../../src/daemon/engine/completer.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import type { EngineContext } from '../../src/daemon/engine/leased.js';
+import { claimWorkItems, type FlowControl } from '../../src/daemon/engine/producer.js';
+import { lockStaleLeases, rescueLeases } from '../../src/daemon/engine/rescuer.js';
+import { appendEntry, type EngineHooks, type Tx, type Write } from '../../src/daemon/engine/tx.js';
+import { neverCrash } from '../../src/core/crash.js';
+import { loadOperations } from '../../src/operations/loader.js';
+import type { OperationRegistry } from '../../src/operations/registry.js';
+import { waitUntil } from '../helpers/harness.js';
+import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+
+let database: TestDatabase;
+let pool: pg.Pool;
+let reader: PgSql;
+let write: Write;
+let home: string;
+let operations: OperationRegistry;
+
+const hooks: EngineHooks = { threadsEnded: async () => {}, budgeted: () => false };
+
+// A database per case: the ledger's rows (append-only) cannot be truncated between cases.
+beforeEach(async () => {
+  database = await createTestDatabase({ migrated: true });
+  pool = openTestPool(database.url, 4);
+  reader = new PgSql(pool);
+  // One attempt: a transaction Postgres aborts to break a deadlock fails the write instead of running again.
+  write = writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, hooks);
+  home = mkdtempSync(join(tmpdir(), 'cmb-claim-races-'));
+  operations = await loadOperations(home, [], operationSettingsOf(loadConfig(home, {})));
+});
+afterEach(async () => {
+  await pool?.end();
+  await database?.drop();
+  rmSync(home, { recursive: true, force: true });
+});
+
+/** A write that runs `first`, then waits for the returned `go` before it runs `then` and commits. */
+function pausedWrite<A, B>(first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) => Promise<B>) {
+  let go!: () => void;
+  const gate = new Promise<void>((r) => (go = r));
+  let paused!: (a: A) => void;
+  const reached = new Promise<A>((r) => (paused = r));
+  const done = write(async (tx) => {
+    const a = await first(tx);
+    paused(a);
+    await gate;
+    return then(tx, a);
+  });
+  done.catch(() => {}); // awaited by the test
+  return { reached, go, done };
+}
+
+/** Some transaction of this database is waiting for a lock. */
+async function aWriteWaitsForALock(sql: Sql): Promise<boolean> {
+  const row = await sql.get<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+  return row!.n > 0;
+}
+
+/** Resolves once `p` settled (fulfilled or not). */
+function settled(p: Promise<unknown>): () => boolean {
+  let done = false;
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  return () => done;
+}
+
+describe('claim rounds of two daemons', () => {
+  function flow(): FlowControl {
+    const config = loadConfig(home, { OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model' });
+    return flowControlOf(config.flow, operations, createModelRouter(config, undefined));
+  }
+
+  it('taking two lock scopes in crossing order: neither waits for the other, both commit', async () => {
+    // Scope A: items a1, a2; scope B: b1, b2. By priority a1, b1, b2, a2: round 1 takes a1 (A) then
+    // tries b2 (B); round 2, not seeing round 1's claim, takes b1 (B) then tries a2 (A).
+    const items = [
+      { id: 'a1', scope: 'A', priority: 0 },
+      { id: 'b1', scope: 'B', priority: 1 },
+      { id: 'b2', scope: 'B', priority: 2 },
+      { id: 'a2', scope: 'A', priority: 3 },
+    ];
+    for (const i of items) {
+      await insertThread(reader, testThreadRow(i.id));
+      await insertWorkItem(reader, testWorkItemRow(i.id, { lock_scope: i.scope, priority: i.priority }));
+    }
+    const [flow1, flow2] = [flow(), flow()];
+    const claimOne = (tx: Tx, f: FlowControl, owner: string) => claimWorkItems(tx, f, owner, 1, 60_000).then((r) => r.claimed.map((c) => c.item.id));
+    const round1 = pausedWrite(
+      (tx) => claimOne(tx, flow1, 'd1'),
+      async (tx, first) => [...first, ...(await claimOne(tx, flow1, 'd1'))],
+    );
+    expect(await round1.reached).toEqual(['a1']);
+    const round2 = pausedWrite(
+      (tx) => claimOne(tx, flow2, 'd2'),
+      async (tx, first) => [...first, ...(await claimOne(tx, flow2, 'd2'))],
+    );
+    expect(await round2.reached).toEqual(['b1']);
+    // Round 1 goes on to scope B, which round 2 is inserting: it waited for it (or passes over b2).
+    round1.go();
+    const round1Done = settled(round1.done);
+    await waitUntil(async () => round1Done() || (await aWriteWaitsForALock(reader)), 'round 1 to take its next scope or wait for it');
+    round2.go();
+    const [one, two] = await Promise.all([round1.done, round2.done]);
+    expect([one, two]).toEqual([['a1'], ['b1']]);
+    const status = async (id: string) => (await getWorkItem(reader, id))!;
+    expect((await status('b2')).status).toBe('queued');
+    expect((await status('a2')).status).toBe('queued');
+    expect((await status('a1')).lease_owner).toBe('d1');
+    expect((await status('b1')).lease_owner).toBe('d2');
+  });
+});
+
+describe("an item's answer recorded while another daemon takes over its expired lease", () => {
+  function ctxOf(owner: string): EngineContext {
+    return {
+      owner,
+      routeOf: () => {
+        throw new Error('no route needed');
+      },
+      operations,
+      cache: false,
+      random: () => 0.5,
+      priceOf: () => undefined,
+      crashAt: neverCrash,
+    };
+  }
+
+  /** Item `a` running under d1, its lease expired, with its charge reserved and its prompt recorded. */
+  async function callInFlight(): Promise<void> {
+    const input = JSON.stringify({ project_id: 'p', epic_id: 'e' });
+    await insertThread(reader, { ...testThreadRow('a'), kind: 'story_generate_epic', input, status: 'running' });
+    await insertWorkItem(reader, testWorkItemRow('a', { status: 'running', lease_owner: 'd1', lease_expires_at: 1, lock_scope: 'A' }));
+    await write(async (tx) => {
+      const item = (await getWorkItem(tx.sql, 'a'))!;
+      await tx.sql.run('INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES (?, ?, ?, ?)', ['A', 'a', 1, 1]);
+      await reserveCharge(tx, item, 'test-model', { tokens: 100, cost_usd: 0 });
+      const thread = { ...testThreadRow('a'), kind: 'story_generate_epic', input, status: 'running' as const };
+      appendEntry(tx, thread, 'a', 'prompt', 1, { request: {}, attempt: 1, repair: 0 });
+    });
+  }
+
+  const answer = {
+    kind: 'response' as const,
+    latencyMs: 5,
+    httpStatus: 200,
+    requestId: null,
+    rateLimit: {},
+    bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
+  };
+
+  it('the take-over holds the item: the record waits for it and finds its lease lost, no deadlock', async () => {
+    await callInFlight();
+    // d2's recovery scan takes the lease over and closes the charge (in doubt); it commits after the gate,
+    // appending the INTERRUPTED entry at its COMMIT.
+    const takeover = pausedWrite(
+      async (tx) => {
+        const stale = await lockStaleLeases(tx, { startup: false, exclusive: false, owner: 'd2', homePrefix: 'home-d2:', inFlight: new Map() });
+        return (await rescueLeases(tx, ctxOf('d2'), stale, 60_000)).interrupted;
+      },
+      async (_tx, interrupted) => interrupted,
+    );
+    expect(await takeover.reached).toBe(1);
+    // d1's call returns meanwhile: it records the answer (on main: chain head, then the charge d2 holds).
+    const record = write((tx) => recordResponse(tx, ctxOf('d1'), 'a', answer));
+    record.catch(() => {});
+    await waitUntil(() => aWriteWaitsForALock(reader), 'the record to wait for the take-over');
+    takeover.go();
+    expect(await takeover.done).toBe(1);
+    await expect(record).rejects.toBeInstanceOf(StaleStateError);
+    const entries = await reader.all<{ entry_type: string }>("SELECT entry_type FROM llm_ledger_entries WHERE work_item_id = 'a' ORDER BY seq");
+    expect(entries.map((e) => e.entry_type)).toEqual(['prompt', 'error']);
+    const charge = await reader.get<{ status: string }>("SELECT status FROM llm_charges WHERE work_item_id = 'a'");
+    expect(charge?.status).toBe('in_doubt');
+  });
+});
