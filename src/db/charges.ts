@@ -97,18 +97,11 @@ export async function closeChargeWithoutResponse(
 }
 
 /**
- * Moves a project's budgeted spend for one day by a delta (positive when a call is reserved, the
- * difference when it settles, negative when it is released). Called in the same transaction as the
- * charge change it mirrors (engine/charges.ts).
- */
-export function addProjectSpend(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
-  return runStatement(sql, ADD_PROJECT_SPEND, p);
-}
-
-/**
- * `addProjectSpend` as one of the transaction's last statements: on a handle that runs statements in its
- * COMMIT's query (the Postgres writer's `Sql.atCommit`) it goes there, so the spend row is locked only
- * inside that query; elsewhere it runs now. It needs no answer: an upsert changes its row whatever it held.
+ * Moves a project's spend for one day by a delta (positive when a call is reserved, the difference when
+ * it settles, negative when it is released), as one of the transaction's last statements (engine/charges.ts
+ * `moveSpend`): on a handle that runs statements in its COMMIT's query (the Postgres writer's
+ * `Sql.atCommit`) it goes there, so the spend row is locked only inside that query; elsewhere it runs
+ * now. It needs no answer: an upsert changes its row whatever it held.
  */
 export function addProjectSpendAtCommit(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
   return runAtCommit(sql, ADD_PROJECT_SPEND, p);

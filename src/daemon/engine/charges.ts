@@ -11,14 +11,7 @@
  * row is guarded by `status = 'reserved'` and a unique `response_seq`: a paid call is counted exactly
  * once, however often the item is retried or the daemon restarted.
  */
-import {
-  addProjectSpend,
-  addProjectSpendAtCommit,
-  closeChargeWithoutResponse,
-  getOpenCharge,
-  insertCharge,
-  settleChargeFromResponse,
-} from '../../db/charges.js';
+import { addProjectSpendAtCommit, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
 import type { ChargeRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
 import { lockKeyForTransaction, tryLockKeyForTransaction } from '../../db/key-locks.js';
@@ -152,21 +145,22 @@ async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
   if (tx.hooks.budgeted(item.project_id)) await unparkBudgetItems(tx.sql, { project_id: item.project_id, now: tx.now });
 }
 
-type SpendChange = Parameters<typeof addProjectSpend>[1];
+type SpendChange = Parameters<typeof addProjectSpendAtCommit>[1];
 
 /** Per transaction (its statement handle is its own for the closure's lifetime): spend to add at its end. */
 const pendingSpend = new WeakMap<object, Map<string, SpendChange>>();
 
 /**
- * Moves the project's running spend (llm_project_spend, one row per project and day). A budgeted
- * project's moves now: the claim decides on it in this same transaction, under the budget lock. Any
- * other project's at the end of the transaction, after its ledger append, summed into one statement per
- * project and day (on Postgres in the COMMIT's query): the row is then locked only from there to the
- * COMMIT. Moved where it happened, the row stayed locked while the transaction waited for the chain head,
- * and on a shared database every transaction of the project queued behind it.
+ * Moves the project's running spend (llm_project_spend, one row per project and day) at the end of the
+ * transaction, after its ledger append, summed into one statement per project and day (on Postgres in
+ * the COMMIT's query): the row is locked only from there to the COMMIT, after the chain head, whatever
+ * the daemon's `budgets` say (the LOCK ORDER of engine/tx.ts). Moved where it happened, the row stayed
+ * locked while the transaction waited for the chain head: every transaction of the project queued behind
+ * it, and a daemon that moved a budgeted project's spend at once (spend, then chain head) could deadlock
+ * with one whose config had no budget for it (chain head, then spend). A claim deciding on a budget in
+ * the same transaction adds what it reserved so far (`pendingProjectSpend`).
  */
 function moveSpend(tx: Tx, change: SpendChange): Promise<void> {
-  if (tx.hooks.budgeted(change.project_id)) return addProjectSpend(tx.sql, change);
   let pending = pendingSpend.get(tx.sql);
   if (!pending) {
     const created = new Map<string, SpendChange>();
@@ -181,6 +175,17 @@ function moveSpend(tx: Tx, change: SpendChange): Promise<void> {
     sum.cost_usd += change.cost_usd;
   } else pending.set(key, { ...change });
   return DONE;
+}
+
+/** The project's spend this transaction has moved and not yet written (`moveSpend`): on `day`, or on every day (null). */
+export function pendingProjectSpend(tx: Tx, projectId: string, day: string | null): { tokens: number; cost_usd: number } {
+  const spend = { tokens: 0, cost_usd: 0 };
+  for (const change of pendingSpend.get(tx.sql)?.values() ?? []) {
+    if (change.project_id !== projectId || (day !== null && change.day !== day)) continue;
+    spend.tokens += change.tokens;
+    spend.cost_usd += change.cost_usd;
+  }
+  return spend;
 }
 
 async function addPendingSpend(tx: Tx, pending: Map<string, SpendChange>): Promise<void> {

@@ -30,7 +30,7 @@ import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
-import { lockProjectBudget, reserveCharge, tryLockProjectBudget } from './charges.js';
+import { lockProjectBudget, pendingProjectSpend, reserveCharge, tryLockProjectBudget } from './charges.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt } from './failures.js';
 import type { EngineContext } from './leased.js';
@@ -238,9 +238,11 @@ async function fitsBudget(
     round.limitedUntil = Math.min(round.limitedUntil ?? Number.POSITIVE_INFINITY, tx.now + BUDGET_BUSY_RETRY_MS);
     return false;
   }
+  // What this round reserved is written at its end (engine/charges.ts `moveSpend`): added here.
+  const today = utcDay(tx.now);
   const spent = {
-    today: await sumProjectSpend(tx.sql, item.project_id, utcDay(tx.now)),
-    total: await sumProjectSpend(tx.sql, item.project_id, null),
+    today: plus(await sumProjectSpend(tx.sql, item.project_id, today), pendingProjectSpend(tx, item.project_id, today)),
+    total: plus(await sumProjectSpend(tx.sql, item.project_id, null), pendingProjectSpend(tx, item.project_id, null)),
   };
   const verdict = checkBudget(limits, spent, estimate, tx.now);
   if (verdict.ok) return true;
@@ -256,6 +258,10 @@ async function fitsBudget(
     round.parked++;
   }
   return false;
+}
+
+function plus(a: { tokens: number; cost_usd: number }, b: { tokens: number; cost_usd: number }): { tokens: number; cost_usd: number } {
+  return { tokens: a.tokens + b.tokens, cost_usd: a.cost_usd + b.cost_usd };
 }
 
 /** How soon a claim round looks again at a project whose budget another daemon was deciding on. */

@@ -1,7 +1,8 @@
 /**
  * Races between daemons on one Postgres that crossed two locks (issue 18; the LOCK ORDER of
- * engine/tx.ts): two claim rounds taking two lock scopes in crossing order, and the recording of a
- * call's answer while another daemon's recovery scan takes over the item's expired lease. Each case pins
+ * engine/tx.ts): two claim rounds taking two lock scopes in crossing order, the recording of a call's
+ * answer while another daemon's recovery scan takes over the item's expired lease, and two daemons whose
+ * configs disagree about a project's budget moving its spend. Each case pins
  * the interleaving with gates, no timing: one transaction stops holding its first lock, the other runs
  * up to where it waited for it, then the first goes on. Postgres broke such a cycle after
  * `deadlock_timeout` by aborting one transaction, which the writer ran again (a stall of ~1 s); here each
@@ -23,7 +24,7 @@ import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
 import { flowControlOf } from '../../src/daemon/config/flow.js';
 import { createModelRouter } from '../../src/daemon/routing/wiring.js';
-import { reserveCharge } from '../../src/daemon/engine/charges.js';
+import { closeAfterError, reserveCharge } from '../../src/daemon/engine/charges.js';
 import { recordResponse } from '../../src/daemon/engine/completer.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
@@ -201,5 +202,45 @@ describe("an item's answer recorded while another daemon takes over its expired 
     expect(entries.map((e) => e.entry_type)).toEqual(['prompt', 'error']);
     const charge = await reader.get<{ status: string }>("SELECT status FROM llm_charges WHERE work_item_id = 'a'");
     expect(charge?.status).toBe('in_doubt');
+  });
+});
+
+describe("a project's spend moved by two daemons whose configs disagree about its budget", () => {
+  it('both move it after their ledger append: neither waits for the other, both commit', async () => {
+    // Items a and b of project p, each with its call's charge reserved.
+    for (const id of ['a', 'b']) {
+      await insertThread(reader, { ...testThreadRow(id), status: 'running' });
+      await insertWorkItem(reader, testWorkItemRow(id, { status: 'running', lease_owner: 'd', lease_expires_at: Date.now() + 60_000 }));
+      await write(async (tx) => reserveCharge(tx, (await getWorkItem(tx.sql, id))!, 'test-model', { tokens: 100, cost_usd: 0.5 }));
+    }
+    // Each call failed with an HTTP error (not billed: the reservation comes back), then the error entry.
+    const failed = { code: 'HTTP_500', class: 'transient' as const, message: 'boom', httpStatus: 500 };
+    const fail = async (tx: Tx, id: string) => closeAfterError(tx, (await getWorkItem(tx.sql, id))!, failed, 5);
+    const errorEntry = (tx: Tx, id: string) => appendEntry(tx, { ...testThreadRow(id), status: 'running' }, id, 'error', 1, { code: 'HTTP_500' });
+    const budgeted = writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, { ...hooks, budgeted: () => true });
+    // Daemon 1 has a budget for p: it gives a's reservation back (on main: the spend row at once) …
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    let reached!: () => void;
+    const paused = new Promise<void>((r) => (reached = r));
+    const one = budgeted(async (tx) => {
+      await fail(tx, 'a');
+      reached();
+      await gate;
+      errorEntry(tx, 'a');
+    });
+    one.catch(() => {});
+    await paused;
+    // … daemon 2 has none: chain head, then the spend row, in its COMMIT's query.
+    const two = write(async (tx) => {
+      await fail(tx, 'b');
+      errorEntry(tx, 'b');
+    });
+    const twoDone = settled(two);
+    await waitUntil(async () => twoDone() || (await aWriteWaitsForALock(reader)), 'daemon 2 to commit or wait for the spend row');
+    go();
+    await Promise.all([one, two]);
+    const spend = await reader.get<{ tokens: number }>("SELECT sum(tokens)::int AS tokens FROM llm_project_spend WHERE project_id = 'p'");
+    expect(spend?.tokens).toBe(0);
   });
 });
