@@ -257,27 +257,35 @@ export async function cancelActiveThreads(sql: Sql, ids: readonly string[], now:
 
 /**
  * Moves a thread from `from` to `to`; a terminal `to` also stamps closed_at, a reopening clears it.
- * Throws on a transition the table forbids, and StaleStateError if the thread was not in `from`.
+ * Throws on a transition the table forbids, and StaleStateError if the thread was not in `from` — or no
+ * longer has the parent it was read with (see `transitionThreadIfStill`).
  */
-export function transitionThread(sql: Sql, id: string, from: ThreadStatus, to: ThreadStatus, now: number): Promise<void> {
+export function transitionThread(sql: Sql, thread: ReadThread, from: ThreadStatus, to: ThreadStatus, now: number): Promise<void> {
   assertThreadTransition(from, to);
-  return runGuarded(sql, TRANSITION_TEXT, transitionParams(id, from, to, now), `thread ${id} is not ${from}`);
+  return runGuarded(sql, TRANSITION_TEXT, transitionParams(thread, from, to, now), `thread ${thread.id} is not ${from} under the parent it was read with`);
 }
 
 /**
  * `transitionThread` for a caller that can act on "not in `from` any more" (it read the row earlier in
- * its transaction): whether the one guarded UPDATE changed the row; false changes nothing.
+ * its transaction): whether the one guarded UPDATE changed the row; false changes nothing. Guarded by
+ * the parent too: an orchestration adopting the thread (`adoptThread`, on Postgres committed after the
+ * caller read it) gives it the parent whose close its end must check, and a caller that read no parent
+ * and ended it anyway left that orchestration open until the recovery scan.
  */
-export function transitionThreadIfStill(sql: Sql, id: string, from: ThreadStatus, to: ThreadStatus, now: number): Promise<boolean> {
+export function transitionThreadIfStill(sql: Sql, thread: ReadThread, from: ThreadStatus, to: ThreadStatus, now: number): Promise<boolean> {
   assertThreadTransition(from, to);
-  return changedOne(sql, TRANSITION_TEXT, transitionParams(id, from, to, now));
+  return changedOne(sql, TRANSITION_TEXT, transitionParams(thread, from, to, now));
 }
 
-const TRANSITION_TEXT = 'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from';
+/** A thread as a transaction read it: its id, and the parent it had then. */
+type ReadThread = Pick<ThreadRow, 'id' | 'parent_thread_id'>;
 
-function transitionParams(id: string, from: ThreadStatus, to: ThreadStatus, now: number) {
+const TRANSITION_TEXT =
+  'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from AND parent_thread_id IS NOT DISTINCT FROM @parent';
+
+function transitionParams(thread: ReadThread, from: ThreadStatus, to: ThreadStatus, now: number) {
   const closing = to === 'complete' || to === 'failed' || to === 'canceled';
-  return { id, from, to, closed_at: closing ? now : null };
+  return { id: thread.id, parent: thread.parent_thread_id, from, to, closed_at: closing ? now : null };
 }
 
 /**

@@ -142,9 +142,9 @@ describe('a work item with its thread', () => {
 describe('thread moves from a status read earlier', () => {
   it('moves only a thread still in that status, and says whether it did', async () => {
     await insertThread(sql, { ...testThreadRow('a'), status: 'running' });
-    expect(await transitionThreadIfStill(sql, 't-a', 'open', 'canceled', 5)).toBe(false);
+    expect(await transitionThreadIfStill(sql, { id: 't-a', parent_thread_id: null }, 'open', 'canceled', 5)).toBe(false);
     expect((await getThread(sql, 't-a'))?.status).toBe('running');
-    expect(await transitionThreadIfStill(sql, 't-a', 'running', 'complete', 5)).toBe(true);
+    expect(await transitionThreadIfStill(sql, { id: 't-a', parent_thread_id: null }, 'running', 'complete', 5)).toBe(true);
     expect(await getThread(sql, 't-a')).toMatchObject({ status: 'complete', closed_at: 5 });
   });
 

@@ -1,8 +1,9 @@
 /**
  * Races between daemons on one Postgres that crossed two locks (issue 18; the LOCK ORDER of
  * engine/tx.ts): two claim rounds taking two lock scopes in crossing order, the recording of a call's
- * answer while another daemon's recovery scan takes over the item's expired lease, and two daemons whose
- * configs disagree about a project's budget moving its spend. Each case pins
+ * answer while another daemon's recovery scan takes over the item's expired lease, two daemons whose
+ * configs disagree about a project's budget moving its spend; and, not a deadlock, a thread's end racing
+ * its adoption by an orchestration (generate-all adopting an epic run in progress). Each case pins
  * the interleaving with gates, no timing: one transaction stops holding its first lock, the other runs
  * up to where it waited for it, then the first goes on. Postgres broke such a cycle after
  * `deadlock_timeout` by aborting one transaction, which the writer ran again (a stall of ~1 s); here each
@@ -19,7 +20,7 @@ import type { Sql } from '../../src/core/sql.js';
 import { writeTx } from '../../src/core/tx.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
-import { insertThread } from '../../src/db/threads.js';
+import { adoptThread, getThread, insertThread } from '../../src/db/threads.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
 import { flowControlOf } from '../../src/daemon/config/flow.js';
@@ -30,7 +31,7 @@ import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import { claimWorkItems, type FlowControl } from '../../src/daemon/engine/producer.js';
 import { lockStaleLeases, rescueLeases } from '../../src/daemon/engine/rescuer.js';
-import { appendEntry, type EngineHooks, type Tx, type Write } from '../../src/daemon/engine/tx.js';
+import { appendEntry, endThread, type EngineHooks, type Tx, type Write } from '../../src/daemon/engine/tx.js';
 import { neverCrash } from '../../src/core/crash.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
@@ -214,7 +215,7 @@ describe("a project's spend moved by two daemons whose configs disagree about it
       await write(async (tx) => reserveCharge(tx, (await getWorkItem(tx.sql, id))!, 'test-model', { tokens: 100, cost_usd: 0.5 }));
     }
     // Each call failed with an HTTP error (not billed: the reservation comes back), then the error entry.
-    const failed = { code: 'HTTP_500', class: 'transient' as const, message: 'boom', httpStatus: 500 };
+    const failed = { code: 'PROVIDER_ERROR' as const, class: 'transient' as const, message: 'HTTP 500', httpStatus: 500 };
     const fail = async (tx: Tx, id: string) => closeAfterError(tx, (await getWorkItem(tx.sql, id))!, failed, 5);
     const errorEntry = (tx: Tx, id: string) => appendEntry(tx, { ...testThreadRow(id), status: 'running' }, id, 'error', 1, { code: 'HTTP_500' });
     const budgeted = writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, { ...hooks, budgeted: () => true });
@@ -242,5 +243,25 @@ describe("a project's spend moved by two daemons whose configs disagree about it
     await Promise.all([one, two]);
     const spend = await reader.get<{ tokens: number }>("SELECT sum(tokens)::int AS tokens FROM llm_project_spend WHERE project_id = 'p'");
     expect(spend?.tokens).toBe(0);
+  });
+});
+
+describe('a thread ending while an orchestration adopts it', () => {
+  it('the end read the thread before the adoption committed: it still closes the orchestration', async () => {
+    // Generate-all's orchestration, whose only child is the epic run it is adopting (already running alone).
+    await insertThread(reader, { ...testThreadRow('p'), role: 'orchestration', status: 'running' });
+    await insertThread(reader, { ...testThreadRow('a'), status: 'running' });
+    // The engine's end of the thread reads it (no parent yet), then ends it after the adoption committed.
+    const end = pausedWrite(
+      async (tx) => (await getThread(tx.sql, 't-a'))!,
+      (tx, thread) => endThread(tx, thread, 'complete'),
+    );
+    expect((await end.reached).parent_thread_id).toBeNull();
+    await write((tx) => adoptThread(tx.sql, 't-a', 't-p'));
+    end.go();
+    await end.done;
+    // On main the end's UPDATE matched (the status had not changed), its row said "no parent", and the
+    // orchestration stayed running until the recovery scan closed it.
+    expect([(await getThread(reader, 't-a'))?.status, (await getThread(reader, 't-p'))?.status]).toEqual(['complete', 'complete']);
   });
 });

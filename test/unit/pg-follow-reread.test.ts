@@ -93,12 +93,12 @@ describe('a follow stream re-reading while a local write ends a child', () => {
     remote.publish({ threadId: 't-c', parentThreadId: 't-p' });
     await hold.atListing;
     // ... then this daemon's write ends the child, committed and published before the re-read goes on.
-    await transitionThread(db, 't-c', 'running', 'complete', 2);
+    await transitionThread(db, { id: 't-c', parent_thread_id: 't-p' }, 'running', 'complete', 2);
     bus.publish([threadEvent('t-c', 'complete')]);
     hold.release();
     await waitUntil(() => seen.some((m) => m.event === 'thread' && m.thread_id === 't-c'), 'the child end to be streamed');
 
-    await transitionThread(db, 't-p', 'running', 'complete', 3);
+    await transitionThread(db, { id: 't-p', parent_thread_id: null }, 'running', 'complete', 3);
     bus.publish([threadEvent('t-p', 'complete')]);
     await reading;
     const child = seen.filter((m) => m.event === 'thread' && m.thread_id === 't-c').map((m) => (m as { status: string }).status);

@@ -188,13 +188,13 @@ export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void
  * `threadsEnded` hook and closes the parent if this was its last running child. Returns the updated row.
  */
 export async function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<ThreadRow> {
-  await transitionThread(tx.sql, thread.id, thread.status as ThreadStatus, to, tx.now);
+  await transitionThread(tx.sql, thread, thread.status as ThreadStatus, to, tx.now);
   return await afterMove(tx, thread, to);
 }
 
 /** `moveThread` if the thread is still in `thread.status` (true); false, and nothing done, if it is not. */
 async function moveThreadIfStill(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<boolean> {
-  if (!(await transitionThreadIfStill(tx.sql, thread.id, thread.status as ThreadStatus, to, tx.now))) return false;
+  if (!(await transitionThreadIfStill(tx.sql, thread, thread.status as ThreadStatus, to, tx.now))) return false;
   await afterMove(tx, thread, to);
   return true;
 }
@@ -227,7 +227,7 @@ export async function cancelThreads(tx: Tx, ids: readonly string[]): Promise<voi
  */
 export async function endThreads(tx: Tx, threads: readonly ThreadRow[], to: EndedStatus): Promise<void> {
   if (threads.length === 0) return;
-  for (const t of threads) await transitionThread(tx.sql, t.id, t.status as ThreadStatus, to, tx.now);
+  for (const t of threads) await transitionThread(tx.sql, t, t.status as ThreadStatus, to, tx.now);
   const ended = threads.map((t): ThreadRow => ({ ...t, status: to, closed_at: tx.now }));
   await reportEnded(tx, ended, to);
   await closeParentsOf(tx, ended);
