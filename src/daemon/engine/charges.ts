@@ -200,8 +200,9 @@ async function addPendingSpend(tx: Tx, pending: Map<string, SpendChange>): Promi
  * run one after the other: either the claim sees the freed headroom, or the settlement sees the parked
  * items. Without it a settlement committing during a claim's decision would unpark nothing and leave
  * the items parked although they fit. Taken before a transaction's first ledger append (the chain
- * head is the last shared lock a transaction takes: no cycle through it); a transaction needing several
- * projects' takes them all first, in sorted order (recovery), or waits only for its first (a claim round).
+ * head and then the spend rows are the last shared locks a transaction takes: no cycle through them);
+ * a transaction needing several projects' takes them all first, in sorted order (recovery), or waits
+ * only for its first (a claim round). The whole order: LOCK ORDER in engine/tx.ts.
  * A project without a budget never has items parked for spend: nothing to serialize, no lock — on a
  * shared database that lock (held to the commit, behind the chain head) was the per-project queue.
  */

@@ -308,19 +308,33 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
 }
 
 /**
- * LOCK ORDER (Postgres; SQLite's one writer runs every write alone). A transaction that changes a child
- * thread and its orchestration locks, in this order: the child's work item, the child's thread, the
- * orchestration's thread, then the shared rows it appends at its end (the project's spend, the ledger's
- * chain head, in the COMMIT's query). The engine's paths are built that way and are the hot ones — a
- * start moves its item, then its child and an open parent in one UPDATE; an answer or a failure ends
- * the item, then the child, then closes the parent here — so the rare paths follow them: a cancel ends
- * the children's queued items, then the children, then their orchestration (`cancelOrchestration`); a
- * retry or a replay reopens the child before its parent. The other order, parent first, would hold the
- * orchestration's row for a child's whole transaction, so a generate-all's children would end one at a
- * time. Not obvious: a guarded UPDATE that waited for a row another transaction changed keeps that row
- * locked even when the row no longer matches (Postgres locks it to re-check it), so the cancel's
- * `status = 'queued'` holds an item a claim committed meanwhile, and the start of that item must lock
- * the item before its thread.
+ * LOCK ORDER (Postgres; SQLite's one writer runs every write alone). Every write takes the rows it
+ * changes in this order, so no two writes wait for each other in a cycle (Postgres would abort one after
+ * `deadlock_timeout`, and the writer run it again: a stall of ~1 s):
+ *   1. work items. A step of a leased item locks its item with its first read (`leasedItemAndThread`),
+ *      before anything else of it; claims and the recovery scan take items with SKIP LOCKED (never
+ *      waiting: a claim round may take them after its budget lock), so the item's lock serializes
+ *      everything done to it. A cancel locks its children's queued items first.
+ *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
+ *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
+ *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`): a
+ *      scope another transaction is taking is passed over, never waited for — two claim rounds took two
+ *      scopes in crossing order.
+ *   3. a document's head (the answer's apply), then the item's scope lock row, then its charge.
+ *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows.
+ *   5. at the end, in the COMMIT's query: the ledger's chain head, then the projects' spend rows (always
+ *      after the append, whatever a daemon's `budgets` say: `moveSpend`), the mutation, document parts.
+ * The engine's paths are built that way and are the hot ones — a start moves its item, then its child
+ * and an open parent in one UPDATE; an answer or a failure ends the item, then the child, then closes
+ * the parent here — so the rare paths follow them: a cancel ends the children's queued items, then the
+ * children, then their orchestration (`cancelOrchestration`); a retry or a replay reopens the child
+ * before its parent. The other order, parent first, would hold the orchestration's row for a child's
+ * whole transaction, so a generate-all's children would end one at a time. Not obvious: a guarded
+ * UPDATE that waited for a row another transaction changed keeps that row locked even when the row no
+ * longer matches (Postgres locks it to re-check it), so the cancel's `status = 'queued'` holds an item a
+ * claim committed meanwhile, and the start of that item must lock the item before its thread. A thread's
+ * move is guarded by the parent it was read with too (db/threads.ts `transitionThreadIfStill`): an
+ * adoption committed meanwhile gives it the parent whose close its end must check.
  *
  * Closes an orchestration once every child has ended: `complete` if all completed, else `failed`
  * (continue_on_error: one failed child does not stop the others). Releases the locks it holds.
