@@ -12,14 +12,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/core/clock.js';
 import { StaleStateError } from '../../src/core/errors.js';
-import type { Sql } from '../../src/core/sql.js';
-import { writeTx } from '../../src/core/tx.js';
-import { PgSql } from '../../src/db/pg/sql.js';
-import { PgWriter } from '../../src/db/pg/writer.js';
 import { adoptThread, getThread, insertThread } from '../../src/db/threads.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
@@ -27,50 +21,42 @@ import { flowControlOf } from '../../src/daemon/config/flow.js';
 import { createModelRouter } from '../../src/daemon/routing/wiring.js';
 import { closeAfterError, reserveCharge } from '../../src/daemon/engine/charges.js';
 import { recordResponse } from '../../src/daemon/engine/completer.js';
-import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import { claimWorkItems, type FlowControl } from '../../src/daemon/engine/producer.js';
 import { lockStaleLeases, rescueLeases } from '../../src/daemon/engine/rescuer.js';
-import { appendEntry, endThread, type EngineHooks, type Tx, type Write } from '../../src/daemon/engine/tx.js';
+import { appendEntry, endThread, type Tx, type Write } from '../../src/daemon/engine/tx.js';
 import { neverCrash } from '../../src/core/crash.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
 import { waitUntil } from '../helpers/harness.js';
-import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
+import { aWriteWaitsForALock, NO_HOOKS, oneAttemptWrite, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
+import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
-let database: TestDatabase;
-let pool: pg.Pool;
+let db: RaceDatabase;
 let reader: PgSql;
 let write: Write;
 let home: string;
 let operations: OperationRegistry;
 
-const hooks: EngineHooks = { threadsEnded: async () => {}, budgeted: () => false };
-
-// A database per case: the ledger's rows (append-only) cannot be truncated between cases.
 beforeEach(async () => {
-  database = await createTestDatabase({ migrated: true });
-  pool = openTestPool(database.url, 4);
-  reader = new PgSql(pool);
-  // One attempt: a transaction Postgres aborts to break a deadlock fails the write instead of running again.
-  write = writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, hooks);
-  home = mkdtempSync(join(tmpdir(), 'cmb-claim-races-'));
+  db = await openRaceDatabase();
+  ({ reader, write } = db);
+  home = mkdtempSync(join(tmpdir(), 'cmb-crossing-locks-'));
   operations = await loadOperations(home, [], operationSettingsOf(loadConfig(home, {})));
 });
 afterEach(async () => {
-  await pool?.end();
-  await database?.drop();
+  await db?.drop();
   rmSync(home, { recursive: true, force: true });
 });
 
 /** A write that runs `first`, then waits for the returned `go` before it runs `then` and commits. */
-function pausedWrite<A, B>(first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) => Promise<B>) {
+function pausedWrite<A, B>(first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) => Promise<B>, by: Write = write) {
   let go!: () => void;
   const gate = new Promise<void>((r) => (go = r));
   let paused!: (a: A) => void;
   const reached = new Promise<A>((r) => (paused = r));
-  const done = write(async (tx) => {
+  const done = by(async (tx) => {
     const a = await first(tx);
     paused(a);
     await gate;
@@ -78,12 +64,6 @@ function pausedWrite<A, B>(first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) =
   });
   done.catch(() => {}); // awaited by the test
   return { reached, go, done };
-}
-
-/** Some transaction of this database is waiting for a lock. */
-async function aWriteWaitsForALock(sql: Sql): Promise<boolean> {
-  const row = await sql.get<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
-  return row!.n > 0;
 }
 
 /** Resolves once `p` settled (fulfilled or not). */
@@ -218,20 +198,14 @@ describe("a project's spend moved by two daemons whose configs disagree about it
     const failed = { code: 'PROVIDER_ERROR' as const, class: 'transient' as const, message: 'HTTP 500', httpStatus: 500 };
     const fail = async (tx: Tx, id: string) => closeAfterError(tx, (await getWorkItem(tx.sql, id))!, failed, 5);
     const errorEntry = (tx: Tx, id: string) => appendEntry(tx, { ...testThreadRow(id), status: 'running' }, id, 'error', 1, { code: 'HTTP_500' });
-    const budgeted = writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, { ...hooks, budgeted: () => true });
+    const budgeted = oneAttemptWrite(db.pool, { ...NO_HOOKS, budgeted: () => true });
     // Daemon 1 has a budget for p: it gives a's reservation back (on main: the spend row at once) …
-    let go!: () => void;
-    const gate = new Promise<void>((r) => (go = r));
-    let reached!: () => void;
-    const paused = new Promise<void>((r) => (reached = r));
-    const one = budgeted(async (tx) => {
-      await fail(tx, 'a');
-      reached();
-      await gate;
-      errorEntry(tx, 'a');
-    });
-    one.catch(() => {});
-    await paused;
+    const one = pausedWrite(
+      (tx) => fail(tx, 'a'),
+      async (tx) => errorEntry(tx, 'a'),
+      budgeted,
+    );
+    await one.reached;
     // … daemon 2 has none: chain head, then the spend row, in its COMMIT's query.
     const two = write(async (tx) => {
       await fail(tx, 'b');
@@ -239,8 +213,8 @@ describe("a project's spend moved by two daemons whose configs disagree about it
     });
     const twoDone = settled(two);
     await waitUntil(async () => twoDone() || (await aWriteWaitsForALock(reader)), 'daemon 2 to commit or wait for the spend row');
-    go();
-    await Promise.all([one, two]);
+    one.go();
+    await Promise.all([one.done, two]);
     const spend = await reader.get<{ tokens: number }>("SELECT sum(tokens)::int AS tokens FROM llm_project_spend WHERE project_id = 'p'");
     expect(spend?.tokens).toBe(0);
   });

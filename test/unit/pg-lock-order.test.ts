@@ -12,44 +12,28 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/core/clock.js';
-import type { Sql } from '../../src/core/sql.js';
-import { writeTx } from '../../src/core/tx.js';
-import { PgSql } from '../../src/db/pg/sql.js';
-import { PgWriter } from '../../src/db/pg/writer.js';
 import type { ThreadRow } from '../../src/db/schema.js';
 import { getThread, insertThread, lockThread } from '../../src/db/threads.js';
 import { claimWorkItem, getLatestWorkItem, insertWorkItem } from '../../src/db/work-items.js';
-import { endThread, markThreadStarted, type EngineHooks, type Tx, type Write } from '../../src/daemon/engine/tx.js';
-import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { endThread, markThreadStarted, type Tx, type Write } from '../../src/daemon/engine/tx.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
 import { cancelThread, retryThread } from '../../src/daemon/services/commands.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import { waitUntil } from '../helpers/harness.js';
-import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
+import { aWriteWaitsForALock, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
+import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
-let database: TestDatabase;
-let pool: pg.Pool;
+let db: RaceDatabase;
 let reader: PgSql;
 let write: Write;
 
-const hooks: EngineHooks = { threadsEnded: async () => {}, budgeted: () => false };
-
-// A database per case: the ledger's rows (append-only) cannot be truncated between cases.
 beforeEach(async () => {
-  database = await createTestDatabase({ migrated: true });
-  pool = openTestPool(database.url, 4);
-  reader = new PgSql(pool);
-  // One attempt: a transaction Postgres aborts to break a deadlock fails the write instead of running again.
-  write = writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, hooks);
+  db = await openRaceDatabase();
+  ({ reader, write } = db);
 });
-afterEach(async () => {
-  await pool?.end();
-  await database?.drop();
-});
+afterEach(() => db?.drop());
 
 /** Orchestration `t-p` with children `t-<child>` (each with one work item `<child>`), in these statuses. */
 async function orchestration(parentStatus: 'open' | 'running', children: { id: string; thread: 'open' | 'running'; item: 'queued' | 'running' }[]) {
@@ -82,12 +66,6 @@ async function cancelWhileHolding(holding: string, rest: (tx: Tx, held: ThreadRo
   await waitUntil(() => aWriteWaitsForALock(reader), `the cancel to wait for the write holding ${holding}`);
   open();
   await bothCommit(holder, cancel);
-}
-
-/** Some transaction of this database is waiting for a row lock (the cancel, behind the held child). */
-async function aWriteWaitsForALock(sql: Sql): Promise<boolean> {
-  const row = await sql.get<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
-  return row!.n > 0;
 }
 
 /** Waits for both writes; throws the first one's error (a deadlock: `InfraError: deadlock detected`). */

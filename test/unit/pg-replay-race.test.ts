@@ -9,42 +9,33 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/core/clock.js';
 import { CommandError } from '../../src/core/errors.js';
-import { writeTx } from '../../src/core/tx.js';
-import { PgSql } from '../../src/db/pg/sql.js';
-import { PgWriter } from '../../src/db/pg/writer.js';
 import { App } from '../../src/daemon/app.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
-import type { EngineEvent } from '../../src/daemon/engine/events.js';
-import type { EngineHooks } from '../../src/daemon/engine/tx.js';
 import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { applyReplay } from '../../src/ledger/replay.js';
 import { verifyLedger } from '../../src/ledger/verify.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project, waitUntil } from '../helpers/harness.js';
-import { createTestDatabase, openTestPool, type TestDatabase } from '../helpers/postgres.js';
+import { aWriteWaitsForALock, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
+import type { PgSql } from '../../src/db/pg/sql.js';
 
 let sim: Simulator;
-let database: TestDatabase;
-let pool: pg.Pool;
+let db: RaceDatabase;
 let reader: PgSql;
 const dirs: string[] = [];
 const apps: App[] = [];
 
 beforeEach(async () => {
   sim = await createSimulator({ latencyMs: 1 });
-  database = await createTestDatabase({ migrated: true });
-  pool = openTestPool(database.url, 4);
-  reader = new PgSql(pool);
+  db = await openRaceDatabase();
+  reader = db.reader;
 });
 afterEach(async () => {
   for (const app of apps.splice(0)) await app.shutdown(0);
-  await pool?.end();
-  await database?.drop();
+  await db?.drop();
   await sim?.close();
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
@@ -54,7 +45,7 @@ async function home(minStories: number) {
   const dir = mkdtempSync(join(tmpdir(), 'cmb-pg-replay-'));
   dirs.push(dir);
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ operations: { story_generate_epic: { validation: { min_stories: minStories } } } }));
-  const config = loadConfig(dir, { OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'k', COMBINE_DATABASE_URL: database.url });
+  const config = loadConfig(dir, { OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'k', COMBINE_DATABASE_URL: db.database.url });
   const operations = await loadOperations(dir, [], operationSettingsOf(config));
   return { config, operations };
 }
@@ -84,13 +75,11 @@ describe('two daemons replaying the same failed thread at once', () => {
 
     // The rule relaxed: daemon 1's replay commits only once daemon 2's has read the thread failed and waits.
     const relaxed = await home(3);
-    const hooks: EngineHooks = { threadsEnded: async () => {}, budgeted: () => false };
-    const write = writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, hooks);
     let go!: () => void;
     const gate = new Promise<void>((r) => (go = r));
     let reached!: () => void;
     const queued = new Promise<void>((r) => (reached = r));
-    const first = write(async (tx) => {
+    const first = db.write(async (tx) => {
       const report = await applyReplay(tx, relaxed.operations, thread, null);
       reached();
       await gate;
@@ -100,10 +89,7 @@ describe('two daemons replaying the same failed thread at once', () => {
     const other = await daemon(3);
     const second = other.threads.replay(thread, { apply: true, responseSeq: null });
     second.catch(() => {});
-    await waitUntil(
-      async () => (await count("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", [])) > 0,
-      'the second replay to wait for the first',
-    );
+    await waitUntil(() => aWriteWaitsForALock(reader), 'the second replay to wait for the first');
     go();
     expect((await first).applied).toMatchObject({ sequence: 2, status: 'queued' });
     const refused = await second.then(

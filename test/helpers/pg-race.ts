@@ -1,0 +1,54 @@
+/**
+ * What the pinned race tests on Postgres share (pg-lock-order, pg-crossing-locks, pg-replay-race): a
+ * fresh migrated database per case (the ledger's rows are append-only: they cannot be truncated between
+ * cases), a writer that makes one attempt — a transaction Postgres aborts to break a deadlock fails the
+ * write instead of running again, so a deadlock is a failed test — and the check that some transaction
+ * waits for a lock (the state a pinned interleaving waits for, never a timeout).
+ */
+import type pg from 'pg';
+import { systemClock } from '../../src/core/clock.js';
+import type { Sql } from '../../src/core/sql.js';
+import { writeTx } from '../../src/core/tx.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { PgWriter } from '../../src/db/pg/writer.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import type { EngineHooks, Write } from '../../src/daemon/engine/tx.js';
+import { createTestDatabase, openTestPool, type TestDatabase } from './postgres.js';
+
+/** No scheduled runs to finalize, no budgets. */
+export const NO_HOOKS: EngineHooks = { threadsEnded: async () => {}, budgeted: () => false };
+
+export interface RaceDatabase {
+  database: TestDatabase;
+  pool: pg.Pool;
+  reader: PgSql;
+  /** Writes with `NO_HOOKS`, one attempt each. */
+  write: Write;
+  drop(): Promise<void>;
+}
+
+export async function openRaceDatabase(): Promise<RaceDatabase> {
+  const database = await createTestDatabase({ migrated: true });
+  const pool = openTestPool(database.url, 4);
+  return {
+    database,
+    pool,
+    reader: new PgSql(pool),
+    write: oneAttemptWrite(pool, NO_HOOKS),
+    drop: async () => {
+      await pool.end();
+      await database.drop();
+    },
+  };
+}
+
+/** A writer on `pool` that runs each closure once: a deadlock (40P01) fails the write. */
+export function oneAttemptWrite(pool: pg.Pool, hooks: EngineHooks): Write {
+  return writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, hooks);
+}
+
+/** Some transaction of this database is waiting for a lock. */
+export async function aWriteWaitsForALock(sql: Sql): Promise<boolean> {
+  const row = await sql.get<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+  return row!.n > 0;
+}
