@@ -34,10 +34,11 @@ export function acquireLock(sql: Sql, p: { scope: string; owner: string; now: nu
 }
 
 /**
- * `acquireLock` for a claim (a claim round, the recovery scan's take-over), which must not wait for another
- * daemon's transaction: false also when another transaction is taking `scope` right now. Two claim rounds
- * each inserting a scope the other inserts next waited for each other's uncommitted row (a deadlock, broken
- * after `deadlock_timeout`); here the second passes over the item, as the claim passes over a locked item
+ * `acquireLock` for a claim (a claim round, the recovery scan's take-over) and for the heartbeat re-taking
+ * an expired scope (`extendLeases`), none of which may wait for another daemon's transaction: false also
+ * when another transaction is taking `scope` right now. Two claim rounds each inserting a scope the
+ * other inserts next waited for each other's uncommitted row (a deadlock, broken after
+ * `deadlock_timeout`); here the second passes over the item, as the claim passes over a locked item
  * (SKIP LOCKED). Postgres: the insert runs only if this transaction takes the scope's advisory lock
  * (`pg_try_advisory_xact_lock`, held to its end), in the same statement; two scopes sharing a 64-bit
  * hash only pass over each other. SQLite (one writer): `acquireLock`'s statement.
@@ -51,8 +52,20 @@ export function releaseLock(sql: Sql, scope: string, owner: string): Promise<boo
   return changedOne(sql, 'DELETE FROM locks WHERE scope = ? AND owner = ?', [scope, owner]);
 }
 
-export async function extendLock(sql: Sql, scope: string, owner: string, expiresAt: number): Promise<boolean> {
-  return (await sql.run('UPDATE locks SET expires_at = ? WHERE scope = ? AND owner = ?', [expiresAt, scope, owner])).changes === 1;
+const EXTEND = 'UPDATE locks SET expires_at = @expires_at WHERE scope = @scope AND owner = @owner';
+
+// An expired row is extended only under the scope's advisory lock (the one `acquireLockUnlessBusy` tries):
+// a claim taking the row over right now holds it (then nothing matches, no wait), or the claim's try fails
+// once this holds it — so a claim never waits for a heartbeat's row, nor a heartbeat for a claim's.
+const EXTEND_PG = `${EXTEND}
+       AND (expires_at IS NULL OR expires_at > @now OR pg_try_advisory_xact_lock(hashtextextended('lock:' || @scope, 0)))`;
+
+/**
+ * Extends `scope`'s expiry if `owner` still holds it (the heartbeat). False when another owner has it,
+ * or, on Postgres, when it expired and another transaction is taking it right now (as `acquireLockUnlessBusy`).
+ */
+export function extendLock(sql: Sql, p: { scope: string; owner: string; now: number; expires_at: number }): Promise<boolean> {
+  return changedOne(sql, sql.dialect === 'postgres' ? EXTEND_PG : EXTEND, p);
 }
 
 export async function getLock(sql: Sql, scope: string): Promise<LockRow | undefined> {

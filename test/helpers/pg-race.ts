@@ -47,8 +47,20 @@ export function oneAttemptWrite(pool: pg.Pool, hooks: EngineHooks): Write {
   return writeTx(new PgWriter<EngineEvent>(pool, { conflictAttempts: 1 }), systemClock, hooks);
 }
 
-/** Some transaction of this database is waiting for a lock. */
-export async function aWriteWaitsForALock(sql: Sql): Promise<boolean> {
-  const row = await sql.get<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+/** The server process running `sql`'s transaction (pass a transaction's `tx.sql`). */
+export async function backendPid(sql: Sql): Promise<number> {
+  return (await sql.get<{ pid: number }>('SELECT pg_backend_pid() AS pid'))!.pid;
+}
+
+/**
+ * Some transaction of this database is waiting for a lock; with `heldBy`, for one that backend holds
+ * (`pg_blocking_pids`), so that a wait for something else (another test's write, autovacuum) does not pass.
+ */
+export async function aWriteWaitsForALock(sql: Sql, heldBy?: number): Promise<boolean> {
+  const row = await sql.get<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_stat_activity
+     WHERE datname = current_database() AND wait_event_type = 'Lock' AND (CAST(@heldBy AS int) IS NULL OR pg_blocking_pids(pid) @> ARRAY[CAST(@heldBy AS int)])`,
+    { heldBy: heldBy ?? null },
+  );
   return row!.n > 0;
 }

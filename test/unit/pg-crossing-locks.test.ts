@@ -15,21 +15,22 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StaleStateError } from '../../src/core/errors.js';
 import { adoptThread, getThread, insertThread } from '../../src/db/threads.js';
+import { acquireLockUnlessBusy } from '../../src/db/locks.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
 import { flowControlOf } from '../../src/daemon/config/flow.js';
 import { createModelRouter } from '../../src/daemon/routing/wiring.js';
-import { closeAfterError, reserveCharge } from '../../src/daemon/engine/charges.js';
+import { closeAfterError, lockProjectBudget, reserveCharge } from '../../src/daemon/engine/charges.js';
 import { recordResponse } from '../../src/daemon/engine/completer.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import { claimWorkItems, type FlowControl } from '../../src/daemon/engine/producer.js';
-import { lockStaleLeases, rescueLeases } from '../../src/daemon/engine/rescuer.js';
+import { extendLeases, lockStaleLeases, rescueLeases } from '../../src/daemon/engine/rescuer.js';
 import { appendEntry, endThread, type Tx, type Write } from '../../src/daemon/engine/tx.js';
 import { neverCrash } from '../../src/core/crash.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
 import { waitUntil } from '../helpers/harness.js';
-import { aWriteWaitsForALock, NO_HOOKS, oneAttemptWrite, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
+import { aWriteWaitsForALock, backendPid, NO_HOOKS, oneAttemptWrite, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -75,6 +76,31 @@ function settled(p: Promise<unknown>): () => boolean {
   );
   return () => done;
 }
+
+/** The engine context of daemon `owner` (no call is made: no route). */
+function ctxOf(owner: string): EngineContext {
+  return {
+    owner,
+    routeOf: () => {
+      throw new Error('no route needed');
+    },
+    operations,
+    cache: false,
+    random: () => 0.5,
+    priceOf: () => undefined,
+    crashAt: neverCrash,
+  };
+}
+
+/** A provider's answer to a call (200, usage of 15 tokens). */
+const answer = {
+  kind: 'response' as const,
+  latencyMs: 5,
+  httpStatus: 200,
+  requestId: null,
+  rateLimit: {},
+  bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
+};
 
 describe('claim rounds of two daemons', () => {
   function flow(): FlowControl {
@@ -123,20 +149,6 @@ describe('claim rounds of two daemons', () => {
 });
 
 describe("an item's answer recorded while another daemon takes over its expired lease", () => {
-  function ctxOf(owner: string): EngineContext {
-    return {
-      owner,
-      routeOf: () => {
-        throw new Error('no route needed');
-      },
-      operations,
-      cache: false,
-      random: () => 0.5,
-      priceOf: () => undefined,
-      crashAt: neverCrash,
-    };
-  }
-
   /** Item `a` running under d1, its lease expired, with its charge reserved and its prompt recorded. */
   async function callInFlight(): Promise<void> {
     const input = JSON.stringify({ project_id: 'p', epic_id: 'e' });
@@ -150,15 +162,6 @@ describe("an item's answer recorded while another daemon takes over its expired 
       appendEntry(tx, thread, 'a', 'prompt', 1, { request: {}, attempt: 1, repair: 0 });
     });
   }
-
-  const answer = {
-    kind: 'response' as const,
-    latencyMs: 5,
-    httpStatus: 200,
-    requestId: null,
-    rateLimit: {},
-    bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
-  };
 
   it('the take-over holds the item: the record waits for it and finds its lease lost, no deadlock', async () => {
     await callInFlight();
@@ -175,7 +178,8 @@ describe("an item's answer recorded while another daemon takes over its expired 
     // d1's call returns meanwhile: it records the answer (on main: chain head, then the charge d2 holds).
     const record = write((tx) => recordResponse(tx, ctxOf('d1'), 'a', answer));
     record.catch(() => {});
-    await waitUntil(() => aWriteWaitsForALock(reader), 'the record to wait for the take-over');
+    const recordDone = settled(record);
+    await waitUntil(async () => recordDone() || (await aWriteWaitsForALock(reader)), 'the record to wait for the take-over (or fail)');
     takeover.go();
     expect(await takeover.done).toBe(1);
     await expect(record).rejects.toBeInstanceOf(StaleStateError);
@@ -183,6 +187,82 @@ describe("an item's answer recorded while another daemon takes over its expired 
     expect(entries.map((e) => e.entry_type)).toEqual(['prompt', 'error']);
     const charge = await reader.get<{ status: string }>("SELECT status FROM llm_charges WHERE work_item_id = 'a'");
     expect(charge?.status).toBe('in_doubt');
+  });
+});
+
+describe("a late heartbeat extending its item's expired scope while a claim round takes it", () => {
+  it('the heartbeat extends its items first, then their scopes: no cycle through a step waiting for the budget', async () => {
+    // Items i1 (scope S, expired: d1 stalled) and i2 (scope S2, live) of project p, running under d1.
+    const input = JSON.stringify({ project_id: 'p', epic_id: 'e' });
+    for (const [id, scope, expires] of [
+      ['i1', 'S', 1],
+      ['i2', 'S2', Date.now() + 60_000],
+    ] as const) {
+      await insertThread(reader, { ...testThreadRow(id), kind: 'story_generate_epic', input, status: 'running' });
+      await insertWorkItem(reader, testWorkItemRow(id, { status: 'running', lease_owner: 'd1', lease_expires_at: 1, lock_scope: scope }));
+      await reader.run('INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES (?, ?, ?, ?)', [scope, id, 1, expires]);
+    }
+    const budgeted = oneAttemptWrite(db.pool, { ...NO_HOOKS, budgeted: () => true });
+    // d2's claim round holds p's budget lock, then (after the gate) takes the expired scope S for its item y.
+    const round = pausedWrite(
+      async (tx) => {
+        await lockProjectBudget(tx, 'p');
+        return backendPid(tx.sql);
+      },
+      (tx) => acquireLockUnlessBusy(tx.sql, { scope: 'S', owner: 'y', now: tx.now, expires_at: tx.now + 60_000 }),
+      budgeted,
+    );
+    const roundPid = await round.reached;
+    // d1 records i2's answer: it locks i2, then waits for p's budget lock.
+    let stepPid = 0;
+    const step = budgeted(async (tx) => {
+      stepPid = await backendPid(tx.sql);
+      return recordResponse(tx, ctxOf('d1'), 'i2', answer);
+    });
+    step.catch(() => {});
+    const stepDone = settled(step);
+    await waitUntil(async () => stepDone() || (await aWriteWaitsForALock(reader, roundPid)), 'the step to wait for the budget lock');
+    // d1's heartbeat meanwhile: on the branch before the fix it extended S (i1's), then waited for i2's row.
+    const heartbeat = write((tx) =>
+      extendLeases(
+        tx,
+        'd1',
+        [
+          { id: 'i1', lockScope: 'S' },
+          { id: 'i2', lockScope: 'S2' },
+        ],
+        tx.now + 60_000,
+      ),
+    );
+    heartbeat.catch(() => {});
+    const heartbeatDone = settled(heartbeat);
+    await waitUntil(async () => heartbeatDone() || (await aWriteWaitsForALock(reader, stepPid)), "the heartbeat to wait for i2's step");
+    round.go();
+    const results = await Promise.allSettled([round.done, step, heartbeat]);
+    expect(results.map((r) => (r.status === 'fulfilled' ? 'ok' : String((r.reason as Error).message)))).toEqual(['ok', 'ok', 'ok']);
+    // The round took S; the heartbeat found it taken: i1 is lost to d1.
+    expect(await round.done).toBe(true);
+    expect(await heartbeat).toEqual(['i1']);
+  });
+
+  it('a claim round taking a scope row the heartbeat is extending passes over it, without waiting', async () => {
+    await insertThread(reader, { ...testThreadRow('i1'), status: 'running' });
+    await insertWorkItem(reader, testWorkItemRow('i1', { status: 'running', lease_owner: 'd1', lease_expires_at: 1, lock_scope: 'S' }));
+    await reader.run('INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES (?, ?, ?, ?)', ['S', 'i1', 1, 1]);
+    const heartbeat = pausedWrite(
+      (tx) => extendLeases(tx, 'd1', [{ id: 'i1', lockScope: 'S' }], tx.now + 60_000),
+      async (_tx, lost) => lost,
+    );
+    expect(await heartbeat.reached).toEqual([]);
+    const round = write((tx) => acquireLockUnlessBusy(tx.sql, { scope: 'S', owner: 'y', now: tx.now, expires_at: tx.now + 60_000 }));
+    const roundDone = settled(round);
+    await waitUntil(async () => roundDone() || (await aWriteWaitsForALock(reader)), 'the round to take S or wait for it');
+    const roundWaited = !roundDone();
+    heartbeat.go();
+    // Before: the round's insert waited for the heartbeat's row (a wait another lock could close into a cycle).
+    expect(roundWaited).toBe(false);
+    expect([await round, await heartbeat.done]).toEqual([false, []]);
+    expect((await reader.get<{ owner: string }>("SELECT owner FROM locks WHERE scope = 'S'"))?.owner).toBe('i1');
   });
 });
 

@@ -126,18 +126,24 @@ export async function sweepLocksAndParents(tx: Tx): Promise<{ locksReleased: str
 /**
  * The heartbeat: extends the leases and locks of items in flight here. Returns the items whose lease
  * another owner took, or whose lock another item holds (the completer then refuses to end them).
+ * LOCK ORDER (engine/tx.ts): every item first, then their scope rows. A scope row extended before the
+ * next item's lock was a cycle: a claim round holding a budget lock waited for that (expired) row, the
+ * heartbeat for the next item, whose step held it and waited for the budget lock.
  */
 export async function extendLeases(tx: Tx, owner: string, items: { id: string; lockScope: string }[], until: number): Promise<string[]> {
   const lost: string[] = [];
-  for (const { id, lockScope } of items) {
-    if (await extendLease(tx.sql, id, owner, until)) {
-      // A lock that expired anyway (a stalled process) is taken back unless another item holds it now
-      // or another daemon's claim is taking it (then lost: not waited for, as claims do not wait).
-      const locked =
-        (await extendLock(tx.sql, lockScope, id, until)) ||
-        (await acquireLockUnlessBusy(tx.sql, { scope: lockScope, owner: id, now: tx.now, expires_at: until }));
-      if (!locked) lost.push(id);
-    } else if ((await getWorkItem(tx.sql, id))?.lease_owner !== owner) lost.push(id);
+  const leased: { id: string; lockScope: string }[] = [];
+  for (const item of items) {
+    if (await extendLease(tx.sql, item.id, owner, until)) leased.push(item);
+    else if ((await getWorkItem(tx.sql, item.id))?.lease_owner !== owner) lost.push(item.id);
+  }
+  for (const { id, lockScope } of leased) {
+    // A lock that expired anyway (a stalled process) is taken back unless another item holds it now
+    // or another daemon's claim is taking it (then lost: not waited for, as claims do not wait).
+    const locked =
+      (await extendLock(tx.sql, { scope: lockScope, owner: id, now: tx.now, expires_at: until })) ||
+      (await acquireLockUnlessBusy(tx.sql, { scope: lockScope, owner: id, now: tx.now, expires_at: until }));
+    if (!locked) lost.push(id);
   }
   return lost;
 }
