@@ -188,9 +188,18 @@ export function pendingProjectSpend(tx: Tx, projectId: string, day: string | nul
   return spend;
 }
 
+/**
+ * Writes the spend rows in sorted (project, day) order: a transaction without a ledger entry (a claim
+ * round, a recovery batch of claimed items) is not serialized by the chain head, so two touching two
+ * projects' rows in opposite orders could deadlock at their COMMITs (LOCK ORDER 5 in engine/tx.ts).
+ */
 async function addPendingSpend(tx: Tx, pending: Map<string, SpendChange>): Promise<void> {
   pendingSpend.delete(tx.sql);
-  for (const change of pending.values()) if (change.tokens !== 0 || change.cost_usd !== 0) await addProjectSpendAtCommit(tx.sql, change);
+  // `project\0day`: the separator sorts first, so key order is (project, day) order.
+  for (const key of [...pending.keys()].sort()) {
+    const change = pending.get(key)!;
+    if (change.tokens !== 0 || change.cost_usd !== 0) await addProjectSpendAtCommit(tx.sql, change);
+  }
 }
 
 /**
