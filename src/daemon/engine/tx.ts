@@ -314,16 +314,19 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *   1. work items. A step of a leased item locks its item with its first read (`leasedItemAndThread`),
  *      before anything else of it; claims and the recovery scan take items with SKIP LOCKED (never
  *      waiting: a claim round may take them after its budget lock), so the item's lock serializes
- *      everything done to it. A cancel locks its children's queued items first.
+ *      everything done to it. A cancel locks its children's queued items first. The heartbeat extends
+ *      all its items' leases, then their scope rows (`extendLeases`).
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
  *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
- *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`): a
- *      scope another transaction is taking is passed over, never waited for — two claim rounds took two
- *      scopes in crossing order.
- *   3. a document's head (the answer's apply), then the item's scope lock row, then its charge.
+ *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
+ *      `extendLock` of an expired row): a scope another transaction is taking is passed over, never
+ *      waited for — two claim rounds took two scopes in crossing order.
+ *   3. a document's head (the answer's apply), then the item's scope lock row and its charge, in either
+ *      order (a failure closes the charge, then deletes the row): only under the item's lock.
  *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows.
- *   5. at the end, in the COMMIT's query: the ledger's chain head, then the projects' spend rows (always
- *      after the append, whatever a daemon's `budgets` say: `moveSpend`), the mutation, document parts.
+ *   5. at the end, in the COMMIT's query: the ledger's chain head, then the projects' spend rows in
+ *      sorted (project, day) order (always after the append, whatever a daemon's `budgets` say:
+ *      `moveSpend`; sorted for the transactions without an append), the mutation, document parts.
  * The engine's paths are built that way and are the hot ones — a start moves its item, then its child
  * and an open parent in one UPDATE; an answer or a failure ends the item, then the child, then closes
  * the parent here — so the rare paths follow them: a cancel ends the children's queued items, then the
