@@ -19,7 +19,7 @@ import { verifyLedger } from '../../src/ledger/verify.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { project, waitUntil } from '../helpers/harness.js';
-import { aWriteWaitsForALock, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
+import { aWriteWaitsForALock, backendPid, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 
 let sim: Simulator;
@@ -77,19 +77,19 @@ describe('two daemons replaying the same failed thread at once', () => {
     const relaxed = await home(3);
     let go!: () => void;
     const gate = new Promise<void>((r) => (go = r));
-    let reached!: () => void;
-    const queued = new Promise<void>((r) => (reached = r));
+    let reached!: (pid: number) => void;
+    const queued = new Promise<number>((r) => (reached = r));
     const first = db.write(async (tx) => {
       const report = await applyReplay(tx, relaxed.operations, thread, null);
-      reached();
+      reached(await backendPid(tx.sql));
       await gate;
       return report;
     });
-    await queued;
+    const firstPid = await queued;
     const other = await daemon(3);
     const second = other.threads.replay(thread, { apply: true, responseSeq: null });
     second.catch(() => {});
-    await waitUntil(() => aWriteWaitsForALock(reader), 'the second replay to wait for the first');
+    await waitUntil(() => aWriteWaitsForALock(reader, firstPid), 'the second replay to wait for the first');
     go();
     expect((await first).applied).toMatchObject({ sequence: 2, status: 'queued' });
     const refused = await second.then(
