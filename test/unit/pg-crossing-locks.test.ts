@@ -170,16 +170,17 @@ describe("an item's answer recorded while another daemon takes over its expired 
     const takeover = pausedWrite(
       async (tx) => {
         const stale = await lockStaleLeases(tx, { startup: false, exclusive: false, owner: 'd2', homePrefix: 'home-d2:', inFlight: new Map() });
-        return (await rescueLeases(tx, ctxOf('d2'), stale, 60_000)).interrupted;
+        return { interrupted: (await rescueLeases(tx, ctxOf('d2'), stale, 60_000)).interrupted, pid: await backendPid(tx.sql) };
       },
-      async (_tx, interrupted) => interrupted,
+      async (_tx, { interrupted }) => interrupted,
     );
-    expect(await takeover.reached).toBe(1);
+    const { interrupted, pid: takeoverPid } = await takeover.reached;
+    expect(interrupted).toBe(1);
     // d1's call returns meanwhile: it records the answer (on main: chain head, then the charge d2 holds).
     const record = write((tx) => recordResponse(tx, ctxOf('d1'), 'a', answer));
     record.catch(() => {});
     const recordDone = settled(record);
-    await waitUntil(async () => recordDone() || (await aWriteWaitsForALock(reader)), 'the record to wait for the take-over (or fail)');
+    await waitUntil(async () => recordDone() || (await aWriteWaitsForALock(reader, takeoverPid)), 'the record to wait for the take-over (or fail)');
     takeover.go();
     expect(await takeover.done).toBe(1);
     await expect(record).rejects.toBeInstanceOf(StaleStateError);
