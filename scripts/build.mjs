@@ -145,8 +145,6 @@ await Promise.all([
       'daemon-run': 'src/daemon/daemon-run.ts',
       sim: 'src/sim/main.ts',
       'read-worker': 'src/daemon/control-plane/read-worker.ts',
-      // The WAL checkpointer's worker thread (db/wal-checkpointer.ts), started with the SQLite writer.
-      'checkpoint-worker': 'src/db/checkpoint-worker.ts',
       ...(testHooks ? {} : { operations: 'src/operations/api.ts' }),
     },
     outdir,

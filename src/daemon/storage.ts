@@ -18,7 +18,6 @@ import { type Notification, type NotificationHandlers, PgListener } from '../db/
 import { PgSql } from '../db/pg/sql.js';
 import { PgWriter } from '../db/pg/writer.js';
 import { SqliteSql } from '../db/sql.js';
-import { WalCheckpointer } from '../db/wal-checkpointer.js';
 import { Writer } from '../db/writer.js';
 import type { DaemonConfig } from './config/config.js';
 import { redactDatabaseUrl } from './config/database.js';
@@ -86,19 +85,7 @@ function openSqliteStorage<E>(config: DaemonConfig, observers: WriteObservers<E>
   const db = openDatabase(config.dbPath, { busyTimeoutMs: config.busyTimeoutMs });
   applyMigrations(db, folder);
   const readerDb = openDatabase(config.dbPath, { readonly: true, busyTimeoutMs: config.busyTimeoutMs });
-  const checkpoints = new WalCheckpointer({
-    db,
-    target: { dbPath: config.dbPath, busyTimeoutMs: config.busyTimeoutMs },
-    betweenTransactions: (fn) => writer.outsideTransaction(fn),
-  });
-  const writer = new Writer<E>(db, {
-    ...observers,
-    onCommit: (info) => {
-      observers.onCommit(info);
-      checkpoints.committed();
-    },
-    onRollback: (connection) => forgetDocuments({ connection }),
-  });
+  const writer = new Writer<E>(db, { ...observers, onRollback: (connection) => forgetDocuments({ connection }) });
   return {
     dialect: 'sqlite',
     exclusive: true,
@@ -112,7 +99,6 @@ function openSqliteStorage<E>(config: DaemonConfig, observers: WriteObservers<E>
     sqliteDb: db,
     close: async () => {
       await writer.close();
-      await checkpoints.close();
       readerDb.close();
       db.close();
     },

@@ -103,9 +103,8 @@ export class Writer<E = never> implements TxRunner<E> {
   /**
    * Runs `fn` on the connection outside any transaction, after the writes queued before it and before
    * those queued after it. For statements SQLite refuses inside a transaction (wal_checkpoint, VACUUM).
-   * If `fn` returns a promise, no transaction begins until it settles (db/wal-checkpointer.ts's pause).
    */
-  outsideTransaction<T>(fn: (db: Db) => T | Promise<T>): Promise<T> {
+  outsideTransaction<T>(fn: (db: Db) => T): Promise<T> {
     if (this.closed) return Promise.reject(new Error('writer is closed'));
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ fn: () => undefined, outside: fn, resolve: resolve as (v: unknown) => void, reject });
@@ -143,8 +142,7 @@ export class Writer<E = never> implements TxRunner<E> {
         if (outside) {
           const job = this.queue.shift()!;
           try {
-            const value = outside(this.db);
-            job.resolve(value instanceof Promise ? await value : value);
+            job.resolve(outside(this.db));
           } catch (err) {
             job.reject(err);
           }
