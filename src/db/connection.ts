@@ -26,6 +26,13 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Db {
   // run in batches) and dropped at each RELEASE. It is never needed after a crash: in WAL mode an
   // unfinished transaction is simply not in the log.
   if (!opts.readonly) db.pragma('temp_store = MEMORY');
+  // The automatic checkpoint runs inside the COMMIT that takes the WAL past this many frames, on the
+  // writer's thread: it copies every page changed since the last one into the database file and syncs
+  // it. A page changed again and again (a work-item index leaf, a project's spend row) is copied once
+  // per checkpoint, so checkpoints 4× further apart copy ~half the pages per item (target 1's run:
+  // 5.9 → ~2.8 pages, 67 → ~55 KB written per item) and sync the database file 4× less often. The WAL
+  // grows to ~16 MiB instead of ~4 MiB between checkpoints; idle maintenance truncates it.
+  if (!opts.readonly) db.pragma('wal_autocheckpoint = 4000');
   db.pragma('synchronous = FULL');
   db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
   db.pragma('foreign_keys = ON');
