@@ -64,9 +64,6 @@ const SELECT_ITEM_WITH_THREAD = `SELECT ${ITEM_COLUMNS.map((c) => `w.${c}`).join
     ${THREAD_COLUMNS.map((c) => `t.${c} AS t_${c}`).join(', ')}, ${PROJECT_COLUMNS.map((c) => `p.${c} AS p_${c}`).join(', ')}
   FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id LEFT JOIN projects p ON p.id = w.project_id`;
 
-const ITEM_WITH_THREAD_TEXT = `${SELECT_ITEM_WITH_THREAD}
-  WHERE w.id = ?`;
-
 const CHARGE_COLUMNS = allColumns<ChargeRow>()([
   'id',
   'work_item_id',
@@ -115,6 +112,12 @@ const AHEAD_SELECT: Record<ReadAhead, string> = {
   LEFT JOIN llm_charges c ON c.work_item_id = w.id AND c.status = 'reserved'`,
 };
 
+/** One item by its id: what a step that runs alone reads, with what it also needs (one round trip, not two). */
+const ITEM_WITH_THREAD_TEXT = Object.fromEntries(
+  (['rows', 'start', 'record'] as const).map((ahead) => [ahead, `${AHEAD_SELECT[ahead]}
+  WHERE w.id = ?`]),
+) as Record<ReadAhead, string>;
+
 /** The items of a JSON array of ids (`?`), each looked up by its primary key. */
 const ITEMS_WITH_THREADS_TEXT = Object.fromEntries(
   (['rows', 'start', 'record'] as const).map((ahead) => [
@@ -141,10 +144,10 @@ export interface ItemWithThread {
 
 /**
  * The work item, its thread (a foreign key: an item always has one) and its project, as `SELECT *` of
- * each would read them; undefined when there is no such item.
+ * each would read them, and what `ahead` adds for the step that reads it; undefined when there is no such item.
  */
-export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
-  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT, [id]).then(splitRow);
+export function getWorkItemWithThread(sql: Sql, id: string, ahead: ReadAhead = 'rows'): Promise<ItemWithThread | undefined> {
+  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT[ahead], [id]).then((row) => splitRow(row, ahead));
 }
 
 /**

@@ -61,7 +61,7 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
  * settle at its usage. A response without usage was paid for an unknown amount, so it stays counted at
  * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs right
  * after the append; the spend moves now. `call`: the telemetry written with it. `openCharge`: the item's
- * open reservation when a shared closure read it ahead (null: none), undefined to read it here.
+ * open reservation as read with the item (null: none), undefined to read it here.
  */
 export async function settleFromResponse(
   tx: Tx,
@@ -73,7 +73,8 @@ export async function settleFromResponse(
   openCharge: ChargeRow | null | undefined,
 ): Promise<void> {
   await lockProjectBudget(tx, item.project_id);
-  // Read ahead by a shared closure (SQLite: no lock to take first), else read here, under the budget lock.
+  // Read with the item, before the budget lock: the reservation is this lease's own row (no other writer
+  // moves it while the lease holds), and its settle below is guarded by `status = 'reserved'`.
   const charge = openCharge === undefined ? await getOpenCharge(tx.sql, item.id) : openCharge;
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
   // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
