@@ -114,8 +114,11 @@ const AHEAD_SELECT: Record<ReadAhead, string> = {
 
 /** One item by its id: what a step that runs alone reads, with what it also needs (one round trip, not two). */
 const ITEM_WITH_THREAD_TEXT = Object.fromEntries(
-  (['rows', 'start', 'record'] as const).map((ahead) => [ahead, `${AHEAD_SELECT[ahead]}
-  WHERE w.id = ?`]),
+  (['rows', 'start', 'record'] as const).map((ahead) => [
+    ahead,
+    `${AHEAD_SELECT[ahead]}
+  WHERE w.id = ?`,
+  ]),
 ) as Record<ReadAhead, string>;
 
 /** The items of a JSON array of ids (`?`), each looked up by its primary key. */

@@ -134,7 +134,7 @@ export async function recordResponse(
     body: envelope.body,
     ...(envelope.body === null ? { body_text: outcome.bodyText } : {}),
   });
-  await settleFromResponse(tx, item, entry, usage, outcome, ctx.priceOf, openCharge);
+  await settleFromResponse(tx, item, usage, outcome, ctx.priceOf, openCharge);
   return entry;
 }
 
