@@ -12,8 +12,14 @@ import { expectOneChange, runAtCommit, runGuardedAtCommit, runStatement } from '
 /** A charge as its reservation inserts it: the call's telemetry comes with the change that ends the call. */
 export type ReservedCharge = Omit<ChargeRow, 'outcome' | 'http_status' | 'latency_ms' | 'provider_request_id'>;
 
+/**
+ * Inserts a reservation as one of the claim's last statements (`runAtCommit`: on Postgres in its COMMIT's
+ * query, no round trip of its own): nothing later in the claim reads it, and budgets count the spend row
+ * the reservation moves, not this one. A taken key (another open reservation of the item) fails the COMMIT
+ * query, and the claim runs again as after any race (db/errors.ts `isConcurrentChange`).
+ */
 export function insertCharge(sql: Sql, row: ReservedCharge): Promise<void> {
-  return runStatement(
+  return runAtCommit(
     sql,
     `INSERT INTO llm_charges (id, work_item_id, thread_id, project_id, model, attempt, repair, status, day,
        reserved_tokens, reserved_cost_usd, prompt_tokens, completion_tokens, total_tokens, cost_usd, response_seq,
