@@ -7,7 +7,7 @@
 import type { Sql } from '../core/sql.js';
 import type { LockRow } from './schema.js';
 import { skipLockedLockRows } from './dialect.js';
-import { changedOne, runGuardedAtCommit } from './statements.js';
+import { changedOne } from './statements.js';
 
 /**
  * Takes `scope` for `owner` if it is free, expired, or already the owner's. Returns false when a live
@@ -27,17 +27,6 @@ export function acquireLock(sql: Sql, p: { scope: string; owner: string; now: nu
 /** Releases `scope` if `owner` still holds it. */
 export function releaseLock(sql: Sql, scope: string, owner: string): Promise<boolean> {
   return changedOne(sql, 'DELETE FROM locks WHERE scope = ? AND owner = ?', [scope, owner]);
-}
-
-/**
- * Releases `scope`, which `owner` must still hold (StaleStateError naming `what` otherwise), as one of
- * the transaction's last statements (`runGuardedAtCommit`: on Postgres in the COMMIT's query, no round
- * trip of its own). Only for a transaction in which nothing after it reads or changes lock rows: until
- * then the row is still there (a sweep of orphaned locks in the same transaction would delete it first,
- * and this release would then find it gone).
- */
-export function releaseLockAtCommit(sql: Sql, scope: string, owner: string, what: string): Promise<void> {
-  return runGuardedAtCommit(sql, 'DELETE FROM locks WHERE scope = @scope AND owner = @owner', { scope, owner }, what);
 }
 
 export async function extendLock(sql: Sql, scope: string, owner: string, expiresAt: number): Promise<boolean> {

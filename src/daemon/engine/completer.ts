@@ -20,7 +20,7 @@ import type { ChatRequest } from '../../domain/prompts.js';
 import type { CallOutcome } from './executor.js';
 import { releaseUnsent, settleFromResponse } from './charges.js';
 import { deadLetter, failAttempt } from './failures.js';
-import { leasedItemAndThread, releaseItemLock, releaseItemLockAtCommit, type AnswerResult, type EngineContext } from './leased.js';
+import { leasedItemAndThread, releaseItemLock, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { buildItemRequest, type BuiltRequest } from './request.js';
 import { appendCachedResponse, cacheKeyOf, findCachedAnswer, type RecordedCopy, rememberValidAnswer, type SentPrompt } from './response-cache.js';
@@ -189,7 +189,7 @@ export async function finishAnswer(
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
   await markWorkItemApplied(tx.sql, item.id, ctx.owner, tx.now);
-  await releaseItemLockAtCommit(tx, item);
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
   await endThread(tx, thread, 'complete');

@@ -6,8 +6,7 @@
 import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
 import { getWorkItemWithThread, listWorkItemsWithThreads, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
-import { releaseLock, releaseLockAtCommit } from '../../db/locks.js';
-import { DONE } from '../../db/statements.js';
+import { releaseLock } from '../../db/locks.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
 import type { OperationRegistry } from '../../operations/registry.js';
@@ -43,21 +42,8 @@ export interface EngineContext {
  */
 export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
   if (item.status !== 'claimed' && item.status !== 'running') return;
-  if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(lostLock(item));
+  if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
 }
-
-/**
- * `releaseItemLock` of an item whose step ends its transaction (an applied answer): the release runs
- * among the transaction's last statements (db/locks.ts `releaseLockAtCommit`; on Postgres no round trip
- * of its own). Not where the transaction goes on to other items' locks (the recovery scan requeues
- * items, then sweeps orphaned locks, which would take a lock still waiting for its release).
- */
-export function releaseItemLockAtCommit(tx: Tx, item: WorkItemRow): Promise<void> {
-  if (item.status !== 'claimed' && item.status !== 'running') return DONE;
-  return releaseLockAtCommit(tx.sql, item.lock_scope, item.id, lostLock(item));
-}
-
-const lostLock = (item: WorkItemRow) => `work item ${item.id} no longer holds its lock ${item.lock_scope}`;
 
 /**
  * Reads the item, with its thread and what the step also needs (`ahead`) in the same statement, and
