@@ -7,13 +7,19 @@
 import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { assertChargeTransition } from '../domain/states.js';
-import { expectOneChange, runAtCommit, runGuarded, runStatement } from './statements.js';
+import { expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
 
 /** A charge as its reservation inserts it: the call's telemetry comes with the change that ends the call. */
 export type ReservedCharge = Omit<ChargeRow, 'outcome' | 'http_status' | 'latency_ms' | 'provider_request_id'>;
 
+/**
+ * Inserts a reservation as one of the claim's last statements (`runAtCommit`: on Postgres in its COMMIT's
+ * query, no round trip of its own): nothing later in the claim reads it, and budgets count the spend row
+ * the reservation moves, not this one. A taken key (another open reservation of the item) fails the COMMIT
+ * query, and the claim runs again as after any race (db/errors.ts `isConcurrentChange`).
+ */
 export function insertCharge(sql: Sql, row: ReservedCharge): Promise<void> {
-  return runStatement(
+  return runAtCommit(
     sql,
     `INSERT INTO llm_charges (id, work_item_id, thread_id, project_id, model, attempt, repair, status, day,
        reserved_tokens, reserved_cost_usd, prompt_tokens, completion_tokens, total_tokens, cost_usd, response_seq,
@@ -33,17 +39,21 @@ export function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow |
 /**
  * reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. The
  * same change writes the call's telemetry (outcome `ok`, HTTP status, latency, provider request id).
+ * Run after the transaction appended the item's `response` entry (engine/tx.ts `atEndAfterAppend`), as
+ * one of its last statements (`runGuardedAtCommit`: on Postgres in the COMMIT's query, behind the append,
+ * with no round trip while the chain head is held): `response_seq` is the item's latest `response` entry,
+ * that one, found by the statement itself since on Postgres its seq is known only inside that query.
  */
 export function settleChargeFromResponse(
   sql: Sql,
   p: {
     id: string;
+    work_item_id: string;
     status: 'settled' | 'in_doubt';
     prompt_tokens: number | null;
     completion_tokens: number | null;
     total_tokens: number | null;
     cost_usd: number | null;
-    response_seq: number;
     http_status: number;
     latency_ms: number;
     provider_request_id: string | null;
@@ -51,12 +61,13 @@ export function settleChargeFromResponse(
   },
 ): Promise<void> {
   assertChargeTransition('reserved', p.status);
-  return runGuarded(
+  return runGuardedAtCommit(
     sql,
     `UPDATE llm_charges
-     SET status = @status, prompt_tokens = @prompt_tokens, completion_tokens = @completion_tokens,
-         total_tokens = @total_tokens, cost_usd = @cost_usd, response_seq = @response_seq, settled_at = @now,
-         outcome = 'ok', http_status = @http_status, latency_ms = @latency_ms, provider_request_id = @provider_request_id
+     SET status = @status, prompt_tokens = @prompt_tokens, completion_tokens = @completion_tokens, total_tokens = @total_tokens,
+         cost_usd = @cost_usd, settled_at = @now, outcome = 'ok', http_status = @http_status, latency_ms = @latency_ms,
+         provider_request_id = @provider_request_id,
+         response_seq = (SELECT e.seq FROM llm_ledger_entries e WHERE e.work_item_id = @work_item_id AND e.entry_type = 'response' ORDER BY e.seq DESC LIMIT 1)
      WHERE id = @id AND status = 'reserved'`,
     p,
     `charge ${p.id} is not reserved`,

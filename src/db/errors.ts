@@ -61,3 +61,15 @@ export function isTransactionConflict(err: unknown): boolean {
 export function isConcurrentChange(err: unknown): boolean {
   return err instanceof StaleStateError || (err as { code?: unknown } | null)?.code === '23505';
 }
+
+/**
+ * The SQLSTATE a guarded statement raises when it ran in a COMMIT's query and changed no row (or more
+ * than one): there the database checks the count (migrations/pg/0012, statements.ts `runGuardedAtCommit`).
+ */
+const STALE_GUARD_SQLSTATE = 'CB001';
+
+/** The error as the client names it: a stale guard the database raised is a StaleStateError (its message names the row). */
+export function asClientError(err: unknown): unknown {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  return e?.code === STALE_GUARD_SQLSTATE ? new StaleStateError(String(e.message)) : err;
+}

@@ -64,12 +64,6 @@ const SELECT_ITEM_WITH_THREAD = `SELECT ${ITEM_COLUMNS.map((c) => `w.${c}`).join
     ${THREAD_COLUMNS.map((c) => `t.${c} AS t_${c}`).join(', ')}, ${PROJECT_COLUMNS.map((c) => `p.${c} AS p_${c}`).join(', ')}
   FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id LEFT JOIN projects p ON p.id = w.project_id`;
 
-const ITEM_WITH_THREAD_TEXT = `${SELECT_ITEM_WITH_THREAD}
-  WHERE w.id = ?`;
-
-// `NO KEY UPDATE`: see db/dialect.ts `skipLockedRows`; `OF w`: the item's row only, not its thread's or project's.
-const LOCK_ITEM_WITH_THREAD_PG = `${ITEM_WITH_THREAD_TEXT} FOR NO KEY UPDATE OF w`;
-
 const CHARGE_COLUMNS = allColumns<ChargeRow>()([
   'id',
   'work_item_id',
@@ -118,6 +112,20 @@ const AHEAD_SELECT: Record<ReadAhead, string> = {
   LEFT JOIN llm_charges c ON c.work_item_id = w.id AND c.status = 'reserved'`,
 };
 
+/** One item by its id: what a step that runs alone reads, with what it also needs (one round trip, not two). */
+const ITEM_WITH_THREAD_TEXT = Object.fromEntries(
+  (['rows', 'start', 'record'] as const).map((ahead) => [
+    ahead,
+    `${AHEAD_SELECT[ahead]}
+  WHERE w.id = ?`,
+  ]),
+) as Record<ReadAhead, string>;
+
+// `NO KEY UPDATE`: see db/dialect.ts `skipLockedRows`; `OF w`: the item's row only, not its thread's, project's or charge's.
+const LOCK_ITEM_WITH_THREAD_PG = Object.fromEntries(
+  (['rows', 'start', 'record'] as const).map((ahead) => [ahead, `${ITEM_WITH_THREAD_TEXT[ahead]} FOR NO KEY UPDATE OF w`]),
+) as Record<ReadAhead, string>;
+
 /** The items of a JSON array of ids (`?`), each looked up by its primary key. */
 const ITEMS_WITH_THREADS_TEXT = Object.fromEntries(
   (['rows', 'start', 'record'] as const).map((ahead) => [
@@ -144,10 +152,10 @@ export interface ItemWithThread {
 
 /**
  * The work item, its thread (a foreign key: an item always has one) and its project, as `SELECT *` of
- * each would read them; undefined when there is no such item.
+ * each would read them, and what `ahead` adds for the step that reads it; undefined when there is no such item.
  */
-export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
-  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT, [id]).then(splitRow);
+export function getWorkItemWithThread(sql: Sql, id: string, ahead: ReadAhead = 'rows'): Promise<ItemWithThread | undefined> {
+  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT[ahead], [id]).then((row) => splitRow(row, ahead));
 }
 
 /**
@@ -158,10 +166,11 @@ export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThr
  * or appended first (recording the call's answer: chain head, then the charge's settle) waited for it
  * while it waited for the step. Now one waits for the other's item: the scan passes over a step's item
  * (SKIP LOCKED), and a step behind the scan reads the item as the scan left it (its lease lost). Same
- * statement, no other round trip; SQLite (one writer) reads it as `getWorkItemWithThread`.
+ * statement (with what `ahead` adds), no other round trip; SQLite (one writer) reads it as `getWorkItemWithThread`.
  */
-export function lockWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
-  return sql.get<Record<string, unknown>>(sql.dialect === 'postgres' ? LOCK_ITEM_WITH_THREAD_PG : ITEM_WITH_THREAD_TEXT, [id]).then(splitRow);
+export function lockWorkItemWithThread(sql: Sql, id: string, ahead: ReadAhead = 'rows'): Promise<ItemWithThread | undefined> {
+  const text = sql.dialect === 'postgres' ? LOCK_ITEM_WITH_THREAD_PG[ahead] : ITEM_WITH_THREAD_TEXT[ahead];
+  return sql.get<Record<string, unknown>>(text, [id]).then((row) => splitRow(row, ahead));
 }
 
 /**

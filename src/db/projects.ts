@@ -3,7 +3,7 @@ import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
 import { readWholeDocument, withWholeContent } from './document-parts.js';
-import { expectOneChange, runGuarded } from './statements.js';
+import { expectOneChange, runGuardedAtCommit } from './statements.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
   await sql.run('INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)', row);
@@ -99,10 +99,11 @@ export async function getDocumentContent(sql: Sql, id: string): Promise<(Documen
 /**
  * Writes a document's next version, whole (a document stored in parts: the caller drops its parts).
  * Guarded by the version it was read at (optimistic concurrency): throws StaleStateError if the
- * document changed in between.
+ * document changed in between. One of the transaction's last statements (`runGuardedAtCommit`: on
+ * Postgres in its COMMIT's query, no round trip of its own): nothing after it in a write reads the row.
  */
 export function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
-  return runGuarded(
+  return runGuardedAtCommit(
     sql,
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at, parts_field = NULL, parts_key = NULL, parts_chars = 0
      WHERE id = @id AND version = @from_version`,
@@ -113,14 +114,14 @@ export function updateDocumentContent(sql: Sql, p: { id: string; from_version: n
 
 /**
  * Writes the next version of a document stored in parts: its head (`content`) and how its parts are
- * stored; the parts themselves are written by db/document-parts.ts in the same transaction. Guarded
- * like updateDocumentContent.
+ * stored; the parts themselves are written by db/document-parts.ts in the same transaction. Guarded,
+ * and run at the end, like updateDocumentContent.
  */
 export function updateDocumentHead(
   sql: Sql,
   p: { id: string; from_version: number; content: string; updated_at: number; parts_field: string; parts_key: string; parts_chars: number },
 ): Promise<void> {
-  return runGuarded(
+  return runGuardedAtCommit(
     sql,
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at,
        parts_field = @parts_field, parts_key = @parts_key, parts_chars = @parts_chars

@@ -119,6 +119,31 @@ const isOneChange = (result: RunResult): boolean => result.changes === 1;
 export const DONE: Promise<void> = Promise.resolve();
 
 /**
+ * `runGuarded` as one of the transaction's last statements (`runAtCommit`): on a handle that runs
+ * statements in its COMMIT's query, no client code runs between it and the COMMIT, so the database checks
+ * the count — a count other than one raises (migrations/pg/0012), the whole transaction rolls back, and
+ * the writer gives the caller a StaleStateError naming `what` (db/errors.ts). `text` is one UPDATE or
+ * DELETE without RETURNING, with named parameters. Elsewhere it runs now, as `runGuarded`.
+ */
+export function runGuardedAtCommit(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, what: string): Promise<void> {
+  if (!sql.atCommit) return runGuarded(sql, text, params, what);
+  sql.atCommit(guardedAtCommitText(text), { ...params, guard_what: what }, ignore);
+  return DONE;
+}
+
+const guardedTexts = new Map<string, string>();
+
+/** The statement that checks its own count (one text per statement: each is prepared once per connection). */
+function guardedAtCommitText(text: string): string {
+  let guarded = guardedTexts.get(text);
+  if (guarded === undefined) {
+    guarded = `WITH changed AS (${text} RETURNING 1) SELECT combine_expect_one_change((SELECT count(*) FROM changed), @guard_what)`;
+    guardedTexts.set(text, guarded);
+  }
+  return guarded;
+}
+
+/**
  * Runs a statement whose rows the caller does not need as one of the transaction's last: on a handle that
  * runs statements in its COMMIT's query (the Postgres writer's `Sql.atCommit`) it is queued there, so the
  * rows it locks stay locked only inside that query and it costs no round trip of its own; elsewhere it runs now.

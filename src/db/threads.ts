@@ -189,34 +189,31 @@ export async function listChildThreads(sql: Sql, parentId: string): Promise<Thre
 }
 
 /**
- * Whether a child of `parentId` is still open or running; it stops at the first active child it finds,
- * where counting every child at every child's end costs O(children), O(n²) over a generate-all of n
- * epics. (SQLite asks in `lockThreadForClose`'s statement: an orchestration's children are claimed, and
+ * An orchestration locked for closing, and whether a child of it is still open or running. The lock
+ * comes first: of two last children ending at once, the second counts after the first committed.
+ * SQLite's writer is the lock, so the row and the answer come in one statement (one statement per ended
+ * child less); Postgres locks the row, then asks in a statement of its own — both inside one function
+ * call (migrations/pg/0012), one round trip.
+ * The question stops at the first active child it finds, where counting every child at every child's end
+ * costs O(children), O(n²) over a generate-all of n epics. An orchestration's children are claimed, and
  * end, roughly in the order they were made, so while it runs its newest child is usually still active,
- * and SQLite looks at the newest first, the parent index backwards: one index step. Postgres has no
+ * and SQLite looks at the newest first, the parent index backwards: one index step. (Postgres has no
  * insertion order to walk.)
- */
-async function hasActiveChildThread(sql: Sql, parentId: string): Promise<boolean> {
-  const row = await sql.get("SELECT 1 AS active FROM llm_threads WHERE parent_thread_id = ? AND status IN ('open', 'running') LIMIT 1", [parentId]);
-  return row !== undefined;
-}
-
-/**
- * An orchestration locked for closing, and whether a child of it is still open or running (see
- * `hasActiveChildThread`'s cost). The lock comes first: of two last children ending at once, the second
- * counts after the first committed. SQLite's writer is the lock, so the row and the answer come in one
- * statement (one statement per ended child less); Postgres locks the row, then asks.
  */
 export async function lockThreadForClose(sql: Sql, id: string): Promise<{ thread: ThreadRow; activeChild: boolean } | undefined> {
   if (sql.dialect === 'postgres') {
-    const thread = await lockThread(sql, id);
-    return thread && { thread, activeChild: await hasActiveChildThread(sql, id) };
+    const locked = (await sql.get<{ locked: (ThreadRow & { active_child: boolean }) | null }>(LOCK_FOR_CLOSE_PG, [id]))?.locked;
+    if (!locked) return undefined;
+    const { active_child, ...thread } = locked;
+    return { thread, activeChild: active_child };
   }
   const row = await sql.get<ThreadRow & { active_child: number | null }>(LOCK_FOR_CLOSE_SQLITE, [id]);
   if (!row) return undefined;
   const { active_child, ...thread } = row;
   return { thread, activeChild: active_child !== null };
 }
+
+const LOCK_FOR_CLOSE_PG = 'SELECT combine_lock_thread_for_close(?) AS locked';
 
 const LOCK_FOR_CLOSE_SQLITE = `SELECT p.*, (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running')
     ORDER BY c.rowid DESC LIMIT 1) AS active_child

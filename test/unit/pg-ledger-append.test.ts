@@ -2,13 +2,16 @@
  * The ledger append on Postgres riding on its transaction's COMMIT (ledger/store.ts
  * appendLedgerEntriesAtCommit, db/pg/writer.ts, migrations/pg/0009): the chain head is not held while the
  * transaction is open, the rows and hashes come back after the commit and chain correctly, and an entry
- * whose bytes the database would hash differently from this process is refused before the COMMIT.
+ * whose bytes the database would hash differently from this process is refused before the COMMIT; a
+ * guarded statement queued behind the append has its changed-row count checked there (migrations/pg/0012).
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StaleStateError } from '../../src/core/errors.js';
 import type { Sql } from '../../src/core/sql.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
+import { runGuardedAtCommit } from '../../src/db/statements.js';
 import type { LedgerRow } from '../../src/db/schema.js';
 import { insertThread } from '../../src/db/threads.js';
 import { canonicalMetadataAroundSeq, findChainBreak, GENESIS_HASH } from '../../src/ledger/chain.js';
@@ -94,5 +97,38 @@ describe('Postgres ledger append at COMMIT', () => {
     await expect(write).rejects.toThrow(/would hash other bytes/);
     expect(await stored()).toEqual(before);
     expect(await reader.get('SELECT id FROM llm_threads WHERE id = ?', ['t-b'])).toBeUndefined();
+  });
+
+  it('checks the count of a guarded statement behind the append in the COMMIT query: the row gets the seq, or the write rolls back as stale', async () => {
+    await reader.run('CREATE TABLE guarded (id TEXT PRIMARY KEY, state TEXT NOT NULL, seq BIGINT)');
+    await reader.run("INSERT INTO guarded (id, state) VALUES ('g', 'open')");
+    // The seq is the append's, read behind it in the same query (as the charge settle does: db/charges.ts).
+    const close = (sql: Sql, from: string) =>
+      runGuardedAtCommit(
+        sql,
+        "UPDATE guarded SET state = 'closed', seq = (SELECT max(seq) FROM llm_ledger_entries) WHERE id = @id AND state = @from",
+        { id: 'g', from },
+        `guarded g is not ${from}`,
+      );
+    const before = await stored();
+    let runs = 0;
+    const stale = writer.write(async (sql) => {
+      runs++;
+      await appendLedgerEntriesAtCommit(sql, [entry('t-a', { n: 'stale' })], () => {});
+      await close(sql, 'gone');
+    });
+    // The database's refusal reaches the caller as the client's own, after the writer's bounded re-runs.
+    await expect(stale).rejects.toBeInstanceOf(StaleStateError);
+    await expect(stale).rejects.toThrow('guarded g is not gone');
+    expect(runs).toBe(3);
+    expect(await stored()).toEqual(before);
+    let linked: LedgerRow[] = [];
+    await writer.write(async (sql) => {
+      await appendLedgerEntriesAtCommit(sql, [entry('t-a', { n: 'closes' })], (rows) => {
+        linked = rows;
+      });
+      await close(sql, 'open');
+    });
+    expect(await reader.get('SELECT state, seq FROM guarded')).toEqual({ state: 'closed', seq: linked[0]!.seq });
   });
 });

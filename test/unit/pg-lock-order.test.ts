@@ -75,6 +75,32 @@ async function bothCommit(a: Promise<unknown>, b: Promise<unknown>): Promise<voi
 
 const statusOf = async (id: string) => (await getThread(reader, id))!.status;
 
+describe('an orchestration whose last two children end at once', () => {
+  it('is closed by the second end: waiting for the parent, it counts the first child ended', async () => {
+    await orchestration('running', [
+      { id: 'a', thread: 'running', item: 'running' },
+      { id: 'b', thread: 'running', item: 'running' },
+    ]);
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let heldNow!: () => void;
+    const held = new Promise<void>((r) => (heldNow = r));
+    // The first end locks the parent (db/threads.ts lockThreadForClose), sees b still running, and waits uncommitted.
+    const first = write(async (tx) => {
+      await endThread(tx, (await getThread(tx.sql, 't-a'))!, 'complete');
+      heldNow();
+      await gate;
+    });
+    await held;
+    const second = write(async (tx) => endThread(tx, (await getThread(tx.sql, 't-b'))!, 'complete'));
+    await waitUntil(() => aWriteWaitsForALock(reader), 'the second end to wait for the parent');
+    open();
+    await bothCommit(first, second);
+    // The second's look at the children came after the lock it waited for: it saw a's end and closed the parent.
+    expect([await statusOf('t-a'), await statusOf('t-b'), await statusOf('t-p')]).toEqual(['complete', 'complete', 'complete']);
+  });
+});
+
 describe('a child and its orchestration are locked child first, by every write', () => {
   it('a child ending while its orchestration is canceled: both commit, the child keeps its end', async () => {
     await orchestration('running', [

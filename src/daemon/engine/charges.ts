@@ -19,7 +19,7 @@ import { DONE } from '../../db/statements.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
 import type { Usage } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import { afterAppend, atEndAfterAppend, type PendingEntry, type Tx } from './tx.js';
+import { atEndAfterAppend, type Tx } from './tx.js';
 import { newId } from '../../core/ids.js';
 
 export type PriceOf = (model: string) => ModelPrice | undefined;
@@ -50,37 +50,38 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
 }
 
 /**
- * The response was recorded (`response` = its ledger entry, appended at the end of this transaction):
+ * The item's response was recorded (its `response` entry, queued by this transaction for its end):
  * settle at its usage. A response without usage was paid for an unknown amount, so it stays counted at
  * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs right
- * after the append; the spend moves now. `call`: the telemetry written with it. `openCharge`: the item's
- * open reservation when a shared closure read it ahead (null: none), undefined to read it here.
+ * after the append, at the transaction's end (on Postgres in its COMMIT's query); the spend moves now.
+ * `call`: the telemetry written with it. `openCharge`: the item's open reservation as read with the item
+ * (null: none), undefined to read it here.
  */
 export async function settleFromResponse(
   tx: Tx,
   item: WorkItemRow,
-  response: PendingEntry,
   usage: Usage | null,
   call: AnsweredCall,
   priceOf: PriceOf,
   openCharge: ChargeRow | null | undefined,
 ): Promise<void> {
   await lockProjectBudget(tx, item.project_id);
-  // Read ahead by a shared closure (SQLite: no lock to take first), else read here, under the budget lock.
+  // Read with the item, before the budget lock: the reservation is this lease's own row (no other writer
+  // moves it while the lease holds), and its settle below is guarded by `status = 'reserved'`.
   const charge = openCharge === undefined ? await getOpenCharge(tx.sql, item.id) : openCharge;
   if (!charge) return; // leased before charges existed (an upgrade mid-flight): nothing reserved to settle
   // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
   const price = priceOf(charge.model);
   const cost = usage && price ? costUsd(price, usage.prompt_tokens, usage.completion_tokens) : null;
-  afterAppend(tx, () =>
+  atEndAfterAppend(tx, () =>
     settleChargeFromResponse(tx.sql, {
       id: charge.id,
+      work_item_id: item.id,
       status: usage ? 'settled' : 'in_doubt',
       prompt_tokens: usage?.prompt_tokens ?? null,
       completion_tokens: usage?.completion_tokens ?? null,
       total_tokens: usage?.total_tokens ?? null,
       cost_usd: cost,
-      response_seq: response.row.seq,
       http_status: call.httpStatus,
       latency_ms: call.latencyMs,
       provider_request_id: call.requestId,

@@ -46,13 +46,21 @@ export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> 
 }
 
 /**
- * Reads the item, with its thread in the same statement, and checks we still hold its lease in the
- * expected status. On Postgres the item's row is locked first, before any other row the step changes
- * (its charge, the chain head): the LOCK ORDER of engine/tx.ts. `known`: the row read earlier in this
- * transaction by `readItemsAhead` (no read then; SQLite only, whose one writer needs no lock).
+ * Reads the item, with its thread and what the step also needs (`ahead`) in the same statement, and
+ * checks we still hold its lease in the expected status. On Postgres the item's row is locked first,
+ * before any other row the step changes (its charge, the chain head): the LOCK ORDER of engine/tx.ts.
+ * `known`: the row read earlier in this transaction by `ItemReads` with the same `ahead` (no read then;
+ * SQLite only, whose one writer needs no lock).
  */
-export function leasedItemAndThread(tx: Tx, ctx: EngineContext, id: string, status: 'claimed' | 'running', known?: ItemWithThread): Promise<ItemWithThread> {
-  return (known ? Promise.resolve(known) : lockWorkItemWithThread(tx.sql, id)).then((read) => {
+export function leasedItemAndThread(
+  tx: Tx,
+  ctx: EngineContext,
+  id: string,
+  status: 'claimed' | 'running',
+  known?: ItemWithThread,
+  ahead: ReadAhead = 'rows',
+): Promise<ItemWithThread> {
+  return (known ? Promise.resolve(known) : lockWorkItemWithThread(tx.sql, id, ahead)).then((read) => {
     if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
       throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
     return read;

@@ -5,7 +5,7 @@
  * scheduler (a scheduled run ends with its thread, in the same transaction).
  */
 import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
-import { appendLedgerEntries, appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
+import { appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import {
@@ -48,8 +48,7 @@ export type Write = WriteTx<EngineEvent, EngineHooks>;
 
 /**
  * A ledger entry appended at the end of its transaction (`appendEntries`): `row` is there once the
- * transaction's entries are written — at its COMMIT on Postgres — so read it after the write, or in a step
- * given to `afterAppend` (which makes the append run before the COMMIT).
+ * transaction's entries are written — at its COMMIT on Postgres — so read it after the write.
  */
 export interface PendingEntry {
   readonly row: LedgerRow;
@@ -63,12 +62,11 @@ class Pending implements PendingEntry {
   }
 }
 
-/** What a transaction will append at its end, and the steps that need the appended rows. */
+/** What a transaction will append at its end. */
 interface LedgerBuffer {
   entries: NewLedgerEntry[];
   pending: Pending[];
   events: { seq: number }[];
-  after: (() => Promise<void>)[];
 }
 
 /** Per transaction (its statement handle is its own for the closure's lifetime). */
@@ -77,7 +75,7 @@ const buffers = new WeakMap<object, LedgerBuffer>();
 function bufferOf(tx: Tx): LedgerBuffer {
   let buffer = buffers.get(tx.sql);
   if (!buffer) {
-    const created: LedgerBuffer = { entries: [], pending: [], events: [], after: [] };
+    const created: LedgerBuffer = { entries: [], pending: [], events: [] };
     buffers.set(tx.sql, created);
     tx.atEnd(() => flushLedger(tx, created));
     buffer = created;
@@ -87,26 +85,19 @@ function bufferOf(tx: Tx): LedgerBuffer {
 
 /**
  * Writes the transaction's entries, in the order they were appended, in one append at the end of the
- * transaction. When no step needs their seqs inside the transaction, the append rides on the query that
- * COMMITs it (Postgres: the chain head is then held only for the server's statements and the fsync); the
- * rows and the events' seqs are filled in once committed, before the events are published. A transaction
- * whose steps need the seqs (the response's charge settle) appends now, then runs those steps.
+ * transaction, on the query that COMMITs it (Postgres: the chain head is then held only for the server's
+ * statements and the fsync); the rows and the events' seqs are filled in once committed, before the
+ * events are published. A statement that needs an entry's seq finds it itself, behind the append
+ * (`atEndAfterAppend`: the response's charge settle).
  */
-async function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
+function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
   buffers.delete(tx.sql);
   const linked = (rows: LedgerRow[]) =>
     rows.forEach((row, i) => {
       buffer.pending[i]!.written = row;
       buffer.events[i]!.seq = row.seq;
     });
-  if (buffer.after.length === 0) return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linked);
-  linked(await appendLedgerEntries(tx.sql, buffer.entries));
-  for (const step of buffer.after) await step();
-}
-
-/** Runs `step` in this transaction once its ledger entries are appended (it may read their `row`). */
-export function afterAppend(tx: Tx, step: () => Promise<void>): void {
-  bufferOf(tx).after.push(step);
+  return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linked);
 }
 
 /**
@@ -324,9 +315,11 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *   3. a document's head (the answer's apply), then the item's scope lock row and its charge, in either
  *      order (a failure closes the charge, then deletes the row): only under the item's lock.
  *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows.
- *   5. at the end, in the COMMIT's query: the ledger's chain head, then the projects' spend rows in
- *      sorted (project, day) order (always after the append, whatever a daemon's `budgets` say:
- *      `moveSpend`; sorted for the transactions without an append), the mutation, document parts.
+ *   5. at the end, in the COMMIT's query: the ledger's chain head, then the answer's charge settle (the
+ *      item's own charge: item 1 already serializes it), the projects' spend rows in sorted (project,
+ *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
+ *      the transactions without an append), the mutation, document parts and the document's next version
+ *      (its head row already locked in 3), a claim's new reservations.
  * The engine's paths are built that way and are the hot ones — a start moves its item, then its child
  * and an open parent in one UPDATE; an answer or a failure ends the item, then the child, then closes
  * the parent here — so the rare paths follow them: a cancel ends the children's queued items, then the

@@ -26,7 +26,7 @@
 import type pg from 'pg';
 import { InfraError } from '../../core/errors.js';
 import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
-import { isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
+import { asClientError, isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
 import type { SqlParams } from '../../core/sql.js';
 import { ClosureSql, settleClosure } from '../sql.js';
 import { type CommitQuery, type CommitStatement, commitQuery } from './commit-query.js';
@@ -192,7 +192,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
       // and left the transaction open (ROLLBACK outside a transaction only warns).
       else broken = await rollback(client);
       // Only a failed connection leaves COMMIT's outcome unknown; any other error there means rolled back.
-      return { failure: { error, atCommit: atCommit && infra } };
+      return { failure: { error: asClientError(error), atCommit: atCommit && infra } };
     } finally {
       // A connection that failed, or might be mid-transaction, is closed rather than reused.
       client.release(broken ?? false);
