@@ -7,7 +7,7 @@
 import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { assertChargeTransition } from '../domain/states.js';
-import { expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
+import { runAtCommit, runGuarded, runGuardedAtCommit } from './statements.js';
 
 /** A charge as its reservation inserts it: the call's telemetry comes with the change that ends the call. */
 export type ReservedCharge = Omit<ChargeRow, 'outcome' | 'http_status' | 'latency_ms' | 'provider_request_id'>;
@@ -87,12 +87,10 @@ export interface FailedCall {
  * that was made and failed (`call`) leaves its telemetry on the row; null when none was made or its
  * outcome is unknown (a lease recovered after a crash).
  */
-export async function closeChargeWithoutResponse(
-  sql: Sql,
-  p: { id: string; status: 'released' | 'in_doubt'; now: number; call: FailedCall | null },
-): Promise<void> {
+export function closeChargeWithoutResponse(sql: Sql, p: { id: string; status: 'released' | 'in_doubt'; now: number; call: FailedCall | null }): Promise<void> {
   assertChargeTransition('reserved', p.status);
-  const result = await sql.run(
+  return runGuarded(
+    sql,
     `UPDATE llm_charges SET status = @status, settled_at = @now, outcome = @outcome, http_status = @http_status, latency_ms = @latency_ms
      WHERE id = @id AND status = 'reserved'`,
     {
@@ -103,8 +101,8 @@ export async function closeChargeWithoutResponse(
       http_status: p.call?.http_status ?? null,
       latency_ms: p.call?.latency_ms ?? null,
     },
+    `charge ${p.id} is not reserved`,
   );
-  expectOneChange(result, `charge ${p.id} is not reserved`);
 }
 
 /**

@@ -55,15 +55,6 @@ const THREAD_COLUMNS = allColumns<ThreadRow>()([
 
 const PROJECT_COLUMNS = allColumns<ProjectRow>()(['id', 'name', 'created_at']);
 
-/**
- * The thread's columns come back as `t_<column>`, the project's as `p_<column>` (the tables share `id`,
- * `status`, `created_at`). The project is the item's (`project_id`, its thread's target project); a
- * project deleted since is NULLs.
- */
-const SELECT_ITEM_WITH_THREAD = `SELECT ${ITEM_COLUMNS.map((c) => `w.${c}`).join(', ')},
-    ${THREAD_COLUMNS.map((c) => `t.${c} AS t_${c}`).join(', ')}, ${PROJECT_COLUMNS.map((c) => `p.${c} AS p_${c}`).join(', ')}
-  FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id LEFT JOIN projects p ON p.id = w.project_id`;
-
 const CHARGE_COLUMNS = allColumns<ChargeRow>()([
   'id',
   'work_item_id',
@@ -97,47 +88,44 @@ const CHARGE_COLUMNS = allColumns<ChargeRow>()([
  */
 export type ReadAhead = 'rows' | 'start' | 'record';
 
-const AHEAD_SELECT: Record<ReadAhead, string> = {
-  rows: SELECT_ITEM_WITH_THREAD,
-  start: SELECT_ITEM_WITH_THREAD.replace(
-    ' FROM llm_work_items w',
-    `, (SELECT e.entry_type FROM llm_ledger_entries e WHERE e.work_item_id = w.id ORDER BY e.seq DESC LIMIT 1) AS x_last_entry_type
-  FROM llm_work_items w`,
-  ),
-  record: `${SELECT_ITEM_WITH_THREAD.replace(
-    ' FROM llm_work_items w',
-    `, ${CHARGE_COLUMNS.map((c) => `c.${c} AS c_${c}`).join(', ')}
-  FROM llm_work_items w`,
-  )}
-  LEFT JOIN llm_charges c ON c.work_item_id = w.id AND c.status = 'reserved'`,
+/** What each read-ahead adds to the item's row: columns, and the join they come from. */
+const AHEAD: Record<ReadAhead, { columns: string; join: string }> = {
+  rows: { columns: '', join: '' },
+  start: {
+    columns: ', (SELECT e.entry_type FROM llm_ledger_entries e WHERE e.work_item_id = w.id ORDER BY e.seq DESC LIMIT 1) AS x_last_entry_type',
+    join: '',
+  },
+  record: {
+    columns: `, ${CHARGE_COLUMNS.map((c) => `c.${c} AS c_${c}`).join(', ')}`,
+    join: " LEFT JOIN llm_charges c ON c.work_item_id = w.id AND c.status = 'reserved'",
+  },
 };
 
+/**
+ * The item with its thread, its project and what `ahead` adds, of the items `where` names. The thread's
+ * columns come back as `t_<column>`, the project's as `p_<column>` (the tables share `id`, `status`,
+ * `created_at`). The project is the item's (`project_id`, its thread's target project); a project
+ * deleted since is NULLs.
+ */
+const selectItemsWithThreads = (ahead: ReadAhead, where: string) => `SELECT ${ITEM_COLUMNS.map((c) => `w.${c}`).join(', ')},
+    ${THREAD_COLUMNS.map((c) => `t.${c} AS t_${c}`).join(', ')}, ${PROJECT_COLUMNS.map((c) => `p.${c} AS p_${c}`).join(', ')}${AHEAD[ahead].columns}
+  FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id LEFT JOIN projects p ON p.id = w.project_id${AHEAD[ahead].join}
+  WHERE ${where}`;
+
+/** One text per read-ahead. */
+const byAhead = <T>(text: (ahead: ReadAhead) => T): Record<ReadAhead, T> => ({ rows: text('rows'), start: text('start'), record: text('record') });
+
 /** One item by its id: what a step that runs alone reads, with what it also needs (one round trip, not two). */
-const ITEM_WITH_THREAD_TEXT = Object.fromEntries(
-  (['rows', 'start', 'record'] as const).map((ahead) => [
-    ahead,
-    `${AHEAD_SELECT[ahead]}
-  WHERE w.id = ?`,
-  ]),
-) as Record<ReadAhead, string>;
+const ITEM_WITH_THREAD_TEXT = byAhead((ahead) => selectItemsWithThreads(ahead, 'w.id = ?'));
 
 // `NO KEY UPDATE`: see db/dialect.ts `skipLockedRows`; `OF w`: the item's row only, not its thread's, project's or charge's.
-const LOCK_ITEM_WITH_THREAD_PG = Object.fromEntries(
-  (['rows', 'start', 'record'] as const).map((ahead) => [ahead, `${ITEM_WITH_THREAD_TEXT[ahead]} FOR NO KEY UPDATE OF w`]),
-) as Record<ReadAhead, string>;
+const LOCK_ITEM_WITH_THREAD_PG = byAhead((ahead) => `${ITEM_WITH_THREAD_TEXT[ahead]} FOR NO KEY UPDATE OF w`);
 
 /** The items of a JSON array of ids (`?`), each looked up by its primary key. */
-const ITEMS_WITH_THREADS_TEXT = Object.fromEntries(
-  (['rows', 'start', 'record'] as const).map((ahead) => [
-    ahead,
-    {
-      sqlite: `${AHEAD_SELECT[ahead]}
-  WHERE ${inJsonArray('sqlite', 'w.id', '?')}`,
-      postgres: `${AHEAD_SELECT[ahead]}
-  WHERE ${inJsonArray('postgres', 'w.id', '?')}`,
-    },
-  ]),
-) as Record<ReadAhead, { sqlite: string; postgres: string }>;
+const ITEMS_WITH_THREADS_TEXT = byAhead((ahead) => ({
+  sqlite: selectItemsWithThreads(ahead, inJsonArray('sqlite', 'w.id', '?')),
+  postgres: selectItemsWithThreads(ahead, inJsonArray('postgres', 'w.id', '?')),
+}));
 
 export interface ItemWithThread {
   item: WorkItemRow;
@@ -152,10 +140,10 @@ export interface ItemWithThread {
 
 /**
  * The work item, its thread (a foreign key: an item always has one) and its project, as `SELECT *` of
- * each would read them, and what `ahead` adds for the step that reads it; undefined when there is no such item.
+ * each would read them; undefined when there is no such item.
  */
-export function getWorkItemWithThread(sql: Sql, id: string, ahead: ReadAhead = 'rows'): Promise<ItemWithThread | undefined> {
-  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT[ahead], [id]).then((row) => splitRow(row, ahead));
+export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThread | undefined> {
+  return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT.rows, [id]).then((row) => splitRow(row, 'rows'));
 }
 
 /**
@@ -166,7 +154,7 @@ export function getWorkItemWithThread(sql: Sql, id: string, ahead: ReadAhead = '
  * or appended first (recording the call's answer: chain head, then the charge's settle) waited for it
  * while it waited for the step. Now one waits for the other's item: the scan passes over a step's item
  * (SKIP LOCKED), and a step behind the scan reads the item as the scan left it (its lease lost). Same
- * statement (with what `ahead` adds), no other round trip; SQLite (one writer) reads it as `getWorkItemWithThread`.
+ * statement (with what `ahead` adds), no other round trip; SQLite (one writer) reads it unlocked.
  */
 export function lockWorkItemWithThread(sql: Sql, id: string, ahead: ReadAhead = 'rows'): Promise<ItemWithThread | undefined> {
   const text = sql.dialect === 'postgres' ? LOCK_ITEM_WITH_THREAD_PG[ahead] : ITEM_WITH_THREAD_TEXT[ahead];
@@ -188,7 +176,7 @@ export async function listWorkItemsWithThreads(sql: Sql, ids: readonly string[],
 }
 
 /** One shape for every read: what was not read ahead is undefined. */
-function splitRow(row: Record<string, unknown> | undefined, ahead: ReadAhead = 'rows'): ItemWithThread | undefined {
+function splitRow(row: Record<string, unknown> | undefined, ahead: ReadAhead): ItemWithThread | undefined {
   if (!row) return undefined;
   const project = row.p_id === null ? null : { id: row.p_id as string, name: row.p_name as string, created_at: row.p_created_at as number };
   return {

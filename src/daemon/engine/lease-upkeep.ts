@@ -7,8 +7,7 @@
 import type { Sql } from '../../core/sql.js';
 import type { Logger } from '../../core/logger.js';
 import type { LedgerRow } from '../../db/schema.js';
-import { getThread } from '../../db/threads.js';
-import { getWorkItem } from '../../db/work-items.js';
+import { getWorkItemWithThread } from '../../db/item-with-thread.js';
 import type { EngineContext } from './leased.js';
 import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { Write } from './tx.js';
@@ -76,8 +75,8 @@ export class LeaseUpkeep {
         return { scanned: stale.length, ...(await rescueLeases(tx, d.ctx, stale, d.leaseMs)), ...(await sweepLocksAndParents(tx)) };
       });
       for (const r of result.resume) {
-        const item = await getWorkItem(d.reader, r.itemId);
-        if (item) d.resume(item, r.response, (await getThread(d.reader, item.thread_id))?.traceparent ?? null);
+        const read = await getWorkItemWithThread(d.reader, r.itemId);
+        if (read) d.resume(read.item, r.response, read.thread.traceparent ?? null);
       }
       const { resume, ...counts } = result;
       d.onRecovery?.({
