@@ -18,6 +18,7 @@ import { applyPgMigrations, defaultPgMigrationsFolder } from '../../src/db/pg/mi
 import * as pgSchemaTables from '../../src/db/pg/schema.js';
 import * as pgScheduleTables from '../../src/db/pg/schema-schedules.js';
 import { findChainBreak, GENESIS_HASH, ledgerEntryHash } from '../../src/ledger/chain.js';
+import { appendLedgerEntries } from '../../src/ledger/store.js';
 import { RUN_STATUSES, SCHEDULE_STATUSES } from '../../src/domain/schedule.js';
 import { CHARGE_STATUSES, THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../src/domain/states.js';
 import type { LedgerRow } from '../../src/db/schema.js';
@@ -220,6 +221,36 @@ describe('Postgres ledger triggers', () => {
     const { rows } = await pool.query<LedgerRow>('SELECT * FROM llm_ledger_entries WHERE seq > $1 ORDER BY seq', [before.seq]);
     expect(rows.map((r) => r.seq)).toEqual(Array.from({ length: 150 }, (_, i) => before.seq + 1 + i));
     expect(findChainBreak(rows, before.hash)).toBeNull();
+    expect((await pool.query('SELECT seq, hash FROM llm_ledger_head')).rows).toEqual([{ seq: rows.at(-1)!.seq, hash: rows.at(-1)!.hash }]);
+  });
+
+  it('an append through llm_ledger_append skips the guards for its own rows only: a direct INSERT after it, in the same transaction, is checked and moves the head', async () => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const [appended] = await appendLedgerEntries(new PgSql(client), [
+        { thread_id: 't1', work_item_id: null, entry_type: 'prompt', attempt: 1, payload: { n: 'function' }, created_at: 1 },
+      ]);
+      expect((await client.query("SELECT current_setting('combine.ledger_append', true) AS s")).rows).toEqual([{ s: 'off' }]);
+      expect((await client.query('SELECT seq, hash FROM llm_ledger_head')).rows).toEqual([{ seq: appended!.seq, hash: appended!.hash }]);
+      await client.query('SAVEPOINT s');
+      await expect(
+        client.query(
+          `INSERT INTO llm_ledger_entries (seq, thread_id, entry_type, payload, prev_hash, hash, created_at) VALUES ($1, 't1', 'prompt', '{}', $2, 'x', 1)`,
+          [appended!.seq + 1, GENESIS_HASH],
+        ),
+      ).rejects.toThrow('does not link to the chain head');
+      await client.query('ROLLBACK TO SAVEPOINT s');
+      await expect(client.query('UPDATE llm_ledger_head SET seq = seq')).rejects.toThrow('llm_ledger_head moves only when an entry is appended');
+      await client.query('ROLLBACK TO SAVEPOINT s');
+      const direct = await appendEntry(client, '{"n":"direct"}');
+      expect(direct.prev_hash).toBe(appended!.hash);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    const rows = (await pool.query<LedgerRow>('SELECT * FROM llm_ledger_entries ORDER BY seq')).rows;
+    expect(findChainBreak(rows, GENESIS_HASH)).toBeNull();
     expect((await pool.query('SELECT seq, hash FROM llm_ledger_head')).rows).toEqual([{ seq: rows.at(-1)!.seq, hash: rows.at(-1)!.hash }]);
   });
 
