@@ -1,12 +1,16 @@
 /**
  * The ledger append's server cost on Postgres alone (issue 18 target 9): one backend appends one entry per
- * transaction, as an item's three appends do (BEGIN; llm_ledger_append(1 entry); COMMIT), to a thread and a
- * work item that exist. Prints per append: the backend's CPU (/proc, user + system), WAL bytes and records,
- * and the time in each plpgsql function (track_functions=all). Load-independent figures: WAL; the CPU is
- * the one backend's own, so other processes' load moves it less than a wall-clock rate.
+ * transaction, as each of an item's three appends does (BEGIN; llm_ledger_append(1 entry), a prepared
+ * statement as the daemon's; COMMIT), to a thread and a work item that exist. Prints per append: the
+ * backend's CPU (/proc, user + system), WAL bytes and records, the time in each plpgsql function
+ * (track_functions=all) and the statements run inside them (pg_stat_statements, track=all). WAL is
+ * load-independent; the CPU is the one backend's own, so alternate runs of two migration folders.
+ * Unlike the engine's appends, these transactions update neither the thread nor the work item, so the
+ * foreign keys' key-share locks write WAL here (2 records per append).
  *
  *   npx tsx bench/ledger-append-pg.ts [appends=5000] [migrations folder=migrations/pg]
- */
+ *   LEDGER_BENCH_SETUP=<file.sql> …   # runs the file after the migrations: to try a variant of a function
+  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
