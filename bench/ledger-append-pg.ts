@@ -10,7 +10,7 @@
  *
  *   npx tsx bench/ledger-append-pg.ts [appends=5000] [migrations folder=migrations/pg]
  *   LEDGER_BENCH_SETUP=<file.sql> …   # runs the file after the migrations: to try a variant of a function
-  */
+ */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
