@@ -23,7 +23,7 @@ export interface NewLedgerEntry {
 /**
  * The chain's last link, or null for an empty ledger. When `combine prune` removed the newest entries,
  * the head is the last checkpoint's hash: seqs are never reused and the chain continues across the cut.
- * Postgres keeps the head in a row of its own (llm_ledger_head, moved by the append trigger).
+ * Postgres keeps the head in a row of its own (llm_ledger_head, moved by each append: migrations/pg/0013).
  */
 export async function getLedgerHead(sql: Sql): Promise<{ seq: number; hash: string } | null> {
   if (sql.dialect === 'postgres') return headOf(await sql.get<{ seq: number; hash: string }>('SELECT seq, hash FROM llm_ledger_head WHERE id = 1'));

@@ -178,9 +178,10 @@ export const ledgerEntries = pgTable(
 
 /**
  * The hash chain's last link (one row). Every append locks it (`FOR UPDATE`) in the appending
- * transaction, takes seq + 1 and prev_hash from it, and a trigger refuses an entry that does not link
- * to it and then moves it: daemons sharing the database extend one chain that can neither fork nor
- * skip. `combine prune` leaves it alone, so seqs are never reused.
+ * transaction, takes seq + 1 and prev_hash from it and moves it: `llm_ledger_append` itself, or, for
+ * an INSERT that does not come from that function, a trigger that refuses an entry that does not link
+ * (migrations/pg/0013): daemons sharing the database extend one chain that can neither fork nor skip.
+ * `combine prune` leaves it alone, so seqs are never reused.
  */
 export const ledgerHead = pgTable(
   'llm_ledger_head',
