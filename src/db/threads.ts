@@ -244,7 +244,8 @@ export async function listParentsWithAllChildrenTerminal(sql: Sql): Promise<Thre
  */
 export async function cancelActiveThreads(sql: Sql, ids: readonly string[], now: number): Promise<ThreadRow[]> {
   if (ids.length === 0) return [];
-  return (await sql.all(sql.dialect === 'postgres' ? CANCEL_ACTIVE_THREADS_PG : CANCEL_ACTIVE_THREADS_SQLITE, { ids: JSON.stringify(ids), now })) as ThreadRow[];
+  const text = sql.dialect === 'postgres' ? CANCEL_ACTIVE_THREADS_PG : CANCEL_ACTIVE_THREADS_SQLITE;
+  return (await sql.all(text, { ids: JSON.stringify(ids), now })) as ThreadRow[];
 }
 
 const CANCEL_ACTIVE_THREADS_SQLITE = `UPDATE llm_threads SET status = 'canceled', closed_at = @now
