@@ -30,7 +30,7 @@ import { neverCrash } from '../../src/core/crash.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
 import { waitUntil } from '../helpers/harness.js';
-import { aWriteWaitsForALock, backendPid, NO_HOOKS, oneAttemptWrite, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
+import { aWriteWaitsForALock, backendPid, NO_HOOKS, oneAttemptWrite, openRaceDatabase, pausedWriteBy, type RaceDatabase, settled } from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -51,31 +51,8 @@ afterEach(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-/** A write that runs `first`, then waits for the returned `go` before it runs `then` and commits. */
-function pausedWrite<A, B>(first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) => Promise<B>, by: Write = write) {
-  let go!: () => void;
-  const gate = new Promise<void>((r) => (go = r));
-  let paused!: (a: A) => void;
-  const reached = new Promise<A>((r) => (paused = r));
-  const done = by(async (tx) => {
-    const a = await first(tx);
-    paused(a);
-    await gate;
-    return then(tx, a);
-  });
-  done.catch(() => {}); // awaited by the test
-  return { reached, go, done };
-}
-
-/** Resolves once `p` settled (fulfilled or not). */
-function settled(p: Promise<unknown>): () => boolean {
-  let done = false;
-  p.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  return () => done;
-}
+/** `pausedWriteBy` on this file's writer unless `by` is given. */
+const pausedWrite = <A, B>(first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) => Promise<B>, by: Write = write) => pausedWriteBy(by, first, then);
 
 /** The engine context of daemon `owner` (no call is made: no route). */
 function ctxOf(owner: string): EngineContext {
