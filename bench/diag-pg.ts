@@ -259,17 +259,26 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const started = performance.now();
         const waits = new Map<string, number>();
         let samples = 0;
+        let commitWaits = 0;
         let sampling = true;
         const sampler = (async () => {
           const sc = new pg.Client({ connectionString: url });
           await sc.connect();
           while (sampling) {
             const { rows } = await sc.query(
-              `SELECT coalesce(wait_event_type,'CPU') || ':' || coalesce(wait_event,'-') || ' ' || state || ' | ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS k
+              // An EXECUTE's literals are cut (one key per statement, not per call). `at_commit`: a lock wait in a
+              // write's COMMIT query (db/pg/commit-query.ts: its statements' names end in `_c`), whose first lock
+              // is the ledger's chain head (the text is cut at track_activity_query_size: its end is not seen).
+              `SELECT coalesce(wait_event_type,'CPU') || ':' || coalesce(wait_event,'-') || ' ' || state || ' | ' ||
+                      left(regexp_replace(regexp_replace(query, '\\s+', ' ', 'g'), '(EXECUTE \\w+)\\(.*$', '\\1(…)'), 70) AS k,
+                      (wait_event_type = 'Lock' AND query ~ '^(BEGIN;\\s*)?(PREPARE|EXECUTE) \\w+_c\\M') AS at_commit
                  FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle' AND backend_type = 'client backend'`,
             );
             samples++;
-            for (const r of rows) waits.set(r.k, (waits.get(r.k) ?? 0) + 1);
+            for (const r of rows) {
+              waits.set(r.k, (waits.get(r.k) ?? 0) + 1);
+              if (r.at_commit) commitWaits++;
+            }
             await sleep(25);
           }
           await sc.end();
@@ -297,6 +306,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         console.log(
           `CPU utilisation (cores): daemons ${dCpu.map((c) => (c / 1000 / secs).toFixed(2)).join(' + ')}; server ${(sCpu / 1000 / secs).toFixed(2)}; bench+sim ${((bench.user + bench.system) / 1e6 / secs).toFixed(2)}`,
         );
+        console.log(`lock waits in COMMIT queries (the chain head first): ${(commitWaits / samples).toFixed(2)} backends on average`);
         console.log(`wait-event samples (${samples} samples; average active backends per state):`);
         for (const [k, v] of [...waits.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${(v / samples).toFixed(2).padStart(6)}  ${k}`);
         await report(admin, dbName, items, client);
