@@ -95,3 +95,13 @@ export async function writesWaitingFor(sql: Sql, heldBy?: number): Promise<numbe
   );
   return row!.n;
 }
+
+/** A provider's 2xx answer to a call, as the executor returns it (usage: 15 tokens). */
+export const PAID_ANSWER = {
+  kind: 'response' as const,
+  latencyMs: 5,
+  httpStatus: 200,
+  requestId: null,
+  rateLimit: {},
+  bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
+};

@@ -30,7 +30,17 @@ import { neverCrash } from '../../src/core/crash.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
 import { waitUntil } from '../helpers/harness.js';
-import { aWriteWaitsForALock, backendPid, NO_HOOKS, oneAttemptWrite, openRaceDatabase, pausedWriteBy, type RaceDatabase, settled } from '../helpers/pg-race.js';
+import {
+  aWriteWaitsForALock,
+  backendPid,
+  NO_HOOKS,
+  oneAttemptWrite,
+  openRaceDatabase,
+  PAID_ANSWER,
+  pausedWriteBy,
+  type RaceDatabase,
+  settled,
+} from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -68,16 +78,6 @@ function ctxOf(owner: string): EngineContext {
     crashAt: neverCrash,
   };
 }
-
-/** A provider's answer to a call (200, usage of 15 tokens). */
-const answer = {
-  kind: 'response' as const,
-  latencyMs: 5,
-  httpStatus: 200,
-  requestId: null,
-  rateLimit: {},
-  bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
-};
 
 describe('claim rounds of two daemons', () => {
   function flow(): FlowControl {
@@ -154,7 +154,7 @@ describe("an item's answer recorded while another daemon takes over its expired 
     const { interrupted, pid: takeoverPid } = await takeover.reached;
     expect(interrupted).toBe(1);
     // d1's call returns meanwhile: it records the answer (on main: chain head, then the charge d2 holds).
-    const record = write((tx) => recordResponse(tx, ctxOf('d1'), 'a', answer));
+    const record = write((tx) => recordResponse(tx, ctxOf('d1'), 'a', PAID_ANSWER));
     record.catch(() => {});
     const recordDone = settled(record);
     await waitUntil(async () => recordDone() || (await aWriteWaitsForALock(reader, takeoverPid)), 'the record to wait for the take-over (or fail)');
@@ -195,7 +195,7 @@ describe("a late heartbeat extending its item's expired scope while a claim roun
     let stepPid = 0;
     const step = budgeted(async (tx) => {
       stepPid = await backendPid(tx.sql);
-      return recordResponse(tx, ctxOf('d1'), 'i2', answer);
+      return recordResponse(tx, ctxOf('d1'), 'i2', PAID_ANSWER);
     });
     step.catch(() => {});
     const stepDone = settled(step);

@@ -24,20 +24,18 @@ import { cancelThreads, type Tx, type Write } from '../../src/daemon/engine/tx.j
 import type { ModelRoute } from '../../src/daemon/routing/router.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
 import { waitUntil } from '../helpers/harness.js';
-import { backendPid, openRaceDatabase, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+import { backendPid, openRaceDatabase, PAID_ANSWER, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
-let reader: PgSql;
-let write: Write;
-
 beforeEach(async () => {
   db = await openRaceDatabase();
-  ({ reader, write } = db);
-  await insertProject(reader, { id: 'p', name: 'p', created_at: 1 });
+  await insertProject(db.reader, { id: 'p', name: 'p', created_at: 1 });
 });
 afterEach(() => db?.drop());
+const reader = (): PgSql => db.reader;
+const write: Write = (fn) => db.write(fn);
 
 /** Daemon d1's engine context: every call goes to one route; nothing else is looked up. */
 const ctx: EngineContext = {
@@ -53,8 +51,8 @@ const ctx: EngineContext = {
 /** Items `ids` of threads `t-<id>` under d1 (lease live), in `status`; inserted in the order given. */
 async function leasedItems(ids: readonly string[], status: 'claimed' | 'running', thread: { status: 'open' | 'running'; parent?: string }) {
   for (const id of ids) {
-    await insertThread(reader, { ...testThreadRow(id), status: thread.status, parent_thread_id: thread.parent ?? null });
-    await insertWorkItem(reader, testWorkItemRow(id, { status, lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 }));
+    await insertThread(reader(), { ...testThreadRow(id), status: thread.status, parent_thread_id: thread.parent ?? null });
+    await insertWorkItem(reader(), testWorkItemRow(id, { status, lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 }));
   }
 }
 
@@ -74,56 +72,36 @@ async function sharedThenOther(holder: (tx: Tx) => Promise<unknown>, shared: () 
   const holderPid = await hold.reached;
   const first = shared();
   first.catch(() => {});
-  await waitUntil(async () => (await writesWaitingFor(reader, holderPid)) === 1, 'the shared closure to wait for the holder');
+  await waitUntil(async () => (await writesWaitingFor(reader(), holderPid)) === 1, 'the shared closure to wait for the holder');
   const second = other();
   second.catch(() => {});
-  await waitUntil(async () => (await writesWaitingFor(reader)) === 2, 'the other write to wait too (for the holder, or the closure queued first)');
+  await waitUntil(async () => (await writesWaitingFor(reader())) === 2, 'the other write to wait too (for the holder, or the closure queued first)');
   hold.go();
   await hold.done;
   for (const r of await Promise.allSettled([first, second])) if (r.status === 'rejected') throw r.reason;
 }
 
-/** A provider's answer (200, 15 tokens). */
-const answer = {
-  kind: 'response' as const,
-  latencyMs: 5,
-  httpStatus: 200,
-  requestId: null,
-  rateLimit: {},
-  bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
-};
-
 describe("a shared closure of one daemon's records and its heartbeat", () => {
   it('both lock the items in id order: the heartbeat waits for the closure, both commit', async () => {
     await leasedItems(['i1', 'i2'], 'running', { status: 'running' });
     const records = itemWrites(write, ctx, 'postgres');
+    const heldInClaimOrder = ['i2', 'i1'].map((id) => ({ id, lockScope: `p:${id}` }));
     await sharedThenOther(
       (tx) => lockWorkItemWithThread(tx.sql, 'i1'),
       // Asked in one turn: one closure, which locks i1 and i2 in one statement (it waits at i1).
-      () => Promise.all(['i1', 'i2'].map((itemId) => records.record({ itemId, outcome: answer }))),
+      () => Promise.all(['i1', 'i2'].map((itemId) => records.record({ itemId, outcome: PAID_ANSWER }))),
       // The heartbeat's items in the daemon's order (i2 claimed first): it took i2, then waited for i1,
       // which the closure took next, before going on to i2.
-      () =>
-        write((tx) =>
-          extendLeases(
-            tx,
-            'd1',
-            [
-              { id: 'i2', lockScope: 'p:i2' },
-              { id: 'i1', lockScope: 'p:i1' },
-            ],
-            tx.now + 60_000,
-          ),
-        ),
+      () => write((tx) => extendLeases(tx, 'd1', heldInClaimOrder, tx.now + 60_000)),
     );
-    const responses = await reader.all<{ work_item_id: string }>("SELECT work_item_id FROM llm_ledger_entries WHERE entry_type = 'response' ORDER BY seq");
+    const responses = await reader().all<{ work_item_id: string }>("SELECT work_item_id FROM llm_ledger_entries WHERE entry_type = 'response' ORDER BY seq");
     expect(responses.map((r) => r.work_item_id).sort()).toEqual(['i1', 'i2']);
   });
 });
 
 describe("a shared closure of an orchestration's starts and its cancel", () => {
   it("both lock the children's threads in id order: the cancel waits for the closure, both commit", async () => {
-    await insertThread(reader, { ...testThreadRow('o'), role: 'orchestration', status: 'running' });
+    await insertThread(reader(), { ...testThreadRow('o'), role: 'orchestration', status: 'running' });
     // t-b inserted before t-a: a cancel that locks threads in the order it finds them takes t-b first.
     await leasedItems(['b', 'a'], 'claimed', { status: 'open', parent: 't-o' });
     const starts = itemWrites(write, ctx, 'postgres');
@@ -140,7 +118,7 @@ describe("a shared closure of an orchestration's starts and its cancel", () => {
       () => write((tx) => cancelThreads(tx, ['t-b', 't-a'])),
     );
     // The starts committed first (prompt entries, items running); the cancel then ended both threads.
-    expect([(await getWorkItem(reader, 'a'))?.status, (await getWorkItem(reader, 'b'))?.status]).toEqual(['running', 'running']);
-    expect([(await getThread(reader, 't-a'))?.status, (await getThread(reader, 't-b'))?.status]).toEqual(['canceled', 'canceled']);
+    expect([(await getWorkItem(reader(), 'a'))?.status, (await getWorkItem(reader(), 'b'))?.status]).toEqual(['running', 'running']);
+    expect([(await getThread(reader(), 't-a'))?.status, (await getThread(reader(), 't-b'))?.status]).toEqual(['canceled', 'canceled']);
   });
 });
