@@ -83,6 +83,27 @@ const perItem = (v: unknown, items: number, digits = 2): string => (Number(v) / 
  * Server-side facts per item: transactions, WAL, checkpoints, autovacuum, trigger time, and every statement
  * by server time (execution + planning), with calls, rows and shared blocks (pg_stat_statements).
  */
+/**
+ * Where an item's slot goes, median ms per applied item, from the times its writes stamped (each write's
+ * clock reading when its closure ran, not its commit): its claim (`started_at`), its `prompt` entry (the
+ * start), its `response` entry (the call, then the record), its `mutation_report` entry (the finish), its end.
+ */
+async function printItemPhases(client: pg.Client): Promise<void> {
+  const entry = (type: string) =>
+    `(SELECT e.created_at FROM llm_ledger_entries e WHERE e.work_item_id = w.id AND e.entry_type = '${type}' ORDER BY e.seq LIMIT 1)`;
+  const median = (expr: string) => `percentile_cont(0.5) WITHIN GROUP (ORDER BY ${expr})`;
+  const { rows } = await client.query(
+    `SELECT ${median('prompt - w.started_at')} AS claim_start, ${median('response - prompt')} AS start_record,
+            ${median('report - response')} AS record_finish, ${median('w.finished_at - w.started_at')} AS held
+       FROM (SELECT w.*, ${entry('prompt')} AS prompt, ${entry('response')} AS response, ${entry('mutation_report')} AS report
+               FROM llm_work_items w WHERE w.status = 'applied') w`,
+  );
+  const r = rows[0] as Record<string, number>;
+  console.log(
+    `item phases, median ms: claim → start ${r.claim_start}, start → record ${r.start_record}, record → finish ${r.record_finish}; claim → applied ${r.held}`,
+  );
+}
+
 async function report(admin: pg.Client, dbName: string, items: number, dbClient: pg.Client): Promise<void> {
   const db = await admin.query(
     `SELECT sessions, xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, tup_returned, tup_fetched FROM pg_stat_database WHERE datname = $1`,
@@ -270,17 +291,26 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const started = performance.now();
         const waits = new Map<string, number>();
         let samples = 0;
+        let commitWaits = 0;
         let sampling = true;
         const sampler = (async () => {
           const sc = new pg.Client({ connectionString: url });
           await sc.connect();
           while (sampling) {
             const { rows } = await sc.query(
-              `SELECT coalesce(wait_event_type,'CPU') || ':' || coalesce(wait_event,'-') || ' ' || state || ' | ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS k
+              // An EXECUTE's literals are cut (one key per statement, not per call). `at_commit`: a lock wait in a
+              // write's COMMIT query (db/pg/commit-query.ts: its statements' names end in `_c`), whose first lock
+              // is the ledger's chain head (the text is cut at track_activity_query_size: its end is not seen).
+              `SELECT coalesce(wait_event_type,'CPU') || ':' || coalesce(wait_event,'-') || ' ' || state || ' | ' ||
+                      left(regexp_replace(regexp_replace(query, '\\s+', ' ', 'g'), '(EXECUTE \\w+)\\(.*$', '\\1(…)'), 70) AS k,
+                      (wait_event_type = 'Lock' AND query ~ '^(BEGIN;\\s*)?(PREPARE|EXECUTE) \\w+_c\\M') AS at_commit
                  FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle' AND backend_type = 'client backend'`,
             );
             samples++;
-            for (const r of rows) waits.set(r.k, (waits.get(r.k) ?? 0) + 1);
+            for (const r of rows) {
+              waits.set(r.k, (waits.get(r.k) ?? 0) + 1);
+              if (r.at_commit) commitWaits++;
+            }
             await sleep(25);
           }
           await sc.end();
@@ -308,6 +338,8 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         console.log(
           `CPU utilisation (cores): daemons ${dCpu.map((c) => (c / 1000 / secs).toFixed(2)).join(' + ')}; server ${(sCpu / 1000 / secs).toFixed(2)}; bench+sim ${((bench.user + bench.system) / 1e6 / secs).toFixed(2)}`,
         );
+        console.log(`lock waits in COMMIT queries (the chain head first): ${(commitWaits / samples).toFixed(2)} backends on average`);
+        await printItemPhases(client);
         console.log(`wait-event samples (${samples} samples; average active backends per state):`);
         for (const [k, v] of [...waits.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${(v / samples).toFixed(2).padStart(6)}  ${k}`);
         await report(admin, dbName, items, client);

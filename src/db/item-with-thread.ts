@@ -127,6 +127,13 @@ const ITEMS_WITH_THREADS_TEXT = byAhead((ahead) => ({
   postgres: selectItemsWithThreads(ahead, inJsonArray('postgres', 'w.id', '?')),
 }));
 
+/**
+ * Postgres: the items' rows locked in id order, as `lockWorkItemWithThread` locks one (a shared write
+ * closure's steps change them). In id order because the heartbeat extends several items' leases too, in
+ * id order (`extendLeases`): two transactions taking several of one daemon's items never cross.
+ */
+const LOCK_ITEMS_WITH_THREADS_PG = byAhead((ahead) => `${ITEMS_WITH_THREADS_TEXT[ahead].postgres} ORDER BY w.id FOR NO KEY UPDATE OF w`);
+
 export interface ItemWithThread {
   item: WorkItemRow;
   thread: ThreadRow;
@@ -163,10 +170,12 @@ export function lockWorkItemWithThread(sql: Sql, id: string, ahead: ReadAhead = 
 
 /**
  * `getWorkItemWithThread` of several items in one statement, by item id; an id with no item is absent.
- * (A shared write closure's steps, each of its own item: engine/shared-writes.ts.)
+ * (A shared write closure's steps, each of its own item: engine/shared-writes.ts.) On Postgres the
+ * items' rows are locked, in id order (`LOCK_ITEMS_WITH_THREADS_PG`), before the steps' other rows.
  */
-export async function listWorkItemsWithThreads(sql: Sql, ids: readonly string[], ahead: ReadAhead = 'rows'): Promise<Map<string, ItemWithThread>> {
-  const rows = await sql.all<Record<string, unknown>>(ITEMS_WITH_THREADS_TEXT[ahead][sql.dialect], [JSON.stringify(ids)]);
+export async function lockWorkItemsWithThreads(sql: Sql, ids: readonly string[], ahead: ReadAhead = 'rows'): Promise<Map<string, ItemWithThread>> {
+  const text = sql.dialect === 'postgres' ? LOCK_ITEMS_WITH_THREADS_PG[ahead] : ITEMS_WITH_THREADS_TEXT[ahead].sqlite;
+  const rows = await sql.all<Record<string, unknown>>(text, [JSON.stringify(ids)]);
   const reads = new Map<string, ItemWithThread>();
   for (const row of rows) {
     const read = splitRow(row, ahead)!;

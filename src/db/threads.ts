@@ -244,13 +244,24 @@ export async function listParentsWithAllChildrenTerminal(sql: Sql): Promise<Thre
  */
 export async function cancelActiveThreads(sql: Sql, ids: readonly string[], now: number): Promise<ThreadRow[]> {
   if (ids.length === 0) return [];
-  return (await sql.all(
-    `UPDATE llm_threads SET status = 'canceled', closed_at = @now
-     WHERE ${inJsonArray(sql.dialect, 'id', '@ids')} AND status IN ('open', 'running')
-     RETURNING *`,
-    { ids: JSON.stringify(ids), now },
-  )) as ThreadRow[];
+  const text = sql.dialect === 'postgres' ? CANCEL_ACTIVE_THREADS_PG : CANCEL_ACTIVE_THREADS_SQLITE;
+  return (await sql.all(text, { ids: JSON.stringify(ids), now })) as ThreadRow[];
 }
+
+const CANCEL_ACTIVE_THREADS_SQLITE = `UPDATE llm_threads SET status = 'canceled', closed_at = @now
+  WHERE ${inJsonArray('sqlite', 'id', '@ids')} AND status IN ('open', 'running')
+  RETURNING *`;
+
+/**
+ * Postgres: the threads are locked in id order first (the subquery's ORDER BY comes before its row
+ * locks), as a shared closure of item starts takes them (engine/leased.ts `ItemReads`): a plain UPDATE
+ * locks them in the order it finds them, and a cancel holding one child while waiting for another that
+ * such a closure holds, which waits for the first, was a deadlock (engine/tx.ts LOCK ORDER).
+ */
+const CANCEL_ACTIVE_THREADS_PG = `UPDATE llm_threads SET status = 'canceled', closed_at = @now
+  WHERE id IN (SELECT id FROM llm_threads WHERE ${inJsonArray('postgres', 'id', '@ids')} AND status IN ('open', 'running') ORDER BY id FOR NO KEY UPDATE)
+    AND status IN ('open', 'running')
+  RETURNING *`;
 
 /**
  * Moves a thread from `from` to `to`; a terminal `to` also stamps closed_at, a reopening clears it.

@@ -12,7 +12,7 @@ import { writeTx } from '../../src/core/tx.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
-import type { EngineHooks, Write } from '../../src/daemon/engine/tx.js';
+import type { EngineHooks, Tx, Write } from '../../src/daemon/engine/tx.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from './postgres.js';
 
 /** No scheduled runs to finalize, no budgets. */
@@ -57,10 +57,51 @@ export async function backendPid(sql: Sql): Promise<number> {
  * (`pg_blocking_pids`), so that a wait for something else (another test's write, autovacuum) does not pass.
  */
 export async function aWriteWaitsForALock(sql: Sql, heldBy?: number): Promise<boolean> {
+  return (await writesWaitingFor(sql, heldBy)) > 0;
+}
+
+/** A write by `by` that runs `first`, then waits for the returned `go` before it runs `then` and commits. */
+export function pausedWriteBy<A, B>(by: Write, first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) => Promise<B>) {
+  let go!: () => void;
+  const gate = new Promise<void>((r) => (go = r));
+  let paused!: (a: A) => void;
+  const reached = new Promise<A>((r) => (paused = r));
+  const done = by(async (tx) => {
+    const a = await first(tx);
+    paused(a);
+    await gate;
+    return then(tx, a);
+  });
+  done.catch(() => {}); // awaited by the test
+  return { reached, go, done };
+}
+
+/** Whether `p` has settled yet (fulfilled or not). */
+export function settled(p: Promise<unknown>): () => boolean {
+  let done = false;
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  return () => done;
+}
+
+/** How many transactions of this database wait for a lock (held by backend `heldBy`, when given). */
+export async function writesWaitingFor(sql: Sql, heldBy?: number): Promise<number> {
   const row = await sql.get<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_activity
      WHERE datname = current_database() AND wait_event_type = 'Lock' AND (CAST(@heldBy AS int) IS NULL OR pg_blocking_pids(pid) @> ARRAY[CAST(@heldBy AS int)])`,
     { heldBy: heldBy ?? null },
   );
-  return row!.n > 0;
+  return row!.n;
 }
+
+/** A provider's 2xx answer to a call, as the executor returns it (usage: 15 tokens). */
+export const PAID_ANSWER = {
+  kind: 'response' as const,
+  latencyMs: 5,
+  httpStatus: 200,
+  requestId: null,
+  rateLimit: {},
+  bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
+};

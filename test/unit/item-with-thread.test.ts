@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
-import { getWorkItemWithThread, listWorkItemsWithThreads } from '../../src/db/item-with-thread.js';
+import { getWorkItemWithThread, lockWorkItemsWithThreads } from '../../src/db/item-with-thread.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { SqliteSql } from '../../src/db/sql.js';
 import { getThread, insertThread, startThreadAndParent, transitionThreadIfStill } from '../../src/db/threads.js';
@@ -83,7 +83,7 @@ describe('a work item with its thread', () => {
       await insertThread(sql, testThreadRow(key));
       await insertWorkItem(sql, testWorkItemRow(key, { project_id: key === 'c' ? 'gone' : 'p' }));
     }
-    const reads = await listWorkItemsWithThreads(sql, ['c', 'a', 'missing', 'b']);
+    const reads = await lockWorkItemsWithThreads(sql, ['c', 'a', 'missing', 'b']);
     expect([...reads.keys()].sort()).toEqual(['a', 'b', 'c']);
     for (const id of ['a', 'b', 'c']) expect(reads.get(id)).toEqual(await getWorkItemWithThread(sql, id));
     expect(reads.get('c')!.project).toBeNull();
@@ -124,10 +124,10 @@ describe('a work item with its thread', () => {
     };
     await insertCharge(sql, charge);
     await insertCharge(sql, { ...charge, id: 'c0', status: 'released', response_seq: null });
-    const start = await listWorkItemsWithThreads(sql, ['a', 'b'], 'start');
+    const start = await lockWorkItemsWithThreads(sql, ['a', 'b'], 'start');
     expect([start.get('a')!.lastEntryType, start.get('b')!.lastEntryType]).toEqual(['response', null]);
     expect(start.get('a')!.openCharge).toBeUndefined();
-    const record = await listWorkItemsWithThreads(sql, ['a', 'b'], 'record');
+    const record = await lockWorkItemsWithThreads(sql, ['a', 'b'], 'record');
     expect(record.get('a')!.openCharge).toEqual(await getOpenCharge(sql, 'a'));
     expect(Object.keys(record.get('a')!.openCharge!).sort()).toEqual(Object.keys((await getOpenCharge(sql, 'a'))!).sort());
     expect(record.get('b')!.openCharge).toBeNull();

@@ -30,7 +30,17 @@ import { neverCrash } from '../../src/core/crash.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
 import { waitUntil } from '../helpers/harness.js';
-import { aWriteWaitsForALock, backendPid, NO_HOOKS, oneAttemptWrite, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
+import {
+  aWriteWaitsForALock,
+  backendPid,
+  NO_HOOKS,
+  oneAttemptWrite,
+  openRaceDatabase,
+  PAID_ANSWER,
+  pausedWriteBy,
+  type RaceDatabase,
+  settled,
+} from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -51,31 +61,8 @@ afterEach(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-/** A write that runs `first`, then waits for the returned `go` before it runs `then` and commits. */
-function pausedWrite<A, B>(first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) => Promise<B>, by: Write = write) {
-  let go!: () => void;
-  const gate = new Promise<void>((r) => (go = r));
-  let paused!: (a: A) => void;
-  const reached = new Promise<A>((r) => (paused = r));
-  const done = by(async (tx) => {
-    const a = await first(tx);
-    paused(a);
-    await gate;
-    return then(tx, a);
-  });
-  done.catch(() => {}); // awaited by the test
-  return { reached, go, done };
-}
-
-/** Resolves once `p` settled (fulfilled or not). */
-function settled(p: Promise<unknown>): () => boolean {
-  let done = false;
-  p.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  return () => done;
-}
+/** `pausedWriteBy` on this file's writer unless `by` is given. */
+const pausedWrite = <A, B>(first: (tx: Tx) => Promise<A>, then: (tx: Tx, a: A) => Promise<B>, by: Write = write) => pausedWriteBy(by, first, then);
 
 /** The engine context of daemon `owner` (no call is made: no route). */
 function ctxOf(owner: string): EngineContext {
@@ -91,16 +78,6 @@ function ctxOf(owner: string): EngineContext {
     crashAt: neverCrash,
   };
 }
-
-/** A provider's answer to a call (200, usage of 15 tokens). */
-const answer = {
-  kind: 'response' as const,
-  latencyMs: 5,
-  httpStatus: 200,
-  requestId: null,
-  rateLimit: {},
-  bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
-};
 
 describe('claim rounds of two daemons', () => {
   function flow(): FlowControl {
@@ -177,7 +154,7 @@ describe("an item's answer recorded while another daemon takes over its expired 
     const { interrupted, pid: takeoverPid } = await takeover.reached;
     expect(interrupted).toBe(1);
     // d1's call returns meanwhile: it records the answer (on main: chain head, then the charge d2 holds).
-    const record = write((tx) => recordResponse(tx, ctxOf('d1'), 'a', answer));
+    const record = write((tx) => recordResponse(tx, ctxOf('d1'), 'a', PAID_ANSWER));
     record.catch(() => {});
     const recordDone = settled(record);
     await waitUntil(async () => recordDone() || (await aWriteWaitsForALock(reader, takeoverPid)), 'the record to wait for the take-over (or fail)');
@@ -218,7 +195,7 @@ describe("a late heartbeat extending its item's expired scope while a claim roun
     let stepPid = 0;
     const step = budgeted(async (tx) => {
       stepPid = await backendPid(tx.sql);
-      return recordResponse(tx, ctxOf('d1'), 'i2', answer);
+      return recordResponse(tx, ctxOf('d1'), 'i2', PAID_ANSWER);
     });
     step.catch(() => {});
     const stepDone = settled(step);

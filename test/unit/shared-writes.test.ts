@@ -88,6 +88,39 @@ describe('starts sharing one write closure', () => {
       { id: 'late', closure: 1 },
     ]);
   });
+  it('with one closure in flight (Postgres), the steps asked while it runs wait together for the next, run in `orderBy` order', async () => {
+    const r = recorder();
+    let handed = 0;
+    const counted: typeof write = (fn) => {
+      handed++;
+      return write(fn);
+    };
+    let shared: SharedWrites<string, string, Map<string, string>>;
+    const later: Promise<string>[] = [];
+    let handedWhileFirstRan = -1;
+    shared = new SharedWrites(
+      counted,
+      async (tx, id) => {
+        if (id === 'first') {
+          // Asked in later turns while this closure runs: none is handed to the writer before it commits.
+          for (const x of ['c', 'a', 'b']) {
+            later.push(shared.run(x));
+            await new Promise((go) => setImmediate(go));
+          }
+          handedWhileFirstRan = handed;
+        }
+        return r.one(tx, id);
+      },
+      async (_tx, ids) => new Map(ids.map((id) => [id, `key ${id}`])),
+      { inFlight: 1, orderBy: (keys, id) => keys.get(id)! },
+    );
+    expect(await shared.run('first')).toBe('started first');
+    expect(await Promise.all(later)).toEqual(['started c', 'started a', 'started b']);
+    expect([handedWhileFirstRan, handed]).toEqual([1, 2]);
+    // The second closure ran its steps by key, not in the order asked.
+    expect(r.runs).toEqual(['first', 'a', 'b', 'c']);
+  });
+
   it('work shared by a closure (`before`) runs once before its steps, each step getting it; a step alone gets none', async () => {
     const r = recorder();
     const befores: string[][] = [];

@@ -5,13 +5,13 @@
  */
 import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
-import { listWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
+import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
 import { releaseLock } from '../../db/locks.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { ModelRoute } from '../routing/router.js';
-import type { PriceOf } from './charges.js';
+import { lockProjectBudget, type PriceOf } from './charges.js';
 import type { Tx } from './tx.js';
 
 /** Where a recorded answer (or a failed attempt) took the item. */
@@ -50,7 +50,7 @@ export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> 
  * checks we still hold its lease in the expected status. On Postgres the item's row is locked first,
  * before any other row the step changes (its charge, the chain head): the LOCK ORDER of engine/tx.ts.
  * `known`: the row read earlier in this transaction by `ItemReads` with the same `ahead` (no read then;
- * SQLite only, whose one writer needs no lock).
+ * on Postgres `ItemReads` locked it).
  */
 export function leasedItemAndThread(
   tx: Tx,
@@ -75,6 +75,9 @@ export function leasedItemAndThread(
  *   closed with its child). Every thread move is one UPDATE guarded by the status read, so a stale
  *   status fails the closure (StaleStateError) and each item's step runs again alone, reading its rows.
  * Taken once: a second step of the same item in the closure (none today) would read its row itself.
+ * On Postgres the read locks the items, in id order, and the closure then takes the budget locks of their
+ * budgeted projects, in sorted order, before any step runs; the steps run in their threads' id order
+ * (`threadKey`): the LOCK ORDER of engine/tx.ts across the closure.
  */
 export class ItemReads {
   private constructor(private readonly reads: Map<string, ItemWithThread>) {}
@@ -85,7 +88,17 @@ export class ItemReads {
    * changes only its own item's charge.
    */
   static async read(tx: Tx, ids: readonly string[], ahead: ReadAhead): Promise<ItemReads> {
-    return new ItemReads(await listWorkItemsWithThreads(tx.sql, ids, ahead));
+    const reads = new ItemReads(await lockWorkItemsWithThreads(tx.sql, ids, ahead));
+    if (tx.sql.dialect === 'postgres') {
+      const projects = new Set([...reads.reads.values()].map((r) => r.item.project_id));
+      for (const projectId of [...projects].sort()) await lockProjectBudget(tx, projectId);
+    }
+    return reads;
+  }
+
+  /** The order of the closure's steps: by their threads' ids (a cancel locks an orchestration's children in that order too). */
+  threadKey(id: string): string {
+    return this.reads.get(id)?.thread.id ?? '';
   }
 
   /** The item's row as read ahead, once; undefined after (or when it was not found). */

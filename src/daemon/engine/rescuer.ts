@@ -133,7 +133,9 @@ export async function sweepLocksAndParents(tx: Tx): Promise<{ locksReleased: str
 export async function extendLeases(tx: Tx, owner: string, items: { id: string; lockScope: string }[], until: number): Promise<string[]> {
   const lost: string[] = [];
   const leased: { id: string; lockScope: string }[] = [];
-  for (const item of items) {
+  // In id order: a shared closure of this daemon's item steps locks its items in id order too
+  // (db/item-with-thread.ts `lockWorkItemsWithThreads`); in another order the two could each wait for the other.
+  for (const item of [...items].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))) {
     if (await extendLease(tx.sql, item.id, owner, until)) leased.push(item);
     else if ((await getWorkItem(tx.sql, item.id))?.lease_owner !== owner) lost.push(item.id);
   }

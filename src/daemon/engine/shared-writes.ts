@@ -1,10 +1,11 @@
 /**
- * An item's steps from many items in one write closure, on a writer that commits every closure of a
- * turn in one transaction anyway (SQLite's group commit). The starts of a start slice (start-slots.ts),
- * the responses that came back in one turn, the answers validated in one turn: one closure instead of
- * one per item spares each item its SAVEPOINT pair, the closure's own machinery, and the ledger append's
+ * An item's steps from many items in one write closure. The starts of a start slice (start-slots.ts),
+ * the responses that came back together: one closure instead of one per item spares each item its
+ * transaction (Postgres) or SAVEPOINT pair (SQLite), the closure's own machinery, and the ledger append's
  * chain-head read and INSERT — the closure's entries are linked after one head read and inserted by one
- * multi-row INSERT.
+ * multi-row INSERT. On Postgres the chain head is then taken once per closure instead of once per item:
+ * every append holds it from its COMMIT's append through the WAL flush, so one daemon's appends ran one
+ * transaction at a time.
  *
  * The failure boundary stays the item: a step that throws (a lease lost: StaleStateError) rolls back the
  * whole closure, and then each item's step runs again in a write of its own — so only that item's step
@@ -12,7 +13,11 @@
  * that ends its item without throwing (canceled thread, dead letter) is an ordinary result.
  *
  * Which items share a closure: those whose step is asked while it is queued, up to `MAX_SHARED`. It takes
- * its items when the writer runs it; a step asked later opens the next one.
+ * its items when the writer runs it; a step asked later opens the next one. SQLite's writer commits every
+ * closure of a turn in one transaction anyway; Postgres's runs each closure at once in a transaction of
+ * its own, so there at most `inFlight` closures of a kind are handed to the writer at a time, and the steps
+ * asked meanwhile gather in the next (a group commit: as many items per transaction as came while the last
+ * one ran, one when the daemon is idle).
  */
 import { START_SLICE } from './start-slots.js';
 import type { Tx } from './tx.js';
@@ -26,10 +31,11 @@ const MAX_SHARED = START_SLICE;
 type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
 
 /**
- * `one` as a committed write of its own: shared with the other items' where the writer commits a turn's
- * closures in one transaction (SQLite); alone on Postgres, whose writer runs each closure in a
- * transaction of its own on a pooled connection — there a shared closure would hold every item's row
- * locks for all its round trips, and the items' steps would run one after another instead of side by side.
+ * `one` as a committed write: shared with the other items' steps asked while it waits (`SharedWrites`).
+ * On SQLite every closure of a turn shares its transaction anyway; on Postgres (`inFlight` 1) a closure's
+ * transaction holds its items' row locks for all its steps' round trips, so only steps whose shared rows
+ * are taken in one order across the closure may share one (`orderBy`, and the locks `before` takes first:
+ * engine/tx.ts LOCK ORDER); `shareOnPostgres` false runs each step in a transaction of its own there.
  * `before`: work done once for a shared closure's steps before the first runs (see `SharedWrites`).
  */
 export function itemWrite<A, R, S>(
@@ -37,9 +43,10 @@ export function itemWrite<A, R, S>(
   dialect: 'sqlite' | 'postgres',
   one: (tx: Tx, arg: A, shared: S | undefined) => Promise<R>,
   before?: (tx: Tx, args: readonly A[]) => Promise<S>,
+  postgres?: { orderBy: (shared: S, arg: A) => string },
 ): (arg: A) => Promise<R> {
-  if (dialect === 'postgres') return (arg) => write((tx) => one(tx, arg, undefined));
-  const shared = new SharedWrites(write, one, before);
+  if (dialect === 'postgres' && !postgres) return (arg) => write((tx) => one(tx, arg, undefined));
+  const shared = new SharedWrites(write, one, before, dialect === 'postgres' ? { inFlight: 1, orderBy: postgres!.orderBy } : {});
   return (arg) => shared.run(arg);
 }
 
@@ -51,19 +58,31 @@ interface Waiting<A, R> {
   reject: (err: unknown) => void;
 }
 
+/** How a `SharedWrites` hands its closures to the writer. */
+export interface SharedWritesOptions<A, S> {
+  /** Closures handed to the writer and not settled yet, at most (default: no bound); the rest wait, still open to steps. */
+  inFlight?: number;
+  /** The order a closure of several steps runs them in: ascending by this key (default: as they were asked). */
+  orderBy?: (shared: S, arg: A) => string;
+}
+
 /**
  * Runs `one(tx, arg)` for each `run(arg)`, those asked while a closure is queued in that one closure.
  * `before(tx, args)`, when given, runs first in a closure of several steps, and its result is each step's
  * `shared` (e.g. their rows read in one statement); a step that runs alone gets undefined.
  */
 export class SharedWrites<A, R, S = undefined> {
-  /** The closure still queued (not yet run by the writer), which a new run joins while it has room. */
+  /** The closure not yet run by the writer, which a new run joins while it has room. */
   private open: Waiting<A, R>[] | null = null;
+  /** Closures waiting for one of the `inFlight` places, oldest first (not handed to the writer yet). */
+  private readonly held: Waiting<A, R>[][] = [];
+  private sent = 0;
 
   constructor(
     private readonly write: WriteOf,
     private readonly one: (tx: Tx, arg: A, shared: S | undefined) => Promise<R>,
     private readonly before?: (tx: Tx, args: readonly A[]) => Promise<S>,
+    private readonly opts: SharedWritesOptions<A, S> = {},
   ) {}
 
   /** `one(tx, arg)`, committed: in the closure queued now, or in a new one. */
@@ -71,33 +90,50 @@ export class SharedWrites<A, R, S = undefined> {
     return new Promise((resolve, reject) => {
       const waiting: Waiting<A, R> = { arg, resolve, reject };
       if (this.open && this.open.length < MAX_SHARED) this.open.push(waiting);
-      else this.queue((this.open = [waiting]));
+      else if (this.sent < (this.opts.inFlight ?? Number.POSITIVE_INFINITY)) this.queue((this.open = [waiting]));
+      else this.held.push((this.open = [waiting]));
     });
   }
 
   private queue(batch: Waiting<A, R>[]): void {
+    this.sent++;
     const runAll = async (tx: Tx) => {
       // Run by the writer: later runs open the next closure (a re-run keeps this one's).
       if (this.open === batch) this.open = null;
       const shared = this.before && batch.length > 1 ? await this.before(tx, batch.map(argOf)) : undefined;
-      const results: R[] = [];
-      for (const w of batch) results.push(await this.one(tx, w.arg, shared));
+      const results: R[] = new Array<R>(batch.length);
+      for (const i of this.runOrder(batch, shared)) results[i] = await this.one(tx, batch[i]!.arg, shared);
       return results;
     };
-    this.write(runAll).then(
-      (results) => {
-        for (let i = 0; i < batch.length; i++) batch[i]!.resolve(results[i]!);
-      },
-      (err: unknown) => {
-        // Not run (the writer refused it): nothing may join it any more.
-        if (this.open === batch) this.open = null;
-        if (batch.length === 1) {
-          batch[0]!.reject(err);
-          return;
-        }
-        // One failure rolled back every one's changes: each runs again alone, so only its own fails.
-        for (const w of batch) this.write((tx) => this.one(tx, w.arg, undefined)).then(w.resolve, w.reject);
-      },
-    );
+    this.write(runAll)
+      .then(
+        (results) => {
+          for (let i = 0; i < batch.length; i++) batch[i]!.resolve(results[i]!);
+        },
+        (err: unknown) => {
+          // Not run (the writer refused it): nothing may join it any more.
+          if (this.open === batch) this.open = null;
+          if (batch.length === 1) {
+            batch[0]!.reject(err);
+            return;
+          }
+          // One failure rolled back every one's changes: each runs again alone, so only its own fails.
+          for (const w of batch) this.write((tx) => this.one(tx, w.arg, undefined)).then(w.resolve, w.reject);
+        },
+      )
+      .finally(() => {
+        this.sent--;
+        const next = this.held.shift();
+        if (next) this.queue(next);
+      });
+  }
+
+  /** The indexes of `batch` in the order its steps run. */
+  private runOrder(batch: readonly Waiting<A, R>[], shared: S | undefined): number[] {
+    const order = batch.map((_, i) => i);
+    const orderBy = this.opts.orderBy;
+    if (shared === undefined || !orderBy) return order;
+    const keys = batch.map((w) => orderBy(shared, w.arg));
+    return order.sort((a, b) => (keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : 0));
   }
 }

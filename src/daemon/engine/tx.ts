@@ -306,7 +306,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      before anything else of it; claims and the recovery scan take items with SKIP LOCKED (never
  *      waiting: a claim round may take them after its budget lock), so the item's lock serializes
  *      everything done to it. A cancel locks its children's queued items first. The heartbeat extends
- *      all its items' leases, then their scope rows (`extendLeases`).
+ *      all its items' leases in id order, then their scope rows (`extendLeases`). A shared closure of
+ *      starts or records (shared-writes.ts) locks all its items in id order, then its projects' budget
+ *      locks in sorted order, then runs the steps in their threads' id order (leased.ts `ItemReads`).
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
  *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
  *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
@@ -314,7 +316,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      waited for — two claim rounds took two scopes in crossing order.
  *   3. a document's head (the answer's apply), then the item's scope lock row and its charge, in either
  *      order (a failure closes the charge, then deletes the row): only under the item's lock.
- *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows.
+ *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows. Several
+ *      children: in id order (a cancel's `cancelActiveThreads`, a shared closure's starts).
  *   5. at the end, in the COMMIT's query: the ledger's chain head, then the answer's charge settle (the
  *      item's own charge: item 1 already serializes it), the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for

@@ -1,0 +1,124 @@
+/**
+ * Several items' steps in one Postgres transaction (engine/shared-writes.ts; issue 18 target 9): a shared
+ * closure of starts or records holds several of one daemon's items, their threads and budget locks at
+ * once, where a step alone held one of each. Every other write that takes several of them must take them
+ * in the same order (engine/tx.ts LOCK ORDER), or the two wait for each other: the heartbeat extending
+ * the daemon's leases (items in id order), a cancel ending an orchestration's children (threads in id
+ * order). Each case pins, with gates on `pg_stat_activity` and no timing, the interleaving in which the
+ * other order deadlocked: a third transaction holds the first row both want, the shared closure queues
+ * for it first, then the other write; once the third commits, the closure takes that row and goes on to
+ * the next. Each writer makes one attempt, so a deadlock is a failed write. Real Postgres, the real
+ * shared closures (`itemWrites`) and the real heartbeat and cancel.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { insertProject } from '../../src/db/projects.js';
+import { getThread, insertThread, lockThread } from '../../src/db/threads.js';
+import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
+import { lockWorkItemWithThread } from '../../src/db/item-with-thread.js';
+import { neverCrash } from '../../src/core/crash.js';
+import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
+import type { EngineContext } from '../../src/daemon/engine/leased.js';
+import type { BuiltRequest } from '../../src/daemon/engine/request.js';
+import { extendLeases } from '../../src/daemon/engine/rescuer.js';
+import { cancelThreads, type Tx, type Write } from '../../src/daemon/engine/tx.js';
+import type { ModelRoute } from '../../src/daemon/routing/router.js';
+import type { OperationRegistry } from '../../src/operations/registry.js';
+import { waitUntil } from '../helpers/harness.js';
+import { backendPid, openRaceDatabase, PAID_ANSWER, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+import type { PgSql } from '../../src/db/pg/sql.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+
+let db: RaceDatabase;
+beforeEach(async () => {
+  db = await openRaceDatabase();
+  await insertProject(db.reader, { id: 'p', name: 'p', created_at: 1 });
+});
+afterEach(() => db?.drop());
+const reader = (): PgSql => db.reader;
+const write: Write = (fn) => db.write(fn);
+
+/** Daemon d1's engine context: every call goes to one route; nothing else is looked up. */
+const ctx: EngineContext = {
+  owner: 'd1',
+  routeOf: (logical) => ({ logical, model: 'test-model', endpoint: { label: 'test' } }) as unknown as ModelRoute,
+  operations: {} as OperationRegistry,
+  cache: false,
+  random: () => 0.5,
+  priceOf: () => undefined,
+  crashAt: neverCrash,
+};
+
+/** Items `ids` of threads `t-<id>` under d1 (lease live), in `status`; inserted in the order given. */
+async function leasedItems(ids: readonly string[], status: 'claimed' | 'running', thread: { status: 'open' | 'running'; parent?: string }) {
+  for (const id of ids) {
+    await insertThread(reader(), { ...testThreadRow(id), status: thread.status, parent_thread_id: thread.parent ?? null });
+    await insertWorkItem(reader(), testWorkItemRow(id, { status, lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 }));
+  }
+}
+
+/**
+ * The pinned race: `holder` locks the first row (returning its backend); `shared` is then asked, and once
+ * it waits for the holder, `other` is; once both wait, the holder commits. Both must commit.
+ */
+async function sharedThenOther(holder: (tx: Tx) => Promise<unknown>, shared: () => Promise<unknown>, other: () => Promise<unknown>): Promise<void> {
+  const hold = pausedWriteBy(
+    write,
+    async (tx) => {
+      await holder(tx);
+      return backendPid(tx.sql);
+    },
+    async () => undefined,
+  );
+  const holderPid = await hold.reached;
+  const first = shared();
+  first.catch(() => {});
+  await waitUntil(async () => (await writesWaitingFor(reader(), holderPid)) === 1, 'the shared closure to wait for the holder');
+  const second = other();
+  second.catch(() => {});
+  await waitUntil(async () => (await writesWaitingFor(reader())) === 2, 'the other write to wait too (for the holder, or the closure queued first)');
+  hold.go();
+  await hold.done;
+  for (const r of await Promise.allSettled([first, second])) if (r.status === 'rejected') throw r.reason;
+}
+
+describe("a shared closure of one daemon's records and its heartbeat", () => {
+  it('both lock the items in id order: the heartbeat waits for the closure, both commit', async () => {
+    await leasedItems(['i1', 'i2'], 'running', { status: 'running' });
+    const records = itemWrites(write, ctx, 'postgres');
+    const heldInClaimOrder = ['i2', 'i1'].map((id) => ({ id, lockScope: `p:${id}` }));
+    await sharedThenOther(
+      (tx) => lockWorkItemWithThread(tx.sql, 'i1'),
+      // Asked in one turn: one closure, which locks i1 and i2 in one statement (it waits at i1).
+      () => Promise.all(['i1', 'i2'].map((itemId) => records.record({ itemId, outcome: PAID_ANSWER }))),
+      // The heartbeat's items in the daemon's order (i2 claimed first): it took i2, then waited for i1,
+      // which the closure took next, before going on to i2.
+      () => write((tx) => extendLeases(tx, 'd1', heldInClaimOrder, tx.now + 60_000)),
+    );
+    const responses = await reader().all<{ work_item_id: string }>("SELECT work_item_id FROM llm_ledger_entries WHERE entry_type = 'response' ORDER BY seq");
+    expect(responses.map((r) => r.work_item_id).sort()).toEqual(['i1', 'i2']);
+  });
+});
+
+describe("a shared closure of an orchestration's starts and its cancel", () => {
+  it("both lock the children's threads in id order: the cancel waits for the closure, both commit", async () => {
+    await insertThread(reader(), { ...testThreadRow('o'), role: 'orchestration', status: 'running' });
+    // t-b inserted before t-a: a cancel that locks threads in the order it finds them takes t-b first.
+    await leasedItems(['b', 'a'], 'claimed', { status: 'open', parent: 't-o' });
+    const starts = itemWrites(write, ctx, 'postgres');
+    const claimed: BuiltRequest = {
+      ok: true,
+      request: { model: 'test-model', messages: [{ role: 'user', content: 'x' }], temperature: 0, max_tokens: 10 },
+      model: 'test-model',
+      escalated: false,
+    };
+    await sharedThenOther(
+      (tx) => lockThread(tx.sql, 't-a'),
+      // One closure: items a and b locked, then a's start (t-a, the first thread id) waits for the holder.
+      () => Promise.all(['b', 'a'].map((itemId) => starts.start({ itemId, claimed }))),
+      () => write((tx) => cancelThreads(tx, ['t-b', 't-a'])),
+    );
+    // The starts committed first (prompt entries, items running); the cancel then ended both threads.
+    expect([(await getWorkItem(reader(), 'a'))?.status, (await getWorkItem(reader(), 'b'))?.status]).toEqual(['running', 'running']);
+    expect([(await getThread(reader(), 't-a'))?.status, (await getThread(reader(), 't-b'))?.status]).toEqual(['canceled', 'canceled']);
+  });
+});
