@@ -5,7 +5,8 @@
  *   npx tsx bench/diag-pg.ts engine          # in-process engine, instant provider: statements/xacts per item, server vs client CPU
  *   npx tsx bench/diag-pg.ts scale 1 2 3     # N real daemons, sim 200 ms: per-process CPU, wait-event samples, statements per item
  *
- * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile).
+ * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_STATEMENTS=<n>: how many statements
+ * the per-statement view lists (default 45, by server time).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -135,7 +136,7 @@ async function report(admin: pg.Client, dbName: string, items: number, dbClient:
     `statements per item: ${(calls / items).toFixed(1)}   server exec ms per item: ${(exec / items).toFixed(3)}   plan ms per item: ${(plan / items).toFixed(3)} (${(plans / items).toFixed(1)} plans)`,
   );
   console.log('  calls/item  exec+plan ms/item  (exec ms/call, plans/item)  rows/call  blocks hit/read/dirtied per call  query');
-  for (const r of st.rows.slice(0, 45)) {
+  for (const r of st.rows.slice(0, Number(process.env.DIAG_STATEMENTS ?? 45))) {
     const c = Number(r.calls);
     console.log(
       `  ${(c / items).toFixed(2).padStart(6)} ${((Number(r.total_exec_time) + Number(r.total_plan_time)) / items).toFixed(3).padStart(7)} (${(r.total_exec_time / c).toFixed(3)}, ${perItem(r.plans, items)}) ${(r.rows / c).toFixed(1).padStart(6)}  ${(r.shared_blks_hit / c).toFixed(1)}/${(r.shared_blks_read / c).toFixed(1)}/${(r.shared_blks_dirtied / c).toFixed(1)}  ${r.q}`,
