@@ -271,13 +271,20 @@ export class Engine {
     this.ticking = true;
     let started = 0;
     try {
-      await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
       const wanted = this.o.maxInFlight - this.inFlight.size;
-      if (wanted === 0) await this.noteLimiterWait('slots_full');
+      if (wanted === 0) {
+        await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
+        await this.noteLimiterWait('slots_full');
+      }
       if (wanted > 0) {
         this.lastClaimAt = this.o.clock.now();
-        // An endpoint whose breaker is open admits nothing: its items stay queued and no attempt is burned.
-        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits));
+        // One transaction per round: the items past their deadline end first, then the claim, which
+        // passes over them anyway. An endpoint whose breaker is open admits nothing: its items stay
+        // queued and no attempt is burned.
+        const round = await this.write(async (tx) => {
+          await skipItemsPastDeadline(tx, this.ctx);
+          return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits);
+        });
         const claimed = round.claimed;
         if (round.breakerHeld) await this.noteLimiterWait('breaker_open');
         if (claimed.length > 0) this.ctx.crashAt('after_claim');
