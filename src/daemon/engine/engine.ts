@@ -107,6 +107,8 @@ export class Engine {
   private readonly leases: LeaseUpkeep;
   private timers: NodeJS.Timeout[] = [];
   private idleWaiters: (() => void)[] = [];
+  /** Whether the last look at the queue (`scheduleNextDue`) found a queued item, due or not; true until the first. */
+  private workQueued = true;
   /** When the last claim round ran (resource pressure spaces rounds out). */
   private lastClaimAt = Number.NEGATIVE_INFINITY;
   private readonly spans: EngineSpans;
@@ -219,6 +221,16 @@ export class Engine {
     });
   }
 
+  /**
+   * `wake` for another daemon's write that freed what queued work may wait for (a slot, a lock scope, a
+   * budget reservation) and queued nothing: it looks again only if its last look found queued work. With
+   * none, nothing can have become claimable: work queued since comes with a `wake` of its own, and a
+   * look already under way or due when it arrived runs anyway.
+   */
+  wakeIfWorkQueued(): void {
+    if (this.workQueued) this.wake();
+  }
+
   /** Claims whatever is due now and returns how many items it started (what `wake` does, awaitable). */
   async claimDue(): Promise<number> {
     while (this.ticking) await new Promise((r) => setImmediate(r));
@@ -320,6 +332,7 @@ export class Engine {
   private async scheduleNextDue(): Promise<void> {
     const now = this.o.clock.now();
     const due = await nextQueuedDueAt(this.o.reader);
+    this.workQueued = due !== null;
     const candidates = [due, await nextQueuedDeadline(this.o.reader), this.o.flow.router.nextBreakerReopen(), this.holds.limitedUntil].filter(
       (t): t is number => t !== null && t > now,
     );
