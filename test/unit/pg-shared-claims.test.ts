@@ -103,6 +103,26 @@ describe('statements daemons race on, two transactions at once', () => {
     expect((await writer.write((sql) => readClaimCandidate(sql, head, 10, ['g1'])))?.item.id).toBe('g2');
   });
 
+  it("a round's read tries the claim lock of one item only, however many its group holds (the plan walks the group in order)", async () => {
+    await writer.write(async (sql) => {
+      for (let i = 0; i < 300; i++) {
+        const id = `big${String(i).padStart(3, '0')}`;
+        await insertThread(sql, testThreadRow(id));
+        await insertWorkItem(sql, testWorkItemRow(id, { project_id: 'big', not_before: i }));
+      }
+    });
+    await reader.run('ANALYZE llm_work_items');
+    const head = { id: 'big000', project_id: 'big', priority: 0 };
+    // Had a round's read locked every item it looked at (a sort after the filter), the next would find none.
+    const a = openTransaction((sql) => readClaimCandidate(sql, head, 1000, []));
+    expect((await a.result)?.item.id).toBe('big000');
+    const b = openTransaction((sql) => readClaimCandidate(sql, head, 1000, []));
+    expect((await b.result)?.item.id).toBe('big001');
+    a.release();
+    b.release();
+    await Promise.all([a.done, b.done]);
+  });
+
   it("a claim undone (another daemon took the item's lock scope meanwhile) leaves the item exactly as it was", async () => {
     // An item parked for its budget and unparked, never started: the claim clears the park and sets its
     // first start — what the undo must put back.
