@@ -308,7 +308,8 @@ export class Engine {
         if (claimed.length === wanted) this.tickAgain = true;
         if (round.limitedUntil !== null) this.holds.limitedUntil = round.limitedUntil;
       }
-      await this.scheduleNextDue();
+      // A round that follows at once (a full batch, or woken meanwhile) looks at the due times itself.
+      if (!this.tickAgain) await this.scheduleNextDue();
     } catch (err) {
       this.log.error({ err }, 'claim failed; retrying in 1s');
       this.scheduleAt(this.o.clock.now() + 1000);
