@@ -244,6 +244,7 @@ export class App implements Services {
     // After the recovery scan: another daemon's notification wakes a producer that has recovered.
     this.listening = await listenToOtherDaemons(this.store, {
       wake: () => this.engine.wake(),
+      wakeIfWorkQueued: () => this.engine.wakeIfWorkQueued(),
       abortThreads: (ids) => this.engine.abortThreads(ids),
       remote: this.remote,
       logger: this.logger,

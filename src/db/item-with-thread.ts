@@ -153,6 +153,45 @@ export function getWorkItemWithThread(sql: Sql, id: string): Promise<ItemWithThr
   return sql.get<Record<string, unknown>>(ITEM_WITH_THREAD_TEXT.rows, [id]).then((row) => splitRow(row, 'rows'));
 }
 
+/** What a claim round picked: a group's (project, priority) head in the round's heads. */
+export interface ClaimPick {
+  id: string;
+  project_id: string;
+  priority: number;
+}
+
+/**
+ * A claim round's read of what the fair scheduler picked: the item with its thread and project. On
+ * SQLite, `pick` itself (the round's own transaction read the heads: the item is as they said). On
+ * Postgres, the pick's group's oldest item that is still claimable now and that no other daemon's round
+ * is reading for its claim, passing over `excluded` (this round's skipped items); undefined when there is
+ * none. A round takes the item it reads under `claim:<id>`, an advisory lock only tried (never waited for)
+ * and held to its COMMIT, so two rounds that picked the same head split the group between them here,
+ * instead of both building the head's request and the later one's claim UPDATE finding it taken. A head
+ * another daemon committed meanwhile is no longer `queued` and is passed over too. No row lock is taken:
+ * the round's row locks keep their order (LOCK ORDER, engine/tx.ts).
+ */
+export function readClaimCandidate(sql: Sql, pick: ClaimPick, now: number, excluded: readonly string[]): Promise<ItemWithThread | undefined> {
+  if (sql.dialect !== 'postgres') return getWorkItemWithThread(sql, pick.id);
+  return sql
+    .get<Record<string, unknown>>(CLAIM_CANDIDATE_PG, { project_id: pick.project_id, priority: pick.priority, now, excluded: JSON.stringify(excluded) })
+    .then((row) => splitRow(row, 'rows'));
+}
+
+// The conditions of a group's head (db/pg/claim-heads.ts), then the lock: tried only for an item whose
+// scope is free (CASE keeps that order; AND's does not), so an item no one can claim now is not hidden
+// from the other daemons' rounds until this one's COMMIT. The partial index idx_work_items_fair gives the
+// group's items in `not_before` order: the first that passes ends the scan.
+const CLAIM_CANDIDATE_PG = `${selectItemsWithThreads(
+  'rows',
+  `w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
+    AND (w.deadline_at IS NULL OR w.deadline_at > @now)
+    AND NOT w.id = ANY(combine_text_array(CAST(@excluded AS jsonb)))
+    AND CASE WHEN EXISTS (SELECT 1 FROM locks l WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now)) THEN false
+             ELSE pg_try_advisory_xact_lock(hashtextextended('claim:' || w.id, 0)) END`,
+)}
+  ORDER BY w.not_before LIMIT 1`;
+
 /**
  * `getWorkItemWithThread` for a step of a leased item, which then changes it: on Postgres the item's row
  * is locked (`FOR NO KEY UPDATE OF w`, as a claim locks it) before the step's other rows — its charge, the

@@ -1,6 +1,7 @@
 /**
  * What a committed write tells the other daemons on one Postgres (daemon/runtime/cluster-changes.ts):
- * `combine_work` when work may have become claimable, `combine_events` per thread whose ledger or status
+ * `combine_work` when work may have become claimable (`queued`: an item was queued; `freed`: items only
+ * left the running states), `combine_events` per thread whose ledger or status
  * changed, `combine_cancel` with the threads it canceled, and nothing for a write that only leased work
  * (NOTIFY serializes the commits that send one).
  */
@@ -44,7 +45,7 @@ const ledger = (id: string, seq: number): EngineEvent => ({
 describe('notifications of a write', () => {
   it('a submit wakes every producer and names its thread', () => {
     expect(notificationsOf([thread('t1', 'open'), item('t1', 'queued')])).toEqual([
-      { channel: 'combine_work', payload: '' },
+      { channel: 'combine_work', payload: 'queued' },
       { channel: 'combine_events', payload: 't1:0:' },
     ]);
   });
@@ -52,8 +53,17 @@ describe('notifications of a write', () => {
   it('a claim alone notifies nobody; an answer names its thread once, with the parent', () => {
     expect(notificationsOf([item('t1', 'claimed'), item('t2', 'running')])).toEqual([]);
     expect(notificationsOf([ledger('c1', 7), ledger('c1', 9), thread('c1', 'complete', 'p1'), item('c1', 'applied')])).toEqual([
-      { channel: 'combine_work', payload: '' },
+      { channel: 'combine_work', payload: 'freed' },
       { channel: 'combine_events', payload: 'c1:0:p1' },
+    ]);
+  });
+
+  it('a write that ends one item and queues another says it queued work (a daemon with an empty queue must look)', () => {
+    expect(notificationsOf([item('c1', 'applied'), item('c2', 'queued')]).filter((n) => n.channel === 'combine_work')).toEqual([
+      { channel: 'combine_work', payload: 'queued' },
+    ]);
+    expect(notificationsOf([item('c1', 'failed'), item('c1', 'queued')]).filter((n) => n.channel === 'combine_work')).toEqual([
+      { channel: 'combine_work', payload: 'queued' },
     ]);
   });
 

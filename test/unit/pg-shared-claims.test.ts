@@ -1,14 +1,15 @@
 /**
  * The statements several daemons on one Postgres database race on (issue 18), against a real server,
  * two transactions at once: a claim passes over an item another transaction is claiming (no waiting, no
- * second lease), the recovery scan's listing passes over a lease being rescued elsewhere, and the lock
+ * second lease), two claim rounds that picked the same head read two different items of its group, the recovery scan's listing passes over a lease being rescued elsewhere, and the lock
  * sweep leaves alone a lock row another transaction is taking for a fresh claim; a claim undone (its lock
  * scope taken by another daemon meanwhile) leaves the item exactly as it was.
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
-import { acquireLock, releaseOrphanedLocks } from '../../src/db/locks.js';
+import { readClaimCandidate } from '../../src/db/item-with-thread.js';
+import { acquireLock, releaseLock, releaseOrphanedLocks } from '../../src/db/locks.js';
 import { applyPgMigrations } from '../../src/db/pg/migrate.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
@@ -68,6 +69,58 @@ describe('statements daemons race on, two transactions at once', () => {
     expect(await getWorkItem(reader, 'w1')).toMatchObject({ status: 'claimed', lease_owner: 'daemon-a' });
     // Once A committed, the guard refuses B too: the item is no longer queued.
     expect(await writer.write((sql) => claimWorkItem(sql, { id: 'w1', owner: 'daemon-b', now: 20, lease_until: 1000 }))).toBeUndefined();
+  });
+
+  it("two claim rounds that picked the same head read two of its group's items, and no item whose scope is held", async () => {
+    await writer.write(async (sql) => {
+      for (const [id, due] of [
+        ['g1', 1],
+        ['g2', 2],
+        ['g3', 3],
+      ] as const) {
+        await insertThread(sql, testThreadRow(id));
+        await insertWorkItem(sql, testWorkItemRow(id, { project_id: 'g', not_before: due, lock_scope: `scope:${id}` }));
+      }
+      // Another item holds g2's scope: no round can claim g2 now.
+      expect(await acquireLock(sql, { scope: 'scope:g2', owner: 'other-item', now: 0, expires_at: 1000 })).toBe(true);
+    });
+    const head = { id: 'g1', project_id: 'g', priority: 0 };
+    const a = openTransaction((sql) => readClaimCandidate(sql, head, 10, []));
+    expect((await a.result)?.item.id).toBe('g1');
+    // B picked the same head while A's round is open: it reads the group's next claimable item, at once.
+    const b = openTransaction((sql) => readClaimCandidate(sql, head, 10, []));
+    expect((await b.result)?.item.id).toBe('g3');
+    // A third round finds nothing left in the group.
+    expect(await writer.write((sql) => readClaimCandidate(sql, head, 10, []))).toBeUndefined();
+    // g2's scope frees while A and B are open: neither took g2's claim lock (its scope was held when
+    // they passed it), so a round can read it now.
+    await writer.write((sql) => releaseLock(sql, 'scope:g2', 'other-item'));
+    expect((await writer.write((sql) => readClaimCandidate(sql, head, 10, [])))?.item.id).toBe('g2');
+    a.release();
+    b.release();
+    await Promise.all([a.done, b.done]);
+    // Once they committed (without claiming), their items are free again; a round's own skipped items are passed over.
+    expect((await writer.write((sql) => readClaimCandidate(sql, head, 10, ['g1'])))?.item.id).toBe('g2');
+  });
+
+  it("a round's read tries the claim lock of one item only, however many its group holds (the plan walks the group in order)", async () => {
+    await writer.write(async (sql) => {
+      for (let i = 0; i < 300; i++) {
+        const id = `big${String(i).padStart(3, '0')}`;
+        await insertThread(sql, testThreadRow(id));
+        await insertWorkItem(sql, testWorkItemRow(id, { project_id: 'big', not_before: i }));
+      }
+    });
+    await reader.run('ANALYZE llm_work_items');
+    const head = { id: 'big000', project_id: 'big', priority: 0 };
+    // Had a round's read locked every item it looked at (a sort after the filter), the next would find none.
+    const a = openTransaction((sql) => readClaimCandidate(sql, head, 1000, []));
+    expect((await a.result)?.item.id).toBe('big000');
+    const b = openTransaction((sql) => readClaimCandidate(sql, head, 1000, []));
+    expect((await b.result)?.item.id).toBe('big001');
+    a.release();
+    b.release();
+    await Promise.all([a.done, b.done]);
   });
 
   it("a claim undone (another daemon took the item's lock scope meanwhile) leaves the item exactly as it was", async () => {

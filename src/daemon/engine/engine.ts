@@ -107,6 +107,8 @@ export class Engine {
   private readonly leases: LeaseUpkeep;
   private timers: NodeJS.Timeout[] = [];
   private idleWaiters: (() => void)[] = [];
+  /** Whether the last look at the queue (`scheduleNextDue`) found a queued item, due or not; true until the first. */
+  private workQueued = true;
   /** When the last claim round ran (resource pressure spaces rounds out). */
   private lastClaimAt = Number.NEGATIVE_INFINITY;
   private readonly spans: EngineSpans;
@@ -219,6 +221,16 @@ export class Engine {
     });
   }
 
+  /**
+   * `wake` for another daemon's write that freed what queued work may wait for (a slot, a lock scope, a
+   * budget reservation) and queued nothing: it looks again only if its last look found queued work. With
+   * none, nothing can have become claimable: work queued since comes with a `wake` of its own, and a
+   * look already under way or due when it arrived runs anyway.
+   */
+  wakeIfWorkQueued(): void {
+    if (this.workQueued) this.wake();
+  }
+
   /** Claims whatever is due now and returns how many items it started (what `wake` does, awaitable). */
   async claimDue(): Promise<number> {
     while (this.ticking) await new Promise((r) => setImmediate(r));
@@ -271,13 +283,20 @@ export class Engine {
     this.ticking = true;
     let started = 0;
     try {
-      await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
       const wanted = this.o.maxInFlight - this.inFlight.size;
-      if (wanted === 0) await this.noteLimiterWait('slots_full');
+      if (wanted === 0) {
+        await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
+        await this.noteLimiterWait('slots_full');
+      }
       if (wanted > 0) {
         this.lastClaimAt = this.o.clock.now();
-        // An endpoint whose breaker is open admits nothing: its items stay queued and no attempt is burned.
-        const round = await this.write((tx) => claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits));
+        // One transaction per round: the items past their deadline end first, then the claim, which
+        // passes over them anyway. An endpoint whose breaker is open admits nothing: its items stay
+        // queued and no attempt is burned.
+        const round = await this.write(async (tx) => {
+          await skipItemsPastDeadline(tx, this.ctx);
+          return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits);
+        });
         const claimed = round.claimed;
         if (round.breakerHeld) await this.noteLimiterWait('breaker_open');
         if (claimed.length > 0) this.ctx.crashAt('after_claim');
@@ -289,7 +308,8 @@ export class Engine {
         if (claimed.length === wanted) this.tickAgain = true;
         if (round.limitedUntil !== null) this.holds.limitedUntil = round.limitedUntil;
       }
-      await this.scheduleNextDue();
+      // A round that follows at once (a full batch, or woken meanwhile) looks at the due times itself.
+      if (!this.tickAgain) await this.scheduleNextDue();
     } catch (err) {
       this.log.error({ err }, 'claim failed; retrying in 1s');
       this.scheduleAt(this.o.clock.now() + 1000);
@@ -313,6 +333,7 @@ export class Engine {
   private async scheduleNextDue(): Promise<void> {
     const now = this.o.clock.now();
     const due = await nextQueuedDueAt(this.o.reader);
+    this.workQueued = due !== null;
     const candidates = [due, await nextQueuedDeadline(this.o.reader), this.o.flow.router.nextBreakerReopen(), this.holds.limitedUntil].filter(
       (t): t is number => t !== null && t > now,
     );

@@ -11,7 +11,7 @@
  * All of it commits together, before any provider call: an item is never leased twice, two mutations
  * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
-import { getWorkItemWithThread, type ItemWithThread } from '../../db/item-with-thread.js';
+import { readClaimCandidate, type ItemWithThread } from '../../db/item-with-thread.js';
 import { acquireLockUnlessBusy } from '../../db/locks.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
@@ -87,7 +87,10 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   const leaseUntil = tx.now + leaseMs;
   // Items held back this round (their route cannot take a call now): not offered to the scheduler again.
   const skipped = new Set<string>();
-  const eligible = (h: ClaimHead) => limits.maxPriority === undefined || h.priority <= limits.maxPriority;
+  // Groups found to have nothing this round can claim (sharing the database: other daemons' rounds are
+  // taking their items): their heads leave this round's view, and a project's re-read leaves them out.
+  const passed = new Set<string>();
+  const eligible = (h: ClaimHead) => (limits.maxPriority === undefined || h.priority <= limits.maxPriority) && (passed.size === 0 || !passed.has(groupOf(h)));
   const heads = (await listClaimHeads(tx.sql, tx.now)).filter(eligible);
   const refresh = (projectId: string) => replaceProjectHeads(tx, heads, projectId, skipped, eligible);
   // Scopes this round has locked: an operation's scope may span projects, so another project's head
@@ -97,8 +100,13 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now);
     if (!pick) break;
-    // The item and its thread in one statement: the estimate builds the request from both.
-    const read = (await getWorkItemWithThread(tx.sql, pick.id))!;
+    // The item and its thread in one statement: the estimate builds the request from both. Sharing the
+    // database, the group's next item when other daemons' rounds are taking the head, or none.
+    const read = await readClaimCandidate(tx.sql, pick, tx.now, skipped.size === 0 ? NONE_SKIPPED : [...skipped]);
+    if (!read) {
+      passGroup(heads, pick, passed);
+      continue;
+    }
     const { item, thread } = read;
     if (locked.has(item.lock_scope)) {
       await refresh(pick.project_id);
@@ -121,7 +129,8 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     }
     const leased = await claimWorkItem(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
     // Alone on the database the heads query read this transaction's own state, so this cannot miss;
-    // sharing it, another daemon is claiming the item right now. The heads query skipped held scopes,
+    // sharing it, no other round claims the item while this one holds its claim lock (readClaimCandidate),
+    // but another write (a cancel, a park) may have changed it since the read. The heads query skipped held scopes,
     // and this round's are checked above; sharing the database, another daemon may have taken the scope
     // for another item since, or be taking it now (not waited for: two rounds taking two scopes in
     // crossing order deadlocked): the claim is undone. Either way the item is passed over, and a
@@ -202,6 +211,18 @@ async function replaceProjectHeads(
 }
 
 const NONE_SKIPPED: readonly string[] = [];
+
+function groupOf(h: ClaimHead): string {
+  return `${h.priority}:${h.project_id}`;
+}
+
+/** Takes `pick`'s group out of the round: its heads leave `heads` (in place), and `passed` keeps it out of re-reads. */
+function passGroup(heads: ClaimHead[], pick: ClaimHead, passed: Set<string>): void {
+  passed.add(groupOf(pick));
+  let kept = 0;
+  for (const h of heads) if (h.project_id !== pick.project_id || h.priority !== pick.priority) heads[kept++] = h;
+  heads.length = kept;
+}
 
 /** The route of the item's next call and the most it can bill; a request that cannot be built (target gone) reserves max_tokens on the default route. */
 async function estimateFor(

@@ -313,7 +313,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
  *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
  *      `extendLock` of an expired row): a scope another transaction is taking is passed over, never
- *      waited for — two claim rounds took two scopes in crossing order.
+ *      waited for — two claim rounds took two scopes in crossing order. A claim round's read of an item
+ *      it may claim only tries `claim:<item>` too (db/item-with-thread.ts `readClaimCandidate`): it
+ *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply), then the item's scope lock row and its charge, in either
  *      order (a failure closes the charge, then deletes the row): only under the item's lock.
  *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows. Several

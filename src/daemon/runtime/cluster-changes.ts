@@ -1,9 +1,12 @@
 /**
  * Several daemons on one database (issue 18): what a write tells the others, and what a daemon does
  * when told. Three channels, ids only (a payload stays under Postgres's 8000 bytes):
- *   - `combine_work`: work may be claimable now — an item was queued (submit, retry, requeue, a
- *     rescued lease) or left the running states (its lock, budget reservation and slot are free again,
- *     parked items may have been unparked). Every daemon wakes its producer; a claim round is cheap.
+ *   - `combine_work`: work may be claimable now. Payload `queued`: an item was queued (submit, retry,
+ *     requeue, a rescued lease, a held item made due); every daemon wakes its producer. Payload `freed`:
+ *     items only left the running states (their locks, budget reservations and slots are free again,
+ *     parked items may have been unparked): that can make claimable only work already queued, so a
+ *     daemon whose last look found no queued item at all does not wake (`wakeIfWorkQueued`): once the
+ *     queue is drained, each item another daemon finishes no longer costs every daemon an empty round.
  *   - `combine_events`: `thread_id:0:parent_thread_id` per thread whose ledger or status the write
  *     changed (`*` when one write touched many threads). A `--follow` stream on another daemon re-reads
  *     what it has not seen yet (follow-stream.ts). The middle field once carried the write's newest
@@ -39,7 +42,8 @@ export interface RemoteChange {
 /** The notifications a committed write's events call for. */
 export function notificationsOf(events: EngineEvent[]): Notification[] {
   const notes: Notification[] = [];
-  if (events.some(makesWorkClaimable)) notes.push({ channel: WORK_CHANNEL, payload: '' });
+  if (events.some(queuesWork)) notes.push({ channel: WORK_CHANNEL, payload: QUEUED });
+  else if (events.some(freesWork)) notes.push({ channel: WORK_CHANNEL, payload: FREED });
   const threads = new Map<string, string | null>();
   // What a follower re-reads: ledger entries and thread statuses (a claim's work item event alone is
   // not worth a notification: NOTIFY serializes the commits that send one).
@@ -62,8 +66,17 @@ export function notificationsOf(events: EngineEvent[]): Notification[] {
   return notes;
 }
 
-/** Queued, or no longer holding a slot, a lock or a reservation: another daemon may claim something now. */
-function makesWorkClaimable(e: EngineEvent): boolean {
+/** `combine_work` payloads: what a write did to the queue. */
+const QUEUED = 'queued';
+const FREED = 'freed';
+
+/** An item queued: another daemon may claim it now. */
+function queuesWork(e: EngineEvent): boolean {
+  return e.type === 'work_item' && e.status === 'queued';
+}
+
+/** No longer holding a slot, a lock or a reservation: queued work may be claimable now. */
+function freesWork(e: EngineEvent): boolean {
   return e.type === 'work_item' && e.status !== 'claimed' && e.status !== 'running';
 }
 
@@ -101,7 +114,14 @@ const POLL_WHILE_DEAF_MS = 1000;
  */
 export function listenToOtherDaemons(
   storage: Pick<DaemonStorage<EngineEvent>, 'listen'>,
-  d: { wake: () => void; abortThreads: (threadIds: ReadonlySet<string>) => void; remote: RemoteChanges; logger: Logger },
+  d: {
+    wake: () => void;
+    /** `wake`, unless the producer's last look found no queued item (engine.ts `wakeIfWorkQueued`). */
+    wakeIfWorkQueued: () => void;
+    abortThreads: (threadIds: ReadonlySet<string>) => void;
+    remote: RemoteChanges;
+    logger: Logger;
+  },
 ): Promise<Listening> | null {
   const log = d.logger.child({ component: 'cluster' });
   const lookAgain = () => {
@@ -115,7 +135,8 @@ export function listenToOtherDaemons(
   };
   const listening = storage.listen([WORK_CHANNEL, EVENTS_CHANNEL, CANCEL_CHANNEL], {
     notified: (n) => {
-      if (n.channel === WORK_CHANNEL) return d.wake();
+      // Any other payload (a daemon of an earlier version sends '') wakes: it may have queued work.
+      if (n.channel === WORK_CHANNEL) return n.payload === FREED ? d.wakeIfWorkQueued() : d.wake();
       if (n.channel === CANCEL_CHANNEL) return d.abortThreads(new Set(n.payload.split(',')));
       const change = parseChange(n.payload);
       if (change) d.remote.publish(change);
