@@ -116,7 +116,7 @@ async function report(admin: pg.Client, dbName: string, items: number, dbClient:
       `  function ${f.funcname}: ${perItem(f.calls, items)}/item, ${(Number(f.total_time) / items).toFixed(3)} ms/item (self ${(Number(f.self_time) / items).toFixed(3)})`,
     );
   const st = await admin.query(
-    `SELECT s.calls, s.total_exec_time, s.total_plan_time, s.plans, s.rows, s.shared_blks_hit, s.shared_blks_read, s.shared_blks_dirtied,
+    `SELECT s.calls, s.total_exec_time, s.total_plan_time, s.plans, s.rows, s.shared_blks_hit, s.shared_blks_read, s.shared_blks_dirtied, s.wal_records,
             left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110) AS q
        FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 ORDER BY s.total_exec_time + s.total_plan_time DESC`,
     [dbName],
@@ -134,11 +134,11 @@ async function report(admin: pg.Client, dbName: string, items: number, dbClient:
   console.log(
     `statements per item: ${(calls / items).toFixed(1)}   server exec ms per item: ${(exec / items).toFixed(3)}   plan ms per item: ${(plan / items).toFixed(3)} (${(plans / items).toFixed(1)} plans)`,
   );
-  console.log('  calls/item  exec+plan ms/item  (exec ms/call, plans/item)  rows/call  blocks hit/read/dirtied per call  query');
+  console.log('  calls/item  exec+plan ms/item  (exec ms/call, plans/item)  rows/call  blocks hit/read/dirtied per call  WAL records/item  query');
   for (const r of st.rows.slice(0, 45)) {
     const c = Number(r.calls);
     console.log(
-      `  ${(c / items).toFixed(2).padStart(6)} ${((Number(r.total_exec_time) + Number(r.total_plan_time)) / items).toFixed(3).padStart(7)} (${(r.total_exec_time / c).toFixed(3)}, ${perItem(r.plans, items)}) ${(r.rows / c).toFixed(1).padStart(6)}  ${(r.shared_blks_hit / c).toFixed(1)}/${(r.shared_blks_read / c).toFixed(1)}/${(r.shared_blks_dirtied / c).toFixed(1)}  ${r.q}`,
+      `  ${(c / items).toFixed(2).padStart(6)} ${((Number(r.total_exec_time) + Number(r.total_plan_time)) / items).toFixed(3).padStart(7)} (${(r.total_exec_time / c).toFixed(3)}, ${perItem(r.plans, items)}) ${(r.rows / c).toFixed(1).padStart(6)}  ${(r.shared_blks_hit / c).toFixed(1)}/${(r.shared_blks_read / c).toFixed(1)}/${(r.shared_blks_dirtied / c).toFixed(1)}  ${perItem(r.wal_records, items)}  ${r.q}`,
     );
   }
 }
@@ -317,6 +317,8 @@ async function main(): Promise<void> {
     extraFlags: [
       ...['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=5000'],
       ...['-c', 'pg_stat_statements.track_planning=on', '-c', 'track_functions=all', '-c', 'track_wal_io_timing=on'],
+      // DIAG_TRACK_ALL=1: the statements inside functions and triggers too (foreign-key checks, plpgsql), each on its own row.
+      ...(process.env.DIAG_TRACK_ALL ? ['-c', 'pg_stat_statements.track=all'] : []),
     ],
   });
   const admin = new pg.Client({ connectionString: server.adminUrl });
