@@ -5,7 +5,9 @@
  *   npx tsx bench/diag-pg.ts engine          # in-process engine, instant provider: statements/xacts per item, server vs client CPU
  *   npx tsx bench/diag-pg.ts scale 1 2 3     # N real daemons, sim 200 ms: per-process CPU, wait-event samples, statements per item
  *
- * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile).
+ * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_TRACK_ALL=1 lists the statements run
+ * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
+ * statements (45).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -110,6 +112,15 @@ async function report(admin: pg.Client, dbName: string, items: number, dbClient:
       `  ${String(t.relname).padEnd(26)} seq ${perItem(t.seq_scan, items)} (${perItem(t.seq_tup_read, items, 1)} rows) idx ${perItem(t.idx_scan, items, 1)} ins ${perItem(t.n_tup_ins, items)} upd ${perItem(t.n_tup_upd, items)} (${perItem(t.n_tup_hot_upd, items)}) del ${perItem(t.n_tup_del, items)}; vac ${t.autovacuum_count}/${t.autoanalyze_count}; ${t.n_live_tup}/${t.n_dead_tup}`,
     );
   }
+  // Which indexes the run read (an index no statement reads is upkeep on every insert and non-HOT update for nothing).
+  const indexes = await dbClient.query(
+    `SELECT relname, indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes
+      WHERE relname IN ('llm_work_items', 'llm_threads', 'llm_ledger_entries', 'llm_charges', 'mutations', 'document_parts', 'locks')
+      ORDER BY relname, idx_scan DESC`,
+  );
+  console.log('indexes (per item: scans, entries read):');
+  for (const i of indexes.rows)
+    console.log(`  ${String(i.relname).padEnd(20)} ${String(i.indexrelname).padEnd(36)} ${perItem(i.idx_scan, items)} ${perItem(i.idx_tup_read, items, 1)}`);
   const fns = await dbClient.query('SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions ORDER BY total_time DESC');
   for (const f of fns.rows)
     console.log(
@@ -135,7 +146,7 @@ async function report(admin: pg.Client, dbName: string, items: number, dbClient:
     `statements per item: ${(calls / items).toFixed(1)}   server exec ms per item: ${(exec / items).toFixed(3)}   plan ms per item: ${(plan / items).toFixed(3)} (${(plans / items).toFixed(1)} plans)`,
   );
   console.log('  calls/item  exec+plan ms/item  (exec ms/call, plans/item)  rows/call  blocks hit/read/dirtied per call  WAL records/item  query');
-  for (const r of st.rows.slice(0, 45)) {
+  for (const r of st.rows.slice(0, Number(process.env.DIAG_STATEMENTS ?? 45))) {
     const c = Number(r.calls);
     console.log(
       `  ${(c / items).toFixed(2).padStart(6)} ${((Number(r.total_exec_time) + Number(r.total_plan_time)) / items).toFixed(3).padStart(7)} (${(r.total_exec_time / c).toFixed(3)}, ${perItem(r.plans, items)}) ${(r.rows / c).toFixed(1).padStart(6)}  ${(r.shared_blks_hit / c).toFixed(1)}/${(r.shared_blks_read / c).toFixed(1)}/${(r.shared_blks_dirtied / c).toFixed(1)}  ${perItem(r.wal_records, items)}  ${r.q}`,
