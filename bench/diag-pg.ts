@@ -7,11 +7,11 @@
  *
  * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_TRACK_ALL=1 lists the statements run
  * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
- * statements (45).
+ * statements (45). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { createSimulator } from '../src/sim/simulator.js';
 import { adminQuery, databaseUrl, startPostgres, type PostgresServer } from '../test/helpers/postgres-server.js';
@@ -323,13 +323,24 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
 
 async function main(): Promise<void> {
   const [mode, ...args] = process.argv.slice(2);
+  const explainLog = process.env.DIAG_EXPLAIN;
   const server = await startPostgres({
+    onLog: explainLog ? (line) => appendFileSync(explainLog, line) : undefined,
     durable: true,
     extraFlags: [
       ...['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=5000'],
       ...['-c', 'pg_stat_statements.track_planning=on', '-c', 'track_functions=all', '-c', 'track_wal_io_timing=on'],
       // DIAG_TRACK_ALL=1: the statements inside functions and triggers too (foreign-key checks, plpgsql), each on its own row.
       ...(process.env.DIAG_TRACK_ALL ? ['-c', 'pg_stat_statements.track=all'] : []),
+      // DIAG_EXPLAIN=<file>: the plan of every statement, those inside functions and triggers included (auto_explain), with
+      // the rows each node read, appended to <file> — to find which statement reads an index (grep the index's name). Slows
+      // the server: not for CPU figures.
+      ...(explainLog
+        ? [
+            ...['-c', 'shared_preload_libraries=pg_stat_statements,auto_explain', '-c', 'auto_explain.log_min_duration=0'],
+            ...['-c', 'auto_explain.log_nested_statements=on', '-c', 'auto_explain.log_analyze=on', '-c', 'auto_explain.log_timing=off'],
+          ]
+        : []),
     ],
   });
   const admin = new pg.Client({ connectionString: server.adminUrl });
