@@ -7,7 +7,7 @@
  *
  * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_TRACK_ALL=1 lists the statements run
  * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
- * statements (45). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
+ * statements (45). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -20,6 +20,9 @@ import { runEngineOnce } from './lib/engine-run.js';
 import { sleep } from './lib/stats.js';
 
 const TICK = 100; // clock ticks per second (/proc)
+/** scale's run: generate-all over this many projects of this many epics (an orchestration per project, a child per epic). */
+const PROJECTS = Number(process.env.DIAG_PROJECTS ?? 6);
+const EPICS = Number(process.env.DIAG_EPICS ?? 160);
 
 function procCpuMs(pid: number, withChildren = false): number {
   try {
@@ -256,9 +259,9 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
       await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
       try {
         for (const d of daemons) await d.start();
-        const projects = Array.from({ length: 6 }, (_, p) => `p${p}`);
-        for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, 160));
-        const items = 6 * 160;
+        const projects = Array.from({ length: PROJECTS }, (_, p) => `p${p}`);
+        for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, EPICS));
+        const items = PROJECTS * EPICS;
         await resetStats(admin);
         const perf = startPerf(
           port,
