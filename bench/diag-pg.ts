@@ -7,11 +7,11 @@
  *
  * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_TRACK_ALL=1 lists the statements run
  * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
- * statements (45).
+ * statements (45). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { createSimulator } from '../src/sim/simulator.js';
 import { adminQuery, databaseUrl, startPostgres, type PostgresServer } from '../test/helpers/postgres-server.js';
@@ -20,6 +20,9 @@ import { runEngineOnce } from './lib/engine-run.js';
 import { sleep } from './lib/stats.js';
 
 const TICK = 100; // clock ticks per second (/proc)
+/** scale's run: generate-all over this many projects of this many epics (an orchestration per project, a child per epic). */
+const PROJECTS = Number(process.env.DIAG_PROJECTS ?? 6);
+const EPICS = Number(process.env.DIAG_EPICS ?? 160);
 
 function procCpuMs(pid: number, withChildren = false): number {
   try {
@@ -277,9 +280,9 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
       await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
       try {
         for (const d of daemons) await d.start();
-        const projects = Array.from({ length: 6 }, (_, p) => `p${p}`);
-        for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, 160));
-        const items = 6 * 160;
+        const projects = Array.from({ length: PROJECTS }, (_, p) => `p${p}`);
+        for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, EPICS));
+        const items = PROJECTS * EPICS;
         await resetStats(admin);
         const perf = startPerf(
           port,
@@ -355,13 +358,24 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
 
 async function main(): Promise<void> {
   const [mode, ...args] = process.argv.slice(2);
+  const explainLog = process.env.DIAG_EXPLAIN;
   const server = await startPostgres({
+    onLog: explainLog ? (line) => appendFileSync(explainLog, line) : undefined,
     durable: true,
     extraFlags: [
       ...['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=5000'],
       ...['-c', 'pg_stat_statements.track_planning=on', '-c', 'track_functions=all', '-c', 'track_wal_io_timing=on'],
       // DIAG_TRACK_ALL=1: the statements inside functions and triggers too (foreign-key checks, plpgsql), each on its own row.
       ...(process.env.DIAG_TRACK_ALL ? ['-c', 'pg_stat_statements.track=all'] : []),
+      // DIAG_EXPLAIN=<file>: the plan of every statement, those inside functions and triggers included (auto_explain), with
+      // the rows each node read, appended to <file> — to find which statement reads an index (grep the index's name). Slows
+      // the server: not for CPU figures.
+      ...(explainLog
+        ? [
+            ...['-c', 'shared_preload_libraries=pg_stat_statements,auto_explain', '-c', 'auto_explain.log_min_duration=0'],
+            ...['-c', 'auto_explain.log_nested_statements=on', '-c', 'auto_explain.log_analyze=on', '-c', 'auto_explain.log_timing=off'],
+          ]
+        : []),
     ],
   });
   const admin = new pg.Client({ connectionString: server.adminUrl });

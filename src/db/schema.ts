@@ -89,7 +89,10 @@ export const threads = sqliteTable(
     // At most one active thread per semantic request: the database settles double submits.
     uniqueIndex('uq_threads_idempotency_active').on(t.idempotency_key).where(sql`status IN ('open', 'running')`),
     index('idx_threads_key_created').on(t.idempotency_key, t.created_at),
-    index('idx_threads_parent').on(t.parent_thread_id).where(sql`parent_thread_id IS NOT NULL`),
+    // A parent's children by status: whether one is still active (every child's end asks, `lockThreadForClose`) reads
+    // only its active children's entries, not every child's, nor every active thread's (Postgres ANDed the parent
+    // index with idx_threads_active: ~200 + ~1,200 entries per child's end at 160 children).
+    index('idx_threads_parent_status').on(t.parent_thread_id, t.status).where(sql`parent_thread_id IS NOT NULL`),
     index('idx_threads_space_created').on(t.space_id, t.created_at),
     index('idx_threads_created').on(t.created_at),
     // `threads --active` stays fast however many closed threads accumulate.

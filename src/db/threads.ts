@@ -194,11 +194,11 @@ export async function listChildThreads(sql: Sql, parentId: string): Promise<Thre
  * SQLite's writer is the lock, so the row and the answer come in one statement (one statement per ended
  * child less); Postgres locks the row, then asks in a statement of its own — both inside one function
  * call (migrations/pg/0012), one round trip.
- * The question stops at the first active child it finds, where counting every child at every child's end
- * costs O(children), O(n²) over a generate-all of n epics. An orchestration's children are claimed, and
- * end, roughly in the order they were made, so while it runs its newest child is usually still active,
- * and SQLite looks at the newest first, the parent index backwards: one index step. (Postgres has no
- * insertion order to walk.)
+ * The question reads idx_threads_parent_status (parent, status): it goes straight to the parent's active
+ * children, the first entry answers it, and the ended children are never read — one index step on both
+ * backends however many children the orchestration has, where a walk of every child at every child's end
+ * costs O(children), O(n²) over a generate-all of n epics. (No ORDER BY: on that index SQLite would sort
+ * every active child to find the newest, when any one answers.)
  */
 export async function lockThreadForClose(sql: Sql, id: string): Promise<{ thread: ThreadRow; activeChild: boolean } | undefined> {
   if (sql.dialect === 'postgres') {
@@ -216,7 +216,7 @@ export async function lockThreadForClose(sql: Sql, id: string): Promise<{ thread
 const LOCK_FOR_CLOSE_PG = 'SELECT combine_lock_thread_for_close(?) AS locked';
 
 const LOCK_FOR_CLOSE_SQLITE = `SELECT p.*, (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running')
-    ORDER BY c.rowid DESC LIMIT 1) AS active_child
+    LIMIT 1) AS active_child
   FROM llm_threads p WHERE p.id = ?`;
 
 export function countChildThreadsByStatus(sql: Sql, parentId: string): Promise<{ status: string; n: number }[]> {

@@ -46,8 +46,8 @@ CREATE INDEX `idx_threads_key_created` ON `llm_threads` (`idempotency_key`,`crea
 -- index idx_threads_kind_created
 CREATE INDEX `idx_threads_kind_created` ON `llm_threads` (`kind`,`created_at`);
 
--- index idx_threads_parent
-CREATE INDEX `idx_threads_parent` ON `llm_threads` (`parent_thread_id`) WHERE parent_thread_id IS NOT NULL;
+-- index idx_threads_parent_status
+CREATE INDEX `idx_threads_parent_status` ON `llm_threads` (`parent_thread_id`,`status`) WHERE parent_thread_id IS NOT NULL;
 
 -- index idx_threads_space_created
 CREATE INDEX `idx_threads_space_created` ON `llm_threads` (`space_id`,`created_at`);

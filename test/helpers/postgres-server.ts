@@ -36,6 +36,8 @@ export interface StartPostgresOptions {
   durable?: boolean;
   /** Extra `-c name=value` server flags (bench/diag-pg.ts: pg_stat_statements). */
   extraFlags?: string[];
+  /** Every line the server logs (bench/diag-pg.ts DIAG_EXPLAIN: auto_explain's plans). */
+  onLog?: (line: string) => void;
 }
 
 const ATTEMPTS = 3;
@@ -65,6 +67,7 @@ async function startOnce(opts: StartPostgresOptions): Promise<PostgresServer> {
   const remember = (m: unknown) => {
     log.push(String(m));
     if (log.length > 50) log.shift();
+    opts.onLog?.(String(m));
   };
   const durability = opts.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'];
   const EmbeddedPostgres = await loadEmbeddedPostgres();
