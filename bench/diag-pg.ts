@@ -83,10 +83,6 @@ async function resetStats(admin: pg.Client): Promise<void> {
 const perItem = (v: unknown, items: number, digits = 2): string => (Number(v) / items).toFixed(digits);
 
 /**
- * Server-side facts per item: transactions, WAL, checkpoints, autovacuum, trigger time, and every statement
- * by server time (execution + planning), with calls, rows and shared blocks (pg_stat_statements).
- */
-/**
  * Where an item's slot goes, median ms per applied item, from the times its writes stamped (each write's
  * clock reading when its closure ran, not its commit): its claim (`started_at`), its `prompt` entry (the
  * start), its `response` entry (the call, then the record), its `mutation_report` entry (the finish), its end.
@@ -107,6 +103,10 @@ async function printItemPhases(client: pg.Client): Promise<void> {
   );
 }
 
+/**
+ * Server-side facts per item: transactions, WAL, checkpoints, autovacuum, trigger time, and every statement
+ * by server time (execution + planning), with calls, rows and shared blocks (pg_stat_statements).
+ */
 async function report(admin: pg.Client, dbName: string, items: number, dbClient: pg.Client): Promise<void> {
   const db = await admin.query(
     `SELECT sessions, xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, tup_returned, tup_fetched FROM pg_stat_database WHERE datname = $1`,

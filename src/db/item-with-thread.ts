@@ -84,19 +84,19 @@ const CHARGE_COLUMNS = allColumns<ChargeRow>()([
  * What a read of several items carries besides their rows, for the step that will use it (each read
  * apart was one statement per item):
  * - `start`: the type of the item's last ledger entry (a `response` means a replay queued it with its answer);
- * - `record`: the item's open reservation, which the answer settles (at most one: uq_charges_open_reservation).
+ * - `record`: the item's open reservation, which the answer settles (at most one: uq_charges_open_reservation),
+ *   and its last entry's type (a `response` means this answer is already recorded: a re-run after a COMMIT
+ *   whose outcome was unknown).
  */
 export type ReadAhead = 'rows' | 'start' | 'record';
 
 /** What each read-ahead adds to the item's row: columns, and the join they come from. */
+const LAST_ENTRY_TYPE = ', (SELECT e.entry_type FROM llm_ledger_entries e WHERE e.work_item_id = w.id ORDER BY e.seq DESC LIMIT 1) AS x_last_entry_type';
 const AHEAD: Record<ReadAhead, { columns: string; join: string }> = {
   rows: { columns: '', join: '' },
-  start: {
-    columns: ', (SELECT e.entry_type FROM llm_ledger_entries e WHERE e.work_item_id = w.id ORDER BY e.seq DESC LIMIT 1) AS x_last_entry_type',
-    join: '',
-  },
+  start: { columns: LAST_ENTRY_TYPE, join: '' },
   record: {
-    columns: `, ${CHARGE_COLUMNS.map((c) => `c.${c} AS c_${c}`).join(', ')}`,
+    columns: `${LAST_ENTRY_TYPE}, ${CHARGE_COLUMNS.map((c) => `c.${c} AS c_${c}`).join(', ')}`,
     join: " LEFT JOIN llm_charges c ON c.work_item_id = w.id AND c.status = 'reserved'",
   },
 };
@@ -231,7 +231,7 @@ function splitRow(row: Record<string, unknown> | undefined, ahead: ReadAhead): I
     item: itemOf(row) as WorkItemRow,
     thread: threadOf(row) as ThreadRow,
     project,
-    lastEntryType: ahead === 'start' ? (row.x_last_entry_type as string | null) : undefined,
+    lastEntryType: ahead !== 'rows' ? (row.x_last_entry_type as string | null) : undefined,
     openCharge: ahead !== 'record' ? undefined : row.c_id === null ? null : (chargeOf(row) as ChargeRow),
   };
 }

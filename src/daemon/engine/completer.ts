@@ -75,6 +75,11 @@ export async function startWorkItem(
   }
   const request = built.request;
   const route = ctx.routeOf(built.model);
+  // Once per start: the cache look-up's key is also the one the answer is indexed under (`SentPrompt`).
+  const requestHash = cacheKeyOf(route.endpoint.label, request);
+  const cached = ctx.cache && requestHash !== null ? await findCachedAnswer(tx.sql, requestHash) : null;
+  // Served from the ledger: no call, so the claim's reservation goes back to the budget (its lock before the threads').
+  if (cached) await releaseUnsent(tx, item);
   // The item before its thread (and an orchestration's): the lock order of engine/tx.ts. A cancel locks
   // its children's items (even one claimed while it waited for it: Postgres keeps the lock it took to
   // re-check the row), then the children; a start that moved its thread first deadlocked with it.
@@ -91,14 +96,7 @@ export async function startWorkItem(
     ...(built.escalated ? { escalation: true } : {}),
   });
   emitRunning(tx, thread, item);
-  // Once per start: the cache look-up's key is also the one the answer is indexed under (`SentPrompt`).
-  const requestHash = cacheKeyOf(route.endpoint.label, request);
-  const cached = ctx.cache && requestHash !== null ? await findCachedAnswer(tx.sql, requestHash) : null;
-  if (cached) {
-    // Served from the ledger: no call, so the claim's reservation goes back to the budget.
-    await releaseUnsent(tx, item);
-    return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
-  }
+  if (cached) return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
   return { kind: 'call', request, route, prompt, requestHash };
 }
 
@@ -121,7 +119,13 @@ export async function recordResponse(
   // No budget lock here: `settleFromResponse` takes it as this transaction's first lock (appendEntry only
   // buffers: the append, which locks the chain head, runs at the end), so taking it here too was a second
   // round trip on Postgres for a lock already held.
-  const { item, thread, openCharge } = await leasedItemAndThread(tx, ctx, itemId, 'running', known, 'record');
+  const { item, thread, openCharge, lastEntryType } = await leasedItemAndThread(tx, ctx, itemId, 'running', known, 'record');
+  // Already recorded: a write whose COMMIT's outcome was unknown (the connection failed during it) is run
+  // again by its caller, and it did commit. The answer is returned as stored, not appended twice.
+  if (lastEntryType === 'response') {
+    const recorded = await getLastLedgerEntryForWorkItem(tx.sql, item.id);
+    if (recorded) return { row: recorded };
+  }
   const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
   const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {

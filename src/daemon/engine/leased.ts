@@ -76,7 +76,7 @@ export function leasedItemAndThread(
  *   status fails the closure (StaleStateError) and each item's step runs again alone, reading its rows.
  * Taken once: a second step of the same item in the closure (none today) would read its row itself.
  * On Postgres the read locks the items, in id order, and the closure then takes the budget locks of their
- * budgeted projects, in sorted order, before any step runs; the steps run in their threads' id order
+ * budgeted projects, in sorted order, before any step runs; the steps run by parent, then thread id
  * (`threadKey`): the LOCK ORDER of engine/tx.ts across the closure.
  */
 export class ItemReads {
@@ -96,9 +96,15 @@ export class ItemReads {
     return reads;
   }
 
-  /** The order of the closure's steps: by their threads' ids (a cancel locks an orchestration's children in that order too). */
+  /**
+   * The order of the closure's steps: by parent, then by thread id. A first child's start also moves its
+   * open orchestration, so two daemons' closures over children of two orchestrations whose ids interleave
+   * took the parents in crossing order (a deadlock); within a parent, a cancel locks the children in id
+   * order too.
+   */
   threadKey(id: string): string {
-    return this.reads.get(id)?.thread.id ?? '';
+    const thread = this.reads.get(id)?.thread;
+    return thread ? `${thread.parent_thread_id ?? ''}\0${thread.id}` : '';
   }
 
   /** The item's row as read ahead, once; undefined after (or when it was not found). */

@@ -10,6 +10,7 @@
  * It also releases locks whose owner is gone and closes orchestrations whose children have all ended.
  */
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
+import { compareIds } from '../../core/ids.js';
 import { acquireLockUnlessBusy, extendLock, releaseOrphanedLocks } from '../../db/locks.js';
 import { tryLockKeyForTransaction } from '../../db/key-locks.js';
 import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
@@ -135,7 +136,7 @@ export async function extendLeases(tx: Tx, owner: string, items: { id: string; l
   const leased: { id: string; lockScope: string }[] = [];
   // In id order: a shared closure of this daemon's item steps locks its items in id order too
   // (db/item-with-thread.ts `lockWorkItemsWithThreads`); in another order the two could each wait for the other.
-  for (const item of [...items].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))) {
+  for (const item of [...items].sort((a, b) => compareIds(a.id, b.id))) {
     if (await extendLease(tx.sql, item.id, owner, until)) leased.push(item);
     else if ((await getWorkItem(tx.sql, item.id))?.lease_owner !== owner) lost.push(item.id);
   }

@@ -19,6 +19,8 @@
  * asked meanwhile gather in the next (a group commit: as many items per transaction as came while the last
  * one ran, one when the daemon is idle).
  */
+import { InfraError } from '../../core/errors.js';
+import { compareIds } from '../../core/ids.js';
 import { START_SLICE } from './start-slots.js';
 import type { Tx } from './tx.js';
 
@@ -113,8 +115,10 @@ export class SharedWrites<A, R, S = undefined> {
         (err: unknown) => {
           // Not run (the writer refused it): nothing may join it any more.
           if (this.open === batch) this.open = null;
-          if (batch.length === 1) {
-            batch[0]!.reject(err);
+          // Storage failed, or the COMMIT's outcome is unknown (the connection broke during it): a step
+          // run again alone now could repeat one that did commit. Each caller retries through its guards.
+          if (batch.length === 1 || err instanceof InfraError) {
+            for (const w of batch) w.reject(err);
             return;
           }
           // One failure rolled back every one's changes: each runs again alone, so only its own fails.
@@ -134,6 +138,6 @@ export class SharedWrites<A, R, S = undefined> {
     const orderBy = this.opts.orderBy;
     if (shared === undefined || !orderBy) return order;
     const keys = batch.map((w) => orderBy(shared, w.arg));
-    return order.sort((a, b) => (keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : 0));
+    return order.sort((a, b) => compareIds(keys[a]!, keys[b]!));
   }
 }

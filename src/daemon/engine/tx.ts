@@ -308,7 +308,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      everything done to it. A cancel locks its children's queued items first. The heartbeat extends
  *      all its items' leases in id order, then their scope rows (`extendLeases`). A shared closure of
  *      starts or records (shared-writes.ts) locks all its items in id order, then its projects' budget
- *      locks in sorted order, then runs the steps in their threads' id order (leased.ts `ItemReads`).
+ *      locks in sorted order, then runs the steps by parent, then thread id (leased.ts `threadKey`).
+ *      A step alone takes its budget lock before its threads too (a cache hit gives its reservation
+ *      back before it moves them).
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
  *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
  *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
@@ -319,7 +321,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *   3. a document's head (the answer's apply), then the item's scope lock row and its charge, in either
  *      order (a failure closes the charge, then deletes the row): only under the item's lock.
  *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows. Several
- *      children: in id order (a cancel's `cancelActiveThreads`, a shared closure's starts).
+ *      children: in id order (a cancel's `cancelActiveThreads`), those of several orchestrations by
+ *      parent, then id (a shared closure's starts: a first child's start also moves its open parent).
  *   5. at the end, in the COMMIT's query: the ledger's chain head, then the answer's charge settle (the
  *      item's own charge: item 1 already serializes it), the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
