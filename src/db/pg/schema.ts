@@ -141,7 +141,11 @@ export const workItems = pgTable(
   (t) => [
     uniqueIndex('uq_work_items_thread_sequence').on(t.thread_id, t.sequence),
     index('idx_work_items_claimable').on(t.priority, t.not_before, t.lock_scope).where(sql`status = 'queued'`),
-    index('idx_work_items_fair').on(t.project_id, t.priority, t.not_before).where(sql`status = 'queued'`),
+    // deduplicate_items off: a group's items queued at one clock reading share a key, and one posting list
+    // would hold them all; a claimed item's entry in it is never marked dead (a posting list is marked only when
+    // all its items are dead), so every head's read walked every claimed item of the group before the first
+    // queued one. Each entry on its own is marked dead by the first read that finds its item claimed.
+    index('idx_work_items_fair').on(t.project_id, t.priority, t.not_before).with({ deduplicate_items: false }).where(sql`status = 'queued'`),
     index('idx_work_items_deadline').on(t.deadline_at).where(sql`status = 'queued' AND deadline_at IS NOT NULL`),
     index('idx_work_items_parked').on(t.project_id).where(sql`status = 'queued' AND error_code = 'BUDGET_EXCEEDED'`),
     // Every daemon's recovery scan reads only leased items, by expiry.

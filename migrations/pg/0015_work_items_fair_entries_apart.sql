@@ -1,0 +1,2 @@
+DROP INDEX "idx_work_items_fair";--> statement-breakpoint
+CREATE INDEX "idx_work_items_fair" ON "llm_work_items" USING btree ("project_id","priority","not_before") WITH (deduplicate_items=false) WHERE status = 'queued';
