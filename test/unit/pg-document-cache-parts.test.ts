@@ -77,11 +77,11 @@ describe("another daemon's write of a document stored in parts", () => {
     expect(Object.isFrozen(second.value) && Object.isFrozen(second.value.epics) && Object.isFrozen(second.value.epics[2])).toBe(true);
   });
 
-  it('reads a part whose version is 0 (written by a build before parts carried theirs) every time', async () => {
+  it('reads a part whose version is 0 (inserted by a build before parts carried theirs) every time, also after that build updates it', async () => {
     const v2 = (await read()).value;
     const v3: Backlog = { ...v2, epics: v2.epics.map((e) => (e.id === 'c' ? epic('c', 7) : e)) };
     await other.write((sql) => writeNext(sql, 2, v2, v3));
-    // As an older build's UPDATE leaves it: the content changed, the version not advanced past ours.
+    // As an older build's INSERT leaves it (the column's default); its UPDATE (content only) keeps the 0.
     await pools[1]!.query("UPDATE document_parts SET version = 0 WHERE document_id = 'd' AND part_key = 'c'");
     expect(await read()).toMatchObject({ version: 3, value: v3 });
     const v4: Backlog = { ...v3, name: 'four' };
