@@ -11,11 +11,28 @@
  *
  * A version and its content are read in one statement: read in two, a write committed in between (the
  * reader of a pool may run them on two connections) would file the newer content under the older version.
+ *
+ * A miss on a document stored in parts, with an older version cached (on a shared Postgres: another
+ * daemon wrote it), costs what changed when `parse` has `parts`: the parts written after the cached
+ * version are read and parsed, the others taken from the cached value by key (readStoredDocument). Sound
+ * by the same rule: the cached value is exactly its version's content, and a part not written since
+ * then has that version's text.
  */
 import type { Sql } from '../core/sql.js';
-import { getDocumentContent, getDocumentHead, type DocumentHead } from './projects.js';
+import { assembleDocumentText } from '../domain/document-parts.js';
+import { readStoredDocument, type StoredDocument } from './document-parts.js';
+import { getDocumentHead, type DocumentHead } from './projects.js';
 
-type Parse<T> = (content: string) => T;
+/**
+ * How a parse puts a document stored in parts together from its parts, each parsed once: `assemble`'s
+ * value must equal what the parse returns for the whole text (the head with `elements` at `field`).
+ */
+interface PartsParse<T> {
+  element: (text: string) => unknown;
+  assemble: (head: string, field: string, elements: unknown[]) => T;
+}
+
+type Parse<T> = ((content: string) => T) & { parts?: PartsParse<T> };
 
 interface Entry {
   version: number;
@@ -92,14 +109,55 @@ function cachedValue<T>(sql: Sql, head: DocumentHead, parse: Parse<T>): T | type
   return hit && hit.version === head.version && hit.parse === parse ? (hit.value as T) : MISS;
 }
 
-/** Reads, parses and caches the current content of document `id`. */
+/**
+ * Reads, parses and caches the current content of document `id`: only the parts written since the
+ * cached version when there is one to splice into (see the header), else whole.
+ */
 async function loadParsed<T>(sql: Sql, id: string, parse: Parse<T>): Promise<ParsedDocument<T> | undefined> {
-  const row = await getDocumentContent(sql, id);
-  if (row === undefined) return undefined;
-  const { content, ...current } = row;
-  const value = parse(content);
-  cacheOf(sql).set(current.id, { version: current.version, parse, value });
-  return { ...current, value };
+  const held = cacheOf(sql).get(id);
+  const from = held && held.parse === parse && parse.parts ? held : undefined;
+  let stored = await readStoredDocument(sql, id, from?.version ?? -1);
+  if (stored === undefined) return undefined;
+  let value = parsedValue(stored, parse, from?.value);
+  // A part the cached value lacks (it was not stored in parts by this key): read again whole.
+  if (value === MISS && (stored = await readStoredDocument(sql, id)) === undefined) return undefined;
+  if (value === MISS) value = parsedValue(stored, parse, undefined) as T;
+  cacheOf(sql).set(id, { version: stored.version, parse, value });
+  return { id, version: stored.version, updated_at: stored.updated_at, value };
+}
+
+/** `stored`'s value; a part without its text is `held`'s element of that key (MISS when it has none). */
+function parsedValue<T>(stored: StoredDocument, parse: Parse<T>, held: unknown): T | typeof MISS {
+  const { layout, head, parts } = stored;
+  if (layout === null) return parse(head);
+  if (!parse.parts)
+    return parse(
+      assembleDocumentText(
+        head,
+        layout.field,
+        parts.map((p) => p.text!),
+      ),
+    );
+  let byKey: Map<unknown, unknown> | undefined;
+  const elements: unknown[] = [];
+  for (const p of parts) {
+    if (p.text !== null) {
+      elements.push(parse.parts.element(p.text));
+      continue;
+    }
+    byKey ??= elementsByKey(held, layout.field, layout.key);
+    const element = byKey.get(p.key);
+    if (element === undefined) return MISS;
+    elements.push(element);
+  }
+  return parse.parts.assemble(head, layout.field, elements);
+}
+
+/** The elements of `value[field]` by their `key` field (empty when `value` has no array there). */
+function elementsByKey(value: unknown, field: string, key: string): Map<unknown, unknown> {
+  const elements = (value as Record<string, unknown> | null)?.[field];
+  if (!Array.isArray(elements)) return new Map();
+  return new Map(elements.map((e: unknown) => [(e as Record<string, unknown> | null)?.[key], e]));
 }
 
 /**

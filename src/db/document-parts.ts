@@ -16,23 +16,66 @@ export interface WholeDocument {
 }
 
 /**
- * Document `id` whole, read in one statement (its row joined with its parts): a write committed between
- * two statements (the reader of a pool may run them on two connections) would mix two versions.
+ * A document as stored: its version and time, and its content whole (`layout` null) or as its head and
+ * its parts in order, each with its text when it was written after the version the reader asked from.
  */
-export async function readWholeDocument(sql: Sql, id: string): Promise<WholeDocument | undefined> {
+export interface StoredDocument {
+  version: number;
+  updated_at: number;
+  head: string;
+  layout: PartsLayout | null;
+  parts: { key: string; text: string | null }[];
+}
+
+/**
+ * Document `id` as stored, read in one statement (its row joined with its parts): a write committed
+ * between two statements (the reader of a pool may run them on two connections) would mix two versions.
+ * Every part's key comes back, in order; its text only if a version after `since` wrote it (-1: all):
+ * a reader that holds version `since` has the others' already. A part of version 0 was written by a
+ * build before parts carried their version (migration 0019 set the stored ones'), so it always comes back.
+ * (Such a build's UPDATE of a part that has a version would keep it: one build per database.)
+ */
+export async function readStoredDocument(sql: Sql, id: string, since = -1): Promise<StoredDocument | undefined> {
   assertNoQueuedParts(sql, id);
-  const rows = await sql.all<{ version: number; updated_at: number; head: string; parts_field: string | null; part: string | null }>(
-    `SELECT d.version, d.updated_at, d.content AS head, d.parts_field, p.content AS part
+  const rows = await sql.all<{
+    version: number;
+    updated_at: number;
+    head: string;
+    parts_field: string | null;
+    parts_key: string | null;
+    part_key: string | null;
+    part: string | null;
+  }>(
+    `SELECT d.version, d.updated_at, d.content AS head, d.parts_field, d.parts_key, p.part_key,
+       CASE WHEN p.version > ? OR p.version = 0 THEN p.content END AS part
      FROM documents d LEFT JOIN document_parts p ON p.document_id = d.id AND d.parts_field IS NOT NULL
      WHERE d.id = ? ORDER BY p.ord`,
-    [id],
+    [since, id],
   );
   const first = rows[0];
   if (!first) return undefined;
-  const { version, updated_at } = first;
-  if (first.parts_field === null) return { version, updated_at, content: first.head };
-  const parts = rows.flatMap((r) => (r.part === null ? [] : [r.part]));
-  return { version, updated_at, content: assembleDocumentText(first.head, first.parts_field, parts) };
+  const { version, updated_at, head } = first;
+  const layout = storedLayout(first);
+  if (layout === null) return { version, updated_at, head, layout, parts: [] };
+  const parts = rows.flatMap((r) => (r.part_key === null ? [] : [{ key: r.part_key, text: r.part }]));
+  return { version, updated_at, head, layout, parts };
+}
+
+/** Document `id` whole, read in one statement (readStoredDocument). */
+export async function readWholeDocument(sql: Sql, id: string): Promise<WholeDocument | undefined> {
+  const stored = await readStoredDocument(sql, id);
+  if (!stored) return undefined;
+  const { version, updated_at, head, layout } = stored;
+  if (layout === null) return { version, updated_at, content: head };
+  return {
+    version,
+    updated_at,
+    content: assembleDocumentText(
+      head,
+      layout.field,
+      stored.parts.map((p) => p.text!),
+    ),
+  };
 }
 
 /** `row` with its whole content, version and time (a document stored in parts is read again whole). */
@@ -54,7 +97,8 @@ async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly 
   return ords;
 }
 
-const INSERT_DOCUMENT_PART = 'INSERT INTO document_parts (document_id, part_key, ord, content) VALUES (@document_id, @part_key, @ord, @content)';
+const INSERT_DOCUMENT_PART =
+  'INSERT INTO document_parts (document_id, part_key, ord, content, version) VALUES (@document_id, @part_key, @ord, @content, @version)';
 
 /**
  * On a handle that runs statements in its COMMIT's query (the Postgres writer's `Sql.atCommit`) the
@@ -96,8 +140,13 @@ function assertNoQueuedParts(sql: Sql, documentId: string): void {
   }
 }
 
-async function updateDocumentPart(sql: Sql, documentId: string, key: string, content: string): Promise<void> {
-  const result = await sql.run('UPDATE document_parts SET content = ? WHERE document_id = ? AND part_key = ?', [content, documentId, key]);
+async function updateDocumentPart(sql: Sql, documentId: string, key: string, content: string, version: number): Promise<void> {
+  const result = await sql.run('UPDATE document_parts SET content = ?, version = ? WHERE document_id = ? AND part_key = ?', [
+    content,
+    version,
+    documentId,
+    key,
+  ]);
   expectOneChange(result, `document ${documentId} has no part "${key}"`);
 }
 
@@ -115,15 +164,15 @@ export async function deleteDocumentParts(sql: Sql, documentId: string): Promise
 }
 
 /** Every part written again; parts left from before go first (also those of a document since written whole). */
-async function rewriteParts(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'rewrite' }): Promise<number> {
+async function rewriteParts(sql: Sql, documentId: string, version: number, plan: PartsPlan & { kind: 'rewrite' }): Promise<number> {
   await deleteDocumentParts(sql, documentId);
-  for (const [i, p] of plan.parts.entries()) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: i, content: p.text });
+  for (const [i, p] of plan.parts.entries()) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: i, content: p.text, version });
   return plan.chars;
 }
 
 /**
- * Writes a plan's parts for document `documentId`, and returns the parts' characters after it
- * (`partsChars`: before it). The head row is the caller's.
+ * Writes a plan's parts for document `documentId`, as written by its version `o.version`, and returns
+ * the parts' characters after it (`partsChars`: before it). The head row is the caller's.
  * `rewrite` builds the plan that writes every part, for when new elements find no order between
  * their neighbours'.
  */
@@ -131,10 +180,10 @@ export async function writeDocumentParts(
   sql: Sql,
   documentId: string,
   plan: PartsPlan,
-  o: { partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' } },
+  o: { version: number; partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' } },
 ): Promise<number> {
   assertNoQueuedParts(sql, documentId);
-  if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, plan);
+  if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, o.version, plan);
   const placed: { key: string; text: string; ord: number }[] = [];
   for (const run of plan.inserted) {
     // The run's neighbours exist before this plan's writes (a run never borders another run's parts), and
@@ -145,12 +194,12 @@ export async function writeDocumentParts(
     const lo = after === null ? null : found!.get(after)!;
     const hi = before === null ? null : found!.get(before)!;
     const ords = ordsBetween(lo, hi, run.parts.length);
-    if (!ords) return rewriteParts(sql, documentId, o.rewrite());
+    if (!ords) return rewriteParts(sql, documentId, o.version, o.rewrite());
     for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });
   }
   for (const key of plan.removed) await deleteDocumentPart(sql, documentId, key);
-  for (const p of plan.changed) await updateDocumentPart(sql, documentId, p.key, p.text);
-  for (const p of placed) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: p.ord, content: p.text });
+  for (const p of plan.changed) await updateDocumentPart(sql, documentId, p.key, p.text, o.version);
+  for (const p of placed) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: p.ord, content: p.text, version: o.version });
   return o.partsChars + plan.charsDelta;
 }
 

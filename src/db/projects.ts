@@ -2,7 +2,7 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { readWholeDocument, withWholeContent } from './document-parts.js';
+import { withWholeContent } from './document-parts.js';
 import { expectOneChange, runGuardedAtCommit } from './statements.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
@@ -88,12 +88,6 @@ export type WriteHead = DocumentHead & Pick<DocumentRow, PartsColumns>;
 export async function lockDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<WriteHead | undefined> {
   const text = 'SELECT id, version, updated_at, parts_field, parts_key, parts_chars FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?';
   return sql.get<WriteHead>(sql.dialect === 'postgres' ? `${text} FOR UPDATE` : text, [projectId, docType, key]);
-}
-
-/** A document's content with the version and time it belongs to: read in one statement, so they match. */
-export async function getDocumentContent(sql: Sql, id: string): Promise<(DocumentHead & { content: string }) | undefined> {
-  const whole = await readWholeDocument(sql, id);
-  return whole && { id, ...whole };
 }
 
 /**

@@ -54,6 +54,8 @@ export const documentParts = sqliteTable(
     part_key: text('part_key').notNull(),
     ord: real('ord').notNull(),
     content: text('content').notNull(),
+    /** The document version that wrote this part's content (a cached older version reads only the parts after it). */
+    version: integer('version').notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.document_id, t.part_key] }), index('idx_document_parts_ord').on(t.document_id, t.ord)],
 );

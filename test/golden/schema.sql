@@ -103,7 +103,7 @@ CREATE TABLE `document_parts` (
 	`document_id` text NOT NULL,
 	`part_key` text NOT NULL,
 	`ord` real NOT NULL,
-	`content` text NOT NULL,
+	`content` text NOT NULL, `version` integer DEFAULT 0 NOT NULL,
 	PRIMARY KEY(`document_id`, `part_key`),
 	FOREIGN KEY (`document_id`) REFERENCES `documents`(`id`) ON UPDATE no action ON DELETE no action
 );

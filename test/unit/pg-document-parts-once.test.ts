@@ -44,7 +44,11 @@ async function writeNext(sql: Sql, version: number, before: unknown, after: unkn
   if (version === 0 && plan.kind === 'rewrite')
     await insertDocument(sql, { id: 'd', project_id: 'p', doc_type: 'backlog', version: 1, ...columns, parts_chars: plan.chars });
   const head = (await sql.get<{ parts_chars: number }>("SELECT parts_chars FROM documents WHERE id = 'd'"))!;
-  const chars = await writeDocumentParts(sql, 'd', plan, { partsChars: head.parts_chars, rewrite: () => rewritePlan(split(after), layout)! });
+  const chars = await writeDocumentParts(sql, 'd', plan, {
+    version: version + 1,
+    partsChars: head.parts_chars,
+    rewrite: () => rewritePlan(split(after), layout)!,
+  });
   if (version > 0) await updateDocumentHead(sql, { id: 'd', from_version: version, ...columns, parts_chars: chars });
 }
 

@@ -23,8 +23,17 @@ function deepFreeze<T>(value: T): T {
   return Object.freeze(value);
 }
 
-/** Stored documents are JSON; the parsed value is shared between readers, hence frozen. */
-export const parseDocumentJson = (content: string): unknown => deepFreeze(JSON.parse(content));
+/**
+ * Stored documents are JSON; the parsed value is shared between readers, hence frozen. A document
+ * stored in parts can be put together from its parts (db/document-cache.ts), the frozen elements of a
+ * version already parsed kept as they are (deepFreeze does not walk them again).
+ */
+export const parseDocumentJson = Object.assign((content: string): unknown => deepFreeze(JSON.parse(content)), {
+  parts: {
+    element: (text: string): unknown => deepFreeze(JSON.parse(text)),
+    assemble: (head: string, field: string, elements: unknown[]): unknown => deepFreeze({ ...(JSON.parse(head) as object), [field]: elements }),
+  },
+});
 
 /** Records a document just written, so the next read needs no parse (see db/document-cache.ts). */
 export function rememberWrittenDocument(sql: Sql, id: string, version: number, content: unknown): void {
