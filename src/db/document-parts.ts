@@ -33,7 +33,8 @@ export interface StoredDocument {
  * Every part's key comes back, in order; its text only if a version after `since` wrote it (-1: all):
  * a reader that holds version `since` has the others' already. A part of version 0 was written by a
  * build before parts carried their version (migration 0019 set the stored ones'), so it always comes back.
- * (Such a build's UPDATE of a part that has a version would keep it: one build per database.)
+ * On Postgres, where daemons of two builds may share the database during an upgrade, such a build's UPDATE
+ * of a part's content sets its version back to 0 (a trigger, migration pg/0016).
  */
 export async function readStoredDocument(sql: Sql, id: string, since = -1): Promise<StoredDocument | undefined> {
   assertNoQueuedParts(sql, id);

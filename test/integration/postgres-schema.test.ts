@@ -109,6 +109,28 @@ describe('Postgres migrations', () => {
       for (const d of dirs) rmSync(d, { recursive: true, force: true });
     }
   });
+
+  it('0016: a part whose content a build before part versions updates goes back to version 0 (read again); this build`s updates keep theirs', async () => {
+    await applyPgMigrations(db.url);
+    const client = await connectPostgres(db.url);
+    try {
+      await client.query("INSERT INTO projects (id, name, created_at) VALUES ('p1', 'P', 1)");
+      await client.query(
+        `INSERT INTO documents (id, project_id, doc_type, version, content, updated_at, parts_field, parts_key)
+         VALUES ('d1', 'p1', 'backlog', 3, '{}', 1, 'epics', 'id')`,
+      );
+      await client.query("INSERT INTO document_parts (document_id, part_key, ord, content, version) VALUES ('d1', 'e1', 0, 'a', 3)");
+      const versionOf = async () => (await client.query<{ version: number }>("SELECT version FROM document_parts WHERE part_key = 'e1'")).rows[0]!.version;
+      // This build: content and version change together.
+      await client.query("UPDATE document_parts SET content = 'b', version = 4 WHERE part_key = 'e1'");
+      expect(await versionOf()).toBe(4);
+      // A build before the column: the content alone.
+      await client.query("UPDATE document_parts SET content = 'c' WHERE part_key = 'e1'");
+      expect(await versionOf()).toBe(0);
+    } finally {
+      await client.end();
+    }
+  });
 });
 
 /** Appends one entry the way the storage layer will: lock the head, link to it, insert. */
