@@ -5,18 +5,14 @@
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Sql } from '../../src/core/sql.js';
 import { parseDocumentJson } from '../../src/daemon/engine/operation-context.js';
 import { readParsedDocument } from '../../src/db/document-cache.js';
-import { writeDocumentParts } from '../../src/db/document-parts.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
-import { insertDocument, insertProject, updateDocumentHead } from '../../src/db/projects.js';
-import { planParts, rewritePlan, splitDocument } from '../../src/domain/document-parts.js';
+import { insertProject } from '../../src/db/projects.js';
+import { writeNextVersion } from '../helpers/document-versions.js';
 import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 
-const layout = { field: 'epics', key: 'id' };
-const split = (content: unknown) => splitDocument(content, layout)!;
 type Backlog = { name: string; epics: { id: string; n: number }[] };
 const epic = (id: string, n = 0) => ({ id, n });
 
@@ -39,33 +35,18 @@ afterAll(async () => {
   await database?.drop();
 });
 
-/** Writes version `version` + 1 of document `d` from `before` to `after`, in parts (as engine/document-write.ts does). */
-async function writeNext(sql: Sql, version: number, before: Backlog | null, after: Backlog): Promise<void> {
-  const plan = before === null ? rewritePlan(split(after), layout)! : planParts(split(before), split(after), layout)!;
-  const columns = { content: plan.head, updated_at: 1, parts_field: 'epics', parts_key: 'id' };
-  if (before === null && plan.kind === 'rewrite')
-    await insertDocument(sql, { id: 'd', project_id: 'p', doc_type: 'backlog', version: 1, ...columns, parts_chars: plan.chars });
-  const head = (await sql.get<{ parts_chars: number }>("SELECT parts_chars FROM documents WHERE id = 'd'"))!;
-  const chars = await writeDocumentParts(sql, 'd', plan, {
-    version: version + 1,
-    partsChars: head.parts_chars,
-    rewrite: () => rewritePlan(split(after), layout)!,
-  });
-  if (before !== null) await updateDocumentHead(sql, { id: 'd', from_version: version, ...columns, parts_chars: chars });
-}
-
 const read = async () => (await readParsedDocument(reader, 'p', 'backlog', parseDocumentJson)) as { version: number; value: Backlog };
 
 describe("another daemon's write of a document stored in parts", () => {
   it('is read as the parts it wrote: kept elements are the cached ones, the value equals the stored content', async () => {
     const v1: Backlog = { name: 'one', epics: [epic('a'), epic('b'), epic('c'), epic('e')] };
-    await other.write((sql) => writeNext(sql, 0, null, v1));
+    await other.write((sql) => writeNextVersion(sql, 0, null, v1));
     const first = await read();
     expect(first).toMatchObject({ version: 1, value: v1 });
 
     // One element changed, one removed, two inserted (between kept ones, and at the end), the head changed.
     const v2: Backlog = { name: 'two', epics: [epic('b', 1), epic('c'), epic('d'), epic('e'), epic('f')] };
-    await other.write((sql) => writeNext(sql, 1, v1, v2));
+    await other.write((sql) => writeNextVersion(sql, 1, v1, v2));
     const second = await read();
     expect(second).toMatchObject({ version: 2, value: v2 });
     const [, b1, c1, e1] = first.value.epics;
@@ -80,12 +61,12 @@ describe("another daemon's write of a document stored in parts", () => {
   it('reads a part whose version is 0 (inserted by a build before parts carried theirs) every time, also after that build updates it', async () => {
     const v2 = (await read()).value;
     const v3: Backlog = { ...v2, epics: v2.epics.map((e) => (e.id === 'c' ? epic('c', 7) : e)) };
-    await other.write((sql) => writeNext(sql, 2, v2, v3));
+    await other.write((sql) => writeNextVersion(sql, 2, v2, v3));
     // As an older build's INSERT leaves it (the column's default); its UPDATE (content only) keeps the 0.
     await pools[1]!.query("UPDATE document_parts SET version = 0 WHERE document_id = 'd' AND part_key = 'c'");
     expect(await read()).toMatchObject({ version: 3, value: v3 });
     const v4: Backlog = { ...v3, name: 'four' };
-    await other.write((sql) => writeNext(sql, 3, v3, v4));
+    await other.write((sql) => writeNextVersion(sql, 3, v3, v4));
     await pools[1]!.query(`UPDATE document_parts SET content = '{"id":"c","n":8}' WHERE document_id = 'd' AND part_key = 'c'`);
     expect((await read()).value.epics.find((e) => e.id === 'c')).toEqual(epic('c', 8));
   });

@@ -1,0 +1,28 @@
+/**
+ * A backlog document `d` of project `p` stored in parts (field `epics`, key `id`), written version by
+ * version the way engine/document-write.ts writes it: the first version whole into parts, each next one
+ * as the plan from the version before.
+ */
+import type { Sql } from '../../src/core/sql.js';
+import { writeDocumentParts } from '../../src/db/document-parts.js';
+import { insertDocument, updateDocumentHead } from '../../src/db/projects.js';
+import { planParts, rewritePlan, splitDocument } from '../../src/domain/document-parts.js';
+
+export const BACKLOG_LAYOUT = { field: 'epics', key: 'id' };
+const split = (content: unknown) => splitDocument(content, BACKLOG_LAYOUT)!;
+
+/** Writes version `version` + 1 of document `d`, from `before` (null: none yet, `version` 0) to `after`. */
+export async function writeNextVersion(sql: Sql, version: number, before: unknown, after: unknown): Promise<void> {
+  const first = version === 0;
+  const plan = first ? rewritePlan(split(after), BACKLOG_LAYOUT)! : planParts(split(before), split(after), BACKLOG_LAYOUT)!;
+  const columns = { content: plan.head, updated_at: 1, parts_field: 'epics', parts_key: 'id' };
+  if (first && plan.kind === 'rewrite')
+    await insertDocument(sql, { id: 'd', project_id: 'p', doc_type: 'backlog', version: 1, ...columns, parts_chars: plan.chars });
+  const head = (await sql.get<{ parts_chars: number }>("SELECT parts_chars FROM documents WHERE id = 'd'"))!;
+  const chars = await writeDocumentParts(sql, 'd', plan, {
+    version: version + 1,
+    partsChars: head.parts_chars,
+    rewrite: () => rewritePlan(split(after), BACKLOG_LAYOUT)!,
+  });
+  if (!first) await updateDocumentHead(sql, { id: 'd', from_version: version, ...columns, parts_chars: chars });
+}
