@@ -116,12 +116,13 @@ function cachedValue<T>(sql: Sql, head: DocumentHead, parse: Parse<T>): T | type
 async function loadParsed<T>(sql: Sql, id: string, parse: Parse<T>): Promise<ParsedDocument<T> | undefined> {
   const held = cacheOf(sql).get(id);
   const from = held && held.parse === parse && parse.parts ? held : undefined;
-  let stored = await readStoredDocument(sql, id, from?.version ?? -1);
-  if (stored === undefined) return undefined;
-  let value = parsedValue(stored, parse, from?.value);
+  const changed = await readStoredDocument(sql, id, from?.version ?? -1);
+  if (changed === undefined) return undefined;
+  const spliced = parsedValue(changed, parse, from?.value);
   // A part the cached value lacks (it was not stored in parts by this key): read again whole.
-  if (value === MISS && (stored = await readStoredDocument(sql, id)) === undefined) return undefined;
-  if (value === MISS) value = parsedValue(stored, parse, undefined) as T;
+  const stored = spliced === MISS ? await readStoredDocument(sql, id) : changed;
+  if (stored === undefined) return undefined;
+  const value = spliced === MISS ? (parsedValue(stored, parse, undefined) as T) : spliced;
   cacheOf(sql).set(id, { version: stored.version, parse, value });
   return { id, version: stored.version, updated_at: stored.updated_at, value };
 }

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Db } from '../../src/db/connection.js';
 import { Writer } from '../../src/db/writer.js';
 import { writeTx } from '../../src/core/tx.js';
-import { StaleStateError } from '../../src/core/errors.js';
+import { InfraError, StaleStateError } from '../../src/core/errors.js';
 import { SharedWrites } from '../../src/daemon/engine/shared-writes.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { EngineHooks, Tx } from '../../src/daemon/engine/tx.js';
@@ -71,6 +71,21 @@ describe('starts sharing one write closure', () => {
     expect(rows().map((x) => x.id)).toEqual(['a', 'b', 'd']);
     expect(new Set(rows().map((x) => x.closure)).size).toBe(3);
     expect(r.runs.filter((id) => id === 'a')).toHaveLength(2);
+  });
+
+  it('a shared closure that fails with an InfraError is not run again step by step: every caller gets the error', async () => {
+    const r = recorder();
+    const shared = new SharedWrites(write, async (tx, id: string) => {
+      const started = await r.one(tx, id);
+      // What the writer says when storage failed or a COMMIT's outcome is unknown: a step run again
+      // alone could repeat one that did commit.
+      if (id === 'b') throw new InfraError(new Error('connection lost during COMMIT'));
+      return started;
+    });
+    const outcomes = await Promise.allSettled(['a', 'b', 'c'].map((id) => shared.run(id)));
+    expect(outcomes.map((o) => (o.status === 'rejected' ? (o.reason as Error).name : o.value))).toEqual(['InfraError', 'InfraError', 'InfraError']);
+    expect(r.runs).toEqual(['a', 'b']);
+    expect(rows()).toEqual([]);
   });
 
   it('a start asked while the closure runs goes to the next closure', async () => {

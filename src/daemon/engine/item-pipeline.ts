@@ -65,11 +65,13 @@ export interface ItemWrites {
 /** The item writes of the engine's context; the items whose start or record comes together share a closure (shared-writes.ts). */
 export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): ItemWrites {
   return {
-    start: leasedItemWrite(write, dialect, 'start', (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known), true),
-    record: leasedItemWrite(write, dialect, 'record', (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known), true),
+    start: leasedItemWrite(write, dialect, 'start', (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known), { shareOnPostgres: true }),
+    record: leasedItemWrite(write, dialect, 'record', (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known), { shareOnPostgres: true }),
     // Not shared on Postgres: an answer's apply locks its target document's head, which one closure's
     // answers would take in their own order (and another daemon's closure in another).
-    finish: leasedItemWrite(write, dialect, 'rows', (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known), false),
+    finish: leasedItemWrite(write, dialect, 'rows', (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known), {
+      shareOnPostgres: false,
+    }),
   };
 }
 
@@ -86,7 +88,7 @@ function leasedItemWrite<A extends { itemId: string }, R>(
   dialect: 'sqlite' | 'postgres',
   ahead: ReadAhead,
   step: (tx: Tx, arg: A, known: ItemWithThread | undefined) => Promise<R>,
-  shareOnPostgres: boolean,
+  { shareOnPostgres }: { shareOnPostgres: boolean },
 ): (arg: A) => Promise<R> {
   const readAhead = (tx: Tx, args: readonly A[]): Promise<ItemReads> =>
     ItemReads.read(

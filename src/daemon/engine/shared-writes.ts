@@ -47,8 +47,10 @@ export function itemWrite<A, R, S>(
   before?: (tx: Tx, args: readonly A[]) => Promise<S>,
   postgres?: { orderBy: (shared: S, arg: A) => string },
 ): (arg: A) => Promise<R> {
-  if (dialect === 'postgres' && !postgres) return (arg) => write((tx) => one(tx, arg, undefined));
-  const shared = new SharedWrites(write, one, before, dialect === 'postgres' ? { inFlight: 1, orderBy: postgres!.orderBy } : {});
+  let shared: SharedWrites<A, R, S>;
+  if (dialect === 'sqlite') shared = new SharedWrites(write, one, before);
+  else if (postgres) shared = new SharedWrites(write, one, before, { inFlight: 1, orderBy: postgres.orderBy });
+  else return (arg) => write((tx) => one(tx, arg, undefined));
   return (arg) => shared.run(arg);
 }
 
