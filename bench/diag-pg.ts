@@ -5,6 +5,7 @@
  *   npx tsx bench/diag-pg.ts engine          # in-process engine, instant provider: statements/xacts per item, server vs client CPU
  *   npx tsx bench/diag-pg.ts scale 1 2 3     # N real daemons, sim 200 ms: per-process CPU, wait-event samples, statements per item
  *
+ * The daemons (and the engine) reach the server through its Unix socket, as bench target 9's do; DIAG_TCP=1 through loopback TCP.
  * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_TRACK_ALL=1 lists the statements run
  * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
  * statements (45). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
@@ -205,15 +206,9 @@ async function stopPerf(perf: ChildProcess | undefined): Promise<void> {
   await done;
 }
 
-/** Postgres URL through the server's Unix socket instead of TCP (DIAG_SOCKET=1). */
-function viaSocket(url: string, port: number): string {
-  if (!process.env.DIAG_SOCKET) return url;
-  const { postmaster } = serverPids(port);
-  const cmd = readFileSync(`/proc/${postmaster}/cmdline`, 'utf8').split('\0');
-  const dir = cmd[cmd.indexOf('-D') + 1]!;
-  const u = new URL(url);
-  // A host in the authority (ignored: the `host` parameter wins) keeps the URL valid for the daemon's config check.
-  return `postgres://${u.username}:${u.password}@localhost/${u.pathname.slice(1)}?host=${encodeURIComponent(dir)}&port=${port}`;
+/** The database URL the daemons and the engine use: through the server's Unix socket, as bench target 9's daemons; DIAG_TCP=1: loopback TCP. */
+function clientUrl(server: PostgresServer, url: string): string {
+  return process.env.DIAG_TCP ? url : server.viaSocket(url);
 }
 
 async function engine(server: PostgresServer, port: number, admin: pg.Client): Promise<void> {
@@ -241,7 +236,7 @@ async function engine(server: PostgresServer, port: number, admin: pg.Client): P
       projects: 200,
       epicsPerProject: 10,
       maxInFlight: 256,
-      databaseUrl: viaSocket(url, port),
+      databaseUrl: clientUrl(server, url),
       onSeeded: async () => {
         await resetStats(admin);
         perf = startPerf(port);
@@ -274,7 +269,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
   try {
     await withDatabase(server, async (url) => {
       const dbName = new URL(url).pathname.slice(1);
-      const daemons = Array.from({ length: count }, () => BenchDaemon.inTempHome(sim.url, config, viaSocket(url, port)));
+      const daemons = Array.from({ length: count }, () => BenchDaemon.inTempHome(sim.url, config, clientUrl(server, url)));
       const client = new pg.Client({ connectionString: url });
       await client.connect();
       await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');

@@ -4,14 +4,20 @@
  * synchronous=FULL) and a fresh database per measurement.
  *
  * - Scale-out: 1, 2 and 3 real daemons (`combine daemon run`, each its own home) on one database, each
- *   with max_in_flight 32, against the simulator answering every call after 200 ms. The same 960 items
- *   (6 projects × 160 epics) per run, submitted as one generate-all per project, the projects dealt out
+ *   with max_in_flight 32, against the simulator answering every call after 200 ms. The same 2,880 items
+ *   (6 projects × 480 epics) per run, submitted as one generate-all per project, the projects dealt out
  *   over the daemons (as a load balancer in front of them would); items/s from the first submit to the
  *   last applied item (counted in the database); the provider calls per item tell whether any item was
  *   paid for twice. A run in which no item is applied for 30 s is reported as stalled, not waited for.
  *   The CPU pressure monitor is off in these daemons: on a shared machine it would pause bulk claims
  *   whenever other processes are busy, and measure them.
  *   Paid-call concurrency is what users outgrow: 3 daemons should make ≥ 2.5× the calls per second.
+ *   The daemons reach the server through its Unix socket, as daemons on the database's machine do: here
+ *   every daemon shares the server's 2 cores, and loopback TCP's per-round-trip cost (a third of a
+ *   daemon's busy time, bench/README.md 2026-11-25 08:48) is charged to them, which daemons on their own
+ *   machines pay on their own cores. One more 3-daemon run per run over loopback TCP is shown as info.
+ *   2,880 items (960 until 2026-11-25): the pipeline's fill and drain (each project's children created,
+ *   the last round's 200 ms calls) were ~15 % of a 7 s run at 3 daemons, so the run measured them.
  * - The engine's own cost: target 1's in-process run (instant provider) with the App on Postgres.
  * - Durable acks: target 2's command path on a daemon whose state is in Postgres.
  */
@@ -24,7 +30,7 @@ import { runEngineOnce } from '../lib/engine-run.js';
 import { row, sleep, type Row } from '../lib/stats.js';
 import { measureAcks } from './ack.js';
 
-const SCALE = { projects: 6, epicsPerProject: 160, maxInFlight: 32, latencyMs: 200 };
+const SCALE = { projects: 6, epicsPerProject: 480, maxInFlight: 32, latencyMs: 200 };
 const ENGINE_WORKLOAD = { projects: 200, epicsPerProject: 10, maxInFlight: 256 };
 
 export async function postgresTargets(runs: number): Promise<Row[]> {
@@ -38,12 +44,13 @@ export async function postgresTargets(runs: number): Promise<Row[]> {
     const ratio2: number[] = [];
     const ratio3: number[] = [];
     const callsPerItem3: number[] = [];
+    const overTcp3: number[] = [];
     const stalls: string[] = [];
     for (let run = 0; run < runs; run++) {
       // Daemon counts alternate within a run, so each ratio compares figures taken back to back.
       const rates = new Map<number, number | null>();
       for (const daemons of [1, 2, 3]) {
-        const r = await scaleOutOnce(server, daemons);
+        const r = await scaleOutOnce(server, daemons, 'socket');
         rates.set(daemons, r.perSecond);
         if (r.perSecond !== null) scale.get(daemons)!.push(r.perSecond);
         else stalls.push(`${daemons} daemon(s), run ${run + 1}: ${r.stalled}`);
@@ -52,6 +59,9 @@ export async function postgresTargets(runs: number): Promise<Row[]> {
       const [one, two, three] = [rates.get(1), rates.get(2), rates.get(3)];
       if (one && two) ratio2.push(two / one);
       if (one && three) ratio3.push(three / one);
+      const tcp = await scaleOutOnce(server, 3, 'tcp');
+      if (tcp.perSecond !== null) overTcp3.push(tcp.perSecond);
+      else stalls.push(`3 daemons over TCP, run ${run + 1}: ${tcp.stalled}`);
     }
     const stalled = stalls.length > 0 ? `stalled runs (left out of the figures): ${stalls.join('; ')}` : undefined;
     const engine: number[] = [];
@@ -63,7 +73,7 @@ export async function postgresTargets(runs: number): Promise<Row[]> {
       engineCpu.push(e.cpuMicrosPerItem);
     }
     const acks = await withDatabase(server, (url) => measureAcks(runs, url));
-    const perDaemon = `max_in_flight ${SCALE.maxInFlight} each, simulator ${SCALE.latencyMs} ms`;
+    const perDaemon = `max_in_flight ${SCALE.maxInFlight} each, simulator ${SCALE.latencyMs} ms, Unix socket`;
     return [
       row({ target: '9', figure: `Postgres: items/s, 1 daemon (${perDaemon})`, runs: scale.get(1)!, unit: '/s', goal: '' }),
       row({ target: '9', figure: 'Postgres: items/s, 2 daemons on one database', runs: scale.get(2)!, unit: '/s', goal: '' }),
@@ -78,6 +88,7 @@ export async function postgresTargets(runs: number): Promise<Row[]> {
         check: (m) => m >= 2.5,
         ...(stalled ? { note: stalled } : {}),
       }),
+      row({ target: '9', figure: 'Postgres: items/s, 3 daemons over loopback TCP instead of the socket', runs: overTcp3, unit: '/s', goal: '' }),
       row({ target: '9', figure: 'Postgres: provider calls per item, 3 daemons', runs: callsPerItem3, unit: '', goal: '= 1.00', check: (m) => m === 1 }),
       row({ target: '9', figure: 'Postgres: engine items/s (target 1 workload, instant in-process provider)', runs: engine, unit: '/s', goal: '' }),
       row({ target: '9', figure: 'Postgres: engine CPU µs per item (same runs; bench process only, not the server)', runs: engineCpu, unit: 'µs', goal: '' }),
@@ -130,15 +141,16 @@ interface ScaleOutRun {
 /** No item applied for this long ends a run as stalled (the daemons would never finish it). */
 const STALL_MS = 30_000;
 
-/** One scale-out run with `count` daemons on a fresh database. */
-async function scaleOutOnce(server: PostgresServer, count: number): Promise<ScaleOutRun> {
+/** One scale-out run with `count` daemons on a fresh database, reaching the server through its Unix socket or loopback TCP. */
+async function scaleOutOnce(server: PostgresServer, count: number, transport: 'socket' | 'tcp'): Promise<ScaleOutRun> {
   let calls = 0;
   const sim = await createSimulator({ latencyMs: SCALE.latencyMs, onCall: () => calls++ });
   // The CPU pressure monitor would pause bulk claims whenever other processes load the machine.
   const config = { engine: { max_in_flight: SCALE.maxInFlight }, pressure: { enabled: false } };
   try {
     return await withDatabase(server, async (url) => {
-      const daemons = Array.from({ length: count }, () => BenchDaemon.inTempHome(sim.url, config, url));
+      const daemonUrl = transport === 'socket' ? server.viaSocket(url) : url;
+      const daemons = Array.from({ length: count }, () => BenchDaemon.inTempHome(sim.url, config, daemonUrl));
       const client = new pg.Client({ connectionString: url });
       try {
         // One after another: the first migrates the database, the others find it migrated.

@@ -24,6 +24,14 @@ export interface PostgresServer {
   port: number;
   /** How long initdb and start took, for reports. */
   startMs: number;
+  /**
+   * `url` (a database on this server) through the server's Unix socket instead of loopback TCP: how a daemon on the
+   * database's own machine connects (bench target 9). The authority keeps a host so the URL stays a valid URL with
+   * a password; node-postgres takes the `host` parameter (a directory: the socket) over it.
+   */
+  viaSocket(url: string): string;
+  /** The directory of the server's Unix socket. */
+  socketDir: string;
   stop(): Promise<void>;
 }
 
@@ -111,6 +119,8 @@ async function startOnce(opts: StartPostgresOptions): Promise<PostgresServer> {
     adminUrl: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     port,
     startMs: performance.now() - started,
+    viaSocket: (url: string) => socketUrl(url, dataDir),
+    socketDir: dataDir,
     async stop() {
       await pg.stop();
       rmSync(root, { recursive: true, force: true });
@@ -171,6 +181,12 @@ function startWatchdog(dataDir: string, root: string): ChildProcess {
 }
 
 /** The URL of database `name` on the server of `adminUrl`. */
+/** `url` through the Unix socket in `dir`: the `host` parameter (a directory) wins over the authority's host, which keeps the URL valid with a password. */
+export function socketUrl(url: string, dir: string): string {
+  const u = new URL(url);
+  return `postgres://${u.username}:${u.password}@localhost${u.pathname}?host=${encodeURIComponent(dir)}&port=${u.port}`;
+}
+
 export function databaseUrl(adminUrl: string, name: string): string {
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;

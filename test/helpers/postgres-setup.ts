@@ -15,6 +15,8 @@ declare module 'vitest' {
     postgresAdminUrl: string;
     /** A database with every migration of `migrations/pg/` applied, for `CREATE DATABASE … TEMPLATE`; never connected to again. */
     postgresTemplate: string;
+    /** The directory of the server's Unix socket (a URL's `host` parameter). */
+    postgresSocketDir: string;
   }
 }
 
@@ -22,6 +24,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const server = await startPostgres();
   project.provide('postgresAdminUrl', server.adminUrl);
   project.provide('postgresTemplate', await createMigratedTemplate(server.adminUrl));
+  project.provide('postgresSocketDir', server.socketDir);
   return () => server.stop();
 }
 

@@ -7,11 +7,13 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { inject } from 'vitest';
 import { openPostgresPool } from '../../src/db/pg/connection.js';
-import { adminQuery, databaseUrl } from './postgres-server.js';
+import { adminQuery, databaseUrl, socketUrl } from './postgres-server.js';
 
 export interface TestDatabase {
-  /** Connection URL of the new database. */
+  /** Connection URL of the new database (loopback TCP). */
   url: string;
+  /** The same database through the server's Unix socket. */
+  socketUrl: string;
   name: string;
   /** Drops the database, ending any session still connected to it (a killed daemon's included). */
   drop(): Promise<void>;
@@ -28,6 +30,7 @@ export async function createTestDatabase(opts: { migrated?: boolean } = {}): Pro
   const url = databaseUrl(adminUrl, name);
   return {
     url,
+    socketUrl: socketUrl(url, inject('postgresSocketDir')),
     name,
     drop: () => adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
   };

@@ -67,6 +67,30 @@ describe('a daemon on Postgres', () => {
     expect(filesUnder(h.home).filter((f) => readFileSync(f).includes(password))).toEqual([]);
   });
 
+  it('reaches the server through its Unix socket when the URL names the socket directory (host=)', async () => {
+    h = await Harness.start();
+    database = await createTestDatabase();
+    h.env.COMBINE_DATABASE_URL = database.socketUrl;
+    await h.importProject(project('p', 1));
+    const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
+    expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
+
+    // The daemon's sessions came in through the socket (no client address); this test's own comes over TCP.
+    const pg = new (await import('pg')).default.Client({ connectionString: database.url });
+    await pg.connect();
+    try {
+      const { rows } = await pg.query<{ socket: string; tcp: string }>(
+        'SELECT count(*) FILTER (WHERE client_addr IS NULL) AS socket, count(*) FILTER (WHERE client_addr IS NOT NULL) AS tcp FROM pg_stat_activity WHERE datname = $1',
+        [database.name],
+      );
+      expect(Number(rows[0]!.socket)).toBeGreaterThan(0);
+      expect(Number(rows[0]!.tcp)).toBe(1);
+    } finally {
+      await pg.end();
+    }
+    expect((await h.json(['daemon', 'status'])).db_path).not.toContain(new URL(database.url).password);
+  });
+
   it('refuses to start on a URL that is not a Postgres one, without echoing its password', async () => {
     h = await Harness.start();
     const r = await h.cli(['daemon', 'start'], { env: { COMBINE_DATABASE_URL: `mysql://root:${PASSWORD}@127.0.0.1/db` } });
