@@ -335,10 +335,9 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const notes = await countNotifications(url);
         // The daemons' LISTEN sessions' backends (their last statement a LISTEN): what delivering notifications costs the server.
         const listeners = (
-          await client.query<{ pid: number }>(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %' AND pid <> $1",
-            [notes.pid],
-          )
+          await client.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %' AND pid <> $1", [
+            notes.pid,
+          ])
         ).rows.map((r) => r.pid);
         const l0 = listeners.map((p) => procCpuMs(p));
         const s0 = serverCpuMs(port);
@@ -412,10 +411,10 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         console.log(
           `daemon CPU per item by thread (µs): main ${dThreads.map((t) => ((t.main * 1000) / items).toFixed(0)).join(' + ')}; other threads (V8 compilers, GC helpers, libuv) ${dThreads.map((t) => ((t.other * 1000) / items).toFixed(0)).join(' + ')}`,
         );
+        console.log(`notifications sent per item (each reaches every daemon): ${[...sent.entries()].map(([k, v]) => `${k} ${perItem(v, items)}`).join(', ')}`);
         console.log(
-          `notifications sent per item (each reaches every daemon): ${[...sent.entries()].map(([k, v]) => `${k} ${perItem(v, items)}`).join(', ')}`,
+          `the LISTEN sessions' backends (${listeners.length}, this tool's own excluded): ${((lCpu * 1000) / items).toFixed(0)} µs of server CPU per item`,
         );
-        console.log(`the LISTEN sessions' backends (${listeners.length}, this tool's own excluded): ${((lCpu * 1000) / items).toFixed(0)} µs of server CPU per item`);
         console.log(`lock waits in COMMIT queries (the chain head first): ${(commitWaits / samples).toFixed(2)} backends on average`);
         await printItemPhases(client);
         console.log(`wait-event samples (${samples} samples; average active backends per state):`);
