@@ -37,6 +37,27 @@ function procCpuMs(pid: number, withChildren = false): number {
   }
 }
 
+/**
+ * A process's CPU ms so far, its main thread (the JS thread: the event loop, the JIT's main-thread work, the
+ * GC's main-thread pauses) apart from its other threads (V8's background compilers and GC helpers, libuv's pool).
+ */
+function threadCpuMs(pid: number): { main: number; other: number } {
+  let main = 0;
+  let other = 0;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const parts = f.slice(f.lastIndexOf(')') + 2).split(' ');
+      const ms = ((Number(parts[11]) + Number(parts[12])) * 1000) / TICK;
+      if (Number(tid) === pid) main += ms;
+      else other += ms;
+    }
+  } catch {
+    /* gone */
+  }
+  return { main, other };
+}
+
 /** The postmaster of the server on `port` and its live children. */
 function serverPids(port: number): { postmaster: number; children: number[] } {
   let postmaster = 0;
@@ -61,6 +82,26 @@ function serverPids(port: number): { postmaster: number; children: number[] } {
 function serverCpuMs(port: number): number {
   const { postmaster, children } = serverPids(port);
   return procCpuMs(postmaster, true) + children.reduce((a, p) => a + procCpuMs(p), 0);
+}
+
+/** Counts the notifications the daemons send (one more listener: what each daemon receives), by channel and `combine_work` payload. */
+async function countNotifications(url: string): Promise<{ pid: number; stop(): Promise<Map<string, number>> }> {
+  const counts = new Map<string, number>();
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  c.on('notification', (m) => {
+    const key = m.channel === 'combine_work' ? `${m.channel}:${m.payload}` : m.channel;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  });
+  for (const ch of ['combine_work', 'combine_events', 'combine_cancel']) await c.query(`LISTEN ${ch}`);
+  const pid = Number((await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
+  return {
+    pid,
+    stop: async () => {
+      await c.end();
+      return counts;
+    },
+  };
 }
 
 async function withDatabase<T>(server: PostgresServer, fn: (url: string) => Promise<T>): Promise<T> {
@@ -285,6 +326,15 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         );
         const sim0 = process.cpuUsage();
         const d0 = daemons.map((d) => procCpuMs(d.pid));
+        const t0 = daemons.map((d) => threadCpuMs(d.pid));
+        const notes = await countNotifications(url);
+        // The daemons' LISTEN sessions' backends (their last statement a LISTEN): what delivering notifications costs the server.
+        const listeners = (
+          await client.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %' AND pid <> $1", [
+            notes.pid,
+          ])
+        ).rows.map((r) => r.pid);
+        const l0 = listeners.map((p) => procCpuMs(p));
         const s0 = serverCpuMs(port);
         const started = performance.now();
         const waits = new Map<string, number>();
@@ -316,17 +366,31 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         await Promise.all(
           projects.map((p, i) => daemons[i % count]!.client.generate.all.mutate({ project_id: p, force: false, deadline_ms: null, created_by: 'bench' })),
         );
+        // The daemons' CPU when every item is queued (generate-all returned) and when half are applied: what the
+        // queueing costs, and the first half of the run (each daemon's JIT warming up) against the second.
+        const daemonsCpu = () => daemons.reduce((a, d) => a + procCpuMs(d.pid), 0);
+        const queuedCpu = daemonsCpu();
+        let halfCpu = 0;
         let applied = 0;
         while (applied < items) {
           await sleep(50);
           const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM llm_work_items WHERE status = 'applied'");
           applied = Number(rows[0]!.n);
+          if (halfCpu === 0 && applied >= items / 2) halfCpu = daemonsCpu();
         }
+        const dSum = daemonsCpu();
+        const dSum0 = d0.reduce((a, c) => a + c, 0);
         const secs = (performance.now() - started) / 1000;
         await stopPerf(perf);
         sampling = false;
         await sampler;
         const dCpu = daemons.map((d, i) => procCpuMs(d.pid) - d0[i]!);
+        const dThreads = daemons.map((d, i) => {
+          const t = threadCpuMs(d.pid);
+          return { main: t.main - t0[i]!.main, other: t.other - t0[i]!.other };
+        });
+        const sent = await notes.stop();
+        const lCpu = listeners.reduce((a, p, i) => a + procCpuMs(p) - l0[i]!, 0);
         const sCpu = serverCpuMs(port) - s0;
         const bench = process.cpuUsage(sim0);
         console.log(`\n=== ${count} daemon(s): ${(items / secs).toFixed(1)} items/s, ${secs.toFixed(1)} s, calls/item ${(calls / items).toFixed(2)}`);
@@ -335,6 +399,16 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         );
         console.log(
           `CPU utilisation (cores): daemons ${dCpu.map((c) => (c / 1000 / secs).toFixed(2)).join(' + ')}; server ${(sCpu / 1000 / secs).toFixed(2)}; bench+sim ${((bench.user + bench.system) / 1e6 / secs).toFixed(2)}`,
+        );
+        console.log(
+          `daemons' CPU per item (µs, summed): queueing (generate-all) ${(((queuedCpu - dSum0) * 1000) / items).toFixed(0)}; first half of the run ${(((halfCpu - queuedCpu) * 2000) / items).toFixed(0)}; second half ${(((dSum - halfCpu) * 2000) / items).toFixed(0)}`,
+        );
+        console.log(
+          `daemon CPU per item by thread (µs): main ${dThreads.map((t) => ((t.main * 1000) / items).toFixed(0)).join(' + ')}; other threads (V8 compilers, GC helpers, libuv) ${dThreads.map((t) => ((t.other * 1000) / items).toFixed(0)).join(' + ')}`,
+        );
+        console.log(`notifications sent per item (each reaches every daemon): ${[...sent.entries()].map(([k, v]) => `${k} ${perItem(v, items)}`).join(', ')}`);
+        console.log(
+          `the LISTEN sessions' backends (${listeners.length}, this tool's own excluded): ${((lCpu * 1000) / items).toFixed(0)} µs of server CPU per item`,
         );
         console.log(`lock waits in COMMIT queries (the chain head first): ${(commitWaits / samples).toFixed(2)} backends on average`);
         await printItemPhases(client);

@@ -223,12 +223,14 @@ export class Engine {
 
   /**
    * `wake` for another daemon's write that freed what queued work may wait for (a slot, a lock scope, a
-   * budget reservation) and queued nothing: it looks again only if its last look found queued work. With
-   * none, nothing can have become claimable: work queued since comes with a `wake` of its own, and a
-   * look already under way or due when it arrived runs anyway.
+   * budget reservation) and queued nothing: it looks again only if its last look found queued work and
+   * it has a free slot. With no queued work, nothing can have become claimable: work queued since comes
+   * with a `wake` of its own, and a look already under way or due when it arrived runs anyway. With every
+   * slot taken, a look could claim nothing (it would only pass a transaction ending items past their
+   * deadline, which its due timer wakes it for: `scheduleNextDue`); its next free slot wakes it (`launch`).
    */
   wakeIfWorkQueued(): void {
-    if (this.workQueued) this.wake();
+    if (this.workQueued && this.inFlight.size < this.o.maxInFlight) this.wake();
   }
 
   /** Claims whatever is due now and returns how many items it started (what `wake` does, awaitable). */
