@@ -284,9 +284,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      everything done to it. A cancel locks its children's queued items first. The heartbeat extends
  *      all its items' leases in id order, then their scope rows (`extendLeases`). A shared closure of
  *      starts or records (shared-writes.ts) locks all its items in id order, then its projects' budget
- *      locks in sorted order, then runs the steps by parent, then thread id (leased.ts `threadKey`).
- *      A step alone takes its budget lock before its threads too (a cache hit gives its reservation
- *      back before it moves them).
+ *      locks in sorted order, before any thread (a start gives back the reservations of the items it
+ *      does not send before it moves their threads: engine/starts.ts). A step alone takes its budget
+ *      lock before its threads too.
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
  *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
  *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
