@@ -120,39 +120,48 @@ async function cancelOfCDuringStarts(asks: readonly { itemId: string; claimed: B
   await Promise.allSettled([cancel, closure]);
 }
 
-describe("a shared start closure opening its orchestration, and a cancel of a later child by the child's own id", () => {
-  it("the closure takes its children's threads before the orchestration: no deadlock, the cancel wins c", async () => {
-    await insertProject(reader(), { id: 'p', name: 'p', created_at: 1 });
-    await insertThread(reader(), { ...testThreadRow('o'), role: 'orchestration', status: 'open' });
-    await claimedChildren(['b', 'c']);
-    // b's start is the orchestration's first: it starts t-o with t-b. The closure then needs t-c.
-    await cancelOfCDuringStarts([
-      { itemId: 'b', claimed },
-      { itemId: 'c', claimed },
-    ]);
-    expect(deadlocks()).toEqual([]);
-    expect([(await getWorkItem(reader(), 'b'))?.status, (await getThread(reader(), 't-b'))?.status]).toEqual(['running', 'running']);
-    expect([(await getWorkItem(reader(), 'c'))?.status, (await getThread(reader(), 't-c'))?.status]).toEqual(['failed', 'canceled']);
-    expect((await getThread(reader(), 't-o'))?.status).toBe('running');
-  });
-});
+/**
+ * Orchestration `t-o` in `status` with claimed children b and c: the closure of b's start (b's request
+ * as the claim built it, or none) and c's, raced with the cancel of c (`cancelOfCDuringStarts`). No deadlock.
+ */
+async function startsAgainstCancelOfC(status: 'open' | 'running', bClaimed: BuiltRequest | null): Promise<void> {
+  await insertProject(reader(), { id: 'p', name: 'p', created_at: 1 });
+  await insertThread(reader(), { ...testThreadRow('o'), role: 'orchestration', status });
+  await claimedChildren(['b', 'c']);
+  await cancelOfCDuringStarts([
+    { itemId: 'b', claimed: bClaimed },
+    { itemId: 'c', claimed },
+  ]);
+  expect(deadlocks()).toEqual([]);
+}
 
-describe('a shared start closure failing an item and closing its orchestration, and a cancel of a later child', () => {
-  it("the closure takes its children's threads before the orchestration: no deadlock", async () => {
-    await insertProject(reader(), { id: 'p', name: 'p', created_at: 1 });
-    await insertThread(reader(), { ...testThreadRow('o'), role: 'orchestration', status: 'running' });
-    await claimedChildren(['b', 'c']);
-    // b's request cannot be built (no operation runs its kind `k`): b is dead-lettered, t-b fails, and the
-    // closure checks whether t-o is done (it locks t-o). c's start then needs t-c.
-    await cancelOfCDuringStarts([
-      { itemId: 'b', claimed: null },
-      { itemId: 'c', claimed },
-    ]);
-    expect(deadlocks()).toEqual([]);
-    expect([(await getWorkItem(reader(), 'b'))?.status, (await getThread(reader(), 't-b'))?.status]).toEqual(['dead_letter', 'failed']);
-    expect([(await getWorkItem(reader(), 'c'))?.status, (await getThread(reader(), 't-c'))?.status]).toEqual(['failed', 'canceled']);
-    // Every child ended, none complete.
-    expect((await getThread(reader(), 't-o'))?.status).toBe('failed');
+/** The item's status and its thread's (`t-<id>`). */
+const statusOf = async (id: string) => [(await getWorkItem(reader(), id))?.status, (await getThread(reader(), `t-${id}`))?.status];
+
+describe("a shared start closure and a cancel of a later child by the child's own id", () => {
+  it.each([
+    {
+      // b's start is the orchestration's first: it starts t-o with t-b. The closure then needs t-c.
+      what: 'opening its orchestration',
+      orchestration: 'open' as const,
+      bClaimed: claimed,
+      b: ['running', 'running'],
+      o: 'running',
+    },
+    {
+      // b's request cannot be built (no operation runs its kind `k`): b is dead-lettered, t-b fails, and
+      // the closure checks whether t-o is done (it locks t-o). c's start then needs t-c. Every child ends, none complete.
+      what: 'failing an item and closing its orchestration',
+      orchestration: 'running' as const,
+      bClaimed: null,
+      b: ['dead_letter', 'failed'],
+      o: 'failed',
+    },
+  ])("$what: the closure takes its children's threads before the orchestration, no deadlock, the cancel wins c", async (c) => {
+    await startsAgainstCancelOfC(c.orchestration, c.bClaimed);
+    expect(await statusOf('b')).toEqual(c.b);
+    expect(await statusOf('c')).toEqual(['failed', 'canceled']);
+    expect((await getThread(reader(), 't-o'))?.status).toBe(c.o);
   });
 });
 
