@@ -276,7 +276,7 @@ export function transitionThread(sql: Sql, thread: ReadThread, from: ThreadStatu
 /**
  * `transitionThread` for a caller that can act on "not in `from` any more" (it read the row earlier in
  * its transaction): whether the one guarded UPDATE changed the row; false changes nothing. Guarded by
- * the parent too: an orchestration adopting the thread (`adoptThread`, on Postgres committed after the
+ * the parent too: an orchestration adopting the thread (`adoptThreads`, on Postgres committed after the
  * caller read it) gives it the parent whose close its end must check, and a caller that read no parent
  * and ended it anyway left that orchestration open until the recovery scan.
  */

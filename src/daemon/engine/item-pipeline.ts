@@ -1,5 +1,5 @@
 /**
- * One leased work item from its lease to its outcome: prompt recorded (startWorkItem) → the call on its
+ * One leased work item from its lease to its outcome: prompt recorded (startWorkItems) → the call on its
  * route's endpoint (executor) → the response recorded at once (paid work) → validated and applied, or
  * repaired, escalated, retried, dead-lettered (finishAnswer). A recorded response is never requested
  * again: recovery resumes from it (`resumeFrom`).
