@@ -131,14 +131,34 @@ export function runGuardedAtCommit(sql: Sql, text: string, params: Readonly<Reco
   return DONE;
 }
 
+/**
+ * `runGuardedAtCommit` of a set-based statement that must change exactly `expected` rows (one per id it
+ * is given): the database checks the count at COMMIT the same way. Elsewhere it runs now and checks it.
+ */
+export function runGuardedAllAtCommit(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, expected: number, what: string): Promise<void> {
+  if (!sql.atCommit) return sql.run(text, params).then((result) => expectChanges(result, expected, what));
+  sql.atCommit(guardedAtCommitText(text, true), { ...params, guard_expected: expected, guard_what: what }, ignore);
+  return DONE;
+}
+
+function expectChanges(result: RunResult, expected: number, what: string): void {
+  if (result.changes !== expected) throw new StaleStateError(what);
+}
+
 const guardedTexts = new Map<string, string>();
 
-/** The statement that checks its own count (one text per statement: each is prepared once per connection). */
-function guardedAtCommitText(text: string): string {
-  let guarded = guardedTexts.get(text);
+/**
+ * The statement that checks its own count (one text per statement: each is prepared once per connection):
+ * one row changed, or with `all`, as many as `@guard_expected` (combine_expect_one_change is given 1 then).
+ */
+function guardedAtCommitText(text: string, all = false): string {
+  const key = all ? `all\0${text}` : text;
+  let guarded = guardedTexts.get(key);
   if (guarded === undefined) {
-    guarded = `WITH changed AS (${text} RETURNING 1) SELECT combine_expect_one_change((SELECT count(*) FROM changed), @guard_what)`;
-    guardedTexts.set(text, guarded);
+    const changed = '(SELECT count(*) FROM changed)';
+    const count = all ? `CASE WHEN ${changed} = CAST(@guard_expected AS bigint) THEN 1 ELSE 0 END` : changed;
+    guarded = `WITH changed AS (${text} RETURNING 1) SELECT combine_expect_one_change(${count}, @guard_what)`;
+    guardedTexts.set(key, guarded);
   }
   return guarded;
 }

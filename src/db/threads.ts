@@ -6,7 +6,7 @@ import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
 import { insertionOrder, inJsonArray, jsonText } from './dialect.js';
 import type { ThreadRow } from './schema.js';
-import { changedOne, expectOneChange, runGuarded } from './statements.js';
+import { changedOne, runGuarded } from './statements.js';
 
 export async function insertThread(sql: Sql, row: ThreadRow): Promise<void> {
   await sql.run(
@@ -276,7 +276,7 @@ export function transitionThread(sql: Sql, thread: ReadThread, from: ThreadStatu
 /**
  * `transitionThread` for a caller that can act on "not in `from` any more" (it read the row earlier in
  * its transaction): whether the one guarded UPDATE changed the row; false changes nothing. Guarded by
- * the parent too: an orchestration adopting the thread (`adoptThread`, on Postgres committed after the
+ * the parent too: an orchestration adopting the thread (`adoptThreads`, on Postgres committed after the
  * caller read it) gives it the parent whose close its end must check, and a caller that read no parent
  * and ended it anyway left that orchestration open until the recovery scan.
  */
@@ -296,33 +296,68 @@ function transitionParams(thread: ReadThread, from: ThreadStatus, to: ThreadStat
   return { id: thread.id, parent: thread.parent_thread_id, from, to, closed_at: closing ? now : null };
 }
 
-/**
- * open → running for a thread and, in the same statement, for its parent while that is still open (an
- * orchestration starts with its first child; for the others the parent matches nothing and is neither
- * changed nor locked). Throws StaleStateError (the transaction rolls back, the parent's move with it)
- * when the thread itself was not open; returns the parent's updated row, or undefined when it was not open.
- */
-export async function startThreadAndParent(sql: Sql, id: string, parentId: string): Promise<ThreadRow | undefined> {
-  assertThreadTransition('open', 'running');
-  const rows = await sql.all<ThreadRow>(START_WITH_PARENT_TEXT, [id, parentId]);
-  if (!rows.some((r) => r.id === id)) throw new StaleStateError(`thread ${id} is not open`);
-  return rows.find((r) => r.id === parentId);
+/** The thread rows a start's transaction changes (engine/starts.ts `startThreads`), and which of them it moves. */
+export interface ThreadStarts {
+  /** The threads it starts or may end: locked first, in id order. */
+  children: readonly string[];
+  /** Of `children`, those to move open → running. */
+  start: readonly string[];
+  /** Orchestrations that start with their first child: locked next (with `closeParents`, in id order) and started, only while open. */
+  startParents: readonly string[];
+  /** Orchestrations a failing child may close: locked with `startParents`, whatever their status. */
+  closeParents: readonly string[];
 }
 
-const START_WITH_PARENT_TEXT = "UPDATE llm_threads SET status = 'running', closed_at = NULL WHERE id IN (?, ?) AND status = 'open' RETURNING *";
+/**
+ * open → running for the threads `start` and the orchestrations `startParents` still open, in one
+ * statement. Postgres: it first locks every thread the transaction changes, children before any
+ * orchestration, each group in id order (the subquery's ORDER BY comes before its row locks; a plain
+ * UPDATE locks in the order it finds rows), so that a start of several items takes them in the LOCK
+ * ORDER of engine/tx.ts. An orchestration starts with its first child; for the others it is not open and
+ * is neither changed nor locked. Returns the rows it moved; the caller checks the guard (engine/tx.ts
+ * `startThreads`: a thread asked for and not moved is a StaleStateError).
+ */
+export function startThreadsInLockOrder(sql: Sql, s: ThreadStarts): Promise<ThreadRow[]> {
+  const list = (ids: readonly string[]) => JSON.stringify(ids);
+  if (sql.dialect !== 'postgres') return sql.all<ThreadRow>(START_THREADS_SQLITE, { start: list(s.start), start_parents: list(s.startParents) });
+  return sql.all<ThreadRow>(START_THREADS_PG, {
+    children: list(s.children),
+    start: list(s.start),
+    start_parents: list(s.startParents),
+    close_parents: list(s.closeParents),
+  });
+}
+
+const START_THREADS_SQLITE = `UPDATE llm_threads SET status = 'running', closed_at = NULL
+  WHERE (${inJsonArray('sqlite', 'id', '@start')} OR ${inJsonArray('sqlite', 'id', '@start_parents')}) AND status = 'open'
+  RETURNING *`;
+
+const START_THREADS_PG = `UPDATE llm_threads SET status = 'running', closed_at = NULL
+  WHERE id IN (SELECT id FROM llm_threads
+      WHERE ${inJsonArray('postgres', 'id', '@children')} OR ${inJsonArray('postgres', 'id', '@close_parents')}
+        OR (${inJsonArray('postgres', 'id', '@start_parents')} AND status = 'open')
+      ORDER BY ${inJsonArray('postgres', 'id', '@children')} DESC, id FOR NO KEY UPDATE)
+    AND (${inJsonArray('postgres', 'id', '@start')} OR ${inJsonArray('postgres', 'id', '@start_parents')}) AND status = 'open'
+  RETURNING *`;
 
 /**
- * Makes an active thread with no parent a child of an orchestration (generate-all adopts the epic run
- * already in progress instead of paying for a second one).
+ * Makes active threads with no parent children of an orchestration (generate-all adopts the epic runs
+ * already in progress instead of paying for second ones), in one statement; every one must move
+ * (StaleStateError otherwise). Postgres: locked in id order first, as a start of several items takes
+ * them (engine/tx.ts LOCK ORDER); one at a time in the epics' order crossed such a start.
  */
-export async function adoptThread(sql: Sql, id: string, parentId: string): Promise<void> {
-  const result = await sql.run(
-    `UPDATE llm_threads SET parent_thread_id = @parentId
-     WHERE id = @id AND parent_thread_id IS NULL AND status IN ('open', 'running')`,
-    { id, parentId },
-  );
-  expectOneChange(result, `thread ${id} cannot be adopted`);
+export async function adoptThreads(sql: Sql, ids: readonly string[], parentId: string): Promise<void> {
+  if (ids.length === 0) return;
+  const result = await sql.run(sql.dialect === 'postgres' ? ADOPT_PG : ADOPT_SQLITE, { ids: JSON.stringify(ids), parentId });
+  if (result.changes !== ids.length) throw new StaleStateError(`threads ${ids.join(', ')} cannot all be adopted`);
 }
+
+const ADOPT_SQLITE = `UPDATE llm_threads SET parent_thread_id = @parentId
+  WHERE ${inJsonArray('sqlite', 'id', '@ids')} AND parent_thread_id IS NULL AND status IN ('open', 'running')`;
+
+const ADOPT_PG = `UPDATE llm_threads SET parent_thread_id = @parentId
+  WHERE id IN (SELECT id FROM llm_threads WHERE ${inJsonArray('postgres', 'id', '@ids')} ORDER BY id FOR NO KEY UPDATE)
+    AND parent_thread_id IS NULL AND status IN ('open', 'running')`;
 
 /** Every thread of a space (project), oldest first: what `ledger export --project` walks. */
 export async function listThreadsForSpace(sql: Sql, spaceId: string): Promise<ThreadRow[]> {

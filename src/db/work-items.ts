@@ -8,7 +8,7 @@ import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
 import { inJsonArray, skipLockedRows } from './dialect.js';
-import { expectOneChange, runGuarded } from './statements.js';
+import { expectOneChange, runGuarded, runGuardedAllAtCommit } from './statements.js';
 import { listClaimHeadsPg, listProjectClaimHeadsPg } from './pg/claim-heads.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
@@ -294,12 +294,22 @@ export async function countWorkItemsByStatus(sql: Sql): Promise<{ status: string
   }[];
 }
 
-/** claimed → running: the prompt is recorded and the call is about to start. */
-export function markWorkItemRunning(sql: Sql, id: string, owner: string): Promise<void> {
+/**
+ * claimed → running for the items of a start (engine/starts.ts): their prompts are recorded and their
+ * calls are about to start. One statement for all of them, guarded like each one's: every item must
+ * move (StaleStateError otherwise). On Postgres it runs in the COMMIT's query: the items are locked since
+ * the start read them, so nothing can change them before it.
+ */
+export function markWorkItemsRunning(sql: Sql, ids: readonly string[], owner: string): Promise<void> {
   assertWorkItemTransition('claimed', 'running');
-  const text = "UPDATE llm_work_items SET status = 'running' WHERE id = ? AND status = 'claimed' AND lease_owner = ?";
-  return runGuarded(sql, text, [id, owner], `work item ${id} is not claimed by ${owner}`);
+  const text = sql.dialect === 'postgres' ? MARK_RUNNING_PG : MARK_RUNNING_SQLITE;
+  return runGuardedAllAtCommit(sql, text, { ids: JSON.stringify(ids), owner }, ids.length, `work items ${ids.join(', ')} are not all claimed by ${owner}`);
 }
+
+const markRunningText = (dialect: 'sqlite' | 'postgres') =>
+  `UPDATE llm_work_items SET status = 'running' WHERE ${inJsonArray(dialect, 'id', '@ids')} AND status = 'claimed' AND lease_owner = @owner`;
+const MARK_RUNNING_SQLITE = markRunningText('sqlite');
+const MARK_RUNNING_PG = markRunningText('postgres');
 
 /** running → applied: the mutation committed in this same transaction. Clears the lease. */
 export function markWorkItemApplied(sql: Sql, id: string, owner: string, now: number): Promise<void> {

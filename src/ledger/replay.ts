@@ -4,7 +4,7 @@
  * answer goes through the normal path: the failed thread reopens with a new work item whose first
  * ledger entry is a copy of the recorded response marked `replay_of`; the engine claims it under the
  * operation's lock, sees the answer is already recorded and validates and applies it without a call
- * (engine/completer.ts `startWorkItem`).
+ * (engine/starts.ts `startWorkItems`).
  */
 import type { Sql } from '../core/sql.js';
 import { listLedgerForThread } from './store.js';

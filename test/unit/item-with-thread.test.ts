@@ -10,7 +10,7 @@ import { openDatabase, type Db } from '../../src/db/connection.js';
 import { getWorkItemWithThread, lockWorkItemsWithThreads } from '../../src/db/item-with-thread.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { SqliteSql } from '../../src/db/sql.js';
-import { getThread, insertThread, startThreadAndParent, transitionThreadIfStill } from '../../src/db/threads.js';
+import { getThread, insertThread, startThreadsInLockOrder, transitionThreadIfStill } from '../../src/db/threads.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { getProject, insertProject } from '../../src/db/projects.js';
 import { getOpenCharge, insertCharge } from '../../src/db/charges.js';
@@ -149,15 +149,18 @@ describe('thread moves from a status read earlier', () => {
     expect(await getThread(sql, 't-a')).toMatchObject({ status: 'complete', closed_at: 5 });
   });
 
-  it('starts a child and its open parent in one statement; the next child finds the parent running and changes nothing', async () => {
+  it('starts children and their open parent in one statement; a later start finds the parent running and changes nothing', async () => {
     await insertThread(sql, testThreadRow('p'));
-    await insertThread(sql, { ...testThreadRow('c1'), parent_thread_id: 't-p' });
-    await insertThread(sql, { ...testThreadRow('c2'), parent_thread_id: 't-p' });
-    expect(await startThreadAndParent(sql, 't-c1', 't-p')).toEqual({ ...testThreadRow('p'), status: 'running' });
-    expect(await startThreadAndParent(sql, 't-c2', 't-p')).toBeUndefined();
-    expect((await getThread(sql, 't-p'))?.status).toBe('running');
-    expect((await getThread(sql, 't-c2'))?.status).toBe('running');
-    // A child that is not open any more is refused (StaleStateError), whatever its parent's status.
-    await expect(startThreadAndParent(sql, 't-c1', 't-p')).rejects.toThrow(/not open/);
+    for (const c of ['c1', 'c2', 'c3']) await insertThread(sql, { ...testThreadRow(c), parent_thread_id: 't-p' });
+    const starts = (ids: string[]) => ({ children: ids, start: ids, startParents: ['t-p'], closeParents: [] });
+    const moved = await startThreadsInLockOrder(sql, starts(['t-c1', 't-c2']));
+    expect(moved.map((t) => [t.id, t.status]).sort()).toEqual([
+      ['t-c1', 'running'],
+      ['t-c2', 'running'],
+      ['t-p', 'running'],
+    ]);
+    expect((await startThreadsInLockOrder(sql, starts(['t-c3']))).map((t) => t.id)).toEqual(['t-c3']);
+    // A child that is not open any more is not moved (its caller's guard: engine/tx.ts startThreads).
+    expect(await startThreadsInLockOrder(sql, starts(['t-c1']))).toEqual([]);
   });
 });

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StaleStateError } from '../../src/core/errors.js';
-import { adoptThread, getThread, insertThread } from '../../src/db/threads.js';
+import { adoptThreads, getThread, insertThread } from '../../src/db/threads.js';
 import { acquireLockUnlessBusy } from '../../src/db/locks.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
@@ -289,7 +289,7 @@ describe('a thread ending while an orchestration adopts it', () => {
       (tx, thread) => endThread(tx, thread, 'complete'),
     );
     expect((await end.reached).parent_thread_id).toBeNull();
-    await write((tx) => adoptThread(tx.sql, 't-a', 't-p'));
+    await write((tx) => adoptThreads(tx.sql, ['t-a'], 't-p'));
     end.go();
     await end.done;
     // On main the end's UPDATE matched (the status had not changed), its row said "no parent", and the

@@ -16,7 +16,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ThreadRow } from '../../src/db/schema.js';
 import { getThread, insertThread, lockThread } from '../../src/db/threads.js';
 import { claimWorkItem, getLatestWorkItem, insertWorkItem } from '../../src/db/work-items.js';
-import { endThread, markThreadStarted, type Tx, type Write } from '../../src/daemon/engine/tx.js';
+import { endThread, type Tx, type Write } from '../../src/daemon/engine/tx.js';
+import { startThreads } from '../../src/daemon/engine/starts.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
 import { cancelThread, retryThread } from '../../src/daemon/services/commands.js';
 import { loadOperations } from '../../src/operations/loader.js';
@@ -120,7 +121,7 @@ describe('a child and its orchestration are locked child first, by every write',
     await write(async (tx) => {
       expect(await claimWorkItem(tx.sql, { id: 'a', owner: 'd1', now: tx.now, lease_until: tx.now + 60_000 })).toBeDefined();
     });
-    await cancelWhileHolding('t-a', (tx, child) => markThreadStarted(tx, child));
+    await cancelWhileHolding('t-a', (tx, child) => startThreads(tx, [child], []));
     // The cancel saw the orchestration open and found it running: its guarded UPDATE lost, and it ran again.
     expect([await statusOf('t-a'), await statusOf('t-b'), await statusOf('t-p')]).toEqual(['canceled', 'canceled', 'canceled']);
   });

@@ -21,7 +21,8 @@ import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { lockWorkItemWithThread } from '../../src/db/item-with-thread.js';
 import { neverCrash } from '../../src/core/crash.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
-import { recordResponse, startWorkItem } from '../../src/daemon/engine/completer.js';
+import { recordResponse } from '../../src/daemon/engine/completer.js';
+import { startWorkItems } from '../../src/daemon/engine/starts.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import type { BuiltRequest } from '../../src/daemon/engine/request.js';
 import { extendLeases } from '../../src/daemon/engine/rescuer.js';
@@ -148,7 +149,7 @@ describe("a shared closure of an orchestration's starts and its cancel", () => {
 });
 
 describe('two daemons starting children of two open orchestrations', () => {
-  it('each closure takes the parents in parent order: both commit', async () => {
+  it('each closure takes the parents in id order, after its children: both commit', async () => {
     for (const o of ['x', 'y']) await insertThread(reader(), { ...testThreadRow(o), role: 'orchestration', status: 'open' });
     // Child ids interleave across the orchestrations (two generate-alls created at once): in child id
     // order, d1's closure [a of x, d of y] took t-x then t-y, d2's [b of y, c of x] t-y then t-x.
@@ -159,10 +160,11 @@ describe('two daemons starting children of two open orchestrations', () => {
     const d1 = itemWrites(write, ctxOf('d1'), 'postgres');
     const d2 = itemWrites(write, ctxOf('d2'), 'postgres');
     await sharedThenOther(
-      (tx) => lockThread(tx.sql, 't-a'),
-      // d1's closure: a's start takes t-x (open; first in the UPDATE's scan), then waits for t-a.
+      (tx) => lockThread(tx.sql, 't-x'),
+      // d1's closure: its children t-a and t-d, then t-x, where it waits (t-y comes after).
       () => Promise.all(['a', 'd'].map((itemId) => d1.start({ itemId, claimed }))),
-      // d2's closure: by parent, c (of t-x) first, which waits for d1; in child id order, b's start took t-y first.
+      // d2's closure: t-b and t-c, then t-x too, which d1 takes first. In child id order, b's start took
+      // t-y first, and d1 then waited for it while holding t-x.
       () => Promise.all(['b', 'c'].map((itemId) => d2.start({ itemId, claimed }))),
     );
     const prompts = await reader().all<{ work_item_id: string }>("SELECT work_item_id FROM llm_ledger_entries WHERE entry_type = 'prompt'");
@@ -176,7 +178,7 @@ describe("a shared start closure in a budgeted project and another daemon's star
     // The cache: s's answer to the same request, recorded and indexed.
     await leasedItems(['s'], 'claimed', { status: 'open' }, 'd0');
     const seed = ctxOf('d0');
-    const started = await write((tx) => startWorkItem(tx, seed, 's', claimed));
+    const [started] = await write((tx) => startWorkItems(tx, seed, [{ itemId: 's', claimed }]));
     if (started?.kind !== 'call') throw new Error('the seed item was not started');
     await write((tx) => recordResponse(tx, seed, 's', PAID_ANSWER));
     const response = await reader().get<{ seq: number }>("SELECT seq FROM llm_ledger_entries WHERE work_item_id = 's' AND entry_type = 'response'");

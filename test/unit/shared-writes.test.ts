@@ -11,7 +11,7 @@ import { openDatabase, type Db } from '../../src/db/connection.js';
 import { Writer } from '../../src/db/writer.js';
 import { writeTx } from '../../src/core/tx.js';
 import { InfraError, StaleStateError } from '../../src/core/errors.js';
-import { SharedWrites } from '../../src/daemon/engine/shared-writes.js';
+import { eachStep, SharedWrites } from '../../src/daemon/engine/shared-writes.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { EngineHooks, Tx } from '../../src/daemon/engine/tx.js';
 
@@ -51,7 +51,7 @@ describe('starts sharing one write closure', () => {
 
   it('the starts asked in one turn run in shared closures of at most 64, each start getting its own result', async () => {
     const r = recorder();
-    const shared = new SharedWrites(write, r.one);
+    const shared = new SharedWrites(write, eachStep(r.one));
     const ids = Array.from({ length: 100 }, (_, i) => `item${String(i).padStart(3, '0')}`);
     const results = await Promise.all(ids.map((id) => shared.run(id)));
     expect(results).toEqual(ids.map((id) => `started ${id}`));
@@ -62,7 +62,7 @@ describe('starts sharing one write closure', () => {
 
   it('one start that throws fails alone: the others commit once, its changes roll back', async () => {
     const r = recorder();
-    const shared = new SharedWrites(write, r.one);
+    const shared = new SharedWrites(write, eachStep(r.one));
     const outcomes = await Promise.allSettled(['a', 'b', 'lost-c', 'd'].map((id) => shared.run(id)));
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
     expect((outcomes[2] as PromiseRejectedResult).reason).toBeInstanceOf(StaleStateError);
@@ -75,13 +75,16 @@ describe('starts sharing one write closure', () => {
 
   it('a shared closure that fails with an InfraError is not run again step by step: every caller gets the error', async () => {
     const r = recorder();
-    const shared = new SharedWrites(write, async (tx, id: string) => {
-      const started = await r.one(tx, id);
-      // What the writer says when storage failed or a COMMIT's outcome is unknown: a step run again
-      // alone could repeat one that did commit.
-      if (id === 'b') throw new InfraError(new Error('connection lost during COMMIT'));
-      return started;
-    });
+    const shared = new SharedWrites(
+      write,
+      eachStep(async (tx, id: string) => {
+        const started = await r.one(tx, id);
+        // What the writer says when storage failed or a COMMIT's outcome is unknown: a step run again
+        // alone could repeat one that did commit.
+        if (id === 'b') throw new InfraError(new Error('connection lost during COMMIT'));
+        return started;
+      }),
+    );
     const outcomes = await Promise.allSettled(['a', 'b', 'c'].map((id) => shared.run(id)));
     expect(outcomes.map((o) => (o.status === 'rejected' ? (o.reason as Error).name : o.value))).toEqual(['InfraError', 'InfraError', 'InfraError']);
     expect(r.runs).toEqual(['a', 'b']);
@@ -92,10 +95,13 @@ describe('starts sharing one write closure', () => {
     const r = recorder();
     let shared: SharedWrites<string, string>;
     let late: Promise<string> | undefined;
-    shared = new SharedWrites(write, async (tx, id) => {
-      if (id === 'first') late = shared.run('late');
-      return r.one(tx, id);
-    });
+    shared = new SharedWrites(
+      write,
+      eachStep(async (tx, id: string) => {
+        if (id === 'first') late = shared.run('late');
+        return r.one(tx, id);
+      }),
+    );
     expect(await shared.run('first')).toBe('started first');
     expect(await late).toBe('started late');
     expect(rows()).toEqual([
@@ -115,7 +121,7 @@ describe('starts sharing one write closure', () => {
     let handedWhileFirstRan = -1;
     shared = new SharedWrites(
       counted,
-      async (tx, id) => {
+      eachStep(async (tx, id: string) => {
         if (id === 'first') {
           // Asked in later turns while this closure runs: none is handed to the writer before it commits.
           for (const x of ['c', 'a', 'b']) {
@@ -125,7 +131,7 @@ describe('starts sharing one write closure', () => {
           handedWhileFirstRan = handed;
         }
         return r.one(tx, id);
-      },
+      }),
       async (_tx, ids) => new Map(ids.map((id) => [id, `key ${id}`])),
       { inFlight: 1, orderBy: (keys, id) => keys.get(id)! },
     );
@@ -142,10 +148,10 @@ describe('starts sharing one write closure', () => {
     const seen: (string | undefined)[] = [];
     const shared = new SharedWrites(
       write,
-      async (tx, id: string, ahead: Map<string, string> | undefined) => {
+      eachStep(async (tx, id: string, ahead: Map<string, string> | undefined) => {
         seen.push(ahead?.get(id));
         return r.one(tx, id);
-      },
+      }),
       async (tx, ids) => {
         befores.push([...ids]);
         // Run inside the closure's transaction, before any step.

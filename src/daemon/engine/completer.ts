@@ -2,7 +2,7 @@
  * The completer: each function applies one step's outcome in one transaction (it runs inside a writer
  * closure). Together they are the only code that moves a leased work item forward:
  *
- *   startWorkItem   claimed → running, with the `prompt` entry (committed before any call is made)
+ *   startWorkItems  claimed → running, with the `prompt` entry (committed before any call is made; starts.ts)
  *   recordResponse  the `response` entry and telemetry, committed the moment the call returns
  *   finishAnswer    `parse_report`, then the mutation (→ applied) or a repair / dead_letter
  *   failAttempt     an `error` entry, then retry with backoff, dead_letter, or canceled  (failures.ts)
@@ -14,96 +14,15 @@
 import type { ItemWithThread } from '../../db/item-with-thread.js';
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { markWorkItemApplied, markWorkItemRunning, requeueWorkItem } from '../../db/work-items.js';
+import { markWorkItemApplied, requeueWorkItem } from '../../db/work-items.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
-import type { ChatRequest } from '../../domain/prompts.js';
 import type { CallOutcome } from './executor.js';
-import { releaseUnsent, settleFromResponse } from './charges.js';
+import { settleFromResponse } from './charges.js';
 import { deadLetter, failAttempt } from './failures.js';
 import { leasedItemAndThread, releaseItemLock, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
-import { buildItemRequest, type BuiltRequest } from './request.js';
-import { appendCachedResponse, cacheKeyOf, findCachedAnswer, type RecordedCopy, rememberValidAnswer, type SentPrompt } from './response-cache.js';
-import { appendEntry, emitWorkItem, endThread, markThreadStarted, type PendingEntry, type Tx } from './tx.js';
-import type { ModelRoute } from '../routing/router.js';
-
-/** What a started item does next: send this request along its route, or finish from an answer already recorded. */
-export type StartResult =
-  /** `requestHash`: the request's cache key (null: not cacheable), taken before the call so nothing done to the request on the way can change it. */
-  { kind: 'call'; request: ChatRequest; route: ModelRoute; prompt: PendingEntry; requestHash: string | null } | { kind: 'recorded'; response: PendingEntry };
-
-/**
- * Moves claimed → running. Normally records the prompt and returns the exact request to send. Returns
- * a recorded answer instead when one exists: the item's last entry is already a `response` (a replay
- * queued it with the answer), or the cache holds a valid answer to this exact request. Returns null
- * when the item ended instead (its thread was canceled, or its target no longer exists).
- *
- * `claimed`: the request the claim built for its estimate (producer.ts), recorded and sent as it is — the
- * item's state the claim read it from is this lease's (its thread, repairs and escalation cannot change
- * while it is leased), and the call then bills at most what the claim reserved. Without it, or when the
- * target project is gone since, the request is built here (and a project gone fails the item unsent).
- */
-export async function startWorkItem(
-  tx: Tx,
-  ctx: EngineContext,
-  itemId: string,
-  claimed: BuiltRequest | null = null,
-  known?: ItemWithThread,
-): Promise<StartResult | null> {
-  const read = await leasedItemAndThread(tx, ctx, itemId, 'claimed', known, 'start');
-  const item = read.item;
-  let thread = read.thread;
-  if (thread.status === 'canceled') {
-    await releaseUnsent(tx, item);
-    await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' });
-    return null;
-  }
-  // Read with the item (its last entry's type): only a `response` needs its row.
-  const pending = read.lastEntryType === undefined || read.lastEntryType === 'response' ? await getLastLedgerEntryForWorkItem(tx.sql, item.id) : null;
-  if (pending?.entry_type === 'response') {
-    // A replay queued this item with its answer: nothing will be sent, so nothing stays reserved.
-    await releaseUnsent(tx, item);
-    await markWorkItemRunning(tx.sql, item.id, ctx.owner);
-    emitRunning(tx, await markThreadStarted(tx, thread), item);
-    return { kind: 'recorded', response: { row: pending } };
-  }
-  const built = claimed && read.project ? claimed : await buildItemRequest(tx.sql, ctx.operations, read);
-  if (!built.ok) {
-    await releaseUnsent(tx, item);
-    await failAttempt(tx, ctx, item, built.error);
-    return null;
-  }
-  const request = built.request;
-  const route = ctx.routeOf(built.model);
-  // Once per start: the cache look-up's key is also the one the answer is indexed under (`SentPrompt`).
-  const requestHash = cacheKeyOf(route.endpoint.label, request);
-  const cached = ctx.cache && requestHash !== null ? await findCachedAnswer(tx.sql, requestHash) : null;
-  // Served from the ledger: no call, so the claim's reservation goes back to the budget (its lock before the threads').
-  if (cached) await releaseUnsent(tx, item);
-  // The item before its thread (and an orchestration's): the lock order of engine/tx.ts. A cancel locks
-  // its children's items (even one claimed while it waited for it: Postgres keeps the lock it took to
-  // re-check the row), then the children; a start that moved its thread first deadlocked with it.
-  await markWorkItemRunning(tx.sql, item.id, ctx.owner);
-  thread = await markThreadStarted(tx, thread);
-  const prompt = appendEntry(tx, thread, item.id, 'prompt', item.attempt, {
-    request,
-    attempt: item.attempt,
-    repair: item.repair_count,
-    // Which logical model, which real one (also the request's `model`) and where: the router's choice.
-    logical_model: route.logical,
-    model: route.model,
-    endpoint: route.endpoint.label,
-    ...(built.escalated ? { escalation: true } : {}),
-  });
-  emitRunning(tx, thread, item);
-  if (cached) return { kind: 'recorded', response: appendCachedResponse(tx, thread, item, cached) };
-  return { kind: 'call', request, route, prompt, requestHash };
-}
-
-/** The event of the item `markWorkItemRunning` moved, emitted after its thread's: a follower sees the thread start, then the item run. */
-function emitRunning(tx: Tx, thread: ThreadRow, item: WorkItemRow): void {
-  emitWorkItem(tx, thread, { ...item, status: 'running' });
-}
+import { type RecordedCopy, rememberValidAnswer, type SentPrompt } from './response-cache.js';
+import { appendEntry, emitWorkItem, endThread, type PendingEntry, type Tx } from './tx.js';
 
 /**
  * Records a 2xx answer (paid work): the `response` entry, and the charge settled from it with the call's

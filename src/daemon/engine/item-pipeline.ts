@@ -1,5 +1,5 @@
 /**
- * One leased work item from its lease to its outcome: prompt recorded (startWorkItem) → the call on its
+ * One leased work item from its lease to its outcome: prompt recorded (startWorkItems) → the call on its
  * route's endpoint (executor) → the response recorded at once (paid work) → validated and applied, or
  * repaired, escalated, retried, dead-lettered (finishAnswer). A recorded response is never requested
  * again: recovery resumes from it (`resumeFrom`).
@@ -10,13 +10,14 @@ import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
-import { finishAnswer, recordResponse, startWorkItem, type StartResult } from './completer.js';
+import { finishAnswer, recordResponse } from './completer.js';
 import { failLeasedAttempt } from './failures.js';
 import { ItemReads, type AnswerResult, type EngineContext } from './leased.js';
 import { executeCall, type CallOutcome } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
 import type { BuiltRequest } from './request.js';
-import { itemWrite } from './shared-writes.js';
+import { eachStep, itemWrite, type Steps } from './shared-writes.js';
+import { startWorkItems, type StartResult } from './starts.js';
 import type { StartSlots } from './start-slots.js';
 import type { PendingEntry, Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
@@ -65,20 +66,38 @@ export interface ItemWrites {
 /** The item writes of the engine's context; the items whose start or record comes together share a closure (shared-writes.ts). */
 export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): ItemWrites {
   return {
-    start: leasedItemWrite(write, dialect, 'start', (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known), { shareOnPostgres: true }),
-    record: leasedItemWrite(write, dialect, 'record', (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known), { shareOnPostgres: true }),
+    // One start for the closure's items: their threads move in one statement, in the lock order (starts.ts).
+    start: leasedItemWrite(write, dialect, 'start', (tx, asks, reads) => startWorkItems(tx, ctx, asks, reads), { shareOnPostgres: true }),
+    record: leasedItemWrite(
+      write,
+      dialect,
+      'record',
+      eachItem((tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known)),
+      {
+        shareOnPostgres: true,
+      },
+    ),
     // Not shared on Postgres: an answer's apply locks its target document's head, which one closure's
     // answers would take in their own order (and another daemon's closure in another).
-    finish: leasedItemWrite(write, dialect, 'rows', (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known), {
-      shareOnPostgres: false,
-    }),
+    finish: leasedItemWrite(
+      write,
+      dialect,
+      'rows',
+      eachItem((tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
+      { shareOnPostgres: false },
+    ),
   };
+}
+
+/** Steps run one item at a time, each given its item's read (`known`) when a shared closure read it ahead. */
+function eachItem<A extends { itemId: string }, R>(step: (tx: Tx, arg: A, known: ItemWithThread | undefined) => Promise<R>): Steps<A, R, ItemReads> {
+  return eachStep((tx, a, reads) => step(tx, a, reads?.take(a.itemId)));
 }
 
 /**
  * `itemWrite` of a leased item's step: a shared closure's items are read with their threads, and what
- * the step also needs (`ahead`), in one statement before its steps run (leased.ts `ItemReads`), and each
- * step is given its item's read (`known`) instead of reading it; a step that runs alone reads its own.
+ * the step also needs (`ahead`), in one statement before its steps run (leased.ts `ItemReads`), and
+ * each step takes its item's read instead of reading it; a step that runs alone reads its own.
  * `shareOnPostgres`: the step's rows besides its item's (its thread, an orchestration it starts, its
  * charge, a budget lock) are taken in one order across a closure (leased.ts `ItemReads`), so several
  * items' steps may share a transaction there too.
@@ -87,7 +106,7 @@ function leasedItemWrite<A extends { itemId: string }, R>(
   write: Write,
   dialect: 'sqlite' | 'postgres',
   ahead: ReadAhead,
-  step: (tx: Tx, arg: A, known: ItemWithThread | undefined) => Promise<R>,
+  steps: Steps<A, R, ItemReads>,
   { shareOnPostgres }: { shareOnPostgres: boolean },
 ): (arg: A) => Promise<R> {
   const readAhead = (tx: Tx, args: readonly A[]): Promise<ItemReads> =>
@@ -97,7 +116,7 @@ function leasedItemWrite<A extends { itemId: string }, R>(
       ahead,
     );
   const postgres = shareOnPostgres ? { orderBy: (reads: ItemReads, a: A) => reads.threadKey(a.itemId) } : undefined;
-  return itemWrite<A, R, ItemReads>(write, dialect, (tx, a, reads) => step(tx, a, reads?.take(a.itemId)), readAhead, postgres);
+  return itemWrite<A, R, ItemReads>(write, dialect, steps, readAhead, postgres);
 }
 
 export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<void> {

@@ -76,8 +76,8 @@ export function leasedItemAndThread(
  *   status fails the closure (StaleStateError) and each item's step runs again alone, reading its rows.
  * Taken once: a second step of the same item in the closure (none today) would read its row itself.
  * On Postgres the read locks the items, in id order, and the closure then takes the budget locks of their
- * budgeted projects, in sorted order, before any step runs; the steps run by parent, then thread id
- * (`threadKey`): the LOCK ORDER of engine/tx.ts across the closure.
+ * budgeted projects, in sorted order, before any step runs (the LOCK ORDER of engine/tx.ts across the
+ * closure); the steps run by parent, then thread id (`threadKey`).
  */
 export class ItemReads {
   private constructor(private readonly reads: Map<string, ItemWithThread>) {}
@@ -97,10 +97,10 @@ export class ItemReads {
   }
 
   /**
-   * The order of the closure's steps: by parent, then by thread id. A first child's start also moves its
-   * open orchestration, so two daemons' closures over children of two orchestrations whose ids interleave
-   * took the parents in crossing order (a deadlock); within a parent, a cancel locks the children in id
-   * order too.
+   * The order of the closure's steps: by parent, then by thread id. A start of several items no longer
+   * depends on it: it takes their threads, then their orchestrations, each in id order, in one statement
+   * (starts.ts `startThreads`); a record takes no thread. Its steps' entries and events come grouped by
+   * orchestration.
    */
   threadKey(id: string): string {
     const thread = this.reads.get(id)?.thread;

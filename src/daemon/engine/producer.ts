@@ -62,7 +62,7 @@ export interface ClaimedItem {
   /**
    * The request its estimate was made for (null: it could not be built; the start builds it again and
    * fails the item). The start records and sends exactly this request, so what the claim reserved is
-   * what the call can bill, and the request is built once per item (see `startWorkItem`).
+   * what the call can bill, and the request is built once per item (see starts.ts `planStart`).
    */
   request: BuiltRequest | null;
 }

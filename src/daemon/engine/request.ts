@@ -2,9 +2,9 @@
  * The exact request a work item's next call sends, and the logical model it goes to: its operation's
  * prompt to its model; for a repair, the last prompt, the invalid answer and what was wrong with it;
  * for an escalation (config `on_invalid.escalate_to`), that same conversation to the stronger model.
- * Built by the claim (to route it and reserve its cost), which hands it to `startWorkItem` to record and
- * send: one build per item, and the request sent is the one the reservation was made for. The start builds
- * it again only without the claim's (a claim whose build failed: the start fails the item with its error).
+ * Built by the claim (to route it and reserve its cost), which hands it to the start (starts.ts) to record
+ * and send: one build per item, and the request sent is the one the reservation was made for. The start
+ * builds it again only without the claim's (a claim whose build failed: the start fails the item with its error).
  */
 import type { Sql } from '../../core/sql.js';
 import { getLastLedgerEntryOfType, getLedgerEntryOfTypeBefore } from '../../ledger/store.js';

@@ -33,7 +33,7 @@ const MAX_SHARED = START_SLICE;
 type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
 
 /**
- * `one` as a committed write: shared with the other items' steps asked while it waits (`SharedWrites`).
+ * `steps` of one item as a committed write: shared with the other items' steps asked while it waits (`SharedWrites`).
  * On SQLite every closure of a turn shares its transaction anyway; on Postgres (`inFlight` 1) a closure's
  * transaction holds its items' row locks for all its steps' round trips, so only steps whose shared rows
  * are taken in one order across the closure may share one (`orderBy`, and the locks `before` takes first:
@@ -43,15 +43,30 @@ type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
 export function itemWrite<A, R, S>(
   write: WriteOf,
   dialect: 'sqlite' | 'postgres',
-  one: (tx: Tx, arg: A, shared: S | undefined) => Promise<R>,
+  steps: Steps<A, R, S>,
   before?: (tx: Tx, args: readonly A[]) => Promise<S>,
   postgres?: { orderBy: (shared: S, arg: A) => string },
 ): (arg: A) => Promise<R> {
   let shared: SharedWrites<A, R, S>;
-  if (dialect === 'sqlite') shared = new SharedWrites(write, one, before);
-  else if (postgres) shared = new SharedWrites(write, one, before, { inFlight: 1, orderBy: postgres.orderBy });
-  else return (arg) => write((tx) => one(tx, arg, undefined));
+  if (dialect === 'sqlite') shared = new SharedWrites(write, steps, before);
+  else if (postgres) shared = new SharedWrites(write, steps, before, { inFlight: 1, orderBy: postgres.orderBy });
+  else return (arg) => write(async (tx) => (await steps(tx, [arg], undefined))[0]!);
   return (arg) => shared.run(arg);
+}
+
+/**
+ * The steps of a closure's items, in the order given, each result at its step's index: one pass per
+ * step (`eachStep`), or a function that does several items' work together (engine/starts.ts).
+ */
+export type Steps<A, R, S> = (tx: Tx, args: readonly A[], shared: S | undefined) => Promise<R[]>;
+
+/** `Steps` that run `one` for each item in turn. */
+export function eachStep<A, R, S>(one: (tx: Tx, arg: A, shared: S | undefined) => Promise<R>): Steps<A, R, S> {
+  return async (tx, args, shared) => {
+    const results: R[] = [];
+    for (const arg of args) results.push(await one(tx, arg, shared));
+    return results;
+  };
 }
 
 const argOf = <A, R>(w: Waiting<A, R>): A => w.arg;
@@ -71,7 +86,7 @@ export interface SharedWritesOptions<A, S> {
 }
 
 /**
- * Runs `one(tx, arg)` for each `run(arg)`, those asked while a closure is queued in that one closure.
+ * Runs `steps` for each `run(arg)`, those asked while a closure is queued in that one closure together.
  * `before(tx, args)`, when given, runs first in a closure of several steps, and its result is each step's
  * `shared` (e.g. their rows read in one statement); a step that runs alone gets undefined.
  */
@@ -84,12 +99,12 @@ export class SharedWrites<A, R, S = undefined> {
 
   constructor(
     private readonly write: WriteOf,
-    private readonly one: (tx: Tx, arg: A, shared: S | undefined) => Promise<R>,
+    private readonly steps: Steps<A, R, S>,
     private readonly before?: (tx: Tx, args: readonly A[]) => Promise<S>,
     private readonly opts: SharedWritesOptions<A, S> = {},
   ) {}
 
-  /** `one(tx, arg)`, committed: in the closure queued now, or in a new one. */
+  /** `arg`'s step, committed: in the closure queued now, or in a new one. */
   run(arg: A): Promise<R> {
     return new Promise((resolve, reject) => {
       const waiting: Waiting<A, R> = { arg, resolve, reject };
@@ -105,8 +120,14 @@ export class SharedWrites<A, R, S = undefined> {
       // Run by the writer: later runs open the next closure (a re-run keeps this one's).
       if (this.open === batch) this.open = null;
       const shared = this.before && batch.length > 1 ? await this.before(tx, batch.map(argOf)) : undefined;
+      const order = this.runOrder(batch, shared);
+      const inOrder = await this.steps(
+        tx,
+        order.map((i) => batch[i]!.arg),
+        shared,
+      );
       const results: R[] = new Array<R>(batch.length);
-      for (const i of this.runOrder(batch, shared)) results[i] = await this.one(tx, batch[i]!.arg, shared);
+      for (const [at, i] of order.entries()) results[i] = inOrder[at]!;
       return results;
     };
     this.write(runAll)
@@ -124,7 +145,7 @@ export class SharedWrites<A, R, S = undefined> {
             return;
           }
           // One failure rolled back every one's changes: each runs again alone, so only its own fails.
-          for (const w of batch) this.write((tx) => this.one(tx, w.arg, undefined)).then(w.resolve, w.reject);
+          for (const w of batch) this.write(async (tx) => (await this.steps(tx, [w.arg], undefined))[0]!).then(w.resolve, w.reject);
         },
       )
       .finally(() => {

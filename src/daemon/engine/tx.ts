@@ -8,15 +8,7 @@ import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
 import { appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import {
-  cancelActiveThreads,
-  countChildThreadsByStatus,
-  getThread,
-  lockThreadForClose,
-  startThreadAndParent,
-  transitionThread,
-  transitionThreadIfStill,
-} from '../../db/threads.js';
+import { cancelActiveThreads, countChildThreadsByStatus, getThread, lockThreadForClose, transitionThread, transitionThreadIfStill } from '../../db/threads.js';
 import { insertWorkItem } from '../../db/work-items.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
@@ -269,22 +261,6 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
 }
 
 /**
- * open → running on first claim; no-op when already running. The parent (an orchestration) starts with
- * its first child, in the child's own guarded UPDATE, which moves the parent only while it is still
- * `open` (of two children starting at once, the second finds it running and changes nothing), instead
- * of a read, a lock and a transition.
- */
-export async function markThreadStarted(tx: Tx, thread: ThreadRow): Promise<ThreadRow> {
-  if (thread.status !== 'open') return thread;
-  if (!thread.parent_thread_id) return moveThread(tx, thread, 'running');
-  // The thread and its parent in one guarded UPDATE (a round trip per item less than one each).
-  const parent = await startThreadAndParent(tx.sql, thread.id, thread.parent_thread_id);
-  const updated = await afterMove(tx, thread, 'running');
-  if (parent) emitThread(tx, parent);
-  return updated;
-}
-
-/**
  * Ends a thread because its work item ended; a thread already ended (e.g. canceled) is left as is.
  * `thread` is the row this transaction read: it is moved from that status by one guarded UPDATE,
  * without reading it again. Only when the UPDATE finds it changed (on Postgres another transaction,
@@ -308,9 +284,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      everything done to it. A cancel locks its children's queued items first. The heartbeat extends
  *      all its items' leases in id order, then their scope rows (`extendLeases`). A shared closure of
  *      starts or records (shared-writes.ts) locks all its items in id order, then its projects' budget
- *      locks in sorted order, then runs the steps by parent, then thread id (leased.ts `threadKey`).
- *      A step alone takes its budget lock before its threads too (a cache hit gives its reservation
- *      back before it moves them).
+ *      locks in sorted order, before any thread (a start gives back the reservations of the items it
+ *      does not send before it moves their threads: engine/starts.ts). A step alone takes its budget
+ *      lock before its threads too.
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
  *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
  *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
@@ -321,15 +297,19 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *   3. a document's head (the answer's apply), then the item's scope lock row and its charge, in either
  *      order (a failure closes the charge, then deletes the row): only under the item's lock.
  *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows. Several
- *      children: in id order (a cancel's `cancelActiveThreads`), those of several orchestrations by
- *      parent, then id (a shared closure's starts: a first child's start also moves its open parent).
+ *      children: every child before any orchestration, the children in id order, then the
+ *      orchestrations in id order — a cancel's `cancelActiveThreads`; a start's `startThreads`
+ *      (engine/starts.ts: one statement for one item's start or a shared closure's several, before any
+ *      of its failures ends a thread or closes an orchestration); an orchestration adopting runs in
+ *      progress (db/threads.ts `adoptThreads`). A start locks an orchestration it starts only while it
+ *      is open (with its first child), and that of a child it fails whatever its status.
  *   5. at the end, in the COMMIT's query: the ledger's chain head, then the answer's charge settle (the
  *      item's own charge: item 1 already serializes it), the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
  *      the transactions without an append), the mutation, document parts and the document's next version
  *      (its head row already locked in 3), a claim's new reservations.
- * The engine's paths are built that way and are the hot ones — a start moves its item, then its child
- * and an open parent in one UPDATE; an answer or a failure ends the item, then the child, then closes
+ * The engine's paths are built that way and are the hot ones — a start locks its items, then moves its
+ * children and their open parents in one UPDATE (the items' own UPDATE at its COMMIT); an answer or a failure ends the item, then the child, then closes
  * the parent here — so the rare paths follow them: a cancel ends the children's queued items, then the
  * children, then their orchestration (`cancelOrchestration`); a retry or a replay reopens the child
  * before its parent. The other order, parent first, would hold the orchestration's row for a child's

@@ -12,7 +12,7 @@ import { lockKeyForTransaction } from '../../db/key-locks.js';
 import { acquireLock, getLock, releaseLocksOwnedBy } from '../../db/locks.js';
 import type { ThreadRow } from '../../db/schema.js';
 import {
-  adoptThread,
+  adoptThreads,
   findActiveThreadByKey,
   findLatestThreadByKeyAndStatus,
   getThread,
@@ -116,12 +116,14 @@ interface ChildLookups {
   /** Absent under `force` (a complete thread does not answer a forced request). */
   complete: Map<string, ThreadRow> | null;
   projects: Map<string, ProjectInfo | null>;
+  /** The runs in progress the orchestration adopts, all in one statement once its children are submitted (`adoptThreads`). */
+  adopted: Set<string>;
 }
 
 async function lookUpChildren(tx: Tx, keys: readonly string[], force: boolean): Promise<ChildLookups> {
   const active = new Map((await listActiveThreadsByKeys(tx.sql, keys)).map((t) => [t.idempotency_key, t]));
   const complete = force ? null : await latestThreadsByKeysAndStatus(tx.sql, keys, 'complete');
-  return { active, complete, projects: new Map() };
+  return { active, complete, projects: new Map(), adopted: new Set() };
 }
 
 async function cachedProjectInfo(tx: Tx, projectId: string, lookups: ChildLookups | null): Promise<ProjectInfo | null> {
@@ -152,7 +154,7 @@ async function submit(
       // Its call has not started: the forced request replaces it rather than queueing behind it.
       await supersedeThread(tx, active, id);
       superseded = active.id;
-    } else return deduplicated(tx, active, parent);
+    } else return deduplicated(active, parent ? lookups : null);
   }
   const complete = o.force ? undefined : lookups ? lookups.complete?.get(p.key) : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
   if (complete) return { thread: complete, deduplicated: true };
@@ -168,16 +170,16 @@ async function submit(
   const thread = await newThread(tx, op, input, p, { id, role: 'work', parent, createdBy: o.createdBy, traceparent: parent?.traceparent ?? o.traceparent });
   // Another daemon's transaction inserted this key's thread after the lookup above (a child is not
   // key-locked): that thread answers the request.
-  if (!thread) return deduplicated(tx, (await findActiveThreadByKey(tx.sql, p.key))!, parent);
+  if (!thread) return deduplicated((await findActiveThreadByKey(tx.sql, p.key))!, parent ? lookups : null);
   const priority = o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
   await enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
   return { thread, deduplicated: false, ...(superseded ? { superseded } : {}) };
 }
 
-/** The request is answered by `active`, already open or running. */
-async function deduplicated(tx: Tx, active: ThreadRow, parent: ThreadRow | null): Promise<CommandResult> {
+/** The request is answered by `active`, already open or running; `adopting`: an orchestration's child request's. */
+function deduplicated(active: ThreadRow, adopting: ChildLookups | null): CommandResult {
   // An orchestration adopts the run of its child's request already in progress instead of paying twice.
-  if (parent && active.parent_thread_id === null) await adoptThread(tx.sql, active.id, parent.id);
+  if (adopting && active.parent_thread_id === null) adopting.adopted.add(active.id);
   return { thread: active, deduplicated: true };
 }
 
@@ -191,7 +193,7 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
     traceparent: o.traceparent,
   });
   // Not expected (the request's key is locked since its lookup), but the index has the last word.
-  if (!parent) return deduplicated(tx, (await findActiveThreadByKey(tx.sql, p.key))!, null);
+  if (!parent) return deduplicated((await findActiveThreadByKey(tx.sql, p.key))!, null);
   // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
   if (!(await acquireLock(tx.sql, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null }))) {
     throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${(await getLock(tx.sql, p.lockScope))?.owner}`, 'LOCKED');
@@ -218,6 +220,8 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
   });
   const lookups = await lookUpChildren(tx, keys, o.force);
   for (const childInput of inputs) await submit(tx, ops, child, childInput, childOptions, parent, lookups);
+  // In id order, in one statement: one at a time in the epics' order crossed a start of two of them (engine/tx.ts LOCK ORDER).
+  await adoptThreads(tx.sql, [...lookups.adopted], parent.id);
   if ((await listChildThreads(tx.sql, parent.id)).length === 0) {
     // Nothing to wait for (no inputs, or every child's request was already complete).
     await moveThread(tx, parent, 'complete');
