@@ -62,16 +62,14 @@ export interface ItemWrites {
   finish(a: { itemId: string; response: LedgerRow; resumed: boolean; sent: SentPrompt | undefined }): Promise<AnswerResult>;
 }
 
-/** The item writes of the engine's context; the items whose start or record comes together share a closure (shared-writes.ts). */
+/** The item writes of the engine's context; the items whose start, record or answer comes together share a closure (shared-writes.ts). */
 export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): ItemWrites {
   return {
-    start: leasedItemWrite(write, dialect, 'start', (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known), { shareOnPostgres: true }),
-    record: leasedItemWrite(write, dialect, 'record', (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known), { shareOnPostgres: true }),
-    // Not shared on Postgres: an answer's apply locks its target document's head, which one closure's
-    // answers would take in their own order (and another daemon's closure in another).
-    finish: leasedItemWrite(write, dialect, 'rows', (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known), {
-      shareOnPostgres: false,
-    }),
+    start: leasedItemWrite(write, dialect, 'start', (tx, a, known) => startWorkItem(tx, ctx, a.itemId, a.claimed, known), 'budgets'),
+    record: leasedItemWrite(write, dialect, 'record', (tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known), 'budgets'),
+    // An answer's apply locks its target document's head: a closure of answers takes all their heads
+    // first, in id order (not each in its answers' order, which another daemon's closure crossed).
+    finish: leasedItemWrite(write, dialect, 'rows', (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known), 'documents'),
   };
 }
 
@@ -79,24 +77,26 @@ export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' |
  * `itemWrite` of a leased item's step: a shared closure's items are read with their threads, and what
  * the step also needs (`ahead`), in one statement before its steps run (leased.ts `ItemReads`), and each
  * step is given its item's read (`known`) instead of reading it; a step that runs alone reads its own.
- * `shareOnPostgres`: the step's rows besides its item's (its thread, an orchestration it starts, its
- * charge, a budget lock) are taken in one order across a closure (leased.ts `ItemReads`), so several
- * items' steps may share a transaction there too.
+ * On Postgres too: the step's rows besides its item's (its thread, an orchestration it starts, its
+ * charge, a budget lock or a document's head) are taken in one order across a closure — `ItemReads`
+ * takes first what the steps share (`shared`: the budget locks, or the document heads), and the steps
+ * run by thread (`threadKey`).
  */
 function leasedItemWrite<A extends { itemId: string }, R>(
   write: Write,
   dialect: 'sqlite' | 'postgres',
   ahead: ReadAhead,
   step: (tx: Tx, arg: A, known: ItemWithThread | undefined) => Promise<R>,
-  { shareOnPostgres }: { shareOnPostgres: boolean },
+  shared: 'budgets' | 'documents',
 ): (arg: A) => Promise<R> {
   const readAhead = (tx: Tx, args: readonly A[]): Promise<ItemReads> =>
     ItemReads.read(
       tx,
       args.map((a) => a.itemId),
       ahead,
+      shared,
     );
-  const postgres = shareOnPostgres ? { orderBy: (reads: ItemReads, a: A) => reads.threadKey(a.itemId) } : undefined;
+  const postgres = { orderBy: (reads: ItemReads, a: A) => reads.threadKey(a.itemId) };
   return itemWrite<A, R, ItemReads>(write, dialect, (tx, a, reads) => step(tx, a, reads?.take(a.itemId)), readAhead, postgres);
 }
 
