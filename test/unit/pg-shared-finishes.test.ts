@@ -6,8 +6,9 @@
  * `story_generate_epic`, whose backlog is stored in parts:
  * - two answers to one document in one closure apply in order, with consecutive versions, the second
  *   planned from the first (its parts and its version written at once, not at COMMIT);
- * - two daemons' closures over two documents, each asked in an order that takes them crossing, both
- *   commit (the heads taken in the answers' order deadlocked); gated on `pg_stat_activity`, no timing;
+ * - two daemons' closures over two documents of a project (the example operation's release notes, one
+ *   per version), each asked in an order that takes them crossing, both commit (the heads taken in the
+ *   answers' order deadlocked); gated on `pg_stat_activity`, no timing;
  * - a step of a closure that fails (its lease lost) loses none of the others' answers: the closure rolls
  *   back and each answer is applied again alone.
  * Each writer makes one attempt, so a deadlock is a failed write, and every failed write is counted.
@@ -20,7 +21,7 @@ import { forgetDocuments } from '../../src/db/document-cache.js';
 import { readWholeDocument } from '../../src/db/document-parts.js';
 import { acquireLock } from '../../src/db/locks.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
-import { lockDocumentHead } from '../../src/db/projects.js';
+import { insertDocument, lockDocumentHead } from '../../src/db/projects.js';
 import type { LedgerRow } from '../../src/db/schema.js';
 import { insertThread } from '../../src/db/threads.js';
 import { insertWorkItem } from '../../src/db/work-items.js';
@@ -33,7 +34,10 @@ import type { Tx, Write } from '../../src/daemon/engine/tx.js';
 import type { ModelRoute } from '../../src/daemon/routing/router.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { project, waitUntil } from '../helpers/harness.js';
-import { builtinRegistry } from '../helpers/operations.js';
+import { EXAMPLE_OPERATION, PARAMS } from '../helpers/operations.js';
+import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
+import { builtinDefinitions, loadOperationModule } from '../../src/operations/loader.js';
+import { OperationRegistry } from '../../src/operations/registry.js';
 import { backendPid, NO_HOOKS, openRaceDatabase, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -56,7 +60,14 @@ const write: Write = (fn) =>
     throw err;
   });
 
-const operations = builtinRegistry();
+/** The built-ins and the example operation (release notes: a document per version of a project). */
+const operations = new OperationRegistry([...builtinDefinitions(), await loadOperationModule(EXAMPLE_OPERATION)], {
+  retry: DEFAULT_RETRY_POLICY,
+  params: PARAMS,
+  models: {},
+  operations: {},
+  configSource: 'test',
+});
 const ctxOf = (owner: string): EngineContext => ({
   owner,
   routeOf: (logical) => ({ logical, model: 'test-model', endpoint: { label: 'test' } }) as unknown as ModelRoute,
@@ -67,29 +78,39 @@ const ctxOf = (owner: string): EngineContext => ({
   crashAt: neverCrash,
 });
 
-/** The simulator's answer for epic `E<n>` of `project(…, 4)`. */
-const answerTo = (epic: number) => ({
+/** A provider's 2xx answer whose message content is `content` as JSON. */
+const answerOf = (content: unknown) => ({
   kind: 'response' as const,
   latencyMs: 5,
   httpStatus: 200,
   requestId: null,
   rateLimit: {},
   bodyText: JSON.stringify({
-    choices: [{ message: { content: JSON.stringify({ stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) }) } }],
+    choices: [{ message: { content: JSON.stringify(content) } }],
     usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
   }),
 });
 
-/** Item `id` of thread `t-<id>`, running under `owner`, answering epic `E<epic>` of project `projectId`: its response recorded. */
-async function answeredItem(id: string, projectId: string, epic: number, owner: string): Promise<LedgerRow> {
-  const input = JSON.stringify({ project_id: projectId, epic_id: `E${epic}` });
-  const target_ref = JSON.stringify({ project_id: projectId, doc_type: 'story_backlog', epic_id: `E${epic}` });
-  await insertThread(reader(), { ...testThreadRow(id), kind: 'story_generate_epic', status: 'running', input, target_ref });
+/** Item `id` of thread `t-<id>` (of `kind`, with `input` and `target`), running under `owner`: `answer` recorded as its response. */
+async function answeredItem(id: string, owner: string, kind: string, input: object, target: object, answer: unknown): Promise<LedgerRow> {
+  const projectId = (input as { project_id: string }).project_id;
+  await insertThread(reader(), { ...testThreadRow(id), kind, status: 'running', input: JSON.stringify(input), target_ref: JSON.stringify(target) });
   const item = testWorkItemRow(id, { status: 'running', project_id: projectId, lease_owner: owner, lease_expires_at: Date.now() + 60_000 });
   await insertWorkItem(reader(), item);
   await acquireLock(reader(), { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
-  return (await write((tx) => recordResponse(tx, ctxOf(owner), id, answerTo(epic)))).row;
+  return (await write((tx) => recordResponse(tx, ctxOf(owner), id, answerOf(answer)))).row;
 }
+
+/** `answeredItem` of the built-in story_generate_epic for epic `E<epic>` of `project(projectId, 4)`, with the simulator's stories. */
+const storiesAnswered = (id: string, projectId: string, epic: number, owner: string) =>
+  answeredItem(
+    id,
+    owner,
+    'story_generate_epic',
+    { project_id: projectId, epic_id: `E${epic}` },
+    { project_id: projectId, doc_type: 'story_backlog', epic_id: `E${epic}` },
+    { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) },
+  );
 
 const backlogOf = async (projectId: string) => {
   const id = (await reader().get<{ id: string }>("SELECT id FROM documents WHERE project_id = ? AND doc_type = 'story_backlog'", [projectId]))!.id;
@@ -105,10 +126,12 @@ const mutationsOf = (documentId: string) =>
 
 describe('a shared closure of two answers to one document', () => {
   it('applies them in thread order, with consecutive versions, the second planned from the first', async () => {
-    const responses = [await answeredItem('a', 'p', 1, 'd1'), await answeredItem('b', 'p', 2, 'd1')];
+    const responses = [await storiesAnswered('a', 'p', 1, 'd1'), await storiesAnswered('b', 'p', 2, 'd1')];
     const d1 = itemWrites(write, ctxOf('d1'), 'postgres');
     // Asked in one turn: one closure (b asked first: the closure runs a, then b).
-    const outcomes = await Promise.all([1, 0].map((i) => d1.finish({ itemId: ['a', 'b'][i]!, response: responses[i]!, resumed: false, sent: undefined })));
+    const outcomes = await Promise.all(
+      [1, 0].map((i) => d1.finish({ itemId: ['a', 'b'][i]!, projectId: 'p', response: responses[i]!, resumed: false, sent: undefined })),
+    );
     expect(outcomes).toEqual(['applied', 'applied']);
     // Not one write per answer after a failed closure: the closure committed both.
     expect(failed).toEqual([]);
@@ -122,37 +145,47 @@ describe('a shared closure of two answers to one document', () => {
   });
 });
 
-describe("two daemons' closures of answers to two documents, asked in crossing orders", () => {
+describe("two daemons' closures of answers to two documents of a project, asked in crossing orders", () => {
   it('each takes both heads in id order before its first apply: both commit', async () => {
-    const [p, q] = [await backlogOf('p'), await backlogOf('q')];
-    // x: the document whose id sorts first. d1's threads answer x, then y; d2's y, then x.
-    const [x, y] = p.id < q.id ? ['p', 'q'] : ['q', 'p'];
+    // The example operation's release notes, a document per version: doc-x (1.0) sorts before doc-y (2.0).
+    for (const [id, version] of [
+      ['doc-x', '1.0'],
+      ['doc-y', '2.0'],
+    ] as const)
+      await insertDocument(reader(), { id, project_id: 'p', doc_type: 'release_notes', doc_key: version, version: 1, content: '{}', updated_at: 1 });
+    // d1's threads answer 1.0, then 2.0; d2's 2.0, then 1.0 (each closure applies by thread id).
     const asked = [
-      { owner: 'd1', id: 'i1', projectId: x, epic: 1 },
-      { owner: 'd1', id: 'i2', projectId: y, epic: 1 },
-      { owner: 'd2', id: 'i3', projectId: y, epic: 2 },
-      { owner: 'd2', id: 'i4', projectId: x, epic: 2 },
+      { owner: 'd1', id: 'i1', version: '1.0' },
+      { owner: 'd1', id: 'i2', version: '2.0' },
+      { owner: 'd2', id: 'i3', version: '2.0' },
+      { owner: 'd2', id: 'i4', version: '1.0' },
     ];
     const responses = new Map<string, LedgerRow>();
-    for (const a of asked) responses.set(a.id, await answeredItem(a.id, a.projectId, a.epic, a.owner));
+    for (const a of asked) {
+      const input = { project_id: 'p', version: a.version, changes: [`change of ${a.id}`] };
+      const notes = { headline: a.id, sections: [{ title: 'Fixed', items: [a.id] }] };
+      responses.set(a.id, await answeredItem(a.id, a.owner, 'release_notes', input, { project_id: 'p', doc_type: 'release_notes', key: a.version }, notes));
+    }
     const closureOf = (owner: string) => {
       const finishes = itemWrites(write, ctxOf(owner), 'postgres');
       return () =>
         Promise.all(
-          asked.filter((a) => a.owner === owner).map((a) => finishes.finish({ itemId: a.id, response: responses.get(a.id)!, resumed: false, sent: undefined })),
+          asked
+            .filter((a) => a.owner === owner)
+            .map((a) => finishes.finish({ itemId: a.id, projectId: 'p', response: responses.get(a.id)!, resumed: false, sent: undefined })),
         );
     };
     const hold = pausedWriteBy(
       write,
       async (tx: Tx) => {
-        await lockDocumentHead(tx.sql, x, 'story_backlog');
+        await lockDocumentHead(tx.sql, 'p', 'release_notes', '1.0');
         return backendPid(tx.sql);
       },
       async () => undefined,
     );
     const holderPid = await hold.reached;
-    // d1's closure waits for x. In its answers' order, d2's would then take y and wait for x behind d1,
-    // which, once the holder commits, applies to x and waits for y: a deadlock.
+    // d1's closure waits for doc-x. In its answers' order, d2's would then take doc-y and wait for doc-x
+    // behind d1, which, once the holder commits, applies to doc-x and waits for doc-y: a deadlock.
     const first = closureOf('d1')();
     first.catch(() => {});
     await waitUntil(async () => (await writesWaitingFor(reader(), holderPid)) === 1, "d1's closure to wait for the holder");
@@ -163,22 +196,26 @@ describe("two daemons' closures of answers to two documents, asked in crossing o
     await hold.done;
     for (const r of await Promise.allSettled([first, second])) if (r.status === 'rejected') throw r.reason;
     expect(failed).toEqual([]);
-    for (const projectId of ['p', 'q']) {
-      const backlog = await backlogOf(projectId);
-      expect(backlog.version).toBe(3);
-      expect(backlog.epics).toEqual(['E1', 'E2']);
-    }
+    // d1 committed first: each document's version 2 is d1's answer, version 3 d2's.
+    expect((await mutationsOf('doc-x')).map((m) => [m.work_item_id, m.from_version, m.to_version])).toEqual([
+      ['i1', 1, 2],
+      ['i4', 2, 3],
+    ]);
+    expect((await mutationsOf('doc-y')).map((m) => [m.work_item_id, m.from_version, m.to_version])).toEqual([
+      ['i2', 1, 2],
+      ['i3', 2, 3],
+    ]);
   });
 });
 
 describe('a shared closure of answers whose second step fails (its lease was lost)', () => {
   it("rolls back, then applies each answer alone: the first one's answer is kept", async () => {
-    const responses = [await answeredItem('a', 'p', 1, 'd1'), await answeredItem('b', 'p', 2, 'd1')];
+    const responses = [await storiesAnswered('a', 'p', 1, 'd1'), await storiesAnswered('b', 'p', 2, 'd1')];
     const d1 = itemWrites(write, ctxOf('d1'), 'postgres');
     // b's lease went to another daemon after the closure was asked: its step fails after a's applied.
     await reader().run("UPDATE llm_work_items SET lease_owner = 'd2' WHERE id = 'b'");
     const outcomes = await Promise.allSettled(
-      [0, 1].map((i) => d1.finish({ itemId: ['a', 'b'][i]!, response: responses[i]!, resumed: false, sent: undefined })),
+      [0, 1].map((i) => d1.finish({ itemId: ['a', 'b'][i]!, projectId: 'p', response: responses[i]!, resumed: false, sent: undefined })),
     );
     expect(outcomes[0]).toEqual({ status: 'fulfilled', value: 'applied' });
     expect(outcomes[1]?.status).toBe('rejected');
@@ -191,7 +228,7 @@ describe('a shared closure of answers whose second step fails (its lease was los
     expect((await mutationsOf(backlog.id)).map((m) => [m.work_item_id, m.from_version, m.to_version])).toEqual([['a', 1, 2]]);
     // The next answer plans from what committed: the rolled-back closure's cached version 2 was forgotten.
     await reader().run("UPDATE llm_work_items SET lease_owner = 'd1' WHERE id = 'b'");
-    expect(await d1.finish({ itemId: 'b', response: responses[1]!, resumed: false, sent: undefined })).toBe('applied');
+    expect(await d1.finish({ itemId: 'b', projectId: 'p', response: responses[1]!, resumed: false, sent: undefined })).toBe('applied');
     expect((await backlogOf('p')).epics).toEqual(['E1', 'E2']);
   });
 });
