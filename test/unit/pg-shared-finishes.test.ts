@@ -129,9 +129,7 @@ describe('a shared closure of two answers to one document', () => {
     const responses = [await storiesAnswered('a', 'p', 1, 'd1'), await storiesAnswered('b', 'p', 2, 'd1')];
     const d1 = itemWrites(write, ctxOf('d1'), 'postgres');
     // Asked in one turn: one closure (b asked first: the closure runs a, then b).
-    const outcomes = await Promise.all(
-      [1, 0].map((i) => d1.finish({ itemId: ['a', 'b'][i]!, projectId: 'p', response: responses[i]!, resumed: false, sent: undefined })),
-    );
+    const outcomes = await Promise.all([1, 0].map((i) => d1.finish({ itemId: ['a', 'b'][i]!, response: responses[i]!, resumed: false, sent: undefined })));
     expect(outcomes).toEqual(['applied', 'applied']);
     // Not one write per answer after a failed closure: the closure committed both.
     expect(failed).toEqual([]);
@@ -170,9 +168,7 @@ describe("two daemons' closures of answers to two documents of a project, asked 
       const finishes = itemWrites(write, ctxOf(owner), 'postgres');
       return () =>
         Promise.all(
-          asked
-            .filter((a) => a.owner === owner)
-            .map((a) => finishes.finish({ itemId: a.id, projectId: 'p', response: responses.get(a.id)!, resumed: false, sent: undefined })),
+          asked.filter((a) => a.owner === owner).map((a) => finishes.finish({ itemId: a.id, response: responses.get(a.id)!, resumed: false, sent: undefined })),
         );
     };
     const hold = pausedWriteBy(
@@ -215,7 +211,7 @@ describe('a shared closure of answers whose second step fails (its lease was los
     // b's lease went to another daemon after the closure was asked: its step fails after a's applied.
     await reader().run("UPDATE llm_work_items SET lease_owner = 'd2' WHERE id = 'b'");
     const outcomes = await Promise.allSettled(
-      [0, 1].map((i) => d1.finish({ itemId: ['a', 'b'][i]!, projectId: 'p', response: responses[i]!, resumed: false, sent: undefined })),
+      [0, 1].map((i) => d1.finish({ itemId: ['a', 'b'][i]!, response: responses[i]!, resumed: false, sent: undefined })),
     );
     expect(outcomes[0]).toEqual({ status: 'fulfilled', value: 'applied' });
     expect(outcomes[1]?.status).toBe('rejected');
@@ -228,7 +224,7 @@ describe('a shared closure of answers whose second step fails (its lease was los
     expect((await mutationsOf(backlog.id)).map((m) => [m.work_item_id, m.from_version, m.to_version])).toEqual([['a', 1, 2]]);
     // The next answer plans from what committed: the rolled-back closure's cached version 2 was forgotten.
     await reader().run("UPDATE llm_work_items SET lease_owner = 'd1' WHERE id = 'b'");
-    expect(await d1.finish({ itemId: 'b', projectId: 'p', response: responses[1]!, resumed: false, sent: undefined })).toBe('applied');
+    expect(await d1.finish({ itemId: 'b', response: responses[1]!, resumed: false, sent: undefined })).toBe('applied');
     expect((await backlogOf('p')).epics).toEqual(['E1', 'E2']);
   });
 });

@@ -362,14 +362,14 @@ export class Engine {
 
   /** Runs one leased item: `claim` is how it was claimed (its route), or null when recovery resumes a recorded answer. */
   private launch(
-    item: { id: string; thread_id: string; project_id: string; lock_scope: string },
+    item: { id: string; thread_id: string; lock_scope: string },
     resumeFrom: LedgerRow | null,
     claim: ClaimedItem | null,
     traceparent = claim?.traceparent ?? null,
   ): void {
     const itemId = item.id;
     // Its ids alone, not the row: kept by the item's closures while its call waits (2,000 rows at target 6).
-    const ids = { id: itemId, thread_id: item.thread_id, project_id: item.project_id };
+    const ids = { id: itemId, thread_id: item.thread_id };
     // The item's child logger is made on first use: most items never log, and making one runs the
     // daemon's redaction over each binding (~11 KiB allocated per item at target 1).
     const logger = this.o.logger;

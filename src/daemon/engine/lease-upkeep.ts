@@ -39,7 +39,7 @@ export interface LeaseUpkeepDeps {
   /** The items this daemon runs now, by id: never taken over by its own scan. */
   inFlight: ReadonlyMap<string, LeaseHeld>;
   /** Runs an item the scan leased to this daemon with its recorded answer. */
-  resume: (item: { id: string; thread_id: string; project_id: string; lock_scope: string }, response: LedgerRow, traceparent: string | null) => void;
+  resume: (item: { id: string; thread_id: string; lock_scope: string }, response: LedgerRow, traceparent: string | null) => void;
   wake: () => void;
   stopped: () => boolean;
   onRecovery?: (counts: RecoveryCounts) => void;

@@ -37,9 +37,7 @@ type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
  * On SQLite every closure of a turn shares its transaction anyway; on Postgres (`inFlight` 1) a closure's
  * transaction holds its items' row locks for all its steps' round trips, so its steps' shared rows are
  * taken in one order across the closure (`orderBy`, and the locks `before` takes first: engine/tx.ts
- * LOCK ORDER). `groupBy`: on Postgres, only steps of one group share a closure, and each group has its
- * closure in flight (steps whose shared rows are those of their group: another group's closure goes on
- * meanwhile instead of waiting for this one's rows).
+ * LOCK ORDER).
  * `before`: work done once for a shared closure's steps before the first runs (see `SharedWrites`).
  */
 export function itemWrite<A, R, S>(
@@ -47,26 +45,10 @@ export function itemWrite<A, R, S>(
   dialect: 'sqlite' | 'postgres',
   one: (tx: Tx, arg: A, shared: S | undefined) => Promise<R>,
   before: (tx: Tx, args: readonly A[]) => Promise<S>,
-  postgres: { orderBy: (shared: S, arg: A) => string; groupBy?: (arg: A) => string },
+  postgres: { orderBy: (shared: S, arg: A) => string },
 ): (arg: A) => Promise<R> {
-  if (dialect === 'sqlite') {
-    const shared = new SharedWrites(write, one, before);
-    return (arg) => shared.run(arg);
-  }
-  const { groupBy, orderBy } = postgres;
-  const sharedWrites = () => new SharedWrites(write, one, before, { inFlight: 1, orderBy });
-  if (!groupBy) {
-    const shared = sharedWrites();
-    return (arg) => shared.run(arg);
-  }
-  // One per group seen (a project: a few); an idle one holds nothing but its empty queues.
-  const groups = new Map<string, SharedWrites<A, R, S>>();
-  return (arg) => {
-    const key = groupBy(arg);
-    let shared = groups.get(key);
-    if (!shared) groups.set(key, (shared = sharedWrites()));
-    return shared.run(arg);
-  };
+  const shared = dialect === 'sqlite' ? new SharedWrites(write, one, before) : new SharedWrites(write, one, before, { inFlight: 1, orderBy: postgres.orderBy });
+  return (arg) => shared.run(arg);
 }
 
 const argOf = <A, R>(w: Waiting<A, R>): A => w.arg;
