@@ -30,15 +30,15 @@ import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import { importProject } from '../../src/daemon/services/commands.js';
-import type { Tx, Write } from '../../src/daemon/engine/tx.js';
+import type { Write } from '../../src/daemon/engine/tx.js';
 import type { ModelRoute } from '../../src/daemon/routing/router.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
-import { project, waitUntil } from '../helpers/harness.js';
+import { project } from '../helpers/harness.js';
 import { EXAMPLE_OPERATION, PARAMS } from '../helpers/operations.js';
 import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
 import { builtinDefinitions, loadOperationModule } from '../../src/operations/loader.js';
 import { OperationRegistry } from '../../src/operations/registry.js';
-import { backendPid, NO_HOOKS, openRaceDatabase, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+import { holderThenTwoWrites, NO_HOOKS, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
@@ -171,26 +171,9 @@ describe("two daemons' closures of answers to two documents of a project, asked 
           asked.filter((a) => a.owner === owner).map((a) => finishes.finish({ itemId: a.id, response: responses.get(a.id)!, resumed: false, sent: undefined })),
         );
     };
-    const hold = pausedWriteBy(
-      write,
-      async (tx: Tx) => {
-        await lockDocumentHead(tx.sql, 'p', 'release_notes', '1.0');
-        return backendPid(tx.sql);
-      },
-      async () => undefined,
-    );
-    const holderPid = await hold.reached;
-    // d1's closure waits for doc-x. In its answers' order, d2's would then take doc-y and wait for doc-x
-    // behind d1, which, once the holder commits, applies to doc-x and waits for doc-y: a deadlock.
-    const first = closureOf('d1')();
-    first.catch(() => {});
-    await waitUntil(async () => (await writesWaitingFor(reader(), holderPid)) === 1, "d1's closure to wait for the holder");
-    const second = closureOf('d2')();
-    second.catch(() => {});
-    await waitUntil(async () => (await writesWaitingFor(reader())) === 2, "d2's closure to wait too");
-    hold.go();
-    await hold.done;
-    for (const r of await Promise.allSettled([first, second])) if (r.status === 'rejected') throw r.reason;
+    // d1's closure waits for doc-x, held. In its answers' order, d2's would then take doc-y and wait for
+    // doc-x behind d1, which, once the holder commits, applies to doc-x and waits for doc-y: a deadlock.
+    await holderThenTwoWrites(write, reader(), (tx) => lockDocumentHead(tx.sql, 'p', 'release_notes', '1.0'), closureOf('d1'), closureOf('d2'));
     expect(failed).toEqual([]);
     // d1 committed first: each document's version 2 is d1's answer, version 3 d2's.
     expect((await mutationsOf('doc-x')).map((m) => [m.work_item_id, m.from_version, m.to_version])).toEqual([
