@@ -118,10 +118,10 @@ const atOnce = new WeakSet<Sql>();
 
 /**
  * This transaction's document writes — a document's next version (db/projects.ts) and its new parts —
- * run at once, not in its COMMIT's query: for a transaction that writes one document more than once (a
- * shared closure of answers, two of them to one document: engine/leased.ts `ItemReads`). Its second
- * write then reads the head, the parts and their ords as the first one left them (the transaction's own
- * rows), where a queued write would not be there yet. The cost: the head's update and each new part are
+ * run at once, not in its COMMIT's query: for a transaction that may read or write again a document it
+ * wrote (a shared closure of answers, two of them of one project: engine/leased.ts `ItemReads`). A later
+ * read or write then finds the head, the parts and their ords as the write left them (the transaction's
+ * own rows), where a queued write would not be there yet. The cost: the head's update and each new part are
  * a round trip of their own. A closure run again starts on a new handle, and marks it again.
  */
 export function writeDocumentsAtOnce(sql: Sql): void {
@@ -150,8 +150,8 @@ function queuedPartsOf(sql: Sql): Set<string> {
  * COMMIT: they are not in the table yet, so the read would miss them and the write would plan from a
  * document without them (a neighbour not found, a part deleted now that the COMMIT inserts again). The
  * one writer of parts is an answer's apply (engine/operation-steps.ts): a transaction that may apply
- * two answers to one document (a shared closure of answers whose targets repeat) writes its documents
- * at once (`writeDocumentsAtOnce`), and any other writes each document at most once. This keeps it so:
+ * two answers of one project (a shared closure of answers) writes its documents at once
+ * (`writeDocumentsAtOnce`), and any other writes each document at most once. This keeps it so:
  * a change that writes twice without the mark fails here, loudly, on its first run. SQLite runs the
  * inserts at once and has nothing to refuse.
  */

@@ -5,7 +5,8 @@
  * real writer (a rollback forgets the documents cache, as the daemon's does) and the built-in
  * `story_generate_epic`, whose backlog is stored in parts:
  * - two answers to one document in one closure apply in order, with consecutive versions, the second
- *   planned from the first (its parts and its version written at once, not at COMMIT);
+ *   planned from the first (its parts and its version written at once, not at COMMIT); an apply that
+ *   reads another document of its project finds what an earlier answer of the closure wrote to it;
  * - two daemons' closures over two documents of a project (the example operation's release notes, one
  *   per version), each asked in an order that takes them crossing, both commit (the heads taken in the
  *   answers' order deadlocked); gated on `pg_stat_activity`, no timing;
@@ -13,7 +14,10 @@
  *   back and each answer is applied again alone.
  * Each writer makes one attempt, so a deadlock is a failed write, and every failed write is counted.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { neverCrash } from '../../src/core/crash.js';
 import { writeTx } from '../../src/core/tx.js';
@@ -60,14 +64,33 @@ const write: Write = (fn) =>
     throw err;
   });
 
-/** The built-ins and the example operation (release notes: a document per version of a project). */
-const operations = new OperationRegistry([...builtinDefinitions(), await loadOperationModule(EXAMPLE_OPERATION)], {
-  retry: DEFAULT_RETRY_POLICY,
-  params: PARAMS,
-  models: {},
-  operations: {},
-  configSource: 'test',
-});
+/** An operation whose apply reads another document of its project: it counts the epics of the story backlog. */
+const backlogCountModule = `export default {
+  name: 'backlog_count',
+  description: 'Counts the epics of the story backlog',
+  input: { type: 'object', properties: { project_id: { type: 'string' } }, required: ['project_id'] },
+  identity: (i) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'backlog_count', target_id: 'count' }),
+  lockScope: (i) => 'backlog_count:' + i.project_id,
+  target: (i) => ({ project_id: i.project_id, doc_type: 'backlog_count' }),
+  prompt: () => ({ messages: [{ role: 'user', content: 'Count' }] }),
+  output: { type: 'object' },
+  apply: ({ documents }) => ({ content: { epics: documents.get('story_backlog').epics.length }, summary: {} }),
+};`;
+const moduleDir = mkdtempSync(join(tmpdir(), 'cmb-pg-finishes-'));
+writeFileSync(join(moduleDir, 'backlog_count.mjs'), backlogCountModule);
+afterAll(() => rmSync(moduleDir, { recursive: true, force: true }));
+
+/** The built-ins, the example operation (release notes: a document per version of a project) and `backlog_count`. */
+const operations = new OperationRegistry(
+  [...builtinDefinitions(), await loadOperationModule(EXAMPLE_OPERATION), await loadOperationModule(join(moduleDir, 'backlog_count.mjs'))],
+  {
+    retry: DEFAULT_RETRY_POLICY,
+    params: PARAMS,
+    models: {},
+    operations: {},
+    configSource: 'test',
+  },
+);
 const ctxOf = (owner: string): EngineContext => ({
   owner,
   routeOf: (logical) => ({ logical, model: 'test-model', endpoint: { label: 'test' } }) as unknown as ModelRoute,
@@ -140,6 +163,24 @@ describe('a shared closure of two answers to one document', () => {
       ['a', 1, 2],
       ['b', 2, 3],
     ]);
+  });
+});
+
+describe('a shared closure of an answer to a document and an answer whose apply reads it', () => {
+  it('the second apply reads what the first wrote in the transaction: one closure commits both', async () => {
+    const written = await storiesAnswered('a', 'p', 1, 'd1');
+    const reading = await answeredItem('c', 'd1', 'backlog_count', { project_id: 'p' }, { project_id: 'p', doc_type: 'backlog_count' }, {});
+    const d1 = itemWrites(write, ctxOf('d1'), 'postgres');
+    const outcomes = await Promise.all([
+      d1.finish({ itemId: 'a', response: written, resumed: false, sent: undefined }),
+      d1.finish({ itemId: 'c', response: reading, resumed: false, sent: undefined }),
+    ]);
+    expect(outcomes).toEqual(['applied', 'applied']);
+    // Its documents were written at once (two answers of one project): the read found a's parts, not a
+    // write queued for the COMMIT, which it refuses (the closure then fails and each answer runs alone).
+    expect(failed).toEqual([]);
+    const count = await reader().get<{ content: string }>("SELECT content FROM documents WHERE project_id = 'p' AND doc_type = 'backlog_count'");
+    expect(JSON.parse(count!.content)).toEqual({ epics: 1 });
   });
 });
 

@@ -125,22 +125,24 @@ export class ItemReads {
 
 /**
  * Postgres: the heads of the documents a closure's answers apply to, locked in id order, before the
- * first apply (db/projects.ts `lockDocumentHeads`). When two answers share a target, the transaction
- * writes its documents at once (db/document-parts.ts `writeDocumentsAtOnce`): the second apply then
- * reads the version, the parts and the cached value the first one wrote, and writes the next version.
+ * first apply (db/projects.ts `lockDocumentHeads`). When two answers are of one project, the transaction
+ * writes its documents at once (db/document-parts.ts `writeDocumentsAtOnce`): an apply then reads the
+ * version, the parts and the cached value an earlier one wrote — of its target, which it writes next, or
+ * of another document of the project, which it may read (an operation reads its project's documents).
  */
 async function lockTargetDocuments(tx: Tx, reads: Iterable<ItemWithThread>): Promise<void> {
   const targets = new Map<string, DocumentTarget>();
-  let repeated = false;
+  const projects = new Set<string>();
+  let sameProject = false;
   for (const { thread } of reads) {
     const target = JSON.parse(thread.target_ref) as Partial<TargetRef>;
     if (typeof target.project_id !== 'string' || typeof target.doc_type !== 'string') continue;
     const doc: DocumentTarget = { project_id: target.project_id, doc_type: target.doc_type, doc_key: target.key ?? '' };
-    const key = JSON.stringify([doc.project_id, doc.doc_type, doc.doc_key]);
-    if (targets.has(key)) repeated = true;
-    else targets.set(key, doc);
+    targets.set(JSON.stringify([doc.project_id, doc.doc_type, doc.doc_key]), doc);
+    if (projects.has(doc.project_id)) sameProject = true;
+    projects.add(doc.project_id);
   }
-  if (repeated) writeDocumentsAtOnce(tx.sql);
+  if (sameProject) writeDocumentsAtOnce(tx.sql);
   if (targets.size > 0) await lockDocumentHeads(tx.sql, [...targets.values()]);
 }
 
