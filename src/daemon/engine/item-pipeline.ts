@@ -70,7 +70,7 @@ export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' |
     // An answer's apply locks its target document's head: a closure of answers takes all their heads
     // first, in id order (not each in its answers' order, which another daemon's closure crossed). One
     // closure for every project's answers: a closure per project, each in flight, gathered one or two
-    // answers each and saved few transactions (bench/README.md, 2026-11-25 09:05 UTC).
+    // answers each and saved few transactions (bench/README.md, 2026-11-25 09:00–09:53 UTC).
     finish: leasedItemWrite(write, dialect, 'rows', (tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known), 'documents'),
   };
 }
