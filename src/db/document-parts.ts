@@ -6,7 +6,7 @@
 import type { Sql } from '../core/sql.js';
 import { assembleDocumentText, ordsBetween, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
 import type { DocumentPartRow, DocumentRow } from './schema.js';
-import { expectOneChange, runAtCommit } from './statements.js';
+import { expectOneChange, runAtCommit, runStatement } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
 export interface WholeDocument {
@@ -108,8 +108,29 @@ const INSERT_DOCUMENT_PART =
  * The transaction's own later statements do not see such a part: see `assertNoQueuedParts`.
  */
 function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
+  if (writesDocumentsAtOnce(sql)) return runStatement(sql, INSERT_DOCUMENT_PART, row);
   if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
   return runAtCommit(sql, INSERT_DOCUMENT_PART, row);
+}
+
+/** Handles whose document writes run at once (`writeDocumentsAtOnce`), by the closure run's statement handle. */
+const atOnce = new WeakSet<Sql>();
+
+/**
+ * This transaction's document writes — a document's next version (db/projects.ts) and its new parts —
+ * run at once, not in its COMMIT's query: for a transaction that may read or write again a document it
+ * wrote (a shared closure of answers, two of them of one project: engine/leased.ts `ItemReads`). A later
+ * read or write then finds the head, the parts and their ords as the write left them (the transaction's
+ * own rows), where a queued write would not be there yet. The cost: the head's update and each new part are
+ * a round trip of their own. A closure run again starts on a new handle, and marks it again.
+ */
+export function writeDocumentsAtOnce(sql: Sql): void {
+  atOnce.add(sql);
+}
+
+/** Whether `writeDocumentsAtOnce` marked this handle. */
+export function writesDocumentsAtOnce(sql: Sql): boolean {
+  return atOnce.has(sql);
 }
 
 /**
@@ -127,11 +148,12 @@ function queuedPartsOf(sql: Sql): Set<string> {
 /**
  * Refuses to read or write document `documentId` after this transaction queued new parts of it for its
  * COMMIT: they are not in the table yet, so the read would miss them and the write would plan from a
- * document without them (a neighbour not found, a part deleted now that the COMMIT inserts again). Safe
- * today because a Postgres transaction writes a document at most once: the one writer of parts is an
- * answer's apply (engine/operation-steps.ts), and there each answer is a transaction of its own
- * (engine/shared-writes.ts). This keeps it so: a change that writes twice fails here, loudly, on its
- * first run. SQLite runs the inserts at once and has nothing to refuse.
+ * document without them (a neighbour not found, a part deleted now that the COMMIT inserts again). The
+ * one writer of parts is an answer's apply (engine/operation-steps.ts): a transaction that may apply
+ * two answers of one project (a shared closure of answers) writes its documents at once
+ * (`writeDocumentsAtOnce`), and any other writes each document at most once. This keeps it so:
+ * a change that writes twice without the mark fails here, loudly, on its first run. SQLite runs the
+ * inserts at once and has nothing to refuse.
  */
 function assertNoQueuedParts(sql: Sql, documentId: string): void {
   if (queuedParts.get(sql)?.has(documentId)) {
@@ -188,7 +210,7 @@ export async function writeDocumentParts(
   const placed: { key: string; text: string; ord: number }[] = [];
   for (const run of plan.inserted) {
     // The run's neighbours exist before this plan's writes (a run never borders another run's parts), and
-    // on Postgres a transaction applies one answer (engine/shared-writes.ts): its parts are the only ones queued.
+    // no other write of this document is queued (`assertNoQueuedParts`): an earlier one in this transaction ran at once.
     const { after, before } = run;
     const neighbours = after !== null ? (before !== null ? ([after, before] as const) : ([after] as const)) : before !== null ? ([before] as const) : null;
     const found = neighbours ? await getDocumentPartOrds(sql, documentId, neighbours) : null;

@@ -2,8 +2,8 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { withWholeContent } from './document-parts.js';
-import { expectOneChange, runGuardedAtCommit } from './statements.js';
+import { withWholeContent, writesDocumentsAtOnce } from './document-parts.js';
+import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
   await sql.run('INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)', row);
@@ -90,14 +90,48 @@ export async function lockDocumentHead(sql: Sql, projectId: string, docType: str
   return sql.get<WriteHead>(sql.dialect === 'postgres' ? `${text} FOR UPDATE` : text, [projectId, docType, key]);
 }
 
+/** Where a document is (a thread's target: `doc_key` '' for the project's one document of its type). */
+export interface DocumentTarget {
+  project_id: string;
+  doc_type: string;
+  doc_key: string;
+}
+
+/**
+ * Postgres: the heads of these documents locked until the transaction ends, in id order, in one
+ * statement — a shared closure of answers (engine/leased.ts `ItemReads`) takes its targets' heads before
+ * any answer's apply, as `lockDocumentHead` takes one: two daemons' closures over documents whose ids
+ * interleave, each locking them in its answers' order, waited for each other. A document that does not
+ * exist yet is not locked (its first version is an INSERT, whose unique key decides between two).
+ */
+export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarget[]): Promise<void> {
+  await sql.all(
+    `SELECT d.id FROM documents d
+     JOIN jsonb_to_recordset(CAST(? AS jsonb)) AS x(project_id text, doc_type text, doc_key text)
+       ON d.project_id = x.project_id AND d.doc_type = x.doc_type AND d.doc_key = x.doc_key
+     ORDER BY d.id FOR UPDATE OF d`,
+    [JSON.stringify(targets)],
+  );
+}
+
+/**
+ * A document's next version as a guarded UPDATE: one of the transaction's last statements
+ * (`runGuardedAtCommit`), or at once on a handle whose document writes run at once (document-parts.ts
+ * `writeDocumentsAtOnce`: a later write of the same document in the transaction reads this version).
+ */
+function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, what: string): Promise<void> {
+  return writesDocumentsAtOnce(sql) ? runGuarded(sql, text, params, what) : runGuardedAtCommit(sql, text, params, what);
+}
+
 /**
  * Writes a document's next version, whole (a document stored in parts: the caller drops its parts).
  * Guarded by the version it was read at (optimistic concurrency): throws StaleStateError if the
  * document changed in between. One of the transaction's last statements (`runGuardedAtCommit`: on
- * Postgres in its COMMIT's query, no round trip of its own): nothing after it in a write reads the row.
+ * Postgres in its COMMIT's query, no round trip of its own): nothing after it in a write reads the row,
+ * unless the handle writes documents at once (`runDocumentUpdate`).
  */
 export function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
-  return runGuardedAtCommit(
+  return runDocumentUpdate(
     sql,
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at, parts_field = NULL, parts_key = NULL, parts_chars = 0
      WHERE id = @id AND version = @from_version`,
@@ -115,7 +149,7 @@ export function updateDocumentHead(
   sql: Sql,
   p: { id: string; from_version: number; content: string; updated_at: number; parts_field: string; parts_key: string; parts_chars: number },
 ): Promise<void> {
-  return runGuardedAtCommit(
+  return runDocumentUpdate(
     sql,
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at,
        parts_field = @parts_field, parts_key = @parts_key, parts_chars = @parts_chars

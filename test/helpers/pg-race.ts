@@ -13,6 +13,7 @@ import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { EngineHooks, Tx, Write } from '../../src/daemon/engine/tx.js';
+import { waitUntil } from './harness.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from './postgres.js';
 
 /** No scheduled runs to finalize, no budgets. */
@@ -105,3 +106,35 @@ export const PAID_ANSWER = {
   rateLimit: {},
   bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
 };
+
+/**
+ * A pinned race of two writes behind a third (pg-shared-steps, pg-shared-finishes): `holder` locks the
+ * first row both want (the write returns its backend); `first` is then asked, and once it waits for the
+ * holder, `second` is; once both wait, the holder commits. Both must commit (a write that fails rejects).
+ */
+export async function holderThenTwoWrites(
+  write: Write,
+  sql: Sql,
+  holder: (tx: Tx) => Promise<unknown>,
+  first: () => Promise<unknown>,
+  second: () => Promise<unknown>,
+): Promise<void> {
+  const hold = pausedWriteBy(
+    write,
+    async (tx) => {
+      await holder(tx);
+      return backendPid(tx.sql);
+    },
+    async () => undefined,
+  );
+  const holderPid = await hold.reached;
+  const waitingFirst = first();
+  waitingFirst.catch(() => {});
+  await waitUntil(async () => (await writesWaitingFor(sql, holderPid)) === 1, 'the first write to wait for the holder');
+  const waitingSecond = second();
+  waitingSecond.catch(() => {});
+  await waitUntil(async () => (await writesWaitingFor(sql)) === 2, 'the second write to wait too (for the holder, or the first one)');
+  hold.go();
+  await hold.done;
+  for (const r of await Promise.allSettled([waitingFirst, waitingSecond])) if (r.status === 'rejected') throw r.reason;
+}

@@ -29,8 +29,7 @@ import { extendLeases } from '../../src/daemon/engine/rescuer.js';
 import { cancelThreads, type Tx, type Write } from '../../src/daemon/engine/tx.js';
 import type { ModelRoute } from '../../src/daemon/routing/router.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
-import { waitUntil } from '../helpers/harness.js';
-import { backendPid, oneAttemptWrite, openRaceDatabase, PAID_ANSWER, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+import { holderThenTwoWrites, oneAttemptWrite, openRaceDatabase, PAID_ANSWER, type RaceDatabase } from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -85,30 +84,9 @@ async function leasedItems(
   }
 }
 
-/**
- * The pinned race: `holder` locks the first row (returning its backend); `shared` is then asked, and once
- * it waits for the holder, `other` is; once both wait, the holder commits. Both must commit.
- */
+/** `holderThenTwoWrites` on this test's writer and reader; no write failed, not even a shared closure whose steps then ran again alone (and committed). */
 async function sharedThenOther(holder: (tx: Tx) => Promise<unknown>, shared: () => Promise<unknown>, other: () => Promise<unknown>): Promise<void> {
-  const hold = pausedWriteBy(
-    write,
-    async (tx) => {
-      await holder(tx);
-      return backendPid(tx.sql);
-    },
-    async () => undefined,
-  );
-  const holderPid = await hold.reached;
-  const first = shared();
-  first.catch(() => {});
-  await waitUntil(async () => (await writesWaitingFor(reader(), holderPid)) === 1, 'the shared closure to wait for the holder');
-  const second = other();
-  second.catch(() => {});
-  await waitUntil(async () => (await writesWaitingFor(reader())) === 2, 'the other write to wait too (for the holder, or the closure queued first)');
-  hold.go();
-  await hold.done;
-  for (const r of await Promise.allSettled([first, second])) if (r.status === 'rejected') throw r.reason;
-  // No write failed, not even a shared closure whose steps then ran again alone (and committed).
+  await holderThenTwoWrites(write, reader(), holder, shared, other);
   expect(failed).toEqual([]);
 }
 

@@ -63,28 +63,28 @@ export interface ItemWrites {
   finish(a: { itemId: string; response: LedgerRow; resumed: boolean; sent: SentPrompt | undefined }): Promise<AnswerResult>;
 }
 
-/** The item writes of the engine's context; the items whose start or record comes together share a closure (shared-writes.ts). */
+/** The item writes of the engine's context; the items whose start, record or answer comes together share a closure (shared-writes.ts). */
 export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' | 'postgres'): ItemWrites {
   return {
     // One start for the closure's items: their threads move in one statement, in the lock order (starts.ts).
-    start: leasedItemWrite(write, dialect, 'start', (tx, asks, reads) => startWorkItems(tx, ctx, asks, reads), { shareOnPostgres: true }),
+    start: leasedItemWrite(write, dialect, 'start', (tx, asks, reads) => startWorkItems(tx, ctx, asks, reads), 'budgets'),
     record: leasedItemWrite(
       write,
       dialect,
       'record',
       eachItem((tx, a, known) => recordResponse(tx, ctx, a.itemId, a.outcome, known)),
-      {
-        shareOnPostgres: true,
-      },
+      'budgets',
     ),
-    // Not shared on Postgres: an answer's apply locks its target document's head, which one closure's
-    // answers would take in their own order (and another daemon's closure in another).
+    // An answer's apply locks its target document's head: a closure of answers takes all their heads
+    // first, in id order (not each in its answers' order, which another daemon's closure crossed). One
+    // closure for every project's answers: a closure per project, each in flight, gathered one or two
+    // answers each and saved few transactions (bench/README.md, 2026-11-25 09:00–09:53 UTC).
     finish: leasedItemWrite(
       write,
       dialect,
       'rows',
       eachItem((tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
-      { shareOnPostgres: false },
+      'documents',
     ),
   };
 }
@@ -96,26 +96,28 @@ function eachItem<A extends { itemId: string }, R>(step: (tx: Tx, arg: A, known:
 
 /**
  * `itemWrite` of a leased item's step: a shared closure's items are read with their threads, and what
- * the step also needs (`ahead`), in one statement before its steps run (leased.ts `ItemReads`), and
- * each step takes its item's read instead of reading it; a step that runs alone reads its own.
- * `shareOnPostgres`: the step's rows besides its item's (its thread, an orchestration it starts, its
- * charge, a budget lock) are taken in one order across a closure (leased.ts `ItemReads`), so several
- * items' steps may share a transaction there too.
+ * the step also needs (`ahead`), in one statement before its steps run (leased.ts `ItemReads`), and each
+ * step is given its item's read (`known`) instead of reading it; a step that runs alone reads its own.
+ * On Postgres too: the step's rows besides its item's (its thread, an orchestration it starts, its
+ * charge, a budget lock or a document's head) are taken in one order across a closure — `ItemReads`
+ * takes first what the steps share (`shared`: the budget locks, or the document heads), and the steps
+ * run by thread (`threadKey`).
  */
 function leasedItemWrite<A extends { itemId: string }, R>(
   write: Write,
   dialect: 'sqlite' | 'postgres',
   ahead: ReadAhead,
   steps: Steps<A, R, ItemReads>,
-  { shareOnPostgres }: { shareOnPostgres: boolean },
+  shared: 'budgets' | 'documents',
 ): (arg: A) => Promise<R> {
   const readAhead = (tx: Tx, args: readonly A[]): Promise<ItemReads> =>
     ItemReads.read(
       tx,
       args.map((a) => a.itemId),
       ahead,
+      shared,
     );
-  const postgres = shareOnPostgres ? { orderBy: (reads: ItemReads, a: A) => reads.threadKey(a.itemId) } : undefined;
+  const postgres = { orderBy: (reads: ItemReads, a: A) => reads.threadKey(a.itemId) };
   return itemWrite<A, R, ItemReads>(write, dialect, steps, readAhead, postgres);
 }
 

@@ -6,9 +6,12 @@
 import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
 import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
+import { writeDocumentsAtOnce } from '../../db/document-parts.js';
 import { releaseLock } from '../../db/locks.js';
+import { lockDocumentHeads, type DocumentTarget } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
+import type { TargetRef } from '../../domain/operations.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { ModelRoute } from '../routing/router.js';
 import { lockProjectBudget, type PriceOf } from './charges.js';
@@ -75,9 +78,11 @@ export function leasedItemAndThread(
  *   closed with its child). Every thread move is one UPDATE guarded by the status read, so a stale
  *   status fails the closure (StaleStateError) and each item's step runs again alone, reading its rows.
  * Taken once: a second step of the same item in the closure (none today) would read its row itself.
- * On Postgres the read locks the items, in id order, and the closure then takes the budget locks of their
- * budgeted projects, in sorted order, before any step runs (the LOCK ORDER of engine/tx.ts across the
- * closure); the steps run by parent, then thread id (`threadKey`).
+ * On Postgres the read locks the items, in id order, and the closure then takes, before any step runs,
+ * what its steps share (`locks`): the budget locks of their budgeted projects, in sorted order (starts
+ * and records), or the heads of their target documents, in id order (answers, whose apply locks its
+ * target's head; they take no budget lock); the steps run by parent, then thread id (`threadKey`): the
+ * LOCK ORDER of engine/tx.ts across the closure.
  */
 export class ItemReads {
   private constructor(private readonly reads: Map<string, ItemWithThread>) {}
@@ -87,12 +92,15 @@ export class ItemReads {
    * be for the same reason: an earlier step of the closure appends only its own item's entries and
    * changes only its own item's charge.
    */
-  static async read(tx: Tx, ids: readonly string[], ahead: ReadAhead): Promise<ItemReads> {
+  static async read(tx: Tx, ids: readonly string[], ahead: ReadAhead, locks: 'budgets' | 'documents'): Promise<ItemReads> {
     const reads = new ItemReads(await lockWorkItemsWithThreads(tx.sql, ids, ahead));
-    if (tx.sql.dialect === 'postgres') {
-      const projects = new Set([...reads.reads.values()].map((r) => r.item.project_id));
-      for (const projectId of [...projects].sort()) await lockProjectBudget(tx, projectId);
+    if (tx.sql.dialect !== 'postgres') return reads;
+    if (locks === 'documents') {
+      await lockTargetDocuments(tx, reads.reads.values());
+      return reads;
     }
+    const projects = new Set([...reads.reads.values()].map((r) => r.item.project_id));
+    for (const projectId of [...projects].sort()) await lockProjectBudget(tx, projectId);
     return reads;
   }
 
@@ -113,6 +121,29 @@ export class ItemReads {
     this.reads.delete(id);
     return read;
   }
+}
+
+/**
+ * Postgres: the heads of the documents a closure's answers apply to, locked in id order, before the
+ * first apply (db/projects.ts `lockDocumentHeads`). When two answers are of one project, the transaction
+ * writes its documents at once (db/document-parts.ts `writeDocumentsAtOnce`): an apply then reads the
+ * version, the parts and the cached value an earlier one wrote — of its target, which it writes next, or
+ * of another document of the project, which it may read (an operation reads its project's documents).
+ */
+async function lockTargetDocuments(tx: Tx, reads: Iterable<ItemWithThread>): Promise<void> {
+  const targets = new Map<string, DocumentTarget>();
+  const projects = new Set<string>();
+  let sameProject = false;
+  for (const { thread } of reads) {
+    const target = JSON.parse(thread.target_ref) as Partial<TargetRef>;
+    if (typeof target.project_id !== 'string' || typeof target.doc_type !== 'string') continue;
+    const doc: DocumentTarget = { project_id: target.project_id, doc_type: target.doc_type, doc_key: target.key ?? '' };
+    targets.set(JSON.stringify([doc.project_id, doc.doc_type, doc.doc_key]), doc);
+    if (projects.has(doc.project_id)) sameProject = true;
+    projects.add(doc.project_id);
+  }
+  if (sameProject) writeDocumentsAtOnce(tx.sql);
+  if (targets.size > 0) await lockDocumentHeads(tx.sql, [...targets.values()]);
 }
 
 export function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {

@@ -1,6 +1,6 @@
 /**
  * An item's steps from many items in one write closure. The starts of a start slice (start-slots.ts),
- * the responses that came back together: one closure instead of one per item spares each item its
+ * the responses that came back together, their answers: one closure instead of one per item spares each item its
  * transaction (Postgres) or SAVEPOINT pair (SQLite), the closure's own machinery, and the ledger append's
  * chain-head read and INSERT — the closure's entries are linked after one head read and inserted by one
  * multi-row INSERT. On Postgres the chain head is then taken once per closure instead of once per item:
@@ -35,22 +35,20 @@ type WriteOf = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
 /**
  * `steps` of one item as a committed write: shared with the other items' steps asked while it waits (`SharedWrites`).
  * On SQLite every closure of a turn shares its transaction anyway; on Postgres (`inFlight` 1) a closure's
- * transaction holds its items' row locks for all its steps' round trips, so only steps whose shared rows
- * are taken in one order across the closure may share one (`orderBy`, and the locks `before` takes first:
- * engine/tx.ts LOCK ORDER); `shareOnPostgres` false runs each step in a transaction of its own there.
+ * transaction holds its items' row locks for all its steps' round trips, so its steps' shared rows are
+ * taken in one order across the closure (`orderBy`, and the locks `before` takes first: engine/tx.ts
+ * LOCK ORDER).
  * `before`: work done once for a shared closure's steps before the first runs (see `SharedWrites`).
  */
 export function itemWrite<A, R, S>(
   write: WriteOf,
   dialect: 'sqlite' | 'postgres',
   steps: Steps<A, R, S>,
-  before?: (tx: Tx, args: readonly A[]) => Promise<S>,
-  postgres?: { orderBy: (shared: S, arg: A) => string },
+  before: (tx: Tx, args: readonly A[]) => Promise<S>,
+  postgres: { orderBy: (shared: S, arg: A) => string },
 ): (arg: A) => Promise<R> {
-  let shared: SharedWrites<A, R, S>;
-  if (dialect === 'sqlite') shared = new SharedWrites(write, steps, before);
-  else if (postgres) shared = new SharedWrites(write, steps, before, { inFlight: 1, orderBy: postgres.orderBy });
-  else return (arg) => write(async (tx) => (await steps(tx, [arg], undefined))[0]!);
+  const shared =
+    dialect === 'sqlite' ? new SharedWrites(write, steps, before) : new SharedWrites(write, steps, before, { inFlight: 1, orderBy: postgres.orderBy });
   return (arg) => shared.run(arg);
 }
 

@@ -282,11 +282,12 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      before anything else of it; claims and the recovery scan take items with SKIP LOCKED (never
  *      waiting: a claim round may take them after its budget lock), so the item's lock serializes
  *      everything done to it. A cancel locks its children's queued items first. The heartbeat extends
- *      all its items' leases in id order, then their scope rows (`extendLeases`). A shared closure of
- *      starts or records (shared-writes.ts) locks all its items in id order, then its projects' budget
- *      locks in sorted order, before any thread (a start gives back the reservations of the items it
- *      does not send before it moves their threads: engine/starts.ts). A step alone takes its budget
- *      lock before its threads too.
+ *      all its items' leases in id order, then their scope rows (`extendLeases`). A shared closure
+ *      (shared-writes.ts) locks all its items in id order; then one of starts or records its projects'
+ *      budget locks in sorted order, one of answers its target documents' heads in id order (3; an
+ *      answer takes no budget lock); then it runs the steps by parent, then thread id (leased.ts `threadKey`)
+ *      (a start gives back the reservations of the items it does not send before it moves their threads:
+ *      engine/starts.ts). A step alone takes its budget lock before its threads too.
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
  *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
  *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
@@ -294,8 +295,12 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      waited for — two claim rounds took two scopes in crossing order. A claim round's read of an item
  *      it may claim only tries `claim:<item>` too (db/item-with-thread.ts `readClaimCandidate`): it
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
- *   3. a document's head (the answer's apply), then the item's scope lock row and its charge, in either
- *      order (a failure closes the charge, then deletes the row): only under the item's lock.
+ *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
+ *      order: no write holds one head and waits for another otherwise), then the item's scope lock row
+ *      and its charge, in either order (a failure closes the charge, then deletes the row): only under
+ *      the item's lock. A write that holds a head takes no item and no advisory lock after it (a closure
+ *      of answers took all of them before its heads). A project's import updates its architecture's head
+ *      at COMMIT, holding only its project row, which no answer takes.
  *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows. Several
  *      children: every child before any orchestration, the children in id order, then the
  *      orchestrations in id order — a cancel's `cancelActiveThreads`; a start's `startThreads`
