@@ -254,7 +254,7 @@ const CANCEL_ACTIVE_THREADS_SQLITE = `UPDATE llm_threads SET status = 'canceled'
 
 /**
  * Postgres: the threads are locked in id order first (the subquery's ORDER BY comes before its row
- * locks), as a shared closure of item starts takes them (engine/leased.ts `ItemReads`): a plain UPDATE
+ * locks), as a start of several items takes them (engine/starts.ts `startThreads`): a plain UPDATE
  * locks them in the order it finds them, and a cancel holding one child while waiting for another that
  * such a closure holds, which waits for the first, was a deadlock (engine/tx.ts LOCK ORDER).
  */
@@ -314,7 +314,7 @@ export interface ThreadStarts {
  * orchestration, each group in id order (the subquery's ORDER BY comes before its row locks; a plain
  * UPDATE locks in the order it finds rows), so that a start of several items takes them in the LOCK
  * ORDER of engine/tx.ts. An orchestration starts with its first child; for the others it is not open and
- * is neither changed nor locked. Returns the rows it moved; the caller checks the guard (engine/tx.ts
+ * is neither changed nor locked. Returns the rows it moved; the caller checks the guard (engine/starts.ts
  * `startThreads`: a thread asked for and not moved is a StaleStateError).
  */
 export function startThreadsInLockOrder(sql: Sql, s: ThreadStarts): Promise<ThreadRow[]> {

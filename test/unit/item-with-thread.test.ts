@@ -160,7 +160,7 @@ describe('thread moves from a status read earlier', () => {
       ['t-p', 'running'],
     ]);
     expect((await startThreadsInLockOrder(sql, starts(['t-c3']))).map((t) => t.id)).toEqual(['t-c3']);
-    // A child that is not open any more is not moved (its caller's guard: engine/tx.ts startThreads).
+    // A child that is not open any more is not moved (its caller's guard: engine/starts.ts startThreads).
     expect(await startThreadsInLockOrder(sql, starts(['t-c1']))).toEqual([]);
   });
 });

@@ -143,8 +143,9 @@ async function outcomeOf(tx: Tx, ctx: EngineContext, plan: StartPlan): Promise<S
  * open → running for the threads of the items a start sends (`started`, as read: those already running
  * stay), each orchestration with its first child (while it is still open: of two children starting at
  * once, the second finds it running and changes nothing). One statement, which first locks every thread
- * row the start's transaction changes, in the LOCK ORDER of tx.ts (above `closeParentIfDone`): the children, with `ending` (threads of
- * the items it fails, which it may end), in id order, then their orchestrations in id order. Guarded: a
+ * row the start's transaction changes, in the LOCK ORDER of tx.ts (above `closeParentIfDone`): the
+ * children, with `ending` (threads of the items it fails, which it may end), in id order, then their
+ * orchestrations in id order. Guarded: a
  * thread read open that did not move, or that an orchestration adopted since it was read, is a
  * StaleStateError. Emits each moved child's event, then its orchestration's. Nothing to move and at most
  * one thread to end: no statement (a failure alone takes its thread, then its parent, in that order).
