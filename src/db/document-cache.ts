@@ -42,6 +42,8 @@ interface Entry {
 
 /** One cache per connection (`Sql.connection`: a write closure's handle shares its writer's), or per group of them. */
 const caches = new WeakMap<object, Map<string, Entry>>();
+/** How many times each cache was forgotten (`forgetDocuments`): a read that saw the count change may hold a rolled-back value. */
+const forgets = new WeakMap<Map<string, Entry>, number>();
 /** Connections that share one cache: the member → the group (`shareDocumentCache`). */
 const groups = new WeakMap<object, object>();
 
@@ -60,8 +62,9 @@ function cacheOf(sql: Pick<Sql, 'connection'>): Map<string, Entry> {
  * pooled connection is free, so a cache per connection missed most reads (the version an item's write
  * remembered was on another connection when the next item read it: a whole document read and parsed
  * again, ~80 % of the engine's reads). Sharing stays sound under the rule above: a rollback on any member
- * forgets the whole group's cache, before its ROLLBACK is sent, and until then the rolled-back version
- * was visible to no other connection (READ COMMITTED), so no other member can have read it.
+ * forgets the whole group's cache, before its ROLLBACK is sent. Until then the version a write remembered
+ * is in the group's cache but not in the database for the other members (READ COMMITTED): their reads
+ * see the committed version, never hit the newer entry, and never splice onto it (`loadParsed`).
  */
 export function shareDocumentCache(connection: object, group: object): void {
   groups.set(connection, group);
@@ -111,19 +114,27 @@ function cachedValue<T>(sql: Sql, head: DocumentHead, parse: Parse<T>): T | type
 
 /**
  * Reads, parses and caches the current content of document `id`: only the parts written since the
- * cached version when there is one to splice into (see the header), else whole.
+ * cached version when there is one to splice into (see the header), else whole. Spliced only onto an
+ * entry older than the stored version and not forgotten meanwhile: an entry as new as the stored one or
+ * newer is this daemon's own write not committed yet (`rememberDocument` runs before the COMMIT, and a
+ * shared cache shows it to the daemon's other connections), and an entry forgotten while the read was
+ * in flight may be a rolled-back version; either would put uncommitted content under a committed version.
  */
 async function loadParsed<T>(sql: Sql, id: string, parse: Parse<T>): Promise<ParsedDocument<T> | undefined> {
-  const held = cacheOf(sql).get(id);
+  const cache = cacheOf(sql);
+  const forgotten = forgets.get(cache) ?? 0;
+  const held = cache.get(id);
   const from = held && held.parse === parse && parse.parts ? held : undefined;
   const changed = await readStoredDocument(sql, id, from?.version ?? -1);
   if (changed === undefined) return undefined;
-  const spliced = parsedValue(changed, parse, from?.value);
-  // A part the cached value lacks (it was not stored in parts by this key): read again whole.
+  const base = from && from.version < changed.version && (forgets.get(cache) ?? 0) === forgotten ? from : undefined;
+  // No base: `changed` is whole when it was read without one. A part the base lacks (it was not stored in
+  // parts by this key): read again whole.
+  const spliced = from && !base ? MISS : parsedValue(changed, parse, base?.value);
   const stored = spliced === MISS ? await readStoredDocument(sql, id) : changed;
   if (stored === undefined) return undefined;
   const value = spliced === MISS ? (parsedValue(stored, parse, undefined) as T) : spliced;
-  cacheOf(sql).set(id, { version: stored.version, parse, value });
+  cache.set(id, { version: stored.version, parse, value });
   return { id, version: stored.version, updated_at: stored.updated_at, value };
 }
 
@@ -171,5 +182,8 @@ export function rememberDocument<T>(sql: Sql, id: string, version: number, parse
 
 /** Drops every cached document of this connection, or of its group (after a rollback). */
 export function forgetDocuments(sql: Pick<Sql, 'connection'>): void {
-  caches.get(groups.get(sql.connection) ?? sql.connection)?.clear();
+  const cache = caches.get(groups.get(sql.connection) ?? sql.connection);
+  if (!cache) return;
+  cache.clear();
+  forgets.set(cache, (forgets.get(cache) ?? 0) + 1);
 }
