@@ -300,22 +300,29 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      and its charge, in either order (a failure closes the charge, then deletes the row): only under
  *      the item's lock. A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
- *      at COMMIT, holding only its project row, which no answer takes.
+ *      at COMMIT, holding only its project row, which no answer takes. Not covered: a document that does
+ *      not exist yet has no head to lock, so two closures that each create the same two documents in
+ *      crossing order wait on each other's INSERT (a deadlock the writer runs again; no built-in operation
+ *      creates two documents of one closure: their lock scopes are per document).
  *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows. Several
  *      children: every child before any orchestration, the children in id order, then the
  *      orchestrations in id order — a cancel's `cancelActiveThreads`; a start's `startThreads`
  *      (engine/starts.ts: one statement for one item's start or a shared closure's several, before any
  *      of its failures ends a thread or closes an orchestration); an orchestration adopting runs in
  *      progress (db/threads.ts `adoptThreads`). A start locks an orchestration it starts only while it
- *      is open (with its first child), and that of a child it fails whatever its status.
+ *      is open (with its first child), and that of a child it fails whatever its status. A shared
+ *      closure of answers runs by parent, then child id, and locks each child's orchestration for its
+ *      close check right after the child: its children are its own running items', which no start or
+ *      adoption takes, and a cancel takes one orchestration's children in the same id order, then it.
  *   5. at the end, in the COMMIT's query: the ledger's chain head, then the answer's charge settle (the
  *      item's own charge: item 1 already serializes it), the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
  *      the transactions without an append), the mutation, document parts and the document's next version
- *      (its head row already locked in 3), a claim's new reservations.
+ *      (its head row already locked in 3; at once instead in a closure that writes documents at once:
+ *      db/document-parts.ts `writeDocumentsAtOnce`), a claim's new reservations.
  * The engine's paths are built that way and are the hot ones — a start locks its items, then moves its
- * children and their open parents in one UPDATE (the items' own UPDATE at its COMMIT); an answer or a failure ends the item, then the child, then closes
- * the parent here — so the rare paths follow them: a cancel ends the children's queued items, then the
+ * children and their open parents in one UPDATE (the items' own UPDATE at its COMMIT); an answer or a
+ * failure ends the item, then the child, then closes the parent here — so the rare paths follow them: a cancel ends the children's queued items, then the
  * children, then their orchestration (`cancelOrchestration`); a retry or a replay reopens the child
  * before its parent. The other order, parent first, would hold the orchestration's row for a child's
  * whole transaction, so a generate-all's children would end one at a time. Not obvious: a guarded
