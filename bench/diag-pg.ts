@@ -370,14 +370,22 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         // queueing costs, and the first half of the run (each daemon's JIT warming up) against the second.
         const daemonsCpu = () => daemons.reduce((a, d) => a + procCpuMs(d.pid), 0);
         const queuedCpu = daemonsCpu();
+        const queuedAt = performance.now();
         let halfCpu = 0;
         let applied = 0;
+        // When each tenth of the items was applied (s from the first submit): the run's fill, steady part and drain.
+        const tenths: number[] = [];
         while (applied < items) {
           await sleep(50);
           const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM llm_work_items WHERE status = 'applied'");
           applied = Number(rows[0]!.n);
           if (halfCpu === 0 && applied >= items / 2) halfCpu = daemonsCpu();
+          while (tenths.length < 10 && applied >= ((tenths.length + 1) * items) / 10) tenths.push((performance.now() - started) / 1000);
         }
+        const steady = (0.8 * items) / (tenths[8]! - tenths[0]!);
+        console.log(
+          `timeline (s from the first submit): generate-all returned ${((queuedAt - started) / 1000).toFixed(1)}; 10 %…100 % applied at ${tenths.map((t) => t.toFixed(1)).join(' ')}; items/s between 10 % and 90 %: ${steady.toFixed(1)}`,
+        );
         const dSum = daemonsCpu();
         const dSum0 = d0.reduce((a, c) => a + c, 0);
         const secs = (performance.now() - started) / 1000;
