@@ -29,7 +29,9 @@ function endQuietlyOnBrokenPipe(): void {
 function refuseSilentExit(finished: () => boolean): void {
   process.once('beforeExit', () => {
     if (finished()) return;
-    process.stderr.write('combine: the command ended without an answer from the daemon (the connection closed without one); see `combine daemon status` and daemon.log\n');
+    process.stderr.write(
+      'combine: the command ended without an answer from the daemon (the connection closed without one); see `combine daemon status` and daemon.log\n',
+    );
     process.exitCode = EXIT.UNREACHABLE;
   });
 }
