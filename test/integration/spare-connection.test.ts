@@ -7,8 +7,11 @@
  * The race is made deterministic, not timed: the test waits until the daemon has closed its end of the
  * spare connection, without letting its own event loop run in between (so the CLI side has not yet seen
  * the close, as a CLI busy loading would not), or until the 408 is there to read.
+ *
+ * And whatever the cause, a command never ends with exit 0 and nothing printed while it still awaits its
+ * answer (main.ts refuseSilentExit).
  */
-import { readdirSync, readlinkSync } from 'node:fs';
+import { readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import type net from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -78,5 +81,26 @@ describe('the spare connection of the first call', () => {
     const conn = connectHttp(socket, spare);
     const usage = await conn.client.usage.query({ project_id: null }, { signal: AbortSignal.timeout(10_000) });
     expect(usage.rows).toEqual([]);
+  });
+});
+
+describe('a command left without an answer', () => {
+  it('exits 3 and says so when nothing is left to wait for, never 0 with nothing printed', async () => {
+    h = await Harness.start();
+    // The probe's spare connection, which no request takes here, holds the CLI until the daemon closes it.
+    h.writeConfig({ api: { header_timeout: '300ms' } });
+    await h.json(['project', 'list']);
+    // Node's own http.request, replaced in the CLI process only, by a preload: a request that never
+    // reports anything, as a connection gone without an 'error' would leave it. Nothing of ours is changed.
+    const preload = join(h.home, 'silent-requests.cjs');
+    writeFileSync(
+      preload,
+      "const http = require('node:http'); const { EventEmitter } = require('node:events');\n" +
+        'http.request = () => Object.assign(new EventEmitter(), { end() {}, destroy() {} });\n',
+    );
+    const r = await h.cli(['usage', '--json'], { env: { NODE_OPTIONS: `--require ${preload}` } });
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('the command ended without an answer from the daemon');
+    expect(r.code).toBe(3);
   });
 });
