@@ -63,38 +63,68 @@ export function unixSocketLink(socketPath: string, takeOpened: () => net.Socket 
         }
         const input = op.input === undefined ? undefined : JSON.stringify(op.input);
         const isMutation = op.type === 'mutation';
-        const req = http.request(
-          {
-            path: `/${op.path}${!isMutation && input !== undefined ? `?input=${encodeURIComponent(input)}` : ''}`,
-            method: isMutation ? 'POST' : 'GET',
-            headers: isMutation ? { 'content-type': 'application/json', 'content-length': input === undefined ? 0 : Buffer.byteLength(input) } : {},
-            signal: op.signal ?? undefined,
-            // Our own connection and no agent: no pooled socket holds the CLI process open after its
-            // last call, and Node skips the agent's per-request host name work (~3 ms on a cold start).
-            // The connection the probe opened serves the first call; each later call opens its own.
-            createConnection: () => takeOpened() ?? net.connect(socketPath),
-          },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('error', (err) => observer.error(TRPCClientError.from(err)));
-            res.on('end', () => {
-              let envelope: { result?: unknown; error?: unknown };
-              try {
-                envelope = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-              } catch {
-                return observer.error(new TRPCClientError(`the daemon answered HTTP ${res.statusCode} with a body that is not JSON`));
+        let req: http.ClientRequest;
+        // The connection the probe opened serves the first call; each later call opens its own. The daemon
+        // may close that spare before the call reaches it (its header timeout, its connection cap): the call
+        // is then sent again, once, on a connection of its own (neverRan says when that is safe).
+        const send = (sock: net.Socket | null) => {
+          const onSpare = sock !== null;
+          // Once a call is sent again, what its first request still reports (the error after a 408) is ignored.
+          const own: http.ClientRequest = http.request(
+            {
+              path: `/${op.path}${!isMutation && input !== undefined ? `?input=${encodeURIComponent(input)}` : ''}`,
+              method: isMutation ? 'POST' : 'GET',
+              headers: isMutation ? { 'content-type': 'application/json', 'content-length': input === undefined ? 0 : Buffer.byteLength(input) } : {},
+              signal: op.signal ?? undefined,
+              // Our own connection and no agent: no pooled socket holds the CLI process open after its
+              // last call, and Node skips the agent's per-request host name work (~3 ms on a cold start).
+              createConnection: () => sock ?? net.connect(socketPath),
+            },
+            (res) => {
+              if (req !== own) return void res.resume();
+              if (onSpare && res.statusCode === 408) {
+                res.resume();
+                return send(null);
               }
-              if (envelope.error) return observer.error(TRPCClientError.from(envelope as Parameters<typeof TRPCClientError.from>[0]));
-              observer.next({ result: envelope.result as { data: unknown } });
-              observer.complete();
-            });
-          },
-        );
-        req.on('error', (err) => observer.error(TRPCClientError.from(err)));
-        req.end(isMutation ? input : undefined);
+              const chunks: Buffer[] = [];
+              res.on('data', (c: Buffer) => chunks.push(c));
+              res.on('error', (err) => observer.error(TRPCClientError.from(err)));
+              res.on('end', () => {
+                let envelope: { result?: unknown; error?: unknown };
+                try {
+                  envelope = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+                } catch {
+                  return observer.error(new TRPCClientError(`the daemon answered HTTP ${res.statusCode} with a body that is not JSON`));
+                }
+                if (envelope.error) return observer.error(TRPCClientError.from(envelope as Parameters<typeof TRPCClientError.from>[0]));
+                observer.next({ result: envelope.result as { data: unknown } });
+                observer.complete();
+              });
+            },
+          );
+          req = own;
+          own.on('error', (err: NodeJS.ErrnoException) => {
+            if (req !== own) return;
+            if (onSpare && neverRan(err, isMutation)) return send(null);
+            observer.error(TRPCClientError.from(err));
+          });
+          own.end(isMutation ? input : undefined);
+        };
+        send(takeOpened());
         return () => req.destroy();
       });
+}
+
+/**
+ * Whether a call that failed on the spare connection without an answer can be sent again. EPIPE: the
+ * daemon had closed the connection before the request was written, so it never read it. A reset or a
+ * hang-up may come after the daemon read the request (a daemon killed while running it): only a query,
+ * which changes nothing, is sent again then; a mutation fails as it would on any connection.
+ */
+function neverRan(err: NodeJS.ErrnoException, isMutation: boolean): boolean {
+  if (err.name === 'AbortError') return false;
+  if (err.code === 'EPIPE') return true;
+  return !isMutation && (err.code === 'ECONNRESET' || err.code === 'ECONNABORTED');
 }
 
 export interface Connection {
@@ -111,8 +141,9 @@ export function connectHttp(socketPath: string, opened: net.Socket | null = null
   const takeOpened = () => {
     const sock = spare;
     spare = null;
-    // The daemon may have closed it while it waited (a restart): the call then opens its own.
-    if (sock && (sock.destroyed || !sock.writable)) {
+    // The daemon may have closed it while it waited (a restart, its header timeout, which first answers
+    // 408): the call then opens its own. Anything the daemon sent before a request is such a goodbye.
+    if (sock && (sock.destroyed || !sock.writable || sock.readableLength > 0 || sock.readableEnded)) {
       sock.destroy();
       return null;
     }

@@ -20,6 +20,22 @@ function endQuietlyOnBrokenPipe(): void {
   });
 }
 
+/**
+ * Node exits when nothing is left to wait for, even while a command still awaits an answer that can no
+ * longer come (a connection gone without an 'error'): that would be exit 0 with nothing printed. If the
+ * command has not finished when the process is about to exit, say so and exit 3 — as for a daemon that
+ * did not answer in time, since the command's outcome at the daemon is just as unknown.
+ */
+function refuseSilentExit(finished: () => boolean): void {
+  process.once('beforeExit', () => {
+    if (finished()) return;
+    process.stderr.write(
+      'combine: the command ended without an answer from the daemon (the connection closed without one); see `combine daemon status` and daemon.log\n',
+    );
+    process.exitCode = EXIT.UNREACHABLE;
+  });
+}
+
 async function main(): Promise<void> {
   endQuietlyOnBrokenPipe();
   const program = buildProgram();
@@ -52,4 +68,8 @@ async function main(): Promise<void> {
   }
 }
 
-void main();
+let finished = false;
+refuseSilentExit(() => finished);
+void main().finally(() => {
+  finished = true;
+});
