@@ -101,10 +101,19 @@ export interface DocumentTarget {
  * Postgres: the heads of these documents locked until the transaction ends, in id order, in one
  * statement — a shared closure of answers (engine/leased.ts `ItemReads`) takes its targets' heads before
  * any answer's apply, as `lockDocumentHead` takes one: two daemons' closures over documents whose ids
- * interleave, each locking them in its answers' order, waited for each other. A document that does not
- * exist yet is not locked (its first version is an INSERT, whose unique key decides between two).
+ * interleave, each locking them in its answers' order, waited for each other. Before the heads, each
+ * target's key, in key order (a transaction advisory lock): a document that does not exist yet has no head
+ * to lock, and two closures creating the same two documents in crossing orders waited for each other's
+ * INSERT. With the keys held, no other closure holds any of these heads.
  */
 export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarget[]): Promise<void> {
+  const keys = [...new Set(targets.map((t) => `document:${JSON.stringify([t.project_id, t.doc_type, t.doc_key])}`))].sort();
+  // The keys in this order: the outer query calls the lock function row by row over the sorted subquery.
+  await sql.all(
+    `SELECT pg_advisory_xact_lock(hashtextextended(s.k, 0)) AS locked
+     FROM (SELECT t.k FROM jsonb_array_elements_text(CAST(? AS jsonb)) WITH ORDINALITY AS t(k, i) ORDER BY t.i) s`,
+    [JSON.stringify(keys)],
+  );
   await sql.all(
     `SELECT d.id FROM documents d
      JOIN jsonb_to_recordset(CAST(? AS jsonb)) AS x(project_id text, doc_type text, doc_key text)

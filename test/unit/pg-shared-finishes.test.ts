@@ -10,6 +10,8 @@
  * - two daemons' closures over two documents of a project (the example operation's release notes, one
  *   per version), each asked in an order that takes them crossing, both commit (the heads taken in the
  *   answers' order deadlocked); gated on `pg_stat_activity`, no timing;
+ * - two daemons' closures that each create the same two documents (a keyed tally), asked in crossing
+ *   orders, both commit (a document not created yet has no head: its key is locked first);
  * - a step of a closure that fails (its lease lost) loses none of the others' answers: the closure rolls
  *   back and each answer is applied again alone.
  * Each writer makes one attempt, so a deadlock is a failed write, and every failed write is counted.
@@ -37,12 +39,12 @@ import { importProject } from '../../src/daemon/services/commands.js';
 import type { Write } from '../../src/daemon/engine/tx.js';
 import type { ModelRoute } from '../../src/daemon/routing/router.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
-import { project } from '../helpers/harness.js';
+import { project, waitUntil } from '../helpers/harness.js';
 import { EXAMPLE_OPERATION, PARAMS } from '../helpers/operations.js';
 import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
 import { builtinDefinitions, loadOperationModule } from '../../src/operations/loader.js';
 import { OperationRegistry } from '../../src/operations/registry.js';
-import { holderThenTwoWrites, NO_HOOKS, openRaceDatabase, type RaceDatabase } from '../helpers/pg-race.js';
+import { backendPid, holderThenTwoWrites, NO_HOOKS, openRaceDatabase, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
@@ -76,13 +78,31 @@ const backlogCountModule = `export default {
   output: { type: 'object' },
   apply: ({ documents }) => ({ content: { epics: documents.get('story_backlog').epics.length }, summary: {} }),
 };`;
+/** An operation whose lock scope is finer than its target document: a keyed tally, one document per key, created by its first answer. */
+const tallyModule = `export default {
+  name: 'tally',
+  description: 'A keyed tally',
+  input: { type: 'object', properties: { project_id: { type: 'string' }, key: { type: 'string' }, n: { type: 'string' } }, required: ['project_id', 'key', 'n'] },
+  identity: (i) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'tally', target_id: i.n }),
+  lockScope: (i) => 'tally:' + i.n,
+  target: (i) => ({ project_id: i.project_id, doc_type: 'tally', key: i.key }),
+  prompt: () => ({ messages: [{ role: 'user', content: 'Tally' }] }),
+  output: { type: 'object' },
+  apply: ({ current, input }) => ({ content: { n: [...((current && current.n) || []), input.n] }, summary: {} }),
+};`;
 const moduleDir = mkdtempSync(join(tmpdir(), 'cmb-pg-finishes-'));
 writeFileSync(join(moduleDir, 'backlog_count.mjs'), backlogCountModule);
+writeFileSync(join(moduleDir, 'tally.mjs'), tallyModule);
 afterAll(() => rmSync(moduleDir, { recursive: true, force: true }));
 
-/** The built-ins, the example operation (release notes: a document per version of a project) and `backlog_count`. */
+/** The built-ins, the example operation (release notes: a document per version of a project), `backlog_count` and `tally`. */
 const operations = new OperationRegistry(
-  [...builtinDefinitions(), await loadOperationModule(EXAMPLE_OPERATION), await loadOperationModule(join(moduleDir, 'backlog_count.mjs'))],
+  [
+    ...builtinDefinitions(),
+    await loadOperationModule(EXAMPLE_OPERATION),
+    await loadOperationModule(join(moduleDir, 'backlog_count.mjs')),
+    await loadOperationModule(join(moduleDir, 'tally.mjs')),
+  ],
   {
     retry: DEFAULT_RETRY_POLICY,
     params: PARAMS,
@@ -224,6 +244,60 @@ describe("two daemons' closures of answers to two documents of a project, asked 
     expect((await mutationsOf('doc-y')).map((m) => [m.work_item_id, m.from_version, m.to_version])).toEqual([
       ['i2', 1, 2],
       ['i3', 2, 3],
+    ]);
+  });
+});
+
+describe("two daemons' closures of answers that each create the same two documents, asked in crossing orders", () => {
+  it("each takes its targets' keys in key order first (a document not created yet has no head): both commit", async () => {
+    const asked = [
+      { owner: 'd1', id: 'i1', key: 'A' },
+      { owner: 'd1', id: 'i2', key: 'B' },
+      { owner: 'd2', id: 'i3', key: 'B' },
+      { owner: 'd2', id: 'i4', key: 'A' },
+    ];
+    const responses = new Map<string, LedgerRow>();
+    for (const a of asked)
+      responses.set(
+        a.id,
+        await answeredItem(a.id, a.owner, 'tally', { project_id: 'p', key: a.key, n: a.id }, { project_id: 'p', doc_type: 'tally', key: a.key }, {}),
+      );
+    const closureOf = (owner: string) => {
+      const finishes = itemWrites(write, ctxOf(owner), 'postgres');
+      const done = Promise.all(
+        asked.filter((a) => a.owner === owner).map((a) => finishes.finish({ itemId: a.id, response: responses.get(a.id)!, resumed: false, sent: undefined })),
+      );
+      done.catch(() => {});
+      return done;
+    };
+    // A holder inserts document A and rolls back once both closures wait: d1 waits at its first answer (A).
+    // Without the keys, d2 then created B and waited at A behind d1, which, once the holder is gone,
+    // created A and waited for d2's B: a deadlock.
+    const hold = pausedWriteBy(
+      write,
+      async (tx) => {
+        await insertDocument(tx.sql, { id: 'held-a', project_id: 'p', doc_type: 'tally', doc_key: 'A', version: 1, content: '{}', updated_at: 1 });
+        return backendPid(tx.sql);
+      },
+      async () => {
+        throw new Error('the holder rolls back');
+      },
+    );
+    const holderPid = await hold.reached;
+    const d1 = closureOf('d1');
+    await waitUntil(async () => (await writesWaitingFor(reader(), holderPid)) === 1, 'd1 to wait for the holder');
+    const d2 = closureOf('d2');
+    await waitUntil(async () => (await writesWaitingFor(reader())) === 2, 'd2 to wait too');
+    hold.go();
+    await hold.done.catch(() => {});
+    expect((await Promise.allSettled([d1, d2])).map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect(failed).toEqual(['Error: the holder rolls back']);
+    const tallies = await reader().all<{ doc_key: string; content: string }>(
+      "SELECT doc_key, content FROM documents WHERE doc_type = 'tally' ORDER BY doc_key",
+    );
+    expect(tallies.map((t) => [t.doc_key, (JSON.parse(t.content) as { n: string[] }).n])).toEqual([
+      ['A', ['i1', 'i4']],
+      ['B', ['i2', 'i3']],
     ]);
   });
 });

@@ -289,7 +289,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      (a start gives back the reservations of the items it does not send before it moves their threads:
  *      engine/starts.ts). A step alone takes its budget lock before its threads too.
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
- *      order, or a claim round waiting only for its first) and a lock scope's `lock:<scope>`, which
+ *      order, or a claim round waiting only for its first), a closure of answers' `document:<target>`
+ *      keys (in key order, and no budget lock: see 3) and a lock scope's `lock:<scope>`, which
  *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
  *      `extendLock` of an expired row): a scope another transaction is taking is passed over, never
  *      waited for — two claim rounds took two scopes in crossing order. A claim round's read of an item
@@ -300,10 +301,10 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      and its charge, in either order (a failure closes the charge, then deletes the row): only under
  *      the item's lock. A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
- *      at COMMIT, holding only its project row, which no answer takes. Not covered: a document that does
- *      not exist yet has no head to lock, so two closures that each create the same two documents in
- *      crossing order wait on each other's INSERT (a deadlock the writer runs again; no built-in operation
- *      creates two documents of one closure: their lock scopes are per document).
+ *      at COMMIT, holding only its project row, which no answer takes. Before its heads, a closure of
+ *      answers takes its targets' keys (advisory locks of 2, in key order: db/projects.ts
+ *      `lockDocumentHeads`), so a document it creates is held too: no other closure then holds any of
+ *      its heads, and an answer applied alone takes one head and nothing after it.
  *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows. Several
  *      children: every child before any orchestration, the children in id order, then the
  *      orchestrations in id order — a cancel's `cancelActiveThreads`; a start's `startThreads`
