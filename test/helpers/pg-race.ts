@@ -13,10 +13,27 @@ import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { EngineHooks, Tx, Write } from '../../src/daemon/engine/tx.js';
+import type { EngineContext } from '../../src/daemon/engine/leased.js';
+import type { ModelRoute } from '../../src/daemon/routing/router.js';
+import type { OperationRegistry } from '../../src/operations/registry.js';
+import { neverCrash } from '../../src/core/crash.js';
 import { waitUntil } from './harness.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from './postgres.js';
 
 /** No scheduled runs to finalize, no budgets. */
+/** Daemon `owner`'s engine context for the race tests: every call goes to one route; nothing is priced. */
+export function testEngineContext(owner: string, operations: OperationRegistry, cache = false): EngineContext {
+  return {
+    owner,
+    routeOf: (logical) => ({ logical, model: 'test-model', endpoint: { label: 'test' } }) as unknown as ModelRoute,
+    operations,
+    cache,
+    random: () => 0.5,
+    priceOf: () => undefined,
+    crashAt: neverCrash,
+  };
+}
+
 export const NO_HOOKS: EngineHooks = { threadsEnded: async () => {}, budgeted: () => false };
 
 export interface RaceDatabase {

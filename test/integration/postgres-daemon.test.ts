@@ -28,6 +28,15 @@ function filesUnder(dir: string): string[] {
   });
 }
 
+/** The harness's daemon on `url`: a project imported, one epic generated to the end. */
+async function generateOneEpicOn(url: string): Promise<CommandJson> {
+  h.env.COMBINE_DATABASE_URL = url;
+  await h.importProject(project('p', 1));
+  const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
+  expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
+  return r;
+}
+
 describe('a daemon on Postgres', () => {
   it('keeps its state in the database the URL names, and shows the URL only with its password redacted', async () => {
     h = await Harness.start();
@@ -35,10 +44,7 @@ describe('a daemon on Postgres', () => {
     // The test server's URLs carry its (random, 24-character) password: the secret to keep out of sight.
     const password = new URL(database.url).password;
     expect(password.length).toBeGreaterThanOrEqual(16);
-    h.env.COMBINE_DATABASE_URL = database.url;
-    await h.importProject(project('p', 1));
-    const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
-    expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
+    const r = await generateOneEpicOn(database.url);
 
     // The rows are in Postgres, and nothing was written to a SQLite file in the home.
     const pg = new (await import('pg')).default.Client({ connectionString: database.url });
@@ -70,10 +76,7 @@ describe('a daemon on Postgres', () => {
   it('reaches the server through its Unix socket when the URL names the socket directory (host=)', async () => {
     h = await Harness.start();
     database = await createTestDatabase();
-    h.env.COMBINE_DATABASE_URL = database.socketUrl;
-    await h.importProject(project('p', 1));
-    const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
-    expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
+    await generateOneEpicOn(database.socketUrl);
 
     // The daemon's sessions came in through the socket (no client address); this test's own comes over TCP.
     const pg = new (await import('pg')).default.Client({ connectionString: database.url });

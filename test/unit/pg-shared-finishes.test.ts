@@ -21,7 +21,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
-import { neverCrash } from '../../src/core/crash.js';
 import { writeTx } from '../../src/core/tx.js';
 import { forgetDocuments } from '../../src/db/document-cache.js';
 import { readWholeDocument } from '../../src/db/document-parts.js';
@@ -37,14 +36,22 @@ import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import { importProject } from '../../src/daemon/services/commands.js';
 import type { Write } from '../../src/daemon/engine/tx.js';
-import type { ModelRoute } from '../../src/daemon/routing/router.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { project, waitUntil } from '../helpers/harness.js';
 import { EXAMPLE_OPERATION, PARAMS } from '../helpers/operations.js';
 import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
 import { builtinDefinitions, loadOperationModule } from '../../src/operations/loader.js';
 import { OperationRegistry } from '../../src/operations/registry.js';
-import { backendPid, holderThenTwoWrites, NO_HOOKS, openRaceDatabase, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+import {
+  backendPid,
+  holderThenTwoWrites,
+  NO_HOOKS,
+  openRaceDatabase,
+  pausedWriteBy,
+  type RaceDatabase,
+  writesWaitingFor,
+  testEngineContext,
+} from '../helpers/pg-race.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
@@ -111,15 +118,7 @@ const operations = new OperationRegistry(
     configSource: 'test',
   },
 );
-const ctxOf = (owner: string): EngineContext => ({
-  owner,
-  routeOf: (logical) => ({ logical, model: 'test-model', endpoint: { label: 'test' } }) as unknown as ModelRoute,
-  operations,
-  cache: false,
-  random: () => 0.5,
-  priceOf: () => undefined,
-  crashAt: neverCrash,
-});
+const ctxOf = (owner: string): EngineContext => testEngineContext(owner, operations);
 
 /** A provider's 2xx answer whose message content is `content` as JSON. */
 const answerOf = (content: unknown) => ({

@@ -19,7 +19,6 @@ import { getThread, insertThread, lockThread } from '../../src/db/threads.js';
 import { rememberCachedAnswer } from '../../src/db/response-cache.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { lockWorkItemWithThread } from '../../src/db/item-with-thread.js';
-import { neverCrash } from '../../src/core/crash.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import { recordResponse } from '../../src/daemon/engine/completer.js';
 import { startWorkItems } from '../../src/daemon/engine/starts.js';
@@ -27,9 +26,8 @@ import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import type { BuiltRequest } from '../../src/daemon/engine/request.js';
 import { extendLeases } from '../../src/daemon/engine/rescuer.js';
 import { cancelThreads, type Tx, type Write } from '../../src/daemon/engine/tx.js';
-import type { ModelRoute } from '../../src/daemon/routing/router.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
-import { holderThenTwoWrites, oneAttemptWrite, openRaceDatabase, PAID_ANSWER, type RaceDatabase } from '../helpers/pg-race.js';
+import { holderThenTwoWrites, oneAttemptWrite, openRaceDatabase, PAID_ANSWER, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -53,15 +51,7 @@ const write: Write = (fn) =>
   });
 
 /** Daemon `owner`'s engine context: every call goes to one route; nothing else is looked up. */
-const ctxOf = (owner: string, cache = false): EngineContext => ({
-  owner,
-  routeOf: (logical) => ({ logical, model: 'test-model', endpoint: { label: 'test' } }) as unknown as ModelRoute,
-  operations: {} as OperationRegistry,
-  cache,
-  random: () => 0.5,
-  priceOf: () => undefined,
-  crashAt: neverCrash,
-});
+const ctxOf = (owner: string, cache = false): EngineContext => testEngineContext(owner, {} as OperationRegistry, cache);
 const ctx = ctxOf('d1');
 
 const claimed: BuiltRequest = {

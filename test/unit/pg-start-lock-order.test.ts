@@ -22,19 +22,17 @@ import { insertProject } from '../../src/db/projects.js';
 import { getThread, insertThread, lockThread } from '../../src/db/threads.js';
 import { acquireLock } from '../../src/db/locks.js';
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
-import { neverCrash } from '../../src/core/crash.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import type { BuiltRequest } from '../../src/daemon/engine/request.js';
 import type { Tx, Write } from '../../src/daemon/engine/tx.js';
-import type { ModelRoute } from '../../src/daemon/routing/router.js';
 import { cancelThread, importProject } from '../../src/daemon/services/commands.js';
 import { submitOperation, type SubmitOptions } from '../../src/daemon/services/submit.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
 import { project, waitUntil } from '../helpers/harness.js';
-import { backendPid, NO_HOOKS, oneAttemptWrite, openRaceDatabase, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+import { backendPid, NO_HOOKS, oneAttemptWrite, openRaceDatabase, type RaceDatabase, writesWaitingFor, testEngineContext } from '../helpers/pg-race.js';
 import type { PgSql } from '../../src/db/pg/sql.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -66,15 +64,7 @@ const write: Write = (fn) => counted(db.write)(fn);
 const deadlocks = () => failed.filter((f) => /deadlock/i.test(f));
 
 /** Daemon d1's engine context: every call goes to one route. */
-const ctx = (): EngineContext => ({
-  owner: 'd1',
-  routeOf: (logical) => ({ logical, model: 'test-model', endpoint: { label: 'test' } }) as unknown as ModelRoute,
-  operations,
-  cache: false,
-  random: () => 0.5,
-  priceOf: () => undefined,
-  crashAt: neverCrash,
-});
+const ctx = (): EngineContext => testEngineContext('d1', operations);
 
 const claimed: BuiltRequest = {
   ok: true,
