@@ -57,9 +57,12 @@ function generateAllSection(projectId: string, threads: ThreadView[]): Html {
 
 export async function projectPage(services: Services, projectId: string): Promise<{ title: string; body: Html }> {
   const project = await services.projects.get(projectId);
-  const backlog = await services.projects.backlog(projectId);
   const threads = await services.threads.list({ active: false, projectId, limit: 200 });
   const active = await services.threads.list({ active: true, projectId, limit: 1000 });
+  // After the threads: an epic's thread commits its stories with its end, so a backlog read after the thread
+  // lists has every epic they show complete (read before them, a finish committing in between showed the
+  // epic done, and the progress bar full, with no stories yet).
+  const backlog = await services.projects.backlog(projectId);
   const activeFor = (epicId: string) => active.find((t) => t.target_ref.epic_id === epicId);
   const latestFor = (epicId: string) => threads.find((t) => t.target_ref.epic_id === epicId);
   const generatedOf = new Map(backlog.epics.map((e) => [e.epic_id, e]));
