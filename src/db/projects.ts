@@ -114,6 +114,7 @@ export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarg
      FROM (SELECT t.k FROM jsonb_array_elements_text(CAST(? AS jsonb)) WITH ORDINALITY AS t(k, i) ORDER BY t.i) s`,
     [JSON.stringify(keys)],
   );
+  // A target asked twice (two answers to one document) joins its row twice: locked once.
   await sql.all(
     `SELECT d.id FROM documents d
      JOIN jsonb_to_recordset(CAST(? AS jsonb)) AS x(project_id text, doc_type text, doc_key text)

@@ -289,8 +289,7 @@ export class Engine {
       if (wanted === 0) {
         await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
         await this.noteLimiterWait('slots_full');
-      }
-      if (wanted > 0) {
+      } else {
         this.lastClaimAt = this.o.clock.now();
         // One transaction per round: the items past their deadline end first, then the claim, which
         // passes over them anyway. An endpoint whose breaker is open admits nothing: its items stay

@@ -8,13 +8,13 @@ import { StaleStateError } from '../../core/errors.js';
 import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
 import { writeDocumentsAtOnce } from '../../db/document-parts.js';
 import { releaseLock } from '../../db/locks.js';
-import { lockDocumentHeads, type DocumentTarget } from '../../db/projects.js';
+import { lockDocumentHeads } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
-import type { TargetRef } from '../../domain/operations.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { ModelRoute } from '../routing/router.js';
 import { lockProjectBudget, type PriceOf } from './charges.js';
+import { documentTargetOf } from './operation-context.js';
 import type { Tx } from './tx.js';
 
 /** Where a recorded answer (or a failed attempt) took the item. */
@@ -131,19 +131,9 @@ export class ItemReads {
  * of another document of the project, which it may read (an operation reads its project's documents).
  */
 async function lockTargetDocuments(tx: Tx, reads: Iterable<ItemWithThread>): Promise<void> {
-  const targets = new Map<string, DocumentTarget>();
-  const projects = new Set<string>();
-  let sameProject = false;
-  for (const { thread } of reads) {
-    const target = JSON.parse(thread.target_ref) as Partial<TargetRef>;
-    if (typeof target.project_id !== 'string' || typeof target.doc_type !== 'string') continue;
-    const doc: DocumentTarget = { project_id: target.project_id, doc_type: target.doc_type, doc_key: target.key ?? '' };
-    targets.set(JSON.stringify([doc.project_id, doc.doc_type, doc.doc_key]), doc);
-    if (projects.has(doc.project_id)) sameProject = true;
-    projects.add(doc.project_id);
-  }
-  if (sameProject) writeDocumentsAtOnce(tx.sql);
-  if (targets.size > 0) await lockDocumentHeads(tx.sql, [...targets.values()]);
+  const targets = [...reads].map(({ thread }) => documentTargetOf(thread));
+  if (new Set(targets.map((t) => t.project_id)).size < targets.length) writeDocumentsAtOnce(tx.sql);
+  if (targets.length > 0) await lockDocumentHeads(tx.sql, targets);
 }
 
 export function threadOf(tx: Tx, item: WorkItemRow): Promise<ThreadRow> {

@@ -5,7 +5,7 @@
  */
 import type { Sql } from '../../core/sql.js';
 import { documentValueAt, readDocumentValue, rememberDocument } from '../../db/document-cache.js';
-import type { DocumentHead } from '../../db/projects.js';
+import type { DocumentHead, DocumentTarget } from '../../db/projects.js';
 import { countProjectThreadsByStatus, listProjectThreadsWithStatus } from '../../db/project-threads.js';
 import { getProject } from '../../db/projects.js';
 import type { ThreadRow } from '../../db/schema.js';
@@ -139,6 +139,12 @@ export function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInf
 
 export function threadTarget(thread: ThreadRow): TargetRef {
   return JSON.parse(thread.target_ref) as TargetRef;
+}
+
+/** The document the thread's answer is applied to, as the apply reads it (`doc_key` '': the project's one document of its type). */
+export function documentTargetOf(thread: ThreadRow): DocumentTarget {
+  const target = threadTarget(thread);
+  return { project_id: target.project_id, doc_type: target.doc_type, doc_key: target.key ?? '' };
 }
 
 export function threadInput(thread: ThreadRow): unknown {

@@ -1,7 +1,7 @@
 /**
  * An item's steps from many items in one write closure. The starts of a start slice (start-slots.ts),
- * the responses that came back together, their answers: one closure instead of one per item spares each item its
- * transaction (Postgres) or SAVEPOINT pair (SQLite), the closure's own machinery, and the ledger append's
+ * the responses that came back together, their answers: one closure instead of one per item spares each
+ * item its transaction (Postgres) or SAVEPOINT pair (SQLite), the closure's own machinery, and the ledger append's
  * chain-head read and INSERT — the closure's entries are linked after one head read and inserted by one
  * multi-row INSERT. On Postgres the chain head is then taken once per closure instead of once per item:
  * every append holds it from its COMMIT's append through the WAL flush, so one daemon's appends ran one
