@@ -35,6 +35,18 @@ export class StaleStateError extends Error {
   }
 }
 
+/**
+ * A step of a shared write closure (engine/shared-writes.ts) met a stale guard. The closure is not run
+ * again as a whole (its other steps would only wait for the same step to fail again): each of its steps
+ * runs again alone, where the stale one fails on its own. Never reaches a caller.
+ */
+export class SharedStepStaleError extends Error {
+  constructor(readonly stale: StaleStateError) {
+    super(stale.message);
+    this.name = 'SharedStepStaleError';
+  }
+}
+
 /** A status change the transition tables (domain/states.ts) do not allow: a bug, never a silent write. */
 export class IllegalTransitionError extends Error {
   constructor(

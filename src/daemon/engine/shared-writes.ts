@@ -8,7 +8,7 @@
  * transaction at a time.
  *
  * The failure boundary stays the item: a step that throws (a lease lost: StaleStateError) rolls back the
- * whole closure, and then each item's step runs again in a write of its own — so only that item's step
+ * whole closure, which is not run again as a whole, and then each item's step runs again in a write of its own — so only that item's step
  * fails, as it would have alone. Steps are written to run again (a write closure may be re-run); a step
  * that ends its item without throwing (canceled thread, dead letter) is an ordinary result.
  *
@@ -19,7 +19,7 @@
  * asked meanwhile gather in the next (a group commit: as many items per transaction as came while the last
  * one ran, one when the daemon is idle).
  */
-import { InfraError } from '../../core/errors.js';
+import { InfraError, SharedStepStaleError, StaleStateError } from '../../core/errors.js';
 import { compareIds } from '../../core/ids.js';
 import { START_SLICE } from './start-slots.js';
 import type { Tx } from './tx.js';
@@ -123,7 +123,11 @@ export class SharedWrites<A, R, S = undefined> {
         tx,
         order.map((i) => batch[i]!.arg),
         shared,
-      );
+      ).catch((err: unknown) => {
+        // The writer would run a closure that met a stale guard again as a whole, up to its race attempts,
+        // and each run would wait for the same step (a lost lease) to fail again: its steps run alone at once.
+        throw batch.length > 1 && err instanceof StaleStateError ? new SharedStepStaleError(err) : err;
+      });
       const results: R[] = new Array<R>(batch.length);
       for (const [at, i] of order.entries()) results[i] = inOrder[at]!;
       return results;
