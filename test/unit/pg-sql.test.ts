@@ -6,10 +6,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { openDatabase, type Db } from '../../src/db/connection.js';
+import { quoteLiteral } from '../../src/db/pg/commit-query.js';
 import { compileStatement, PgSql } from '../../src/db/pg/sql.js';
 import { SqliteSql } from '../../src/db/sql.js';
 import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
@@ -110,6 +111,15 @@ describe('PgSql on a real Postgres', () => {
     await expect(pgSql.get('SELECT * FROM t WHERE id = @id AND n = @n', { id: 'a' })).rejects.toThrow(/missing named parameter "n"/);
     await expect(pgSql.get('SELECT * FROM t WHERE id = ?', [])).rejects.toThrow(/expects 1 positional/);
     await expect(sqlite.get('SELECT * FROM t WHERE id = @id AND n = @n', { id: 'a' })).rejects.toThrow();
+  });
+
+  it("quotes a literal as node-postgres's escapeLiteral does, and the server reads back the same text", async () => {
+    const texts = ['', 'plain', "it's", 'a\\b', "both ' and \\", '{"s":"say \\"hi\\"\\n"}', "''\\\\''", 'é ✓ \u{1F600}', 'E\'x\''];
+    for (const text of texts) {
+      expect(quoteLiteral(text), text).toBe(pg.escapeLiteral(text));
+      const { rows } = await pool.query<{ v: string }>(`SELECT ${quoteLiteral(text)}::text AS v`);
+      expect(rows[0]!.v, text).toBe(text);
+    }
   });
 
   it('runs one prepared statement per text on each connection', async () => {
