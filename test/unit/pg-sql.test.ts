@@ -113,8 +113,34 @@ describe('PgSql on a real Postgres', () => {
     await expect(sqlite.get('SELECT * FROM t WHERE id = @id AND n = @n', { id: 'a' })).rejects.toThrow();
   });
 
+  it("gives the driver's own rows for a statement run again on a connection (its columns read once), and a failed parse fails the query", async () => {
+    const text = `SELECT t.id, t.at, t.n, t.cost, t.note, t.n > 3 AS big, count(*) OVER () AS n_all, t.id AS n, NULL::text AS gone FROM t WHERE t.at > @after ORDER BY t.id`;
+    const s = compileStatement(text);
+    const driver = await pool.query({ text: s.text, values: [0] });
+    for (let i = 0; i < 4; i++) expect(await pgSql.all(text, { after: 0 })).toEqual(driver.rows);
+    // A value its connection's parser refuses fails the query, and the connection goes on.
+    const refusing = new pg.Client({
+      connectionString: database.url,
+      types: {
+        getTypeParser: ((oid: number, format: string) =>
+          oid === 25
+            ? () => {
+                throw new Error('refused');
+              }
+            : pg.types.getTypeParser(oid, format as 'text')) as never,
+      },
+    });
+    await refusing.connect();
+    try {
+      await expect(new PgSql(refusing).all(text, { after: 0 })).rejects.toThrow('refused');
+      expect(await new PgSql(refusing).get('SELECT 1 AS one')).toEqual({ one: 1 });
+    } finally {
+      await refusing.end();
+    }
+  });
+
   it("quotes a literal as node-postgres's escapeLiteral does, and the server reads back the same text", async () => {
-    const texts = ['', 'plain', "it's", 'a\\b', "both ' and \\", '{"s":"say \\"hi\\"\\n"}', "''\\\\''", 'é ✓ \u{1F600}', 'E\'x\''];
+    const texts = ['', 'plain', "it's", 'a\\b', "both ' and \\", '{"s":"say \\"hi\\"\\n"}', "''\\\\''", 'é ✓ \u{1F600}', "E'x'"];
     for (const text of texts) {
       expect(quoteLiteral(text), text).toBe(pg.escapeLiteral(text));
       const { rows } = await pool.query<{ v: string }>(`SELECT ${quoteLiteral(text)}::text AS v`);

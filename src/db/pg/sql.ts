@@ -9,6 +9,7 @@
  */
 import type pg from 'pg';
 import type { RunResult, Sql, SqlParams } from '../../core/sql.js';
+import { type Queryable, submitStatement } from './statement-query.js';
 
 /** A text compiled for Postgres: `$n` placeholders, and where each value comes from. */
 export interface CompiledStatement {
@@ -119,9 +120,6 @@ export function bindValues(s: CompiledStatement, text: string, params: SqlParams
   });
 }
 
-/** What a handle queries: a pool (one connection per statement) or one checked-out client. */
-type Queryable = pg.Pool | pg.PoolClient | pg.Client;
-
 /** A pool or a client as an `Sql` handle. */
 export class PgSql implements Sql {
   readonly dialect = 'postgres' as const;
@@ -146,6 +144,6 @@ export class PgSql implements Sql {
   protected query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {
     const s = compileStatement(text);
     const values = bindValues(s, text, params);
-    return this.target.query(s.name === undefined ? { text: s.text, values } : { name: s.name, text: s.text, values });
+    return submitStatement(this.target, s.name, s.text, values);
   }
 }
