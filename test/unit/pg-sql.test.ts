@@ -10,7 +10,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { openDatabase, type Db } from '../../src/db/connection.js';
-import { quoteLiteral } from '../../src/db/pg/commit-query.js';
+import { inlineList, quoteLiteral } from '../../src/db/pg/commit-query.js';
 import { compileStatement, PgSql } from '../../src/db/pg/sql.js';
 import { SqliteSql } from '../../src/db/sql.js';
 import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
@@ -146,6 +146,12 @@ describe('PgSql on a real Postgres', () => {
       const { rows } = await pool.query<{ v: string }>(`SELECT ${quoteLiteral(text)}::text AS v`);
       expect(rows[0]!.v, text).toBe(text);
     }
+  });
+
+  it('inlines an array of texts that the server reads back element for element', async () => {
+    const elements = ['', 'plain', 'a"b', 'a\\b', "it's", '{"kind":"x","data":{"s":"q\\"\\\\"}}', 'NULL', 'é ✓'];
+    const { rows } = await pool.query<{ v: string[] }>(`SELECT (${inlineList([elements])})::text[] AS v`);
+    expect(rows[0]!.v).toEqual(elements);
   });
 
   it('runs one prepared statement per text on each connection', async () => {

@@ -133,7 +133,19 @@ function arrayText(values: readonly unknown[]): string {
   const items = values.map((v) => {
     if (v === null || v === undefined) return 'NULL';
     if (typeof v === 'object') throw new TypeError('only flat arrays of scalars can be inlined into a statement');
-    return `"${String(v).replace(/[\\"]/g, '\\$&')}"`;
+    return `"${arrayElement(String(v))}"`;
   });
   return `{${items.join(',')}}`;
+}
+
+/**
+ * An array element's text with its backslashes and double quotes escaped by a backslash: string searches,
+ * not a regular expression's replace (the notifications' payloads, JSON, are array elements: pgcpu7).
+ */
+function arrayElement(value: string): string {
+  const backslash = value.includes('\\');
+  const quote = value.includes('"');
+  if (!backslash && !quote) return value;
+  const escaped = backslash ? value.replaceAll('\\', '\\\\') : value;
+  return quote ? escaped.replaceAll('"', '\\"') : escaped;
 }
