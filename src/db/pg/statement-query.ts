@@ -1,7 +1,7 @@
 /**
  * How our statements go through node-postgres (pg/sql.ts, pg/transaction-sql.ts): as a query object of
  * our own, built from the text and the values, without three of the driver's per-query costs, which were
- * ~8 % of a daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7):
+ * ~7 % of a daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7):
  *   - given a config object, the driver copies it property by property (`Object.getOwnPropertyDescriptors`)
  *     and wraps its promise in a second one;
  *   - the server describes a prepared statement's columns on every run, and the driver builds their
