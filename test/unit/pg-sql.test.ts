@@ -161,4 +161,29 @@ describe('PgSql on a real Postgres', () => {
     // This query ran on one of the pool's (at most two) connections: it sees its own session's statements.
     expect(rows[0]!.n).toBe(1);
   });
+  it("a failed statement's error names the code that awaited it, on a checked-out connection and on the pool", async () => {
+    const client = await pool.connect();
+    try {
+      const failAt = async function theCallerOfTheFailingStatement(sql: Sql) {
+        await sql.get('SELECT missing_column FROM t WHERE id = @id', { id: 'a' });
+      };
+      for (const sql of [new PgSql(client), pgSql]) {
+        const err = (await failAt(sql).catch((e: unknown) => e)) as Error;
+        expect(err.message).toMatch(/missing_column/);
+        expect(err.stack).toMatch(/theCallerOfTheFailingStatement/);
+      }
+    } finally {
+      client.release();
+    }
+  });
+
+  it('a pool of one connection gets it back after each statement (the callback the pool wraps)', async () => {
+    const one = openTestPool(database.url, 1);
+    try {
+      const sql = new PgSql(one);
+      for (let i = 0; i < 3; i++) expect(await sql.get<{ n: number }>('SELECT n FROM t WHERE id = @id', { id: 'b' })).toEqual({ n: 4 });
+    } finally {
+      await one.end();
+    }
+  });
 });

@@ -121,6 +121,16 @@ export function bindValues(s: CompiledStatement, text: string, params: SqlParams
 }
 
 /** A pool or a client as an `Sql` handle. */
+/**
+ * Rethrows a statement's error with the stack of the code that awaited it: an error the driver raises on a
+ * checked-out connection carries only the protocol parser's frames (statement-query.ts submits without the
+ * driver's promise, which re-captured it), and the daemon's `unexpected error:` output should name our caller.
+ */
+function withCallerStack(err: unknown): never {
+  if (err instanceof Error) Error.captureStackTrace(err, withCallerStack);
+  throw err;
+}
+
 export class PgSql implements Sql {
   readonly dialect = 'postgres' as const;
   constructor(readonly target: Queryable) {}
@@ -130,15 +140,15 @@ export class PgSql implements Sql {
   }
 
   async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
-    return (await this.query(text, params)).rows[0] as T | undefined;
+    return (await this.query(text, params).catch(withCallerStack)).rows[0] as T | undefined;
   }
 
   async all<T>(text: string, params?: SqlParams): Promise<T[]> {
-    return (await this.query(text, params)).rows as T[];
+    return (await this.query(text, params).catch(withCallerStack)).rows as T[];
   }
 
   async run(text: string, params?: SqlParams): Promise<RunResult> {
-    return { changes: (await this.query(text, params)).rowCount ?? 0 };
+    return { changes: (await this.query(text, params).catch(withCallerStack)).rowCount ?? 0 };
   }
 
   protected query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {

@@ -52,7 +52,8 @@ function rowShape(types: TypeParsers, name: string, fields: readonly Field[]): R
     shapesByConnection.set(types, shapes);
   }
   const known = shapes.get(name);
-  // A statement's columns only change if the server prepared it anew (a migration in between): checked each time.
+  // Defensive: the server refuses a prepared statement whose result type changed, and a name is never reused for
+  // another text; checked anyway, at the cost of a comparison per description.
   if (known !== undefined && sameColumns(known.fields, fields)) return known;
   if (fields.some((f) => f.format === 'binary' || f.name === '__proto__')) return null;
   const empty: Record<string, null> = {};
@@ -148,8 +149,6 @@ export function submitStatement(target: Queryable, name: string | undefined, tex
   // Read when the query is sent, as a config object's name would be.
   query.name = name;
   query.shapeKey = name;
-  // A pool checks out a connection and settles its own promise with the query's outcome.
-  if (target instanceof pgDriver().Pool) return target.query(query as never) as unknown as Promise<pg.QueryResult>;
   return submit(target, query);
 }
 
@@ -163,9 +162,14 @@ export function submitSimple(client: pg.PoolClient, text: string, shapeOf: strin
   return submit(client, query) as Promise<pg.QueryResult | pg.QueryResult[]>;
 }
 
-function submit(client: pg.PoolClient | pg.Client, query: DriverQuery): Promise<pg.QueryResult> {
+/**
+ * The query's outcome on `target`, a connection or a pool. The callback is given as an argument, not set on the
+ * query: a pool wraps it to give its connection back first (one set on the query would bypass that, and the pool
+ * would run dry).
+ */
+function submit(target: Queryable, query: DriverQuery): Promise<pg.QueryResult> {
   return new Promise((resolve, reject) => {
-    query.callback = (err, result) => (err ? reject(err) : resolve(result));
-    client.query(query as never);
+    const send = target.query as (this: Queryable, q: unknown, cb: (err: Error | undefined, r: pg.QueryResult) => void) => void;
+    send.call(target, query, (err, result) => (err ? reject(err) : resolve(result)));
   });
 }
