@@ -5,13 +5,16 @@
  * the engine's JS work reads them from two trees back to back.
  *
  *   npx tsx bench/engine-counts.ts [projects=200] [epics=10] [top=25]
+ *   ENGINE_COUNTS_POSTGRES=1 npx tsx bench/engine-counts.ts …   # the App on Postgres (a server of its own, a database per run)
  *
  * Allocations come from the inspector's sampling heap profiler with the objects GC collected included
  * (one sample per 4 KiB allocated): the bytes per item and the functions that allocated most, by self size.
  * The promise count comes from an async_hooks hook, enabled in a separate run (it slows the run).
  */
 import { createHook } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
 import { Session } from 'node:inspector/promises';
+import { adminQuery, databaseUrl, startPostgres } from '../test/helpers/postgres-server.js';
 import { runEngineOnce } from './lib/engine-run.js';
 
 interface SamplingNode {
@@ -21,7 +24,16 @@ interface SamplingNode {
 }
 
 const [projects = 200, epicsPerProject = 10, top = 25] = process.argv.slice(2).map(Number);
-const run = (onSeeded: () => Promise<void>) => runEngineOnce({ projects, epicsPerProject, maxInFlight: 256, onSeeded });
+// On Postgres the engine reaches the server through its Unix socket, as bench target 9's daemons do.
+const server = process.env.ENGINE_COUNTS_POSTGRES ? await startPostgres({ durable: true }) : null;
+async function freshDatabase(): Promise<string | undefined> {
+  if (!server) return undefined;
+  const name = `combine_counts_${randomBytes(6).toString('hex')}`;
+  await adminQuery(server.adminUrl, `CREATE DATABASE ${name}`);
+  return server.viaSocket(databaseUrl(server.adminUrl, name));
+}
+const run = async (onSeeded: () => Promise<void>) =>
+  runEngineOnce({ projects, epicsPerProject, maxInFlight: 256, onSeeded, databaseUrl: await freshDatabase() });
 
 await run(async () => {}); // warm-up: the measured runs see optimized code
 
@@ -66,3 +78,4 @@ console.log(
 );
 for (const [site, size] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, top))
   console.log(`${String(Math.round(size / sampled.items)).padStart(8)}  ${site}`);
+await server?.stop();

@@ -6,10 +6,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { openDatabase, type Db } from '../../src/db/connection.js';
+import { inlineList, quoteLiteral } from '../../src/db/pg/commit-query.js';
 import { compileStatement, PgSql } from '../../src/db/pg/sql.js';
 import { SqliteSql } from '../../src/db/sql.js';
 import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
@@ -112,11 +113,77 @@ describe('PgSql on a real Postgres', () => {
     await expect(sqlite.get('SELECT * FROM t WHERE id = @id AND n = @n', { id: 'a' })).rejects.toThrow();
   });
 
+  it("gives the driver's own rows for a statement run again on a connection (its columns read once), and a failed parse fails the query", async () => {
+    const text = `SELECT t.id, t.at, t.n, t.cost, t.note, t.n > 3 AS big, count(*) OVER () AS n_all, t.id AS n, NULL::text AS gone FROM t WHERE t.at > @after ORDER BY t.id`;
+    const s = compileStatement(text);
+    const driver = await pool.query({ text: s.text, values: [0] });
+    for (let i = 0; i < 4; i++) expect(await pgSql.all(text, { after: 0 })).toEqual(driver.rows);
+    // A value its connection's parser refuses fails the query, and the connection goes on.
+    const refusing = new pg.Client({
+      connectionString: database.url,
+      types: {
+        getTypeParser: ((oid: number, format: string) =>
+          oid === 25
+            ? () => {
+                throw new Error('refused');
+              }
+            : pg.types.getTypeParser(oid, format as 'text')) as never,
+      },
+    });
+    await refusing.connect();
+    try {
+      await expect(new PgSql(refusing).all(text, { after: 0 })).rejects.toThrow('refused');
+      expect(await new PgSql(refusing).get('SELECT 1 AS one')).toEqual({ one: 1 });
+    } finally {
+      await refusing.end();
+    }
+  });
+
+  it("quotes a literal as node-postgres's escapeLiteral does, and the server reads back the same text", async () => {
+    const texts = ['', 'plain', "it's", 'a\\b', "both ' and \\", '{"s":"say \\"hi\\"\\n"}', "''\\\\''", 'é ✓ \u{1F600}', "E'x'"];
+    for (const text of texts) {
+      expect(quoteLiteral(text), text).toBe(pg.escapeLiteral(text));
+      const { rows } = await pool.query<{ v: string }>(`SELECT ${quoteLiteral(text)}::text AS v`);
+      expect(rows[0]!.v, text).toBe(text);
+    }
+  });
+
+  it('inlines an array of texts that the server reads back element for element', async () => {
+    const elements = ['', 'plain', 'a"b', 'a\\b', "it's", '{"kind":"x","data":{"s":"q\\"\\\\"}}', 'NULL', 'é ✓'];
+    const { rows } = await pool.query<{ v: string[] }>(`SELECT (${inlineList([elements])})::text[] AS v`);
+    expect(rows[0]!.v).toEqual(elements);
+  });
+
   it('runs one prepared statement per text on each connection', async () => {
     const text = 'SELECT n FROM t WHERE id = @id';
     for (let i = 0; i < 6; i++) await pgSql.get(text, { id: 'a' });
     const { rows } = await pool.query<{ n: number }>('SELECT count(*) AS n FROM pg_prepared_statements WHERE name = $1', [compileStatement(text).name]);
     // This query ran on one of the pool's (at most two) connections: it sees its own session's statements.
     expect(rows[0]!.n).toBe(1);
+  });
+  it("a failed statement's error names the code that awaited it, on a checked-out connection and on the pool", async () => {
+    const client = await pool.connect();
+    try {
+      const failAt = async function theCallerOfTheFailingStatement(sql: Sql) {
+        await sql.get('SELECT missing_column FROM t WHERE id = @id', { id: 'a' });
+      };
+      for (const sql of [new PgSql(client), pgSql]) {
+        const err = (await failAt(sql).catch((e: unknown) => e)) as Error;
+        expect(err.message).toMatch(/missing_column/);
+        expect(err.stack).toMatch(/theCallerOfTheFailingStatement/);
+      }
+    } finally {
+      client.release();
+    }
+  });
+
+  it('a pool of one connection gets it back after each statement (the callback the pool wraps)', async () => {
+    const one = openTestPool(database.url, 1);
+    try {
+      const sql = new PgSql(one);
+      for (let i = 0; i < 3; i++) expect(await sql.get<{ n: number }>('SELECT n FROM t WHERE id = @id', { id: 'b' })).toEqual({ n: 4 });
+    } finally {
+      await one.end();
+    }
   });
 });

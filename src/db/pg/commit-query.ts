@@ -10,7 +10,6 @@
  * reuses its plan, and the literals take the types the statement's parameters were prepared with.
  */
 import type { SqlParams } from '../../core/sql.js';
-import { pgDriver } from './driver.js';
 import type { Notification } from './notifications.js';
 import { bindValues, compileStatement } from './sql.js';
 
@@ -107,10 +106,26 @@ export function inlineList(values: readonly unknown[]): string | null {
 
 function literal(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
-  if (Array.isArray(value)) return pgDriver().escapeLiteral(arrayText(value));
-  if (typeof value === 'string') return pgDriver().escapeLiteral(value);
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return pgDriver().escapeLiteral(String(value));
+  if (typeof value === 'string') return quoteLiteral(value);
+  if (Array.isArray(value)) return quoteLiteral(arrayText(value));
+  // A number's, a bigint's or a boolean's text has no quote or backslash to escape.
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return `'${value}'`;
   throw new TypeError(`a ${typeof value} cannot be inlined into a statement`);
+}
+
+/**
+ * `value` as a string literal, the very text node-postgres's `escapeLiteral` gives (quotes and backslashes
+ * doubled, ` E'…'` when there is a backslash), without its loop that builds the result a character at a
+ * time: the COMMIT query inlines every ledger payload and document part this way, and that loop was ~5 % of a
+ * daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7).
+ */
+export function quoteLiteral(value: string): string {
+  const backslash = value.includes('\\');
+  const quote = value.includes("'");
+  if (!backslash && !quote) return `'${value}'`;
+  let body = backslash ? value.replaceAll('\\', '\\\\') : value;
+  if (quote) body = body.replaceAll("'", "''");
+  return backslash ? ` E'${body}'` : `'${body}'`;
 }
 
 /** A one-dimensional array in Postgres's array text form: every element quoted, NULL for null. */
@@ -118,7 +133,19 @@ function arrayText(values: readonly unknown[]): string {
   const items = values.map((v) => {
     if (v === null || v === undefined) return 'NULL';
     if (typeof v === 'object') throw new TypeError('only flat arrays of scalars can be inlined into a statement');
-    return `"${String(v).replace(/[\\"]/g, '\\$&')}"`;
+    return `"${arrayElement(String(v))}"`;
   });
   return `{${items.join(',')}}`;
+}
+
+/**
+ * An array element's text with its backslashes and double quotes escaped by a backslash: string searches,
+ * not a regular expression's replace (the notifications' payloads, JSON, are array elements: pgcpu7).
+ */
+function arrayElement(value: string): string {
+  const backslash = value.includes('\\');
+  const quote = value.includes('"');
+  if (!backslash && !quote) return value;
+  const escaped = backslash ? value.replaceAll('\\', '\\\\') : value;
+  return quote ? escaped.replaceAll('"', '\\"') : escaped;
 }

@@ -9,6 +9,7 @@
  */
 import type pg from 'pg';
 import type { RunResult, Sql, SqlParams } from '../../core/sql.js';
+import { type Queryable, submitStatement } from './statement-query.js';
 
 /** A text compiled for Postgres: `$n` placeholders, and where each value comes from. */
 export interface CompiledStatement {
@@ -119,10 +120,17 @@ export function bindValues(s: CompiledStatement, text: string, params: SqlParams
   });
 }
 
-/** What a handle queries: a pool (one connection per statement) or one checked-out client. */
-type Queryable = pg.Pool | pg.PoolClient | pg.Client;
-
 /** A pool or a client as an `Sql` handle. */
+/**
+ * Rethrows a statement's error with the stack of the code that awaited it: an error the driver raises on a
+ * checked-out connection carries only the protocol parser's frames (statement-query.ts submits without the
+ * driver's promise, which re-captured it), and the daemon's `unexpected error:` output should name our caller.
+ */
+function withCallerStack(err: unknown): never {
+  if (err instanceof Error) Error.captureStackTrace(err, withCallerStack);
+  throw err;
+}
+
 export class PgSql implements Sql {
   readonly dialect = 'postgres' as const;
   constructor(readonly target: Queryable) {}
@@ -132,20 +140,20 @@ export class PgSql implements Sql {
   }
 
   async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
-    return (await this.query(text, params)).rows[0] as T | undefined;
+    return (await this.query(text, params).catch(withCallerStack)).rows[0] as T | undefined;
   }
 
   async all<T>(text: string, params?: SqlParams): Promise<T[]> {
-    return (await this.query(text, params)).rows as T[];
+    return (await this.query(text, params).catch(withCallerStack)).rows as T[];
   }
 
   async run(text: string, params?: SqlParams): Promise<RunResult> {
-    return { changes: (await this.query(text, params)).rowCount ?? 0 };
+    return { changes: (await this.query(text, params).catch(withCallerStack)).rowCount ?? 0 };
   }
 
   protected query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {
     const s = compileStatement(text);
     const values = bindValues(s, text, params);
-    return this.target.query(s.name === undefined ? { text: s.text, values } : { name: s.name, text: s.text, values });
+    return submitStatement(this.target, s.name, s.text, values);
   }
 }

@@ -18,6 +18,7 @@ import type pg from 'pg';
 import type { SqlParams } from '../../core/sql.js';
 import { inlineList } from './commit-query.js';
 import { bindValues, type CompiledStatement, compileStatement, PgSql } from './sql.js';
+import { submitSimple, submitStatement } from './statement-query.js';
 
 /** The statement names known to be prepared on each connection (each one's first run there prepared it). */
 const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
@@ -63,15 +64,14 @@ export class PgTransactionSql extends PgSql {
       return beginning.then(() => this.execute(s, values));
     }
     const call = s.count === 0 ? `EXECUTE ${s.name}` : `EXECUTE ${s.name}(${inline})`;
-    return this.client.query(`BEGIN;\n${call}`).then((results) => (results as unknown as pg.QueryResult[])[1]!);
+    return submitSimple(this.client, `BEGIN;\n${call}`, s.name!).then((results) => (results as pg.QueryResult[])[1]!);
   }
 
   /** The statement as a named prepared statement (unnamed once the statement cache is full), noted as prepared here. */
   private execute(s: CompiledStatement, values: unknown[]): Promise<pg.QueryResult> {
-    if (s.name === undefined) return this.client.query({ text: s.text, values });
     const name = s.name;
-    if (this.prepared.has(name)) return this.client.query({ name, text: s.text, values });
-    return this.client.query({ name, text: s.text, values }).then((result) => {
+    if (name === undefined || this.prepared.has(name)) return submitStatement(this.client, s.name, s.text, values);
+    return submitStatement(this.client, s.name, s.text, values).then((result) => {
       this.prepared.add(name);
       return result;
     });
