@@ -4,6 +4,7 @@ import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
 import { withWholeContent, writesDocumentsAtOnce } from './document-parts.js';
 import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
+import { forgetReadInTransaction } from './transaction-reads.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
   await sql.run('INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)', row);
@@ -29,6 +30,7 @@ export async function insertDocument(
   sql: Sql,
   row: Omit<DocumentRow, 'doc_key' | PartsColumns> & Partial<Pick<DocumentRow, 'doc_key' | PartsColumns>>,
 ): Promise<void> {
+  forgetReadInTransaction(sql, { project_id: row.project_id, doc_type: row.doc_type, doc_key: row.doc_key ?? '' });
   await sql.run(
     `INSERT INTO documents (id, project_id, doc_type, doc_key, version, content, updated_at, parts_field, parts_key, parts_chars)
      VALUES (@id, @project_id, @doc_type, @doc_key, @version, @content, @updated_at, @parts_field, @parts_key, @parts_chars)`,
@@ -129,7 +131,8 @@ export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarg
  * (`runGuardedAtCommit`), or at once on a handle whose document writes run at once (document-parts.ts
  * `writeDocumentsAtOnce`: a later write of the same document in the transaction reads this version).
  */
-function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, what: string): Promise<void> {
+function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>> & { id: string }, what: string): Promise<void> {
+  forgetReadInTransaction(sql, { id: params.id });
   return writesDocumentsAtOnce(sql) ? runGuarded(sql, text, params, what) : runGuardedAtCommit(sql, text, params, what);
 }
 

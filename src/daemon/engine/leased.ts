@@ -7,7 +7,8 @@ import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
 import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
 import { writeDocumentsAtOnce } from '../../db/document-parts.js';
-import { releaseLock } from '../../db/locks.js';
+import { releaseHeldLock } from '../../db/locks.js';
+import { DONE } from '../../db/statements.js';
 import { lockDocumentHeads } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -41,11 +42,11 @@ export interface EngineContext {
  * A leased item holds its scope's lock (taken with the lease, extended with it): the step that ends the
  * lease releases it, and a lock that is not there any more means another item may have held the scope
  * meanwhile — refused (StaleStateError: the transaction rolls back, recovery resumes the item). A queued
- * item holds none.
+ * item holds none. On Postgres the release runs in the COMMIT's query (db/locks.ts `releaseHeldLock`).
  */
-export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
-  if (item.status !== 'claimed' && item.status !== 'running') return;
-  if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(`work item ${item.id} no longer holds its lock ${item.lock_scope}`);
+export function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
+  if (item.status !== 'claimed' && item.status !== 'running') return DONE;
+  return releaseHeldLock(tx.sql, { scope: item.lock_scope, owner: item.id }, `work item ${item.id} no longer holds its lock ${item.lock_scope}`);
 }
 
 /**
