@@ -9,7 +9,7 @@ import type { LockRow } from './schema.js';
 import { skipLockedLockRows } from './dialect.js';
 import { changedOne, runGuardedAtCommit } from './statements.js';
 
-const TAKE_SCOPE = `ON CONFLICT (scope) DO UPDATE
+export const TAKE_SCOPE = `ON CONFLICT (scope) DO UPDATE
        SET owner = excluded.owner, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
        WHERE locks.owner = excluded.owner OR (locks.expires_at IS NOT NULL AND locks.expires_at <= @now)`;
 

@@ -144,7 +144,7 @@ export function claimWorkItem(sql: Sql, p: { id: string; owner: string; now: num
  * `claimWorkItem`'s statement per dialect, built once: a text built per call costs a copy and a hash of
  * its every character for the statement cache's look-up, once per claimed item.
  */
-const CLAIM_TEXT = {
+export const CLAIM_TEXT = {
   sqlite: claimText('sqlite'),
   postgres: claimText('postgres'),
 };

@@ -291,7 +291,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
  *      order, or a claim round waiting only for its first), a closure of answers' `document:<target>`
  *      keys (in key order, and no budget lock: see 3) and a lock scope's `lock:<scope>`, which
- *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
+ *      claims (in the claim's own statement, after the item's row: db/claim-with-scope.ts), the recovery
+ *      scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
  *      `extendLock` of an expired row): a scope another transaction is taking is passed over, never
  *      waited for — two claim rounds took two scopes in crossing order. A claim round's read of an item
  *      it may claim only tries `claim:<item>` too (db/item-with-thread.ts `readClaimCandidate`): it
