@@ -7,8 +7,7 @@ import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
 import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
 import { writeDocumentsAtOnce } from '../../db/document-parts.js';
-import { releaseHeldLock } from '../../db/locks.js';
-import { DONE } from '../../db/statements.js';
+import { releaseHeldLock, releaseLock } from '../../db/locks.js';
 import { lockDocumentHeads } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -42,12 +41,24 @@ export interface EngineContext {
  * A leased item holds its scope's lock (taken with the lease, extended with it): the step that ends the
  * lease releases it, and a lock that is not there any more means another item may have held the scope
  * meanwhile — refused (StaleStateError: the transaction rolls back, recovery resumes the item). A queued
- * item holds none. On Postgres the release runs in the COMMIT's query (db/locks.ts `releaseHeldLock`).
+ * item holds none.
  */
-export function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
-  if (item.status !== 'claimed' && item.status !== 'running') return DONE;
-  return releaseHeldLock(tx.sql, { scope: item.lock_scope, owner: item.id }, `work item ${item.id} no longer holds its lock ${item.lock_scope}`);
+export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
+  if (item.status !== 'claimed' && item.status !== 'running') return;
+  if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(lockLost(item));
 }
+
+/**
+ * `releaseItemLock` of an applied answer's item (completer.ts `finishAnswer`): on Postgres in the COMMIT's
+ * query (db/locks.ts `releaseHeldLock`), a round trip less per item. Only there: the failures release at
+ * once, because the recovery scan's transaction sweeps orphaned lock rows after them (rescuer.ts), and
+ * the sweep deletes the row of an item it just requeued — a release left for the COMMIT then found none.
+ */
+export function releaseAppliedItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
+  return releaseHeldLock(tx.sql, { scope: item.lock_scope, owner: item.id }, lockLost(item));
+}
+
+const lockLost = (item: WorkItemRow) => `work item ${item.id} no longer holds its lock ${item.lock_scope}`;
 
 /**
  * Reads the item, with its thread and what the step also needs (`ahead`) in the same statement, and

@@ -316,7 +316,7 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
  *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
- *      the item's lock (its scope lock row too, which a step that ends the lease deletes at the end: 5). A write that holds a head takes no item and no advisory lock after it (a closure
+ *      the item's lock (its scope lock row too, which an applied answer's finish deletes at the end, 5, a failure at once). A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
  *      at COMMIT, holding only its project row, which no answer takes. Before its heads, a closure of
  *      answers takes its targets' keys (advisory locks of 2, in key order: db/projects.ts
@@ -339,8 +339,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      the transactions without an append), the mutation, document parts and the document's next version
  *      (its head row already locked in 3; at once instead in a closure that writes documents at once:
  *      db/document-parts.ts `writeDocumentsAtOnce`), a claim's new reservations, and the guarded
- *      statements a step queued for the end: an answer's item marked applied, the scope lock row of an
- *      item whose lease ends deleted (db/locks.ts `releaseHeldLock`). Both rows are the item's, whose
+ *      statements a step queued for the end: an answer's item marked applied, the scope lock row of that
+ *      item deleted (db/locks.ts `releaseHeldLock`). Both rows are the item's, whose
  *      lock (1) the step holds; the lock row's other writers take the item first (the heartbeat) or only
  *      try its scope and pass over a row being written (claims, the recovery scan, the orphan sweep).
  * The engine's paths are built that way and are the hot ones — a start locks its items, then moves its
