@@ -6,49 +6,32 @@
  * at that point of the transaction, but for another transaction's commit to a document it did not lock.
  * Real Postgres, the real writer and statements.
  */
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { parseDocumentJson } from '../../src/daemon/engine/operation-context.js';
 import { readDocumentValue } from '../../src/db/document-cache.js';
 import { writeDocumentsAtOnce } from '../../src/db/document-parts.js';
-import { PgSql } from '../../src/db/pg/sql.js';
-import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertDocument, insertProject, lockDocumentHead, lockDocumentHeads, updateDocumentContent } from '../../src/db/projects.js';
-import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
+import { useTestWriter } from '../helpers/postgres.js';
 
-let database: TestDatabase;
-let pools: pg.Pool[];
-let other: PgSql;
-let writer: PgWriter<never>;
-
-beforeAll(async () => {
-  database = await createTestDatabase({ migrated: true });
-  pools = [openTestPool(database.url, 2), openTestPool(database.url, 2)];
-  other = new PgSql(pools[0]!);
-  writer = new PgWriter<never>(pools[1]!, { raceAttempts: 1 });
-  await insertProject(other, { id: 'p', name: 'p', created_at: 1 });
-});
-afterAll(async () => {
-  await writer?.close();
-  for (const pool of pools ?? []) await pool.end();
-  await database?.drop();
-});
+/** `reader`: another transaction's statements (another connection of the pool, autocommit). */
+const db = useTestWriter(4, { raceAttempts: 1 });
+beforeAll(() => insertProject(db.reader, { id: 'p', name: 'p', created_at: 1 }));
 
 const HEAD = 'SELECT id, version, updated_at, parts_field, parts_key, parts_chars FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?';
 const storedHead = (sql: Sql, docType: string) => sql.get(HEAD, ['p', docType, '']);
 
 async function newDocument(id: string, docType: string, content: unknown): Promise<void> {
-  await insertDocument(other, { id, project_id: 'p', doc_type: docType, version: 1, content: JSON.stringify(content), updated_at: 1 });
+  await insertDocument(db.reader, { id, project_id: 'p', doc_type: docType, version: 1, content: JSON.stringify(content), updated_at: 1 });
 }
 
 describe('a write transaction', () => {
   it('reads a document once: a commit of another transaction meanwhile is not seen, its own write is', async () => {
     await newDocument('arch', 'arch', { n: 1 });
-    const seen = await writer.write(async (sql) => {
+    const seen = await db.writer.write(async (sql) => {
       const first = await readDocumentValue(sql, 'p', 'arch', parseDocumentJson);
       // Another transaction commits version 2 (READ COMMITTED: a new read would see it).
-      await updateDocumentContent(other, { id: 'arch', from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 2 });
+      await updateDocumentContent(db.reader, { id: 'arch', from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 2 });
       const again = await readDocumentValue(sql, 'p', 'arch', parseDocumentJson);
       writeDocumentsAtOnce(sql);
       await updateDocumentContent(sql, { id: 'arch', from_version: 2, content: JSON.stringify({ n: 3 }), updated_at: 3 });
@@ -61,7 +44,7 @@ describe('a write transaction', () => {
   });
 
   it('reads a document it did not find again once it created it', async () => {
-    const seen = await writer.write(async (sql) => {
+    const seen = await db.writer.write(async (sql) => {
       const before = await readDocumentValue(sql, 'p', 'fresh', parseDocumentJson);
       await insertDocument(sql, { id: 'fresh', project_id: 'p', doc_type: 'fresh', version: 1, content: JSON.stringify({ n: 1 }), updated_at: 1 });
       return { before, after: await readDocumentValue(sql, 'p', 'fresh', parseDocumentJson) };
@@ -73,7 +56,7 @@ describe('a write transaction', () => {
 describe('a shared closure of answers, holding its targets heads', () => {
   it('finds each held head as its own writes left it, the same as a read of the row', async () => {
     await newDocument('held', 'held', { n: 1 });
-    const seen = await writer.write(async (sql) => {
+    const seen = await db.writer.write(async (sql) => {
       writeDocumentsAtOnce(sql);
       await lockDocumentHeads(sql, [
         { project_id: 'p', doc_type: 'held', doc_key: '' },
@@ -96,7 +79,7 @@ describe('a shared closure of answers, holding its targets heads', () => {
 
   it('reads a held head again once a write of it is queued for the COMMIT', async () => {
     await newDocument('queued', 'queued', { n: 1 });
-    const seen = await writer.write(async (sql) => {
+    const seen = await db.writer.write(async (sql) => {
       await lockDocumentHeads(sql, [{ project_id: 'p', doc_type: 'queued', doc_key: '' }]);
       await updateDocumentContent(sql, { id: 'queued', from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 5 });
       return { head: await lockDocumentHead(sql, 'p', 'queued'), row: await storedHead(sql, 'queued') };
@@ -104,6 +87,6 @@ describe('a shared closure of answers, holding its targets heads', () => {
     // Not written yet (the COMMIT's query writes it): the head is the row's, version 1.
     expect(seen.head).toEqual(seen.row);
     expect(seen.head).toMatchObject({ version: 1 });
-    expect(await storedHead(other, 'queued')).toMatchObject({ version: 2 });
+    expect(await storedHead(db.reader, 'queued')).toMatchObject({ version: 2 });
   });
 });
