@@ -22,6 +22,7 @@ import type { Sql } from '../core/sql.js';
 import { assembleDocumentText } from '../domain/document-parts.js';
 import { readStoredDocument, type StoredDocument } from './document-parts.js';
 import { getDocumentHead, type DocumentHead } from './projects.js';
+import { keepReadInTransaction, readInTransaction, readMark } from './transaction-reads.js';
 
 /**
  * How a parse puts a document stored in parts together from its parts, each parsed once: `assemble`'s
@@ -85,12 +86,18 @@ export async function readParsedDocument<T>(sql: Sql, projectId: string, docType
 
 /**
  * Only the parsed value (null when the document is absent): `readParsedDocument` for a reader that needs
- * no version, with one await on a cache hit (the engine reads a few documents for every item).
+ * no version, with one await on a cache hit (the engine reads a few documents for every item). In a
+ * Postgres write transaction that already read it, no read at all (db/transaction-reads.ts).
  */
 export async function readDocumentValue<T>(sql: Sql, projectId: string, docType: string, parse: Parse<T>, key = ''): Promise<T | null> {
+  const read = readInTransaction(sql, projectId, docType, key, parse);
+  if (read) return read.value as T | null;
+  const mark = readMark(sql);
   const head = await getDocumentHead(sql, projectId, docType, key);
-  if (!head) return null;
-  return documentValueAt(sql, head, parse);
+  const at = head ? documentValueAt(sql, head, parse) : null;
+  const value = at instanceof Promise ? await at : at;
+  keepReadInTransaction(sql, mark, { projectId, docType, key }, { id: head?.id ?? null, parse, value });
+  return value;
 }
 
 /**

@@ -4,6 +4,7 @@ import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
 import { withWholeContent, writesDocumentsAtOnce } from './document-parts.js';
 import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
+import { forgetReadInTransaction } from './transaction-reads.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
   await sql.run('INSERT INTO projects (id, name, created_at) VALUES (@id, @name, @created_at)', row);
@@ -29,11 +30,15 @@ export async function insertDocument(
   sql: Sql,
   row: Omit<DocumentRow, 'doc_key' | PartsColumns> & Partial<Pick<DocumentRow, 'doc_key' | PartsColumns>>,
 ): Promise<void> {
+  const full = { doc_key: '', parts_field: null, parts_key: null, parts_chars: 0, ...row };
+  forgetReadInTransaction(sql, full);
   await sql.run(
     `INSERT INTO documents (id, project_id, doc_type, doc_key, version, content, updated_at, parts_field, parts_key, parts_chars)
      VALUES (@id, @project_id, @doc_type, @doc_key, @version, @content, @updated_at, @parts_field, @parts_key, @parts_chars)`,
-    { doc_key: '', parts_field: null, parts_key: null, parts_chars: 0, ...row },
+    full,
   );
+  // Inserted now, whatever the handle: the row is this transaction's until it ends.
+  heldHeads.get(sql)?.set(headKey(full), { ...headOf(full), project_id: full.project_id, doc_type: full.doc_type, doc_key: full.doc_key });
 }
 
 /** The project's one document of a type (epic_architecture, story_backlog). */
@@ -85,7 +90,9 @@ export type WriteHead = DocumentHead & Pick<DocumentRow, PartsColumns>;
  * version from the current one holds it from the read to its update, so no other write's version can
  * land in between and be overwritten. SQLite's single writer already excludes that.
  */
-export async function lockDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<WriteHead | undefined> {
+export function lockDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<WriteHead | undefined> {
+  const held = heldHeads.get(sql)?.get(headKey({ project_id: projectId, doc_type: docType, doc_key: key }));
+  if (held) return Promise.resolve(headOf(held));
   const text = 'SELECT id, version, updated_at, parts_field, parts_key, parts_chars FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?';
   return sql.get<WriteHead>(sql.dialect === 'postgres' ? `${text} FOR UPDATE` : text, [projectId, docType, key]);
 }
@@ -107,6 +114,8 @@ export interface DocumentTarget {
  * INSERT. With the keys held, no other closure holds any of these heads.
  */
 export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarget[]): Promise<void> {
+  const held = new Map<string, HeldHead>();
+  heldHeads.set(sql, held);
   const keys = [...new Set(targets.map((t) => `document:${JSON.stringify([t.project_id, t.doc_type, t.doc_key])}`))].sort();
   // The keys in this order: the outer query calls the lock function row by row over the sorted subquery.
   await sql.all(
@@ -115,13 +124,36 @@ export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarg
     [JSON.stringify(keys)],
   );
   // A target asked twice (two answers to one document) joins its row twice: locked once.
-  await sql.all(
-    `SELECT d.id FROM documents d
+  const rows = await sql.all<HeldHead>(
+    `SELECT d.id, d.project_id, d.doc_type, d.doc_key, d.version, d.updated_at, d.parts_field, d.parts_key, d.parts_chars
+     FROM documents d
      JOIN jsonb_to_recordset(CAST(? AS jsonb)) AS x(project_id text, doc_type text, doc_key text)
        ON d.project_id = x.project_id AND d.doc_type = x.doc_type AND d.doc_key = x.doc_key
      ORDER BY d.id FOR UPDATE OF d`,
     [JSON.stringify(targets)],
   );
+  for (const row of rows) held.set(headKey(row), row);
+}
+
+/** A head a transaction holds locked, with where it is. */
+type HeldHead = WriteHead & DocumentTarget;
+
+/**
+ * The heads a Postgres transaction holds locked since `lockDocumentHeads` (a shared closure of answers),
+ * by target, as the transaction's own writes left them: `lockDocumentHead` of one of them is answered
+ * without a statement (each answer's apply read its target's head again, a round trip for a row this
+ * transaction already held). Sound while the row is locked and every write of it goes through here: no
+ * other transaction can change it, and a write here notes the head it leaves — written at once, the head
+ * it wrote; queued for the COMMIT (not written yet), none, so a later read would read it. A target that
+ * did not exist is not held (another transaction may create it: the read looks again), until this
+ * transaction inserts it. The closure's handle is its run's own: a run again starts with none held.
+ */
+const heldHeads = new WeakMap<Sql, Map<string, HeldHead>>();
+
+const headKey = (t: DocumentTarget) => `${t.project_id}\0${t.doc_type}\0${t.doc_key}`;
+
+function headOf(h: WriteHead): WriteHead {
+  return { id: h.id, version: h.version, updated_at: h.updated_at, parts_field: h.parts_field, parts_key: h.parts_key, parts_chars: h.parts_chars };
 }
 
 /**
@@ -129,8 +161,22 @@ export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarg
  * (`runGuardedAtCommit`), or at once on a handle whose document writes run at once (document-parts.ts
  * `writeDocumentsAtOnce`: a later write of the same document in the transaction reads this version).
  */
-function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, what: string): Promise<void> {
-  return writesDocumentsAtOnce(sql) ? runGuarded(sql, text, params, what) : runGuardedAtCommit(sql, text, params, what);
+function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, next: WriteHead, what: string): Promise<void> {
+  forgetReadInTransaction(sql, next);
+  const atOnce = writesDocumentsAtOnce(sql);
+  noteWrittenHead(sql, next, atOnce);
+  return atOnce ? runGuarded(sql, text, params, what) : runGuardedAtCommit(sql, text, params, what);
+}
+
+/** A held head's next version (`heldHeads`): `next` when written at once, else no longer known. */
+function noteWrittenHead(sql: Sql, next: WriteHead, atOnce: boolean): void {
+  const held = heldHeads.get(sql);
+  if (!held) return;
+  for (const [key, head] of held) {
+    if (head.id !== next.id) continue;
+    if (atOnce) held.set(key, { ...head, ...next });
+    else held.delete(key);
+  }
 }
 
 /**
@@ -146,6 +192,7 @@ export function updateDocumentContent(sql: Sql, p: { id: string; from_version: n
     `UPDATE documents SET content = @content, version = version + 1, updated_at = @updated_at, parts_field = NULL, parts_key = NULL, parts_chars = 0
      WHERE id = @id AND version = @from_version`,
     p,
+    { id: p.id, version: p.from_version + 1, updated_at: p.updated_at, parts_field: null, parts_key: null, parts_chars: 0 },
     `document ${p.id} is no longer at version ${p.from_version}`,
   );
 }
@@ -165,6 +212,7 @@ export function updateDocumentHead(
        parts_field = @parts_field, parts_key = @parts_key, parts_chars = @parts_chars
      WHERE id = @id AND version = @from_version`,
     p,
+    { id: p.id, version: p.from_version + 1, updated_at: p.updated_at, parts_field: p.parts_field, parts_key: p.parts_key, parts_chars: p.parts_chars },
     `document ${p.id} is no longer at version ${p.from_version}`,
   );
 }

@@ -188,37 +188,6 @@ export async function listChildThreads(sql: Sql, parentId: string): Promise<Thre
   return sql.all<ThreadRow>(`SELECT * FROM llm_threads WHERE parent_thread_id = ? ORDER BY created_at, ${insertionOrder(sql.dialect)}`, [parentId]);
 }
 
-/**
- * An orchestration locked for closing, and whether a child of it is still open or running. The lock
- * comes first: of two last children ending at once, the second counts after the first committed.
- * SQLite's writer is the lock, so the row and the answer come in one statement (one statement per ended
- * child less); Postgres locks the row, then asks in a statement of its own — both inside one function
- * call (migrations/pg/0012), one round trip.
- * The question reads idx_threads_parent_status (parent, status): it goes straight to the parent's active
- * children, the first entry answers it, and the ended children are never read — one index step on both
- * backends however many children the orchestration has, where a walk of every child at every child's end
- * costs O(children), O(n²) over a generate-all of n epics. (No ORDER BY: on that index SQLite would sort
- * every active child to find the newest, when any one answers.)
- */
-export async function lockThreadForClose(sql: Sql, id: string): Promise<{ thread: ThreadRow; activeChild: boolean } | undefined> {
-  if (sql.dialect === 'postgres') {
-    const locked = (await sql.get<{ locked: (ThreadRow & { active_child: boolean }) | null }>(LOCK_FOR_CLOSE_PG, [id]))?.locked;
-    if (!locked) return undefined;
-    const { active_child, ...thread } = locked;
-    return { thread, activeChild: active_child };
-  }
-  const row = await sql.get<ThreadRow & { active_child: number | null }>(LOCK_FOR_CLOSE_SQLITE, [id]);
-  if (!row) return undefined;
-  const { active_child, ...thread } = row;
-  return { thread, activeChild: active_child !== null };
-}
-
-const LOCK_FOR_CLOSE_PG = 'SELECT combine_lock_thread_for_close(?) AS locked';
-
-const LOCK_FOR_CLOSE_SQLITE = `SELECT p.*, (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running')
-    LIMIT 1) AS active_child
-  FROM llm_threads p WHERE p.id = ?`;
-
 export function countChildThreadsByStatus(sql: Sql, parentId: string): Promise<{ status: string; n: number }[]> {
   return sql.all<{ status: string; n: number }>('SELECT status, count(*) AS n FROM llm_threads WHERE parent_thread_id = ? GROUP BY status', [parentId]);
 }
@@ -286,12 +255,12 @@ export function transitionThreadIfStill(sql: Sql, thread: ReadThread, from: Thre
 }
 
 /** A thread as a transaction read it: its id, and the parent it had then. */
-type ReadThread = Pick<ThreadRow, 'id' | 'parent_thread_id'>;
+export type ReadThread = Pick<ThreadRow, 'id' | 'parent_thread_id'>;
 
 const TRANSITION_TEXT =
   'UPDATE llm_threads SET status = @to, closed_at = @closed_at WHERE id = @id AND status = @from AND parent_thread_id IS NOT DISTINCT FROM @parent';
 
-function transitionParams(thread: ReadThread, from: ThreadStatus, to: ThreadStatus, now: number) {
+export function transitionParams(thread: ReadThread, from: ThreadStatus, to: ThreadStatus, now: number) {
   const closing = to === 'complete' || to === 'failed' || to === 'canceled';
   return { id: thread.id, parent: thread.parent_thread_id, from, to, closed_at: closing ? now : null };
 }

@@ -8,7 +8,7 @@ import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
 import { inJsonArray, skipLockedRows } from './dialect.js';
-import { expectOneChange, runGuarded, runGuardedAllAtCommit } from './statements.js';
+import { expectOneChange, runGuardedAllAtCommit, runGuardedAtCommit } from './statements.js';
 import { listClaimHeadsPg, listProjectClaimHeadsPg } from './pg/claim-heads.js';
 
 export async function insertWorkItem(sql: Sql, row: WorkItemRow): Promise<void> {
@@ -144,7 +144,7 @@ export function claimWorkItem(sql: Sql, p: { id: string; owner: string; now: num
  * `claimWorkItem`'s statement per dialect, built once: a text built per call costs a copy and a hash of
  * its every character for the statement cache's look-up, once per claimed item.
  */
-const CLAIM_TEXT = {
+export const CLAIM_TEXT = {
   sqlite: claimText('sqlite'),
   postgres: claimText('postgres'),
 };
@@ -311,16 +311,21 @@ const markRunningText = (dialect: 'sqlite' | 'postgres') =>
 const MARK_RUNNING_SQLITE = markRunningText('sqlite');
 const MARK_RUNNING_PG = markRunningText('postgres');
 
-/** running → applied: the mutation committed in this same transaction. Clears the lease. */
+/**
+ * running → applied: the mutation committed in this same transaction. Clears the lease. On Postgres one
+ * of the transaction's last statements (`runGuardedAtCommit`: no round trip of its own, its count checked
+ * by the database): the step locked the item with its first read, so nothing can change it before, and
+ * nothing after it in the transaction reads the item's row.
+ */
 export function markWorkItemApplied(sql: Sql, id: string, owner: string, now: number): Promise<void> {
   assertWorkItemTransition('running', 'applied');
-  return runGuarded(
+  return runGuardedAtCommit(
     sql,
     `UPDATE llm_work_items
-     SET status = 'applied', finished_at = ?, lease_owner = NULL, lease_expires_at = NULL,
+     SET status = 'applied', finished_at = @now, lease_owner = NULL, lease_expires_at = NULL,
          error_code = NULL, error_message = NULL
-     WHERE id = ? AND status = 'running' AND lease_owner = ?`,
-    [now, id, owner],
+     WHERE id = @id AND status = 'running' AND lease_owner = @owner`,
+    { now, id, owner },
     `work item ${id} is not running under ${owner}`,
   );
 }

@@ -5,8 +5,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { openPostgresPool } from '../../src/db/pg/connection.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { PgWriter, type PgWriterOptions } from '../../src/db/pg/writer.js';
 import { adminQuery, databaseUrl, socketUrl } from './postgres-server.js';
 
 export interface TestDatabase {
@@ -45,4 +47,38 @@ export function openTestPool(url: string, max: number): pg.Pool {
   return openPostgresPool(url, { max }).on('error', (err: Error & { code?: string }) => {
     if (err.code !== '57P01') throw err;
   });
+}
+
+/** A file's migrated database, with one pool and a reader and a writer on it (`useTestWriter`). */
+export interface TestWriter {
+  readonly database: TestDatabase;
+  /** Statements outside the writer: each on a connection of the pool the writer's transaction does not hold. */
+  readonly reader: PgSql;
+  readonly writer: PgWriter<never>;
+}
+
+/** A migrated database for this file's tests, with a pool of `max` connections: made before them, dropped after. */
+export function useTestWriter(max: number, options: PgWriterOptions<never> = {}): TestWriter {
+  let made: { database: TestDatabase; pool: pg.Pool; reader: PgSql; writer: PgWriter<never> } | undefined;
+  beforeAll(async () => {
+    const database = await createTestDatabase({ migrated: true });
+    const pool = openTestPool(database.url, max);
+    made = { database, pool, reader: new PgSql(pool), writer: new PgWriter<never>(pool, options) };
+  });
+  afterAll(async () => {
+    await made?.writer.close();
+    await made?.pool.end();
+    await made?.database.drop();
+  });
+  return {
+    get database() {
+      return made!.database;
+    },
+    get reader() {
+      return made!.reader;
+    },
+    get writer() {
+      return made!.writer;
+    },
+  };
 }

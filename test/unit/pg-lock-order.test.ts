@@ -86,7 +86,7 @@ describe('an orchestration whose last two children end at once', () => {
     const gate = new Promise<void>((r) => (open = r));
     let heldNow!: () => void;
     const held = new Promise<void>((r) => (heldNow = r));
-    // The first end locks the parent (db/threads.ts lockThreadForClose), sees b still running, and waits uncommitted.
+    // The first end locks the parent (db/thread-close.ts lockThreadForClose), sees b still running, and waits uncommitted.
     const first = write(async (tx) => {
       await endThread(tx, (await getThread(tx.sql, 't-a'))!, 'complete');
       heldNow();

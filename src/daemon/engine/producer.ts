@@ -12,19 +12,11 @@
  * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
 import { readClaimCandidate, type ItemWithThread } from '../../db/item-with-thread.js';
-import { acquireLockUnlessBusy } from '../../db/locks.js';
+import { claimWorkItemWithScope } from '../../db/claim-with-scope.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
-import {
-  claimWorkItem,
-  listClaimHeads,
-  listProjectClaimHeads,
-  listQueuedPastDeadline,
-  parkProjectItems,
-  unclaimWorkItem,
-  type ClaimHead,
-} from '../../db/work-items.js';
+import { listClaimHeads, listProjectClaimHeads, listQueuedPastDeadline, parkProjectItems, unclaimWorkItem, type ClaimHead } from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OperationRegistry } from '../../operations/registry.js';
@@ -127,7 +119,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
       await refresh(pick.project_id);
       continue;
     }
-    const leased = await claimWorkItem(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
+    const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
     // Alone on the database the heads query read this transaction's own state, so this cannot miss;
     // sharing it, no other round claims the item while this one holds its claim lock (readClaimCandidate),
     // but another write (a cancel, a park) may have changed it since the read. The heads query skipped held scopes,
@@ -135,14 +127,15 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     // for another item since, or be taking it now (not waited for: two rounds taking two scopes in
     // crossing order deadlocked): the claim is undone. Either way the item is passed over, and a
     // half-open breaker's probe it took is freed (no call will tell the breaker anything).
-    const scopeTaken = leased && (await acquireLockUnlessBusy(tx.sql, { scope: leased.lock_scope, owner: leased.id, now: tx.now, expires_at: leaseUntil }));
-    if (!leased || !scopeTaken) {
-      if (leased) await unclaimWorkItem(tx.sql, { owner, before: item });
+    // The scope is tried with the claim, in its statement (db/claim-with-scope.ts).
+    if (!claim?.scopeTaken) {
+      if (claim) await unclaimWorkItem(tx.sql, { owner, before: item });
       flow.router.breaker(route).onInconclusive();
       skipped.add(item.id);
       await refresh(pick.project_id);
       continue;
     }
+    const leased = claim.item;
     locked.add(leased.lock_scope);
     // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
     if (!route.free) await reserveCharge(tx, leased, route.key, estimate);

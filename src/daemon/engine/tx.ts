@@ -8,7 +8,8 @@ import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
 import { appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { cancelActiveThreads, countChildThreadsByStatus, getThread, lockThreadForClose, transitionThread, transitionThreadIfStill } from '../../db/threads.js';
+import { cancelActiveThreads, countChildThreadsByStatus, getThread, transitionThread, transitionThreadIfStill } from '../../db/threads.js';
+import { endChildLockingParent, lockThreadForClose, type LockedForClose } from '../../db/thread-close.js';
 import { insertWorkItem } from '../../db/work-items.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
@@ -175,20 +176,36 @@ export async function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): P
   return await afterMove(tx, thread, to);
 }
 
-/** `moveThread` if the thread is still in `thread.status` (true); false, and nothing done, if it is not. */
-async function moveThreadIfStill(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<boolean> {
-  if (!(await transitionThreadIfStill(tx.sql, thread, thread.status as ThreadStatus, to, tx.now))) return false;
-  await afterMove(tx, thread, to);
+/**
+ * `moveThread` if the thread is still in `thread.status` (true); false, and nothing done, if it is not.
+ * A child's end locks its parent for the close check in the same round trip (db/thread-close.ts
+ * `endChildLockingParent`): the same two rows in the same order, the hook's statements after them
+ * (they lock neither: a run's finalize runs in the COMMIT's query).
+ */
+async function moveThreadIfStill(tx: Tx, thread: ThreadRow, to: EndedStatus): Promise<boolean> {
+  const from = thread.status as ThreadStatus;
+  const parentId = thread.parent_thread_id;
+  if (parentId === null) {
+    if (!(await transitionThreadIfStill(tx.sql, thread, from, to, tx.now))) return false;
+    await afterMove(tx, thread, to);
+    return true;
+  }
+  const ended = await endChildLockingParent(tx.sql, { id: thread.id, parent_thread_id: parentId }, from, to, tx.now);
+  if (!ended.moved) return false;
+  await afterMove(tx, thread, to, ended);
   return true;
 }
 
-/** What follows a thread's move: its event, and for an end the hook and the parent's close. */
-async function afterMove(tx: Tx, thread: ThreadRow, to: ThreadStatus): Promise<ThreadRow> {
+/**
+ * What follows a thread's move: its event, and for an end the hook and the parent's close (`parent`:
+ * the parent already locked for it, in the move's round trip).
+ */
+async function afterMove(tx: Tx, thread: ThreadRow, to: ThreadStatus, parent?: { parent: LockedForClose | undefined }): Promise<ThreadRow> {
   const updated: ThreadRow = { ...thread, status: to, closed_at: isTerminalThread(to) ? tx.now : null };
   emitThread(tx, updated);
   if (isTerminalThread(to)) {
     await tx.hooks.threadsEnded(tx, [updated], to as EndedStatus);
-    if (thread.parent_thread_id) await closeParentIfDone(tx, thread.parent_thread_id);
+    if (thread.parent_thread_id) await closeParentIfDone(tx, thread.parent_thread_id, parent);
   }
   return updated;
 }
@@ -291,21 +308,22 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *   2. advisory locks: a budgeted project's `budget:<project>` (engine/charges.ts: several in sorted
  *      order, or a claim round waiting only for its first), a closure of answers' `document:<target>`
  *      keys (in key order, and no budget lock: see 3) and a lock scope's `lock:<scope>`, which
- *      claims, the recovery scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
+ *      claims (in the claim's own statement, after the item's row: db/claim-with-scope.ts), the recovery
+ *      scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
  *      `extendLock` of an expired row): a scope another transaction is taking is passed over, never
  *      waited for — two claim rounds took two scopes in crossing order. A claim round's read of an item
  *      it may claim only tries `claim:<item>` too (db/item-with-thread.ts `readClaimCandidate`): it
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
- *      order: no write holds one head and waits for another otherwise), then the item's scope lock row
- *      and its charge, in either order (a failure closes the charge, then deletes the row): only under
- *      the item's lock. A write that holds a head takes no item and no advisory lock after it (a closure
+ *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
+ *      the item's lock (its scope lock row too, which an applied answer's finish deletes at the end, 5, a failure at once). A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
  *      at COMMIT, holding only its project row, which no answer takes. Before its heads, a closure of
  *      answers takes its targets' keys (advisory locks of 2, in key order: db/projects.ts
  *      `lockDocumentHeads`), so a document it creates is held too: no other closure then holds any of
  *      its heads, and an answer applied alone takes one head and nothing after it.
- *   4. the child's thread, then its orchestration's thread, then the orchestration's lock rows. Several
+ *   4. the child's thread, then its orchestration's thread (a child's end: in one round trip, db/thread-close.ts
+ *      `endChildLockingParent`), then the orchestration's lock rows. Several
  *      children: every child before any orchestration, the children in id order, then the
  *      orchestrations in id order — a cancel's `cancelActiveThreads`; a start's `startThreads`
  *      (engine/starts.ts: one statement for one item's start or a shared closure's several, before any
@@ -320,7 +338,11 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
  *      the transactions without an append), the mutation, document parts and the document's next version
  *      (its head row already locked in 3; at once instead in a closure that writes documents at once:
- *      db/document-parts.ts `writeDocumentsAtOnce`), a claim's new reservations.
+ *      db/document-parts.ts `writeDocumentsAtOnce`), a claim's new reservations, and the guarded
+ *      statements a step queued for the end: an answer's item marked applied, the scope lock row of that
+ *      item deleted (db/locks.ts `releaseHeldLock`). Both rows are the item's, whose
+ *      lock (1) the step holds; the lock row's other writers take the item first (the heartbeat) or only
+ *      try its scope and pass over a row being written (claims, the recovery scan, the orphan sweep).
  * The engine's paths are built that way and are the hot ones — a start locks its items, then moves its
  * children and their open parents in one UPDATE (the items' own UPDATE at its COMMIT); an answer or a
  * failure ends the item, then the child, then closes the parent here — so the rare paths follow them: a cancel ends the children's queued items, then the
@@ -336,10 +358,11 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  * Closes an orchestration once every child has ended: `complete` if all completed, else `failed`
  * (continue_on_error: one failed child does not stop the others). Releases the locks it holds.
  */
-export async function closeParentIfDone(tx: Tx, parentId: string): Promise<void> {
+export async function closeParentIfDone(tx: Tx, parentId: string, known?: { parent: LockedForClose | undefined }): Promise<void> {
   // Locked before the children are counted: of two last children ending at once, the second counts
-  // after the first committed, so one of them always sees every child ended.
-  const locked = await lockThreadForClose(tx.sql, parentId);
+  // after the first committed, so one of them always sees every child ended. `known`: locked already,
+  // right after the child's end (`moveThreadIfStill`).
+  const locked = known ? known.parent : await lockThreadForClose(tx.sql, parentId);
   if (!locked || isTerminalThread(locked.thread.status) || locked.activeChild) return;
   const parent = locked.thread;
   // Every child has ended (open and running are the only other statuses): how they ended decides.

@@ -1,0 +1,79 @@
+/**
+ * An orchestration's close check (engine/tx.ts `closeParentIfDone`): its row locked, and whether a child
+ * of it is still open or running — alone, or right after a child's end, in the end's round trip.
+ */
+import type { Sql } from '../core/sql.js';
+import type { ThreadStatus } from '../domain/states.js';
+import { assertThreadTransition } from '../domain/states.js';
+import type { ThreadRow } from './schema.js';
+import { transitionParams, transitionThreadIfStill, type ReadThread } from './threads.js';
+
+/**
+ * An orchestration locked for closing, and whether a child of it is still open or running. The lock
+ * comes first: of two last children ending at once, the second counts after the first committed.
+ * SQLite's writer is the lock, so the row and the answer come in one statement (one statement per ended
+ * child less); Postgres locks the row, then asks in a statement of its own — both inside one function
+ * call (migrations/pg/0012), one round trip.
+ * The question reads idx_threads_parent_status (parent, status): it goes straight to the parent's active
+ * children, the first entry answers it, and the ended children are never read — one index step on both
+ * backends however many children the orchestration has, where a walk of every child at every child's end
+ * costs O(children), O(n²) over a generate-all of n epics. (No ORDER BY: on that index SQLite would sort
+ * every active child to find the newest, when any one answers.)
+ */
+export async function lockThreadForClose(sql: Sql, id: string): Promise<LockedForClose | undefined> {
+  if (sql.dialect === 'postgres') return lockedForClose((await sql.get<{ locked: LockedJson | null }>(LOCK_FOR_CLOSE_PG, [id]))?.locked ?? null);
+  const row = await sql.get<ThreadRow & { active_child: number | null }>(LOCK_FOR_CLOSE_SQLITE, [id]);
+  if (!row) return undefined;
+  const { active_child, ...thread } = row;
+  return { thread, activeChild: active_child !== null };
+}
+
+const LOCK_FOR_CLOSE_PG = 'SELECT combine_lock_thread_for_close(?) AS locked';
+
+/** `lockThreadForClose`'s answer: the orchestration's row, locked, and whether a child of it is still open or running. */
+export interface LockedForClose {
+  thread: ThreadRow;
+  activeChild: boolean;
+}
+
+type LockedJson = ThreadRow & { active_child: boolean };
+
+function lockedForClose(locked: LockedJson | null): LockedForClose | undefined {
+  if (!locked) return undefined;
+  const { active_child, ...thread } = locked;
+  return { thread, activeChild: active_child };
+}
+
+/**
+ * `transitionThreadIfStill` of a child to an end, then, when it moved, `lockThreadForClose` of its parent
+ * (the parent it was read with), in that order: on Postgres in one round trip (migrations/pg/0018: every
+ * item's end ran the two). `parent` undefined: the child did not move (`moved`), or the parent is gone.
+ */
+export async function endChildLockingParent(
+  sql: Sql,
+  thread: ReadThread & { parent_thread_id: string },
+  from: ThreadStatus,
+  to: ThreadStatus,
+  now: number,
+): Promise<{ moved: boolean; parent: LockedForClose | undefined }> {
+  if (sql.dialect !== 'postgres') {
+    const moved = await transitionThreadIfStill(sql, thread, from, to, now);
+    return { moved, parent: moved ? await lockThreadForClose(sql, thread.parent_thread_id) : undefined };
+  }
+  assertThreadTransition(from, to);
+  const p = transitionParams(thread, from, to, now);
+  const ended = (await sql.get<{ ended: { changed: number; parent?: LockedJson | null } }>(END_CHILD_LOCKING_PARENT_PG, [
+    p.id,
+    p.from,
+    p.to,
+    p.closed_at,
+    p.parent,
+  ]))!.ended;
+  return { moved: ended.changed === 1, parent: lockedForClose(ended.parent ?? null) };
+}
+
+const END_CHILD_LOCKING_PARENT_PG = 'SELECT combine_end_thread_lock_parent(?, ?, ?, ?, ?) AS ended';
+
+const LOCK_FOR_CLOSE_SQLITE = `SELECT p.*, (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running')
+    LIMIT 1) AS active_child
+  FROM llm_threads p WHERE p.id = ?`;
