@@ -336,6 +336,11 @@ describe('Postgres queue depth', () => {
         "UPDATE llm_work_items SET status = 'queued' WHERE id IN ('w1', 'w3')",
         // queued → queued (a requeue rewriting the status to the same value) counts nothing.
         "UPDATE llm_work_items SET status = 'queued', attempt = attempt + 1 WHERE id = 'w1'",
+        // Not queued before nor after: nothing to count.
+        "UPDATE llm_work_items SET status = 'applied', lease_owner = 'd' WHERE id = 'w2'",
+        // One statement moving rows both ways: each row counts its own move.
+        "UPDATE llm_work_items SET status = CASE WHEN status = 'queued' THEN 'claimed' ELSE 'queued' END WHERE id IN ('w1', 'w2', 'w5', 'w6')",
+        "DELETE FROM llm_work_items WHERE id = 'w1'",
         "DELETE FROM llm_work_items WHERE id IN ('w4', 'w2')",
         "UPDATE llm_work_items SET status = 'dead_letter' WHERE status = 'queued'",
       ];
@@ -384,7 +389,28 @@ describe('Postgres queue depth', () => {
     expect(queued).toBeGreaterThan(0);
     expect(await pgDepth()).toBe(queued);
     // The sessions counted into shards of their own: no single counter row all of them waited on.
-    expect(Number((await pool.query('SELECT count(*) AS n FROM llm_queue_depth')).rows[0].n)).toBeGreaterThan(1);
+    expect(Number((await pool.query('SELECT count(*) AS n FROM llm_queue_depth WHERE queued <> 0')).rows[0].n)).toBeGreaterThan(1);
+  });
+
+  it('a session never waits for another session`s shard: 17 open transactions each queue an item at once', async () => {
+    // With shards by pg_backend_pid() % 16, two of 17 sessions always shared one: the second one's
+    // INSERT waited for the first's COMMIT (lock_timeout ends that wait with an error here).
+    const sessions = await Promise.all(Array.from({ length: 17 }, () => connectPostgres(db.url)));
+    try {
+      for (const [i, s] of sessions.entries()) {
+        await s.query("SET lock_timeout = '5s'");
+        await s.query('BEGIN');
+        await s.query(item(`open-${i}`, 2000 + i));
+      }
+      for (const s of sessions) await s.query('COMMIT');
+      expect(await pgDepth()).toBe(17);
+      expect(await pgQueued()).toBe(17);
+      // Each session holds its slot until it ends; a session that ends frees it for the next one.
+      const slots = await pool.query("SELECT count(DISTINCT objid) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = 1668112996");
+      expect(Number(slots.rows[0].n)).toBe(17);
+    } finally {
+      await Promise.all(sessions.map((s) => s.end()));
+    }
   });
 });
 
