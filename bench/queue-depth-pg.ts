@@ -62,10 +62,12 @@ async function round(client: pg.Client, pid: number, r: number, cpu: Record<Phas
     }
   });
   await timed('start', async () => {
-    for (const id of ids) await client.query({ name: 'start', text: `UPDATE llm_work_items SET status = 'running', started_at = 2 WHERE id = $1`, values: [id] });
+    for (const id of ids)
+      await client.query({ name: 'start', text: `UPDATE llm_work_items SET status = 'running', started_at = 2 WHERE id = $1`, values: [id] });
   });
   await timed('finish', async () => {
-    for (const id of ids) await client.query({ name: 'finish', text: `UPDATE llm_work_items SET status = 'applied', finished_at = 3 WHERE id = $1`, values: [id] });
+    for (const id of ids)
+      await client.query({ name: 'finish', text: `UPDATE llm_work_items SET status = 'applied', finished_at = 3 WHERE id = $1`, values: [id] });
   });
 }
 
@@ -79,7 +81,9 @@ try {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     client.on('error', () => {}); // the server's stop ends the session; an error before it is thrown by its query
-    await client.query(`INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, idempotency_key, created_at) VALUES ('t-1', 'k', 'project', 'p', '{}', 'k1', 1)`);
+    await client.query(
+      `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, idempotency_key, created_at) VALUES ('t-1', 'k', 'project', 'p', '{}', 'k1', 1)`,
+    );
     const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     const cpu = { enqueue: 0, claim: 0, start: 0, finish: 0 };
     await round(client, pid, -1, cpu); // warm: plans cached
@@ -96,11 +100,15 @@ try {
     const depth = (await db.client.query('SELECT sum(queued)::int AS d FROM llm_queue_depth')).rows[0].d;
     const per = PHASES.map((p) => `${p} ${((db.cpu[p] * 1000) / total).toFixed(1)}`).join(', ');
     const sum = PHASES.reduce((s, p) => s + db.cpu[p], 0);
-    console.log(`${folders[n]} (${bulk ? 'one multi-row INSERT' : 'one INSERT per item'}): backend CPU per item (µs): ${per}; all ${((sum * 1000) / total).toFixed(1)}; depth at the end ${depth}`);
+    console.log(
+      `${folders[n]} (${bulk ? 'one multi-row INSERT' : 'one INSERT per item'}): backend CPU per item (µs): ${per}; all ${((sum * 1000) / total).toFixed(1)}; depth at the end ${depth}`,
+    );
     await db.client.query('SELECT pg_stat_force_next_flush()');
     const fns = await db.client.query('SELECT funcname, calls, total_time FROM pg_stat_user_functions ORDER BY total_time DESC');
     for (const f of fns.rows)
-      console.log(`  function ${f.funcname}: ${(Number(f.calls) / total).toFixed(3)} calls/item, ${((Number(f.total_time) * 1000) / total).toFixed(1)} µs/item`);
+      console.log(
+        `  function ${f.funcname}: ${(Number(f.calls) / total).toFixed(3)} calls/item, ${((Number(f.total_time) * 1000) / total).toFixed(1)} µs/item`,
+      );
     await db.client.end();
   }
 } finally {

@@ -29,6 +29,18 @@ describe('Postgres LISTEN session', () => {
     await database.drop();
   });
 
+  const inTransaction = async (notes: Notification[], end: 'COMMIT' | 'ROLLBACK') => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      // The writer's own COMMIT query (its notification statement); a rolled-back one ends in ROLLBACK instead.
+      const { text } = commitQuery(client, [], notes, true);
+      await client.query(end === 'COMMIT' ? text : text.replace(/COMMIT$/, 'ROLLBACK'));
+    } finally {
+      client.release();
+    }
+  };
+
   it('delivers at commit, never for a rollback, and reconnects after the server drops it', async () => {
     const got: Notification[] = [];
     let reconnects = 0;
@@ -40,17 +52,6 @@ describe('Postgres LISTEN session', () => {
     });
     await listener.start();
     try {
-      const inTransaction = async (notes: Notification[], end: 'COMMIT' | 'ROLLBACK') => {
-        const client = await pool.connect();
-        try {
-          await client.query('BEGIN');
-          // The writer's own COMMIT query (its notification statement); a rolled-back one ends in ROLLBACK instead.
-          const { text } = commitQuery(client, [], notes, true);
-          await client.query(end === 'COMMIT' ? text : text.replace(/COMMIT$/, 'ROLLBACK'));
-        } finally {
-          client.release();
-        }
-      };
       await inTransaction([{ channel: 'combine_events', payload: 'rolled-back:1:' }], 'ROLLBACK');
       await inTransaction(
         [
@@ -72,6 +73,34 @@ describe('Postgres LISTEN session', () => {
       await inTransaction([{ channel: 'combine_events', payload: 't2:9:p' }], 'COMMIT');
       await until('a notification after the reconnect', () => got.length >= 3);
       expect(got[2]).toEqual({ channel: 'combine_events', payload: 't2:9:p' });
+    } finally {
+      await listener.close();
+    }
+  });
+
+  it('listens to a channel added while it runs from the first commit after the LISTEN, stops after UNLISTEN, and a reconnect keeps the current set', async () => {
+    const got: Notification[] = [];
+    let reconnects = 0;
+    const listener = new PgListener(database.url, ['combine_work'], { notified: (n) => got.push(n), reconnected: () => reconnects++, failed: () => {} });
+    await listener.start();
+    try {
+      const events = (payload: string) => [{ channel: 'combine_events', payload }];
+      await inTransaction(events('before'), 'COMMIT'); // nobody listens to it yet
+      await listener.listenAlso('combine_events');
+      await inTransaction(events('first-after'), 'COMMIT');
+      await until('the first notification after the LISTEN', () => got.length >= 1);
+      await listener.unlisten('combine_events');
+      await inTransaction(events('after-unlisten'), 'COMMIT');
+      // A marker on the channel still listened to: everything committed before it has been delivered by then.
+      await inTransaction([{ channel: 'combine_work', payload: 'marker-1' }], 'COMMIT');
+      await until('the marker', () => got.some((n) => n.payload === 'marker-1'));
+      expect(got.map((n) => n.payload)).toEqual(['first-after', 'marker-1']);
+
+      await listener.listenAlso('combine_events');
+      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND pid <> pg_backend_pid()");
+      await until('the reconnect', () => reconnects === 1);
+      await inTransaction(events('after-reconnect'), 'COMMIT');
+      await until('a notification on the added channel after the reconnect', () => got.some((n) => n.payload === 'after-reconnect'));
     } finally {
       await listener.close();
     }
