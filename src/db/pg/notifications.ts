@@ -55,8 +55,8 @@ export class PgListener {
   private connecting: Promise<void> | null = null;
   /** The channels added as gated: while there is one, the session holds the follow slots. */
   private readonly gated = new Set<string>();
-  /** The session that holds the follow slots (advisory locks go with it when it ends). */
-  private following: pg.Client | null = null;
+  /** The session that holds (or is taking) the follow slots: advisory locks go with it when it ends. */
+  private following: { client: pg.Client; taken: Promise<void> } | null = null;
 
   constructor(
     private readonly url: string,
@@ -94,18 +94,24 @@ export class PgListener {
     // LISTENs and UNLISTENs in the order they were called.
     await this.connecting;
     const client = this.client;
-    if (client && this.gated.size === 0 && this.following === client) {
+    if (client && this.gated.size === 0 && this.following?.client === client) {
       this.following = null;
       await client.query('SELECT combine_follow_notifications(false)').catch(() => {});
     }
     await client?.query(`UNLISTEN ${quoteIdentifier(channel)}`).catch(() => {});
   }
 
-  /** Takes the follow slots on `client` if a gated channel is listened to and it does not hold them yet. */
+  /** Takes the follow slots on `client` if a gated channel is listened to; resolved once they are held. */
   private async follow(client: pg.Client): Promise<void> {
-    if (this.gated.size === 0 || this.following === client) return;
-    this.following = client;
-    await client.query('SELECT combine_follow_notifications(true)').catch(() => {});
+    if (this.gated.size === 0) return;
+    if (this.following?.client !== client) {
+      const taken = client.query('SELECT combine_follow_notifications(true)').then(
+        () => {},
+        () => {},
+      );
+      this.following = { client, taken };
+    }
+    await this.following.taken;
   }
 
   async close(): Promise<void> {
