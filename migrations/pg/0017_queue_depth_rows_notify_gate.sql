@@ -1,10 +1,11 @@
 -- Hand-written: the queue depth (llm_queue_depth, pg migration 0001) is kept by row triggers whose WHEN
 -- conditions select the rows that move in or out of `queued`, instead of statement triggers with transition
 -- tables. Those made Postgres copy every updated row of llm_work_items (old and new) into tuplestores on every
--- UPDATE of the table (claims, starts, lease renewals, finishes) and count them in plpgsql, three calls per item
--- (0.69 ms per item at 3 daemons, waits for a shared shard included). A WHEN that is false is evaluated in the executor and queues nothing, so
--- an update that leaves an item's queued-ness as it was (a start, a finish, a lease renewal, a requeue of a
--- queued item) costs no function call; an item pays one call when it is queued and one when it leaves.
+-- UPDATE of the table (claims, starts, lease renewals, finishes) and count them in plpgsql, three calls per
+-- item (0.69 ms per item at 3 daemons, waits for a shared shard included). A WHEN that is false is evaluated
+-- in the executor and queues nothing, so an update that leaves an item's queued-ness as it was (a start, a
+-- finish, a lease renewal, a requeue of a queued item) costs no function call; an item pays one call when it
+-- is queued and one when it leaves.
 --
 -- Exactness is unchanged: every row that enters or leaves `queued` (INSERT, UPDATE of any column list, DELETE)
 -- adds its ±1 in its own transaction, so a rollback takes it back.
@@ -17,7 +18,8 @@
 -- other holds, the other queuing an item). Now no transaction waits for a shard row, so it takes no place in
 -- the lock order (src/daemon/engine/tx.ts). Past 64 sessions, a session shares pg_backend_pid() % 64, as
 -- before. A rolled-back transaction forgets the setting (not the lock): the session tries the slots again
--- and keeps the first it gets, its own included (pg_try_advisory_lock succeeds again for its holder).
+-- and keeps the first it gets, its own included (pg_try_advisory_lock succeeds again for its holder; a lower
+-- slot freed meanwhile is taken instead, and the session holds both until it ends).
 INSERT INTO "llm_queue_depth" ("id", "queued") SELECT g, 0 FROM generate_series(0, 63) AS g ON CONFLICT ("id") DO NOTHING;
 --> statement-breakpoint
 DROP TRIGGER "work_items_queue_depth_insert" ON "llm_work_items";
@@ -30,8 +32,8 @@ DROP FUNCTION "llm_work_items_queue_depth"();
 --> statement-breakpoint
 -- +1 for a row that is queued now (inserted queued, or moved into queued), -1 for one that left it (moved
 -- out, or deleted): the triggers' WHEN conditions call it only for such rows. The advisory locks' keys are
--- (1668112996 = 0x636d6264, `cmbd` in ASCII; the slot): two int4 keys, a space apart from the single bigint keys of the migrations'
--- and the engine's advisory locks.
+-- (1668112996 = 0x636d6264, `cmbd` in ASCII; the slot): two int4 keys, a space apart from the single bigint
+-- keys of the migrations' and the engine's advisory locks.
 CREATE FUNCTION "llm_work_items_queue_depth_move"() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   delta integer := CASE WHEN TG_OP <> 'DELETE' AND NEW."status" = 'queued' THEN 1 ELSE -1 END;
