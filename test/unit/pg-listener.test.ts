@@ -6,7 +6,6 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commitQuery } from '../../src/db/pg/commit-query.js';
-import { connectPostgres } from '../../src/db/pg/connection.js';
 import { type Notification, PgListener } from '../../src/db/pg/notifications.js';
 import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 
@@ -22,7 +21,7 @@ describe('Postgres LISTEN session', () => {
   let database: TestDatabase;
   let pool: pg.Pool;
   beforeAll(async () => {
-    database = await createTestDatabase({ migrated: true });
+    database = await createTestDatabase();
     pool = openTestPool(database.url, 2);
   });
   afterAll(async () => {
@@ -104,58 +103,6 @@ describe('Postgres LISTEN session', () => {
       await until('a notification on the added channel after the reconnect', () => got.some((n) => n.payload === 'after-reconnect'));
     } finally {
       await listener.close();
-    }
-  });
-
-  it('sends a gated notification only while a session follows them, and a follower first waits for the commits that skipped theirs', async () => {
-    // A session listening without following: what the server sends.
-    const raw = await connectPostgres(database.url);
-    const sent: string[] = [];
-    raw.on('notification', (m) => sent.push(m.payload ?? ''));
-    await raw.query('LISTEN combine_events; LISTEN combine_work');
-    const got: Notification[] = [];
-    const listener = new PgListener(database.url, ['combine_work'], { notified: (n) => got.push(n), reconnected: () => {}, failed: () => {} });
-    const gated = (payload: string) => [{ channel: 'combine_events', payload, gated: true }];
-    /** A notification on the channel always sent: everything committed before it has been delivered once it is. */
-    const marker = async (payload: string) => {
-      await inTransaction([{ channel: 'combine_work', payload }], 'COMMIT');
-      await until(payload, () => sent.includes(payload));
-    };
-    const sender = await pool.connect();
-    try {
-      await inTransaction(gated('nobody-follows'), 'COMMIT');
-      await marker('marker-1');
-      expect(sent).toEqual(['marker-1']);
-
-      // A write that skipped its gated notification (nobody followed then) and has not committed yet.
-      await sender.query('BEGIN');
-      await sender.query(commitQuery(sender, [], gated('skipped'), true).text.replace(/;\nCOMMIT$/, ''));
-      await listener.start();
-      let following = false;
-      const follow = listener.listenAlso('combine_events', { gated: true }).then(() => {
-        following = true;
-      });
-      // The follower waits for that write's COMMIT (its slot is the write's until then): once it follows,
-      // the write is visible to what it reads.
-      for (;;) {
-        const waiting = await pool.query("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = 1668112997 AND NOT granted");
-        if (Number(waiting.rows[0].n) === 1) break;
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      expect(following).toBe(false);
-      await sender.query('COMMIT');
-      await follow;
-
-      await inTransaction(gated('followed'), 'COMMIT');
-      await until('the gated notification while followed', () => got.some((n) => n.payload === 'followed'));
-      await listener.unlisten('combine_events');
-      await inTransaction(gated('nobody-follows-again'), 'COMMIT');
-      await marker('marker-2');
-      expect(sent).toEqual(['marker-1', 'followed', 'marker-2']);
-    } finally {
-      sender.release();
-      await listener.close();
-      await raw.end();
     }
   });
 });

@@ -12,8 +12,8 @@
  *     what it has not seen yet (follow-stream.ts). The middle field once carried the write's newest
  *     ledger seq; on Postgres the seqs are linked in the COMMIT's own query, after the notifications are
  *     written, and no listener ever read it, so it is 0 (kept so the payload's shape does not change).
- *     A daemon listens to it only while it has a follower (RemoteChanges), and these notifications are
- *     gated: sent only while some daemon has one (db/pg/notifications.ts).
+ *     A daemon listens to it only while it has a follower (RemoteChanges): others' notifications on it
+ *     are then not delivered to it at all.
  *   - `combine_cancel`: the ids of threads the write canceled, comma-separated (as many notifications
  *     as their length needs). A cancel sent to one daemon ends the thread in the database; the daemon
  *     that holds its item's lease aborts the call in flight when told, as it would for a cancel sent to
@@ -53,9 +53,8 @@ export function notificationsOf(events: EngineEvent[]): Notification[] {
     if (e.type === 'work_item') continue;
     threads.set(e.thread_id, threads.get(e.thread_id) ?? e.parent_thread_id);
   }
-  // Gated: sent only while a daemon has a follower (db/pg/notifications.ts).
-  if (threads.size > MAX_THREAD_NOTIFICATIONS) notes.push({ channel: EVENTS_CHANNEL, payload: '*', gated: true });
-  else for (const [id, parent] of threads) notes.push({ channel: EVENTS_CHANNEL, payload: `${id}:0:${parent ?? ''}`, gated: true });
+  if (threads.size > MAX_THREAD_NOTIFICATIONS) notes.push({ channel: EVENTS_CHANNEL, payload: '*' });
+  else for (const [id, parent] of threads) notes.push({ channel: EVENTS_CHANNEL, payload: `${id}:0:${parent ?? ''}` });
   let canceled = '';
   for (const e of events) {
     if (e.type !== 'thread' || e.status !== 'canceled') continue;
@@ -196,7 +195,7 @@ export function listenToOtherDaemons(
       // Work another daemon queued between the engine's first round and this LISTEN sent its notification
       // to nobody: one more round finds it.
       d.wake();
-      d.remote.attach({ listen: () => l.listenAlso(EVENTS_CHANNEL, { gated: true }), unlisten: () => l.unlisten(EVENTS_CHANNEL) });
+      d.remote.attach({ listen: () => l.listenAlso(EVENTS_CHANNEL), unlisten: () => l.unlisten(EVENTS_CHANNEL) });
       return {
         close: async () => {
           stopPolling();

@@ -40,12 +40,9 @@ export interface CommitQuery {
  */
 const preparedForCommit = new WeakMap<object, Set<string>>();
 
-/**
- * The notifications, as one statement for any number of them (one prepared plan). A gated one only if a
- * session follows them (notifications.ts): asked only when the write has one.
- */
+/** The notifications, as one statement for any number of them (one prepared plan). */
 const NOTIFY =
-  'SELECT pg_notify(n.channel, n.payload) FROM unnest(@channels::text[], @payloads::text[], @gated::boolean[]) WITH ORDINALITY AS n(channel, payload, gated, i) WHERE NOT n.gated OR combine_notify_followed() ORDER BY n.i';
+  'SELECT pg_notify(n.channel, n.payload) FROM unnest(@channels::text[], @payloads::text[]) WITH ORDINALITY AS n(channel, payload, i) ORDER BY n.i';
 
 /**
  * The query on `connection`: BEGIN when the transaction has not begun yet (its closure sent no statement:
@@ -82,7 +79,7 @@ export function commitQuery(connection: object, statements: readonly CommitState
     resultIndex.push(parts.length - 1);
   }
   if (notes.length > 0) {
-    add(NOTIFY, { channels: notes.map((n) => n.channel), payloads: notes.map((n) => n.payload), gated: notes.map((n) => n.gated === true) });
+    add(NOTIFY, { channels: notes.map((n) => n.channel), payloads: notes.map((n) => n.payload) });
   }
   parts.push('COMMIT');
   return { text: parts.join(';\n'), resultIndex, preparing };

@@ -4,15 +4,6 @@
  * so the notification is delivered at COMMIT and never for a rollback. Each daemon listens on one
  * dedicated session (a pooled connection would lose its LISTEN when returned). Notifications carry ids
  * only; listeners re-read the committed rows.
- *
- * A gated notification is sent only while some session follows gated notifications (pg migration 0017):
- * Postgres wakes every listening session for every notifying commit, whatever its channels, and most of
- * the time nobody follows. A sender's COMMIT query tries an advisory lock of its session's slot
- * (`combine_notify_followed`): a follower holds every slot shared, so the try fails and the sender
- * notifies; a sender whose try succeeds skips its gated notifications and keeps the slot until its COMMIT
- * ends. A follower LISTENs first, then takes every slot (`combine_follow_notifications`), waiting for
- * each such sender's COMMIT: once it holds them, every commit that skipped is visible to its reads, and
- * every later one notifies it.
  */
 import type pg from 'pg';
 import { connectPostgres } from './connection.js';
@@ -20,8 +11,6 @@ import { connectPostgres } from './connection.js';
 export interface Notification {
   channel: string;
   payload: string;
-  /** Sent only while some session follows gated notifications (see above). */
-  gated?: boolean;
 }
 
 /** What a listener is told: a notification, or that it reconnected (notifications may have been missed meanwhile). */
@@ -53,10 +42,6 @@ export class PgListener {
   private readonly channels: Set<string>;
   /** A connect in progress (it listens to every channel in the set, those added meanwhile included). */
   private connecting: Promise<void> | null = null;
-  /** The channels added as gated: while there is one, the session holds the follow slots. */
-  private readonly gated = new Set<string>();
-  /** The session that holds (or is taking) the follow slots: advisory locks go with it when it ends. */
-  private following: { client: pg.Client; taken: Promise<void> } | null = null;
 
   constructor(
     private readonly url: string,
@@ -77,41 +62,19 @@ export class PgListener {
    * fails meanwhile: its reconnect listens to the channel and says `reconnected`, and until then the
    * daemon polls (runtime/cluster-changes.ts).
    */
-  async listenAlso(channel: string, opts: { gated?: boolean } = {}): Promise<void> {
+  async listenAlso(channel: string): Promise<void> {
     this.channels.add(channel);
-    if (opts.gated) this.gated.add(channel);
     await this.connecting;
-    const client = this.client;
-    await client?.query(`LISTEN ${quoteIdentifier(channel)}`).catch(() => {});
-    if (client) await this.follow(client);
+    await this.client?.query(`LISTEN ${quoteIdentifier(channel)}`).catch(() => {});
   }
 
   /** Stops listening to `channel` (the server no longer sends its notifications to this session). */
   async unlisten(channel: string): Promise<void> {
     this.channels.delete(channel);
-    this.gated.delete(channel);
     // After a connect in progress, whose loop may have listened to it already; the session runs its
     // LISTENs and UNLISTENs in the order they were called.
     await this.connecting;
-    const client = this.client;
-    if (client && this.gated.size === 0 && this.following?.client === client) {
-      this.following = null;
-      await client.query('SELECT combine_follow_notifications(false)').catch(() => {});
-    }
-    await client?.query(`UNLISTEN ${quoteIdentifier(channel)}`).catch(() => {});
-  }
-
-  /** Takes the follow slots on `client` if a gated channel is listened to; resolved once they are held. */
-  private async follow(client: pg.Client): Promise<void> {
-    if (this.gated.size === 0) return;
-    if (this.following?.client !== client) {
-      const taken = client.query('SELECT combine_follow_notifications(true)').then(
-        () => {},
-        () => {},
-      );
-      this.following = { client, taken };
-    }
-    await this.following.taken;
+    await this.client?.query(`UNLISTEN ${quoteIdentifier(channel)}`).catch(() => {});
   }
 
   async close(): Promise<void> {
@@ -141,7 +104,6 @@ export class PgListener {
       client.on('end', () => this.lost(client!, new Error('the LISTEN session ended')));
       // The live set: a channel added while these LISTENs run is listened to too (a Set's iteration visits it).
       for (const channel of this.channels) await client.query(`LISTEN ${quoteIdentifier(channel)}`);
-      await this.follow(client);
       if (this.closed) {
         await client.end().catch(() => {});
         return;

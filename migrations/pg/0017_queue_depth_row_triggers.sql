@@ -66,28 +66,3 @@ FOR EACH ROW WHEN ((OLD."status" = 'queued') IS DISTINCT FROM (NEW."status" = 'q
 --> statement-breakpoint
 CREATE TRIGGER "work_items_queue_depth_delete" AFTER DELETE ON "llm_work_items"
 FOR EACH ROW WHEN (OLD."status" = 'queued') EXECUTE FUNCTION "llm_work_items_queue_depth_move"();
---> statement-breakpoint
--- Gated notifications (`combine_events`: a thread another daemon changed) go out only while some session
--- follows them (src/db/pg/notifications.ts): Postgres wakes every listening session's backend for every
--- notifying commit, whatever channels it listens to, and most of the time no daemon has a follower.
--- Slots of advisory locks (1668112997 = 0x636d6265, `cmbe` in ASCII; the slot): a sender's COMMIT query
--- tries its session's slot (pg_backend_pid() % 64) exclusively, held to its COMMIT's end when it gets it;
--- a follower holds all 64 shared. The try fails while anyone follows (the sender notifies), or while
--- another sender of the same slot commits (it notifies too: harmless). A daemon of an earlier build
--- listens without taking the slots: while no daemon of this build follows, its followers miss the changes
--- this build's daemons make (they see them at their thread's next own event): upgrade the daemons together.
-CREATE FUNCTION "combine_notify_followed"() RETURNS boolean LANGUAGE sql VOLATILE AS $$
-  SELECT NOT pg_try_advisory_xact_lock(1668112997, pg_backend_pid() % 64)
-$$;
---> statement-breakpoint
--- Taken in slot order, each waiting for the sender holding it: once a follower holds them all, every
--- commit that skipped its gated notifications has ended (its rows are visible to the follower's reads),
--- and every later one notifies. Senders never wait for a slot, so no cycle goes through them.
-CREATE FUNCTION "combine_follow_notifications"("follow" boolean) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-  IF "follow" THEN
-    PERFORM pg_advisory_lock_shared(1668112997, g) FROM generate_series(0, 63) AS g;
-  ELSE
-    PERFORM pg_advisory_unlock_shared(1668112997, g) FROM generate_series(0, 63) AS g;
-  END IF;
-END $$;
