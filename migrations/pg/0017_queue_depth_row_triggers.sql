@@ -16,12 +16,12 @@
 -- (it holds its shard row from its first child to its COMMIT) and the other way round, and two sessions'
 -- transactions on one shard could deadlock through it (one holding the shard and waiting for an item the
 -- other holds, the other queuing an item). Now no transaction waits for a shard row, so it takes no place in
--- the lock order (src/daemon/engine/tx.ts). Past 64 sessions, a session shares pg_backend_pid() % 64, as
--- before. A rolled-back transaction forgets the setting (not the lock): the session tries the slots again
--- and keeps the first it gets, its own included (pg_try_advisory_lock succeeds again for its holder; a lower
--- slot freed meanwhile is taken instead, and the session holds both until it ends).
-INSERT INTO "llm_queue_depth" ("id", "queued") SELECT g, 0 FROM generate_series(0, 63) AS g ON CONFLICT ("id") DO NOTHING;
---> statement-breakpoint
+-- the lock order (src/daemon/engine/tx.ts). Past 64 sessions the scan goes on past slot 63, and the function
+-- creates the row of the slot it took on first use (the count sums every row): no two sessions ever share a
+-- shard. The scan ends: only live sessions hold slots, a few each. A rolled-back transaction forgets the
+-- setting (not the lock): the session tries the slots again and keeps the first it gets, its own included
+-- (pg_try_advisory_lock succeeds again for its holder; a lower slot freed meanwhile is taken instead, and the
+-- session holds both until it ends).
 DROP TRIGGER "work_items_queue_depth_insert" ON "llm_work_items";
 --> statement-breakpoint
 DROP TRIGGER "work_items_queue_depth_update" ON "llm_work_items";
@@ -29,6 +29,11 @@ DROP TRIGGER "work_items_queue_depth_update" ON "llm_work_items";
 DROP TRIGGER "work_items_queue_depth_delete" ON "llm_work_items";
 --> statement-breakpoint
 DROP FUNCTION "llm_work_items_queue_depth"();
+--> statement-breakpoint
+-- After the DROP TRIGGERs: their ACCESS EXCLUSIVE lock on llm_work_items has waited for every transaction of an
+-- earlier build that could move an item, so none of them is blocked on a seed row here (an old trigger's
+-- INSERT … ON CONFLICT on a shard this uncommitted INSERT created) while the DROP waits for it.
+INSERT INTO "llm_queue_depth" ("id", "queued") SELECT g, 0 FROM generate_series(0, 63) AS g ON CONFLICT ("id") DO NOTHING;
 --> statement-breakpoint
 -- +1 for a row that is queued now (inserted queued, or moved into queued), -1 for one that left it (moved
 -- out, or deleted): the triggers' WHEN conditions call it only for such rows. The advisory locks' keys are
@@ -40,12 +45,9 @@ DECLARE
   shard integer := nullif(current_setting('combine.queue_depth_shard', true), '')::integer;
 BEGIN
   IF shard IS NULL THEN
-    shard := pg_backend_pid() % 64;
-    FOR slot IN 0..63 LOOP
-      IF pg_try_advisory_lock(1668112996, slot) THEN
-        shard := slot;
-        EXIT;
-      END IF;
+    shard := 0;
+    WHILE NOT pg_try_advisory_lock(1668112996, shard) LOOP
+      shard := shard + 1;
     END LOOP;
     PERFORM set_config('combine.queue_depth_shard', shard::text, false);
   END IF;
