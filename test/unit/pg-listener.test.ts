@@ -67,7 +67,7 @@ describe('Postgres LISTEN session', () => {
       ]);
 
       // The server ends the listening session (a restart, a network cut, an idle-session timeout).
-      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND pid <> pg_backend_pid()");
+      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()");
       await until('the reconnect', () => reconnects === 1);
       expect(failures).toBeGreaterThanOrEqual(1);
       await inTransaction([{ channel: 'combine_events', payload: 't2:9:p' }], 'COMMIT');
@@ -97,10 +97,34 @@ describe('Postgres LISTEN session', () => {
       expect(got.map((n) => n.payload)).toEqual(['first-after', 'marker-1']);
 
       await listener.listenAlso('combine_events');
-      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND pid <> pg_backend_pid()");
+      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()");
       await until('the reconnect', () => reconnects === 1);
       await inTransaction(events('after-reconnect'), 'COMMIT');
       await until('a notification on the added channel after the reconnect', () => got.some((n) => n.payload === 'after-reconnect'));
+    } finally {
+      await listener.close();
+    }
+  });
+
+  it('a LISTEN that fails ends the session: it says so, reconnects and listens to the set, instead of counting the channel as listened to', async () => {
+    const got: Notification[] = [];
+    let reconnects = 0;
+    const failures: string[] = [];
+    const listener = new PgListener(database.url, ['combine_work'], {
+      notified: (n) => got.push(n),
+      reconnected: () => reconnects++,
+      failed: (err) => failures.push(err.message),
+    });
+    await listener.start();
+    try {
+      // A channel Postgres refuses (a zero-length identifier): its LISTEN fails on a session that is up.
+      await listener.listenAlso('');
+      expect(failures[0]).toMatch(/zero-length/);
+      // The reconnect listens to the set, '' included, so it fails too until the channel is gone.
+      await listener.unlisten('');
+      await until('the reconnect', () => reconnects === 1);
+      await inTransaction([{ channel: 'combine_work', payload: 'after-reconnect' }], 'COMMIT');
+      await until('a notification after the reconnect', () => got.some((n) => n.payload === 'after-reconnect'));
     } finally {
       await listener.close();
     }

@@ -42,6 +42,8 @@ export class PgListener {
   private readonly channels: Set<string>;
   /** A connect in progress (it listens to every channel in the set, those added meanwhile included). */
   private connecting: Promise<void> | null = null;
+  /** The LISTEN/UNLISTEN changes asked for, run one after another (applyChannel). */
+  private channelChanges: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly url: string,
@@ -64,17 +66,40 @@ export class PgListener {
    */
   async listenAlso(channel: string): Promise<void> {
     this.channels.add(channel);
-    await this.connecting;
-    await this.client?.query(`LISTEN ${quoteIdentifier(channel)}`).catch(() => {});
+    await this.applyChannel(channel);
   }
 
   /** Stops listening to `channel` (the server no longer sends its notifications to this session). */
   async unlisten(channel: string): Promise<void> {
     this.channels.delete(channel);
-    // After a connect in progress, whose loop may have listened to it already; the session runs its
-    // LISTENs and UNLISTENs in the order they were called.
-    await this.connecting;
-    await this.client?.query(`UNLISTEN ${quoteIdentifier(channel)}`).catch(() => {});
+    await this.applyChannel(channel);
+  }
+
+  /**
+   * Sends LISTEN or UNLISTEN of `channel`, whichever the set says when it runs: after the changes asked
+   * before it (one queue) and after a connect in progress (its loop listens to the set as it is then). So
+   * the last of several `listenAlso`/`unlisten` calls wins, however many ticks each caller's awaits took
+   * (a follower that arrives while the last one leaves). A LISTEN or UNLISTEN that fails ends the session:
+   * what it listens to is unknown then. This waits for one reconnect, which listens to the set and says
+   * `reconnected` (or fails, is retried, and the daemon polls meanwhile).
+   */
+  private applyChannel(channel: string): Promise<void> {
+    const applied = this.channelChanges.then(async () => {
+      await this.connecting;
+      const client = this.client;
+      if (!client) return; // down: its reconnect listens to the set
+      try {
+        await client.query(`${this.channels.has(channel) ? 'LISTEN' : 'UNLISTEN'} ${quoteIdentifier(channel)}`);
+      } catch (err) {
+        if (this.client !== client || this.closed) return; // lost meanwhile: its own reconnect is under way
+        this.client = null;
+        client.end().catch(() => {});
+        this.handlers.failed(err as Error);
+        await this.connect(true);
+      }
+    });
+    this.channelChanges = applied;
+    return applied;
   }
 
   async close(): Promise<void> {
