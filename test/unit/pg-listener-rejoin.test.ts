@@ -1,7 +1,9 @@
 /**
  * A follower that arrives while the last one leaves (RemoteChanges: `void unlisten()`, then `listen()`):
- * the LISTEN session must end up listening, and the new follower's `listenAlso` resolve only once it does.
- * Review of issue 18's dynamic LISTEN; deterministic (microtask ticks, no timing).
+ * the LISTEN session must end up listening, and the new follower's `listenAlso` resolve only once it does
+ * (db/pg/notifications.ts `applyChannel`). The first case is the review's repro of issue 18's gated
+ * follow (it lost the LISTEN then); the second, a leave and a join around a reconnect, lost it without
+ * the one queue of changes (UNLISTEN went out after the LISTEN). Deterministic: microtask ticks, no timing.
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,7 +85,9 @@ describe('PgListener rejoin', () => {
       await listener.start();
       try {
         await listener.listenAlso('combine_events');
-        await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()");
+        await pool.query(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()",
+        );
         await until('the reconnect and the new follower', () => rejoined !== null);
         await Promise.all([leaving, rejoined]);
         expect(await listensToEvents(got, `r${ticks}`), `arriving ${ticks} ticks after the last one left`).toBe(true);

@@ -67,7 +67,9 @@ describe('Postgres LISTEN session', () => {
       ]);
 
       // The server ends the listening session (a restart, a network cut, an idle-session timeout).
-      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()");
+      await pool.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()",
+      );
       await until('the reconnect', () => reconnects === 1);
       expect(failures).toBeGreaterThanOrEqual(1);
       await inTransaction([{ channel: 'combine_events', payload: 't2:9:p' }], 'COMMIT');
@@ -97,7 +99,9 @@ describe('Postgres LISTEN session', () => {
       expect(got.map((n) => n.payload)).toEqual(['first-after', 'marker-1']);
 
       await listener.listenAlso('combine_events');
-      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()");
+      await pool.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()",
+      );
       await until('the reconnect', () => reconnects === 1);
       await inTransaction(events('after-reconnect'), 'COMMIT');
       await until('a notification on the added channel after the reconnect', () => got.some((n) => n.payload === 'after-reconnect'));
