@@ -99,7 +99,7 @@ export class App implements Services {
   private readonly remote = new RemoteChanges();
   /** The shared database's registry of daemons and their limits; null on SQLite (one daemon per database). */
   private readonly registry: DaemonRegistry | null;
-  private listening: Listening | null = null;
+  private listening: Pick<Listening, 'close'> | null = null;
   private readonly logger: Logger;
 
   /** The SQLite writer's connection, for in-process tests and benchmarks that look at stored rows; SQLite only. */

@@ -36,6 +36,9 @@ export interface WriteObservers<E> {
 
 /** A running LISTEN session on the shared database. */
 export interface Listening {
+  /** Listens to one more channel; resolved once notifications committed from then on reach this session (db/pg/notifications.ts). */
+  listenAlso(channel: string): Promise<void>;
+  unlisten(channel: string): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -234,8 +234,8 @@ export async function makeQueuedItemDueNow(sql: Sql, p: { id: string; now: numbe
 /**
  * Queue depth for backpressure: every queued item, due or not (parked and backing-off items included).
  * Kept by triggers, not a count of the queue: it is read on every command. SQLite: one row (migration
- * 0009). Postgres: a row per shard, each transaction adding its delta to its own (pg migration 0001),
- * so daemons never queue on one counter row; the depth is their sum.
+ * 0009). Postgres: a row per shard, each session adding its items' moves to a shard of its own (pg
+ * migrations 0001, 0017), so no transaction waits for another's counter row; the depth is their sum.
  */
 export async function countQueuedWorkItems(sql: Sql): Promise<number> {
   const text =

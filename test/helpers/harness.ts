@@ -150,6 +150,17 @@ export class Harness {
     }
   }
 
+  /**
+   * The queue depth the triggers keep (llm_queue_depth: SQLite's one row, Postgres's shards summed) beside
+   * the count of queued items it stands for: equal unless a move in or out of `queued` was missed.
+   */
+  async queueDepth(): Promise<{ kept: number; queued: number }> {
+    return (await this.queryOne<{ kept: number; queued: number }>(
+      `SELECT (SELECT coalesce(sum(queued), 0) FROM llm_queue_depth) AS kept,
+              (SELECT count(*) FROM llm_work_items WHERE status = 'queued') AS queued`,
+    ))!;
+  }
+
   /** The first row of `query`, or undefined. */
   async queryOne<T = Record<string, unknown>>(text: string, params?: SqlParams): Promise<T | undefined> {
     return (await this.query<T>(text, params))[0];

@@ -105,6 +105,9 @@ describe('chaos: three daemons on one Postgres', () => {
     // The ledger is one verifiable chain, whichever daemon checks it.
     for (const h of g.members) expect(await h.json(['ledger', 'verify'])).toMatchObject({ ok: true, first_break: null, incomplete: [] });
     expect((await a.queryOne<{ n: number }>('SELECT count(*) AS n FROM locks'))!.n).toBe(0);
+    // Every move in or out of `queued` (kills, requeues, retries, takeovers) reached the queue depth.
+    const depth = await a.queueDepth();
+    expect(depth.kept).toBe(depth.queued);
     console.log(
       `chaos: ${sim.calls.length} calls, ${complete}/${EPICS} complete, ${kills} kills, ${inFlightAtKills} in flight at the kills, ${paidAgain} paid again`,
     );

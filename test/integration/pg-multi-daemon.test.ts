@@ -146,6 +146,8 @@ describe('several daemons on one Postgres', () => {
     const usage = await a.json<{ budgets: { project_id: string; spent_total: { cost_usd: number } }[] }>(['usage', '--project', 'p']);
     expect(usage.budgets[0]!.spent_total.cost_usd).toBe(10 * cost);
     expect((await a.queryOne<{ n: number }>('SELECT count(*) AS n FROM llm_work_items WHERE lease_owner IS NOT NULL'))!.n).toBe(0);
+    // The 20 parked items are queued, each counted once however many daemons parked and unparked them.
+    expect(await a.queueDepth()).toEqual({ kept: 20, queued: 20 });
   });
 
   it('a project without a budget is not held up by the budget lock: its calls complete while another session holds it', async () => {
@@ -223,5 +225,7 @@ describe('several daemons on one Postgres', () => {
     expect(doubled).toEqual([]);
     expect((await a.queryOne<{ status: string }>('SELECT status FROM llm_threads WHERE id = ?', [run.thread_id]))!.status).toBe('canceled');
     expect(await a.json(['ledger', 'verify'])).toMatchObject({ ok: true, first_break: null });
+    // The cancel's ends of queued items and the claims beside it all reached the queue depth.
+    expect(await a.queueDepth()).toEqual({ kept: 0, queued: 0 });
   });
 });

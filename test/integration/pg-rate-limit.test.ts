@@ -58,5 +58,7 @@ describe('three daemons on one Postgres share one rate limit', () => {
     expect(duringPark.length).toBeLessThanOrEqual(2);
     expect(h.sim.calls.filter((c) => c.at >= parkedUntil).length).toBeGreaterThan(0);
     expect(h.sim.calls.filter((c) => c.status === 200)).toHaveLength(6);
+    // The items the park put back in the queue and their claims after it reached the queue depth.
+    expect(await h.queueDepth()).toEqual({ kept: 0, queued: 0 });
   });
 });

@@ -310,6 +310,15 @@ describe('Postgres queue depth', () => {
     await db.drop();
   });
 
+  /** The queue-depth slots held in this test's database (pg_locks spans the server's other test databases). */
+  const heldSlots = async () =>
+    Number(
+      (
+        await pool.query(
+          "SELECT count(DISTINCT objid) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = 1668112996 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+      ).rows[0].n,
+    );
   const pgDepth = async () => Number((await pool.query('SELECT coalesce(sum(queued), 0) AS n FROM llm_queue_depth')).rows[0].n);
   const pgQueued = async () => Number((await pool.query("SELECT count(*) AS n FROM llm_work_items WHERE status = 'queued'")).rows[0].n);
   const item = (id: string, seq: number, status = 'queued') =>
@@ -336,6 +345,11 @@ describe('Postgres queue depth', () => {
         "UPDATE llm_work_items SET status = 'queued' WHERE id IN ('w1', 'w3')",
         // queued → queued (a requeue rewriting the status to the same value) counts nothing.
         "UPDATE llm_work_items SET status = 'queued', attempt = attempt + 1 WHERE id = 'w1'",
+        // Not queued before nor after: nothing to count.
+        "UPDATE llm_work_items SET status = 'applied', lease_owner = 'd' WHERE id = 'w2'",
+        // One statement moving rows both ways: each row counts its own move.
+        "UPDATE llm_work_items SET status = CASE WHEN status = 'queued' THEN 'claimed' ELSE 'queued' END WHERE id IN ('w1', 'w2', 'w5', 'w6')",
+        "DELETE FROM llm_work_items WHERE id = 'w1'",
         "DELETE FROM llm_work_items WHERE id IN ('w4', 'w2')",
         "UPDATE llm_work_items SET status = 'dead_letter' WHERE status = 'queued'",
       ];
@@ -384,7 +398,52 @@ describe('Postgres queue depth', () => {
     expect(queued).toBeGreaterThan(0);
     expect(await pgDepth()).toBe(queued);
     // The sessions counted into shards of their own: no single counter row all of them waited on.
-    expect(Number((await pool.query('SELECT count(*) AS n FROM llm_queue_depth')).rows[0].n)).toBeGreaterThan(1);
+    expect(Number((await pool.query('SELECT count(*) AS n FROM llm_queue_depth WHERE queued <> 0')).rows[0].n)).toBeGreaterThan(1);
+  });
+
+  it('a session never waits for another session`s shard: 17 open transactions each queue an item at once', async () => {
+    // With shards by pg_backend_pid() % 16, two of 17 sessions always shared one: the second one's
+    // INSERT waited for the first's COMMIT (lock_timeout ends that wait with an error here).
+    const sessions = await Promise.all(Array.from({ length: 17 }, () => connectPostgres(db.url)));
+    try {
+      for (const [i, s] of sessions.entries()) {
+        await s.query("SET lock_timeout = '5s'");
+        await s.query('BEGIN');
+        await s.query(item(`open-${i}`, 2000 + i));
+      }
+      for (const s of sessions) await s.query('COMMIT');
+      expect(await pgDepth()).toBe(17);
+      expect(await pgQueued()).toBe(17);
+      // Each session holds its slot until it ends; a session that ends frees it for the next one.
+      expect(await heldSlots()).toBe(17);
+    } finally {
+      await Promise.all(sessions.map((s) => s.end()));
+    }
+  });
+
+  it('past 64 sessions a session still gets a shard of its own, its row made on first use', async () => {
+    // One session holds slots 0–63 (as 64 sessions would): the next two scan on and take 64 and 65.
+    const holder = await connectPostgres(db.url);
+    const sessions = await Promise.all([0, 1].map(() => connectPostgres(db.url)));
+    try {
+      const held = await holder.query('SELECT count(*) FILTER (WHERE pg_try_advisory_lock(1668112996, g)) AS n FROM generate_series(0, 63) AS g');
+      expect(Number(held.rows[0].n)).toBe(64);
+      for (const [i, s] of sessions.entries()) {
+        await s.query("SET lock_timeout = '5s'");
+        await s.query('BEGIN');
+        await s.query(item(`past-64-${i}`, 3000 + i));
+      }
+      for (const s of sessions) await s.query('COMMIT');
+      const rows = await pool.query('SELECT id, queued FROM llm_queue_depth WHERE id >= 64 ORDER BY id');
+      expect(rows.rows.map((r) => [Number(r.id), Number(r.queued)])).toEqual([
+        [64, 1],
+        [65, 1],
+      ]);
+      expect(await pgDepth()).toBe(await pgQueued());
+      expect(await heldSlots()).toBe(66);
+    } finally {
+      await Promise.all([holder, ...sessions].map((s) => s.end()));
+    }
   });
 });
 

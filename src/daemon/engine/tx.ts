@@ -343,6 +343,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      item deleted (db/locks.ts `releaseHeldLock`). Both rows are the item's, whose
  *      lock (1) the step holds; the lock row's other writers take the item first (the heartbeat) or only
  *      try its scope and pass over a row being written (claims, the recovery scan, the orphan sweep).
+ * Not in the order: the queue depth's shard row (pg migration 0017), which a transaction moving items in or
+ * out of `queued` updates wherever it does: each session has its own (past 64 sessions too: the slots go
+ * on), so no transaction waits for it.
  * The engine's paths are built that way and are the hot ones — a start locks its items, then moves its
  * children and their open parents in one UPDATE (the items' own UPDATE at its COMMIT); an answer or a
  * failure ends the item, then the child, then closes the parent here — so the rare paths follow them: a cancel ends the children's queued items, then the

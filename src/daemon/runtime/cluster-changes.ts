@@ -12,6 +12,8 @@
  *     what it has not seen yet (follow-stream.ts). The middle field once carried the write's newest
  *     ledger seq; on Postgres the seqs are linked in the COMMIT's own query, after the notifications are
  *     written, and no listener ever read it, so it is 0 (kept so the payload's shape does not change).
+ *     A daemon listens to it only while it has a follower (RemoteChanges): others' notifications on it
+ *     are then not delivered to it at all.
  *   - `combine_cancel`: the ids of threads the write canceled, comma-separated (as many notifications
  *     as their length needs). A cancel sent to one daemon ends the thread in the database; the daemon
  *     that holds its item's lease aborts the call in flight when told, as it would for a cancel sent to
@@ -86,9 +88,23 @@ function parseChange(payload: string): RemoteChange | null {
   return threadId ? { threadId, parentThreadId: parent || null } : null;
 }
 
-/** Where follow streams learn that another daemon changed a thread. */
+/** How the daemon's LISTEN session follows `combine_events` (listenToOtherDaemons). */
+interface EventsChannel {
+  listen(): Promise<void>;
+  unlisten(): Promise<void>;
+}
+
+/**
+ * Where follow streams learn that another daemon changed a thread. The daemon listens to `combine_events`
+ * only while it has a follower: Postgres delivers every notification to every session listening to its
+ * channel, and most of the time nobody on this daemon follows anything.
+ */
 export class RemoteChanges {
   private readonly emitter = new EventEmitter();
+  private followers = 0;
+  private channel: EventsChannel | null = null;
+  /** The latest LISTEN of `combine_events` (resolved when not listening, or when the daemon has no session yet). */
+  private listening: Promise<void> = Promise.resolve();
 
   constructor() {
     // One listener per `--follow` client.
@@ -99,9 +115,29 @@ export class RemoteChanges {
     this.emitter.emit('change', change);
   }
 
-  subscribe(listener: (c: RemoteChange) => void): () => void {
+  /**
+   * Resolved once the daemon listens to `combine_events`: every change another daemon commits from then on
+   * reaches `listener` (or a poll's `*` while the session is down). A follower reads its snapshot after this.
+   */
+  async subscribe(listener: (c: RemoteChange) => void): Promise<() => void> {
     this.emitter.on('change', listener);
-    return () => this.emitter.off('change', listener);
+    if (this.followers++ === 0 && this.channel) this.listening = this.channel.listen();
+    await this.listening;
+    return () => {
+      this.emitter.off('change', listener);
+      if (--this.followers === 0) void this.channel?.unlisten();
+    };
+  }
+
+  /**
+   * The daemon's LISTEN session is up: it follows `combine_events` now if someone already follows (and
+   * they re-read: what another daemon changed before this LISTEN notified nobody here).
+   */
+  attach(channel: EventsChannel): void {
+    this.channel = channel;
+    if (this.followers === 0) return;
+    this.listening = channel.listen();
+    void this.listening.then(() => this.publish({ threadId: '*', parentThreadId: null }));
   }
 }
 
@@ -122,7 +158,7 @@ export function listenToOtherDaemons(
     remote: RemoteChanges;
     logger: Logger;
   },
-): Promise<Listening> | null {
+): Promise<Pick<Listening, 'close'>> | null {
   const log = d.logger.child({ component: 'cluster' });
   const lookAgain = () => {
     d.wake();
@@ -133,7 +169,8 @@ export function listenToOtherDaemons(
     if (poll) clearInterval(poll);
     poll = null;
   };
-  const listening = storage.listen([WORK_CHANNEL, EVENTS_CHANNEL, CANCEL_CHANNEL], {
+  // `combine_events` only while a follower needs it (RemoteChanges.attach).
+  const listening = storage.listen([WORK_CHANNEL, CANCEL_CHANNEL], {
     notified: (n) => {
       // Any other payload (a daemon of an earlier version sends '') wakes: it may have queued work.
       if (n.channel === WORK_CHANNEL) return n.payload === FREED ? d.wakeIfWorkQueued() : d.wake();
@@ -158,6 +195,7 @@ export function listenToOtherDaemons(
       // Work another daemon queued between the engine's first round and this LISTEN sent its notification
       // to nobody: one more round finds it.
       d.wake();
+      d.remote.attach({ listen: () => l.listenAlso(EVENTS_CHANNEL), unlisten: () => l.unlisten(EVENTS_CHANNEL) });
       return {
         close: async () => {
           stopPolling();

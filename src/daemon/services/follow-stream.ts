@@ -88,7 +88,8 @@ export async function* followThread(
     if (e.type === 'thread') publishedDuringReread?.add(e.thread_id);
     wakeUp?.();
   });
-  const unsubscribeRemote = remote?.subscribe((c) => {
+  // Before the snapshot is read: another daemon's change committed after it is notified here.
+  const unsubscribeRemote = await remote?.subscribe((c) => {
     if (c.threadId !== '*' && c.threadId !== threadId && c.parentThreadId !== threadId) return;
     changedElsewhere = true;
     wakeUp?.();

@@ -31,23 +31,75 @@ const RECONNECT_DELAYS_MS = [100, 500, 1000, 2000, 5000];
 
 /**
  * One LISTEN session on `channels`, kept open: when it fails it reconnects (backing off) and says so,
- * because whatever was notified while it was down is lost and must be caught up by a read.
+ * because whatever was notified while it was down is lost and must be caught up by a read. Channels
+ * may be added and removed while it runs (`listenAlso`, `unlisten`); a reconnect listens to the current ones.
  */
 export class PgListener {
   private client: pg.Client | null = null;
   private closed = false;
   private failures = 0;
   private timer: NodeJS.Timeout | null = null;
+  private readonly channels: Set<string>;
+  /** A connect in progress (it listens to every channel in the set, those added meanwhile included). */
+  private connecting: Promise<void> | null = null;
+  /** The LISTEN/UNLISTEN changes asked for, run one after another (applyChannel). */
+  private channelChanges: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly url: string,
-    private readonly channels: readonly string[],
+    channels: readonly string[],
     private readonly handlers: NotificationHandlers,
-  ) {}
+  ) {
+    this.channels = new Set(channels);
+  }
 
   /** Connects and listens; resolves once listening (or once the first attempt failed: it keeps trying). */
   async start(): Promise<void> {
     await this.connect(false);
+  }
+
+  /**
+   * Listens to `channel` too. Resolved once the session's LISTEN has committed: every transaction that
+   * commits after that notifies this session. Also resolved (never rejected) when the session is down or
+   * fails meanwhile: its reconnect listens to the channel and says `reconnected`, and until then the
+   * daemon polls (runtime/cluster-changes.ts).
+   */
+  async listenAlso(channel: string): Promise<void> {
+    this.channels.add(channel);
+    await this.applyChannel(channel);
+  }
+
+  /** Stops listening to `channel` (the server no longer sends its notifications to this session). */
+  async unlisten(channel: string): Promise<void> {
+    this.channels.delete(channel);
+    await this.applyChannel(channel);
+  }
+
+  /**
+   * Sends LISTEN or UNLISTEN of `channel`, whichever the set says when it runs: after the changes asked
+   * before it (one queue) and after a connect in progress (its loop listens to the set as it is then). So
+   * the last of several `listenAlso`/`unlisten` calls wins, however many ticks each caller's awaits took
+   * (a follower that arrives while the last one leaves). A LISTEN or UNLISTEN that fails ends the session:
+   * what it listens to is unknown then. This waits for one reconnect, which listens to the set and says
+   * `reconnected` (or fails, is retried, and the daemon polls meanwhile).
+   */
+  private applyChannel(channel: string): Promise<void> {
+    const applied = this.channelChanges.then(async () => {
+      await this.connecting;
+      const client = this.client;
+      if (!client) return; // down: its reconnect listens to the set
+      try {
+        await client.query(`${this.channels.has(channel) ? 'LISTEN' : 'UNLISTEN'} ${quoteIdentifier(channel)}`);
+      } catch (err) {
+        if (this.client !== client || this.closed) return; // lost meanwhile: its own reconnect is under way
+        this.client = null;
+        client.end().catch(() => {});
+        this.handlers.failed(err as Error);
+        await this.connect(true);
+      }
+    });
+    this.channelChanges = applied;
+    return applied;
   }
 
   async close(): Promise<void> {
@@ -58,7 +110,16 @@ export class PgListener {
     await client?.end().catch(() => {});
   }
 
-  private async connect(again: boolean): Promise<void> {
+  private connect(again: boolean): Promise<void> {
+    const connecting = this.connectOnce(again).finally(() => {
+      if (this.connecting === connecting) this.connecting = null;
+    });
+    this.connecting = connecting;
+    return connecting;
+  }
+
+  /** Never rejects: a failure is reported to the handlers and retried. */
+  private async connectOnce(again: boolean): Promise<void> {
     if (this.closed) return;
     let client: pg.Client | null = null;
     try {
@@ -66,6 +127,7 @@ export class PgListener {
       client.on('notification', (m) => this.handlers.notified({ channel: m.channel, payload: m.payload ?? '' }));
       client.on('error', (err) => this.lost(client!, err));
       client.on('end', () => this.lost(client!, new Error('the LISTEN session ended')));
+      // The live set: a channel added while these LISTENs run is listened to too (a Set's iteration visits it).
       for (const channel of this.channels) await client.query(`LISTEN ${quoteIdentifier(channel)}`);
       if (this.closed) {
         await client.end().catch(() => {});
