@@ -7,7 +7,7 @@
 import type { Sql } from '../core/sql.js';
 import type { LockRow } from './schema.js';
 import { skipLockedLockRows } from './dialect.js';
-import { changedOne, runGuardedAtCommit } from './statements.js';
+import { changedOne } from './statements.js';
 
 export const TAKE_SCOPE = `ON CONFLICT (scope) DO UPDATE
        SET owner = excluded.owner, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
@@ -50,17 +50,6 @@ export function acquireLockUnlessBusy(sql: Sql, p: { scope: string; owner: strin
 /** Releases `scope` if `owner` still holds it. */
 export function releaseLock(sql: Sql, scope: string, owner: string): Promise<boolean> {
   return changedOne(sql, 'DELETE FROM locks WHERE scope = ? AND owner = ?', [scope, owner]);
-}
-
-/**
- * Releases `scope`, which `owner` must still hold: StaleStateError naming `what` otherwise (the
- * transaction rolls back). On Postgres one of the transaction's last statements (`runGuardedAtCommit`:
- * no round trip of its own, its count checked by the database), for a step that holds its item's lock:
- * the row's other writers (a claim, the heartbeat) take the item first or only try the scope, so none of
- * them holds the row while waiting for what this transaction holds (engine/tx.ts LOCK ORDER, 5).
- */
-export function releaseHeldLock(sql: Sql, p: { scope: string; owner: string }, what: string): Promise<void> {
-  return runGuardedAtCommit(sql, 'DELETE FROM locks WHERE scope = @scope AND owner = @owner', p, what);
 }
 
 const EXTEND = 'UPDATE locks SET expires_at = @expires_at WHERE scope = @scope AND owner = @owner';

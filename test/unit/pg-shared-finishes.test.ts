@@ -24,18 +24,18 @@ import { systemClock } from '../../src/core/clock.js';
 import { writeTx } from '../../src/core/tx.js';
 import { forgetDocuments } from '../../src/db/document-cache.js';
 import { readWholeDocument } from '../../src/db/document-parts.js';
-import { acquireLock } from '../../src/db/locks.js';
+import { acquireLock, acquireLockUnlessBusy, getLock } from '../../src/db/locks.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertDocument, lockDocumentHead } from '../../src/db/projects.js';
 import type { LedgerRow } from '../../src/db/schema.js';
-import { insertThread } from '../../src/db/threads.js';
-import { insertWorkItem } from '../../src/db/work-items.js';
+import { getThread, insertThread, lockThread } from '../../src/db/threads.js';
+import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { recordResponse } from '../../src/daemon/engine/completer.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import type { EngineContext } from '../../src/daemon/engine/leased.js';
 import { importProject } from '../../src/daemon/services/commands.js';
-import type { Write } from '../../src/daemon/engine/tx.js';
+import { endThread, type Write } from '../../src/daemon/engine/tx.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { project, waitUntil } from '../helpers/harness.js';
 import { EXAMPLE_OPERATION, PARAMS } from '../helpers/operations.js';
@@ -323,5 +323,38 @@ describe('a shared closure of answers whose second step fails (its lease was los
     await reader().run("UPDATE llm_work_items SET lease_owner = 'd1' WHERE id = 'b'");
     expect(await d1.finish({ itemId: 'b', response: responses[1]!, resumed: false, sent: undefined })).toBe('applied');
     expect((await backlogOf('p')).epics).toEqual(['E1', 'E2']);
+  });
+});
+
+describe("an answer's finish and a recovery scan taking over the item's expired scope lock for another item", () => {
+  it('both commit: the finish releases the lock row at once, before it locks the orchestration', async () => {
+    // Children X and W of orchestration P, one lock scope; X holds it, its row expired (the scan may take it over for W).
+    await insertThread(reader(), { ...testThreadRow('P'), role: 'orchestration', status: 'running' });
+    const response = await storiesAnswered('X', 'p', 1, 'd1');
+    const scope = (await getWorkItem(reader(), 'X'))!.lock_scope;
+    await reader().run("UPDATE llm_threads SET parent_thread_id = 't-P' WHERE id = 't-X'");
+    await reader().run("UPDATE locks SET expires_at = 1 WHERE owner = 'X'");
+    await insertThread(reader(), { ...testThreadRow('W'), status: 'running', parent_thread_id: 't-P' });
+    await insertWorkItem(reader(), testWorkItemRow('W', { status: 'running', project_id: 'p', lease_owner: 'd2', lease_expires_at: 1, lock_scope: scope }));
+    const d1 = itemWrites(write, ctxOf('d1'), 'postgres');
+    // The recovery scan's order (rescuer.ts): the rescued item's scope taken unless busy, then its attempt ends its thread.
+    const rescue = () =>
+      write(async (tx) => {
+        await acquireLockUnlessBusy(tx.sql, { scope, owner: 'W', now: tx.now, expires_at: tx.now + 60_000 });
+        await endThread(tx, (await getThread(tx.sql, 't-W'))!, 'failed');
+      });
+    // The finish waits for P (its close check) with the lock row released; the scan waits for that row, then P.
+    // Released only in the COMMIT's query, the scan took the untouched row over and both waited for each other.
+    await holderThenTwoWrites(
+      write,
+      reader(),
+      (tx) => lockThread(tx.sql, 't-P'),
+      () => d1.finish({ itemId: 'X', response, resumed: false, sent: undefined }),
+      rescue,
+    );
+    expect(failed).toEqual([]);
+    expect((await getWorkItem(reader(), 'X'))?.status).toBe('applied');
+    expect((await getThread(reader(), 't-W'))?.status).toBe('failed');
+    expect((await getLock(reader(), scope))?.owner).toBe('W');
   });
 });

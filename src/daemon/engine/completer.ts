@@ -19,7 +19,7 @@ import { parseCompletionEnvelope, readCompletionBody } from '../../domain/comple
 import type { CallOutcome } from './executor.js';
 import { settleFromResponse } from './charges.js';
 import { deadLetter, failAttempt } from './failures.js';
-import { leasedItemAndThread, releaseAppliedItemLock, releaseItemLock, type AnswerResult, type EngineContext } from './leased.js';
+import { leasedItemAndThread, releaseItemLock, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { type RecordedCopy, rememberValidAnswer, type SentPrompt } from './response-cache.js';
 import { appendEntry, emitWorkItem, endThread, type PendingEntry, type Tx } from './tx.js';
@@ -112,7 +112,10 @@ export async function finishAnswer(
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
   await markWorkItemApplied(tx.sql, item.id, ctx.owner, tx.now);
-  await releaseAppliedItemLock(tx, item);
+  // At once, before the thread and its orchestration are locked (engine/tx.ts LOCK ORDER, 2): left for the
+  // COMMIT, the row could be taken over meanwhile (expired) by a recovery scan that then waits for the same
+  // orchestration — pg-finish-lock-row-order.test.ts.
+  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
   await endThread(tx, thread, 'complete');

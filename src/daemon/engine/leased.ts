@@ -7,7 +7,7 @@ import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
 import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
 import { writeDocumentsAtOnce } from '../../db/document-parts.js';
-import { releaseHeldLock, releaseLock } from '../../db/locks.js';
+import { releaseLock } from '../../db/locks.js';
 import { lockDocumentHeads } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -46,16 +46,6 @@ export interface EngineContext {
 export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
   if (item.status !== 'claimed' && item.status !== 'running') return;
   if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(lockLost(item));
-}
-
-/**
- * `releaseItemLock` of an applied answer's item (completer.ts `finishAnswer`): on Postgres in the COMMIT's
- * query (db/locks.ts `releaseHeldLock`), a round trip less per item. Only there: the failures release at
- * once, because the recovery scan's transaction sweeps orphaned lock rows after them (rescuer.ts), and
- * the sweep deletes the row of an item it just requeued — a release left for the COMMIT then found none.
- */
-export function releaseAppliedItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
-  return releaseHeldLock(tx.sql, { scope: item.lock_scope, owner: item.id }, lockLost(item));
 }
 
 const lockLost = (item: WorkItemRow) => `work item ${item.id} no longer holds its lock ${item.lock_scope}`;

@@ -316,7 +316,7 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
  *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
- *      the item's lock (its scope lock row too, which an applied answer's finish deletes at the end, 5, a failure at once). A write that holds a head takes no item and no advisory lock after it (a closure
+ *      the item's lock (its scope lock row too, which a finish or a failure deletes at once, before its threads: 4). A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
  *      at COMMIT, holding only its project row, which no answer takes. Before its heads, a closure of
  *      answers takes its targets' keys (advisory locks of 2, in key order: db/projects.ts
@@ -333,16 +333,14 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      closure of answers runs by parent, then child id, and locks each child's orchestration for its
  *      close check right after the child: its children are its own running items', which no start or
  *      adoption takes, and a cancel takes one orchestration's children in the same id order, then it.
- *   5. at the end, in the COMMIT's query: the ledger's chain head, then the answer's charge settle (the
- *      item's own charge: item 1 already serializes it), the projects' spend rows in sorted (project,
+ *   5. at the end, in the COMMIT's query: first the statements the steps queued for the end, in the order
+ *      queued — the mutation, document parts and the document's next version (its head row already
+ *      locked in 3; at once instead in a closure that writes documents at once: db/document-parts.ts
+ *      `writeDocumentsAtOnce`), a claim's new reservations, an answer's item marked applied (its own row,
+ *      whose lock, 1, the step holds) — then the ledger's chain head, then the answer's charge settle (the
+ *      item's own charge: item 1 already serializes it) and the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
- *      the transactions without an append), the mutation, document parts and the document's next version
- *      (its head row already locked in 3; at once instead in a closure that writes documents at once:
- *      db/document-parts.ts `writeDocumentsAtOnce`), a claim's new reservations, and the guarded
- *      statements a step queued for the end: an answer's item marked applied, the scope lock row of that
- *      item deleted (db/locks.ts `releaseHeldLock`). Both rows are the item's, whose
- *      lock (1) the step holds; the lock row's other writers take the item first (the heartbeat) or only
- *      try its scope and pass over a row being written (claims, the recovery scan, the orphan sweep).
+ *      the transactions without an append).
  * Not in the order: the queue depth's shard row (pg migration 0017), which a transaction moving items in or
  * out of `queued` updates wherever it does: each session has its own (past 64 sessions too: the slots go
  * on), so no transaction waits for it.
