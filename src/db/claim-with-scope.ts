@@ -4,7 +4,7 @@
  * slots free up one at a time), each change's count still its own in the result.
  */
 import type { Sql } from '../core/sql.js';
-import { acquireLockUnlessBusy, TAKE_SCOPE } from './locks.js';
+import { acquireLockUnlessBusy, scopeFreeWithoutWaitingPg, TAKE_SCOPE } from './locks.js';
 import type { WorkItemRow } from './schema.js';
 import { CLAIM_TEXT, claimWorkItem } from './work-items.js';
 
@@ -37,14 +37,12 @@ export async function claimWorkItemWithScope(
   return { item, scopeTaken: scope_taken === 1 };
 }
 
-// The scope's insert is db/locks.ts ACQUIRE_UNLESS_BUSY_PG with the claimed row's scope and id (see there
-// for the NOT EXISTS and the advisory try).
+// The scope's insert is db/locks.ts ACQUIRE_UNLESS_BUSY_PG with the claimed row's scope and id.
 const CLAIM_WITH_SCOPE_PG = `WITH claimed AS (${CLAIM_TEXT.postgres}),
   scope AS (
     INSERT INTO locks (scope, owner, acquired_at, expires_at)
     SELECT c.lock_scope, c.id, CAST(@now AS bigint), CAST(@lease_until AS bigint) FROM claimed c
-    WHERE NOT EXISTS (SELECT 1 FROM locks h WHERE h.scope = c.lock_scope AND h.owner <> c.id AND (h.expires_at IS NULL OR h.expires_at > @now))
-      AND pg_try_advisory_xact_lock(hashtextextended('lock:' || c.lock_scope, 0))
+    WHERE ${scopeFreeWithoutWaitingPg('c.lock_scope', 'c.id')}
     ${TAKE_SCOPE}
     RETURNING 1
   )

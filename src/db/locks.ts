@@ -16,13 +16,22 @@ export const TAKE_SCOPE = `ON CONFLICT (scope) DO UPDATE
 const ACQUIRE = `INSERT INTO locks (scope, owner, acquired_at, expires_at) VALUES (@scope, @owner, @now, @expires_at)
      ${TAKE_SCOPE}`;
 
-// The casts: a SELECT's parameters are not typed by the columns they go to. NOT EXISTS: a scope a live
-// holder has committed is not inserted at all — a conflicting insert locks the holder's row to check
-// TAKE_SCOPE's condition, even when it fails, and that row lock was held to the claim's commit.
+/**
+ * The Postgres conditions under which `owner` may insert `scope` without waiting (SQL expressions: a
+ * parameter, or a column of the row a statement claims: db/claim-with-scope.ts). NOT EXISTS: a scope a
+ * live holder has committed is not inserted at all — a conflicting insert locks the holder's row to check
+ * TAKE_SCOPE's condition, even when it fails, and that row lock was held to the claim's commit. The
+ * advisory try: another transaction taking the scope right now is passed over, never waited for.
+ */
+export function scopeFreeWithoutWaitingPg(scope: string, owner: string): string {
+  return `NOT EXISTS (SELECT 1 FROM locks h WHERE h.scope = ${scope} AND h.owner <> ${owner} AND (h.expires_at IS NULL OR h.expires_at > @now))
+       AND pg_try_advisory_xact_lock(hashtextextended('lock:' || ${scope}, 0))`;
+}
+
+// The casts: a SELECT's parameters are not typed by the columns they go to.
 const ACQUIRE_UNLESS_BUSY_PG = `INSERT INTO locks (scope, owner, acquired_at, expires_at)
      SELECT @scope, @owner, CAST(@now AS bigint), CAST(@expires_at AS bigint)
-     WHERE NOT EXISTS (SELECT 1 FROM locks h WHERE h.scope = @scope AND h.owner <> @owner AND (h.expires_at IS NULL OR h.expires_at > @now))
-       AND pg_try_advisory_xact_lock(hashtextextended('lock:' || @scope, 0))
+     WHERE ${scopeFreeWithoutWaitingPg('@scope', '@owner')}
      ${TAKE_SCOPE}`;
 
 /**
