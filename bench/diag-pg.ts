@@ -8,7 +8,8 @@
  * The daemons (and the engine) reach the server through its Unix socket, as bench target 9's do; DIAG_TCP=1 through loopback TCP.
  * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_TRACK_ALL=1 lists the statements run
  * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
- * statements (45). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
+ * statements (45). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
+ * DIAG_WARMUP_EPICS (160, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -24,6 +25,12 @@ const TICK = 100; // clock ticks per second (/proc)
 /** scale's run: generate-all over this many projects of this many epics (an orchestration per project, a child per epic). */
 const PROJECTS = Number(process.env.DIAG_PROJECTS ?? 6);
 const EPICS = Number(process.env.DIAG_EPICS ?? 160);
+/**
+ * Before scale's measured run each daemon runs a warm-up project of its own of this many epics (DIAG_WARMUP_EPICS, 160 as
+ * bench target 9's; 0: none, as this tool ran until 2026-11-25 15:00). Without it the daemons' other threads' CPU is mostly
+ * V8's concurrent compiler compiling the daemon's code, which the bench's row does not measure.
+ */
+const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 160);
 
 function procCpuMs(pid: number, withChildren = false): number {
   try {
@@ -39,23 +46,39 @@ function procCpuMs(pid: number, withChildren = false): number {
 
 /**
  * A process's CPU ms so far, its main thread (the JS thread: the event loop, the JIT's main-thread work, the
- * GC's main-thread pauses) apart from its other threads (V8's background compilers and GC helpers, libuv's pool).
+ * GC's main-thread pauses) apart from its other threads (V8's background compilers and GC helpers, libuv's pool),
+ * and by thread name (`/proc/<pid>/task/<tid>/comm`; the main thread as `main`): "V8 DefaultWorke" are V8's
+ * platform workers (concurrent marking, parallel scavenge, concurrent compilation), "libuv-worker" libuv's pool
+ * (fs, DNS, crypto), "node" node's own (the platform's delayed-task runner, the inspector's signal thread).
  */
-function threadCpuMs(pid: number): { main: number; other: number } {
+function threadCpuMs(pid: number): { main: number; other: number; byName: Map<string, number> } {
   let main = 0;
   let other = 0;
+  const byName = new Map<string, number>();
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       const parts = f.slice(f.lastIndexOf(')') + 2).split(' ');
       const ms = ((Number(parts[11]) + Number(parts[12])) * 1000) / TICK;
+      const name = Number(tid) === pid ? 'main' : f.slice(f.indexOf('(') + 1, f.lastIndexOf(')'));
+      byName.set(name, (byName.get(name) ?? 0) + ms);
       if (Number(tid) === pid) main += ms;
       else other += ms;
     }
   } catch {
     /* gone */
   }
-  return { main, other };
+  return { main, other, byName };
+}
+
+/**
+ * CPU ms by thread name between two readings, summed over processes. A thread that ended between them is not
+ * counted (its CPU is in neither reading of /proc/<pid>/task): V8's and libuv's threads live as long as the process.
+ */
+function threadCpuDelta(before: ReturnType<typeof threadCpuMs>[], after: ReturnType<typeof threadCpuMs>[]): Map<string, number> {
+  const sum = new Map<string, number>();
+  for (const [i, a] of after.entries()) for (const [name, ms] of a.byName) sum.set(name, (sum.get(name) ?? 0) + ms - (before[i]!.byName.get(name) ?? 0));
+  return sum;
 }
 
 /** The postmaster of the server on `port` and its live children. */
@@ -303,6 +326,19 @@ async function engine(server: PostgresServer, port: number, admin: pg.Client): P
   });
 }
 
+/** Each daemon's own project of WARMUP_EPICS epics, generated and applied (as bench target 9's warm-up): the items it applied. */
+async function warmUp(daemons: readonly BenchDaemon[], client: pg.Client): Promise<number> {
+  const projects = daemons.map((_, i) => `w${i}`);
+  for (const [i, p] of projects.entries()) await daemons[i]!.importProject(projectFile(p, WARMUP_EPICS));
+  await Promise.all(projects.map((p, i) => daemons[i]!.client.generate.all.mutate({ project_id: p, force: false, deadline_ms: null, created_by: 'bench' })));
+  const items = projects.length * WARMUP_EPICS;
+  for (;;) {
+    const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM llm_work_items WHERE status = 'applied'");
+    if (Number(rows[0]!.n) >= items) return items;
+    await sleep(50);
+  }
+}
+
 async function scale(server: PostgresServer, port: number, admin: pg.Client, count: number): Promise<void> {
   let calls = 0;
   const sim = await createSimulator({ latencyMs: 200, onCall: () => calls++ });
@@ -316,6 +352,8 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
       await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
       try {
         for (const d of daemons) await d.start();
+        const warmUpItems = WARMUP_EPICS > 0 ? await warmUp(daemons, client) : 0;
+        calls = 0;
         const projects = Array.from({ length: PROJECTS }, (_, p) => `p${p}`);
         for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, EPICS));
         const items = PROJECTS * EPICS;
@@ -378,7 +416,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         while (applied < items) {
           await sleep(50);
           const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM llm_work_items WHERE status = 'applied'");
-          applied = Number(rows[0]!.n);
+          applied = Number(rows[0]!.n) - warmUpItems;
           if (halfCpu === 0 && applied >= items / 2) halfCpu = daemonsCpu();
           while (tenths.length < 10 && applied >= ((tenths.length + 1) * items) / 10) tenths.push((performance.now() - started) / 1000);
         }
@@ -393,10 +431,9 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         sampling = false;
         await sampler;
         const dCpu = daemons.map((d, i) => procCpuMs(d.pid) - d0[i]!);
-        const dThreads = daemons.map((d, i) => {
-          const t = threadCpuMs(d.pid);
-          return { main: t.main - t0[i]!.main, other: t.other - t0[i]!.other };
-        });
+        const t1 = daemons.map((d) => threadCpuMs(d.pid));
+        const dThreads = t1.map((t, i) => ({ main: t.main - t0[i]!.main, other: t.other - t0[i]!.other }));
+        const byName = threadCpuDelta(t0, t1);
         const sent = await notes.stop();
         const lCpu = listeners.reduce((a, p, i) => a + procCpuMs(p) - l0[i]!, 0);
         const sCpu = serverCpuMs(port) - s0;
@@ -413,6 +450,12 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         );
         console.log(
           `daemon CPU per item by thread (µs): main ${dThreads.map((t) => ((t.main * 1000) / items).toFixed(0)).join(' + ')}; other threads (V8 compilers, GC helpers, libuv) ${dThreads.map((t) => ((t.other * 1000) / items).toFixed(0)).join(' + ')}`,
+        );
+        console.log(
+          `daemons' CPU per item by thread name (µs, summed over the daemons): ${[...byName.entries()]
+            .sort((a, b) => b[1] - a[1])
+            .map(([name, ms]) => `${name} ${((ms * 1000) / items).toFixed(0)}`)
+            .join(', ')}`,
         );
         console.log(`notifications sent per item (each reaches every daemon): ${[...sent.entries()].map(([k, v]) => `${k} ${perItem(v, items)}`).join(', ')}`);
         console.log(
