@@ -45,24 +45,38 @@ function procCpuMs(pid: number, withChildren = false): number {
 }
 
 /**
- * A process's CPU ms so far, its main thread (the JS thread: the event loop, the JIT's main-thread work, the
- * GC's main-thread pauses) apart from its other threads (V8's background compilers and GC helpers, libuv's pool),
- * and by thread name (`/proc/<pid>/task/<tid>/comm`; the main thread as `main`): "V8 DefaultWorke" are V8's
- * platform workers (concurrent marking, parallel scavenge, concurrent compilation), "libuv-worker" libuv's pool
- * (fs, DNS, crypto), "node" node's own (the platform's delayed-task runner, the inspector's signal thread).
+ * What a daemon's thread is, by its name (`/proc/<pid>/task/<tid>/comm`) or, where node leaves it unnamed (node 20 names
+ * none: every thread is "node"), by the order node 20 starts them in (tids ascending): the main thread (the JS thread:
+ * the event loop, the JIT's main-thread work, the GC's main-thread pauses), the platform's delayed-task scheduler, V8's
+ * `--v8-pool-size` (4) platform workers (concurrent compilation, concurrent marking, parallel scavenges: a `perf record`
+ * of them shows which), the inspector's signal thread, then libuv's pool (fs, DNS, crypto), started at its first use.
  */
+function threadKind(index: number, comm: string, v8Pool: number): string {
+  if (index === 0) return 'main';
+  if (comm !== 'node') return comm;
+  if (index === 1) return 'delayed-task scheduler';
+  if (index <= 1 + v8Pool) return 'V8 workers';
+  if (index === 2 + v8Pool) return 'inspector signal';
+  return 'libuv pool';
+}
+
+/** A process's CPU ms so far: its main thread, its other threads (V8's, libuv's), and by threadKind. */
 function threadCpuMs(pid: number): { main: number; other: number; byName: Map<string, number> } {
   let main = 0;
   let other = 0;
   const byName = new Map<string, number>();
   try {
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const pool = /--v8-pool-size=(\d+)/.exec(readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' '));
+    const tids = readdirSync(`/proc/${pid}/task`)
+      .map(Number)
+      .sort((a, b) => a - b);
+    for (const [i, tid] of tids.entries()) {
       const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       const parts = f.slice(f.lastIndexOf(')') + 2).split(' ');
       const ms = ((Number(parts[11]) + Number(parts[12])) * 1000) / TICK;
-      const name = Number(tid) === pid ? 'main' : f.slice(f.indexOf('(') + 1, f.lastIndexOf(')'));
+      const name = threadKind(i, f.slice(f.indexOf('(') + 1, f.lastIndexOf(')')), pool ? Number(pool[1]) : 4);
       byName.set(name, (byName.get(name) ?? 0) + ms);
-      if (Number(tid) === pid) main += ms;
+      if (tid === pid) main += ms;
       else other += ms;
     }
   } catch {
