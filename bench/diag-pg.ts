@@ -9,7 +9,7 @@
  * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_TRACK_ALL=1 lists the statements run
  * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
  * statements (45). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
- * DIAG_WARMUP_EPICS (160, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
+ * DIAG_WARMUP_EPICS (800, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -26,11 +26,11 @@ const TICK = 100; // clock ticks per second (/proc)
 const PROJECTS = Number(process.env.DIAG_PROJECTS ?? 6);
 const EPICS = Number(process.env.DIAG_EPICS ?? 160);
 /**
- * Before scale's measured run each daemon runs a warm-up project of its own of this many epics (DIAG_WARMUP_EPICS, 160 as
+ * Before scale's measured run each daemon runs a warm-up project of its own of this many epics (DIAG_WARMUP_EPICS, 800 as
  * bench target 9's; 0: none, as this tool ran until 2026-11-25 15:00). Without it the daemons' other threads' CPU is mostly
  * V8's concurrent compiler compiling the daemon's code, which the bench's row does not measure.
  */
-const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 160);
+const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 800);
 
 function procCpuMs(pid: number, withChildren = false): number {
   try {
