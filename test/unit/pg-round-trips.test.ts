@@ -1,10 +1,13 @@
 /**
- * generate-all's children on Postgres (issue 18 target 9): their threads and work items are written with
- * one statement per table and chunk of at most 1,000 rows, not one per child (two round trips per item
- * before). The statements are counted through a wrapper of the real transaction's handle (every statement
- * still runs on the real connection); what they wrote is read back. A child whose key another
- * transaction's thread takes while the generate-all runs is answered by that thread: the pinned race holds
- * that transaction open until the generate-all's insert waits for it. Real Postgres, the real submit.
+ * Round trips per item on Postgres (issue 18 target 9), counted through a wrapper of the real
+ * transaction's handle (every statement still runs on the real connection), what they wrote read back:
+ * - generate-all's children: their threads and work items are written with one statement per table and
+ *   chunk of at most 1,000 rows, not one per child (two round trips per item before). A child whose key
+ *   another transaction's thread takes while the generate-all runs is answered by that thread: the pinned
+ *   race holds that transaction open until the generate-all's insert waits for it;
+ * - a claim round: each claim's candidate read brings its group's next head, so the round reads the heads
+ *   once, not its project's again after every claim (one round trip per claimed item before).
+ * Real Postgres, the real submit and claim round.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +15,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RunResult, Sql, SqlParams } from '../../src/core/sql.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
+import { flowControlOf } from '../../src/daemon/config/flow.js';
+import { claimWorkItems } from '../../src/daemon/engine/producer.js';
+import { createModelRouter } from '../../src/daemon/routing/wiring.js';
+import { insertThread } from '../../src/db/threads.js';
+import { insertWorkItem } from '../../src/db/work-items.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { Tx } from '../../src/daemon/engine/tx.js';
 import { importProject } from '../../src/daemon/services/commands.js';
@@ -147,5 +156,28 @@ describe('generate-all writes its children in a statement per table, not per chi
     );
     expect(e2Runs?.n).toBe(1);
     expect(run.events.filter((e) => e.type === 'work_item' && e.parent_thread_id === run.parent)).toHaveLength(2);
+  });
+});
+
+describe('a claim round reads its heads once, each group’s next head coming with its candidate', () => {
+  it('one round leases six items of three projects taking turns, with one read of the heads', async () => {
+    for (const p of ['a', 'b', 'c']) {
+      for (let i = 1; i <= 3; i++) {
+        const id = `${p}${i}`;
+        await insertThread(db.reader, { ...testThreadRow(id), space_id: p });
+        await insertWorkItem(db.reader, testWorkItemRow(id, { project_id: p, not_before: i }));
+      }
+    }
+    const config = loadConfig(home, { OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model' });
+    const flow = flowControlOf(config.flow, operations, createModelRouter(config, undefined));
+    let sql!: CountingSql;
+    const round = await db.write((tx) => {
+      sql = new CountingSql(tx.sql);
+      return claimWorkItems({ ...tx, sql }, flow, 'd1', 6, 60_000);
+    });
+    // Each project's group in due order, the projects taking turns (a group's next head from the read of its last).
+    expect(round.claimed.map((c) => c.item.id)).toEqual(['a1', 'b1', 'c1', 'a2', 'b2', 'c2']);
+    // The round's one read of every group's heads; no project's heads read again (six more before).
+    expect(sql.texts.filter((t) => t.includes('WITH RECURSIVE g(project_id, priority)'))).toHaveLength(1);
   });
 });
