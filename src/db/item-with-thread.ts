@@ -7,6 +7,7 @@ import type { Sql } from '../core/sql.js';
 import type { ChargeRow, ProjectRow, ThreadRow, WorkItemRow } from './schema.js';
 import { inJsonArray } from './dialect.js';
 import { objectLiteralOf } from './statements.js';
+import type { ClaimHead } from './work-items.js';
 
 /** Every column of a row type: a column added to the schema and missing here fails to compile. */
 function allColumns<R>() {
@@ -160,6 +161,17 @@ export interface ClaimPick {
   priority: number;
 }
 
+/** A claim candidate, and on Postgres its group's head once it is claimed. */
+export interface ClaimCandidate extends ItemWithThread {
+  /**
+   * Postgres: the group's head once this item is claimed and its scope taken — what the group's re-read
+   * after the claim (`listProjectClaimHeads`) would give it, read in the same statement: the group's
+   * oldest other item that can run now, whose scope is free and not this item's; null when there is
+   * none. Undefined on SQLite (its round re-reads the project's heads: no round trip there).
+   */
+  nextHead: ClaimHead | null | undefined;
+}
+
 /**
  * A claim round's read of what the fair scheduler picked: the item with its thread and project. On
  * SQLite, `pick` itself (the round's own transaction read the heads: the item is as they said). On
@@ -171,18 +183,32 @@ export interface ClaimPick {
  * another daemon committed meanwhile is no longer `queued` and is passed over too. No row lock is taken:
  * the round's row locks keep their order (LOCK ORDER, engine/tx.ts).
  */
-export function readClaimCandidate(sql: Sql, pick: ClaimPick, now: number, excluded: readonly string[]): Promise<ItemWithThread | undefined> {
-  if (sql.dialect !== 'postgres') return getWorkItemWithThread(sql, pick.id);
-  return sql
-    .get<Record<string, unknown>>(CLAIM_CANDIDATE_PG, { project_id: pick.project_id, priority: pick.priority, now, excluded: JSON.stringify(excluded) })
-    .then((row) => splitRow(row, 'rows'));
+export async function readClaimCandidate(sql: Sql, pick: ClaimPick, now: number, excluded: readonly string[]): Promise<ClaimCandidate | undefined> {
+  if (sql.dialect !== 'postgres') {
+    const read = await getWorkItemWithThread(sql, pick.id);
+    return read && { ...read, nextHead: undefined };
+  }
+  const row = await sql.get<Record<string, unknown>>(CLAIM_CANDIDATE_PG, {
+    project_id: pick.project_id,
+    priority: pick.priority,
+    now,
+    excluded: JSON.stringify(excluded),
+  });
+  if (!row) return undefined;
+  const read = splitRow(row, 'rows')!;
+  const { project_id, priority } = read.item;
+  const nextHead = row.x_next_id === null ? null : { id: row.x_next_id as string, project_id, priority, not_before: row.x_next_not_before as number };
+  return { ...read, nextHead };
 }
 
 // The conditions of a group's head (db/pg/claim-heads.ts), then the lock: tried only for an item whose
 // scope is free (CASE keeps that order; AND's does not), so an item no one can claim now is not hidden
 // from the other daemons' rounds until this one's COMMIT. The partial index idx_work_items_fair gives the
-// group's items in `not_before` order: the first that passes ends the scan.
-const CLAIM_CANDIDATE_PG = `${selectItemsWithThreads(
+// group's items in `not_before` order: the first that passes ends the scan. Then the group's next head
+// (`ClaimCandidate.nextHead`), with the head's conditions and no lock tried: the candidate and the items
+// of its scope are left out, as the claim will lease the one and lock the other (the scopes this round
+// locked before are rows of this transaction already).
+const CLAIM_CANDIDATE_PG = `SELECT c.*, nx.id AS x_next_id, nx.not_before AS x_next_not_before FROM (${selectItemsWithThreads(
   'rows',
   `w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
     AND (w.deadline_at IS NULL OR w.deadline_at > @now)
@@ -190,7 +216,14 @@ const CLAIM_CANDIDATE_PG = `${selectItemsWithThreads(
     AND CASE WHEN EXISTS (SELECT 1 FROM locks l WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now)) THEN false
              ELSE pg_try_advisory_xact_lock(hashtextextended('claim:' || w.id, 0)) END`,
 )}
-  ORDER BY w.not_before LIMIT 1`;
+  ORDER BY w.not_before LIMIT 1) c
+  LEFT JOIN LATERAL (SELECT n.id, n.not_before FROM llm_work_items n
+    WHERE n.status = 'queued' AND n.project_id = c.project_id AND n.priority = c.priority AND n.not_before <= @now
+      AND (n.deadline_at IS NULL OR n.deadline_at > @now)
+      AND n.id <> c.id AND n.lock_scope <> c.lock_scope
+      AND NOT n.id = ANY(combine_text_array(CAST(@excluded AS jsonb)))
+      AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.scope = n.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
+    ORDER BY n.not_before LIMIT 1) nx ON true`;
 
 /**
  * `getWorkItemWithThread` for a step of a leased item, which then changes it: on Postgres the item's row

@@ -63,7 +63,8 @@ export async function listClaimHeads(sql: Sql, now: number): Promise<ClaimHead[]
 
 /**
  * The candidates of one project (one per priority with queued items). A claim round refreshes these
- * after a claim or a park in the project instead of walking every group again. `excluded`: items the
+ * after a park, an item held back or (SQLite) a claim in the project instead of walking every group
+ * again; on Postgres a claim's candidate read brings its group's next head (db/item-with-thread.ts). `excluded`: items the
  * round held back (their endpoint's breaker is open, their model rate-limited): the next item of their
  * group is the candidate instead, so one held model never blocks the others queued behind it.
  */

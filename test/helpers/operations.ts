@@ -11,6 +11,7 @@ import type { ProjectThreads, ThreadFact } from '../../src/operations/api.js';
 import { builtinDefinitions } from '../../src/operations/loader.js';
 import { OperationRegistry, type OperationSettings } from '../../src/operations/registry.js';
 import { checkAnswer, renderRequest } from '../../src/operations/runtime.js';
+import { validateDefinition } from '../../src/operations/validate.js';
 
 /** examples/operations/release_notes.mjs: one file, no import; a keyed document per project and version. */
 export const EXAMPLE_OPERATION = fileURLToPath(new URL('../../examples/operations/release_notes.mjs', import.meta.url));
@@ -63,4 +64,26 @@ export function threadsOf(counts: Record<string, number>, failed: ThreadFact[], 
 
 export function checkBuiltinAnswer(name: string, content: string, operations: OperationSettings['operations'] = {}) {
   return checkAnswer(builtinRegistry(PARAMS, operations).require(name), content);
+}
+
+/**
+ * The built-ins and `global_note`: one note per project, every one written under the one lock scope
+ * `notes:global` whatever the project (a scope shared across projects: engine-claim-round, pg-claim-round).
+ */
+export function registryWithSharedScope(settings: OperationSettings): OperationRegistry {
+  const shared = validateDefinition(
+    {
+      name: 'global_note',
+      description: 'one note per project, written one at a time',
+      input: { type: 'object', properties: { project_id: { type: 'string' } }, required: ['project_id'] },
+      identity: (i: { project_id: string }) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'note', target_id: 'one' }),
+      lockScope: () => 'notes:global',
+      target: (i: { project_id: string }) => ({ project_id: i.project_id, doc_type: 'note' }),
+      prompt: () => ({ messages: [{ role: 'user', content: 'Write a note' }] }),
+      output: { type: 'object', properties: { note: { type: 'string' } } },
+      apply: ({ answer }: { answer: unknown }) => ({ content: answer, summary: {} }),
+    },
+    'test',
+  );
+  return new OperationRegistry([...builtinDefinitions(), shared], settings);
 }

@@ -143,7 +143,11 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     // (ids, parent, trace context) never changes.
     emitWorkItem(tx, thread, leased);
     round.claimed.push({ item: leased, route, traceparent: thread.traceparent, request });
-    await refresh(pick.project_id);
+    // Postgres: the group's next head came with the candidate's read (no re-read: a round trip per
+    // claimed item); the project's other groups are as they were, a scope of theirs this claim took
+    // being passed over by their next candidate's read. SQLite re-reads the project's heads.
+    if (read.nextHead === undefined) await refresh(pick.project_id);
+    else replaceGroupHead(heads, pick, read.nextHead, eligible);
   }
   return round;
 }
@@ -203,6 +207,12 @@ async function replaceProjectHeads(
   for (const h of reread) if (eligible(h)) heads.push(h);
 }
 
+/** `pick`'s group's head in `heads` (in place) becomes `next` (none: the group leaves the round's view). */
+function replaceGroupHead(heads: ClaimHead[], pick: ClaimHead, next: ClaimHead | null, eligible: (h: ClaimHead) => boolean): void {
+  dropGroup(heads, pick);
+  if (next && eligible(next)) heads.push(next);
+}
+
 const NONE_SKIPPED: readonly string[] = [];
 
 function groupOf(h: ClaimHead): string {
@@ -212,6 +222,11 @@ function groupOf(h: ClaimHead): string {
 /** Takes `pick`'s group out of the round: its heads leave `heads` (in place), and `passed` keeps it out of re-reads. */
 function passGroup(heads: ClaimHead[], pick: ClaimHead, passed: Set<string>): void {
   passed.add(groupOf(pick));
+  dropGroup(heads, pick);
+}
+
+/** Takes `pick`'s group's heads out of `heads`, in place. */
+function dropGroup(heads: ClaimHead[], pick: ClaimHead): void {
   let kept = 0;
   for (const h of heads) if (h.project_id !== pick.project_id || h.priority !== pick.priority) heads[kept++] = h;
   heads.length = kept;

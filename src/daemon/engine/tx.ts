@@ -374,13 +374,26 @@ export async function closeParentIfDone(tx: Tx, parentId: string, known?: { pare
   await releaseLocksOwnedBy(tx.sql, parent.id);
 }
 
+/** What a new work item of a thread is queued with. */
+export interface NewWorkItem {
+  sequence: number;
+  lockScope: string;
+  priority: number;
+  policy: RetryPolicy;
+  deadlineAt: number | null;
+}
+
 /** Queues a new work item of `thread` (its first, or a retry's next sequence). */
-export async function enqueueWorkItem(
-  tx: Tx,
-  thread: ThreadRow,
-  p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null },
-): Promise<WorkItemRow> {
-  const item: WorkItemRow = {
+export async function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: NewWorkItem): Promise<WorkItemRow> {
+  const item = queuedWorkItem(tx, thread, p);
+  await insertWorkItem(tx.sql, item);
+  emitWorkItem(tx, thread, item);
+  return item;
+}
+
+/** The row of a new work item of `thread`, queued now (`enqueueWorkItem` inserts one; an orchestration's children are inserted together). */
+export function queuedWorkItem(tx: Tx, thread: ThreadRow, p: NewWorkItem): WorkItemRow {
+  return {
     id: newId(tx.now),
     thread_id: thread.id,
     sequence: p.sequence,
@@ -403,7 +416,4 @@ export async function enqueueWorkItem(
     started_at: null,
     finished_at: null,
   };
-  await insertWorkItem(tx.sql, item);
-  emitWorkItem(tx, thread, item);
-  return item;
 }

@@ -15,11 +15,9 @@ import {
   adoptThreads,
   findActiveThreadByKey,
   findLatestThreadByKeyAndStatus,
-  getThread,
   insertThreadUnlessActive,
   latestThreadsByKeysAndStatus,
   listActiveThreadsByKeys,
-  listChildThreads,
 } from '../../db/threads.js';
 import { PRIORITY_OF } from '../../domain/operations.js';
 import type { DocumentTarget, ProjectInfo } from '../../operations/api.js';
@@ -28,8 +26,9 @@ import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, ta
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
 import { documentsOf, projectInfo, promptContextFor, runReadingDocuments } from '../engine/operation-context.js';
 import { runWithReads } from '../engine/read-ahead.js';
-import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
-import { OperationCallError, CommandError } from '../../core/errors.js';
+import { emitThread, emitWorkItem, enqueueWorkItem, moveThread, queuedWorkItem, type Tx } from '../engine/tx.js';
+import { OperationCallError, CommandError, StaleStateError } from '../../core/errors.js';
+import { insertThreadsUnlessActive, insertWorkItems } from '../../db/new-children.js';
 import { newId } from '../../core/ids.js';
 import { supersedableItem, supersedeThread } from './supersede.js';
 
@@ -101,7 +100,7 @@ export async function submitOperation(tx: Tx, ops: OperationRegistry, name: stri
     throw new CommandError('BAD_REQUEST', `the input is larger than ${MAX_INPUT_BYTES} bytes as JSON`);
   const op = requireOperation(ops, name);
   checkInput(op, input);
-  const result = await submit(tx, ops, op, input, o, null);
+  const result = await submit(tx, ops, op, input, o);
   // After the inserts, so a whole orchestration is refused as one: the savepoint rolls all of it back.
   await assertQueueHasRoom(tx, o.maxQueued);
   return result;
@@ -126,61 +125,54 @@ async function lookUpChildren(tx: Tx, keys: readonly string[], force: boolean): 
   return { active, complete, projects: new Map(), adopted: new Set() };
 }
 
-async function cachedProjectInfo(tx: Tx, projectId: string, lookups: ChildLookups | null): Promise<ProjectInfo | null> {
-  if (!lookups) return projectInfo(tx.sql, projectId);
+async function cachedProjectInfo(tx: Tx, projectId: string, lookups: ChildLookups): Promise<ProjectInfo | null> {
   if (!lookups.projects.has(projectId)) lookups.projects.set(projectId, await projectInfo(tx.sql, projectId));
   return lookups.projects.get(projectId)!;
 }
 
-async function submit(
-  tx: Tx,
-  ops: OperationRegistry,
-  op: Operation,
-  input: unknown,
-  o: SubmitOptions,
-  parent: ThreadRow | null,
-  lookups: ChildLookups | null = null,
-): Promise<CommandResult> {
+/** A request (not an orchestration's child: `submitChildren`). */
+async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unknown, o: SubmitOptions): Promise<CommandResult> {
   const p = plan(op, input);
   // Requests for one key decide one after another (deduplicate, supersede, insert). Children are not
   // locked one by one: a child racing a request of its own key in another transaction is answered by
-  // that request's thread once the insert finds it on the unique index (`insertThreadUnlessActive`).
-  if (!parent) await lockKeyForTransaction(tx.sql, `submit:${p.key}`);
-  const active = lookups ? lookups.active.get(p.key) : await findActiveThreadByKey(tx.sql, p.key);
+  // that request's thread once the insert finds it on the unique index (`submitChildren`).
+  await lockKeyForTransaction(tx.sql, `submit:${p.key}`);
+  const active = await findActiveThreadByKey(tx.sql, p.key);
   const id = newId(tx.now);
   let superseded: string | undefined;
   if (active) {
-    if (!parent && o.force && (await supersedableItem(tx, active))) {
+    if (o.force && (await supersedableItem(tx, active))) {
       // Its call has not started: the forced request replaces it rather than queueing behind it.
       await supersedeThread(tx, active, id);
       superseded = active.id;
-    } else return deduplicated(active, parent ? lookups : null);
+    } else return { thread: active, deduplicated: true };
   }
-  const complete = o.force ? undefined : lookups ? lookups.complete?.get(p.key) : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
+  const complete = o.force ? undefined : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
   if (complete) return { thread: complete, deduplicated: true };
-  const project = await cachedProjectInfo(tx, p.target.project_id, lookups);
+  const project = await projectInfo(tx.sql, p.target.project_id);
   if (!project) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
   if (op.fansOut) return await orchestrate(tx, ops, op, input, p, o);
-  // A request that cannot be built now (e.g. its epic does not exist) is refused now, not failed later.
-  try {
-    await runReadingDocuments(tx.sql, project.id, { op, fn: 'prompt' }, (reads) => renderRequest(op, promptContextFor(tx.sql, reads, project, input)));
-  } catch (err) {
-    refusal(err);
-  }
-  const thread = await newThread(tx, op, input, p, { id, role: 'work', parent, createdBy: o.createdBy, traceparent: parent?.traceparent ?? o.traceparent });
-  // Another daemon's transaction inserted this key's thread after the lookup above (a child is not
-  // key-locked): that thread answers the request.
-  if (!thread) return deduplicated((await findActiveThreadByKey(tx.sql, p.key))!, parent ? lookups : null);
+  await checkPrompt(tx, op, project, input);
+  const thread = await newThread(tx, op, input, p, { id, role: 'work', parent: null, createdBy: o.createdBy, traceparent: o.traceparent });
+  // Not expected (the request's key is locked since its lookup), but the index has the last word.
+  if (!thread) return { thread: (await findActiveThreadByKey(tx.sql, p.key))!, deduplicated: true };
   const priority = o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
   await enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
   return { thread, deduplicated: false, ...(superseded ? { superseded } : {}) };
 }
 
-/** The request is answered by `active`, already open or running; `adopting`: an orchestration's child request's. */
-function deduplicated(active: ThreadRow, adopting: ChildLookups | null): CommandResult {
-  // An orchestration adopts the run of its child's request already in progress instead of paying twice.
-  if (adopting && active.parent_thread_id === null) adopting.adopted.add(active.id);
-  return { thread: active, deduplicated: true };
+/** Refuses a request that cannot be built now (e.g. its epic does not exist), rather than failing it later. */
+async function checkPrompt(tx: Tx, op: Operation, project: ProjectInfo, input: unknown): Promise<void> {
+  try {
+    await runReadingDocuments(tx.sql, project.id, { op, fn: 'prompt' }, (reads) => renderRequest(op, promptContextFor(tx.sql, reads, project, input)));
+  } catch (err) {
+    refusal(err);
+  }
+}
+
+/** A child request is answered by `active`, already open or running: an orchestration adopts the run in progress instead of paying twice. */
+function adoptUnlessChild(active: ThreadRow, lookups: ChildLookups): void {
+  if (active.parent_thread_id === null) lookups.adopted.add(active.id);
 }
 
 /** A parent holding the operation's lock, and one child request per input its `children` returns. */
@@ -193,7 +185,7 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
     traceparent: o.traceparent,
   });
   // Not expected (the request's key is locked since its lookup), but the index has the last word.
-  if (!parent) return deduplicated((await findActiveThreadByKey(tx.sql, p.key))!, null);
+  if (!parent) return { thread: (await findActiveThreadByKey(tx.sql, p.key))!, deduplicated: true };
   // Lock order: the orchestration's lock is taken here, while this transaction holds no item lock.
   if (!(await acquireLock(tx.sql, { scope: p.lockScope, owner: parent.id, now: tx.now, expires_at: null }))) {
     throw new CommandError('CONFLICT', `${p.lockScope} is locked by thread ${(await getLock(tx.sql, p.lockScope))?.owner}`, 'LOCKED');
@@ -219,15 +211,78 @@ async function orchestrate(tx: Tx, ops: OperationRegistry, op: Operation, input:
     return planned.key;
   });
   const lookups = await lookUpChildren(tx, keys, o.force);
-  for (const childInput of inputs) await submit(tx, ops, child, childInput, childOptions, parent, lookups);
+  const created = await submitChildren(tx, child, inputs, childOptions, parent, lookups);
   // In id order, in one statement: one at a time in the epics' order crossed a start of two of them (engine/tx.ts LOCK ORDER).
   await adoptThreads(tx.sql, [...lookups.adopted], parent.id);
-  if ((await listChildThreads(tx.sql, parent.id)).length === 0) {
+  // Its children are the threads created for it and those it adopted (every one, or adoptThreads threw).
+  if (created + lookups.adopted.size === 0) {
     // Nothing to wait for (no inputs, or every child's request was already complete).
-    await moveThread(tx, parent, 'complete');
+    const completed = await moveThread(tx, parent, 'complete');
     await releaseLocksOwnedBy(tx.sql, parent.id);
+    return { thread: completed, deduplicated: false };
   }
-  return { thread: (await getThread(tx.sql, parent.id))!, deduplicated: false };
+  return { thread: parent, deduplicated: false };
+}
+
+/**
+ * An orchestration's child requests, each decided as `submit` decides one (its key's active or complete
+ * thread answers it, its project must exist, its prompt must build), then the new threads and their work
+ * items inserted together (db/new-children.ts: on Postgres a statement per table and chunk, not per
+ * child), their events in the children's order. Returns how many threads it created. A child key that
+ * another transaction's thread took after the lookup is answered by that thread, as in `submit`; a key
+ * twice among the children, by the first one's thread. (A child never fans out itself: operations/registry.ts.)
+ */
+async function submitChildren(
+  tx: Tx,
+  child: Operation,
+  inputs: readonly unknown[],
+  o: SubmitOptions,
+  parent: ThreadRow,
+  lookups: ChildLookups,
+): Promise<number> {
+  const fresh: { thread: ThreadRow; lockScope: string }[] = [];
+  const keys = new Set<string>();
+  for (const input of inputs) {
+    const p = plan(child, input);
+    if (keys.has(p.key)) continue;
+    const active = lookups.active.get(p.key);
+    if (active) {
+      adoptUnlessChild(active, lookups);
+      continue;
+    }
+    if (!o.force && lookups.complete?.get(p.key)) continue;
+    const project = await cachedProjectInfo(tx, p.target.project_id, lookups);
+    if (!project) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
+    await checkPrompt(tx, child, project, input);
+    keys.add(p.key);
+    const traceparent = parent.traceparent ?? o.traceparent;
+    fresh.push({
+      thread: threadRow(tx, child, input, p, { id: newId(tx.now), role: 'work', parent, createdBy: o.createdBy, traceparent }),
+      lockScope: p.lockScope,
+    });
+  }
+  const inserted = await insertThreadsUnlessActive(
+    tx.sql,
+    fresh.map((f) => f.thread),
+  );
+  const raced = fresh.filter((f) => !inserted.has(f.thread.id)).map((f) => f.thread.idempotency_key);
+  if (raced.length > 0) {
+    const found = await listActiveThreadsByKeys(tx.sql, raced);
+    // Ended already, between the insert that found it and this read: rare; the request is decided again.
+    if (found.length !== raced.length) throw new StaleStateError(`child threads of ${raced.join(', ')} ended while ${parent.id} was submitted`);
+    for (const thread of found) adoptUnlessChild(thread, lookups);
+  }
+  const created = fresh.filter((f) => inserted.has(f.thread.id));
+  const priority = o.priority ?? PRIORITY_OF[child.priority ?? 'interactive'];
+  const items = created.map((f) =>
+    queuedWorkItem(tx, f.thread, { sequence: 1, lockScope: f.lockScope, priority, policy: child.policy, deadlineAt: o.deadlineAt }),
+  );
+  await insertWorkItems(tx.sql, items);
+  created.forEach((f, i) => {
+    emitThread(tx, f.thread);
+    emitWorkItem(tx, f.thread, items[i]!);
+  });
+  return created.length;
 }
 
 interface NewThread {
@@ -240,8 +295,16 @@ interface NewThread {
 
 /** Inserts the thread; null when an active thread of the same key exists (nothing inserted). */
 async function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThread): Promise<ThreadRow | null> {
+  const row = threadRow(tx, op, input, p, n);
+  if (!(await insertThreadUnlessActive(tx.sql, row))) return null;
+  emitThread(tx, row);
+  return row;
+}
+
+/** A new thread's row (open, created now). */
+function threadRow(tx: Tx, op: Operation, input: unknown, p: Planned, n: NewThread): ThreadRow {
   const { role, parent, createdBy } = n;
-  const row: ThreadRow = {
+  return {
     id: n.id,
     kind: op.name,
     space_type: p.spaceType,
@@ -257,7 +320,4 @@ async function newThread(tx: Tx, op: Operation, input: unknown, p: Planned, n: N
     created_at: tx.now,
     closed_at: null,
   };
-  if (!(await insertThreadUnlessActive(tx.sql, row))) return null;
-  emitThread(tx, row);
-  return row;
 }

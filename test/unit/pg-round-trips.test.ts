@@ -1,0 +1,183 @@
+/**
+ * Round trips per item on Postgres (issue 18 target 9), counted through a wrapper of the real
+ * transaction's handle (every statement still runs on the real connection), what they wrote read back:
+ * - generate-all's children: their threads and work items are written with one statement per table and
+ *   chunk of at most 1,000 rows, not one per child (two round trips per item before). A child whose key
+ *   another transaction's thread takes while the generate-all runs is answered by that thread: the pinned
+ *   race holds that transaction open until the generate-all's insert waits for it;
+ * - a claim round: each claim's candidate read brings its group's next head, so the round reads the heads
+ *   once, not its project's again after every claim (one round trip per claimed item before).
+ * Real Postgres, the real submit and claim round.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { RunResult, Sql, SqlParams } from '../../src/core/sql.js';
+import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
+import { flowControlOf } from '../../src/daemon/config/flow.js';
+import { claimWorkItems } from '../../src/daemon/engine/producer.js';
+import { createModelRouter } from '../../src/daemon/routing/wiring.js';
+import { insertThread } from '../../src/db/threads.js';
+import { insertWorkItem } from '../../src/db/work-items.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import type { Tx } from '../../src/daemon/engine/tx.js';
+import { importProject } from '../../src/daemon/services/commands.js';
+import { submitOperation, type SubmitOptions } from '../../src/daemon/services/submit.js';
+import { loadOperations } from '../../src/operations/loader.js';
+import type { OperationRegistry } from '../../src/operations/registry.js';
+import { project, waitUntil } from '../helpers/harness.js';
+import { backendPid, openRaceDatabase, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+
+let db: RaceDatabase;
+let home: string;
+let operations: OperationRegistry;
+beforeEach(async () => {
+  db = await openRaceDatabase();
+  home = mkdtempSync(join(tmpdir(), 'cmb-generate-all-statements-'));
+  operations = await loadOperations(home, [], operationSettingsOf(loadConfig(home, {})));
+});
+afterEach(async () => {
+  rmSync(home, { recursive: true, force: true });
+  await db?.drop();
+});
+
+const options: SubmitOptions = { force: false, maxQueued: 10_000, deadlineAt: null, createdBy: null, traceparent: null };
+
+/** The transaction's own handle, each statement's text recorded before it runs on it. */
+class CountingSql implements Sql {
+  readonly dialect;
+  readonly texts: string[] = [];
+  readonly atCommit?: Sql['atCommit'];
+  constructor(private readonly inner: Sql) {
+    this.dialect = inner.dialect;
+    const atCommit = inner.atCommit;
+    if (atCommit) {
+      this.atCommit = (text, params, committed) => {
+        this.texts.push(text);
+        atCommit(text, params, committed);
+      };
+    }
+  }
+  get connection(): object {
+    return this.inner.connection;
+  }
+  get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
+    this.texts.push(text);
+    return this.inner.get<T>(text, params);
+  }
+  all<T>(text: string, params?: SqlParams): Promise<T[]> {
+    this.texts.push(text);
+    return this.inner.all<T>(text, params);
+  }
+  run(text: string, params?: SqlParams): Promise<RunResult> {
+    this.texts.push(text);
+    return this.inner.run(text, params);
+  }
+}
+
+/** generate-all of project `p` in one write, its statements counted and its events kept. */
+async function generateAll(projectId: string) {
+  let sql!: CountingSql;
+  const events: EngineEvent[] = [];
+  const result = await db.write((tx: Tx) => {
+    sql = new CountingSql(tx.sql);
+    const emit = (e: EngineEvent) => {
+      events.push(e);
+      tx.emit(e);
+    };
+    return submitOperation({ ...tx, sql, emit }, operations, 'story_generate_all', { project_id: projectId }, options);
+  });
+  const inserts = (table: string) => sql.texts.filter((t) => t.trimStart().startsWith(`INSERT INTO ${table} `)).length;
+  return { parent: result.thread.id, statements: sql.texts.length, threadInserts: inserts('llm_threads'), itemInserts: inserts('llm_work_items'), events };
+}
+
+const childrenOf = (parent: string) =>
+  db.reader.all<{ id: string; status: string; items: number; queued: number }>(
+    `SELECT t.id, t.status, count(w.id)::int AS items, count(w.id) FILTER (WHERE w.status = 'queued')::int AS queued
+     FROM llm_threads t LEFT JOIN llm_work_items w ON w.thread_id = t.id WHERE t.parent_thread_id = ? GROUP BY t.id ORDER BY t.id`,
+    [parent],
+  );
+
+describe('generate-all writes its children in a statement per table, not per child', () => {
+  it('over 50 epics: one INSERT of the children’s threads and one of their items; each child a thread, a queued item and its events', async () => {
+    await db.write((tx) => importProject(tx, project('p', 50)));
+    const run = await generateAll('p');
+    // The orchestration's own thread, then its children's in one statement (51 of each before).
+    expect(run.threadInserts).toBe(2);
+    expect(run.itemInserts).toBe(1);
+    expect(run.statements).toBeLessThan(20);
+    const children = await childrenOf(run.parent);
+    expect(children).toHaveLength(50);
+    expect(children.every((c) => c.status === 'open' && c.items === 1 && c.queued === 1)).toBe(true);
+    // Each child's thread event, then its item's, in the epics' order (as one child at a time emitted them).
+    const childEvents = run.events.filter((e) => e.parent_thread_id === run.parent);
+    expect(childEvents.map((e) => e.type)).toEqual(Array.from({ length: 50 }, () => ['thread', 'work_item']).flat());
+    const depth = await db.reader.get<{ n: number }>('SELECT coalesce(sum(queued), 0)::int AS n FROM llm_queue_depth');
+    expect(depth?.n).toBe(50);
+  });
+
+  it('over 1,001 epics: two chunks, at most 1,000 rows a statement', async () => {
+    await db.write((tx) => importProject(tx, project('big', 1_001)));
+    const run = await generateAll('big');
+    expect(run.threadInserts).toBe(3);
+    expect(run.itemInserts).toBe(2);
+    const children = await childrenOf(run.parent);
+    expect(children).toHaveLength(1_001);
+    expect(children.every((c) => c.items === 1 && c.queued === 1)).toBe(true);
+  });
+
+  it('a child whose key another transaction takes meanwhile is answered by that thread, adopted, not inserted twice', async () => {
+    await db.write((tx) => importProject(tx, project('r', 3)));
+    // E2's own run, inserted and held open: the generate-all's lookup does not see it, its insert waits for it.
+    const single = pausedWriteBy(
+      db.write,
+      async (tx) => {
+        const r = await submitOperation(tx, operations, 'story_generate_epic', { project_id: 'r', epic_id: 'E2' }, options);
+        return { thread: r.thread.id, pid: await backendPid(tx.sql) };
+      },
+      async (_tx, a) => a.thread,
+    );
+    const { pid } = await single.reached;
+    const all = generateAll('r');
+    all.catch(() => {});
+    await waitUntil(async () => (await writesWaitingFor(db.reader, pid)) === 1, 'the generate-all to wait for E2’s run');
+    single.go();
+    const e2 = await single.done;
+    const run = await all;
+    const children = await childrenOf(run.parent);
+    expect(children).toHaveLength(3);
+    expect(children.map((c) => c.id)).toContain(e2);
+    expect(children.every((c) => c.items === 1)).toBe(true);
+    const e2Runs = await db.reader.get<{ n: number }>(
+      'SELECT count(*)::int AS n FROM llm_threads WHERE idempotency_key = (SELECT idempotency_key FROM llm_threads WHERE id = ?)',
+      [e2],
+    );
+    expect(e2Runs?.n).toBe(1);
+    expect(run.events.filter((e) => e.type === 'work_item' && e.parent_thread_id === run.parent)).toHaveLength(2);
+  });
+});
+
+describe('a claim round reads its heads once, each group’s next head coming with its candidate', () => {
+  it('one round leases six items of three projects taking turns, with one read of the heads', async () => {
+    for (const p of ['a', 'b', 'c']) {
+      for (let i = 1; i <= 3; i++) {
+        const id = `${p}${i}`;
+        await insertThread(db.reader, { ...testThreadRow(id), space_id: p });
+        await insertWorkItem(db.reader, testWorkItemRow(id, { project_id: p, not_before: i }));
+      }
+    }
+    const config = loadConfig(home, { OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model' });
+    const flow = flowControlOf(config.flow, operations, createModelRouter(config, undefined));
+    let sql!: CountingSql;
+    const round = await db.write((tx) => {
+      sql = new CountingSql(tx.sql);
+      return claimWorkItems({ ...tx, sql }, flow, 'd1', 6, 60_000);
+    });
+    // Each project's group in due order, the projects taking turns (a group's next head from the read of its last).
+    expect(round.claimed.map((c) => c.item.id)).toEqual(['a1', 'b1', 'c1', 'a2', 'b2', 'c2']);
+    // The round's one read of every group's heads; no project's heads read again (six more before).
+    expect(sql.texts.filter((t) => t.includes('WITH RECURSIVE g(project_id, priority)'))).toHaveLength(1);
+  });
+});
