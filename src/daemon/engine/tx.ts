@@ -9,7 +9,7 @@ import { appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry 
 import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { cancelActiveThreads, countChildThreadsByStatus, getThread, transitionThread, transitionThreadIfStill } from '../../db/threads.js';
-import { endChildLockingParent, lockThreadForClose, type LockedForClose } from '../../db/thread-close.js';
+import { endChildLockingParent, lockThreadForClose, releaseHeldLock, type HeldLock, type LockedForClose } from '../../db/thread-close.js';
 import { insertWorkItem } from '../../db/work-items.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
@@ -180,17 +180,19 @@ export async function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): P
  * `moveThread` if the thread is still in `thread.status` (true); false, and nothing done, if it is not.
  * A child's end locks its parent for the close check in the same round trip (db/thread-close.ts
  * `endChildLockingParent`): the same two rows in the same order, the hook's statements after them
- * (they lock neither: a run's finalize runs in the COMMIT's query).
+ * (they lock neither: a run's finalize runs in the COMMIT's query). `release`: a lock row deleted first
+ * (endThread), in that round trip too.
  */
-async function moveThreadIfStill(tx: Tx, thread: ThreadRow, to: EndedStatus): Promise<boolean> {
+async function moveThreadIfStill(tx: Tx, thread: ThreadRow, to: EndedStatus, release?: HeldLock): Promise<boolean> {
   const from = thread.status as ThreadStatus;
   const parentId = thread.parent_thread_id;
   if (parentId === null) {
+    if (release) await releaseHeldLock(tx.sql, release);
     if (!(await transitionThreadIfStill(tx.sql, thread, from, to, tx.now))) return false;
     await afterMove(tx, thread, to);
     return true;
   }
-  const ended = await endChildLockingParent(tx.sql, { id: thread.id, parent_thread_id: parentId }, from, to, tx.now);
+  const ended = await endChildLockingParent(tx.sql, { id: thread.id, parent_thread_id: parentId }, from, to, tx.now, release);
   if (!ended.moved) return false;
   await afterMove(tx, thread, to, ended);
   return true;
@@ -282,10 +284,15 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
  * `thread` is the row this transaction read: it is moved from that status by one guarded UPDATE,
  * without reading it again. Only when the UPDATE finds it changed (on Postgres another transaction,
  * e.g. a cancel, committed since) is it read again: ended, it is left as is; else it moves from there.
+ * `release`: the item's scope lock row, deleted first (before the thread and its orchestration: LOCK
+ * ORDER 3) — in the end's round trip when there is one (`moveThreadIfStill`); StaleStateError if it is gone.
  */
-export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Promise<void> {
-  if (isTerminalThread(thread.status)) return;
-  if (await moveThreadIfStill(tx, thread, to)) return;
+export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, release?: HeldLock): Promise<void> {
+  if (isTerminalThread(thread.status)) {
+    if (release) await releaseHeldLock(tx.sql, release);
+    return;
+  }
+  if (await moveThreadIfStill(tx, thread, to, release)) return;
   const current = await getThread(tx.sql, thread.id);
   if (!current || isTerminalThread(current.status)) return;
   await moveThread(tx, current, to);
@@ -316,7 +323,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
  *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
- *      the item's lock (its scope lock row too, which a finish or a failure deletes at once, before its threads: 4). A write that holds a head takes no item and no advisory lock after it (a closure
+ *      the item's lock (its scope lock row too, which a finish or a failure deletes at once, before its threads: 4;
+ *      in the child's end's round trip, first: `endThread`'s `release`, migrations/pg/0020). A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
  *      at COMMIT, holding only its project row, which no answer takes. Before its heads, a closure of
  *      answers takes its targets' keys (advisory locks of 2, in key order: db/projects.ts
