@@ -38,6 +38,9 @@ export interface StoredDocument {
  */
 export async function readStoredDocument(sql: Sql, id: string, since = -1): Promise<StoredDocument | undefined> {
   assertNoQueuedParts(sql, id);
+  if (queuedHeads.get(sql)?.has(id)) {
+    throw new Error(`document ${id} was already written in this transaction: its next version is written at COMMIT and a read of its content now would mix two versions`);
+  }
   const rows = await sql.all<{
     version: number;
     updated_at: number;
@@ -138,15 +141,32 @@ function insertDocumentPartNextTo(sql: Sql, row: Omit<DocumentPartRow, 'ord'>, n
 const atOnce = new WeakSet<Sql>();
 
 /**
- * This transaction's document writes — a document's next version (db/projects.ts) and its new parts —
- * run at once, not in its COMMIT's query: for a transaction that may read or write again a document it
- * wrote (a shared closure of answers, two of them of one project: engine/leased.ts `ItemReads`). A later
- * read or write then finds the head, the parts and their ords as the write left them (the transaction's
- * own rows), where a queued write would not be there yet. The cost: the head's update and each new part are
- * a round trip of their own. A closure run again starts on a new handle, and marks it again.
+ * This transaction's new parts run at once, not in its COMMIT's query: for a transaction that may read or
+ * write again a document it wrote (a shared closure of answers, two of them of one project:
+ * engine/leased.ts `ItemReads`). A later write then finds the parts and their ords as the write left them
+ * (the transaction's own rows), where a queued insert would not be there yet; a later read of its head
+ * finds the version the write left in the heads the transaction holds (db/projects.ts `heldHeads`: the
+ * head's own update still rides in the COMMIT's query), and its value in the documents cache
+ * (`rememberDocument`). The cost: each new part is a round trip of its own. A closure run again starts on
+ * a new handle, and marks it again.
  */
 export function writeDocumentsAtOnce(sql: Sql): void {
   atOnce.add(sql);
+}
+
+/**
+ * The documents whose next version a handle that writes documents at once queued for its COMMIT
+ * (db/projects.ts `runDocumentUpdate`): their rows are a version behind until then, so a read of a
+ * document's content from the table would join the older head with the newer parts. It is refused
+ * (`readStoredDocument`); the transaction's reads take the held head and the cached value instead.
+ */
+const queuedHeads = new WeakMap<Sql, Set<string>>();
+
+/** Document `documentId`'s next version is queued for this handle's COMMIT (`queuedHeads`). */
+export function queueHeadUpdate(sql: Sql, documentId: string): void {
+  let documents = queuedHeads.get(sql);
+  if (!documents) queuedHeads.set(sql, (documents = new Set()));
+  documents.add(documentId);
 }
 
 /** Whether `writeDocumentsAtOnce` marked this handle. */
