@@ -39,7 +39,9 @@ export interface StoredDocument {
 export async function readStoredDocument(sql: Sql, id: string, since = -1): Promise<StoredDocument | undefined> {
   assertNoQueuedParts(sql, id);
   if (queuedHeads.get(sql)?.has(id)) {
-    throw new Error(`document ${id} was already written in this transaction: its next version is written at COMMIT and a read of its content now would mix two versions`);
+    throw new Error(
+      `document ${id} was already written in this transaction: its next version is written at COMMIT and a read of its content now would mix two versions`,
+    );
   }
   const rows = await sql.all<{
     version: number;

@@ -33,7 +33,7 @@ import { builtinDefinitions } from '../../src/operations/loader.js';
 import { OperationRegistry } from '../../src/operations/registry.js';
 import { project } from '../helpers/harness.js';
 import { PARAMS } from '../helpers/operations.js';
-import { NO_HOOKS, openRaceDatabase, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
+import { NO_HOOKS, openRaceDatabase, paidAnswerOf, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
@@ -75,18 +75,6 @@ const operations = new OperationRegistry(builtinDefinitions(), {
 });
 const ctx = testEngineContext('d1', operations);
 
-const answerOf = (content: unknown) => ({
-  kind: 'response' as const,
-  latencyMs: 5,
-  httpStatus: 200,
-  requestId: null,
-  rateLimit: {},
-  bodyText: JSON.stringify({
-    choices: [{ message: { content: JSON.stringify(content) } }],
-    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-  }),
-});
-
 /** Item `id` of child thread `t-<id>` of orchestration `t-o`, stories for epic `E<epic>` of project p recorded as its answer. */
 async function storiesAnswered(id: string, epic: number): Promise<LedgerRow> {
   const input = { project_id: 'p', epic_id: `E${epic}` };
@@ -102,7 +90,7 @@ async function storiesAnswered(id: string, epic: number): Promise<LedgerRow> {
   await insertWorkItem(db.reader, item);
   await acquireLock(db.reader, { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
   const answer = { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) };
-  return (await write((tx) => recordResponse(tx, ctx, id, answerOf(answer)))).row;
+  return (await write((tx) => recordResponse(tx, ctx, id, paidAnswerOf(answer)))).row;
 }
 
 const count = (pattern: RegExp) => sent.filter((text) => pattern.test(text)).length;

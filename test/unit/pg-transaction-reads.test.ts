@@ -79,7 +79,15 @@ describe('a shared closure of answers, holding its targets heads', () => {
       const absent = await lockDocumentHead(sql, 'p', 'absent');
       await insertDocument(sql, { id: 'absent', project_id: 'p', doc_type: 'absent', version: 1, content: '{}', updated_at: 6 });
       const created = await lockDocumentHead(sql, 'p', 'absent');
-      return { held, written, writtenHead, contentRead, absent, created, rows: { written: await storedHead(sql, 'held'), created: await storedHead(sql, 'absent') } };
+      return {
+        held,
+        written,
+        writtenHead,
+        contentRead,
+        absent,
+        created,
+        rows: { written: await storedHead(sql, 'held'), created: await storedHead(sql, 'absent') },
+      };
     });
     expect(seen.held).toMatchObject({ id: 'held', version: 1 });
     expect(seen.written).toMatchObject({ version: 2, updated_at: 5 });
