@@ -9,10 +9,11 @@
  *   (two answers of one project): the second apply plans from the head the closure holds;
  * - each item's scope lock row is released, then its thread ended and the orchestration locked, in one
  *   statement (`combine_release_end_thread_lock_parent`), not a DELETE then the end.
- * The outcome is the same as before: both applied, consecutive versions, the orchestration complete, the lock rows gone.
+ * The outcome is the same as before: both applied, consecutive versions, the orchestration complete, the lock
+ * rows gone; and an item whose lock row is gone is refused in that one statement, nothing of it committed.
  */
 import type pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { writeTx } from '../../src/core/tx.js';
 import { forgetDocuments } from '../../src/db/document-cache.js';
@@ -22,7 +23,7 @@ import { PgWriter } from '../../src/db/pg/writer.js';
 import type { LedgerRow } from '../../src/db/schema.js';
 import { getThread, insertThread } from '../../src/db/threads.js';
 import { insertWorkItem } from '../../src/db/work-items.js';
-import { recordResponse } from '../../src/daemon/engine/completer.js';
+import { finishAnswer, recordResponse } from '../../src/daemon/engine/completer.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import { importProject } from '../../src/daemon/services/commands.js';
@@ -56,15 +57,18 @@ function recordQueries(pool: pg.Pool): void {
   });
 }
 
-beforeEach(async () => {
-  db = await openRaceDatabase();
-  recordQueries(db.pool);
-  const pgWriter = new PgWriter<EngineEvent>(db.pool, { conflictAttempts: 1, raceAttempts: 1, onRollback: (connection) => forgetDocuments({ connection }) });
-  write = writeTx(pgWriter, systemClock, NO_HOOKS);
-  sent = [];
-  await write((tx) => importProject(tx, project('p', 4)));
-});
-afterEach(() => db?.drop());
+/** A fresh migrated database with project p imported, for the cases of one describe. */
+function useDatabase(): void {
+  beforeAll(async () => {
+    db = await openRaceDatabase();
+    recordQueries(db.pool);
+    const pgWriter = new PgWriter<EngineEvent>(db.pool, { conflictAttempts: 1, raceAttempts: 1, onRollback: (connection) => forgetDocuments({ connection }) });
+    write = writeTx(pgWriter, systemClock, NO_HOOKS);
+    sent = [];
+    await write((tx) => importProject(tx, project('p', 4)));
+  });
+  afterAll(() => db?.drop());
+}
 
 const operations = new OperationRegistry(builtinDefinitions(), {
   retry: DEFAULT_RETRY_POLICY,
@@ -96,7 +100,8 @@ async function storiesAnswered(id: string, epic: number): Promise<LedgerRow> {
 const count = (pattern: RegExp) => sent.filter((text) => pattern.test(text)).length;
 
 describe('a shared closure of two answers to one document, on Postgres', () => {
-  it('reads no ords, writes the next versions in the COMMIT query, releases each lock row in its end statement', async () => {
+  useDatabase();
+  beforeAll(async () => {
     await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
     const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2)];
     const finishes = itemWrites(write, ctx, 'postgres');
@@ -104,21 +109,29 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
     const outcomes = await Promise.all(['a', 'b'].map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined })));
     recording = false;
     expect(outcomes).toEqual(['applied', 'applied']);
+    // One closure: one COMMIT's query.
+    expect(sent.filter((text) => /\bCOMMIT\b/.test(text))).toHaveLength(1);
+  });
 
-    // One closure: one COMMIT's query, which carries both versions of the backlog.
-    const commits = sent.filter((text) => /\bCOMMIT\b/.test(text));
-    expect(commits).toHaveLength(1);
+  it('reads no ords: the second epic goes after the first, its part placed by its own insert', () => {
     expect(count(/^SELECT part_key, ord FROM document_parts/)).toBe(0);
+    expect(count(/^INSERT INTO document_parts .* SELECT .* n\.ord \+ /s)).toBe(1);
+  });
+
+  it("writes the backlog's next versions in the COMMIT's query, though it writes the parts at once", () => {
     expect(count(/^UPDATE documents/)).toBe(0);
     // Prepared there on first use, then executed once per version (version 3 below: both ran).
-    expect(commits[0]).toMatch(/UPDATE documents SET content/);
-    // The second epic's part after the first's, placed by its own insert.
-    expect(count(/^INSERT INTO document_parts .* SELECT .* n\.ord \+ /s)).toBe(1);
+    expect(sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE documents SET content/);
+  });
+
+  it("releases each item's lock row in its thread's end statement", () => {
     // (The orchestration's close still releases the locks it owns: `DELETE FROM locks WHERE owner`.)
     expect(count(/^DELETE FROM locks WHERE scope = /)).toBe(0);
     expect(count(/^SELECT combine_end_thread_lock_parent/)).toBe(0);
     expect(count(/^SELECT combine_release_end_thread_lock_parent/)).toBe(2);
+  });
 
+  it('applies both as before: consecutive versions, the orchestration complete, the lock rows gone', async () => {
     const backlogId = (await db.reader.get<{ id: string }>("SELECT id FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog'"))!.id;
     const backlog = (await readWholeDocument(db.reader, backlogId))!;
     expect(backlog.version).toBe(3);
@@ -132,5 +145,18 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
     ]);
     expect((await getThread(db.reader, 't-o'))!.status).toBe('complete');
     expect(await db.reader.all('SELECT scope FROM locks')).toEqual([]);
+  });
+});
+
+describe('an answer whose item no longer holds its lock row, on Postgres', () => {
+  useDatabase();
+  it('is refused in the release-and-end statement: nothing of it commits', async () => {
+    await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
+    const response = await storiesAnswered('a', 1);
+    await db.reader.run('DELETE FROM locks WHERE owner = ?', ['a']);
+    await expect(write((tx) => finishAnswer(tx, ctx, 'a', response, false))).rejects.toThrow(/work item a no longer holds its lock/);
+    expect((await getThread(db.reader, 't-a'))!.status).toBe('running');
+    expect((await getThread(db.reader, 't-o'))!.status).toBe('running');
+    expect(await db.reader.all('SELECT id FROM mutations')).toEqual([]);
   });
 });
