@@ -38,7 +38,7 @@ export interface StoredDocument {
  */
 export async function readStoredDocument(sql: Sql, id: string, since = -1): Promise<StoredDocument | undefined> {
   assertNoQueuedParts(sql, id);
-  if (queuedHeads.get(sql)?.has(id)) {
+  if (headUpdateQueued(sql, id)) {
     throw new Error(
       `document ${id} was already written in this transaction: its next version is written at COMMIT and a read of its content now would mix two versions`,
     );
@@ -157,10 +157,11 @@ export function writeDocumentsAtOnce(sql: Sql): void {
 }
 
 /**
- * The documents whose next version a handle that writes documents at once queued for its COMMIT
- * (db/projects.ts `runDocumentUpdate`): their rows are a version behind until then, so a read of a
- * document's content from the table would join the older head with the newer parts. It is refused
- * (`readStoredDocument`); the transaction's reads take the held head and the cached value instead.
+ * The documents whose next version a handle that writes documents at once queued for its COMMIT, their
+ * heads held (db/projects.ts `runDocumentUpdate`): their rows are a version behind until then, so a read of
+ * a document's content from the table would join the older head with the newer parts. It is refused
+ * (`readStoredDocument`); the transaction's reads take the held head and the value the transaction wrote
+ * (db/document-cache.ts `rememberDocument`, kept for this handle). Postgres only: heads are held there only.
  */
 const queuedHeads = new WeakMap<Sql, Set<string>>();
 
@@ -169,6 +170,11 @@ export function queueHeadUpdate(sql: Sql, documentId: string): void {
   let documents = queuedHeads.get(sql);
   if (!documents) queuedHeads.set(sql, (documents = new Set()));
   documents.add(documentId);
+}
+
+/** Whether document `documentId`'s next version is queued for this handle's COMMIT (`queueHeadUpdate`). */
+export function headUpdateQueued(sql: Sql, documentId: string): boolean {
+  return queuedHeads.get(sql)?.has(documentId) ?? false;
 }
 
 /** Whether `writeDocumentsAtOnce` marked this handle. */

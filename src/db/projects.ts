@@ -3,7 +3,7 @@ import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
 import { queueHeadUpdate, withWholeContent, writesDocumentsAtOnce } from './document-parts.js';
-import { expectOneChange, runGuardedAtCommit } from './statements.js';
+import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
 import { forgetReadInTransaction } from './transaction-reads.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
@@ -168,26 +168,39 @@ function headOf(h: WriteHead): WriteHead {
 /**
  * A document's next version as a guarded UPDATE: one of the transaction's last statements
  * (`runGuardedAtCommit`). On a handle whose document writes run at once (document-parts.ts
- * `writeDocumentsAtOnce`: a later write of the same document in the transaction plans from this version) the
- * held head carries the version until the COMMIT writes it (`heldHeads`); the updates of one document run
- * there in the order queued, each guarded by the version the one before it left.
+ * `writeDocumentsAtOnce`: a later write of the same document in the transaction plans from this version) a
+ * held head carries the version until the COMMIT writes it (`heldHeads`, document-parts.ts
+ * `queueHeadUpdate`); the updates of one document run there in the order queued, each guarded by the version
+ * the one before it left. A head not held there is updated at once: a later read finds it in the row.
  */
 function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, next: WriteHead, what: string): Promise<void> {
   forgetReadInTransaction(sql, next);
-  noteWrittenHead(sql, next, writesDocumentsAtOnce(sql));
+  if (!writesDocumentsAtOnce(sql)) {
+    forgetHeldHead(sql, next.id);
+    return runGuardedAtCommit(sql, text, params, what);
+  }
+  if (!carryHeldHead(sql, next)) return runGuarded(sql, text, params, what);
+  queueHeadUpdate(sql, next.id);
   return runGuardedAtCommit(sql, text, params, what);
 }
 
-/** A held head's next version (`heldHeads`): `next` on a handle that writes documents at once, else no longer known. */
-function noteWrittenHead(sql: Sql, next: WriteHead, atOnce: boolean): void {
-  if (atOnce) queueHeadUpdate(sql, next.id);
+/** A held head written with its update queued, but not carried (`heldHeads`): no longer known, a later read reads it. */
+function forgetHeldHead(sql: Sql, id: string): void {
   const held = heldHeads.get(sql);
-  if (!held) return;
-  for (const [key, head] of held) {
-    if (head.id !== next.id) continue;
-    if (atOnce) held.set(key, { ...head, ...next });
-    else held.delete(key);
-  }
+  if (held) for (const [key, head] of held) if (head.id === id) held.delete(key);
+}
+
+/** A held head's next version is `next` (`heldHeads`); false when the head is not held. */
+function carryHeldHead(sql: Sql, next: WriteHead): boolean {
+  const held = heldHeads.get(sql);
+  let carried = false;
+  if (held)
+    for (const [key, head] of held) {
+      if (head.id !== next.id) continue;
+      held.set(key, { ...head, ...next });
+      carried = true;
+    }
+  return carried;
 }
 
 /**
