@@ -4,7 +4,7 @@
  */
 import { StaleStateError } from '../core/errors.js';
 import type { Sql } from '../core/sql.js';
-import { releaseLock } from './locks.js';
+import { releaseHeldLock, type HeldLock } from './locks.js';
 import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
 import type { ThreadRow } from './schema.js';
@@ -46,13 +46,6 @@ function lockedForClose(locked: LockedJson | null): LockedForClose | undefined {
   return { thread, activeChild: active_child };
 }
 
-/** A lock row a transaction holds and releases at a thread's end (a leased item's scope lock), and what to say if it is gone. */
-export interface HeldLock {
-  scope: string;
-  owner: string;
-  lost: string;
-}
-
 /**
  * `transitionThreadIfStill` of a child to an end, then, when it moved, `lockThreadForClose` of its parent
  * (the parent it was read with), in that order: on Postgres in one round trip (migrations/pg/0018: every
@@ -77,19 +70,18 @@ export async function endChildLockingParent(
   assertThreadTransition(from, to);
   const p = transitionParams(thread, from, to, now);
   const args = [p.id, p.from, p.to, p.closed_at, p.parent];
-  const ended = release
-    ? (await sql.get<{ ended: EndedJson & { released: number } }>(RELEASE_END_CHILD_LOCKING_PARENT_PG, [release.scope, release.owner, ...args]))!.ended
-    : (await sql.get<{ ended: EndedJson }>(END_CHILD_LOCKING_PARENT_PG, args))!.ended;
-  if (release && (ended as { released: number }).released !== 1) throw new StaleStateError(release.lost);
+  const [text, params] = release ? [RELEASE_END_CHILD_LOCKING_PARENT_PG, [release.scope, release.owner, ...args]] : [END_CHILD_LOCKING_PARENT_PG, args];
+  const { ended } = (await sql.get<{ ended: EndedJson }>(text, params))!;
+  if (release && ended.released !== 1) throw new StaleStateError(release.lost);
   return { moved: ended.changed === 1, parent: lockedForClose(ended.parent ?? null) };
 }
 
-/** Deletes a lock row the transaction holds: StaleStateError when it is not held any more (another may have held the scope meanwhile). */
-export async function releaseHeldLock(sql: Sql, held: HeldLock): Promise<void> {
-  if (!(await releaseLock(sql, held.scope, held.owner))) throw new StaleStateError(held.lost);
-}
-
-type EndedJson = { changed?: number; parent?: LockedJson | null };
+/**
+ * What the Postgres end functions answer: `released`, the lock rows deleted (the release-and-end function
+ * only: 0 when the row is gone, and then nothing else was done), `changed`, the child's rows moved, and the
+ * parent's row, locked, with whether a child of it is still active.
+ */
+type EndedJson = { released?: number; changed?: number; parent?: LockedJson | null };
 
 const END_CHILD_LOCKING_PARENT_PG = 'SELECT combine_end_thread_lock_parent(?, ?, ?, ?, ?) AS ended';
 const RELEASE_END_CHILD_LOCKING_PARENT_PG = 'SELECT combine_release_end_thread_lock_parent(?, ?, ?, ?, ?, ?, ?) AS ended';

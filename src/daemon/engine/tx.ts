@@ -6,17 +6,14 @@
  */
 import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
 import { appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
-import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { cancelActiveThreads, countChildThreadsByStatus, getThread, transitionThread, transitionThreadIfStill } from '../../db/threads.js';
-import { endChildLockingParent, lockThreadForClose, releaseHeldLock, type HeldLock, type LockedForClose } from '../../db/thread-close.js';
-import { insertWorkItem } from '../../db/work-items.js';
+import { releaseHeldLock, releaseLocksOwnedBy, type HeldLock } from '../../db/locks.js';
+import { endChildLockingParent, lockThreadForClose, type LockedForClose } from '../../db/thread-close.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
-import type { RetryPolicy } from '../../domain/retry.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from './events.js';
-import { newId } from '../../core/ids.js';
 import { traceIdOf } from '../../core/trace-context.js';
 
 export type EndedStatus = 'complete' | 'failed' | 'canceled';
@@ -380,38 +377,4 @@ export async function closeParentIfDone(tx: Tx, parentId: string, known?: { pare
   const allComplete = counts.every((c) => c.status === 'complete');
   await moveThread(tx, parent, allComplete ? 'complete' : 'failed');
   await releaseLocksOwnedBy(tx.sql, parent.id);
-}
-
-/** Queues a new work item of `thread` (its first, or a retry's next sequence). */
-export async function enqueueWorkItem(
-  tx: Tx,
-  thread: ThreadRow,
-  p: { sequence: number; lockScope: string; priority: number; policy: RetryPolicy; deadlineAt: number | null },
-): Promise<WorkItemRow> {
-  const item: WorkItemRow = {
-    id: newId(tx.now),
-    thread_id: thread.id,
-    sequence: p.sequence,
-    status: 'queued',
-    attempt: 1,
-    max_attempts: p.policy.maxAttempts,
-    repair_count: 0,
-    escalated: 0,
-    lock_scope: p.lockScope,
-    // The budget and the fair scheduler count work per project: the project of the document it changes.
-    project_id: (JSON.parse(thread.target_ref) as TargetRef).project_id,
-    priority: p.priority,
-    not_before: tx.now,
-    deadline_at: p.deadlineAt,
-    lease_owner: null,
-    lease_expires_at: null,
-    error_code: null,
-    error_message: null,
-    created_at: tx.now,
-    started_at: null,
-    finished_at: null,
-  };
-  await insertWorkItem(tx.sql, item);
-  emitWorkItem(tx, thread, item);
-  return item;
 }

@@ -28,7 +28,8 @@ import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, ta
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
 import { documentsOf, projectInfo, promptContextFor, runReadingDocuments } from '../engine/operation-context.js';
 import { runWithReads } from '../engine/read-ahead.js';
-import { emitThread, enqueueWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import { emitThread, moveThread, type Tx } from '../engine/tx.js';
+import { enqueueWorkItem } from '../engine/enqueue.js';
 import { OperationCallError, CommandError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 import { supersedableItem, supersedeThread } from './supersede.js';
