@@ -7,16 +7,13 @@
  * version queued), but for another transaction's commit to a document it did not lock.
  * Real Postgres, the real writer and statements.
  */
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
-import { parseDocumentJson, rememberWrittenDocument } from '../../src/daemon/engine/operation-context.js';
-import { forgetDocuments, readDocumentValue, readParsedDocument, shareDocumentCache } from '../../src/db/document-cache.js';
+import { parseDocumentJson } from '../../src/daemon/engine/operation-context.js';
+import { readDocumentValue } from '../../src/db/document-cache.js';
 import { readWholeDocument, writeDocumentsAtOnce } from '../../src/db/document-parts.js';
 import { getDocumentHead, insertDocument, insertProject, lockDocumentHead, lockDocumentHeads, updateDocumentContent } from '../../src/db/projects.js';
-import { PgSql } from '../../src/db/pg/sql.js';
-import { PgWriter } from '../../src/db/pg/writer.js';
-import { createTestDatabase, openTestPool, type TestDatabase, useTestWriter } from '../helpers/postgres.js';
+import { useTestWriter } from '../helpers/postgres.js';
 
 /** `reader`: another transaction's statements (another connection of the pool, autocommit). */
 const db = useTestWriter(4, { raceAttempts: 1 });
@@ -111,66 +108,5 @@ describe('a shared closure of answers, holding its targets heads', () => {
     expect(seen.head).toEqual(seen.row);
     expect(seen.head).toMatchObject({ version: 1 });
     expect(await storedHead(db.reader, 'queued')).toMatchObject({ version: 2 });
-  });
-});
-
-/**
- * Review of issue-18-pgapply: a shared closure of two answers of one project queues its document's next
- * version for the COMMIT. The daemon's document cache is shared by its connections (storage.ts): another
- * connection's read of the document in the meantime sees the committed version and files it over the one
- * the closure remembered, and a rollback anywhere in the daemon forgets the cache. The closure's next read
- * of that document must still get the version its own write left.
- */
-describe('a shared closure of two answers of one project, its document cache shared with the daemon', () => {
-  let database: TestDatabase;
-  let pools: pg.Pool[];
-  let reader: PgSql;
-  let writer: PgWriter<never>;
-
-  beforeAll(async () => {
-    database = await createTestDatabase({ migrated: true });
-    pools = [openTestPool(database.url, 2), openTestPool(database.url, 2)];
-    const group = {};
-    shareDocumentCache(pools[0]!, group);
-    pools[1]!.on('connect', (client) => shareDocumentCache(client, group));
-    reader = new PgSql(pools[0]!);
-    writer = new PgWriter<never>(pools[1]!, { raceAttempts: 1, onRollback: (connection) => forgetDocuments({ connection }) });
-    await insertProject(reader, { id: 'p', name: 'p', created_at: 1 });
-    await insertDocument(reader, { id: 'd', project_id: 'p', doc_type: 'backlog', version: 1, content: JSON.stringify({ n: 1 }), updated_at: 1 });
-    await insertDocument(reader, { id: 'e', project_id: 'p', doc_type: 'arch', version: 1, content: JSON.stringify({ n: 1 }), updated_at: 1 });
-  });
-  afterAll(async () => {
-    await writer?.close();
-    for (const pool of pools ?? []) await pool.end();
-    await database?.drop();
-  });
-
-  it('reads the version its first apply wrote even after another connection of the daemon re-read the committed one', async () => {
-    const seen = await writer.write(async (sql) => {
-      // As leased.ts lockTargetDocuments and operation-steps.ts applyThreadAnswer do for the first answer.
-      writeDocumentsAtOnce(sql);
-      await lockDocumentHeads(sql, [{ project_id: 'p', doc_type: 'backlog', doc_key: '' }]);
-      await updateDocumentContent(sql, { id: 'd', from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 2 });
-      rememberWrittenDocument(sql, 'd', 2, { n: 2 });
-      // Meanwhile a start of another item of the project, on the read pool, reads the backlog (its prompt).
-      const other = await readParsedDocument(reader, 'p', 'backlog', parseDocumentJson);
-      // The second answer's apply reads the backlog (its target, or a document of its project).
-      const second = await readDocumentValue(sql, 'p', 'backlog', parseDocumentJson);
-      return { other: other?.version, second };
-    });
-    expect(seen).toEqual({ other: 1, second: { n: 2 } });
-  });
-
-  it('reads the version its first apply wrote even after another transaction of the daemon rolled back (the cache forgotten)', async () => {
-    const seen = await writer.write(async (sql) => {
-      writeDocumentsAtOnce(sql);
-      await lockDocumentHeads(sql, [{ project_id: 'p', doc_type: 'arch', doc_key: '' }]);
-      await updateDocumentContent(sql, { id: 'e', from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 2 });
-      rememberWrittenDocument(sql, 'e', 2, { n: 2 });
-      // Another write of the daemon rolls back meanwhile: the writer's onRollback forgets the group's cache.
-      forgetDocuments(reader);
-      return readDocumentValue(sql, 'p', 'arch', parseDocumentJson);
-    });
-    expect(seen).toEqual({ n: 2 });
   });
 });
