@@ -148,8 +148,8 @@ const atOnce = new WeakSet<Sql>();
  * engine/leased.ts `ItemReads`). A later write then finds the parts and their ords as the write left them
  * (the transaction's own rows), where a queued insert would not be there yet; a later read of its head
  * finds the version the write left in the heads the transaction holds (db/projects.ts `heldHeads`: the
- * head's own update still rides in the COMMIT's query), and its value in the documents cache
- * (`rememberDocument`). The cost: each new part is a round trip of its own. A closure run again starts on
+ * head's own update still rides in the COMMIT's query), and its value where the documents cache keeps it
+ * for this handle (`rememberDocument`, db/document-cache.ts `ownWrites`). The cost: each new part is a round trip of its own. A closure run again starts on
  * a new handle, and marks it again.
  */
 export function writeDocumentsAtOnce(sql: Sql): void {
