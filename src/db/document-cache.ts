@@ -20,7 +20,7 @@
  */
 import type { Sql } from '../core/sql.js';
 import { assembleDocumentText } from '../domain/document-parts.js';
-import { readStoredDocument, type StoredDocument } from './document-parts.js';
+import { headUpdateQueued, readStoredDocument, type StoredDocument } from './document-parts.js';
 import { getDocumentHead, type DocumentHead } from './projects.js';
 import { keepReadInTransaction, readInTransaction, readMark } from './transaction-reads.js';
 
@@ -47,6 +47,14 @@ const caches = new WeakMap<object, Map<string, Entry>>();
 const forgets = new WeakMap<Map<string, Entry>, number>();
 /** Connections that share one cache: the member → the group (`shareDocumentCache`). */
 const groups = new WeakMap<object, object>();
+/**
+ * The values a transaction wrote of documents whose next version is queued for its COMMIT
+ * (document-parts.ts `headUpdateQueued`), by its statement handle: the only place that version's value is
+ * until then (its row is a version behind, and a read of it is refused), so kept apart from the shared
+ * cache, whose entry another connection's read may replace and any rollback in the daemon forgets. A
+ * closure run again starts on a new handle: nothing of a rolled-back run is kept.
+ */
+const ownWrites = new WeakMap<Sql, Map<string, Entry>>();
 
 function cacheOf(sql: Pick<Sql, 'connection'>): Map<string, Entry> {
   const key = groups.get(sql.connection) ?? sql.connection;
@@ -115,6 +123,8 @@ const MISS = Symbol('miss');
 
 /** The cached value of this version of the document, or MISS. */
 function cachedValue<T>(sql: Sql, head: DocumentHead, parse: Parse<T>): T | typeof MISS {
+  const own = ownWrites.get(sql)?.get(head.id);
+  if (own && own.version === head.version && own.parse === parse) return own.value as T;
   const hit = cacheOf(sql).get(head.id);
   return hit && hit.version === head.version && hit.parse === parse ? (hit.value as T) : MISS;
 }
@@ -181,10 +191,16 @@ function elementsByKey(value: unknown, field: string, key: string): Map<unknown,
 
 /**
  * Records the value just written as `version` of document `id`, so the next read needs no parse.
- * `value` must be what `parse` would return for the stored content.
+ * `value` must be what `parse` would return for the stored content. Its version queued for the COMMIT,
+ * also for this handle alone (`ownWrites`).
  */
 export function rememberDocument<T>(sql: Sql, id: string, version: number, parse: Parse<T>, value: T): void {
-  cacheOf(sql).set(id, { version, parse, value });
+  const entry = { version, parse, value };
+  cacheOf(sql).set(id, entry);
+  if (!headUpdateQueued(sql, id)) return;
+  let own = ownWrites.get(sql);
+  if (!own) ownWrites.set(sql, (own = new Map()));
+  own.set(id, entry);
 }
 
 /** Drops every cached document of this connection, or of its group (after a rollback). */

@@ -6,7 +6,7 @@
 import type { Sql } from '../core/sql.js';
 import { assembleDocumentText, ordsBetween, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
 import type { DocumentPartRow, DocumentRow } from './schema.js';
-import { expectOneChange, runAtCommit, runStatement } from './statements.js';
+import { expectOneChange, runAtCommit, runGuarded, runGuardedAtCommit, runStatement } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
 export interface WholeDocument {
@@ -38,6 +38,11 @@ export interface StoredDocument {
  */
 export async function readStoredDocument(sql: Sql, id: string, since = -1): Promise<StoredDocument | undefined> {
   assertNoQueuedParts(sql, id);
+  if (headUpdateQueued(sql, id)) {
+    throw new Error(
+      `document ${id} was already written in this transaction: its next version is written at COMMIT and a read of its content now would mix two versions`,
+    );
+  }
   const rows = await sql.all<{
     version: number;
     updated_at: number;
@@ -86,17 +91,20 @@ export async function withWholeContent<T extends DocumentRow>(sql: Sql, row: T |
   return whole && { ...row, ...whole };
 }
 
-/** The order keys of a document's parts `keys` (one or two, each must exist), read in one statement. */
-async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly [string] | readonly [string, string]): Promise<Map<string, number>> {
+/** The order keys of two of a document's parts (each must exist), read in one statement. */
+async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly [string, string]): Promise<Map<string, number>> {
   const rows = await sql.all<{ part_key: string; ord: number }>('SELECT part_key, ord FROM document_parts WHERE document_id = ? AND part_key IN (?, ?)', [
     documentId,
     keys[0],
-    keys[1] ?? keys[0],
+    keys[1],
   ]);
   const ords = new Map(rows.map((r) => [r.part_key, r.ord]));
   for (const key of keys) if (!ords.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
   return ords;
 }
+
+/** A new part to insert: at its ord, or next to a neighbour, `by` from the neighbour's ord. */
+type PlacedPart = { key: string; text: string } & ({ ord: number } | { next: { to: string; by: number } });
 
 const INSERT_DOCUMENT_PART =
   'INSERT INTO document_parts (document_id, part_key, ord, content, version) VALUES (@document_id, @part_key, @ord, @content, @version)';
@@ -113,19 +121,60 @@ function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
   return runAtCommit(sql, INSERT_DOCUMENT_PART, row);
 }
 
+const INSERT_DOCUMENT_PART_NEXT_TO = `INSERT INTO document_parts (document_id, part_key, ord, content, version)
+  SELECT @document_id, @part_key, n.ord + @by, @content, @version FROM document_parts n WHERE n.document_id = @document_id AND n.part_key = @to`;
+
+/**
+ * `insertDocumentPart` of a part whose ord is its neighbour's (`next.to`) plus `next.by`, taken by the insert
+ * itself from the neighbour's row: guarded (one row inserted: the neighbour is there), and where
+ * `insertDocumentPart` runs it. Queued for the COMMIT, the neighbour is read there: it was there before the
+ * plan's writes, and none of them removes it (each part of a run is placed from the run's neighbour, not
+ * from another part of the run).
+ */
+function insertDocumentPartNextTo(sql: Sql, row: Omit<DocumentPartRow, 'ord'>, next: { to: string; by: number }): Promise<void> {
+  const params = { ...row, ...next };
+  const what = `document ${row.document_id} has no part "${next.to}"`;
+  if (writesDocumentsAtOnce(sql)) return runGuarded(sql, INSERT_DOCUMENT_PART_NEXT_TO, params, what);
+  if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
+  return runGuardedAtCommit(sql, INSERT_DOCUMENT_PART_NEXT_TO, params, what);
+}
+
 /** Handles whose document writes run at once (`writeDocumentsAtOnce`), by the closure run's statement handle. */
 const atOnce = new WeakSet<Sql>();
 
 /**
- * This transaction's document writes — a document's next version (db/projects.ts) and its new parts —
- * run at once, not in its COMMIT's query: for a transaction that may read or write again a document it
- * wrote (a shared closure of answers, two of them of one project: engine/leased.ts `ItemReads`). A later
- * read or write then finds the head, the parts and their ords as the write left them (the transaction's
- * own rows), where a queued write would not be there yet. The cost: the head's update and each new part are
- * a round trip of their own. A closure run again starts on a new handle, and marks it again.
+ * This transaction's new parts run at once, not in its COMMIT's query: for a transaction that may read or
+ * write again a document it wrote (a shared closure of answers, two of them of one project:
+ * engine/leased.ts `ItemReads`). A later write then finds the parts and their ords as the write left them
+ * (the transaction's own rows), where a queued insert would not be there yet; a later read of its head
+ * finds the version the write left in the heads the transaction holds (db/projects.ts `heldHeads`: the
+ * head's own update still rides in the COMMIT's query), and its value where the documents cache keeps it
+ * for this handle (`rememberDocument`, db/document-cache.ts `ownWrites`). The cost: each new part is a round trip of its own. A closure run again starts on
+ * a new handle, and marks it again.
  */
 export function writeDocumentsAtOnce(sql: Sql): void {
   atOnce.add(sql);
+}
+
+/**
+ * The documents whose next version a handle that writes documents at once queued for its COMMIT, their
+ * heads held (db/projects.ts `runDocumentUpdate`): their rows are a version behind until then, so a read of
+ * a document's content from the table would join the older head with the newer parts. It is refused
+ * (`readStoredDocument`); the transaction's reads take the held head and the value the transaction wrote
+ * (db/document-cache.ts `rememberDocument`, kept for this handle). Postgres only: heads are held there only.
+ */
+const queuedHeads = new WeakMap<Sql, Set<string>>();
+
+/** Document `documentId`'s next version is queued for this handle's COMMIT (`queuedHeads`). */
+export function queueHeadUpdate(sql: Sql, documentId: string): void {
+  let documents = queuedHeads.get(sql);
+  if (!documents) queuedHeads.set(sql, (documents = new Set()));
+  documents.add(documentId);
+}
+
+/** Whether document `documentId`'s next version is queued for this handle's COMMIT (`queueHeadUpdate`). */
+export function headUpdateQueued(sql: Sql, documentId: string): boolean {
+  return queuedHeads.get(sql)?.has(documentId) ?? false;
 }
 
 /** Whether `writeDocumentsAtOnce` marked this handle. */
@@ -207,22 +256,34 @@ export async function writeDocumentParts(
 ): Promise<number> {
   assertNoQueuedParts(sql, documentId);
   if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, o.version, plan);
-  const placed: { key: string; text: string; ord: number }[] = [];
+  const placed: PlacedPart[] = [];
   for (const run of plan.inserted) {
     // The run's neighbours exist before this plan's writes (a run never borders another run's parts), and
     // no other write of this document is queued (`assertNoQueuedParts`): an earlier one in this transaction ran at once.
     const { after, before } = run;
-    const neighbours = after !== null ? (before !== null ? ([after, before] as const) : ([after] as const)) : before !== null ? ([before] as const) : null;
-    const found = neighbours ? await getDocumentPartOrds(sql, documentId, neighbours) : null;
-    const lo = after === null ? null : found!.get(after)!;
-    const hi = before === null ? null : found!.get(before)!;
-    const ords = ordsBetween(lo, hi, run.parts.length);
+    if (after === null || before === null) {
+      // One neighbour (or none): `ordsBetween` always places the run from it, so each insert takes its
+      // neighbour's ord itself (`insertDocumentPartNextTo`) — no read of the ords, and on a handle that runs
+      // statements in its COMMIT's query none of the run's statements is a round trip of its own.
+      const n = run.parts.length;
+      for (const [i, p] of run.parts.entries()) {
+        if (after !== null) placed.push({ ...p, next: { to: after, by: 1 + i } });
+        else if (before !== null) placed.push({ ...p, next: { to: before, by: -(n - i) } });
+        else placed.push({ ...p, ord: i });
+      }
+      continue;
+    }
+    const found = await getDocumentPartOrds(sql, documentId, [after, before]);
+    const ords = ordsBetween(found.get(after)!, found.get(before)!, run.parts.length);
     if (!ords) return rewriteParts(sql, documentId, o.version, o.rewrite());
     for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });
   }
   for (const key of plan.removed) await deleteDocumentPart(sql, documentId, key);
   for (const p of plan.changed) await updateDocumentPart(sql, documentId, p.key, p.text, o.version);
-  for (const p of placed) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: p.ord, content: p.text, version: o.version });
+  for (const p of placed) {
+    const row = { document_id: documentId, part_key: p.key, content: p.text, version: o.version };
+    await ('ord' in p ? insertDocumentPart(sql, { ...row, ord: p.ord }) : insertDocumentPartNextTo(sql, row, p.next));
+  }
   return o.partsChars + plan.charsDelta;
 }
 

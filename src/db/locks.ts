@@ -4,6 +4,7 @@
  * the orchestration thread that holds it while its children run. `expires_at` makes an abandoned lock
  * reclaimable; null means held until released.
  */
+import { StaleStateError } from '../core/errors.js';
 import type { Sql } from '../core/sql.js';
 import type { LockRow } from './schema.js';
 import { skipLockedLockRows } from './dialect.js';
@@ -59,6 +60,18 @@ export function acquireLockUnlessBusy(sql: Sql, p: { scope: string; owner: strin
 /** Releases `scope` if `owner` still holds it. */
 export function releaseLock(sql: Sql, scope: string, owner: string): Promise<boolean> {
   return changedOne(sql, 'DELETE FROM locks WHERE scope = ? AND owner = ?', [scope, owner]);
+}
+
+/** A lock row a transaction holds and releases at a thread's end (a leased item's scope lock), and what to say if it is gone. */
+export interface HeldLock {
+  scope: string;
+  owner: string;
+  lost: string;
+}
+
+/** Deletes a lock row the transaction holds: StaleStateError when it is not held any more (another may have held the scope meanwhile). */
+export async function releaseHeldLock(sql: Sql, held: HeldLock): Promise<void> {
+  if (!(await releaseLock(sql, held.scope, held.owner))) throw new StaleStateError(held.lost);
 }
 
 const EXTEND = 'UPDATE locks SET expires_at = @expires_at WHERE scope = @scope AND owner = @owner';

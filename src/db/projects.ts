@@ -2,7 +2,7 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { withWholeContent, writesDocumentsAtOnce } from './document-parts.js';
+import { queueHeadUpdate, withWholeContent, writesDocumentsAtOnce } from './document-parts.js';
 import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
 import { forgetReadInTransaction } from './transaction-reads.js';
 
@@ -76,8 +76,14 @@ export async function listDocumentHeads(sql: Sql, projectId: string, limit: numb
 
 export type DocumentHead = Pick<DocumentRow, 'id' | 'version' | 'updated_at'>;
 
-/** A document without its content (which can be large): enough to check a cache. `key` '' is the type's one document. */
+/**
+ * A document without its content (which can be large): enough to check a cache. `key` '' is the type's one
+ * document. A head the transaction holds (`heldHeads`) is answered without a statement, as the
+ * transaction's own writes left it (its next version may be queued for the COMMIT: the row does not have it yet).
+ */
 export function getDocumentHead(sql: Sql, projectId: string, docType: string, key = ''): Promise<DocumentHead | undefined> {
+  const held = heldHeads.get(sql)?.get(headKey({ project_id: projectId, doc_type: docType, doc_key: key }));
+  if (held) return Promise.resolve({ id: held.id, version: held.version, updated_at: held.updated_at });
   const text = 'SELECT id, version, updated_at FROM documents WHERE project_id = ? AND doc_type = ? AND doc_key = ?';
   return sql.get<DocumentHead>(text, [projectId, docType, key]);
 }
@@ -140,13 +146,16 @@ type HeldHead = WriteHead & DocumentTarget;
 
 /**
  * The heads a Postgres transaction holds locked since `lockDocumentHeads` (a shared closure of answers),
- * by target, as the transaction's own writes left them: `lockDocumentHead` of one of them is answered
- * without a statement (each answer's apply read its target's head again, a round trip for a row this
- * transaction already held). Sound while the row is locked and every write of it goes through here: no
- * other transaction can change it, and a write here notes the head it leaves — written at once, the head
- * it wrote; queued for the COMMIT (not written yet), none, so a later read would read it. A target that
- * did not exist is not held (another transaction may create it: the read looks again), until this
- * transaction inserts it. The closure's handle is its run's own: a run again starts with none held.
+ * by target, as the transaction's own writes left them: `lockDocumentHead` and `getDocumentHead` of one of
+ * them are answered without a statement (each answer's apply read its target's head again, a round trip for
+ * a row this transaction already held). Sound while the row is locked and every write of it goes through
+ * here: no other transaction can change it, and a write here notes the head it leaves. On a handle that
+ * writes documents at once (document-parts.ts `writeDocumentsAtOnce`: two answers of one project) the head's
+ * update is still queued for the COMMIT (a round trip less per answer): the held head is then the only place
+ * the next version is before the COMMIT, and a read of the row's content is refused until then
+ * (document-parts.ts `queueHeadUpdate`). Elsewhere a queued update forgets the head, so a later read would
+ * read it. A target that did not exist is not held (another transaction may create it: the read looks
+ * again), until this transaction inserts it. The closure's handle is its run's own: a run again starts with none held.
  */
 const heldHeads = new WeakMap<Sql, Map<string, HeldHead>>();
 
@@ -158,25 +167,40 @@ function headOf(h: WriteHead): WriteHead {
 
 /**
  * A document's next version as a guarded UPDATE: one of the transaction's last statements
- * (`runGuardedAtCommit`), or at once on a handle whose document writes run at once (document-parts.ts
- * `writeDocumentsAtOnce`: a later write of the same document in the transaction reads this version).
+ * (`runGuardedAtCommit`). On a handle whose document writes run at once (document-parts.ts
+ * `writeDocumentsAtOnce`: a later write of the same document in the transaction plans from this version) a
+ * held head carries the version until the COMMIT writes it (`heldHeads`, document-parts.ts
+ * `queueHeadUpdate`); the updates of one document run there in the order queued, each guarded by the version
+ * the one before it left. A head not held there is updated at once: a later read finds it in the row.
  */
 function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, next: WriteHead, what: string): Promise<void> {
   forgetReadInTransaction(sql, next);
-  const atOnce = writesDocumentsAtOnce(sql);
-  noteWrittenHead(sql, next, atOnce);
-  return atOnce ? runGuarded(sql, text, params, what) : runGuardedAtCommit(sql, text, params, what);
+  if (!writesDocumentsAtOnce(sql)) {
+    forgetHeldHead(sql, next.id);
+    return runGuardedAtCommit(sql, text, params, what);
+  }
+  if (!carryHeldHead(sql, next)) return runGuarded(sql, text, params, what);
+  queueHeadUpdate(sql, next.id);
+  return runGuardedAtCommit(sql, text, params, what);
 }
 
-/** A held head's next version (`heldHeads`): `next` when written at once, else no longer known. */
-function noteWrittenHead(sql: Sql, next: WriteHead, atOnce: boolean): void {
+/** A held head written with its update queued, but not carried (`heldHeads`): no longer known, a later read reads it. */
+function forgetHeldHead(sql: Sql, id: string): void {
   const held = heldHeads.get(sql);
-  if (!held) return;
-  for (const [key, head] of held) {
-    if (head.id !== next.id) continue;
-    if (atOnce) held.set(key, { ...head, ...next });
-    else held.delete(key);
-  }
+  if (held) for (const [key, head] of held) if (head.id === id) held.delete(key);
+}
+
+/** A held head's next version is `next` (`heldHeads`); false when the head is not held. */
+function carryHeldHead(sql: Sql, next: WriteHead): boolean {
+  const held = heldHeads.get(sql);
+  let carried = false;
+  if (held)
+    for (const [key, head] of held) {
+      if (head.id !== next.id) continue;
+      held.set(key, { ...head, ...next });
+      carried = true;
+    }
+  return carried;
 }
 
 /**

@@ -2,7 +2,9 @@
  * An orchestration's close check (engine/tx.ts `closeParentIfDone`): its row locked, and whether a child
  * of it is still open or running — alone, or right after a child's end, in the end's round trip.
  */
+import { StaleStateError } from '../core/errors.js';
 import type { Sql } from '../core/sql.js';
+import { releaseHeldLock, type HeldLock } from './locks.js';
 import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
 import type { ThreadRow } from './schema.js';
@@ -48,6 +50,9 @@ function lockedForClose(locked: LockedJson | null): LockedForClose | undefined {
  * `transitionThreadIfStill` of a child to an end, then, when it moved, `lockThreadForClose` of its parent
  * (the parent it was read with), in that order: on Postgres in one round trip (migrations/pg/0018: every
  * item's end ran the two). `parent` undefined: the child did not move (`moved`), or the parent is gone.
+ * `release`: a lock row deleted first, in the same round trip on Postgres (migrations/pg/0019: every answer
+ * applied and every item failed released its scope's row at once, before its thread, then ended it);
+ * StaleStateError, and nothing else done, when the row is not held any more.
  */
 export async function endChildLockingParent(
   sql: Sql,
@@ -55,24 +60,31 @@ export async function endChildLockingParent(
   from: ThreadStatus,
   to: ThreadStatus,
   now: number,
+  release?: HeldLock,
 ): Promise<{ moved: boolean; parent: LockedForClose | undefined }> {
   if (sql.dialect !== 'postgres') {
+    if (release) await releaseHeldLock(sql, release);
     const moved = await transitionThreadIfStill(sql, thread, from, to, now);
     return { moved, parent: moved ? await lockThreadForClose(sql, thread.parent_thread_id) : undefined };
   }
   assertThreadTransition(from, to);
   const p = transitionParams(thread, from, to, now);
-  const ended = (await sql.get<{ ended: { changed: number; parent?: LockedJson | null } }>(END_CHILD_LOCKING_PARENT_PG, [
-    p.id,
-    p.from,
-    p.to,
-    p.closed_at,
-    p.parent,
-  ]))!.ended;
+  const args = [p.id, p.from, p.to, p.closed_at, p.parent];
+  const [text, params] = release ? [RELEASE_END_CHILD_LOCKING_PARENT_PG, [release.scope, release.owner, ...args]] : [END_CHILD_LOCKING_PARENT_PG, args];
+  const { ended } = (await sql.get<{ ended: EndedJson }>(text, params))!;
+  if (release && ended.released !== 1) throw new StaleStateError(release.lost);
   return { moved: ended.changed === 1, parent: lockedForClose(ended.parent ?? null) };
 }
 
+/**
+ * What the Postgres end functions answer: `released`, the lock rows deleted (the release-and-end function
+ * only: 0 when the row is gone, and then nothing else was done), `changed`, the child's rows moved, and the
+ * parent's row, locked, with whether a child of it is still active.
+ */
+type EndedJson = { released?: number; changed?: number; parent?: LockedJson | null };
+
 const END_CHILD_LOCKING_PARENT_PG = 'SELECT combine_end_thread_lock_parent(?, ?, ?, ?, ?) AS ended';
+const RELEASE_END_CHILD_LOCKING_PARENT_PG = 'SELECT combine_release_end_thread_lock_parent(?, ?, ?, ?, ?, ?, ?) AS ended';
 
 const LOCK_FOR_CLOSE_SQLITE = `SELECT p.*, (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running')
     LIMIT 1) AS active_child

@@ -114,15 +114,21 @@ export async function writesWaitingFor(sql: Sql, heldBy?: number): Promise<numbe
   return row!.n;
 }
 
-/** A provider's 2xx answer to a call, as the executor returns it (usage: 15 tokens). */
-export const PAID_ANSWER = {
+/** A provider's 2xx answer to a call whose message content is `content` as JSON, as the executor returns it (usage: 15 tokens). */
+export const paidAnswerOf = (content: unknown) => ({
   kind: 'response' as const,
   latencyMs: 5,
   httpStatus: 200,
   requestId: null,
   rateLimit: {},
-  bodyText: JSON.stringify({ choices: [{ message: { content: '{}' } }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
-};
+  bodyText: JSON.stringify({
+    choices: [{ message: { content: JSON.stringify(content) } }],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  }),
+});
+
+/** `paidAnswerOf` an empty object. */
+export const PAID_ANSWER = paidAnswerOf({});
 
 /**
  * A pinned race of two writes behind a third (pg-shared-steps, pg-shared-finishes): `holder` locks the

@@ -47,6 +47,7 @@ import {
   holderThenTwoWrites,
   NO_HOOKS,
   openRaceDatabase,
+  paidAnswerOf,
   pausedWriteBy,
   type RaceDatabase,
   writesWaitingFor,
@@ -120,19 +121,6 @@ const operations = new OperationRegistry(
 );
 const ctxOf = (owner: string): EngineContext => testEngineContext(owner, operations);
 
-/** A provider's 2xx answer whose message content is `content` as JSON. */
-const answerOf = (content: unknown) => ({
-  kind: 'response' as const,
-  latencyMs: 5,
-  httpStatus: 200,
-  requestId: null,
-  rateLimit: {},
-  bodyText: JSON.stringify({
-    choices: [{ message: { content: JSON.stringify(content) } }],
-    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-  }),
-});
-
 /** Item `id` of thread `t-<id>` (of `kind`, with `input` and `target`), running under `owner`: `answer` recorded as its response. */
 async function answeredItem(id: string, owner: string, kind: string, input: object, target: object, answer: unknown): Promise<LedgerRow> {
   const projectId = (input as { project_id: string }).project_id;
@@ -140,7 +128,7 @@ async function answeredItem(id: string, owner: string, kind: string, input: obje
   const item = testWorkItemRow(id, { status: 'running', project_id: projectId, lease_owner: owner, lease_expires_at: Date.now() + 60_000 });
   await insertWorkItem(reader(), item);
   await acquireLock(reader(), { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
-  return (await write((tx) => recordResponse(tx, ctxOf(owner), id, answerOf(answer)))).row;
+  return (await write((tx) => recordResponse(tx, ctxOf(owner), id, paidAnswerOf(answer)))).row;
 }
 
 /** `answeredItem` of the built-in story_generate_epic for epic `E<epic>` of `project(projectId, 4)`, with the simulator's stories. */

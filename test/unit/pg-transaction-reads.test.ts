@@ -2,16 +2,17 @@
  * What a Postgres write transaction keeps of what it read, so that a closure of several items does not
  * read the same rows once per item (issue 18 target 9): the documents it read (db/transaction-reads.ts),
  * until it writes them, and the heads a shared closure of answers locked (db/projects.ts
- * `lockDocumentHeads`), as its own writes leave them. Each kept value must be what a read would return
- * at that point of the transaction, but for another transaction's commit to a document it did not lock.
+ * `lockDocumentHeads`), as its own writes leave them (a head's next version queued for the COMMIT too). Each
+ * kept value must be what a read would return at that point of the transaction (of the COMMIT, for a
+ * version queued), but for another transaction's commit to a document it did not lock.
  * Real Postgres, the real writer and statements.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { parseDocumentJson } from '../../src/daemon/engine/operation-context.js';
 import { readDocumentValue } from '../../src/db/document-cache.js';
-import { writeDocumentsAtOnce } from '../../src/db/document-parts.js';
-import { insertDocument, insertProject, lockDocumentHead, lockDocumentHeads, updateDocumentContent } from '../../src/db/projects.js';
+import { readWholeDocument, writeDocumentsAtOnce } from '../../src/db/document-parts.js';
+import { getDocumentHead, insertDocument, insertProject, lockDocumentHead, lockDocumentHeads, updateDocumentContent } from '../../src/db/projects.js';
 import { useTestWriter } from '../helpers/postgres.js';
 
 /** `reader`: another transaction's statements (another connection of the pool, autocommit). */
@@ -33,6 +34,7 @@ describe('a write transaction', () => {
       // Another transaction commits version 2 (READ COMMITTED: a new read would see it).
       await updateDocumentContent(db.reader, { id: 'arch', from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 2 });
       const again = await readDocumentValue(sql, 'p', 'arch', parseDocumentJson);
+      // Not held (no `lockDocumentHeads`): the head's update runs at once, and the read finds it in the table.
       writeDocumentsAtOnce(sql);
       await updateDocumentContent(sql, { id: 'arch', from_version: 2, content: JSON.stringify({ n: 3 }), updated_at: 3 });
       const written = await readDocumentValue(sql, 'p', 'arch', parseDocumentJson);
@@ -54,7 +56,7 @@ describe('a write transaction', () => {
 });
 
 describe('a shared closure of answers, holding its targets heads', () => {
-  it('finds each held head as its own writes left it, the same as a read of the row', async () => {
+  it('finds each held head as its own writes left it: the next version before the COMMIT writes it, created ones as their row', async () => {
     await newDocument('held', 'held', { n: 1 });
     const seen = await db.writer.write(async (sql) => {
       writeDocumentsAtOnce(sql);
@@ -65,14 +67,32 @@ describe('a shared closure of answers, holding its targets heads', () => {
       const held = await lockDocumentHead(sql, 'p', 'held');
       await updateDocumentContent(sql, { id: 'held', from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 5 });
       const written = await lockDocumentHead(sql, 'p', 'held');
+      const writtenHead = await getDocumentHead(sql, 'p', 'held');
+      // The row's content is a version behind until the COMMIT: reading it now is refused.
+      const contentRead = await readWholeDocument(sql, 'held').then(
+        () => 'read',
+        (err: unknown) => String(err),
+      );
       const absent = await lockDocumentHead(sql, 'p', 'absent');
       await insertDocument(sql, { id: 'absent', project_id: 'p', doc_type: 'absent', version: 1, content: '{}', updated_at: 6 });
       const created = await lockDocumentHead(sql, 'p', 'absent');
-      return { held, written, absent, created, rows: { written: await storedHead(sql, 'held'), created: await storedHead(sql, 'absent') } };
+      return {
+        held,
+        written,
+        writtenHead,
+        contentRead,
+        absent,
+        created,
+        rows: { written: await storedHead(sql, 'held'), created: await storedHead(sql, 'absent') },
+      };
     });
     expect(seen.held).toMatchObject({ id: 'held', version: 1 });
-    expect(seen.written).toEqual(seen.rows.written);
     expect(seen.written).toMatchObject({ version: 2, updated_at: 5 });
+    expect(seen.writtenHead).toEqual({ id: 'held', version: 2, updated_at: 5 });
+    // Not written yet (the COMMIT's query writes it): the row is at version 1, then at the held head's.
+    expect(seen.rows.written).toMatchObject({ version: 1 });
+    expect(await storedHead(db.reader, 'held')).toEqual(seen.written);
+    expect(seen.contentRead).toMatch(/document held was already written in this transaction: its next version is written at COMMIT/);
     expect(seen.absent).toBeUndefined();
     expect(seen.created).toEqual(seen.rows.created);
   });

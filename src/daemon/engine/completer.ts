@@ -19,10 +19,10 @@ import { parseCompletionEnvelope, readCompletionBody } from '../../domain/comple
 import type { CallOutcome } from './executor.js';
 import { settleFromResponse } from './charges.js';
 import { deadLetter, failAttempt } from './failures.js';
-import { leasedItemAndThread, releaseItemLock, type AnswerResult, type EngineContext } from './leased.js';
+import { leasedItemAndThread, releaseItemLock, releaseItemLockEndingThread, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { type RecordedCopy, rememberValidAnswer, type SentPrompt } from './response-cache.js';
-import { appendEntry, emitWorkItem, endThread, type PendingEntry, type Tx } from './tx.js';
+import { appendEntry, emitWorkItem, type PendingEntry, type Tx } from './tx.js';
 
 /**
  * Records a 2xx answer (paid work): the `response` entry, and the charge settled from it with the call's
@@ -112,13 +112,12 @@ export async function finishAnswer(
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
   await markWorkItemApplied(tx.sql, item.id, ctx.owner, tx.now);
-  // At once, before the thread and its orchestration are locked (engine/tx.ts LOCK ORDER, 2): left for the
-  // COMMIT, the row could be taken over meanwhile (expired) by a recovery scan that then waits for the same
-  // orchestration — pg-finish-lock-row-order.test.ts.
-  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
-  await endThread(tx, thread, 'complete');
+  // The scope's lock row at once, before the thread and its orchestration are locked (engine/tx.ts LOCK
+  // ORDER 3), in the end's round trip: left for the COMMIT, the row could be taken over meanwhile (expired)
+  // by a recovery scan that then waits for the same orchestration — pg-shared-finishes.test.ts.
+  await releaseItemLockEndingThread(tx, item, thread, 'complete');
   return 'applied';
 }
 

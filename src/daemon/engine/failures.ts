@@ -8,8 +8,8 @@ import type { ClassifiedError } from '../../domain/errors.js';
 import { backoffDelayMs } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import { closeAfterError } from './charges.js';
-import { leasedItemAndThread, releaseItemLock, threadOf, type AnswerResult, type EngineContext } from './leased.js';
-import { appendEntry, emitWorkItem, endThread, type Tx } from './tx.js';
+import { leasedItemAndThread, releaseItemLock, releaseItemLockEndingThread, threadOf, type AnswerResult, type EngineContext } from './leased.js';
+import { appendEntry, emitWorkItem, type Tx } from './tx.js';
 
 /** A failed provider call of a leased, running item: its charge closed with the call's telemetry, then `failAttempt`. */
 export async function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, error: ClassifiedError, latencyMs: number): Promise<AnswerResult> {
@@ -105,9 +105,8 @@ async function giveUp(
     error_message: p.message,
     now: tx.now,
   });
-  await releaseItemLock(tx, item);
   emitWorkItem(tx, thread, { ...item, status: p.to, error_code: p.code });
-  await endThread(tx, thread, p.threadTo);
+  await releaseItemLockEndingThread(tx, item, thread, p.threadTo);
 }
 
 /** An `error` ledger entry's payload: the classified error and the item's attempt. */

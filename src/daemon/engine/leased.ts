@@ -7,7 +7,7 @@ import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
 import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
 import { writeDocumentsAtOnce } from '../../db/document-parts.js';
-import { releaseLock } from '../../db/locks.js';
+import { releaseHeldLock, type HeldLock } from '../../db/locks.js';
 import { lockDocumentHeads } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { getThread } from '../../db/threads.js';
@@ -15,7 +15,7 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import type { ModelRoute } from '../routing/router.js';
 import { lockProjectBudget, type PriceOf } from './charges.js';
 import { documentTargetOf } from './operation-context.js';
-import type { Tx } from './tx.js';
+import { endThread, type EndedStatus, type Tx } from './tx.js';
 
 /** Where a recorded answer (or a failed attempt) took the item. */
 export type AnswerResult = 'applied' | 'repair' | 'escalate' | 'retry' | 'dead_letter' | 'canceled' | 'held';
@@ -44,11 +44,24 @@ export interface EngineContext {
  * item holds none.
  */
 export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> {
-  if (item.status !== 'claimed' && item.status !== 'running') return;
-  if (!(await releaseLock(tx.sql, item.lock_scope, item.id))) throw new StaleStateError(lockLost(item));
+  const held = heldLockOf(item);
+  if (held) await releaseHeldLock(tx.sql, held);
 }
 
-const lockLost = (item: WorkItemRow) => `work item ${item.id} no longer holds its lock ${item.lock_scope}`;
+/**
+ * `releaseItemLock`, then `endThread` of the item's thread: the release first, as before every end (LOCK
+ * ORDER 3 of engine/tx.ts: the row goes before the thread and its orchestration are locked), on Postgres in
+ * the end's round trip (db/thread-close.ts `endChildLockingParent`).
+ */
+export function releaseItemLockEndingThread(tx: Tx, item: WorkItemRow, thread: ThreadRow, to: EndedStatus): Promise<void> {
+  return endThread(tx, thread, to, heldLockOf(item));
+}
+
+/** The scope lock row a leased item holds (a queued item holds none). */
+function heldLockOf(item: WorkItemRow): HeldLock | undefined {
+  if (item.status !== 'claimed' && item.status !== 'running') return undefined;
+  return { scope: item.lock_scope, owner: item.id, lost: `work item ${item.id} no longer holds its lock ${item.lock_scope}` };
+}
 
 /**
  * Reads the item, with its thread and what the step also needs (`ahead`) in the same statement, and

@@ -6,17 +6,14 @@
  */
 import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
 import { appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
-import { releaseLocksOwnedBy } from '../../db/locks.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { cancelActiveThreads, countChildThreadsByStatus, getThread, transitionThread, transitionThreadIfStill } from '../../db/threads.js';
+import { releaseHeldLock, releaseLocksOwnedBy, type HeldLock } from '../../db/locks.js';
 import { endChildLockingParent, lockThreadForClose, type LockedForClose } from '../../db/thread-close.js';
-import { insertWorkItem } from '../../db/work-items.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
-import type { RetryPolicy } from '../../domain/retry.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from './events.js';
-import { newId } from '../../core/ids.js';
 import { traceIdOf } from '../../core/trace-context.js';
 
 export type EndedStatus = 'complete' | 'failed' | 'canceled';
@@ -180,17 +177,19 @@ export async function moveThread(tx: Tx, thread: ThreadRow, to: ThreadStatus): P
  * `moveThread` if the thread is still in `thread.status` (true); false, and nothing done, if it is not.
  * A child's end locks its parent for the close check in the same round trip (db/thread-close.ts
  * `endChildLockingParent`): the same two rows in the same order, the hook's statements after them
- * (they lock neither: a run's finalize runs in the COMMIT's query).
+ * (they lock neither: a run's finalize runs in the COMMIT's query). `release`: a lock row deleted first
+ * (endThread), in that round trip too.
  */
-async function moveThreadIfStill(tx: Tx, thread: ThreadRow, to: EndedStatus): Promise<boolean> {
+async function moveThreadIfStill(tx: Tx, thread: ThreadRow, to: EndedStatus, release?: HeldLock): Promise<boolean> {
   const from = thread.status as ThreadStatus;
   const parentId = thread.parent_thread_id;
   if (parentId === null) {
+    if (release) await releaseHeldLock(tx.sql, release);
     if (!(await transitionThreadIfStill(tx.sql, thread, from, to, tx.now))) return false;
     await afterMove(tx, thread, to);
     return true;
   }
-  const ended = await endChildLockingParent(tx.sql, { id: thread.id, parent_thread_id: parentId }, from, to, tx.now);
+  const ended = await endChildLockingParent(tx.sql, { id: thread.id, parent_thread_id: parentId }, from, to, tx.now, release);
   if (!ended.moved) return false;
   await afterMove(tx, thread, to, ended);
   return true;
@@ -282,10 +281,15 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
  * `thread` is the row this transaction read: it is moved from that status by one guarded UPDATE,
  * without reading it again. Only when the UPDATE finds it changed (on Postgres another transaction,
  * e.g. a cancel, committed since) is it read again: ended, it is left as is; else it moves from there.
+ * `release`: the item's scope lock row, deleted first (before the thread and its orchestration: LOCK
+ * ORDER 3) — in the end's round trip when there is one (`moveThreadIfStill`); StaleStateError if it is gone.
  */
-export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Promise<void> {
-  if (isTerminalThread(thread.status)) return;
-  if (await moveThreadIfStill(tx, thread, to)) return;
+export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, release?: HeldLock): Promise<void> {
+  if (isTerminalThread(thread.status)) {
+    if (release) await releaseHeldLock(tx.sql, release);
+    return;
+  }
+  if (await moveThreadIfStill(tx, thread, to, release)) return;
   const current = await getThread(tx.sql, thread.id);
   if (!current || isTerminalThread(current.status)) return;
   await moveThread(tx, current, to);
@@ -316,7 +320,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
  *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
- *      the item's lock (its scope lock row too, which a finish or a failure deletes at once, before its threads: 4). A write that holds a head takes no item and no advisory lock after it (a closure
+ *      the item's lock (its scope lock row too, which a finish or a failure deletes at once, before its threads: 4;
+ *      in the child's end's round trip, first: `endThread`'s `release`, migrations/pg/0019). A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
  *      at COMMIT, holding only its project row, which no answer takes. Before its heads, a closure of
  *      answers takes its targets' keys (advisory locks of 2, in key order: db/projects.ts
@@ -335,8 +340,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus): Pro
  *      adoption takes, and a cancel takes one orchestration's children in the same id order, then it.
  *   5. at the end, in the COMMIT's query: first the statements the steps queued for the end, in the order
  *      queued — the mutation, document parts and the document's next version (its head row already
- *      locked in 3; at once instead in a closure that writes documents at once: db/document-parts.ts
- *      `writeDocumentsAtOnce`), a claim's new reservations, an answer's item marked applied (its own row,
+ *      locked in 3; the parts at once instead in a closure that writes documents at once:
+ *      db/document-parts.ts `writeDocumentsAtOnce`), a claim's new reservations, an answer's item marked applied (its own row,
  *      whose lock, 1, the step holds) — then the ledger's chain head, then the answer's charge settle (the
  *      item's own charge: item 1 already serializes it) and the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
@@ -372,48 +377,4 @@ export async function closeParentIfDone(tx: Tx, parentId: string, known?: { pare
   const allComplete = counts.every((c) => c.status === 'complete');
   await moveThread(tx, parent, allComplete ? 'complete' : 'failed');
   await releaseLocksOwnedBy(tx.sql, parent.id);
-}
-
-/** What a new work item of a thread is queued with. */
-export interface NewWorkItem {
-  sequence: number;
-  lockScope: string;
-  priority: number;
-  policy: RetryPolicy;
-  deadlineAt: number | null;
-}
-
-/** Queues a new work item of `thread` (its first, or a retry's next sequence). */
-export async function enqueueWorkItem(tx: Tx, thread: ThreadRow, p: NewWorkItem): Promise<WorkItemRow> {
-  const item = queuedWorkItem(tx, thread, p);
-  await insertWorkItem(tx.sql, item);
-  emitWorkItem(tx, thread, item);
-  return item;
-}
-
-/** The row of a new work item of `thread`, queued now (`enqueueWorkItem` inserts one; an orchestration's children are inserted together). */
-export function queuedWorkItem(tx: Tx, thread: ThreadRow, p: NewWorkItem): WorkItemRow {
-  return {
-    id: newId(tx.now),
-    thread_id: thread.id,
-    sequence: p.sequence,
-    status: 'queued',
-    attempt: 1,
-    max_attempts: p.policy.maxAttempts,
-    repair_count: 0,
-    escalated: 0,
-    lock_scope: p.lockScope,
-    // The budget and the fair scheduler count work per project: the project of the document it changes.
-    project_id: (JSON.parse(thread.target_ref) as TargetRef).project_id,
-    priority: p.priority,
-    not_before: tx.now,
-    deadline_at: p.deadlineAt,
-    lease_owner: null,
-    lease_expires_at: null,
-    error_code: null,
-    error_message: null,
-    created_at: tx.now,
-    started_at: null,
-    finished_at: null,
-  };
 }

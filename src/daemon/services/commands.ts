@@ -22,17 +22,8 @@ import { lockScopeOf } from '../../operations/runtime.js';
 import { errorPayload } from '../engine/failures.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { isHeldInDoubt } from './holds.js';
-import {
-  appendEntries,
-  cancelOrchestration,
-  cancelThreads,
-  closeParentIfDone,
-  emitWorkItem,
-  endThreads,
-  enqueueWorkItem,
-  moveThread,
-  type Tx,
-} from '../engine/tx.js';
+import { appendEntries, cancelOrchestration, cancelThreads, closeParentIfDone, emitWorkItem, endThreads, moveThread, type Tx } from '../engine/tx.js';
+import { enqueueWorkItem } from '../engine/enqueue.js';
 import { threadInput } from '../engine/operation-context.js';
 import { OperationCallError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';

@@ -26,7 +26,8 @@ import { childInputs, idempotencyKey, identityOf, lockScopeOf, renderRequest, ta
 import { assertQueueHasRoom, type CommandResult } from './commands.js';
 import { documentsOf, projectInfo, promptContextFor, runReadingDocuments } from '../engine/operation-context.js';
 import { runWithReads } from '../engine/read-ahead.js';
-import { emitThread, emitWorkItem, enqueueWorkItem, moveThread, queuedWorkItem, type Tx } from '../engine/tx.js';
+import { emitThread, emitWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import { enqueueWorkItem, queuedWorkItem } from '../engine/enqueue.js';
 import { OperationCallError, CommandError, StaleStateError } from '../../core/errors.js';
 import { insertThreadsUnlessActive, insertWorkItems } from '../../db/new-children.js';
 import { newId } from '../../core/ids.js';

@@ -1,0 +1,162 @@
+/**
+ * The statements a shared closure of two answers to one document sends on Postgres (issue 18 target 9:
+ * each statement that is a round trip of its own costs the daemon and the server CPU per item). Pinned on
+ * real Postgres with the real shared closure (`itemWrites`), the real writer and the built-in
+ * `story_generate_epic` (its backlog stored in parts), two children of one orchestration:
+ * - the second answer's epic goes after the first's: its part takes its neighbour's ord in its own
+ *   INSERT … SELECT, with no read of the ords (`SELECT part_key, ord …`);
+ * - the backlog's next versions ride in the COMMIT's query, though the closure writes the parts at once
+ *   (two answers of one project): the second apply plans from the head the closure holds;
+ * - each item's scope lock row is released, then its thread ended and the orchestration locked, in one
+ *   statement (`combine_release_end_thread_lock_parent`), not a DELETE then the end.
+ * The outcome is the same as before: both applied, consecutive versions, the orchestration complete, the lock
+ * rows gone; and an item whose lock row is gone is refused in that one statement, nothing of it committed.
+ */
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
+import { writeTx } from '../../src/core/tx.js';
+import { forgetDocuments } from '../../src/db/document-cache.js';
+import { readWholeDocument } from '../../src/db/document-parts.js';
+import { acquireLock } from '../../src/db/locks.js';
+import { PgWriter } from '../../src/db/pg/writer.js';
+import type { LedgerRow } from '../../src/db/schema.js';
+import { getThread, insertThread } from '../../src/db/threads.js';
+import { insertWorkItem } from '../../src/db/work-items.js';
+import { finishAnswer, recordResponse } from '../../src/daemon/engine/completer.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
+import { importProject } from '../../src/daemon/services/commands.js';
+import type { Write } from '../../src/daemon/engine/tx.js';
+import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
+import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
+import { builtinDefinitions } from '../../src/operations/loader.js';
+import { OperationRegistry } from '../../src/operations/registry.js';
+import { project } from '../helpers/harness.js';
+import { PARAMS } from '../helpers/operations.js';
+import { NO_HOOKS, openRaceDatabase, paidAnswerOf, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+
+let db: RaceDatabase;
+let write: Write;
+/** The text of every query the pool's connections sent while `recording` (a COMMIT's query is one text). */
+let sent: string[] = [];
+let recording = false;
+
+/** Records the queries of each connection the pool hands out (the `pg` client's own `query`, not ours). */
+function recordQueries(pool: pg.Pool): void {
+  const wrapped = new WeakSet<object>();
+  pool.on('acquire', (client) => {
+    if (wrapped.has(client)) return;
+    wrapped.add(client);
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (config: unknown, ...rest: unknown[]) => {
+      if (recording) sent.push(typeof config === 'string' ? config : (config as { text: string }).text);
+      return query(config, ...rest);
+    };
+  });
+}
+
+/** A fresh migrated database with project p imported, for the cases of one describe. */
+function useDatabase(): void {
+  beforeAll(async () => {
+    db = await openRaceDatabase();
+    recordQueries(db.pool);
+    const pgWriter = new PgWriter<EngineEvent>(db.pool, { conflictAttempts: 1, raceAttempts: 1, onRollback: (connection) => forgetDocuments({ connection }) });
+    write = writeTx(pgWriter, systemClock, NO_HOOKS);
+    sent = [];
+    await write((tx) => importProject(tx, project('p', 4)));
+  });
+  afterAll(() => db?.drop());
+}
+
+const operations = new OperationRegistry(builtinDefinitions(), {
+  retry: DEFAULT_RETRY_POLICY,
+  params: PARAMS,
+  models: {},
+  operations: {},
+  configSource: 'test',
+});
+const ctx = testEngineContext('d1', operations);
+
+/** Item `id` of child thread `t-<id>` of orchestration `t-o`, stories for epic `E<epic>` of project p recorded as its answer. */
+async function storiesAnswered(id: string, epic: number): Promise<LedgerRow> {
+  const input = { project_id: 'p', epic_id: `E${epic}` };
+  await insertThread(db.reader, {
+    ...testThreadRow(id),
+    kind: 'story_generate_epic',
+    status: 'running',
+    parent_thread_id: 't-o',
+    input: JSON.stringify(input),
+    target_ref: JSON.stringify({ project_id: 'p', doc_type: 'story_backlog', epic_id: `E${epic}` }),
+  });
+  const item = testWorkItemRow(id, { status: 'running', project_id: 'p', lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 });
+  await insertWorkItem(db.reader, item);
+  await acquireLock(db.reader, { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
+  const answer = { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) };
+  return (await write((tx) => recordResponse(tx, ctx, id, paidAnswerOf(answer)))).row;
+}
+
+const count = (pattern: RegExp) => sent.filter((text) => pattern.test(text)).length;
+
+describe('a shared closure of two answers to one document, on Postgres', () => {
+  useDatabase();
+  beforeAll(async () => {
+    await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
+    const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2)];
+    const finishes = itemWrites(write, ctx, 'postgres');
+    recording = true;
+    const outcomes = await Promise.all(['a', 'b'].map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined })));
+    recording = false;
+    expect(outcomes).toEqual(['applied', 'applied']);
+    // One closure: one COMMIT's query.
+    expect(sent.filter((text) => /\bCOMMIT\b/.test(text))).toHaveLength(1);
+  });
+
+  it('reads no ords: the second epic goes after the first, its part placed by its own insert', () => {
+    expect(count(/^SELECT part_key, ord FROM document_parts/)).toBe(0);
+    expect(count(/^INSERT INTO document_parts .* SELECT .* n\.ord \+ /s)).toBe(1);
+  });
+
+  it("writes the backlog's next versions in the COMMIT's query, though it writes the parts at once", () => {
+    expect(count(/^UPDATE documents/)).toBe(0);
+    // Prepared there on first use, then executed once per version (version 3 below: both ran).
+    expect(sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE documents SET content/);
+  });
+
+  it("releases each item's lock row in its thread's end statement", () => {
+    // (The orchestration's close still releases the locks it owns: `DELETE FROM locks WHERE owner`.)
+    expect(count(/^DELETE FROM locks WHERE scope = /)).toBe(0);
+    expect(count(/^SELECT combine_end_thread_lock_parent/)).toBe(0);
+    expect(count(/^SELECT combine_release_end_thread_lock_parent/)).toBe(2);
+  });
+
+  it('applies both as before: consecutive versions, the orchestration complete, the lock rows gone', async () => {
+    const backlogId = (await db.reader.get<{ id: string }>("SELECT id FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog'"))!.id;
+    const backlog = (await readWholeDocument(db.reader, backlogId))!;
+    expect(backlog.version).toBe(3);
+    expect((JSON.parse(backlog.content) as { epics: { epic_id: string }[] }).epics.map((e) => e.epic_id)).toEqual(['E1', 'E2']);
+    const mutations = await db.reader.all<{ work_item_id: string; from_version: number; to_version: number }>(
+      'SELECT work_item_id, from_version, to_version FROM mutations ORDER BY from_version',
+    );
+    expect(mutations.map((m) => [m.work_item_id, m.from_version, m.to_version])).toEqual([
+      ['a', 1, 2],
+      ['b', 2, 3],
+    ]);
+    expect((await getThread(db.reader, 't-o'))!.status).toBe('complete');
+    expect(await db.reader.all('SELECT scope FROM locks')).toEqual([]);
+  });
+});
+
+describe('an answer whose item no longer holds its lock row, on Postgres', () => {
+  useDatabase();
+  it('is refused in the release-and-end statement: nothing of it commits', async () => {
+    await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
+    const response = await storiesAnswered('a', 1);
+    await db.reader.run('DELETE FROM locks WHERE owner = ?', ['a']);
+    await expect(write((tx) => finishAnswer(tx, ctx, 'a', response, false))).rejects.toThrow(/work item a no longer holds its lock/);
+    expect((await getThread(db.reader, 't-a'))!.status).toBe('running');
+    expect((await getThread(db.reader, 't-o'))!.status).toBe('running');
+    expect(await db.reader.all('SELECT id FROM mutations')).toEqual([]);
+  });
+});
