@@ -109,6 +109,23 @@ const childrenOf = (parent: string) =>
     [parent],
   );
 
+/**
+ * Project `r` (3 epics) and E2's own run, inserted and held open (`single.go()` commits it): a
+ * generate-all's lookup does not see it, its insert waits for it (`pid`'s transaction).
+ */
+async function epicRunHeldOpen() {
+  await db.write((tx) => importProject(tx, project('r', 3)));
+  const single = pausedWriteBy(
+    db.write,
+    async (tx) => {
+      const r = await submitOperation(tx, operations, 'story_generate_epic', { project_id: 'r', epic_id: 'E2' }, options);
+      return { thread: r.thread.id, pid: await backendPid(tx.sql) };
+    },
+    async (_tx, a) => a.thread,
+  );
+  return { single, pid: (await single.reached).pid };
+}
+
 describe('generate-all writes its children in a statement per table, not per child', () => {
   it('over 50 epics: one INSERT of the children’s threads and one of their items; each child a thread, a queued item and its events', async () => {
     await db.write((tx) => importProject(tx, project('p', 50)));
@@ -138,17 +155,7 @@ describe('generate-all writes its children in a statement per table, not per chi
   });
 
   it('a child whose key another transaction takes meanwhile is answered by that thread, adopted, not inserted twice', async () => {
-    await db.write((tx) => importProject(tx, project('r', 3)));
-    // E2's own run, inserted and held open: the generate-all's lookup does not see it, its insert waits for it.
-    const single = pausedWriteBy(
-      db.write,
-      async (tx) => {
-        const r = await submitOperation(tx, operations, 'story_generate_epic', { project_id: 'r', epic_id: 'E2' }, options);
-        return { thread: r.thread.id, pid: await backendPid(tx.sql) };
-      },
-      async (_tx, a) => a.thread,
-    );
-    const { pid } = await single.reached;
+    const { single, pid } = await epicRunHeldOpen();
     const all = generateAll('r');
     all.catch(() => {});
     await waitUntil(async () => (await writesWaitingFor(db.reader, pid)) === 1, 'the generate-all to wait for E2’s run');
@@ -168,16 +175,7 @@ describe('generate-all writes its children in a statement per table, not per chi
   });
 
   it('a raced child thread that ends before it is read back: the generate-all runs again and creates that child', async () => {
-    await db.write((tx) => importProject(tx, project('r', 3)));
-    const single = pausedWriteBy(
-      db.write,
-      async (tx) => {
-        const r = await submitOperation(tx, operations, 'story_generate_epic', { project_id: 'r', epic_id: 'E2' }, options);
-        return { thread: r.thread.id, pid: await backendPid(tx.sql) };
-      },
-      async (_tx, a) => a.thread,
-    );
-    const { pid } = await single.reached;
+    const { single, pid } = await epicRunHeldOpen();
     let reachedInsert!: () => void;
     const inserted = new Promise<void>((resolve) => (reachedInsert = resolve));
     let open!: () => void;
