@@ -197,7 +197,10 @@ export async function readClaimCandidate(sql: Sql, pick: ClaimPick, now: number,
   if (!row) return undefined;
   const read = splitRow(row, 'rows')!;
   const { project_id, priority } = read.item;
-  const nextHead = row.x_next_id === null ? null : { id: row.x_next_id as string, project_id, priority, not_before: row.x_next_not_before as number };
+  const nextHead =
+    row.x_next_id === null
+      ? null
+      : { id: row.x_next_id as string, project_id, priority, not_before: row.x_next_not_before as number, lock_scope: row.x_next_lock_scope as string };
   return { ...read, nextHead };
 }
 
@@ -208,7 +211,7 @@ export async function readClaimCandidate(sql: Sql, pick: ClaimPick, now: number,
 // (`ClaimCandidate.nextHead`), with the head's conditions and no lock tried: the candidate and the items
 // of its scope are left out, as the claim will lease the one and lock the other (the scopes this round
 // locked before are rows of this transaction already).
-const CLAIM_CANDIDATE_PG = `SELECT c.*, nx.id AS x_next_id, nx.not_before AS x_next_not_before FROM (${selectItemsWithThreads(
+const CLAIM_CANDIDATE_PG = `SELECT c.*, nx.id AS x_next_id, nx.not_before AS x_next_not_before, nx.lock_scope AS x_next_lock_scope FROM (${selectItemsWithThreads(
   'rows',
   `w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
     AND (w.deadline_at IS NULL OR w.deadline_at > @now)
@@ -217,7 +220,7 @@ const CLAIM_CANDIDATE_PG = `SELECT c.*, nx.id AS x_next_id, nx.not_before AS x_n
              ELSE pg_try_advisory_xact_lock(hashtextextended('claim:' || w.id, 0)) END`,
 )}
   ORDER BY w.not_before LIMIT 1) c
-  LEFT JOIN LATERAL (SELECT n.id, n.not_before FROM llm_work_items n
+  LEFT JOIN LATERAL (SELECT n.id, n.not_before, n.lock_scope FROM llm_work_items n
     WHERE n.status = 'queued' AND n.project_id = c.project_id AND n.priority = c.priority AND n.not_before <= @now
       AND (n.deadline_at IS NULL OR n.deadline_at > @now)
       AND n.id <> c.id AND n.lock_scope <> c.lock_scope

@@ -2,9 +2,9 @@
  * An orchestration's new children (generate-all: one thread and one queued work item per epic), written
  * together. On Postgres each table's rows go in one statement per chunk: one INSERT per child and table was
  * a round trip each, two per item of a generate-all (bench/diag-pg.ts). A chunk holds at most
- * `MAX_CHUNK_ROWS` rows and about `MAX_CHUNK_BYTES` of JSON, so a statement stays of bounded size however
- * many children an orchestration has. SQLite runs its one prepared single-row statement per row: a
- * statement there is a function call, not a round trip.
+ * `MAX_CHUNK_ROWS` rows and about `MAX_CHUNK_CHARS` characters (UTF-16 code units) of JSON, so a statement
+ * stays of bounded size however many children an orchestration has. SQLite runs its one prepared
+ * single-row statement per row: a statement there is a function call, not a round trip.
  */
 import type { Sql } from '../core/sql.js';
 import { StaleStateError } from '../core/errors.js';
@@ -13,42 +13,75 @@ import { insertThreadUnlessActive } from './threads.js';
 import { insertWorkItem } from './work-items.js';
 
 const MAX_CHUNK_ROWS = 1_000;
-const MAX_CHUNK_BYTES = 1 << 20;
+const MAX_CHUNK_CHARS = 1 << 20;
 
 /**
  * The rows as JSON array texts of at most `MAX_CHUNK_ROWS` rows each, a new chunk begun before one would
- * pass `MAX_CHUNK_BYTES` (a chunk holds at least one row, however large: a child's input is bounded).
+ * pass `MAX_CHUNK_CHARS` (a chunk holds at least one row, however large: a child's input is bounded).
+ * Strings are made well formed first: a lone UTF-16 surrogate becomes U+FFFD, as the single-row insert's
+ * UTF-8 parameter stores it — JSON.stringify would write it as a `\ud800` escape, which Postgres's json
+ * parser refuses, failing the whole orchestration.
  */
 function jsonChunks(rows: readonly object[]): { json: string; rows: number }[] {
   const chunks: { json: string; rows: number }[] = [];
   let texts: string[] = [];
-  let bytes = 0;
+  let chars = 0;
   for (const row of rows) {
-    const text = JSON.stringify(row);
-    if (texts.length > 0 && (texts.length === MAX_CHUNK_ROWS || bytes + text.length > MAX_CHUNK_BYTES)) {
+    const text = JSON.stringify(row, wellFormed);
+    if (texts.length > 0 && (texts.length === MAX_CHUNK_ROWS || chars + text.length > MAX_CHUNK_CHARS)) {
       chunks.push({ json: `[${texts.join(',')}]`, rows: texts.length });
       texts = [];
-      bytes = 0;
+      chars = 0;
     }
     texts.push(text);
-    bytes += text.length + 1;
+    chars += text.length + 1;
   }
   if (texts.length > 0) chunks.push({ json: `[${texts.join(',')}]`, rows: texts.length });
   return chunks;
 }
 
-const THREAD_COLUMNS = `id, kind, space_type, space_id, target_ref, status, parent_thread_id,
-       idempotency_key, role, input, created_by, traceparent, created_at, closed_at`;
+// ES2024's String.prototype.toWellFormed (Node 20 has it; the project's TypeScript lib is ES2023).
+const toWellFormed = (String.prototype as unknown as { toWellFormed(this: string): string }).toWellFormed;
+
+function wellFormed(_key: string, value: unknown): unknown {
+  return typeof value === 'string' ? toWellFormed.call(value) : value;
+}
+
+/** Each column's Postgres type, for `jsonb_to_recordset`: a column of the row type missing here fails to compile. */
+type ColumnTypes<R> = { readonly [K in keyof R & string]: 'text' | 'integer' | 'bigint' };
+
+/** The column list and the recordset's column definitions of `types`, in one order. */
+function recordsetOf<R>(types: ColumnTypes<R>): { columns: string; definitions: string } {
+  const names = Object.keys(types) as (keyof R & string)[];
+  return { columns: names.join(', '), definitions: names.map((c) => `${c} ${types[c]}`).join(', ') };
+}
+
+/** llm_threads' columns and their Postgres types (pg-new-children.test.ts checks them against the table). */
+export const THREAD_COLUMN_TYPES: ColumnTypes<ThreadRow> = {
+  id: 'text',
+  kind: 'text',
+  space_type: 'text',
+  space_id: 'text',
+  target_ref: 'text',
+  status: 'text',
+  parent_thread_id: 'text',
+  idempotency_key: 'text',
+  role: 'text',
+  input: 'text',
+  created_by: 'text',
+  traceparent: 'text',
+  created_at: 'bigint',
+  closed_at: 'bigint',
+};
+const THREADS = recordsetOf(THREAD_COLUMN_TYPES);
 
 /**
  * db/threads.ts `insertThreadUnlessActive` of a chunk's rows, in their order: a row whose idempotency key
  * an open or running thread has (committed by another transaction, which the insert waits for, or an
  * earlier row of the chunk) is not inserted; the ids of those inserted are returned.
  */
-const INSERT_THREADS_UNLESS_ACTIVE_PG = `INSERT INTO llm_threads (${THREAD_COLUMNS})
-  SELECT ${THREAD_COLUMNS} FROM jsonb_to_recordset(CAST(@rows AS jsonb)) AS r(id text, kind text, space_type text, space_id text,
-    target_ref text, status text, parent_thread_id text, idempotency_key text, role text, input text, created_by text,
-    traceparent text, created_at bigint, closed_at bigint)
+const INSERT_THREADS_UNLESS_ACTIVE_PG = `INSERT INTO llm_threads (${THREADS.columns})
+  SELECT ${THREADS.columns} FROM jsonb_to_recordset(CAST(@rows AS jsonb)) AS r(${THREADS.definitions})
   ON CONFLICT (idempotency_key) WHERE status IN ('open', 'running') DO NOTHING
   RETURNING id`;
 
@@ -68,16 +101,34 @@ export async function insertThreadsUnlessActive(sql: Sql, rows: readonly ThreadR
   return inserted;
 }
 
-const ITEM_COLUMNS = `id, thread_id, sequence, status, attempt, max_attempts, repair_count, escalated, lock_scope,
-       project_id, priority, not_before, deadline_at, lease_owner, lease_expires_at, error_code, error_message, created_at,
-       started_at, finished_at`;
+/** llm_work_items' columns and their Postgres types (pg-new-children.test.ts checks them against the table). */
+export const ITEM_COLUMN_TYPES: ColumnTypes<WorkItemRow> = {
+  id: 'text',
+  thread_id: 'text',
+  sequence: 'integer',
+  status: 'text',
+  attempt: 'integer',
+  max_attempts: 'integer',
+  repair_count: 'integer',
+  escalated: 'integer',
+  lock_scope: 'text',
+  project_id: 'text',
+  priority: 'integer',
+  not_before: 'bigint',
+  deadline_at: 'bigint',
+  lease_owner: 'text',
+  lease_expires_at: 'bigint',
+  error_code: 'text',
+  error_message: 'text',
+  created_at: 'bigint',
+  started_at: 'bigint',
+  finished_at: 'bigint',
+};
+const ITEMS = recordsetOf(ITEM_COLUMN_TYPES);
 
 /** db/work-items.ts `insertWorkItem` of a chunk's rows. */
-const INSERT_WORK_ITEMS_PG = `INSERT INTO llm_work_items (${ITEM_COLUMNS})
-  SELECT ${ITEM_COLUMNS} FROM jsonb_to_recordset(CAST(@rows AS jsonb)) AS r(id text, thread_id text, sequence integer, status text,
-    attempt integer, max_attempts integer, repair_count integer, escalated integer, lock_scope text, project_id text,
-    priority integer, not_before bigint, deadline_at bigint, lease_owner text, lease_expires_at bigint, error_code text,
-    error_message text, created_at bigint, started_at bigint, finished_at bigint)`;
+const INSERT_WORK_ITEMS_PG = `INSERT INTO llm_work_items (${ITEMS.columns})
+  SELECT ${ITEMS.columns} FROM jsonb_to_recordset(CAST(@rows AS jsonb)) AS r(${ITEMS.definitions})`;
 
 /** Inserts the work items (new rows: every one is inserted, or the statement fails). */
 export async function insertWorkItems(sql: Sql, rows: readonly WorkItemRow[]): Promise<void> {

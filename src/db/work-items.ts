@@ -43,7 +43,7 @@ export async function getLatestWorkItem(sql: Sql, threadId: string): Promise<Wor
   return (await sql.get('SELECT * FROM llm_work_items WHERE thread_id = ? ORDER BY sequence DESC LIMIT 1', [threadId])) as WorkItemRow | undefined;
 }
 
-export type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
+export type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before' | 'lock_scope'>;
 
 /**
  * The fair scheduler's candidates: for each (project, priority) with queued items, the oldest one that
@@ -108,7 +108,7 @@ const ALL_HEADS = `WITH RECURSIVE g(project_id, priority) AS (
       (SELECT x.rowid FROM llm_work_items x INDEXED BY idx_work_items_fair
        WHERE x.status = 'queued' AND x.project_id > g.project_id ORDER BY x.project_id, x.priority LIMIT 1))
   )
-  SELECT w.id, w.project_id, w.priority, w.not_before FROM g JOIN llm_work_items w ON w.rowid = (${headRowid(false)})
+  SELECT w.id, w.project_id, w.priority, w.not_before, w.lock_scope FROM g JOIN llm_work_items w ON w.rowid = (${headRowid(false)})
   ORDER BY g.project_id, g.priority`;
 
 /** One project's heads, by priority: the walk over its priorities, each group's head joined by rowid. */
@@ -122,7 +122,7 @@ function projectHeadsText(excluding: boolean): string {
                           ORDER BY x.priority LIMIT 1) AS next
     FROM g WHERE g.priority IS NOT NULL
   )
-  SELECT w.id, w.project_id, w.priority, w.not_before FROM g JOIN llm_work_items w ON w.rowid = (${headRowid(excluding)})
+  SELECT w.id, w.project_id, w.priority, w.not_before, w.lock_scope FROM g JOIN llm_work_items w ON w.rowid = (${headRowid(excluding)})
   WHERE g.priority IS NOT NULL
   ORDER BY g.priority`;
 }

@@ -68,7 +68,7 @@ export function checkBuiltinAnswer(name: string, content: string, operations: Op
 
 /**
  * The built-ins and `global_note`: one note per project, every one written under the one lock scope
- * `notes:global` whatever the project (a scope shared across projects: engine-claim-round, pg-claim-round).
+ * `notes:global` whatever the project (a scope shared across projects: engine-claim-round, on SQLite and Postgres).
  */
 export function registryWithSharedScope(settings: OperationSettings): OperationRegistry {
   const shared = validateDefinition(

@@ -52,7 +52,7 @@ function expectedHeads(now: number, project: string | null, excluded: ReadonlySe
       .sort((a, b) => a.not_before - b.not_before);
     const head = runnable[0];
     // Of several due at the same time, the statement may take any: compare by the due time then.
-    if (head) heads.push({ id: head.id, project_id: head.project_id, priority: head.priority, not_before: head.not_before });
+    if (head) heads.push({ id: head.id, project_id: head.project_id, priority: head.priority, not_before: head.not_before, lock_scope: head.lock_scope });
   }
   return heads;
 }

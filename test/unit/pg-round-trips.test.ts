@@ -4,7 +4,8 @@
  * - generate-all's children: their threads and work items are written with one statement per table and
  *   chunk of at most 1,000 rows, not one per child (two round trips per item before). A child whose key
  *   another transaction's thread takes while the generate-all runs is answered by that thread: the pinned
- *   race holds that transaction open until the generate-all's insert waits for it;
+ *   race holds that transaction open until the generate-all's insert waits for it; one whose thread ends
+ *   before the generate-all reads it back makes the write run again, creating the child anew;
  * - a claim round: each claim's candidate read brings its group's next head, so the round reads the heads
  *   once, not its project's again after every claim (one round trip per claimed item before).
  * Real Postgres, the real submit and claim round.
@@ -23,7 +24,7 @@ import { insertWorkItem } from '../../src/db/work-items.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import type { Tx } from '../../src/daemon/engine/tx.js';
-import { importProject } from '../../src/daemon/services/commands.js';
+import { cancelThread, importProject } from '../../src/daemon/services/commands.js';
 import { submitOperation, type SubmitOptions } from '../../src/daemon/services/submit.js';
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
@@ -45,12 +46,18 @@ afterEach(async () => {
 
 const options: SubmitOptions = { force: false, maxQueued: 10_000, deadlineAt: null, createdBy: null, traceparent: null };
 
-/** The transaction's own handle, each statement's text recorded before it runs on it. */
+/**
+ * The transaction's own handle, each statement's text recorded before it runs on it; `afterAll`, when
+ * given, is awaited after each `all` statement returned (a test holds the transaction there).
+ */
 class CountingSql implements Sql {
   readonly dialect;
   readonly texts: string[] = [];
   readonly atCommit?: Sql['atCommit'];
-  constructor(private readonly inner: Sql) {
+  constructor(
+    private readonly inner: Sql,
+    private readonly afterAll?: (text: string) => Promise<void>,
+  ) {
     this.dialect = inner.dialect;
     const atCommit = inner.atCommit;
     if (atCommit) {
@@ -67,9 +74,11 @@ class CountingSql implements Sql {
     this.texts.push(text);
     return this.inner.get<T>(text, params);
   }
-  all<T>(text: string, params?: SqlParams): Promise<T[]> {
+  async all<T>(text: string, params?: SqlParams): Promise<T[]> {
     this.texts.push(text);
-    return this.inner.all<T>(text, params);
+    const rows = await this.inner.all<T>(text, params);
+    await this.afterAll?.(text);
+    return rows;
   }
   run(text: string, params?: SqlParams): Promise<RunResult> {
     this.texts.push(text);
@@ -100,6 +109,23 @@ const childrenOf = (parent: string) =>
     [parent],
   );
 
+/**
+ * Project `r` (3 epics) and E2's own run, inserted and held open (`single.go()` commits it): a
+ * generate-all's lookup does not see it, its insert waits for it (`pid`'s transaction).
+ */
+async function epicRunHeldOpen() {
+  await db.write((tx) => importProject(tx, project('r', 3)));
+  const single = pausedWriteBy(
+    db.write,
+    async (tx) => {
+      const r = await submitOperation(tx, operations, 'story_generate_epic', { project_id: 'r', epic_id: 'E2' }, options);
+      return { thread: r.thread.id, pid: await backendPid(tx.sql) };
+    },
+    async (_tx, a) => a.thread,
+  );
+  return { single, pid: (await single.reached).pid };
+}
+
 describe('generate-all writes its children in a statement per table, not per child', () => {
   it('over 50 epics: one INSERT of the children’s threads and one of their items; each child a thread, a queued item and its events', async () => {
     await db.write((tx) => importProject(tx, project('p', 50)));
@@ -129,17 +155,7 @@ describe('generate-all writes its children in a statement per table, not per chi
   });
 
   it('a child whose key another transaction takes meanwhile is answered by that thread, adopted, not inserted twice', async () => {
-    await db.write((tx) => importProject(tx, project('r', 3)));
-    // E2's own run, inserted and held open: the generate-all's lookup does not see it, its insert waits for it.
-    const single = pausedWriteBy(
-      db.write,
-      async (tx) => {
-        const r = await submitOperation(tx, operations, 'story_generate_epic', { project_id: 'r', epic_id: 'E2' }, options);
-        return { thread: r.thread.id, pid: await backendPid(tx.sql) };
-      },
-      async (_tx, a) => a.thread,
-    );
-    const { pid } = await single.reached;
+    const { single, pid } = await epicRunHeldOpen();
     const all = generateAll('r');
     all.catch(() => {});
     await waitUntil(async () => (await writesWaitingFor(db.reader, pid)) === 1, 'the generate-all to wait for E2’s run');
@@ -156,6 +172,42 @@ describe('generate-all writes its children in a statement per table, not per chi
     );
     expect(e2Runs?.n).toBe(1);
     expect(run.events.filter((e) => e.type === 'work_item' && e.parent_thread_id === run.parent)).toHaveLength(2);
+  });
+
+  it('a raced child thread that ends before it is read back: the generate-all runs again and creates that child', async () => {
+    const { single, pid } = await epicRunHeldOpen();
+    let reachedInsert!: () => void;
+    const inserted = new Promise<void>((resolve) => (reachedInsert = resolve));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    // The first run is held after its children's threads INSERT returned (E2's key skipped: E2's run
+    // committed it), before it reads the skipped keys' threads back.
+    const heldAfterInsert = async (text: string) => {
+      if (!text.trimStart().startsWith('INSERT INTO llm_threads') || !text.includes('jsonb_to_recordset')) return;
+      reachedInsert();
+      await gate;
+    };
+    let runs = 0;
+    const all = db.write((tx: Tx) => {
+      runs++;
+      const sql = new CountingSql(tx.sql, runs === 1 ? heldAfterInsert : undefined);
+      return submitOperation({ ...tx, sql }, operations, 'story_generate_all', { project_id: 'r' }, options);
+    });
+    all.catch(() => {});
+    await waitUntil(async () => (await writesWaitingFor(db.reader, pid)) === 1, 'the generate-all to wait for E2’s run');
+    single.go();
+    const e2 = await single.done;
+    await inserted;
+    // E2's thread ends before the generate-all reads it back: that run fails as a concurrent change (not
+    // main's TypeError), and the write runs the closure again, which creates E2's child anew.
+    await db.write((tx) => cancelThread(tx, e2));
+    open();
+    const run = await all;
+    expect(runs).toBe(2);
+    const children = await childrenOf(run.thread.id);
+    expect(children).toHaveLength(3);
+    expect(children.map((c) => c.id)).not.toContain(e2);
+    expect(children.every((c) => c.items === 1)).toBe(true);
   });
 });
 

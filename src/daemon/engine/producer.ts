@@ -11,7 +11,7 @@
  * All of it commits together, before any provider call: an item is never leased twice, two mutations
  * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
-import { readClaimCandidate, type ItemWithThread } from '../../db/item-with-thread.js';
+import { readClaimCandidate, type ClaimPick, type ItemWithThread } from '../../db/item-with-thread.js';
 import { claimWorkItemWithScope } from '../../db/claim-with-scope.js';
 import { sumProjectSpend } from '../../db/charges.js';
 import type { WorkItemRow } from '../../db/schema.js';
@@ -144,10 +144,10 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     emitWorkItem(tx, thread, leased);
     round.claimed.push({ item: leased, route, traceparent: thread.traceparent, request });
     // Postgres: the group's next head came with the candidate's read (no re-read: a round trip per
-    // claimed item); the project's other groups are as they were, a scope of theirs this claim took
-    // being passed over by their next candidate's read. SQLite re-reads the project's heads.
-    if (read.nextHead === undefined) await refresh(pick.project_id);
-    else replaceGroupHead(heads, pick, read.nextHead, eligible);
+    // claimed item); the project's other groups keep their heads unless one is of the scope this claim
+    // took — no longer claimable, its age could rank the project in a class it no longer has: the
+    // project's heads are read again then. SQLite re-reads the project's heads.
+    if (read.nextHead === undefined || !replaceGroupHead(heads, pick, read.nextHead, leased.lock_scope, eligible)) await refresh(pick.project_id);
   }
   return round;
 }
@@ -207,26 +207,40 @@ async function replaceProjectHeads(
   for (const h of reread) if (eligible(h)) heads.push(h);
 }
 
-/** `pick`'s group's head in `heads` (in place) becomes `next` (none: the group leaves the round's view). */
-function replaceGroupHead(heads: ClaimHead[], pick: ClaimHead, next: ClaimHead | null, eligible: (h: ClaimHead) => boolean): void {
-  dropGroup(heads, pick);
+/**
+ * `pick`'s group's head in `heads` (in place) becomes `next` (none: the group leaves the round's view);
+ * false when another group of the project is headed by an item of `takenScope` (its head is stale: the
+ * caller re-reads the project's heads). One pass over the heads does both.
+ */
+function replaceGroupHead(heads: ClaimHead[], pick: ClaimPick, next: ClaimHead | null, takenScope: string, eligible: (h: ClaimHead) => boolean): boolean {
+  let kept = 0;
+  let fresh = true;
+  for (const h of heads) {
+    if (h.project_id !== pick.project_id) heads[kept++] = h;
+    else if (h.priority !== pick.priority) {
+      heads[kept++] = h;
+      if (h.lock_scope === takenScope) fresh = false;
+    }
+  }
+  heads.length = kept;
   if (next && eligible(next)) heads.push(next);
+  return fresh;
 }
 
 const NONE_SKIPPED: readonly string[] = [];
 
-function groupOf(h: ClaimHead): string {
+function groupOf(h: ClaimPick): string {
   return `${h.priority}:${h.project_id}`;
 }
 
 /** Takes `pick`'s group out of the round: its heads leave `heads` (in place), and `passed` keeps it out of re-reads. */
-function passGroup(heads: ClaimHead[], pick: ClaimHead, passed: Set<string>): void {
+function passGroup(heads: ClaimHead[], pick: ClaimPick, passed: Set<string>): void {
   passed.add(groupOf(pick));
   dropGroup(heads, pick);
 }
 
 /** Takes `pick`'s group's heads out of `heads`, in place. */
-function dropGroup(heads: ClaimHead[], pick: ClaimHead): void {
+function dropGroup(heads: ClaimHead[], pick: ClaimPick): void {
   let kept = 0;
   for (const h of heads) if (h.project_id !== pick.project_id || h.priority !== pick.priority) heads[kept++] = h;
   heads.length = kept;

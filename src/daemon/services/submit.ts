@@ -243,6 +243,7 @@ async function submitChildren(
 ): Promise<number> {
   const fresh: { thread: ThreadRow; lockScope: string }[] = [];
   const keys = new Set<string>();
+  const traceparent = parent.traceparent ?? o.traceparent;
   for (const input of inputs) {
     const p = plan(child, input);
     if (keys.has(p.key)) continue;
@@ -256,7 +257,6 @@ async function submitChildren(
     if (!project) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
     await checkPrompt(tx, child, project, input);
     keys.add(p.key);
-    const traceparent = parent.traceparent ?? o.traceparent;
     fresh.push({
       thread: threadRow(tx, child, input, p, { id: newId(tx.now), role: 'work', parent, createdBy: o.createdBy, traceparent }),
       lockScope: p.lockScope,

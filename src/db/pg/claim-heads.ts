@@ -9,11 +9,11 @@ import type { Sql } from '../../core/sql.js';
 import type { WorkItemRow } from '../schema.js';
 
 /** db/work-items.ts's `ClaimHead` (the same shape; named here because the layering rules forbid even a type-only import cycle). */
-type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before'>;
+type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before' | 'lock_scope'>;
 
 /** A group's head: the oldest item that can run now (`g` is the group's row). */
 function headOf(excluding: boolean): string {
-  return `SELECT w.id, w.project_id, w.priority, w.not_before FROM llm_work_items w
+  return `SELECT w.id, w.project_id, w.priority, w.not_before, w.lock_scope FROM llm_work_items w
      WHERE w.status = 'queued' AND w.project_id = g.project_id AND w.priority = g.priority AND w.not_before <= @now
        AND (w.deadline_at IS NULL OR w.deadline_at > @now)${excluding ? '\n       AND NOT w.id = ANY(combine_text_array(CAST(@excluded AS jsonb)))' : ''}
        AND NOT EXISTS (
