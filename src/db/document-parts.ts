@@ -262,14 +262,14 @@ export async function writeDocumentParts(
     // no other write of this document is queued (`assertNoQueuedParts`): an earlier one in this transaction ran at once.
     const { after, before } = run;
     if (after === null || before === null) {
-      // One neighbour (or none): `ordsBetween` always places the run from it, so each insert takes its
-      // neighbour's ord itself (`insertDocumentPartNextTo`) — no read of the ords, and on a handle that runs
-      // statements in its COMMIT's query none of the run's statements is a round trip of its own.
-      const n = run.parts.length;
+      // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
+      // neighbour's as 0 are each part's offset — so each insert takes its neighbour's ord itself
+      // (`insertDocumentPartNextTo`): no read of the ords, and on a handle that runs statements in its
+      // COMMIT's query none of the run's statements is a round trip of its own.
+      const neighbour = after ?? before;
+      const offsets = ordsBetween(after === null ? null : 0, before === null ? null : 0, run.parts.length)!;
       for (const [i, p] of run.parts.entries()) {
-        if (after !== null) placed.push({ ...p, next: { to: after, by: 1 + i } });
-        else if (before !== null) placed.push({ ...p, next: { to: before, by: -(n - i) } });
-        else placed.push({ ...p, ord: i });
+        placed.push(neighbour === null ? { ...p, ord: offsets[i]! } : { ...p, next: { to: neighbour, by: offsets[i]! } });
       }
       continue;
     }

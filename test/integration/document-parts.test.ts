@@ -147,4 +147,20 @@ describe(`a backlog of ${EPICS} epics stored in parts`, () => {
     expect(others(doc.content)).toEqual(others(before.content));
     expect(doc.content.epics[4]).toMatchObject({ epic_id: 'E5', thread_id: run.thread_id });
   });
+
+  it('a new epic before the first one gets a row of its own before it, placed from it by its own insert', async () => {
+    const p = project('big', EPICS);
+    p.epics.splice(10, 0, { id: 'NEW', title: 'A new epic', description: 'Added after the backlog was generated.' });
+    const first = p.epics[0]!.id;
+    p.epics.unshift({ id: 'FIRST', title: 'A first epic', description: 'Added before every other one.' });
+    await h.importProject(p);
+    const before = await parts();
+    const run = await h.json<CommandJson>(['generate-epic', '--project', 'big', '--epic', 'FIRST']);
+    expect((await h.waitForEnd(run.thread_id)).status).toBe('complete');
+    const after = await parts();
+    expect(rewritten(before, after)).toEqual(['FIRST']);
+    expect(after.get('FIRST')!.ord).toBeLessThan(after.get(first)!.ord);
+    const doc = await h.json(['doc', 'big', 'story_backlog']);
+    expect(doc.content.epics.map((e: { epic_id: string }) => e.epic_id)).toEqual(p.epics.map((e) => e.id));
+  });
 });

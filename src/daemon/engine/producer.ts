@@ -236,11 +236,6 @@ function groupOf(h: ClaimPick): string {
 /** Takes `pick`'s group out of the round: its heads leave `heads` (in place), and `passed` keeps it out of re-reads. */
 function passGroup(heads: ClaimHead[], pick: ClaimPick, passed: Set<string>): void {
   passed.add(groupOf(pick));
-  dropGroup(heads, pick);
-}
-
-/** Takes `pick`'s group's heads out of `heads`, in place. */
-function dropGroup(heads: ClaimHead[], pick: ClaimPick): void {
   let kept = 0;
   for (const h of heads) if (h.project_id !== pick.project_id || h.priority !== pick.priority) heads[kept++] = h;
   heads.length = kept;

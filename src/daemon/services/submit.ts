@@ -157,9 +157,13 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
   const thread = await newThread(tx, op, input, p, { id, role: 'work', parent: null, createdBy: o.createdBy, traceparent: o.traceparent });
   // Not expected (the request's key is locked since its lookup), but the index has the last word.
   if (!thread) return { thread: (await findActiveThreadByKey(tx.sql, p.key))!, deduplicated: true };
-  const priority = o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
-  await enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority, policy: op.policy, deadlineAt: o.deadlineAt });
+  await enqueueWorkItem(tx, thread, { sequence: 1, lockScope: p.lockScope, priority: priorityOf(op, o), policy: op.policy, deadlineAt: o.deadlineAt });
   return { thread, deduplicated: false, ...(superseded ? { superseded } : {}) };
+}
+
+/** A request's work item's priority: the caller's, else its operation's. */
+function priorityOf(op: Operation, o: SubmitOptions): number {
+  return o.priority ?? PRIORITY_OF[op.priority ?? 'interactive'];
 }
 
 /** Refuses a request that cannot be built now (e.g. its epic does not exist), rather than failing it later. */
@@ -274,7 +278,7 @@ async function submitChildren(
     for (const thread of found) adoptUnlessChild(thread, lookups);
   }
   const created = fresh.filter((f) => inserted.has(f.thread.id));
-  const priority = o.priority ?? PRIORITY_OF[child.priority ?? 'interactive'];
+  const priority = priorityOf(child, o);
   const items = created.map((f) =>
     queuedWorkItem(tx, f.thread, { sequence: 1, lockScope: f.lockScope, priority, policy: child.policy, deadlineAt: o.deadlineAt }),
   );
