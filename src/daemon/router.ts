@@ -10,6 +10,7 @@ import type { HttpService } from './http/service.js';
 import type { Services } from './services/index.js';
 import type { RequestOptions } from './services/threads.js';
 import { CommandError } from '../core/errors.js';
+import { findNul, NUL_REFUSED } from '../domain/nul.js';
 import { parseTraceparent } from '../core/trace-context.js';
 
 export interface RouterContext {
@@ -36,11 +37,18 @@ const t = initTRPC.context<RouterContext>().create({
 });
 
 /**
- * A refusal the user caused (`CommandError`) answers with its own code — HTTP 400, 404 or 409 — instead
- * of tRPC's default for a thrown error (500 INTERNAL_SERVER_ERROR), so any client can tell bad input
- * and refused operations from a daemon failure. The cause stays attached for `data.combine`.
+ * Input holding U+0000 is refused, naming the field (domain/nul.ts). A refusal the user caused
+ * (`CommandError`) answers with its own code — HTTP 400, 404 or 409 — instead of tRPC's default for a
+ * thrown error (500 INTERNAL_SERVER_ERROR), so any client can tell bad input and refused operations
+ * from a daemon failure. The cause stays attached for `data.combine`.
  */
-const procedure = t.procedure.use(async ({ next }) => {
+const procedure = t.procedure.use(async ({ next, getRawInput }) => {
+  // Refused here for every procedure at once, before any of it reads or writes (domain/nul.ts).
+  const nul = findNul(await getRawInput());
+  if (nul !== null) {
+    const cause = new CommandError('BAD_REQUEST', `${nul}: ${NUL_REFUSED}`, 'NUL_IN_TEXT', [{ field: nul, message: NUL_REFUSED }]);
+    throw new TRPCError({ code: 'BAD_REQUEST', message: cause.message, cause });
+  }
   const result = await next();
   if (!result.ok && result.error.cause instanceof CommandError) {
     throw new TRPCError({ code: result.error.cause.kind, message: result.error.cause.message, cause: result.error.cause });

@@ -6,6 +6,7 @@
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentParts, DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
 import { splitDocument } from '../domain/document-parts.js';
+import { findNul, NUL_REFUSED } from '../domain/nul.js';
 import type { Operation } from './registry.js';
 import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
 
@@ -126,6 +127,10 @@ export function checkAnswer(op: Operation, content: string | null | undefined): 
   } catch (err) {
     return { ok: false, errors: [`(root): the answer is not JSON (${(err as Error).message})`] };
   }
+  // A model's U+0000 makes the answer invalid, like a schema failure (domain/nul.ts). In JSON text a NUL
+  // is always the escape `\u0000`, so an answer without that text is not walked.
+  const nul = content.includes('\\u0000') ? findNul(value) : null;
+  if (nul !== null) return { ok: false, errors: [`${nul}: ${NUL_REFUSED}`] };
   const errors = call(op, 'rules.check', () => op.checkAnswer(value));
   if (!Array.isArray(errors)) throw new OperationCallError(op.name, 'rules.check', 'must return an array of messages');
   return errors.length === 0 ? { ok: true, value } : { ok: false, errors: errors.map(String) };

@@ -32,6 +32,8 @@ export const FAULT_KINDS = [
   'reset_mid_body',
   /** 400 for a request with a `json_schema` response format (older local servers); others are answered. */
   'json_schema_unsupported',
+  /** A 200 answer with `text` appended to its first text field: what a model may emit (a U+0000, say) in valid JSON. */
+  'append_text',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -52,7 +54,7 @@ export interface FaultRule {
    * (e.g. "2s", "1m30s") — without Retry-After, as some providers do.
    */
   reset_requests?: string;
-  /** For echo_secret: more text to echo (another secret). */
+  /** For echo_secret: more text to echo (another secret); for append_text: the text appended. */
   text?: string;
   /** For echo_secret: answer a body that is not JSON (recorded as text). */
   malformed?: boolean;
@@ -302,6 +304,10 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         }
         const answer = JSON.stringify(echoInAnswer(JSON.parse(simulatedContent(simRequest, null)), `(key: ${echo})`));
         return sendJson(res, 200, completionBody(n, body.model, answer, text, { system_fingerprint: echo }), headers, call);
+      }
+      case 'append_text': {
+        const answer = JSON.stringify(echoInAnswer(JSON.parse(simulatedContent(simRequest, null)), fault.text ?? ''));
+        return sendJson(res, 200, completionBody(n, body.model, answer, text), headers, call);
       }
       case 'hang':
         if (fault.hang_ms === undefined) {

@@ -10,6 +10,7 @@ import type { Services } from '../services/index.js';
 import { badInput } from './problem.js';
 import { DEFAULT_SERVER_LIMITS, dropRestOfBody } from '../runtime/server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
+import { findNul, NUL_REFUSED } from '../../domain/nul.js';
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
@@ -125,9 +126,29 @@ export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   if (type !== 'application/json') {
     throw new HttpProblem(415, 'UNSUPPORTED_MEDIA_TYPE', `the body must be application/json (got "${type || 'no content type'}")`);
   }
+  let body: unknown;
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch (err) {
     throw new HttpProblem(400, 'BAD_REQUEST', `invalid body: not JSON (${(err as Error).message})`, [{ field: 'body', message: 'not JSON' }]);
   }
+  const nul = findNul(body);
+  if (nul !== null) throw nulProblem('body', nul === '(root)' ? 'body' : nul);
+  return body;
+}
+
+/**
+ * A request's values holding U+0000 are refused with a 400 naming the field, before any route or page
+ * reads them (domain/nul.ts): the path's and query's decoded values here, the body as it is read.
+ */
+export function refuseNulInUrl(url: URL): void {
+  // `%00` is how a path carries a NUL: routes decode their path values (compilePath).
+  if (url.pathname.includes('%00')) throw nulProblem('path', 'path');
+  for (const [k, v] of url.searchParams) {
+    if (k.includes('\0') || v.includes('\0')) throw nulProblem('query', k.includes('\0') ? 'query' : k);
+  }
+}
+
+function nulProblem(where: string, field: string): HttpProblem {
+  return new HttpProblem(400, 'BAD_REQUEST', `invalid ${where}: ${field}: ${NUL_REFUSED}`, [{ field, message: NUL_REFUSED }]);
 }

@@ -9,7 +9,7 @@ import type { Services } from '../services/index.js';
 import { apiRoutes } from './api.js';
 import { openApiDocument } from './openapi.js';
 import { toProblem, type Problem } from './problem.js';
-import { compilePath, parseWith, queryObject, readJsonBody, type Route } from './routes.js';
+import { compilePath, parseWith, queryObject, readJsonBody, refuseNulInUrl, type Route } from './routes.js';
 import { noBody } from './schemas.js';
 import { parseTraceparent } from '../../core/trace-context.js';
 import { ensureHttpToken, RequestGuard } from './security.js';
@@ -148,6 +148,7 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
           },
         );
       }
+      refuseNulInUrl(url);
       if (method === 'GET' && url.pathname === '/openapi.json') return sendJson(res, 200, (openapi ??= openApiDocument(apiRoutes, operationDocs(o.services))));
       if (html) {
         const page = await o.dashboard!.page(url.pathname, url.searchParams, o.services);

@@ -1,0 +1,132 @@
+/**
+ * U+0000 (NUL) behaves the same on both backends (issue 18; src/domain/nul.ts). Postgres refuses it in
+ * text, SQLite stores it, so no NUL is let in: a request holding one is refused at the boundary naming the
+ * field (exit 2, HTTP 400), with nothing stored; a model's answer holding one is an invalid answer —
+ * recorded and charged once, then repaired or dead-lettered — and never stops other items.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FAST_RETRY, Harness, project, type CommandJson } from '../helpers/harness.js';
+import { startHttpDaemon } from '../helpers/http.js';
+
+let h: Harness;
+afterEach(() => h?.cleanup());
+
+const NUL_MESSAGE = /holds the character U\+0000 \(NUL\)/;
+
+describe('a request holding U+0000', () => {
+  it('from the CLI is refused with exit 2 naming the field, and nothing is stored', async () => {
+    h = await Harness.start();
+    await h.importProject(project('p', 1));
+    const withNul = project('q', 2);
+    withNul.epics[1]!.title = 'Checkout\u0000';
+    const file = join(h.home, 'q.json');
+    writeFileSync(file, JSON.stringify(withNul)); // the JSON escape `\u0000`
+    const imported = await h.cli(['project', 'import', file]);
+    expect(imported.code).toBe(2);
+    expect(imported.stderr).toMatch(NUL_MESSAGE);
+    expect(imported.stderr).toContain('file.epics[1].title');
+
+    const run = await h.cli(['run', 'story_generate_epic', '--input', '{"project_id":"p","epic_id":"E1\\u0000"}']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('input.epic_id');
+    expect(run.stderr).toMatch(NUL_MESSAGE);
+
+    expect((await h.query<{ id: string }>('SELECT id FROM projects')).map((p) => p.id)).toEqual(['p']);
+    expect(await h.json<unknown[]>(['threads'])).toEqual([]);
+  });
+
+  it('over HTTP is a 400 naming the field, in the body, the path or the query', async () => {
+    h = await Harness.start();
+    await h.importProject(project('p', 1));
+    const api = await startHttpDaemon(h);
+    const body = await api.request('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'p', epic_id: 'E1\u0000' } });
+    expect(body.status).toBe(400);
+    expect(JSON.parse(body.text)).toMatchObject({ code: 'BAD_REQUEST', errors: [{ field: 'epic_id', message: expect.stringMatching(NUL_MESSAGE) }] });
+    const run = await api.request('POST', '/commands/run/story_generate_epic', { body: { input: { project_id: 'p', epic_id: 'E1' }, note: ['a', 'b\u0000'] } });
+    expect(run.status).toBe(400);
+    expect(JSON.parse(run.text).errors).toEqual([{ field: 'note[1]', message: expect.stringMatching(NUL_MESSAGE) }]);
+    const path = await api.request('GET', '/threads/th%00x');
+    expect(path.status).toBe(400);
+    expect(JSON.parse(path.text).errors).toEqual([{ field: 'path', message: expect.stringMatching(NUL_MESSAGE) }]);
+    const query = await api.request('GET', '/threads?kind=story%00');
+    expect(query.status).toBe(400);
+    expect(JSON.parse(query.text).errors).toEqual([{ field: 'kind', message: expect.stringMatching(NUL_MESSAGE) }]);
+    expect(await h.json<unknown[]>(['threads'])).toEqual([]);
+  });
+});
+
+/**
+ * An operation whose document is stored in parts keyed by a field of the model's answer: a NUL there
+ * would become a part's key, a text column (on Postgres a write that fails every time it is run).
+ */
+const OUTLINE = `export default {
+  name: 'outline',
+  description: 'An outline of a project, one part per section',
+  input: { type: 'object', properties: { project_id: { type: 'string' } }, required: ['project_id'] },
+  identity: (i) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'outline', target_id: 'all' }),
+  lockScope: (i) => 'outline:' + i.project_id,
+  target: (i) => ({ project_id: i.project_id, doc_type: 'outline' }),
+  parts: { field: 'sections', key: 'name' },
+  prompt: ({ project }) => ({ messages: [{ role: 'user', content: 'Outline of ' + project.name }] }),
+  output: {
+    type: 'object',
+    properties: { sections: { type: 'array', minItems: 1, items: { type: 'object', properties: { name: { type: 'string' }, text: { type: 'string' } }, required: ['name', 'text'] } } },
+    required: ['sections'],
+  },
+  apply: ({ answer }) => ({ content: { sections: answer.sections }, summary: { sections: answer.sections.length } }),
+};
+`;
+
+describe("a model's answer holding U+0000", () => {
+  async function setup(config: object): Promise<void> {
+    h = await Harness.start();
+    mkdirSync(join(h.home, 'operations'), { recursive: true });
+    writeFileSync(join(h.home, 'operations', 'outline.mjs'), OUTLINE);
+    h.writeConfig(config);
+    await h.importProject(project('p', 3));
+    await h.importProject(project('q', 1));
+  }
+
+  async function ledgerOf(threadId: string): Promise<{ entry_type: string; payload: any }[]> {
+    return await h.json<any[]>(['ledger', threadId]);
+  }
+
+  it('where it would become a document part key: recorded, charged once, dead-lettered naming the field; other items run', async () => {
+    await setup(FAST_RETRY);
+    h.setFaults([{ kind: 'append_text', text: '\u0000', match: 'Outline of Project p' }]);
+    const bad = await h.json<CommandJson>(['run', 'outline', '--input', '{"project_id":"p"}']);
+    const good = await h.json<CommandJson>(['run', 'outline', '--input', '{"project_id":"q"}']);
+    const end = await h.waitForEnd(bad.thread_id);
+    expect(end.status).toBe('failed');
+    expect(end.usage).toMatchObject({ calls: 1, wasted_calls: 1 });
+    expect((await h.waitForEnd(good.thread_id)).status).toBe('complete');
+    const ledger = await ledgerOf(bad.thread_id);
+    expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'error']);
+    // The answer is kept as received: `replay` can show it, and apply it once the operation copes.
+    expect(JSON.parse(ledger[1]!.payload.body.choices[0].message.content).sections[0].name).toContain('\u0000');
+    const error = ledger[3]!.payload;
+    expect(error).toMatchObject({ code: 'SCHEMA_INVALID', class: 'permanent', next: 'dead_letter' });
+    expect(error.message).toContain('sections[0].name');
+    expect(error.message).toMatch(NUL_MESSAGE);
+    const [item] = await h.query<{ status: string; error_message: string }>('SELECT status, error_message FROM llm_work_items WHERE thread_id = ?', [bad.thread_id]);
+    expect(item).toMatchObject({ status: 'dead_letter', error_message: expect.stringMatching(NUL_MESSAGE) });
+    expect(await h.cli(['doc', 'p', 'outline'])).toMatchObject({ code: 2 });
+  });
+
+  it('in a story title, with repair allowed: the repair answer is applied, and the generate-all completes', async () => {
+    await setup({ ...FAST_RETRY, operations: { story_generate_epic: { on_invalid: { repair: 1 } } } });
+    h.setFaults([{ kind: 'append_text', text: 'Sign\u0000in', match: 'Epic id: E2', times: 1 }]);
+    const all = await h.json<CommandJson>(['generate-all', '--project', 'p']);
+    const end = await h.waitForEnd(all.thread_id);
+    expect(end.status).toBe('complete');
+    expect(end.child_summary).toEqual({ complete: 3 });
+    const backlog = await h.json<any>(['backlog', 'p']);
+    expect(JSON.stringify(backlog)).not.toContain('\\u0000');
+    const errors = await h.query<{ payload: string }>("SELECT payload FROM llm_ledger_entries WHERE entry_type = 'error'");
+    expect(errors.map((e) => JSON.parse(e.payload))).toEqual([
+      expect.objectContaining({ code: 'SCHEMA_INVALID', next: 'repair', message: expect.stringContaining('stories[0].title') }),
+    ]);
+  });
+});
