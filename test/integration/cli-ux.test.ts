@@ -49,6 +49,33 @@ describe('pipes and habits', () => {
     }
   });
 
+  it("an EPIPE that is not stdout's is a failure (exit 1, with the error), not a reader that left", async () => {
+    h = await Harness.start();
+    // Loaded before the CLI: once the CLI listens for uncaught errors, a write to a pipe whose reader has
+    // closed it, with no 'error' listener — as a socket the command writes to, closed at the other end.
+    const preload = join(h.home, 'foreign-epipe.cjs');
+    writeFileSync(
+      preload,
+      `const child = require('node:child_process').spawn('sh', ['-c', 'exec 0<&-; echo closed; sleep 2'], { stdio: ['pipe', 'pipe', 'ignore'] });
+      child.stdout.once('data', function write() {
+        if (process.listenerCount('uncaughtException') === 0) return void setTimeout(write, 5);
+        child.stdin.write('x');
+      });`,
+    );
+    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['-r', preload, CLI, 'completion', 'bash'], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(r.stdout).toContain('complete');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/combine: unexpected error: Error: write EPIPE/);
+  });
+
   it('bare `combine` prints the help on stdout (exit 0); unknown commands are answered by meaning', async () => {
     h = await Harness.start();
     const bare = await h.cli([]);

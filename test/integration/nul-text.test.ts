@@ -110,7 +110,9 @@ describe("a model's answer holding U+0000", () => {
     expect(error).toMatchObject({ code: 'SCHEMA_INVALID', class: 'permanent', next: 'dead_letter' });
     expect(error.message).toContain('sections[0].name');
     expect(error.message).toMatch(NUL_MESSAGE);
-    const [item] = await h.query<{ status: string; error_message: string }>('SELECT status, error_message FROM llm_work_items WHERE thread_id = ?', [bad.thread_id]);
+    const [item] = await h.query<{ status: string; error_message: string }>('SELECT status, error_message FROM llm_work_items WHERE thread_id = ?', [
+      bad.thread_id,
+    ]);
     expect(item).toMatchObject({ status: 'dead_letter', error_message: expect.stringMatching(NUL_MESSAGE) });
     expect(await h.cli(['doc', 'p', 'outline'])).toMatchObject({ code: 2 });
   });
