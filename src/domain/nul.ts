@@ -1,9 +1,11 @@
 /**
  * U+0000 (NUL) in text. Postgres refuses it in a `text` value (22021, or the whole query when inlined in
  * a simple-protocol query), SQLite stores it. So that both backends hold the same, no NUL is let in at
- * any way in — a request's input (tRPC, the HTTP API), an imported bundle, a model's answer — and then
- * no value derived from stored data (a document part's key, a child's idempotency key, a lock scope)
- * can hold one either. The check is made once per way in, on the whole value, never per column.
+ * any way in — a request's input (tRPC: router.ts; the HTTP API: http/routes.ts), an imported ledger
+ * (ledger/transfer.ts), a model's answer (operations/runtime.ts `checkAnswer`: an invalid answer) — and
+ * then no value derived from stored data (a document part's key, a child's idempotency key, a lock
+ * scope) can hold one either. The check is made once per way in, on the whole value, never per column.
+ * A provider's error message is kept with the NUL escaped instead (engine/classify.ts).
  */
 
 /** What is wrong with such a value, as error messages say it after the field's path. */
@@ -30,4 +32,12 @@ export function findNul(value: unknown, path = ''): string | null {
     if (found !== null) return found;
   }
   return null;
+}
+
+/**
+ * Text from outside kept as a message (a provider's error): each U+0000 written as the six characters
+ * `\u0000`, so the message is kept, readable, on both backends instead of refused.
+ */
+export function escapeNul(text: string): string {
+  return text.includes('\0') ? text.replaceAll('\0', '\\u0000') : text;
 }

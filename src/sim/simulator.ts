@@ -54,7 +54,7 @@ export interface FaultRule {
    * (e.g. "2s", "1m30s") — without Retry-After, as some providers do.
    */
   reset_requests?: string;
-  /** For echo_secret: more text to echo (another secret); for append_text: the text appended. */
+  /** For echo_secret: more text to echo (another secret); for append_text: the text appended; for bad_request: the error's message. */
   text?: string;
   /** For echo_secret: answer a body that is not JSON (recorded as text). */
   malformed?: boolean;
@@ -266,7 +266,7 @@ export async function createSimulator(opts: SimulatorOptions = {}): Promise<Simu
         return sendJson(res, 401, { error: { message: `Incorrect API key provided: ${key} (simulated)`, type: 'invalid_request_error' } }, headers, call);
       }
       case 'bad_request':
-        return sendJson(res, 400, { error: { message: 'Invalid request (simulated)', type: 'invalid_request_error' } }, headers, call);
+        return sendJson(res, 400, { error: { message: fault.text ?? 'Invalid request (simulated)', type: 'invalid_request_error' } }, headers, call);
       case 'disconnect':
         req.socket.destroy();
         return;

@@ -4,6 +4,7 @@
  * field (exit 2, HTTP 400), with nothing stored; a model's answer holding one is an invalid answer —
  * recorded and charged once, then repaired or dead-lettered — and never stops other items.
  */
+import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -54,6 +55,28 @@ describe('a request holding U+0000', () => {
     expect(query.status).toBe(400);
     expect(JSON.parse(query.text).errors).toEqual([{ field: 'kind', message: expect.stringMatching(NUL_MESSAGE) }]);
     expect(await h.json<unknown[]>(['threads'])).toEqual([]);
+  });
+
+  it('in an imported ledger export is refused with exit 2 naming the row and field, and nothing is imported', async () => {
+    h = await Harness.start();
+    await h.importProject(project('p', 1));
+    const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
+    await h.waitForEnd(r.thread_id);
+    const exported = await h.cli(['ledger', 'export', r.thread_id]);
+    // A row as an older SQLite home could hold it (Postgres never could), the file's digest made anew.
+    const lines = exported.stdout.trim().split('\n').slice(0, -1);
+    const at = lines.findIndex((l) => JSON.parse(l).record === 'thread');
+    lines[at] = JSON.stringify({ ...JSON.parse(lines[at]!), created_by: 'ci\u0000bot' });
+    const end = JSON.parse(exported.stdout.trim().split('\n').at(-1)!);
+    const digest = createHash('sha256');
+    for (const l of lines) digest.update(l).update('\n');
+    const file = join(h.home, 'nul.jsonl');
+    writeFileSync(file, [...lines, JSON.stringify({ ...end, digest: digest.digest('hex') })].join('\n'));
+    const imported = await h.cli(['ledger', 'import', file]);
+    expect(imported.code).toBe(2);
+    expect(imported.stderr).toContain('threads[0].created_by');
+    expect(imported.stderr).toMatch(NUL_MESSAGE);
+    expect(await h.queryOne('SELECT count(*) AS n FROM llm_ledger_imports')).toEqual({ n: 0 });
   });
 });
 
@@ -130,5 +153,17 @@ describe("a model's answer holding U+0000", () => {
     expect(errors.map((e) => JSON.parse(e.payload))).toEqual([
       expect.objectContaining({ code: 'SCHEMA_INVALID', next: 'repair', message: expect.stringContaining('stories[0].title') }),
     ]);
+  });
+
+  it("in a provider's error message: kept with the NUL written as \\u0000, and the other items run", async () => {
+    await setup(FAST_RETRY);
+    h.setFaults([{ kind: 'bad_request', text: 'bad byte \u0000 at 7', match: 'Epic id: E2' }]);
+    const all = await h.json<CommandJson>(['generate-all', '--project', 'p']);
+    const end = await h.waitForEnd(all.thread_id);
+    expect(end.child_summary).toEqual({ complete: 2, failed: 1 });
+    const failed = await h.query<{ error_code: string; error_message: string }>(
+      "SELECT error_code, error_message FROM llm_work_items WHERE status = 'dead_letter'",
+    );
+    expect(failed).toEqual([{ error_code: 'PROVIDER_ERROR', error_message: expect.stringContaining('bad byte \\u0000 at 7') }]);
   });
 });

@@ -5,6 +5,7 @@
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai/error';
 import { redactSecrets, type ClassifiedError } from '../../domain/errors.js';
+import { escapeNul } from '../../domain/nul.js';
 import { parseResetDuration } from '../../domain/rate-limit.js';
 import { parseRetryAfterMs } from '../../domain/retry.js';
 import { AnswerTooLargeError, MissingApiKeyError } from '../../core/errors.js';
@@ -25,7 +26,7 @@ export interface ClassifyOptions {
 
 /** Classifies a failed call. */
 export function classifyCallError(err: unknown, aborts: AbortState, now: number, o: ClassifyOptions = {}): ClassifiedError {
-  const message = redactSecrets((err as Error)?.message ?? String(err), o.secrets);
+  const message = keptText((err as Error)?.message ?? String(err), o.secrets);
   if (aborts.canceled) return { code: 'CANCELED', class: 'canceled', message: 'canceled by the user' };
   if (aborts.timedOut || err instanceof APIConnectionTimeoutError) {
     return { code: 'PROVIDER_TIMEOUT', class: 'transient', message: `the provider did not answer in time: ${message}` };
@@ -126,7 +127,12 @@ function connectionDropped(err: unknown): boolean {
 /** The innermost cause's message: "connect ECONNREFUSED 127.0.0.1:1", "other side closed". */
 function describeCause(err: unknown, secrets: readonly string[] | undefined): string {
   const { messages } = causeCodes(err);
-  return redactSecrets(messages[messages.length - 1] ?? String(err), secrets);
+  return keptText(messages[messages.length - 1] ?? String(err), secrets);
+}
+
+/** A message from outside as it is kept: credentials redacted, a U+0000 written as `\u0000` (domain/nul.ts). */
+function keptText(text: string, secrets: readonly string[] | undefined): string {
+  return escapeNul(redactSecrets(text, secrets));
 }
 
 /** The longer of the requests/tokens reset durations of a 429, if the provider sent them. */
