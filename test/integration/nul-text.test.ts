@@ -57,6 +57,16 @@ describe('a request holding U+0000', () => {
     expect(await h.json<unknown[]>(['threads'])).toEqual([]);
   });
 
+  it('in config.json: the daemon does not start (exit 2), naming the field', async () => {
+    h = await Harness.start();
+    await h.stopDaemon();
+    h.writeConfig({ provider: { model: 'test\u0000model' } });
+    const r = await h.cli(['daemon', 'start']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('provider.model');
+    expect(r.stderr).toMatch(NUL_MESSAGE);
+  });
+
   it('in an imported ledger export is refused with exit 2 naming the row and field, and nothing is imported', async () => {
     h = await Harness.start();
     await h.importProject(project('p', 1));

@@ -6,6 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { describeZodIssues } from '../../domain/project.js';
+import { findNul, NUL_REFUSED } from '../../domain/nul.js';
 import { duration, INTERRUPTED_MODES, limitsConfigFileSchema } from './limits.js';
 import { flowConfigFileSchema } from './flow.js';
 import { observeConfigFileSchema } from './observe.js';
@@ -169,6 +170,9 @@ export function readConfigFile(path: string): ConfigFile {
   } catch (err) {
     throw new ConfigError(`${path}: not valid JSON (${(err as Error).message})`);
   }
+  // Its values end up in stored rows (a model's name in every call record): refused like a request's (domain/nul.ts).
+  const nul = findNul(json);
+  if (nul !== null) throw new ConfigError(`${path}: ${nul}: ${NUL_REFUSED}`);
   const parsed = configFileSchema.safeParse(json);
   if (!parsed.success) throw new ConfigError(`${path}: ${describeZodIssues(parsed.error).join('; ')}`);
   return parsed.data;
