@@ -170,7 +170,8 @@ export function readConfigFile(path: string): ConfigFile {
   } catch (err) {
     throw new ConfigError(`${path}: not valid JSON (${(err as Error).message})`);
   }
-  // Its values end up in stored rows (a model's name in every call record): refused like a request's (domain/nul.ts).
+  // Its values reach stored rows and queries (a model's name keys the rate limits and every call record):
+  // refused like a request's (domain/nul.ts); on Postgres such a name left every item queued.
   const nul = findNul(json);
   if (nul !== null) throw new ConfigError(`${path}: ${nul}: ${NUL_REFUSED}`);
   const parsed = configFileSchema.safeParse(json);
