@@ -1,6 +1,8 @@
 /** findNul names where a U+0000 is without holding it; escapeNul keeps a message readable (domain/nul.ts). */
 import { describe, expect, it } from 'vitest';
 import { escapeNul, findNul } from '../../src/domain/nul.js';
+import { checkAnswer } from '../../src/operations/runtime.js';
+import type { Operation } from '../../src/operations/registry.js';
 
 describe('findNul', () => {
   it('names the first string holding U+0000, in the form of the schema errors', () => {
@@ -21,5 +23,38 @@ describe('escapeNul', () => {
   it('writes each U+0000 as the text \\u0000 and leaves other text as it is', () => {
     expect(escapeNul('a\0b\0')).toBe('a\\u0000b\\u0000');
     expect(escapeNul('plain')).toBe('plain');
+  });
+});
+
+describe('findNul on a deeply nested value', () => {
+  it('walks as deep as JSON.parse reads (its own stack, not the call stack)', () => {
+    const deep = JSON.parse(`{"b":${'['.repeat(20_000)}"x\\u0000"${']'.repeat(20_000)},"a":"ok"}`);
+    expect(findNul(deep)).toBe(`b${'[0]'.repeat(20_000)}`);
+    expect(findNul(JSON.parse(`{"b":${'['.repeat(20_000)}${']'.repeat(20_000)},"a":"\\u0000"}`))).toBe('a');
+    expect(findNul(JSON.parse(`${'{"k":'.repeat(20_000)}null${'}'.repeat(20_000)}`))).toBeNull();
+  });
+});
+
+describe("checkAnswer: an answer's failure reasons never hold U+0000 (they are stored as the item's error_message)", () => {
+  const operation = (check: (answer: unknown) => unknown[]) => ({ name: 'x', checkAnswer: check }) as unknown as Operation;
+
+  it('an answer that is not JSON, holding a raw NUL: JSON.parse quotes it, the reason has it escaped', () => {
+    for (const content of ['\0{"a":1}', '[1,\0]']) {
+      const r = checkAnswer(operation(() => []), content);
+      expect(r.ok).toBe(false);
+      const [reason] = (r as { errors: string[] }).errors;
+      expect(reason).toContain('the answer is not JSON');
+      expect(reason).toContain('\\u0000');
+      expect(reason).not.toContain('\0');
+    }
+  });
+
+  it('rules.check echoing the answer: its messages escaped', () => {
+    expect(checkAnswer(operation(() => ['title: "a\0b" is taken']), '{"title":"ok"}')).toEqual({ ok: false, errors: ['title: "a\\u0000b" is taken'] });
+  });
+
+  it('a NUL behind 6,000 levels of nesting: an invalid answer naming it, no RangeError', () => {
+    const r = checkAnswer(operation(() => []), `{"b":${'['.repeat(6000)}${']'.repeat(6000)},"a":"\\u0000"}`);
+    expect(r).toEqual({ ok: false, errors: [expect.stringMatching(/^a: holds the character U\+0000/)] });
   });
 });
