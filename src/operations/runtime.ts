@@ -6,7 +6,7 @@
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentParts, DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
 import { splitDocument } from '../domain/document-parts.js';
-import { findNul, NUL_REFUSED } from '../domain/nul.js';
+import { escapeNul, findNul, NUL_REFUSED } from '../domain/nul.js';
 import type { Operation } from './registry.js';
 import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
 
@@ -118,14 +118,20 @@ export function renderRequest(op: Operation, context: PromptContext<unknown>): S
 
 export type AnswerCheck = { ok: true; value: unknown } | { ok: false; errors: string[] };
 
-/** The message content of an answer: JSON first, then the output schema and the rules. Errors name each field. */
+/**
+ * The message content of an answer: JSON first, then the output schema and the rules. Errors name each
+ * field. They are the answer's failure reason, stored as the item's `error_message`, so any U+0000 in them
+ * is written `\u0000` here, where every such reason is made: `JSON.parse`'s message quotes the text
+ * around the error (a raw NUL in an answer that is not JSON), and `rules.check` (user code) may echo the
+ * answer (domain/nul.ts).
+ */
 export function checkAnswer(op: Operation, content: string | null | undefined): AnswerCheck {
   if (content === null || content === undefined || content.trim() === '') return { ok: false, errors: ['(root): the answer is empty'] };
   let value: unknown;
   try {
     value = JSON.parse(content);
   } catch (err) {
-    return { ok: false, errors: [`(root): the answer is not JSON (${(err as Error).message})`] };
+    return invalidAnswer([`(root): the answer is not JSON (${(err as Error).message})`]);
   }
   // A model's U+0000 makes the answer invalid, like a schema failure (domain/nul.ts). In JSON text a NUL
   // is always the escape `\u0000`, so an answer without that text is not walked.
@@ -133,7 +139,11 @@ export function checkAnswer(op: Operation, content: string | null | undefined): 
   if (nul !== null) return { ok: false, errors: [`${nul}: ${NUL_REFUSED}`] };
   const errors = call(op, 'rules.check', () => op.checkAnswer(value));
   if (!Array.isArray(errors)) throw new OperationCallError(op.name, 'rules.check', 'must return an array of messages');
-  return errors.length === 0 ? { ok: true, value } : { ok: false, errors: errors.map(String) };
+  return errors.length === 0 ? { ok: true, value } : invalidAnswer(errors.map(String));
+}
+
+function invalidAnswer(errors: string[]): AnswerCheck {
+  return { ok: false, errors: errors.map(escapeNul) };
 }
 
 /**
