@@ -20,10 +20,20 @@ export function insertionOrder(dialect: Dialect, alias = ''): string {
 
 /**
  * The value at `path` (`a.b`) of the JSON text in `column`, as text: SQLite's `json_extract` (which
- * gives strings as text), Postgres's `->>` on the column read as jsonb.
+ * gives strings as text), Postgres's `#>>` on the column read as jsonb.
+ *
+ * On Postgres the JSON escape of U+0000 is neutralised first: a JSON-text column may hold it (a
+ * provider's body as received, an imported thread's `input`/`target_ref`: domain/nul.ts), and `jsonb`
+ * refuses it (22P05, "unsupported Unicode escape sequence") — a statement reading one such row would fail
+ * every time it ran (a scheduled run's closing usage sum, at its thread's end). Each escaped backslash
+ * `\\` is first written `\u005c` (the same character), so every backslash left starts an escape of its
+ * own; then `\u0000` can only be a NUL's, and is written `\ufffd` (U+FFFD, the replacement character).
+ * Both keep the JSON valid, and every other value reads as it did (a literal `\\u0000` too).
  */
 export function jsonText(dialect: Dialect, column: string, path: string): string {
-  return dialect === 'postgres' ? `(${column}::jsonb #>> '{${path.split('.').join(',')}}')` : `json_extract(${column}, '$.${path}')`;
+  if (dialect === 'sqlite') return `json_extract(${column}, '$.${path}')`;
+  const nulFree = `replace(replace(${column}, '\\\\', '\\u005c'), '\\u0000', '\\ufffd')`;
+  return `(${nulFree}::jsonb #>> '{${path.split('.').join(',')}}')`;
 }
 
 /** The number at `path` of the JSON text in `column` (null when absent), for sums. */
