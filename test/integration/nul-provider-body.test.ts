@@ -68,7 +68,10 @@ describe('a raw U+0000 from the provider', () => {
       20_000,
     ).catch(async (e) => {
       const items = await h.query('SELECT status, attempt, error_code FROM llm_work_items');
-      const failures = h.logText().split('\n').filter((l) => l.includes('work item step failed')).length;
+      const failures = h
+        .logText()
+        .split('\n')
+        .filter((l) => l.includes('work item step failed')).length;
       throw new Error(`${(e as Error).message}; items ${JSON.stringify(items)}; provider calls ${h.sim.calls.length}; step failures logged ${failures}`);
     });
     expect(end.status).toBe('failed');

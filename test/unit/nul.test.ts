@@ -40,7 +40,10 @@ describe("checkAnswer: an answer's failure reasons never hold U+0000 (they are s
 
   it('an answer that is not JSON, holding a raw NUL: JSON.parse quotes it, the reason has it escaped', () => {
     for (const content of ['\0{"a":1}', '[1,\0]']) {
-      const r = checkAnswer(operation(() => []), content);
+      const r = checkAnswer(
+        operation(() => []),
+        content,
+      );
       expect(r.ok).toBe(false);
       const [reason] = (r as { errors: string[] }).errors;
       expect(reason).toContain('the answer is not JSON');
@@ -50,11 +53,19 @@ describe("checkAnswer: an answer's failure reasons never hold U+0000 (they are s
   });
 
   it('rules.check echoing the answer: its messages escaped', () => {
-    expect(checkAnswer(operation(() => ['title: "a\0b" is taken']), '{"title":"ok"}')).toEqual({ ok: false, errors: ['title: "a\\u0000b" is taken'] });
+    expect(
+      checkAnswer(
+        operation(() => ['title: "a\0b" is taken']),
+        '{"title":"ok"}',
+      ),
+    ).toEqual({ ok: false, errors: ['title: "a\\u0000b" is taken'] });
   });
 
   it('a NUL behind 6,000 levels of nesting: an invalid answer naming it, no RangeError', () => {
-    const r = checkAnswer(operation(() => []), `{"b":${'['.repeat(6000)}${']'.repeat(6000)},"a":"\\u0000"}`);
+    const r = checkAnswer(
+      operation(() => []),
+      `{"b":${'['.repeat(6000)}${']'.repeat(6000)},"a":"\\u0000"}`,
+    );
     expect(r).toEqual({ ok: false, errors: [expect.stringMatching(/^a: holds the character U\+0000/)] });
   });
 });
