@@ -14,7 +14,8 @@ import { CliError } from '../core/errors.js';
  * say which stream emitted it, and stdout's `errored` is reset before its 'error' is emitted (Node's
  * stdio streams are never destroyed). stdout is made here rather than at the first output, which nearly
  * every command writes anyway; stderr is not listened to, which keeps start-up from creating it (~5M
- * instructions).
+ * instructions). So an EPIPE on stderr (`combine … 2>&1 | head -1`, when a stderr write is the first to
+ * meet the closed pipe) is exit 1, its message lost with the pipe: rare, as stdout usually breaks first.
  */
 function endQuietlyOnBrokenPipe(): void {
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
