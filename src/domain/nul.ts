@@ -34,16 +34,26 @@ export function findNul(value: unknown): string | null {
     if (typeof v === 'string') {
       if (v.includes('\0')) return pathOf(visit);
     } else if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: visit, nulInKey: false });
+      for (let i = v.length - 1; i >= 0; i--) if (mayHoldNul(v[i])) stack.push({ value: v[i], key: i, parent: visit, nulInKey: false });
     } else if (typeof v === 'object' && v !== null) {
       const keys = Object.keys(v);
       for (let i = keys.length - 1; i >= 0; i--) {
         const key = keys[i]!;
-        stack.push({ value: (v as Record<string, unknown>)[key], key, parent: visit, nulInKey: key.includes('\0') });
+        const child = (v as Record<string, unknown>)[key];
+        const nulInKey = key.includes('\0');
+        if (nulInKey || mayHoldNul(child)) stack.push({ value: child, key, parent: visit, nulInKey });
       }
     }
   }
   return null;
+}
+
+/**
+ * Whether a child is worth a visit: an object or array, or a string holding the NUL (visited in its turn,
+ * so the first in document order is named); other strings, numbers, booleans and null are passed over.
+ */
+function mayHoldNul(value: unknown): boolean {
+  return typeof value === 'string' ? value.includes('\0') : typeof value === 'object' && value !== null;
 }
 
 /** A node `findNul` walks: its key in its parent (null for the root), and whether that key holds a NUL. */

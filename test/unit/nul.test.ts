@@ -11,6 +11,10 @@ describe('findNul', () => {
     expect(findNul('\0')).toBe('(root)');
     expect(findNul({ 'k\0': 1 })).toBe('(root) (a field name)');
     expect(findNul({ a: { 'k\0': 1 } })).toBe('a (a field name)');
+    // the first in document order, whatever the depth
+    expect(findNul({ a: [{ b: 'x\0' }], c: 'y\0' })).toBe('a[0].b');
+    expect(findNul({ a: [{ b: 'x' }], 'c\0': 'y\0', d: '\0' })).toBe('(root) (a field name)');
+    expect(findNul({ a: 1, b: [null, true, { c: ['ok', 'n\0'] }] })).toBe('b[2].c[1]');
   });
 
   it('finds nothing in text without it: the six characters \\u0000, numbers, null', () => {
