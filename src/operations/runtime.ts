@@ -22,7 +22,9 @@ function call<T>(op: Operation, fn: string, run: () => T): T {
     // A read-ahead miss is not the function's failure: the daemon loads the value and calls it again.
     if (err instanceof OperationCallError || err === NOT_LOADED_YET) throw err;
     const e = err as { message?: unknown; code?: unknown };
-    throw new OperationCallError(op.name, fn, typeof e?.message === 'string' ? e.message : String(err), e?.code === 'NOT_FOUND');
+    // Kept as an item's error_message when it fails an answer (an apply echoing the answer): NUL escaped.
+    const message = escapeNul(typeof e?.message === 'string' ? e.message : String(err));
+    throw new OperationCallError(op.name, fn, message, e?.code === 'NOT_FOUND');
   }
 }
 

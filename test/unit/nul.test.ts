@@ -65,6 +65,13 @@ describe("checkAnswer: an answer's failure reasons never hold U+0000 (they are s
     ).toEqual({ ok: false, errors: ['title: "a\\u0000b" is taken'] });
   });
 
+  it("a throw in the operation's code (rules.check here, apply alike): its message escaped in the OperationCallError", () => {
+    const throwing = operation(() => {
+      throw new Error('no section "a\0"');
+    });
+    expect(() => checkAnswer(throwing, '{}')).toThrow('x.rules.check: no section "a\\u0000"');
+  });
+
   it('a NUL behind 6,000 levels of nesting: an invalid answer naming it, no RangeError', () => {
     const r = checkAnswer(
       operation(() => []),
