@@ -61,6 +61,12 @@ interface Txn {
   /** `lockDocumentHead` statements (an answer alone), their summed duration. */
   singleHeads: number;
   singleWait: number;
+  /** Statements sent after the key statement (each a round trip: the heads, the applies, the COMMIT query), and the COMMIT query's duration (ms). */
+  heldTrips: number;
+  commitMs: number;
+  /** A single key waited for (a budget's, or a closure of answers' first target's before it tries the others). */
+  keyWaitAt?: number;
+  keyWait: number;
 }
 
 const DURATION = /^duration: ([\d.]+) ms {2}(?:statement|execute [^:]*): ([\s\S]*)$/;
@@ -109,14 +115,19 @@ function transactions(lines: readonly LogLine[]): Txn[] {
     const start = end - ms;
     let t = open.get(l.pid);
     if (/^\s*BEGIN/.test(text)) {
-      t = { daemon: l.application_name!, begin: start, end, rolledBack: false, keysWait: 0, heads: 0, projects: 0, headsWait: 0, singleHeads: 0, singleWait: 0 };
+      t = { daemon: l.application_name!, begin: start, end, rolledBack: false, keysWait: 0, heads: 0, projects: 0, headsWait: 0, singleHeads: 0, singleWait: 0, heldTrips: 0, commitMs: 0, keyWait: 0 };
       open.set(l.pid, t);
     }
     if (!t) continue;
     t.end = end;
-    if (text.includes('pg_advisory_xact_lock(hashtextextended(s.k')) {
-      t.keysAt = start;
-      t.keysWait += ms;
+    if (t.keysAt !== undefined) t.heldTrips++;
+    if (text.includes('advisory_xact_lock(hashtextextended(s.k')) {
+      // The keys tried (or waited for) in key order; a key waited for alone just before (`lockKeyForTransaction`) counts too.
+      t.keysAt = t.keyWaitAt ?? start;
+      t.keysWait += ms + t.keyWait;
+    } else if (text.includes('pg_advisory_xact_lock(hashtextextended($1, 0))')) {
+      t.keyWaitAt ??= start;
+      t.keyWait += ms;
     } else if (text.includes('FOR UPDATE OF d')) {
       const targets = JSON.parse(firstParam(l.detail) ?? '[]') as { project_id: string; doc_type: string; doc_key: string }[];
       t.heads = new Set(targets.map((x) => JSON.stringify(x))).size;
@@ -129,6 +140,7 @@ function transactions(lines: readonly LogLine[]): Txn[] {
     const commits = /\bCOMMIT\s*;?\s*$/.test(text);
     if (commits || /^\s*ROLLBACK/.test(text)) {
       t.rolledBack = !commits;
+      t.commitMs = ms;
       done.push(t);
       open.delete(l.pid);
     }
@@ -182,7 +194,8 @@ export function printHeadHolds(logFile: string, items: number, runMs: number): v
       0.5,
     )} (mean ${f1(sum(closures.map((t) => t.heads)) / closures.length)}), projects mean ${f1(sum(closures.map((t) => t.projects)) / closures.length)}; ` +
       `keys + heads wait p50/p90/mean ${f1(pct(wait, 0.5))}/${f1(pct(wait, 0.9))}/${f1(sum(wait) / closures.length)} ms (keys ${f1(sum(closures.map((t) => t.keysWait)) / closures.length)}, heads ${f1(sum(closures.map((t) => t.headsWait)) / closures.length)}); ` +
-      `held from the keys to the COMMIT's end p50/p90/mean ${f1(pct(hold, 0.5))}/${f1(pct(hold, 0.9))}/${f1(sum(hold) / closures.length)} ms; whole transaction mean ${f1(sum(closures.map((t) => t.end - t.begin)) / closures.length)} ms`,
+      `held from the keys to the COMMIT's end p50/p90/mean ${f1(pct(hold, 0.5))}/${f1(pct(hold, 0.9))}/${f1(sum(hold) / closures.length)} ms; whole transaction mean ${f1(sum(closures.map((t) => t.end - t.begin)) / closures.length)} ms; ` +
+      `round trips while holding mean ${f1(sum(closures.map((t) => t.heldTrips)) / closures.length)}, the COMMIT query mean ${f1(sum(closures.map((t) => t.commitMs)) / closures.length)} ms`,
   );
   const spans = closures.map((t): [number, number] => [t.keysAt!, t.end]);
   const all = overlap(spans, runMs);
