@@ -64,6 +64,8 @@ interface Txn {
   /** Statements sent after the key statement (each a round trip: the heads, the applies, the COMMIT query), and the COMMIT query's duration (ms). */
   heldTrips: number;
   commitMs: number;
+  /** Per orchestration whose child this transaction ended (a child's end locks it until the COMMIT: engine/tx.ts LOCK ORDER 4), when it was first locked. */
+  parentsAt: Map<string, number>;
   /** A single key waited for (a budget's, or a closure of answers' first target's before it tries the others). */
   keyWaitAt?: number;
   keyWait: number;
@@ -115,7 +117,7 @@ function transactions(lines: readonly LogLine[]): Txn[] {
     const start = end - ms;
     let t = open.get(l.pid);
     if (/^\s*BEGIN/.test(text)) {
-      t = { daemon: l.application_name!, begin: start, end, rolledBack: false, keysWait: 0, heads: 0, projects: 0, headsWait: 0, singleHeads: 0, singleWait: 0, heldTrips: 0, commitMs: 0, keyWait: 0 };
+      t = { daemon: l.application_name!, begin: start, end, rolledBack: false, keysWait: 0, heads: 0, projects: 0, headsWait: 0, singleHeads: 0, singleWait: 0, heldTrips: 0, commitMs: 0, keyWait: 0, parentsAt: new Map() };
       open.set(l.pid, t);
     }
     if (!t) continue;
@@ -133,6 +135,10 @@ function transactions(lines: readonly LogLine[]): Txn[] {
       t.heads = new Set(targets.map((x) => JSON.stringify(x))).size;
       t.projects = new Set(targets.map((x) => x.project_id)).size;
       t.headsWait += ms;
+    } else if (text.includes('end_thread_lock_parent(')) {
+      // Its last parameter is the orchestration it locks for the close check (db/thread-close.ts `endChildLockingParent`).
+      const parent = /\$7 = '([^']*)'\s*$/.exec(l.detail ?? '')?.[1] ?? /\$5 = '([^']*)'\s*$/.exec(l.detail ?? '')?.[1];
+      if (parent && !t.parentsAt.has(parent)) t.parentsAt.set(parent, start);
     } else if (/FROM documents WHERE project_id = \$1 AND doc_type = \$2 AND doc_key = \$3 FOR UPDATE/.test(text)) {
       t.singleHeads++;
       t.singleWait += ms;
@@ -196,6 +202,12 @@ export function printHeadHolds(logFile: string, items: number, runMs: number): v
       `keys + heads wait p50/p90/mean ${f1(pct(wait, 0.5))}/${f1(pct(wait, 0.9))}/${f1(sum(wait) / closures.length)} ms (keys ${f1(sum(closures.map((t) => t.keysWait)) / closures.length)}, heads ${f1(sum(closures.map((t) => t.headsWait)) / closures.length)}); ` +
       `held from the keys to the COMMIT's end p50/p90/mean ${f1(pct(hold, 0.5))}/${f1(pct(hold, 0.9))}/${f1(sum(hold) / closures.length)} ms; whole transaction mean ${f1(sum(closures.map((t) => t.end - t.begin)) / closures.length)} ms; ` +
       `round trips while holding mean ${f1(sum(closures.map((t) => t.heldTrips)) / closures.length)}, the COMMIT query mean ${f1(sum(closures.map((t) => t.commitMs)) / closures.length)} ms`,
+  );
+  const parentHolds = closures.flatMap((t) => [...t.parentsAt.values()].map((at) => t.end - at));
+  // The heads from the moment they are all granted (after the keys' and the heads' waits).
+  const projectHolds = closures.map((t) => t.end - (t.keysAt! + t.keysWait + t.headsWait));
+  console.log(
+    `  orchestrations a closure of answers locks (its children's ends) ${f1(sum(closures.map((t) => t.parentsAt.size)) / closures.length)} per closure, each held from its first child's end to the COMMIT's end p50/mean ${f1(pct(parentHolds, 0.5))}/${f1(sum(parentHolds) / Math.max(1, parentHolds.length))} ms (the heads, from their grant: ${f1(pct(projectHolds, 0.5))}/${f1(sum(projectHolds) / closures.length)} ms)`,
   );
   const spans = closures.map((t): [number, number] => [t.keysAt!, t.end]);
   const all = overlap(spans, runMs);
