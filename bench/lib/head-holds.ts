@@ -117,7 +117,22 @@ function transactions(lines: readonly LogLine[]): Txn[] {
     const start = end - ms;
     let t = open.get(l.pid);
     if (/^\s*BEGIN/.test(text)) {
-      t = { daemon: l.application_name!, begin: start, end, rolledBack: false, keysWait: 0, heads: 0, projects: 0, headsWait: 0, singleHeads: 0, singleWait: 0, heldTrips: 0, commitMs: 0, keyWait: 0, parentsAt: new Map() };
+      t = {
+        daemon: l.application_name!,
+        begin: start,
+        end,
+        rolledBack: false,
+        keysWait: 0,
+        heads: 0,
+        projects: 0,
+        headsWait: 0,
+        singleHeads: 0,
+        singleWait: 0,
+        heldTrips: 0,
+        commitMs: 0,
+        keyWait: 0,
+        parentsAt: new Map(),
+      };
       open.set(l.pid, t);
     }
     if (!t) continue;
@@ -231,10 +246,12 @@ export function printHeadHolds(logFile: string, items: number, runMs: number): v
   }
   if (singles.length > 0)
     console.log(
-      `  answers alone: ${singles.length} transactions, head waits p50/p90 ${f1(pct(
-        singles.map((t) => t.singleWait),
-        0.5,
-      ))}/${f1(
+      `  answers alone: ${singles.length} transactions, head waits p50/p90 ${f1(
+        pct(
+          singles.map((t) => t.singleWait),
+          0.5,
+        ),
+      )}/${f1(
         pct(
           singles.map((t) => t.singleWait),
           0.9,
