@@ -14,7 +14,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import pg from 'pg';
 import { createSimulator } from '../src/sim/simulator.js';
 import { adminQuery, databaseUrl, startPostgres, type PostgresServer } from '../test/helpers/postgres-server.js';
@@ -33,7 +33,10 @@ const EPICS = Number(process.env.DIAG_EPICS ?? 160);
  * V8's concurrent compiler compiling the daemon's code, which the bench's row does not measure.
  */
 const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 800);
-/** DIAG_HOLDS=1: the statement log of the measured run, read for the document heads' waits and holds (bench/lib/head-holds.ts). */
+/**
+ * DIAG_HOLDS=1: the statement log of the measured run, read for the document heads' waits and holds (bench/lib/head-holds.ts),
+ * written to this file (~100 MB per 2,880-item run), deleted at the end unless DIAG_HOLDS_KEEP=1 (to read it again).
+ */
 const HOLDS = process.env.DIAG_HOLDS === '1';
 const HOLDS_LOG = `/tmp/diag-pg-holds-${process.pid}.log`;
 
@@ -534,6 +537,7 @@ async function main(): Promise<void> {
   } finally {
     await admin.end();
     await server.stop();
+    if (HOLDS && !process.env.DIAG_HOLDS_KEEP) rmSync(HOLDS_LOG, { force: true });
   }
 }
 
