@@ -8,16 +8,18 @@
  * The daemons (and the engine) reach the server through its Unix socket, as bench target 9's do; DIAG_TCP=1 through loopback TCP.
  * BENCH_PROFILE_DIR works as in the bench (daemon --cpu-prof; engine profile). DIAG_TRACK_ALL=1 lists the statements run
  * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
- * statements (45). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
+ * statements (45). DIAG_HOLDS=1 logs every statement of the measured run and prints the closures of answers' document-head
+ * waits and holds (bench/lib/head-holds.ts; the log slows the server: CPU figures from a run without it). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
  * DIAG_WARMUP_EPICS (800, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import pg from 'pg';
 import { createSimulator } from '../src/sim/simulator.js';
 import { adminQuery, databaseUrl, startPostgres, type PostgresServer } from '../test/helpers/postgres-server.js';
 import { BenchDaemon, projectFile } from './lib/daemon.js';
+import { HOLDS_LOG_FLAGS, holdsLogSink, printHeadHolds, startHoldsLog, stopHoldsLog } from './lib/head-holds.js';
 import { runEngineOnce } from './lib/engine-run.js';
 import { sleep } from './lib/stats.js';
 
@@ -31,6 +33,12 @@ const EPICS = Number(process.env.DIAG_EPICS ?? 160);
  * V8's concurrent compiler compiling the daemon's code, which the bench's row does not measure.
  */
 const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 800);
+/**
+ * DIAG_HOLDS=1: the statement log of the measured run, read for the document heads' waits and holds (bench/lib/head-holds.ts),
+ * written to this file (~100 MB per 2,880-item run), deleted at the end unless DIAG_HOLDS_KEEP=1 (to read it again).
+ */
+const HOLDS = process.env.DIAG_HOLDS === '1';
+const HOLDS_LOG = `/tmp/diag-pg-holds-${process.pid}.log`;
 
 function procCpuMs(pid: number, withChildren = false): number {
   try {
@@ -361,6 +369,8 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
     await withDatabase(server, async (url) => {
       const dbName = new URL(url).pathname.slice(1);
       const daemons = Array.from({ length: count }, () => BenchDaemon.inTempHome(sim.url, config, clientUrl(server, url)));
+      // Each daemon's sessions named after it in the server's statement log (DIAG_HOLDS).
+      for (const [i, d] of daemons.entries()) d.env.PGAPPNAME = `diag-d${i}`;
       const client = new pg.Client({ connectionString: url });
       await client.connect();
       await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
@@ -372,6 +382,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, EPICS));
         const items = PROJECTS * EPICS;
         await resetStats(admin);
+        if (HOLDS) await startHoldsLog(admin, HOLDS_LOG);
         const perf = startPerf(
           port,
           daemons.map((d) => d.pid),
@@ -477,6 +488,10 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         );
         console.log(`lock waits in COMMIT queries (the chain head first): ${(commitWaits / samples).toFixed(2)} backends on average`);
         await printItemPhases(client);
+        if (HOLDS) {
+          await stopHoldsLog(admin);
+          printHeadHolds(HOLDS_LOG, items, secs * 1000);
+        }
         console.log(`wait-event samples (${samples} samples; average active backends per state):`);
         for (const [k, v] of [...waits.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${(v / samples).toFixed(2).padStart(6)}  ${k}`);
         await report(admin, dbName, items, client);
@@ -494,13 +509,14 @@ async function main(): Promise<void> {
   const [mode, ...args] = process.argv.slice(2);
   const explainLog = process.env.DIAG_EXPLAIN;
   const server = await startPostgres({
-    onLog: explainLog ? (line) => appendFileSync(explainLog, line) : undefined,
+    onLog: explainLog ? (line) => appendFileSync(explainLog, line) : HOLDS ? holdsLogSink(HOLDS_LOG) : undefined,
     durable: true,
     extraFlags: [
       ...['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=5000'],
       ...['-c', 'pg_stat_statements.track_planning=on', '-c', 'track_functions=all', '-c', 'track_wal_io_timing=on'],
       // DIAG_TRACK_ALL=1: the statements inside functions and triggers too (foreign-key checks, plpgsql), each on its own row.
       ...(process.env.DIAG_TRACK_ALL ? ['-c', 'pg_stat_statements.track=all'] : []),
+      ...(HOLDS ? HOLDS_LOG_FLAGS : []),
       // DIAG_EXPLAIN=<file>: the plan of every statement, those inside functions and triggers included (auto_explain), with
       // the rows each node read, appended to <file> — to find which statement reads an index (grep the index's name). Slows
       // the server: not for CPU figures.
@@ -521,6 +537,7 @@ async function main(): Promise<void> {
   } finally {
     await admin.end();
     await server.stop();
+    if (HOLDS && !process.env.DIAG_HOLDS_KEEP) rmSync(HOLDS_LOG, { force: true });
   }
 }
 
