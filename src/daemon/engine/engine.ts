@@ -88,6 +88,7 @@ export interface EngineOptions {
 }
 
 interface InFlight extends LeaseHeld {
+  /** Aborted by a user's cancel, or by its call's deadline (executor.ts): the call's one abort signal. */
   cancel: AbortController;
   threadId: string;
 }
@@ -380,7 +381,7 @@ export class Engine {
     this.inFlight.set(itemId, entry);
     runLeasedItem(this.pipeline, {
       item: ids,
-      cancel: entry.cancel.signal,
+      cancel: entry.cancel,
       resumeFrom,
       log,
       claimedRoute: claim?.route ?? null,

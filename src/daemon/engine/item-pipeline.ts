@@ -42,7 +42,8 @@ export interface PipelineDeps {
 
 export interface LeasedItem {
   item: { id: string; thread_id: string };
-  cancel: AbortSignal;
+  /** The item's controller: the user's cancel aborts it, and its call's deadline (executor.ts). */
+  cancel: AbortController;
   /** The recorded answer recovery resumes from (no call), or null. */
   resumeFrom: LedgerRow | null;
   /** The item's logger (made on first use: most items never log). */
