@@ -1,16 +1,35 @@
+import { totalmem } from 'node:os';
 import { join } from 'node:path';
+
+const GiB = 2 ** 30;
 
 /**
  * The node flags the daemon process is started with — by `combine daemon start`, by the systemd unit
  * `combine daemon install` writes and by the benchmarks (a `combine daemon run` typed in a terminal runs
- * on V8's defaults). V8's young generation grows to 2 × 16 MiB semi-spaces, resident for the daemon's life once
- * a burst has grown it; 2 × 8 MiB takes ~10 MiB off the peak of a daemon with 2,000 calls open (issue 20
- * target 3). GC time over that run, A/B in the same minutes (bench/README.md, 2026-11-24 17:02–17:08):
- * 1.2–1.4× V8's default with 2 × 8 MiB, 1.5–1.8× with 2 × 4 MiB (which takes ~8 MiB more), noisy under
- * load: 8 is the setting closest to flat. No cap on the old generation: a daemon with a larger
- * max_in_flight must grow rather than run out of heap.
+ * on V8's defaults).
+ * - `--max-semi-space-size=8`: V8's young generation grows to 2 × 16 MiB semi-spaces, resident for the
+ *   daemon's life once a burst has grown it; 2 × 8 MiB takes ~10 MiB off the peak of a daemon with 2,000
+ *   calls open (issue 20 target 3). GC time over that run, A/B in the same minutes (bench/README.md,
+ *   2026-11-24 17:02–17:08): 1.2–1.4× V8's default with 2 × 8 MiB, 1.5–1.8× with 2 × 4 MiB (which takes
+ *   ~8 MiB more), noisy under load: 8 is the setting closest to flat.
+ * - `--max-old-space-size=2047` on a host with 8 GiB of memory or more (`oldSpaceFlags`).
  */
-export const DAEMON_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+export const DAEMON_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8', ...oldSpaceFlags(totalmem())];
+
+/**
+ * After each full GC, V8 lets the old generation grow to its live size times a factor of up to 4 before
+ * the next one when its heap limit is 2 GiB or more — what it gives a host with 8 GiB of memory or more
+ * (a quarter of it, 4 GiB from 16 GiB) — and of up to 1.3–2 below that, by the limit. A burst of 2,000
+ * calls started on an idle daemon (~15 MiB live) then grew the old space to ~60 MiB before its first full
+ * GC, ~25 MiB of it garbage. With the limit at 2047 MiB the factor is at most 2: a full GC comes in the
+ * middle of the burst, and the daemon's peak RSS with 2,000 calls open is ~8 MiB lower at the same GC time
+ * (bench/README.md, 2026-11-25 17:42–18:50). The limit is then the one V8 gives an 8 GiB host: it holds
+ * ~150,000 open calls (~13 KiB each), more than `engine.max_in_flight` allows (100,000). A smaller host
+ * keeps V8's own limit (a quarter of its memory, factor ≤ 2), which this flag would raise.
+ */
+export function oldSpaceFlags(hostMemoryBytes: number): string[] {
+  return hostMemoryBytes >= 8 * GiB ? ['--max-old-space-size=2047'] : [];
+}
 
 /**
  * The environment variables the daemon process is started with (by `combine daemon start`, the systemd
