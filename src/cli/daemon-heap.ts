@@ -23,7 +23,7 @@ export const DAEMON_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8', 
  * calls started on an idle daemon (~15 MiB live) then grew the old space to ~60 MiB before its first full
  * GC, ~25 MiB of it garbage. With the limit at 2047 MiB the factor is at most 2: a full GC comes in the
  * middle of the burst, and the daemon's peak RSS with 2,000 calls open is ~8 MiB lower at the same GC time
- * (bench/README.md, 2026-11-25 17:42–18:50). The limit is then the one V8 gives an 8 GiB host: it holds
+ * (bench/README.md, 2026-11-25 17:20–18:35). The limit is then the one V8 gives an 8 GiB host: it holds
  * ~150,000 open calls (~13 KiB each), more than `engine.max_in_flight` allows (100,000). A smaller host
  * keeps V8's own limit (a quarter of its memory, factor ≤ 2), which this flag would raise.
  */
