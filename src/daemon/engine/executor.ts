@@ -10,8 +10,24 @@ import type { Provider, RawResponse } from './provider.js';
 export type CallOutcome = ({ kind: 'response'; latencyMs: number } & RawResponse) | { kind: 'error'; error: ClassifiedError; latencyMs: number };
 
 /**
- * Sends `request` with a deadline of `timeoutMs`. `cancel` is the item's own controller: the user's cancel
- * aborts it, and so does the deadline (with a `TimeoutError`), so the call has one abort signal. Never
+ * An item's abort: its controller, which the user's cancel and its call's deadline abort (the call's one
+ * abort signal; one per lease, never reused), and whether the user canceled, set before the cancel aborts:
+ * a cancel is CANCELED whenever it comes before the call settles, even after the deadline aborted.
+ */
+export interface ItemAbort {
+  readonly controller: AbortController;
+  canceledByUser: boolean;
+}
+
+/** The user's cancel of an item's call: marked as the user's first, then aborted (a no-op if the deadline already did). */
+export function cancelCall(abort: ItemAbort): void {
+  abort.canceledByUser = true;
+  abort.controller.abort();
+}
+
+/**
+ * Sends `request` with a deadline of `timeoutMs`. `cancel` is the item's own abort: the user's cancel
+ * aborts its controller, and so does the deadline (with a `TimeoutError`), so the call has one abort signal. Never
  * throws: every failure comes back classified. Not itself async: while the call waits for the model, only
  * `settle` is suspended, and it does not hold the request (an async function keeps its parameters alive
  * until it returns — 2,000 prompts at target 6).
@@ -20,7 +36,7 @@ export function executeCall(
   provider: Provider,
   request: ChatRequest,
   opts: {
-    cancel: AbortController;
+    cancel: ItemAbort;
     timeoutMs: number;
     now: () => number;
     secrets?: readonly string[];
@@ -32,7 +48,7 @@ export function executeCall(
   const started = performance.now();
   let sent: Promise<RawResponse>;
   try {
-    sent = provider.send(request, opts.cancel.signal, opts.headers ?? {});
+    sent = provider.send(request, opts.cancel.controller.signal, opts.headers ?? {});
   } catch (err) {
     sent = Promise.reject(err);
   }
@@ -40,37 +56,29 @@ export function executeCall(
 }
 
 /**
- * The call's deadline: one timer that aborts the item's controller with a `TimeoutError`, let go as soon
- * as the call settles. The provider listens to that one signal for both the user's cancel and the
- * deadline (it fails a `TimeoutError` abort as a timeout): no second controller, listener and timer per
- * open call (`AbortSignal.any` with `AbortSignal.timeout` made three signals, their weak references and a
- * timer that outlived the call until its deadline; a controller of the call's own, following the item's,
- * and the provider's own headers timer were one controller, one listener and one timer more).
+ * The call's deadline: one timer, cleared when the call settles, that aborts the item's controller with a
+ * `TimeoutError` unless it is already aborted. The provider fails a `TimeoutError` abort as a timeout.
  */
 class CallDeadline {
   private readonly timer: NodeJS.Timeout;
   timedOut = false;
 
   constructor(
-    readonly cancel: AbortController,
+    readonly cancel: ItemAbort,
     timeoutMs: number,
   ) {
     this.timer = setTimeout(() => {
       // Canceled first: the cancel stands (the user's word, as when it came before the call).
-      if (cancel.signal.aborted) return;
+      if (cancel.controller.signal.aborted) return;
       this.timedOut = true;
-      cancel.abort(new DOMException('The operation timed out.', 'TimeoutError'));
+      cancel.controller.abort(new DOMException('The operation timed out.', 'TimeoutError'));
     }, timeoutMs);
     this.timer.unref();
   }
 
-  /**
-   * The user's cancel: the item's controller aborted, and not by the deadline. A cancel that comes after
-   * the deadline finds it aborted: the call ends as a timeout, and the canceled thread is not retried
-   * (failures.ts reads the thread's status, which the cancel committed before it aborted the call).
-   */
+  /** The user canceled before the call settled: before or after the deadline, the cancel stands (as on main). */
   get canceled(): boolean {
-    return this.cancel.signal.aborted && !this.timedOut;
+    return this.cancel.canceledByUser;
   }
 
   /** The call settled: nothing of it waits for the deadline any more. */
