@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectHttp, probeSocket, type DaemonClient } from '../../src/cli/client.js';
-import { daemonArgv, daemonEnv } from '../../src/cli/daemon-heap.js';
+import { capLowersHeapLimit, daemonArgv, daemonEnv } from '../../src/cli/daemon-heap.js';
 import { sleep } from './stats.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
@@ -68,7 +68,10 @@ export class BenchDaemon {
         : [];
     const extra = process.env.BENCH_DAEMON_FLAGS ? process.env.BENCH_DAEMON_FLAGS.split(' ') : [];
     // The daemon's own heap settings first (as `daemon start` runs it); BENCH_DAEMON_FLAGS after them overrides.
-    this.child = spawn(process.execPath, daemonArgv(join(ROOT, 'dist'), [], [...extra, ...prof]), { env: daemonEnv(this.env), stdio: 'ignore' });
+    this.child = spawn(process.execPath, daemonArgv(join(ROOT, 'dist'), [], [...extra, ...prof]), {
+      env: daemonEnv(this.env, await capLowersHeapLimit()),
+      stdio: 'ignore',
+    });
     const deadline = Date.now() + 60_000;
     while (!(await probeSocket(this.socket))) {
       if (this.child.exitCode !== null) throw new Error(`the daemon exited ${this.child.exitCode}: ${this.logTail()}`);

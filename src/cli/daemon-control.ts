@@ -5,7 +5,7 @@
 import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { connectHttp, openSocket, probeSocket, toCliError, type Connection } from './client.js';
-import { daemonArgv, daemonEnv } from './daemon-heap.js';
+import { capLowersHeapLimit, daemonArgv, daemonEnv } from './daemon-heap.js';
 import { homeFiles } from './home.js';
 import { EXIT } from './output.js';
 import { CliError } from '../core/errors.js';
@@ -73,7 +73,7 @@ export async function startDaemon(home: string, env: NodeJS.ProcessEnv = process
   const child = spawn(process.execPath, daemonArgv(fileURLToPath(new URL('.', import.meta.url)), runArgs), {
     detached: true,
     stdio: ['ignore', log, log],
-    env: daemonEnv({ ...env, COMBINE_HOME: home }),
+    env: daemonEnv({ ...env, COMBINE_HOME: home }, await capLowersHeapLimit()),
   });
   closeSync(log);
   let exited: number | null = null;

@@ -4,7 +4,7 @@
  */
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DAEMON_ENV, daemonArgv } from './daemon-heap.js';
+import { DAEMON_ENV, daemonArgv, OLD_SPACE_CAP } from './daemon-heap.js';
 
 export interface UnitOptions {
   node: string;
@@ -12,6 +12,8 @@ export interface UnitOptions {
   distDir: string;
   home: string;
   metricsPort: number | null;
+  /** The heap cap lowers V8's limit here (daemon-heap.ts `capLowersHeapLimit`). */
+  capHeap: boolean;
 }
 
 /** systemd expands %-specifiers in most settings; a literal % is written %%. */
@@ -38,8 +40,9 @@ export function renderUnit(o: UnitOptions): string {
     'Type=simple',
     `ExecStart=${exec}`,
     `Environment=${arg(`COMBINE_HOME=${o.home}`)}`,
-    // The EnvironmentFile below overrides these (systemd applies it after Environment=).
-    ...Object.entries(DAEMON_ENV).map(([k, v]) => `Environment=${arg(`${k}=${v}`)}`),
+    // The EnvironmentFile below overrides these (systemd applies it after Environment=): a NODE_OPTIONS
+    // in daemon.env replaces the heap cap, as the user's own does for `combine daemon start`.
+    ...Object.entries({ ...DAEMON_ENV, ...(o.capHeap && { NODE_OPTIONS: OLD_SPACE_CAP }) }).map(([k, v]) => `Environment=${arg(`${k}=${v}`)}`),
     `EnvironmentFile=-${escapeValue(join(o.home, 'daemon.env'))}`,
     // SIGTERM: stop claiming, drain in-flight calls up to the drain timeout (10 s), exit 0.
     'KillSignal=SIGTERM',

@@ -14,7 +14,7 @@ import type { ProviderConfig } from './config/config.js';
 import { MissingApiKeyError } from '../core/errors.js';
 import { VERSION } from '../core/version.js';
 import type { Provider, RawResponse } from './engine/provider.js';
-import { HeadersTimeoutError, pooledPost, readBodyLimited } from './provider-http.js';
+import { pooledPost, readBodyLimited } from './provider-http.js';
 
 /** Idle keep-alive connections kept per endpoint, and for how long (under common servers' own 5 s). */
 const IDLE_SOCKETS = 64;
@@ -36,10 +36,10 @@ export function createOpenAIProvider(cfg: ProviderConfig, maxSockets: number): P
     endpoint: cfg.baseURL,
     // Not async: the request is serialized and written before this returns, so nothing of it (nor of
     // the prompt) is kept while the call waits; only `receive` is suspended, on the answer.
-    send(request, signal, timeoutMs, headers) {
+    send(request, signal, headers) {
       if (needsKey && !cfg.apiKey) return Promise.reject(new MissingApiKeyError());
-      if (signal.aborted) return Promise.reject(new APIUserAbortError());
-      return post(path, JSON.stringify(request), { ...fixedHeaders, ...headers }, signal, timeoutMs).then(
+      if (signal.aborted) return Promise.reject(abortedError(signal));
+      return post(path, JSON.stringify(request), { ...fixedHeaders, ...headers }, signal).then(
         (res) => receive(res, cfg.maxAnswerBytes),
         (err: unknown) => {
           throw connectionError(err, signal);
@@ -67,11 +67,19 @@ function answerOf(res: IncomingMessage, httpStatus: number, bodyText: string): R
   return { httpStatus, bodyText, requestId: typeof requestId === 'string' ? requestId : null, rateLimit };
 }
 
-/** What the SDK throws when no answer came: the user's abort, a timeout, or the connection's own error as the cause. */
+/** What the SDK throws when no answer came: an abort (the user's or the deadline's), a timeout, or the connection's own error as the cause. */
 function connectionError(err: unknown, signal: AbortSignal): APIError {
-  if (signal.aborted) return new APIUserAbortError();
-  if (err instanceof HeadersTimeoutError || /timed? ?out/i.test(String(err))) return new APIConnectionTimeoutError();
+  if (signal.aborted) return abortedError(signal);
+  if (/timed? ?out/i.test(String(err))) return new APIConnectionTimeoutError();
   return new APIConnectionError({ cause: err instanceof Error ? err : new Error(String(err)) });
+}
+
+/**
+ * An aborted call as the SDK fails it: the deadline's abort (a `TimeoutError`, as `AbortSignal.timeout`
+ * and the engine's deadline give) as its own timeout, any other as the user's abort.
+ */
+function abortedError(signal: AbortSignal): APIError {
+  return (signal.reason as { name?: unknown } | undefined)?.name === 'TimeoutError' ? new APIConnectionTimeoutError() : new APIUserAbortError();
 }
 
 /** A non-2xx answer as the SDK's own error (RateLimitError, BadRequestError …), its JSON body parsed as the SDK does. */

@@ -11,7 +11,8 @@
  *
  * Failures are Node's own (the caller maps them to the SDK's error types): the abort signal destroys the
  * request with an `AbortError`; connection errors carry their `code` (ECONNREFUSED …); a connection
- * that breaks while the answer is read fails the read with ECONNRESET.
+ * that breaks while the answer is read fails the read with ECONNRESET. No timer of its own: the caller's
+ * signal carries the call's deadline.
  */
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
@@ -27,12 +28,7 @@ export interface PoolOptions {
 }
 
 /** Sends `body` as a POST to `path` on the endpoint and resolves with the answer once its headers have come. */
-export type PostJson = (path: string, body: string, headers: Record<string, string>, signal: AbortSignal, headersTimeoutMs: number) => Promise<IncomingMessage>;
-
-/** The error a request fails with when no answer's headers came within its `headersTimeoutMs`. */
-export class HeadersTimeoutError extends Error {
-  override name = 'HeadersTimeoutError';
-}
+export type PostJson = (path: string, body: string, headers: Record<string, string>, signal: AbortSignal) => Promise<IncomingMessage>;
 
 export function pooledPost(baseURL: string, pool: PoolOptions): PostJson {
   const base = new URL(baseURL);
@@ -43,7 +39,7 @@ export function pooledPost(baseURL: string, pool: PoolOptions): PostJson {
   // Parsed once: a URL string given to each request would be parsed into a URL and its parts per call.
   const host = base.host;
   const target = { protocol: base.protocol, hostname: base.hostname.replace(/^\[|\]$/g, ''), port: base.port || (secure ? 443 : 80) };
-  return (path, body, headers, signal, headersTimeoutMs) => {
+  return (path, body, headers, signal) => {
     // The headers as one flat list, written as they are: given by name (setHeader), Node would also keep
     // them in a per-request dictionary while the call waits. `Host` is then ours to send.
     const list = ['host', host, 'content-length', String(Buffer.byteLength(body))];
@@ -55,7 +51,7 @@ export function pooledPost(baseURL: string, pool: PoolOptions): PostJson {
       // A header Node refuses (an invalid character): nothing was sent.
       return Promise.reject(err);
     }
-    const answer = answerOf(req, signal, headersTimeoutMs);
+    const answer = answerOf(req, signal);
     req.end(body);
     return answer;
   };
@@ -67,20 +63,14 @@ export function pooledPost(baseURL: string, pool: PoolOptions): PostJson {
  * to here (one listener), not given to `http.request` (which ties it to the request's end with a
  * stream `finished` and its half-dozen closures per call).
  */
-function answerOf(req: http.ClientRequest, signal: AbortSignal, headersTimeoutMs: number): Promise<IncomingMessage> {
+function answerOf(req: http.ClientRequest, signal: AbortSignal): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const abort = () => req.destroy(abortError());
-    const timer = setTimeout(() => req.destroy(new HeadersTimeoutError(`no answer within ${headersTimeoutMs} ms`)), headersTimeoutMs);
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', abort);
-    };
     req.once('error', (err) => {
-      done();
+      signal.removeEventListener('abort', abort);
       reject(err);
     });
     req.once('response', (res) => {
-      clearTimeout(timer);
       // Still listened to while the body is read: an abort then breaks the answer, as it would the request.
       res.once('close', () => signal.removeEventListener('abort', abort));
       resolve(res);

@@ -4,7 +4,7 @@ import http from 'node:http';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DAEMON_ENV, DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
+import { capLowersHeapLimit, DAEMON_ENV, DAEMON_NODE_FLAGS, OLD_SPACE_CAP } from '../../src/cli/daemon-heap.js';
 import { CLI, Harness, project, ROOT, waitForExit, type CommandJson } from '../helpers/harness.js';
 
 describe('daemon lifecycle', () => {
@@ -58,6 +58,21 @@ describe('daemon lifecycle', () => {
     const own = Object.fromEntries(Object.keys(DAEMON_ENV).map((k) => [k, '3']));
     const restarted = await h.startDaemon(own);
     for (const k of Object.keys(DAEMON_ENV)) expect(environOf(restarted)).toContain(`${k}=3`);
+  });
+
+  it("caps the daemon's old space where that lowers V8's limit, and a heap size the user sets wins (issue 20 target 3)", async () => {
+    expect((await h.cli(['daemon', 'stop'])).code).toBe(0);
+    const environOf = (p: number) => readFileSync(`/proc/${p}/environ`, 'utf8').split('\0');
+    const cmdlineOf = (p: number) => readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+    // The CLI decides as this test process would: both run on V8's defaults on this host.
+    const capped = await h.startDaemon();
+    expect(environOf(capped).filter((e) => e.startsWith('NODE_OPTIONS='))).toEqual((await capLowersHeapLimit()) ? [`NODE_OPTIONS=${OLD_SPACE_CAP}`] : []);
+    expect(cmdlineOf(capped).some((a) => a.includes('old-space'))).toBe(false);
+    expect((await h.cli(['daemon', 'stop'])).code).toBe(0);
+    // The user's 6024 MiB (which main's argv kept and the first cap, in argv, overrode): kept as is.
+    const own = await h.startDaemon({ NODE_OPTIONS: '--max-old-space-size=6024' });
+    expect(environOf(own)).toContain('NODE_OPTIONS=--max-old-space-size=6024');
+    expect(cmdlineOf(own).some((a) => a.includes('old-space'))).toBe(false);
   });
 
   it('never runs a second writer on the same home', async () => {

@@ -8,7 +8,7 @@ import net from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DAEMON_NODE_FLAGS } from '../../src/cli/daemon-heap.js';
+import { capLowersHeapLimit, DAEMON_NODE_FLAGS, OLD_SPACE_CAP } from '../../src/cli/daemon-heap.js';
 import { shortId } from '../../src/domain/short-id.js';
 import { CLI, FAST_RETRY, Harness, ROOT, project, waitUntil, type CommandJson } from '../helpers/harness.js';
 import { parseExposition } from '../helpers/prometheus.js';
@@ -174,6 +174,9 @@ describe('daemon install', () => {
     expect(unit).toContain(`ExecStart=${process.execPath} ${DAEMON_NODE_FLAGS.join(' ')} ${join(ROOT, 'dist', 'daemon-run.js')} --metrics-port 9464`);
     expect(unit).toContain(`Environment=COMBINE_HOME=${h.home}`);
     expect(unit).toContain('Environment=MALLOC_ARENA_MAX=1');
+    // The heap cap in the environment, where daemon.env (read after it) can replace it; only where it lowers V8's limit.
+    expect(unit.includes(`Environment=NODE_OPTIONS=${OLD_SPACE_CAP}\n`)).toBe(await capLowersHeapLimit());
+    expect(unit.indexOf('Environment=NODE_OPTIONS')).toBeLessThan(unit.indexOf('EnvironmentFile='));
     expect(unit).toContain('WantedBy=default.target');
     expect(r.next).toContain('systemctl --user enable --now combine.service');
     expect((await h.cli(['daemon', 'install'], { env })).code).toBe(1); // exists: needs --force

@@ -60,10 +60,13 @@ function outcome(result: PromiseSettledResult<unknown>): object {
   };
 }
 
-/** One request through each client with the same fault in force (each client gets its own fault). */
+/**
+ * One request through each client with the same fault in force (each client gets its own fault). Ours gets
+ * the engine's deadline as the executor gives it: its signal, aborted with a `TimeoutError` at TIMEOUT_MS.
+ */
 async function both(fault: FaultRule | null, req: ChatRequest = request) {
   sim.setFaults(fault ? [{ ...fault, times: 1 }] : []);
-  const [mine] = await Promise.allSettled([ours.send(req, new AbortController().signal, TIMEOUT_MS, {})]);
+  const [mine] = await Promise.allSettled([ours.send(req, AbortSignal.timeout(TIMEOUT_MS), {})]);
   sim.setFaults(fault ? [{ ...fault, times: 1 }] : []);
   const [theirs] = await Promise.allSettled([sdk.chat.completions.create(req as never).withResponse()]);
   return { mine: mine!, theirs: theirs! };
@@ -122,7 +125,7 @@ describe('the provider answers as the openai SDK does', () => {
       return c.signal;
     };
     sim.setFaults([{ kind: 'hang', times: 2 }]);
-    const mine = await Promise.allSettled([ours.send(request, abortSoon(), TIMEOUT_MS * 10, {})]);
+    const mine = await Promise.allSettled([ours.send(request, abortSoon(), {})]);
     const theirs = await Promise.allSettled([sdk.chat.completions.create(request as never, { signal: abortSoon(), timeout: TIMEOUT_MS * 10 })]);
     expect(outcome(mine[0]!)).toEqual(outcome(theirs[0]!));
     expect(outcome(mine[0]!)).toMatchObject({ class: 'APIUserAbortError' });

@@ -8,6 +8,7 @@ import { probeSocket, toCliError, connectHttp } from '../client.js';
 import { withCommonOptions, type CommonOptions } from '../common.js';
 import { daemonRunPorts, parsePort } from '../../core/port.js';
 import { CALL_TIMEOUT_MS, readDaemonPid, startDaemon, waitForExit } from '../daemon-control.js';
+import { capLowersHeapLimit } from '../daemon-heap.js';
 import { homeFiles } from '../home.js';
 import { EXIT, print } from '../output.js';
 import { renderUnit, UNIT_NAME, userUnitDir } from '../systemd-unit.js';
@@ -121,6 +122,7 @@ export function daemonCommand(getHome: () => string): Command {
         distDir: fileURLToPath(new URL('.', import.meta.url)),
         home,
         metricsPort: parsePort(opts.metricsPort),
+        capHeap: await capLowersHeapLimit(),
       });
       if (opts.print) {
         process.stdout.write(opts.json ? `${JSON.stringify({ unit }, null, 2)}\n` : unit);

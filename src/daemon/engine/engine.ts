@@ -15,7 +15,7 @@ import { traceIdOf } from '../../core/trace-context.js';
 import { noTracer } from '../tracing/tracer.js';
 import type { Tracer } from '../tracing/types.js';
 import type { EngineContext } from './leased.js';
-import type { CallOutcome } from './executor.js';
+import { cancelCall, type CallOutcome, type ItemAbort } from './executor.js';
 import { itemWrites, runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { LeaseUpkeep, type LeaseHeld, type RecoveryCounts } from './lease-upkeep.js';
 import { ProviderHolds } from './provider-feedback.js';
@@ -88,7 +88,8 @@ export interface EngineOptions {
 }
 
 interface InFlight extends LeaseHeld {
-  cancel: AbortController;
+  /** Aborted by a user's cancel, or by its call's deadline (executor.ts): the call's one abort signal. */
+  cancel: ItemAbort;
   threadId: string;
 }
 
@@ -241,12 +242,12 @@ export class Engine {
 
   /** Aborts the in-flight calls of these work items (a user's cancel). */
   abort(workItemIds: string[]): void {
-    for (const id of workItemIds) this.inFlight.get(id)?.cancel.abort();
+    for (const f of workItemIds.map((id) => this.inFlight.get(id))) if (f) cancelCall(f.cancel);
   }
 
   /** Aborts the in-flight calls of these threads: another daemon on the shared database canceled them. */
   abortThreads(threadIds: ReadonlySet<string>): void {
-    for (const f of this.inFlight.values()) if (threadIds.has(f.threadId)) f.cancel.abort();
+    for (const f of this.inFlight.values()) if (threadIds.has(f.threadId)) cancelCall(f.cancel);
   }
 
   /**
@@ -376,11 +377,11 @@ export class Engine {
     const logger = this.o.logger;
     let child: Logger | null = null;
     const log = () => (child ??= logger.child({ component: 'engine', thread_id: ids.thread_id, work_item_id: ids.id, trace_id: traceIdOf(traceparent) }));
-    const entry: InFlight = { cancel: new AbortController(), threadId: item.thread_id, lockScope: item.lock_scope, log };
+    const entry: InFlight = { cancel: { controller: new AbortController(), canceledByUser: false }, threadId: item.thread_id, lockScope: item.lock_scope, log };
     this.inFlight.set(itemId, entry);
     runLeasedItem(this.pipeline, {
       item: ids,
-      cancel: entry.cancel.signal,
+      cancel: entry.cancel,
       resumeFrom,
       log,
       claimedRoute: claim?.route ?? null,

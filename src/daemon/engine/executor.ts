@@ -10,8 +10,25 @@ import type { Provider, RawResponse } from './provider.js';
 export type CallOutcome = ({ kind: 'response'; latencyMs: number } & RawResponse) | { kind: 'error'; error: ClassifiedError; latencyMs: number };
 
 /**
- * Sends `request` with a deadline of `timeoutMs`; `cancel` aborts it (a user's cancel). Never throws:
- * every failure comes back classified. Not itself async: while the call waits for the model, only
+ * An item's abort: its controller, which the user's cancel and its call's deadline abort (the call's one
+ * abort signal; one per lease, never reused), and whether the user canceled, set before the cancel aborts:
+ * a cancel is CANCELED whenever it comes before the call settles, even after the deadline aborted.
+ */
+export interface ItemAbort {
+  readonly controller: AbortController;
+  canceledByUser: boolean;
+}
+
+/** The user's cancel of an item's call: marked as the user's first, then aborted (a no-op if the deadline already did). */
+export function cancelCall(abort: ItemAbort): void {
+  abort.canceledByUser = true;
+  abort.controller.abort();
+}
+
+/**
+ * Sends `request` with a deadline of `timeoutMs`. `cancel` is the item's own abort: the user's cancel
+ * aborts its controller, and so does the deadline (with a `TimeoutError`), so the call has one abort signal. Never
+ * throws: every failure comes back classified. Not itself async: while the call waits for the model, only
  * `settle` is suspended, and it does not hold the request (an async function keeps its parameters alive
  * until it returns — 2,000 prompts at target 6).
  */
@@ -19,7 +36,7 @@ export function executeCall(
   provider: Provider,
   request: ChatRequest,
   opts: {
-    cancel: AbortSignal;
+    cancel: ItemAbort;
     timeoutMs: number;
     now: () => number;
     secrets?: readonly string[];
@@ -27,69 +44,64 @@ export function executeCall(
     headers?: Record<string, string>;
   },
 ): Promise<CallOutcome> {
-  const call = new CallSignal(opts.cancel, opts.timeoutMs);
+  const deadline = new CallDeadline(opts.cancel, opts.timeoutMs);
   const started = performance.now();
   let sent: Promise<RawResponse>;
   try {
-    sent = provider.send(request, call.signal, opts.timeoutMs, opts.headers ?? {});
+    sent = provider.send(request, opts.cancel.controller.signal, opts.headers ?? {});
   } catch (err) {
     sent = Promise.reject(err);
   }
-  return settle(sent, started, call, opts);
+  return settle(sent, started, deadline, opts);
 }
 
 /**
- * The call's one abort signal: the user's cancel or the deadline, whichever comes first. One controller,
- * one listener and one timer, all let go as soon as the call settles. `AbortSignal.any` with
- * `AbortSignal.timeout` made three signals, their weak references and a timer per call, and the timer
- * outlived the call until its deadline (a minute by default).
+ * The call's deadline: one timer, cleared when the call settles, that aborts the item's controller with a
+ * `TimeoutError` unless it is already aborted. The provider fails a `TimeoutError` abort as a timeout.
  */
-class CallSignal {
-  private readonly controller = new AbortController();
+class CallDeadline {
   private readonly timer: NodeJS.Timeout;
   timedOut = false;
 
   constructor(
-    readonly cancel: AbortSignal,
+    readonly cancel: ItemAbort,
     timeoutMs: number,
   ) {
     this.timer = setTimeout(() => {
+      // Canceled first: the cancel stands (the user's word, as when it came before the call).
+      if (cancel.controller.signal.aborted) return;
       this.timedOut = true;
-      this.controller.abort(new DOMException('The operation timed out.', 'TimeoutError'));
+      cancel.controller.abort(new DOMException('The operation timed out.', 'TimeoutError'));
     }, timeoutMs);
     this.timer.unref();
-    if (cancel.aborted) this.controller.abort(cancel.reason);
-    else cancel.addEventListener('abort', this.onCancel, { once: true });
   }
 
-  get signal(): AbortSignal {
-    return this.controller.signal;
+  /** The user canceled before the call settled: before or after the deadline, the cancel stands (as on main). */
+  get canceled(): boolean {
+    return this.cancel.canceledByUser;
   }
 
-  private readonly onCancel = () => this.controller.abort(this.cancel.reason);
-
-  /** The call settled: nothing of it waits for the deadline or the cancel any more. */
+  /** The call settled: nothing of it waits for the deadline any more. */
   release(): void {
     clearTimeout(this.timer);
-    this.cancel.removeEventListener('abort', this.onCancel);
   }
 }
 
 async function settle(
   sent: Promise<RawResponse>,
   started: number,
-  call: CallSignal,
+  deadline: CallDeadline,
   opts: { now: () => number; secrets?: readonly string[]; maxProviderWaitMs?: number | undefined },
 ): Promise<CallOutcome> {
   try {
     const raw = redactResponse(await sent, opts.secrets ?? []);
     return { kind: 'response', latencyMs: Math.round(performance.now() - started), ...raw };
   } catch (err) {
-    const aborts = { canceled: call.cancel.aborted, timedOut: call.timedOut };
+    const aborts = { canceled: deadline.canceled, timedOut: deadline.timedOut };
     const error = classifyCallError(err, aborts, opts.now(), { secrets: opts.secrets, maxProviderWaitMs: opts.maxProviderWaitMs });
     return { kind: 'error', error, latencyMs: Math.round(performance.now() - started) };
   } finally {
-    call.release();
+    deadline.release();
   }
 }
 

@@ -13,7 +13,7 @@ import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { finishAnswer, recordResponse } from './completer.js';
 import { failLeasedAttempt } from './failures.js';
 import { ItemReads, type AnswerResult, type EngineContext } from './leased.js';
-import { executeCall, type CallOutcome } from './executor.js';
+import { executeCall, type CallOutcome, type ItemAbort } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
 import type { BuiltRequest } from './request.js';
 import { eachStep, itemWrite, type Steps } from './shared-writes.js';
@@ -42,7 +42,8 @@ export interface PipelineDeps {
 
 export interface LeasedItem {
   item: { id: string; thread_id: string };
-  cancel: AbortSignal;
+  /** The item's abort: the user's cancel aborts it, and its call's deadline (executor.ts). */
+  cancel: ItemAbort;
   /** The recorded answer recovery resumes from (no call), or null. */
   resumeFrom: LedgerRow | null;
   /** The item's logger (made on first use: most items never log). */

@@ -18,8 +18,10 @@ export interface Provider {
   /** Identifies the endpoint (for breakers and the ledger); never contains credentials. */
   readonly endpoint: string;
   /**
-   * Sends one request (`headers`: sent with it — the call's W3C `traceparent`). Throws the client's own
-   * errors; the engine classifies them (classify.ts).
+   * Sends one request (`headers`: sent with it — the call's W3C `traceparent`). `signal` ends it: the
+   * user's cancel, or the engine's deadline (executor.ts), whose abort reason is a `TimeoutError`
+   * DOMException — the call's only deadline. Throws the client's own errors; the engine classifies them
+   * (classify.ts).
    */
-  send(request: ChatRequest, signal: AbortSignal, timeoutMs: number, headers: Record<string, string>): Promise<RawResponse>;
+  send(request: ChatRequest, signal: AbortSignal, headers: Record<string, string>): Promise<RawResponse>;
 }

@@ -1,0 +1,90 @@
+/**
+ * The executor's deadline and the user's cancel (engine/executor.ts, issue 20 target 3: one abort signal per
+ * call, the item's own controller, aborted by either): the real provider against the simulator's `hang`.
+ * - the deadline: PROVIDER_TIMEOUT, transient, with the SDK's timeout message;
+ * - a cancel before the deadline: CANCELED;
+ * - a cancel after the deadline fired but before the call settled: CANCELED, as on main (review R1);
+ * - a settled call leaves no listener on the item's signal.
+ */
+import { getEventListeners } from 'node:events';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChatRequest } from '../../src/domain/prompts.js';
+import { createOpenAIProvider } from '../../src/daemon/openai-provider.js';
+import { cancelCall, executeCall, type CallOutcome, type ItemAbort } from '../../src/daemon/engine/executor.js';
+import type { Provider } from '../../src/daemon/engine/provider.js';
+import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
+
+/** Long enough that only the cases that wait for it see it: none of them depends on how long it is. */
+const NEVER_MS = 600_000;
+const SHORT_MS = 50;
+const request = { model: 'test-model', messages: [{ role: 'user', content: 'Epic id: E1\nTitle: Deadline' }] } as ChatRequest;
+
+let sim: Simulator;
+let provider: Provider;
+
+beforeAll(async () => {
+  sim = await createSimulator();
+  const config = { baseURL: sim.url, apiKey: 'sk-executor-test', model: 'test-model', temperature: 0, maxTokens: 1000, callTimeoutMs: NEVER_MS };
+  provider = createOpenAIProvider({ ...config, responseFormat: 'json_object', maxAnswerBytes: 1 << 20 } as never, 4);
+});
+afterAll(() => sim?.close());
+
+function call(abort: ItemAbort, timeoutMs: number): Promise<CallOutcome> {
+  return executeCall(provider, request, { cancel: abort, timeoutMs, now: Date.now });
+}
+
+function newAbort(): ItemAbort {
+  return { controller: new AbortController(), canceledByUser: false };
+}
+
+/** Waits until the simulator has received `n` requests in all. */
+async function received(n: number): Promise<void> {
+  while (sim.calls.length < n) await new Promise((r) => setTimeout(r, 5));
+}
+
+function errorOf(o: CallOutcome) {
+  if (o.kind !== 'error') throw new Error(`expected an error, got an answer (${o.httpStatus})`);
+  return o.error;
+}
+
+describe('the executor', () => {
+  it('the deadline: a timeout, transient, with the SDK timeout message; the item signal aborted with a TimeoutError', async () => {
+    sim.setFaults([{ kind: 'hang' }]);
+    const abort = newAbort();
+    const error = errorOf(await call(abort, SHORT_MS));
+    expect(error).toMatchObject({ code: 'PROVIDER_TIMEOUT', class: 'transient', message: 'the provider did not answer in time: Request timed out.' });
+    expect((abort.controller.signal.reason as DOMException).name).toBe('TimeoutError');
+    expect(getEventListeners(abort.controller.signal, 'abort')).toEqual([]);
+  });
+
+  it('a cancel before the deadline: CANCELED', async () => {
+    sim.setFaults([{ kind: 'hang' }]);
+    const abort = newAbort();
+    const before = sim.calls.length;
+    const outcome = call(abort, NEVER_MS);
+    await received(before + 1);
+    cancelCall(abort);
+    expect(errorOf(await outcome)).toMatchObject({ code: 'CANCELED', class: 'canceled' });
+    expect(getEventListeners(abort.controller.signal, 'abort')).toEqual([]);
+  });
+
+  it('a cancel after the deadline fired, before the call settled: CANCELED, as a cancel before it', async () => {
+    sim.setFaults([{ kind: 'hang' }]);
+    const abort = newAbort();
+    // Registered before the provider's own listener, so it runs first: the deadline has aborted the
+    // controller, and the provider has not yet failed the call.
+    abort.controller.signal.addEventListener('abort', () => cancelCall(abort), { once: true });
+    const error = errorOf(await call(abort, SHORT_MS));
+    expect((abort.controller.signal.reason as DOMException).name).toBe('TimeoutError');
+    expect(error).toMatchObject({ code: 'CANCELED', class: 'canceled' });
+  });
+
+  it('an answer: no listener left on the item signal, which nothing aborted', async () => {
+    sim.setFaults([]);
+    const abort = newAbort();
+    const outcome = await call(abort, NEVER_MS);
+    expect(outcome.kind).toBe('response');
+    expect(abort.controller.signal.aborted).toBe(false);
+    expect(getEventListeners(abort.controller.signal, 'abort')).toEqual([]);
+  });
+});
