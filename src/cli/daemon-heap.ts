@@ -43,24 +43,31 @@ export function daemonNodeOptions(nodeOptions: string | undefined, capLowers: bo
 
 let capLowers: Promise<boolean> | undefined;
 
+/** A probe that has not answered in this long counts as failed: a daemon start never hangs on it. */
+const PROBE_TIMEOUT_MS = 5000;
+
 /**
  * Whether OLD_SPACE_CAP lowers the heap limit V8 gives a node process on this host, in this container: V8's
- * word, not a formula — this process's own `heap_size_limit` (the CLI and the bench run on V8's defaults,
- * which V8 sizes from `process.constrainedMemory()` as well as the host's memory) against a node started
- * here with the cap. Both have the same young generation, which the old-space flag leaves alone. False if
- * that node cannot be run: the daemon then keeps V8's defaults. Measured once per process.
+ * word, not a formula — two nodes started here, both without the caller's NODE_OPTIONS (a heap size set in
+ * the shell that runs `daemon install` must not decide the unit's cap), one on V8's defaults (which V8 sizes
+ * from `process.constrainedMemory()` as well as the host's memory) and one with the cap, run at once; their
+ * `heap_size_limit`s compared. Both have the same young generation, which the old-space flag leaves alone.
+ * False if either cannot be run in PROBE_TIMEOUT_MS: the daemon then keeps V8's defaults. Measured once per
+ * process, by `daemon start` and `daemon install` only (~80 ms).
  */
 export function capLowersHeapLimit(): Promise<boolean> {
   capLowers ??= (async () => {
-    // Loaded here, not at the top: only a daemon start or install needs them (each an `await import(`, which
-    // the CLI bundle's build rewrites: scripts/build.mjs).
+    // Loaded here, not at the top: only a daemon start or install needs it (an `await import(`, which the
+    // CLI bundle's build rewrites: scripts/build.mjs).
     const { execFile } = await import('node:child_process');
-    const { getHeapStatistics } = await import('node:v8');
-    const capped = await new Promise<number>((resolve) => {
-      const probe = [OLD_SPACE_CAP, '-p', 'v8.getHeapStatistics().heap_size_limit'];
-      execFile(process.execPath, probe, { env: { ...process.env, NODE_OPTIONS: '' } }, (err, out) => resolve(err ? NaN : Number(out)));
-    });
-    return getHeapStatistics().heap_size_limit > capped;
+    const limit = (flags: string[]) =>
+      new Promise<number>((resolve) => {
+        const probe = [...flags, '-p', 'v8.getHeapStatistics().heap_size_limit'];
+        const env = { ...process.env, NODE_OPTIONS: '' };
+        execFile(process.execPath, probe, { env, timeout: PROBE_TIMEOUT_MS }, (err, out) => resolve(err ? Number.NaN : Number(out)));
+      });
+    const [defaults, capped] = await Promise.all([limit([]), limit([OLD_SPACE_CAP])]);
+    return defaults > capped; // false when either is NaN
   })();
   return capLowers;
 }

@@ -40,8 +40,9 @@ export function renderUnit(o: UnitOptions): string {
     'Type=simple',
     `ExecStart=${exec}`,
     `Environment=${arg(`COMBINE_HOME=${o.home}`)}`,
-    // The EnvironmentFile below overrides these (systemd applies it after Environment=): a NODE_OPTIONS
-    // in daemon.env replaces the heap cap, as the user's own does for `combine daemon start`.
+    // The EnvironmentFile below overrides these (systemd applies it after Environment=): any NODE_OPTIONS in
+    // daemon.env replaces the heap cap, even one that sets no heap size (`combine daemon start` keeps the cap
+    // after a user's NODE_OPTIONS that sets none: daemon-heap.ts `daemonNodeOptions`).
     ...Object.entries({ ...DAEMON_ENV, ...(o.capHeap && { NODE_OPTIONS: OLD_SPACE_CAP }) }).map(([k, v]) => `Environment=${arg(`${k}=${v}`)}`),
     `EnvironmentFile=-${escapeValue(join(o.home, 'daemon.env'))}`,
     // SIGTERM: stop claiming, drain in-flight calls up to the drain timeout (10 s), exit 0.

@@ -3,7 +3,7 @@
  * call, the item's own controller, aborted by either): the real provider against the simulator's `hang`.
  * - the deadline: PROVIDER_TIMEOUT, transient, with the SDK's timeout message;
  * - a cancel before the deadline: CANCELED;
- * - a cancel after the deadline fired but before the call settled: CANCELED, as on main (review R1);
+ * - a cancel after the deadline fired but before the call settled: CANCELED, as a cancel before it (review R1);
  * - a settled call leaves no listener on the item's signal.
  */
 import { getEventListeners } from 'node:events';

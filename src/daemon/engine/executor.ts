@@ -76,7 +76,7 @@ class CallDeadline {
     this.timer.unref();
   }
 
-  /** The user canceled before the call settled: before or after the deadline, the cancel stands (as on main). */
+  /** The user canceled before the call settled: before or after the deadline, the cancel stands (CANCELED, never a timeout). */
   get canceled(): boolean {
     return this.cancel.canceledByUser;
   }
