@@ -4,9 +4,13 @@
  * - the deadline: PROVIDER_TIMEOUT, transient, with the SDK's timeout message;
  * - a cancel before the deadline: CANCELED;
  * - a cancel after the deadline fired but before the call settled: CANCELED, as a cancel before it (review R1);
- * - a settled call leaves no listener on the item's signal.
+ * - a settled call leaves no listener on the item's signal;
+ * - the deadline once the headers have come and the body stalls (an inline server, not the simulator, whose
+ *   `hang` stalls before the headers): PROVIDER_TIMEOUT, transient, as before them (review-merge R3).
  */
 import { getEventListeners } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatRequest } from '../../src/domain/prompts.js';
 import { createOpenAIProvider } from '../../src/daemon/openai-provider.js';
@@ -17,20 +21,46 @@ import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
 /** Long enough that only the cases that wait for it see it: none of them depends on how long it is. */
 const NEVER_MS = 600_000;
 const SHORT_MS = 50;
+/** A deadline the inline server's headers and first bytes, on loopback, come well within (checked: `bodiesStarted`). */
+const BODY_STALL_MS = 300;
 const request = { model: 'test-model', messages: [{ role: 'user', content: 'Epic id: E1\nTitle: Deadline' }] } as ChatRequest;
 
 let sim: Simulator;
 let provider: Provider;
+/** Answers every request with a 200's headers and the start of a chat completion, then never writes again. */
+let stalling: Server;
+let stallingProvider: Provider;
+/** Requests `stalling` has written its headers and part of a body to. */
+let bodiesStarted = 0;
+
+function providerAt(baseURL: string): Provider {
+  const config = { baseURL, apiKey: 'sk-executor-test', model: 'test-model', temperature: 0, maxTokens: 1000, callTimeoutMs: NEVER_MS };
+  return createOpenAIProvider({ ...config, responseFormat: 'json_object', maxAnswerBytes: 1 << 20 } as never, 4);
+}
 
 beforeAll(async () => {
   sim = await createSimulator();
-  const config = { baseURL: sim.url, apiKey: 'sk-executor-test', model: 'test-model', temperature: 0, maxTokens: 1000, callTimeoutMs: NEVER_MS };
-  provider = createOpenAIProvider({ ...config, responseFormat: 'json_object', maxAnswerBytes: 1 << 20 } as never, 4);
+  provider = providerAt(sim.url);
+  stalling = createServer((req, res) => {
+    req.resume();
+    req.once('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'req-stall' });
+      res.write('{"id":"chatcmpl-stall","object":"chat.completion","created":1,"model":"test-model","choices":[{"index":0,', () => {
+        bodiesStarted++;
+      });
+    });
+  });
+  await new Promise<void>((resolve) => stalling.listen(0, '127.0.0.1', resolve));
+  stallingProvider = providerAt(`http://127.0.0.1:${(stalling.address() as AddressInfo).port}/v1`);
 });
-afterAll(() => sim?.close());
+afterAll(async () => {
+  await sim?.close();
+  stalling?.closeAllConnections();
+  await new Promise((resolve) => stalling?.close(resolve));
+});
 
-function call(abort: ItemAbort, timeoutMs: number): Promise<CallOutcome> {
-  return executeCall(provider, request, { cancel: abort, timeoutMs, now: Date.now });
+function call(abort: ItemAbort, timeoutMs: number, to: Provider = provider): Promise<CallOutcome> {
+  return executeCall(to, request, { cancel: abort, timeoutMs, now: Date.now });
 }
 
 function newAbort(): ItemAbort {
@@ -54,6 +84,20 @@ describe('the executor', () => {
     const error = errorOf(await call(abort, SHORT_MS));
     expect(error).toMatchObject({ code: 'PROVIDER_TIMEOUT', class: 'transient', message: 'the provider did not answer in time: Request timed out.' });
     expect((abort.controller.signal.reason as DOMException).name).toBe('TimeoutError');
+    expect(getEventListeners(abort.controller.signal, 'abort')).toEqual([]);
+  });
+
+  it('the deadline once the headers came and the body stalls: a timeout of the same code and class as before the headers, no listener left', async () => {
+    sim.setFaults([{ kind: 'hang' }]);
+    const beforeHeaders = errorOf(await call(newAbort(), SHORT_MS));
+    const abort = newAbort();
+    const error = errorOf(await call(abort, BODY_STALL_MS, stallingProvider));
+    // The server wrote its headers and part of the body before the call ended: the deadline fired while the body was read.
+    expect(bodiesStarted).toBe(1);
+    expect((abort.controller.signal.reason as DOMException).name).toBe('TimeoutError');
+    expect(error).toMatchObject({ code: beforeHeaders.code, class: beforeHeaders.class });
+    expect(error).toMatchObject({ code: 'PROVIDER_TIMEOUT', class: 'transient' });
+    expect(error.message).toMatch(/^the provider did not answer in time: /);
     expect(getEventListeners(abort.controller.signal, 'abort')).toEqual([]);
   });
 
