@@ -14,6 +14,7 @@ import type { ProviderConfig } from './config/config.js';
 import { MissingApiKeyError } from '../core/errors.js';
 import { VERSION } from '../core/version.js';
 import type { Provider, RawResponse } from './engine/provider.js';
+import { AnswerTooLargeError } from '../core/errors.js';
 import { pooledPost, readBodyLimited } from './provider-http.js';
 
 /** Idle keep-alive connections kept per endpoint, and for how long (under common servers' own 5 s). */
@@ -40,7 +41,12 @@ export function createOpenAIProvider(cfg: ProviderConfig, maxSockets: number): P
       if (needsKey && !cfg.apiKey) return Promise.reject(new MissingApiKeyError());
       if (signal.aborted) return Promise.reject(abortedError(signal));
       return post(path, JSON.stringify(request), { ...fixedHeaders, ...headers }, signal).then(
-        (res) => receive(res, cfg.maxAnswerBytes),
+        // A deadline or a cancel that lands while the body is read fails the same as before the headers
+        // (Node's own error there is a bare "aborted"); an answer's status or size error stays itself.
+        (res) =>
+          receive(res, cfg.maxAnswerBytes).catch((err: unknown) => {
+            throw signal.aborted && !(err instanceof APIError || err instanceof AnswerTooLargeError) ? abortedError(signal) : err;
+          }),
         (err: unknown) => {
           throw connectionError(err, signal);
         },

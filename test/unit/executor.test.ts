@@ -87,7 +87,7 @@ describe('the executor', () => {
     expect(getEventListeners(abort.controller.signal, 'abort')).toEqual([]);
   });
 
-  it('the deadline once the headers came and the body stalls: a timeout of the same code and class as before the headers, no listener left', async () => {
+  it('the deadline once the headers came and the body stalls: the same timeout as before the headers (code, class, message), no listener left', async () => {
     sim.setFaults([{ kind: 'hang' }]);
     const beforeHeaders = errorOf(await call(newAbort(), SHORT_MS));
     const abort = newAbort();
@@ -95,9 +95,8 @@ describe('the executor', () => {
     // The server wrote its headers and part of the body before the call ended: the deadline fired while the body was read.
     expect(bodiesStarted).toBe(1);
     expect((abort.controller.signal.reason as DOMException).name).toBe('TimeoutError');
-    expect(error).toMatchObject({ code: beforeHeaders.code, class: beforeHeaders.class });
-    expect(error).toMatchObject({ code: 'PROVIDER_TIMEOUT', class: 'transient' });
-    expect(error.message).toMatch(/^the provider did not answer in time: /);
+    // The same failure as a stall before the headers: code, class and message (not Node's bare "aborted").
+    expect(error).toEqual(beforeHeaders);
     expect(getEventListeners(abort.controller.signal, 'abort')).toEqual([]);
   });
 
