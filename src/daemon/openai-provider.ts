@@ -11,10 +11,9 @@
 import type { IncomingMessage } from 'node:http';
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai/error';
 import type { ProviderConfig } from './config/config.js';
-import { MissingApiKeyError } from '../core/errors.js';
+import { AnswerTooLargeError, MissingApiKeyError } from '../core/errors.js';
 import { VERSION } from '../core/version.js';
 import type { Provider, RawResponse } from './engine/provider.js';
-import { AnswerTooLargeError } from '../core/errors.js';
 import { pooledPost, readBodyLimited } from './provider-http.js';
 
 /** Idle keep-alive connections kept per endpoint, and for how long (under common servers' own 5 s). */

@@ -59,15 +59,7 @@ describe('broken pipes', () => {
         child.stdin.write('x');
       });`,
     );
-    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['-r', preload, CLI, 'completion', 'bash'], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    });
+    const r = await h.cli(['completion', 'bash'], { env: { NODE_OPTIONS: `--require "${preload}"` } });
     expect(r.stdout).toContain('complete');
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/combine: unexpected error: Error: write EPIPE/);
