@@ -37,6 +37,7 @@ import { reportStorageChanges, StorageGuard } from './runtime/storage-guard.js';
 import { WriteHealth } from './runtime/write-health.js';
 import { daemonOwner } from './runtime/owner.js';
 import { DaemonRegistry, sharedLimitsOf } from './runtime/daemon-registry.js';
+import { OwnProjects } from '../domain/project-owners.js';
 import { canaryDefinition, submitCanary } from './canary/canary-operation.js';
 import { CanaryService } from './canary/service.js';
 import { ControlPlaneReader } from './control-plane/reader.js';
@@ -140,8 +141,10 @@ export class App implements Services {
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;
     // Several daemons share one database: rate limits and 429 parks live in it, not in one process.
-    const flow = flowControlOf(config.flow, operations, router, store.exclusive ? null : sharedRateLimits);
     const { owner, homePrefix } = daemonOwner(config.home);
+    // Several daemons share one database: each claims its own projects first, as the registry's live daemons share them out.
+    const owners = store.exclusive ? null : new OwnProjects(owner);
+    const flow = { ...flowControlOf(config.flow, operations, router, store.exclusive ? null : sharedRateLimits), owners };
     const ctx: EngineContext = {
       owner,
       routeOf: (logical) => router.route(logical),
@@ -159,6 +162,7 @@ export class App implements Services {
           homePrefix,
           limits: sharedLimitsOf(config.flow, router.routes()),
           logger,
+          onLiveDaemons: (live) => owners?.setDaemons(live),
         });
     const walPath = `${config.dbPath}-wal`;
     const gauges = daemonMetricsSource(reader, clock, () => this, walPath);
@@ -237,7 +241,7 @@ export class App implements Services {
 
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
-    this.registry?.start();
+    await this.registry?.start();
     this.storage.start();
     this.pressure.start();
     await this.engine.start();

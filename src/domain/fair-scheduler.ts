@@ -8,6 +8,16 @@
  *    competing project gains its weight, the richest is chosen and pays the sum of the weights. With
  *    weights 3 and 1, the rotation is A A B A A A B A … without bursts, and a project that appears
  *    starts competing at once instead of waiting for another project's backlog to drain.
+ * 3. Several daemons on one database (Postgres): each prefers its own projects (domain/project-owners.ts).
+ *    Within the winning class, only the daemon's own projects compete when it has any there; the others
+ *    compete only when none of its own is a candidate — once its own have nothing it can claim this round
+ *    (claimed, held back, or taken by other daemons), or when another project's item is of a more urgent
+ *    class or has aged into one. So class and aging hold across all projects as before, and weights hold
+ *    among the projects a daemon picks from; across daemons a project is served by its owner first and
+ *    by the others when they have free slots their own projects cannot fill. A project whose owner is
+ *    slow or paused (pressure, an open breaker) still gets every other daemon's spare slots, and an owner
+ *    that stops renewing its registration stops owning within seconds (runtime/daemon-registry.ts).
+ *    One daemon alone has no preference: it picks exactly as without this rule.
  *
  * Pure and in memory: the rotation state matters for fairness only, never for correctness, so a
  * restart simply starts a new rotation.
@@ -61,17 +71,19 @@ export class FairScheduler {
    * Two passes over the candidates and no allocation once every project has been seen: it runs once per
    * claim, over every project's heads (a sort, a ranked copy and a map per pick showed in the engine's
    * CPU and allocation profiles).
+   * `own`: the projects this daemon prefers (rule 3; null: none, as alone). A third pass when given.
    */
-  pick(candidates: readonly Candidate[], now: number): Candidate | null {
+  pick(candidates: readonly Candidate[], now: number, own: ReadonlySet<string> | null = null): Candidate | null {
     if (candidates.length === 0) return null;
     let best = Number.POSITIVE_INFINITY;
     for (const c of candidates) best = Math.min(best, this.effectivePriority(c, now));
+    const onlyOwn = own !== null && candidates.some((c) => own.has(c.project_id) && this.effectivePriority(c, now) === best);
     const pick = ++this.picks;
     let chosen: ProjectTurn | undefined;
     let chosenId = '';
     let total = 0;
     for (const c of candidates) {
-      if (this.effectivePriority(c, now) !== best) continue;
+      if (this.effectivePriority(c, now) !== best || (onlyOwn && !own.has(c.project_id))) continue;
       const turn = this.turnOf(c);
       if (turn.pick === pick) {
         if (c.not_before < turn.oldest.not_before) turn.oldest = c;

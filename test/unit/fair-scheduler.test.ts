@@ -54,4 +54,20 @@ describe('fair scheduler', () => {
     expect(s.pick([item('new', 'A', PRIORITY_BULK, T0 + 5), item('old', 'A', PRIORITY_BULK, T0)], T0 + 10)!.id).toBe('old');
     expect(s.pick([], T0)).toBeNull();
   });
+
+  it("a daemon's own projects compete alone within the winning class; the others when it has none there", () => {
+    const s = new FairScheduler({ weights: { A: 3 }, defaultWeight: 1, agingStepMs: 60_000 });
+    const own = new Set(['A', 'B']);
+    const bulk = (p: string) => item(`${p}-next`, p, PRIORITY_BULK);
+    // Own projects only, in their weighted rotation (3:1), while C and D have items of the same class.
+    const picks = Array.from({ length: 8 }, () => s.pick(['A', 'B', 'C', 'D'].map(bulk), T0, own)!.project_id).join('');
+    expect(picks).toBe('AABAAABA');
+    // None of its own is a candidate: the others take turns.
+    expect([s.pick(['C', 'D'].map(bulk), T0, own)!.project_id, s.pick(['C', 'D'].map(bulk), T0, own)!.project_id].sort()).toEqual(['C', 'D']);
+    // Class first: another project's interactive item, or one aged into a more urgent class, outranks its own bulk.
+    expect(s.pick([bulk('A'), item('c1', 'C', PRIORITY_INTERACTIVE)], T0, own)!.id).toBe('c1');
+    expect(s.pick([item('a1', 'A', PRIORITY_SCHEDULED, T0 + 11 * 60_000), item('c-old', 'C', PRIORITY_SCHEDULED, T0)], T0 + 11 * 60_000, own)!.id).toBe(
+      'c-old',
+    );
+  });
 });

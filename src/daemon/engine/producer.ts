@@ -1,7 +1,8 @@
 /**
  * The producer: leases up to the number of free slots in one transaction. For each slot it
  *
- *   1. asks the fair scheduler which due item goes next (class, aging, weighted round robin),
+ *   1. asks the fair scheduler which due item goes next (class, aging, this daemon's own projects when
+ *      several share the database, weighted round robin),
  *   2. estimates that call's maximum (prompt + max_tokens) and checks the project's budget — an item
  *      that does not fit parks its project's due items as BUDGET_EXCEEDED, with no call made,
  *   3. takes a request and the tokens from the model's rate limiter — when it says wait, nothing
@@ -19,6 +20,7 @@ import { getThread } from '../../db/threads.js';
 import { listClaimHeads, listProjectClaimHeads, listQueuedPastDeadline, parkProjectItems, unclaimWorkItem, type ClaimHead } from '../../db/work-items.js';
 import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
+import type { OwnProjects } from '../../domain/project-owners.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
@@ -43,6 +45,8 @@ export interface FlowControl {
   router: ModelRouter;
   /** Each item's request (its operation's model and prompt) is what its estimate and rate limit are for. */
   operations: OperationRegistry;
+  /** Several daemons on one Postgres: the projects this daemon claims first (null: one daemon, no preference). */
+  owners?: OwnProjects | null;
 }
 
 export interface ClaimedItem {
@@ -83,14 +87,18 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   // taking their items): their heads leave this round's view, and a project's re-read leaves them out.
   const passed = new Set<string>();
   const eligible = (h: ClaimHead) => (limits.maxPriority === undefined || h.priority <= limits.maxPriority) && (passed.size === 0 || !passed.has(groupOf(h)));
-  const heads = (await listClaimHeads(tx.sql, tx.now)).filter(eligible);
+  const allHeads = await listClaimHeads(tx.sql, tx.now);
+  // Sharing the database, this daemon's own projects go first (domain/fair-scheduler.ts rule 3): owners
+  // are assigned over every project with queued work, as every daemon sees them (not this one's eligible).
+  const own = flow.owners?.ownAmong(allHeads) ?? null;
+  const heads = allHeads.filter(eligible);
   const refresh = (projectId: string) => replaceProjectHeads(tx, heads, projectId, skipped, eligible);
   // Scopes this round has locked: an operation's scope may span projects, so another project's head
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
   const budgetLocks = new Map<string, boolean>();
   while (round.claimed.length < limit) {
-    const pick = flow.scheduler.pick(heads, tx.now);
+    const pick = flow.scheduler.pick(heads, tx.now, own);
     if (!pick) break;
     // The item and its thread in one statement: the estimate builds the request from both. Sharing the
     // database, the group's next item when other daemons' rounds are taking the head, or none.

@@ -8,6 +8,9 @@
  * Registration is one write under a transaction lock: of two daemons starting together with different
  * limits, the second sees the first. A daemon renews its row every RENEW_MS; a row not renewed for
  * LAPSE_MS (a killed daemon) no longer counts, and a new process of the same home replaces its home's rows.
+ * Each renewal also reads the live daemons (rows renewed within LIVE_MS) for `onLiveDaemons`: which
+ * projects each daemon claims first (domain/project-owners.ts) follows a daemon joining, leaving or
+ * stalling within seconds.
  * `seen_at` is each daemon's own clock, compared with another's: daemons on one database are within
  * `database.max_clock_skew` (5 s) of its server, or they refuse to start (runtime/clock-skew.ts), so
  * LAPSE_MS is far above any skew. A daemon that stalls past LAPSE_MS can be joined by one with other
@@ -30,8 +33,11 @@ import type { FlowConfig } from '../config/flow.js';
 import type { ModelRoute } from '../routing/router.js';
 import type { Logger } from '../../core/logger.js';
 
-const RENEW_MS = 10_000;
+/** Short enough that the others see a daemon join or leave within seconds (project ownership); one small write. */
+const RENEW_MS = 2_000;
 const LAPSE_MS = 60_000;
+/** A daemon renewed within this counts as live for project ownership: several renewals missed, plus the clock skew allowed (5 s). */
+const LIVE_MS = 15_000;
 /** Differences named in the refusal; the rest are counted. */
 const NAMED_DIFFERENCES = 5;
 
@@ -54,6 +60,8 @@ export interface DaemonRegistryOptions {
   /** sharedLimitsOf(…) of this daemon. */
   limits: string;
   logger: Logger;
+  /** The live daemons' owner ids (this one's included) after each join and renewal. */
+  onLiveDaemons?: (owners: readonly string[]) => void;
 }
 
 export class DaemonRegistry {
@@ -71,19 +79,26 @@ export class DaemonRegistry {
   /** Registers this daemon. Throws ConfigError, naming the differences, if a live daemon enforces other limits. */
   async join(): Promise<void> {
     const { owner, homePrefix, limits } = this.o;
-    await this.o.write(async (sql, now) => {
+    const live = await this.o.write(async (sql, now) => {
       await lockDaemonRegistry(sql);
       await removeLapsedDaemons(sql, { staleBefore: now - LAPSE_MS, home_prefix: homePrefix });
       const other = (await listDaemons(sql)).find((d) => d.settings_hash !== this.hash);
       if (other) throw new ConfigError(refusal(limits, other));
       await registerDaemon(sql, { owner, settings_hash: this.hash, settings: limits, started_at: now, seen_at: now });
+      return liveOwners(await listDaemons(sql), now);
     });
     this.state = 'in';
+    this.o.onLiveDaemons?.(live);
   }
 
-  /** Renews the registration every RENEW_MS until leave(); nothing if this daemon did not join. */
-  start(): void {
+  /**
+   * Renews the registration at once (the daemons that joined since this one did are read) and then every
+   * RENEW_MS until leave(); nothing if this daemon did not join.
+   */
+  async start(): Promise<void> {
     if (this.state !== 'in') return;
+    this.renewing = this.renew();
+    await this.renewing;
     this.timer = setInterval(() => {
       this.renewing = this.renew();
     }, RENEW_MS);
@@ -102,14 +117,20 @@ export class DaemonRegistry {
 
   private async renew(): Promise<void> {
     try {
-      const renewed = await this.o.write((sql, now) => renewDaemon(sql, this.o.owner, now));
+      const live = await this.o.write(async (sql, now) => ((await renewDaemon(sql, this.o.owner, now)) ? liveOwners(await listDaemons(sql), now) : null));
       // Gone: this daemon stalled past LAPSE_MS and another start removed its row. Register again (unless
       // it is leaving); a daemon with other limits that started meanwhile is reported, as this one keeps running.
-      if (!renewed && this.state === 'in') await this.join();
+      if (live) this.o.onLiveDaemons?.(live);
+      else if (this.state === 'in') await this.join();
     } catch (err) {
       this.o.logger.error({ err }, 'renewing this daemon in the shared database failed');
     }
   }
+}
+
+/** The owners of the daemons renewed within LIVE_MS (by their own clocks, within the allowed skew of `now`). */
+function liveOwners(rows: readonly DaemonRegistration[], now: number): string[] {
+  return rows.filter((d) => d.seen_at >= now - LIVE_MS).map((d) => d.owner);
 }
 
 /** The refusal: which limits differ from the live daemon's, with both values. */

@@ -1,0 +1,114 @@
+/**
+ * Two daemons on one Postgres database claim their own projects first (domain/project-owners.ts, the fair
+ * scheduler's rule 3), and the other's when theirs have nothing left to claim: no project waits while a
+ * daemon has a free slot. Two real Apps (homes of their own, registered in `llm_daemons`) on one
+ * embedded Postgres, real simulator over HTTP holding every call open, so what each claimed stays leased.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { App } from '../../src/daemon/app.js';
+import { loadConfig } from '../../src/daemon/config/config.js';
+import { createLogger } from '../../src/daemon/runtime/logger.js';
+import { assignProjectOwners } from '../../src/domain/project-owners.js';
+import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
+import { project } from '../helpers/harness.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+
+const PROJECTS = ['p0', 'p1', 'p2', 'p3'];
+const SLOTS = 4;
+
+describe('two daemons on one Postgres prefer their own projects', () => {
+  let dirs: string[];
+  let sim: Simulator;
+  let database: TestDatabase;
+  const apps: App[] = [];
+
+  beforeEach(async () => {
+    dirs = [];
+    sim = await createSimulator({ faults: [{ kind: 'hang' }] });
+    database = await createTestDatabase({ migrated: true });
+  });
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.shutdown(0);
+    await database.drop();
+    await sim.close();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** An App with a home of its own (its own owner id) on the shared database. */
+  function newApp(): App {
+    const dir = mkdtempSync(join(tmpdir(), 'cmb-owners-'));
+    dirs.push(dir);
+    const env = { OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model', COMBINE_DATABASE_URL: database.url };
+    const app = new App({ config: { ...loadConfig(dir, env), maxInFlight: SLOTS }, logger: createLogger(null, 'silent') });
+    apps.push(app);
+    return app;
+  }
+
+  /**
+   * Two daemons registered (not started), each project's owner as they will compute it, and the queue
+   * filled with `epics(owner)` epics per project (generate-all: an item per epic) by a third App that never claims.
+   */
+  async function twoDaemons(epicsOf: (owner: 'a' | 'b') => number) {
+    const a = newApp();
+    await a.joinSharedDatabase();
+    const ownerOf = async () => (await a.reader.all<{ owner: string }>('SELECT owner FROM llm_daemons')).map((r) => r.owner);
+    const [ownerA] = await ownerOf();
+    const b = newApp();
+    await b.joinSharedDatabase();
+    const ownerB = (await ownerOf()).find((o) => o !== ownerA)!;
+    const owners = assignProjectOwners(PROJECTS, [ownerA!, ownerB]);
+    const projectsOf = (owner: string) => PROJECTS.filter((p) => owners.get(p) === owner);
+    const seed = newApp();
+    await seed.engine.stop(0);
+    for (const p of PROJECTS) {
+      await seed.projects.import(project(p, epicsOf(owners.get(p) === ownerA ? 'a' : 'b')));
+      await seed.threads.generateAll(p, { force: false, deadlineMs: null, createdBy: null });
+    }
+    await seed.shutdown(0);
+    apps.splice(apps.indexOf(seed), 1);
+    return { a, b, ownerA: ownerA!, ownerB, ownProjects: { a: projectsOf(ownerA!), b: projectsOf(ownerB) }, owners };
+  }
+
+  const leasedOf = (app: App) =>
+    app.reader.all<{ project_id: string; lease_owner: string }>("SELECT project_id, lease_owner FROM llm_work_items WHERE status IN ('claimed', 'running')");
+  const queuedOf = async (app: App) => Number((await app.reader.get<{ n: number }>("SELECT count(*) AS n FROM llm_work_items WHERE status = 'queued'"))?.n);
+
+  it('each claims only its own projects while they have queued items, though every project has some', async () => {
+    const { a, b, ownerA, ownerB, ownProjects, owners } = await twoDaemons(() => 4);
+    expect(ownProjects.a).toHaveLength(2);
+    expect(ownProjects.b).toHaveLength(2);
+    await a.start();
+    await b.start();
+    await a.engine.claimDue();
+    await b.engine.claimDue();
+    const leased = await leasedOf(a);
+    expect(leased).toHaveLength(2 * SLOTS);
+    // Without the preference each daemon's round takes every project in turn (one item of each of the four).
+    for (const l of leased) expect(l.lease_owner, l.project_id).toBe(owners.get(l.project_id));
+    expect(leased.filter((l) => l.lease_owner === ownerA)).toHaveLength(SLOTS);
+    expect(leased.filter((l) => l.lease_owner === ownerB)).toHaveLength(SLOTS);
+    expect(await queuedOf(a)).toBe(4 * 4 - 2 * SLOTS);
+  });
+
+  it("takes the other's items with the slots its own projects cannot fill: no project waits while a slot is free", async () => {
+    // B's projects have one item each: two of B's four slots are left for A's projects.
+    const { a, b, ownerA, ownerB, ownProjects } = await twoDaemons((owner) => (owner === 'a' ? 4 : 1));
+    await a.start();
+    await a.engine.claimDue();
+    const ofA = await leasedOf(a);
+    expect(ofA).toHaveLength(SLOTS);
+    for (const l of ofA) expect(ownProjects.a).toContain(l.project_id);
+    await b.start();
+    await b.engine.claimDue();
+    const ofB = (await leasedOf(b)).filter((l) => l.lease_owner === ownerB);
+    expect(ofB).toHaveLength(SLOTS);
+    expect(ofB.filter((l) => ownProjects.b.includes(l.project_id))).toHaveLength(2);
+    expect(ofB.filter((l) => ownProjects.a.includes(l.project_id))).toHaveLength(2);
+    // Every slot busy; what waits is A's, and only because both daemons are full.
+    expect((await leasedOf(a)).filter((l) => l.lease_owner === ownerA)).toHaveLength(SLOTS);
+    expect(await queuedOf(a)).toBe(2 * 4 + 2 - 2 * SLOTS);
+  });
+});
