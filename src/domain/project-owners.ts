@@ -12,10 +12,11 @@
  * two daemons prefer one project for a while: every claim stays the same guarded statement.
  *
  * The assignment is rendezvous hashing with bounded loads: each project ranks the daemons by a hash of
- * (project, daemon) and goes to the first that has room — at most ⌈projects ÷ daemons⌉, and only as many at the ceiling as the
- * division leaves over — the projects taken in the order of their own hash. So it is balanced when projects
- * are few (6 on 3 daemons: 2 each, where rendezvous hashing alone is often 3/2/1; 7: 3/2/2), and stable: a project draining or a daemon joining
- * moves few others (a daemon's rank modulo the count would move nearly all).
+ * (project, daemon) and goes to the first that has room — at most ⌈projects ÷ daemons⌉, and only as many
+ * daemons at the ceiling as the division leaves over — the projects taken in the order of their own hash.
+ * So it is balanced when projects are few (6 on 3 daemons: 2 each, where rendezvous hashing alone is often
+ * 3/2/1; 7: 3/2/2), and stable: a project draining moves at most one or two others, a daemon joining or
+ * leaving moves about its own share (a daemon's rank modulo the count would move nearly all).
  */
 
 /**
