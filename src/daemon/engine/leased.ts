@@ -14,6 +14,7 @@ import { getThread } from '../../db/threads.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { ModelRoute } from '../routing/router.js';
 import { lockProjectBudget, type PriceOf } from './charges.js';
+import { endThreadLater } from './ends-together.js';
 import { documentTargetOf } from './operation-context.js';
 import { endThread, type EndedStatus, type Tx } from './tx.js';
 
@@ -54,6 +55,8 @@ export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> 
  * the end's round trip (db/thread-close.ts `endChildLockingParent`).
  */
 export function releaseItemLockEndingThread(tx: Tx, item: WorkItemRow, thread: ThreadRow, to: EndedStatus): Promise<void> {
+  // A Postgres closure of answers ends its items' threads together after its last step (ends-together.ts).
+  if (endThreadLater(tx, thread, to, heldLockOf(item))) return Promise.resolve();
   return endThread(tx, thread, to, heldLockOf(item));
 }
 
