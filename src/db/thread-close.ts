@@ -112,7 +112,15 @@ export async function endChildrenLockingParents(
   const rows = ends.map(({ release, move }) => {
     if (move) assertThreadTransition(move.from, move.to);
     const p = move && transitionParams(move.thread, move.from, move.to, now);
-    return { scope: release?.scope ?? null, owner: release?.owner ?? null, id: p?.id ?? null, from: p?.from ?? null, to: p?.to ?? null, closed_at: p?.closed_at ?? null, parent: p?.parent ?? null };
+    return {
+      scope: release?.scope ?? null,
+      owner: release?.owner ?? null,
+      id: p?.id ?? null,
+      from: p?.from ?? null,
+      to: p?.to ?? null,
+      closed_at: p?.closed_at ?? null,
+      parent: p?.parent ?? null,
+    };
   });
   const { ended } = (await sql.get<{ ended: EndsJson }>(END_CHILDREN_LOCKING_PARENTS_PG, [JSON.stringify(rows), JSON.stringify(parentIds)]))!;
   if (ended.lost !== undefined) throw new StaleStateError(ends.find((e) => e.release?.owner === ended.lost)!.release!.lost);

@@ -69,7 +69,13 @@ function useDatabase(): void {
   afterAll(() => db?.drop());
 }
 
-const operations = new OperationRegistry(builtinDefinitions(), { retry: DEFAULT_RETRY_POLICY, params: PARAMS, models: {}, operations: {}, configSource: 'test' });
+const operations = new OperationRegistry(builtinDefinitions(), {
+  retry: DEFAULT_RETRY_POLICY,
+  params: PARAMS,
+  models: {},
+  operations: {},
+  configSource: 'test',
+});
 const ctx = testEngineContext('d1', operations);
 
 /** Item `id` of child thread `t-<id>` of orchestration `t-o`, stories for epic `E<epic>` of project p recorded as its answer. */
@@ -94,12 +100,15 @@ async function finishTogether(ids: readonly string[], responses: readonly Ledger
   const finishes = itemWrites(write, ctx, 'postgres');
   ended = [];
   sent = [];
-  return Promise.all(ids.map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined }).catch((err: unknown) => String(err))));
+  return Promise.all(
+    ids.map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined }).catch((err: unknown) => String(err))),
+  );
 }
 
 const count = (pattern: RegExp) => sent.filter((text) => pattern.test(text)).length;
 const statusOf = async (id: string) => (await getThread(db.reader, id))!.status;
-const mutated = async () => (await db.reader.all<{ work_item_id: string }>('SELECT work_item_id FROM mutations ORDER BY work_item_id')).map((m) => m.work_item_id);
+const mutated = async () =>
+  (await db.reader.all<{ work_item_id: string }>('SELECT work_item_id FROM mutations ORDER BY work_item_id')).map((m) => m.work_item_id);
 
 describe('the last children of an orchestration, answered in one closure', () => {
   useDatabase();
@@ -146,7 +155,9 @@ describe('a closure of answers, one of whose children was canceled since it was 
     await blocker.query('BEGIN');
     await blocker.query("SELECT 1 FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog' FOR UPDATE");
     const outcomes = Promise.all(
-      ['a', 'b', 'c'].map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined }).catch((err: unknown) => String(err))),
+      ['a', 'b', 'c'].map((itemId, i) =>
+        finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined }).catch((err: unknown) => String(err)),
+      ),
     );
     // Until the closure waits for the backlog's head (its items and threads read by then).
     while ((await db.reader.all("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF d%'")).length === 0) {

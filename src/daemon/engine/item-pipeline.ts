@@ -85,7 +85,10 @@ export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' |
       write,
       dialect,
       'rows',
-      endingTogether(dialect, eachItem((tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known))),
+      endingTogether(
+        dialect,
+        eachItem((tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
+      ),
       'documents',
     ),
   };
