@@ -6,7 +6,7 @@
 import type { Sql } from '../core/sql.js';
 import { assembleDocumentText, ordsBetween, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
 import type { DocumentPartRow, DocumentRow } from './schema.js';
-import { expectOneChange, runAtCommit, runGuarded, runGuardedAtCommit, runStatement } from './statements.js';
+import { expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
 export interface WholeDocument {
@@ -103,6 +103,40 @@ async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly 
   return ords;
 }
 
+/**
+ * Where a part this transaction queued for its COMMIT will be (`writeDocumentsAgain`): its ord is `by` plus
+ * the ord of part `from` as the table has it now (`from` null: `by` itself). A part placed next to a queued
+ * one is placed from that one's `from`, so `from` is always a part of the table, read in one statement when
+ * a later plan of the transaction needs the ords of two neighbours (`getPlannedPartOrds`).
+ */
+interface QueuedPlace {
+  from: string | null;
+  by: number;
+}
+
+/** By handle, by document: the places of the parts a handle that writes documents again queued (`writeDocumentsAgain`). */
+const queuedPlaces = new WeakMap<Sql, Map<string, Map<string, QueuedPlace>>>();
+
+function queuedPlacesOf(sql: Sql, documentId: string): Map<string, QueuedPlace> {
+  let documents = queuedPlaces.get(sql);
+  if (!documents) queuedPlaces.set(sql, (documents = new Map()));
+  let places = documents.get(documentId);
+  if (!places) documents.set(documentId, (places = new Map()));
+  return places;
+}
+
+/**
+ * `getDocumentPartOrds` as this transaction's queued writes leave the document (`QueuedPlace`): a queued
+ * part's ord from its `from` part's as the table has it (one statement for both; none when neither has one).
+ */
+async function getPlannedPartOrds(sql: Sql, documentId: string, keys: readonly [string, string]): Promise<Map<string, number>> {
+  const places = queuedPlacesOf(sql, documentId);
+  const placed = keys.map((key) => places.get(key) ?? { from: key, by: 0 });
+  const from = placed.map((p) => p.from).filter((k): k is string => k !== null);
+  const read = from.length === 0 ? new Map<string, number>() : await getDocumentPartOrds(sql, documentId, [from[0]!, from[1] ?? from[0]!]);
+  return new Map(keys.map((key, i) => [key, (placed[i]!.from === null ? 0 : read.get(placed[i]!.from!)!) + placed[i]!.by]));
+}
+
 /** A new part to insert: at its ord, or next to a neighbour, `by` from the neighbour's ord. */
 type PlacedPart = { key: string; text: string } & ({ ord: number } | { next: { to: string; by: number } });
 
@@ -113,11 +147,12 @@ const INSERT_DOCUMENT_PART =
  * On a handle that runs statements in its COMMIT's query (the Postgres writer's `Sql.atCommit`) the
  * insert goes there: a round trip less while the document's row is locked (every write to it waits for
  * that lock), and an insert needs no answer (a key already taken fails the COMMIT's query, which rolls the whole transaction back).
- * The transaction's own later statements do not see such a part: see `assertNoQueuedParts`.
+ * The transaction's own later statements do not see such a part: see `assertNoQueuedParts`, and
+ * `writeDocumentsAgain` for a transaction that plans from it.
  */
 function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
-  if (writesDocumentsAtOnce(sql)) return runStatement(sql, INSERT_DOCUMENT_PART, row);
-  if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
+  if (writesDocumentsAgain(sql)) queuePart(sql, row.document_id, row.part_key, { from: null, by: row.ord });
+  else if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
   return runAtCommit(sql, INSERT_DOCUMENT_PART, row);
 }
 
@@ -128,40 +163,52 @@ const INSERT_DOCUMENT_PART_NEXT_TO = `INSERT INTO document_parts (document_id, p
  * `insertDocumentPart` of a part whose ord is its neighbour's (`next.to`) plus `next.by`, taken by the insert
  * itself from the neighbour's row: guarded (one row inserted: the neighbour is there), and where
  * `insertDocumentPart` runs it. Queued for the COMMIT, the neighbour is read there: it was there before the
- * plan's writes, and none of them removes it (each part of a run is placed from the run's neighbour, not
+ * plan's writes (in the table, or inserted by a statement queued before this one: the COMMIT runs them in
+ * the order queued), and none of them removes it (each part of a run is placed from the run's neighbour, not
  * from another part of the run).
  */
 function insertDocumentPartNextTo(sql: Sql, row: Omit<DocumentPartRow, 'ord'>, next: { to: string; by: number }): Promise<void> {
   const params = { ...row, ...next };
   const what = `document ${row.document_id} has no part "${next.to}"`;
-  if (writesDocumentsAtOnce(sql)) return runGuarded(sql, INSERT_DOCUMENT_PART_NEXT_TO, params, what);
-  if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
+  if (writesDocumentsAgain(sql)) {
+    const neighbour = queuedPlacesOf(sql, row.document_id).get(next.to);
+    queuePart(sql, row.document_id, row.part_key, neighbour ? { from: neighbour.from, by: neighbour.by + next.by } : { from: next.to, by: next.by });
+  } else if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
   return runGuardedAtCommit(sql, INSERT_DOCUMENT_PART_NEXT_TO, params, what);
 }
 
-/** Handles whose document writes run at once (`writeDocumentsAtOnce`), by the closure run's statement handle. */
-const atOnce = new WeakSet<Sql>();
+/** A new part's place noted (`QueuedPlace`), and its document's next version as queued (`queueHeadUpdate`). */
+function queuePart(sql: Sql, documentId: string, key: string, place: QueuedPlace): void {
+  queuedPlacesOf(sql, documentId).set(key, place);
+  queueHeadUpdate(sql, documentId);
+}
+
+/** Handles whose transaction may write a document again (`writeDocumentsAgain`), by the closure run's statement handle. */
+const again = new WeakSet<Sql>();
 
 /**
- * This transaction's new parts run at once, not in its COMMIT's query: for a transaction that may read or
- * write again a document it wrote (a shared closure of answers, two of them of one project:
- * engine/leased.ts `ItemReads`). A later write then finds the parts and their ords as the write left them
- * (the transaction's own rows), where a queued insert would not be there yet; a later read of its head
- * finds the version the write left in the heads the transaction holds (db/projects.ts `heldHeads`: the
- * head's own update still rides in the COMMIT's query), and its value where the documents cache keeps it
- * for this handle (`rememberDocument`, db/document-cache.ts `ownWrites`). The cost: each new part is a round trip of its own. A closure run again starts on
- * a new handle, and marks it again.
+ * This transaction may read or write again a document it wrote (a shared closure of answers, two of them of
+ * one project: engine/leased.ts `ItemReads`). Its writes of parts are still queued for its COMMIT's query
+ * (no round trip each while the closure holds its heads: they run there in the order queued), and each
+ * new part's place is noted (`QueuedPlace`): a later plan of the document finds its neighbours' ords from
+ * the table's parts they were placed from, and its later writes (a part's update or delete, guarded, or
+ * all parts deleted) are queued behind them. A later read of its head finds the version the write left in
+ * the heads the transaction holds (db/projects.ts `heldHeads`: the head's own update rides in the COMMIT's
+ * query too), and its value where the documents cache keeps it for this handle (`rememberDocument`,
+ * db/document-cache.ts `ownWrites`): a read of its content from the table is refused (`queueHeadUpdate`). A
+ * closure run again starts on a new handle, and marks it again.
  */
-export function writeDocumentsAtOnce(sql: Sql): void {
-  atOnce.add(sql);
+export function writeDocumentsAgain(sql: Sql): void {
+  again.add(sql);
 }
 
 /**
- * The documents whose next version a handle that writes documents at once queued for its COMMIT, their
- * heads held (db/projects.ts `runDocumentUpdate`): their rows are a version behind until then, so a read of
- * a document's content from the table would join the older head with the newer parts. It is refused
- * (`readStoredDocument`); the transaction's reads take the held head and the value the transaction wrote
- * (db/document-cache.ts `rememberDocument`, kept for this handle). Postgres only: heads are held there only.
+ * The documents whose next version a handle that writes documents again queued for its COMMIT, their
+ * heads held (db/projects.ts `runDocumentUpdate`) or their parts queued (`queuePart`): their rows are a
+ * version behind until then, so a read of a document's content from the table would join the older head
+ * with the older parts. It is refused (`readStoredDocument`); the transaction's reads take the held head
+ * and the value the transaction wrote (db/document-cache.ts `rememberDocument`, kept for this handle).
+ * Postgres only: heads are held there only.
  */
 const queuedHeads = new WeakMap<Sql, Set<string>>();
 
@@ -177,9 +224,9 @@ export function headUpdateQueued(sql: Sql, documentId: string): boolean {
   return queuedHeads.get(sql)?.has(documentId) ?? false;
 }
 
-/** Whether `writeDocumentsAtOnce` marked this handle. */
-export function writesDocumentsAtOnce(sql: Sql): boolean {
-  return atOnce.has(sql);
+/** Whether `writeDocumentsAgain` marked this handle. */
+export function writesDocumentsAgain(sql: Sql): boolean {
+  return again.has(sql);
 }
 
 /**
@@ -199,8 +246,8 @@ function queuedPartsOf(sql: Sql): Set<string> {
  * COMMIT: they are not in the table yet, so the read would miss them and the write would plan from a
  * document without them (a neighbour not found, a part deleted now that the COMMIT inserts again). The
  * one writer of parts is an answer's apply (engine/operation-steps.ts): a transaction that may apply
- * two answers of one project (a shared closure of answers) writes its documents at once
- * (`writeDocumentsAtOnce`), and any other writes each document at most once. This keeps it so:
+ * two answers of one project (a shared closure of answers) plans from its queued parts
+ * (`writeDocumentsAgain`), and any other writes each document at most once. This keeps it so:
  * a change that writes twice without the mark fails here, loudly, on its first run. SQLite runs the
  * inserts at once and has nothing to refuse.
  */
@@ -212,27 +259,40 @@ function assertNoQueuedParts(sql: Sql, documentId: string): void {
   }
 }
 
+const UPDATE_DOCUMENT_PART = 'UPDATE document_parts SET content = @content, version = @version WHERE document_id = @document_id AND part_key = @part_key';
+
+/** A part's new content, guarded (the part is there); queued behind the transaction's parts on a handle that writes documents again. */
 async function updateDocumentPart(sql: Sql, documentId: string, key: string, content: string, version: number): Promise<void> {
-  const result = await sql.run('UPDATE document_parts SET content = ?, version = ? WHERE document_id = ? AND part_key = ?', [
-    content,
-    version,
-    documentId,
-    key,
-  ]);
-  expectOneChange(result, `document ${documentId} has no part "${key}"`);
+  const params = { content, version, document_id: documentId, part_key: key };
+  const what = `document ${documentId} has no part "${key}"`;
+  if (writesDocumentsAgain(sql)) return runGuardedAtCommit(sql, UPDATE_DOCUMENT_PART, params, what);
+  expectOneChange(await sql.run(UPDATE_DOCUMENT_PART, params), what);
 }
 
+const DELETE_DOCUMENT_PART = 'DELETE FROM document_parts WHERE document_id = @document_id AND part_key = @part_key';
+
+/** A part removed, guarded; queued like `updateDocumentPart` (the table's part stays a queued part's `from` until then). */
 async function deleteDocumentPart(sql: Sql, documentId: string, key: string): Promise<void> {
-  expectOneChange(
-    await sql.run('DELETE FROM document_parts WHERE document_id = ? AND part_key = ?', [documentId, key]),
-    `document ${documentId} has no part "${key}"`,
-  );
+  const params = { document_id: documentId, part_key: key };
+  const what = `document ${documentId} has no part "${key}"`;
+  if (writesDocumentsAgain(sql)) {
+    queuedPlacesOf(sql, documentId).delete(key);
+    return runGuardedAtCommit(sql, DELETE_DOCUMENT_PART, params, what);
+  }
+  expectOneChange(await sql.run(DELETE_DOCUMENT_PART, params), what);
 }
 
-/** Drops all of a document's parts (before it is written whole, or all its parts again). */
+const DELETE_DOCUMENT_PARTS = 'DELETE FROM document_parts WHERE document_id = @document_id';
+
+/** Drops all of a document's parts (before it is written whole, or all its parts again); queued like `updateDocumentPart`. */
 export async function deleteDocumentParts(sql: Sql, documentId: string): Promise<void> {
+  if (writesDocumentsAgain(sql)) {
+    // Every part placed after this is placed from a part placed after it: none from the table's.
+    queuedPlacesOf(sql, documentId).clear();
+    return runAtCommit(sql, DELETE_DOCUMENT_PARTS, { document_id: documentId });
+  }
   assertNoQueuedParts(sql, documentId);
-  await sql.run('DELETE FROM document_parts WHERE document_id = ?', [documentId]);
+  await sql.run(DELETE_DOCUMENT_PARTS, { document_id: documentId });
 }
 
 /** Every part written again; parts left from before go first (also those of a document since written whole). */
@@ -258,8 +318,8 @@ export async function writeDocumentParts(
   if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, o.version, plan);
   const placed: PlacedPart[] = [];
   for (const run of plan.inserted) {
-    // The run's neighbours exist before this plan's writes (a run never borders another run's parts), and
-    // no other write of this document is queued (`assertNoQueuedParts`): an earlier one in this transaction ran at once.
+    // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in
+    // the table, or queued by an earlier write of this transaction on a handle that writes documents again.
     const { after, before } = run;
     if (after === null || before === null) {
       // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
@@ -273,7 +333,7 @@ export async function writeDocumentParts(
       }
       continue;
     }
-    const found = await getDocumentPartOrds(sql, documentId, [after, before]);
+    const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after, before]);
     const ords = ordsBetween(found.get(after)!, found.get(before)!, run.parts.length);
     if (!ords) return rewriteParts(sql, documentId, o.version, o.rewrite());
     for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });

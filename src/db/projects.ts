@@ -2,7 +2,7 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { queueHeadUpdate, withWholeContent, writesDocumentsAtOnce } from './document-parts.js';
+import { queueHeadUpdate, withWholeContent, writesDocumentsAgain } from './document-parts.js';
 import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
 import { forgetReadInTransaction } from './transaction-reads.js';
 
@@ -150,7 +150,7 @@ type HeldHead = WriteHead & DocumentTarget;
  * them are answered without a statement (each answer's apply read its target's head again, a round trip for
  * a row this transaction already held). Sound while the row is locked and every write of it goes through
  * here: no other transaction can change it, and a write here notes the head it leaves. On a handle that
- * writes documents at once (document-parts.ts `writeDocumentsAtOnce`: two answers of one project) the head's
+ * writes documents again (document-parts.ts `writeDocumentsAgain`: two answers of one project) the head's
  * update is still queued for the COMMIT (a round trip less per answer): the held head is then the only place
  * the next version is before the COMMIT, and a read of the row's content is refused until then
  * (document-parts.ts `queueHeadUpdate`). Elsewhere a queued update forgets the head, so a later read would
@@ -167,15 +167,15 @@ function headOf(h: WriteHead): WriteHead {
 
 /**
  * A document's next version as a guarded UPDATE: one of the transaction's last statements
- * (`runGuardedAtCommit`). On a handle whose document writes run at once (document-parts.ts
- * `writeDocumentsAtOnce`: a later write of the same document in the transaction plans from this version) a
+ * (`runGuardedAtCommit`). On a handle that writes documents again (document-parts.ts
+ * `writeDocumentsAgain`: a later write of the same document in the transaction plans from this version) a
  * held head carries the version until the COMMIT writes it (`heldHeads`, document-parts.ts
  * `queueHeadUpdate`); the updates of one document run there in the order queued, each guarded by the version
  * the one before it left. A head not held there is updated at once: a later read finds it in the row.
  */
 function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, next: WriteHead, what: string): Promise<void> {
   forgetReadInTransaction(sql, next);
-  if (!writesDocumentsAtOnce(sql)) {
+  if (!writesDocumentsAgain(sql)) {
     forgetHeldHead(sql, next.id);
     return runGuardedAtCommit(sql, text, params, what);
   }
@@ -208,7 +208,7 @@ function carryHeldHead(sql: Sql, next: WriteHead): boolean {
  * Guarded by the version it was read at (optimistic concurrency): throws StaleStateError if the
  * document changed in between. One of the transaction's last statements (`runGuardedAtCommit`: on
  * Postgres in its COMMIT's query, no round trip of its own): nothing after it in a write reads the row,
- * unless the handle writes documents at once (`runDocumentUpdate`).
+ * unless the handle writes documents again (`runDocumentUpdate`).
  */
 export function updateDocumentContent(sql: Sql, p: { id: string; from_version: number; content: string; updated_at: number }): Promise<void> {
   return runDocumentUpdate(

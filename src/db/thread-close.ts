@@ -89,3 +89,46 @@ const RELEASE_END_CHILD_LOCKING_PARENT_PG = 'SELECT combine_release_end_thread_l
 const LOCK_FOR_CLOSE_SQLITE = `SELECT p.*, (SELECT 1 FROM llm_threads c WHERE c.parent_thread_id = p.id AND c.status IN ('open', 'running')
     LIMIT 1) AS active_child
   FROM llm_threads p WHERE p.id = ?`;
+
+/** One child's end in `endChildrenLockingParents`: its lock row to release, and its move (none: release alone, it has ended already). */
+export interface ChildEnd {
+  release: HeldLock | undefined;
+  move: { thread: ReadThread; from: ThreadStatus; to: ThreadStatus } | undefined;
+}
+
+/**
+ * Postgres: `endChildLockingParent` of several children in one round trip (migrations/pg/0020): for each,
+ * in the order given (id order: engine/tx.ts LOCK ORDER 4), its lock row released, then its guarded
+ * move; then, when every child moved, each of `parentIds` (id order) locked for its close check after
+ * all of them. StaleStateError, and nothing else done, when a lock row is not held any more. `moved`
+ * false: a child's status or parent changed since it was read (nothing locked for closing then).
+ */
+export async function endChildrenLockingParents(
+  sql: Sql,
+  ends: readonly ChildEnd[],
+  parentIds: readonly string[],
+  now: number,
+): Promise<{ moved: boolean; parents: Map<string, LockedForClose | undefined> }> {
+  const rows = ends.map(({ release, move }) => {
+    if (move) assertThreadTransition(move.from, move.to);
+    const p = move && transitionParams(move.thread, move.from, move.to, now);
+    return {
+      scope: release?.scope ?? null,
+      owner: release?.owner ?? null,
+      id: p?.id ?? null,
+      from: p?.from ?? null,
+      to: p?.to ?? null,
+      closed_at: p?.closed_at ?? null,
+      parent: p?.parent ?? null,
+    };
+  });
+  const { ended } = (await sql.get<{ ended: EndsJson }>(END_CHILDREN_LOCKING_PARENTS_PG, [JSON.stringify(rows), JSON.stringify(parentIds)]))!;
+  if (ended.lost !== undefined) throw new StaleStateError(ends.find((e) => e.release?.owner === ended.lost)!.release!.lost);
+  const moved = ended.parents !== undefined;
+  return { moved, parents: new Map(parentIds.map((id) => [id, lockedForClose(ended.parents?.[id] ?? null)])) };
+}
+
+/** What `combine_release_end_threads_lock_parents` answers: `lost`, the owner of a lock row gone; `parents`, when every child moved. */
+type EndsJson = { lost?: string; changed?: number[]; parents?: Record<string, LockedJson | null> };
+
+const END_CHILDREN_LOCKING_PARENTS_PG = 'SELECT combine_release_end_threads_lock_parents(CAST(? AS jsonb), CAST(? AS jsonb)) AS ended';

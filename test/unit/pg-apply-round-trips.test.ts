@@ -5,10 +5,13 @@
  * `story_generate_epic` (its backlog stored in parts), two children of one orchestration:
  * - the second answer's epic goes after the first's: its part takes its neighbour's ord in its own
  *   INSERT … SELECT, with no read of the ords (`SELECT part_key, ord …`);
- * - the backlog's next versions ride in the COMMIT's query, though the closure writes the parts at once
- *   (two answers of one project): the second apply plans from the head the closure holds;
- * - each item's scope lock row is released, then its thread ended and the orchestration locked, in one
- *   statement (`combine_release_end_thread_lock_parent`), not a DELETE then the end.
+ * - the backlog's parts and next versions ride in the COMMIT's query, though the closure writes the
+ *   document twice (two answers of one project: db/document-parts.ts `writeDocumentsAgain`): the second
+ *   apply plans from the head the closure holds and the parts it queued, no part's INSERT a round trip of its own;
+ * - each item's scope lock row is released, then its thread ended, both items', and then the orchestration
+ *   locked once for its close check, all in one statement after the last apply
+ *   (`combine_release_end_threads_lock_parents`, engine/ends-together.ts), not a DELETE then the end per item,
+ *   nor one end per item (`combine_release_end_thread_lock_parent`) while the closure holds the backlog's head.
  * The outcome is the same as before: both applied, consecutive versions, the orchestration complete, the lock
  * rows gone; and an item whose lock row is gone is refused in that one statement, nothing of it committed.
  */
@@ -115,20 +118,23 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
 
   it('reads no ords: the second epic goes after the first, its part placed by its own insert', () => {
     expect(count(/^SELECT part_key, ord FROM document_parts/)).toBe(0);
-    expect(count(/^INSERT INTO document_parts .* SELECT .* n\.ord \+ /s)).toBe(1);
+    // Both parts' inserts in the COMMIT's query (the second one's prepared there: it is guarded), none on its own.
+    expect(count(/^INSERT INTO document_parts/)).toBe(0);
+    expect(sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/INSERT INTO document_parts .* SELECT .* n\.ord \+ /s);
   });
 
-  it("writes the backlog's next versions in the COMMIT's query, though it writes the parts at once", () => {
+  it("writes the backlog's next versions in the COMMIT's query, though it writes the document twice", () => {
     expect(count(/^UPDATE documents/)).toBe(0);
     // Prepared there on first use, then executed once per version (version 3 below: both ran).
     expect(sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE documents SET content/);
   });
 
-  it("releases each item's lock row in its thread's end statement", () => {
+  it("releases both items' lock rows and ends their threads in one statement", () => {
     // (The orchestration's close still releases the locks it owns: `DELETE FROM locks WHERE owner`.)
     expect(count(/^DELETE FROM locks WHERE scope = /)).toBe(0);
     expect(count(/^SELECT combine_end_thread_lock_parent/)).toBe(0);
-    expect(count(/^SELECT combine_release_end_thread_lock_parent/)).toBe(2);
+    expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
+    expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
   });
 
   it('applies both as before: consecutive versions, the orchestration complete, the lock rows gone', async () => {

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { parseDocumentJson, rememberWrittenDocument } from '../../src/daemon/engine/operation-context.js';
 import { forgetDocuments, readDocumentValue, readParsedDocument, rememberDocument, shareDocumentCache } from '../../src/db/document-cache.js';
-import { writeDocumentsAtOnce } from '../../src/db/document-parts.js';
+import { writeDocumentsAgain } from '../../src/db/document-parts.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertDocument, insertProject, lockDocumentHeads, updateDocumentContent } from '../../src/db/projects.js';
@@ -73,7 +73,7 @@ describe('a version this daemon remembered before its COMMIT', () => {
  * answer of project 'q': its target held, its next version (2) queued for the COMMIT, the value remembered.
  */
 async function applyFirstAnswer(sql: Sql, id: string, docType: string): Promise<void> {
-  writeDocumentsAtOnce(sql);
+  writeDocumentsAgain(sql);
   await lockDocumentHeads(sql, [{ project_id: 'q', doc_type: docType, doc_key: '' }]);
   await updateDocumentContent(sql, { id, from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 2 });
   rememberWrittenDocument(sql, id, 2, { n: 2 });

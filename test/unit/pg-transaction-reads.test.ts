@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { parseDocumentJson } from '../../src/daemon/engine/operation-context.js';
 import { readDocumentValue } from '../../src/db/document-cache.js';
-import { readWholeDocument, writeDocumentsAtOnce } from '../../src/db/document-parts.js';
+import { readWholeDocument, writeDocumentsAgain } from '../../src/db/document-parts.js';
 import { getDocumentHead, insertDocument, insertProject, lockDocumentHead, lockDocumentHeads, updateDocumentContent } from '../../src/db/projects.js';
 import { useTestWriter } from '../helpers/postgres.js';
 
@@ -35,7 +35,7 @@ describe('a write transaction', () => {
       await updateDocumentContent(db.reader, { id: 'arch', from_version: 1, content: JSON.stringify({ n: 2 }), updated_at: 2 });
       const again = await readDocumentValue(sql, 'p', 'arch', parseDocumentJson);
       // Not held (no `lockDocumentHeads`): the head's update runs at once, and the read finds it in the table.
-      writeDocumentsAtOnce(sql);
+      writeDocumentsAgain(sql);
       await updateDocumentContent(sql, { id: 'arch', from_version: 2, content: JSON.stringify({ n: 3 }), updated_at: 3 });
       const written = await readDocumentValue(sql, 'p', 'arch', parseDocumentJson);
       return { first, again, written };
@@ -59,7 +59,7 @@ describe('a shared closure of answers, holding its targets heads', () => {
   it('finds each held head as its own writes left it: the next version before the COMMIT writes it, created ones as their row', async () => {
     await newDocument('held', 'held', { n: 1 });
     const seen = await db.writer.write(async (sql) => {
-      writeDocumentsAtOnce(sql);
+      writeDocumentsAgain(sql);
       await lockDocumentHeads(sql, [
         { project_id: 'p', doc_type: 'held', doc_key: '' },
         { project_id: 'p', doc_type: 'absent', doc_key: '' },

@@ -13,6 +13,7 @@ import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { finishAnswer, recordResponse } from './completer.js';
 import { failLeasedAttempt } from './failures.js';
 import { ItemReads, type AnswerResult, type EngineContext } from './leased.js';
+import { endThreadsLater, endThreadsTogether } from './ends-together.js';
 import { executeCall, type CallOutcome, type ItemAbort } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
 import type { BuiltRequest } from './request.js';
@@ -84,9 +85,28 @@ export function itemWrites(write: Write, ctx: EngineContext, dialect: 'sqlite' |
       write,
       dialect,
       'rows',
-      eachItem((tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
+      endingTogether(
+        dialect,
+        eachItem((tx, a, known) => finishAnswer(tx, ctx, a.itemId, a.response, a.resumed, a.sent, known)),
+      ),
       'documents',
     ),
+  };
+}
+
+/**
+ * Postgres: the steps of a closure of several answers end their items' threads together after the last
+ * one, in one round trip (ends-together.ts), not one each while the closure holds its documents' heads.
+ * A step alone, and SQLite (one writer: no lock held across round trips), end theirs as they go.
+ */
+function endingTogether<A, R>(dialect: 'sqlite' | 'postgres', steps: Steps<A, R, ItemReads>): Steps<A, R, ItemReads> {
+  if (dialect !== 'postgres') return steps;
+  return async (tx, args, reads) => {
+    if (args.length < 2) return steps(tx, args, reads);
+    endThreadsLater(tx);
+    const results = await steps(tx, args, reads);
+    await endThreadsTogether(tx);
+    return results;
   };
 }
 

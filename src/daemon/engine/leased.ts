@@ -6,7 +6,7 @@
 import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
 import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
-import { writeDocumentsAtOnce } from '../../db/document-parts.js';
+import { writeDocumentsAgain } from '../../db/document-parts.js';
 import { releaseHeldLock, type HeldLock } from '../../db/locks.js';
 import { lockDocumentHeads } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
@@ -14,6 +14,7 @@ import { getThread } from '../../db/threads.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { ModelRoute } from '../routing/router.js';
 import { lockProjectBudget, type PriceOf } from './charges.js';
+import { endThreadLater } from './ends-together.js';
 import { documentTargetOf } from './operation-context.js';
 import { endThread, type EndedStatus, type Tx } from './tx.js';
 
@@ -54,6 +55,8 @@ export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> 
  * the end's round trip (db/thread-close.ts `endChildLockingParent`).
  */
 export function releaseItemLockEndingThread(tx: Tx, item: WorkItemRow, thread: ThreadRow, to: EndedStatus): Promise<void> {
+  // A Postgres closure of answers ends its items' threads together after its last step (ends-together.ts).
+  if (endThreadLater(tx, thread, to, heldLockOf(item))) return Promise.resolve();
   return endThread(tx, thread, to, heldLockOf(item));
 }
 
@@ -141,13 +144,13 @@ export class ItemReads {
 /**
  * Postgres: the heads of the documents a closure's answers apply to, locked in id order, before the
  * first apply (db/projects.ts `lockDocumentHeads`). When two answers are of one project, the transaction
- * writes its documents at once (db/document-parts.ts `writeDocumentsAtOnce`): an apply then reads the
- * version, the parts and the cached value an earlier one wrote — of its target, which it writes next, or
+ * plans from what its earlier applies queued (db/document-parts.ts `writeDocumentsAgain`): an apply then
+ * reads the version, the parts' places and the cached value an earlier one wrote — of its target, which it writes next, or
  * of another document of the project, which it may read (an operation reads its project's documents).
  */
 async function lockTargetDocuments(tx: Tx, reads: Iterable<ItemWithThread>): Promise<void> {
   const targets = [...reads].map(({ thread }) => documentTargetOf(thread));
-  if (new Set(targets.map((t) => t.project_id)).size < targets.length) writeDocumentsAtOnce(tx.sql);
+  if (new Set(targets.map((t) => t.project_id)).size < targets.length) writeDocumentsAgain(tx.sql);
   if (targets.length > 0) await lockDocumentHeads(tx.sql, targets);
 }
 

@@ -335,13 +335,15 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      of its failures ends a thread or closes an orchestration); an orchestration adopting runs in
  *      progress (db/threads.ts `adoptThreads`). A start locks an orchestration it starts only while it
  *      is open (with its first child), and that of a child it fails whatever its status. A shared
- *      closure of answers runs by parent, then child id, and locks each child's orchestration for its
- *      close check right after the child: its children are its own running items', which no start or
- *      adoption takes, and a cancel takes one orchestration's children in the same id order, then it.
+ *      closure of answers on Postgres ends its children after its last step, together: every child in id
+ *      order, then their orchestrations in id order, in one statement (engine/ends-together.ts; each
+ *      step's end is left for it, and no step moves another thread); its children are its own running
+ *      items', which no start or adoption takes, and a cancel takes one orchestration's children in the
+ *      same id order, then it.
  *   5. at the end, in the COMMIT's query: first the statements the steps queued for the end, in the order
  *      queued — the mutation, document parts and the document's next version (its head row already
- *      locked in 3; the parts at once instead in a closure that writes documents at once:
- *      db/document-parts.ts `writeDocumentsAtOnce`), a claim's new reservations, an answer's item marked applied (its own row,
+ *      locked in 3; also in a closure of answers that writes a document again:
+ *      db/document-parts.ts `writeDocumentsAgain`), a claim's new reservations, an answer's item marked applied (its own row,
  *      whose lock, 1, the step holds) — then the ledger's chain head, then the answer's charge settle (the
  *      item's own charge: item 1 already serializes it) and the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for

@@ -1,0 +1,67 @@
+/**
+ * A Postgres shared closure of answers (item-pipeline.ts) ends its items' threads together, after its last
+ * step, in one round trip (db/thread-close.ts `endChildrenLockingParents`), instead of one round trip per
+ * item while the closure holds its documents' heads: every child in id order, then every orchestration in
+ * id order (engine/tx.ts LOCK ORDER 4 for several children), each orchestration's close check once, after
+ * all of its children in the closure ended. Every thread move of such a closure's steps is an item's end
+ * (leased.ts `releaseItemLockEndingThread`), so none of them locks a child or an orchestration before these.
+ * A child whose status or parent changed since it was read (a cancel committed meanwhile) fails the closure
+ * (StaleStateError): each item's step runs again alone, and ends its thread as it does alone.
+ */
+import { StaleStateError } from '../../core/errors.js';
+import { compareIds } from '../../core/ids.js';
+import type { Sql } from '../../core/sql.js';
+import type { HeldLock } from '../../db/locks.js';
+import type { ThreadRow } from '../../db/schema.js';
+import { endChildrenLockingParents } from '../../db/thread-close.js';
+import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
+import { closeParentIfDone, emitThread, type EndedStatus, type Tx } from './tx.js';
+
+interface LaterEnd {
+  thread: ThreadRow;
+  to: EndedStatus;
+  release: HeldLock | undefined;
+}
+
+/** The ends a closure's steps left for `endThreadsTogether`, by the closure run's statement handle (a run again starts with none). */
+const later = new WeakMap<Sql, LaterEnd[]>();
+
+/** This closure's item ends wait for `endThreadsTogether` (`endThreadLater`). */
+export function endThreadsLater(tx: Tx): void {
+  later.set(tx.sql, []);
+}
+
+/** Whether the end was left for `endThreadsTogether` (`endThreadsLater` marked this closure); false: end it now. */
+export function endThreadLater(tx: Tx, thread: ThreadRow, to: EndedStatus, release: HeldLock | undefined): boolean {
+  const ends = later.get(tx.sql);
+  if (!ends) return false;
+  ends.push({ thread, to, release });
+  return true;
+}
+
+/**
+ * The ends left by `endThreadLater`, in one statement, then what `endThread` does after each: the ended
+ * threads' events and `threadsEnded` hook, and each orchestration's close check, once.
+ */
+export async function endThreadsTogether(tx: Tx): Promise<void> {
+  const ends = later.get(tx.sql);
+  later.delete(tx.sql);
+  if (!ends || ends.length === 0) return;
+  ends.sort((a, b) => compareIds(a.thread.id, b.thread.id));
+  const moving = ends.filter((e) => !isTerminalThread(e.thread.status));
+  const parentIds = [...new Set(moving.flatMap((e) => (e.thread.parent_thread_id === null ? [] : [e.thread.parent_thread_id])))].sort(compareIds);
+  const rows = ends.map((e) => ({
+    release: e.release,
+    move: isTerminalThread(e.thread.status) ? undefined : { thread: e.thread, from: e.thread.status as ThreadStatus, to: e.to },
+  }));
+  const ended = await endChildrenLockingParents(tx.sql, rows, parentIds, tx.now);
+  if (!ended.moved) throw new StaleStateError('a thread of this closure of answers moved since it was read');
+  const byStatus = new Map<EndedStatus, ThreadRow[]>();
+  for (const e of moving) {
+    const updated: ThreadRow = { ...e.thread, status: e.to, closed_at: tx.now };
+    emitThread(tx, updated);
+    byStatus.set(e.to, [...(byStatus.get(e.to) ?? []), updated]);
+  }
+  for (const [to, threads] of byStatus) await tx.hooks.threadsEnded(tx, threads, to);
+  for (const id of parentIds) await closeParentIfDone(tx, id, { parent: ended.parents.get(id) });
+}

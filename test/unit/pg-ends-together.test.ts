@@ -1,0 +1,180 @@
+/**
+ * A Postgres shared closure of answers ends its items' threads together after its last step, in one
+ * statement (engine/ends-together.ts, migrations/pg/0020): every child's lock row released and its thread
+ * ended, then each orchestration locked once for its close check. Pinned with the real shared closure
+ * (`itemWrites`), the real writer and the built-in `story_generate_epic`:
+ * - the last three children of an orchestration in one closure: each ended once, the orchestration closed
+ *   exactly once (one `threadsEnded` of it), every lock row gone;
+ * - one item of the closure no longer holds its lock row: the statement refuses it, the closure rolls back,
+ *   and each item's step runs again alone — the others applied, that one refused, nothing of it committed;
+ * - a child canceled since the closure read it: the closure rolls back (its end's guard), and each step runs
+ *   again alone — the others applied, the canceled one's answer not applied.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
+import { writeTx } from '../../src/core/tx.js';
+import { forgetDocuments } from '../../src/db/document-cache.js';
+import { acquireLock } from '../../src/db/locks.js';
+import { PgWriter } from '../../src/db/pg/writer.js';
+import type { LedgerRow, ThreadRow } from '../../src/db/schema.js';
+import { getThread, insertThread } from '../../src/db/threads.js';
+import { insertWorkItem } from '../../src/db/work-items.js';
+import { recordResponse } from '../../src/daemon/engine/completer.js';
+import type { EngineEvent } from '../../src/daemon/engine/events.js';
+import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
+import { importProject } from '../../src/daemon/services/commands.js';
+import type { EngineHooks, Write } from '../../src/daemon/engine/tx.js';
+import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
+import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
+import { builtinDefinitions } from '../../src/operations/loader.js';
+import { OperationRegistry } from '../../src/operations/registry.js';
+import { project } from '../helpers/harness.js';
+import { PARAMS } from '../helpers/operations.js';
+import { openRaceDatabase, paidAnswerOf, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
+import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+
+let db: RaceDatabase;
+let write: Write;
+/** Every `threadsEnded` call of the committed and rolled-back transactions: the threads' ids and the status. */
+let ended: string[] = [];
+/** The SQL text of every statement sent (`combine_release_end_thread…` calls counted from it). */
+let sent: string[] = [];
+
+const hooks: EngineHooks = {
+  threadsEnded: async (_tx, threads: readonly ThreadRow[], status) => {
+    ended.push(`${threads.map((t) => t.id).join(',')}:${status}`);
+  },
+  budgeted: () => false,
+};
+
+/** A fresh migrated database with project p imported, for the cases of one describe. */
+function useDatabase(): void {
+  beforeAll(async () => {
+    db = await openRaceDatabase();
+    db.pool.on('acquire', (client) => {
+      const marked = client as unknown as { recorded?: true; query: (...args: unknown[]) => unknown };
+      if (marked.recorded) return;
+      marked.recorded = true;
+      const query = marked.query.bind(client);
+      marked.query = (config: unknown, ...rest: unknown[]) => {
+        sent.push(typeof config === 'string' ? config : (config as { text: string }).text);
+        return query(config, ...rest);
+      };
+    });
+    const pgWriter = new PgWriter<EngineEvent>(db.pool, { conflictAttempts: 1, raceAttempts: 1, onRollback: (connection) => forgetDocuments({ connection }) });
+    write = writeTx(pgWriter, systemClock, hooks);
+    await write((tx) => importProject(tx, project('p', 4)));
+    await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
+  });
+  afterAll(() => db?.drop());
+}
+
+const operations = new OperationRegistry(builtinDefinitions(), {
+  retry: DEFAULT_RETRY_POLICY,
+  params: PARAMS,
+  models: {},
+  operations: {},
+  configSource: 'test',
+});
+const ctx = testEngineContext('d1', operations);
+
+/** Item `id` of child thread `t-<id>` of orchestration `t-o`, stories for epic `E<epic>` of project p recorded as its answer. */
+async function storiesAnswered(id: string, epic: number): Promise<LedgerRow> {
+  await insertThread(db.reader, {
+    ...testThreadRow(id),
+    kind: 'story_generate_epic',
+    status: 'running',
+    parent_thread_id: 't-o',
+    input: JSON.stringify({ project_id: 'p', epic_id: `E${epic}` }),
+    target_ref: JSON.stringify({ project_id: 'p', doc_type: 'story_backlog', epic_id: `E${epic}` }),
+  });
+  const item = testWorkItemRow(id, { status: 'running', project_id: 'p', lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 });
+  await insertWorkItem(db.reader, item);
+  await acquireLock(db.reader, { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
+  const answer = { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) };
+  return (await write((tx) => recordResponse(tx, ctx, id, paidAnswerOf(answer)))).row;
+}
+
+/** The three items' answers finished together (one shared closure: asked while none runs yet). */
+async function finishTogether(ids: readonly string[], responses: readonly LedgerRow[]): Promise<unknown[]> {
+  const finishes = itemWrites(write, ctx, 'postgres');
+  ended = [];
+  sent = [];
+  return Promise.all(
+    ids.map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined }).catch((err: unknown) => String(err))),
+  );
+}
+
+const count = (pattern: RegExp) => sent.filter((text) => pattern.test(text)).length;
+const statusOf = async (id: string) => (await getThread(db.reader, id))!.status;
+const mutated = async () =>
+  (await db.reader.all<{ work_item_id: string }>('SELECT work_item_id FROM mutations ORDER BY work_item_id')).map((m) => m.work_item_id);
+
+describe('the last children of an orchestration, answered in one closure', () => {
+  useDatabase();
+  it('end in one statement, and the orchestration closes exactly once', async () => {
+    const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2), await storiesAnswered('c', 3)];
+    expect(await finishTogether(['a', 'b', 'c'], responses)).toEqual(['applied', 'applied', 'applied']);
+    expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
+    expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
+    // The children's ends together, then the orchestration's, once.
+    expect(ended).toEqual(['t-a,t-b,t-c:complete', 't-o:complete']);
+    for (const id of ['t-a', 't-b', 't-c', 't-o']) expect(await statusOf(id)).toBe('complete');
+    expect(await mutated()).toEqual(['a', 'b', 'c']);
+    expect(await db.reader.all('SELECT scope FROM locks')).toEqual([]);
+  });
+});
+
+describe('a closure of answers, one of whose items no longer holds its lock row', () => {
+  useDatabase();
+  it('rolls back, and each step runs again alone: the others applied, that one refused', async () => {
+    const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2), await storiesAnswered('c', 3)];
+    await db.reader.run('DELETE FROM locks WHERE owner = ?', ['b']);
+    const outcomes = await finishTogether(['a', 'b', 'c'], responses);
+    expect(outcomes[0]).toBe('applied');
+    expect(outcomes[1]).toMatch(/work item b no longer holds its lock/);
+    expect(outcomes[2]).toBe('applied');
+    // The closure's statement, then each alone (b's refused in its own).
+    expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
+    expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(3);
+    expect(await mutated()).toEqual(['a', 'c']);
+    expect(await statusOf('t-b')).toBe('running');
+    expect(await statusOf('t-o')).toBe('running');
+  });
+});
+
+describe('a closure of answers, one of whose children was canceled since it was read', () => {
+  useDatabase();
+  it('rolls back on its end guard, and each step runs again alone: the canceled one not applied', async () => {
+    const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2), await storiesAnswered('c', 3)];
+    const finishes = itemWrites(write, ctx, 'postgres');
+    ended = [];
+    sent = [];
+    // The closure reads b's thread running; the cancel commits before the closure's ends (its first apply waits for it).
+    const blocker = await db.pool.connect();
+    await blocker.query('BEGIN');
+    await blocker.query("SELECT 1 FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog' FOR UPDATE");
+    const outcomes = Promise.all(
+      ['a', 'b', 'c'].map((itemId, i) =>
+        finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined }).catch((err: unknown) => String(err)),
+      ),
+    );
+    // Until the closure waits for the backlog's head (its items and threads read by then).
+    while ((await db.reader.all("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF d%'")).length === 0) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await blocker.query("UPDATE llm_threads SET status = 'canceled', closed_at = 1 WHERE id = 't-b'");
+    await blocker.query('COMMIT');
+    blocker.release();
+    const settled = await outcomes;
+    expect(settled[0]).toBe('applied');
+    expect(settled[1]).toBe('canceled');
+    expect(settled[2]).toBe('applied');
+    // The closure's statement (its guard on b refused it), then a's and c's ends alone; b's lock row released alone.
+    expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
+    expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(2);
+    expect(await mutated()).toEqual(['a', 'c']);
+    expect(await statusOf('t-b')).toBe('canceled');
+    expect(await db.reader.all('SELECT scope FROM locks')).toEqual([]);
+  });
+});
