@@ -67,6 +67,23 @@ export class InfraError extends Error {
   }
 }
 
+/**
+ * Storage refused a value one write holds (a data exception: a text with U+0000, a number out of its
+ * column's range, a value too long for its column or index). The write fails the same way every time it
+ * runs, so it is that write's own permanent failure, never storage trouble: nothing of it was applied,
+ * and the engine ends the one item it was for (engine/failures.ts `failRefusedWrite`). `sqlstate`: the
+ * Postgres code (or the SQLite one) that said so. The message never holds the refused value's NUL.
+ */
+export class RefusedValueError extends Error {
+  constructor(
+    readonly sqlstate: string,
+    message: string,
+  ) {
+    super(`storage refused a value: ${message} (${sqlstate})`);
+    this.name = 'RefusedValueError';
+  }
+}
+
 /** config.json or an environment variable is invalid; the message names the field. */
 export class ConfigError extends Error {
   constructor(message: string) {

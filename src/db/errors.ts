@@ -2,7 +2,8 @@
  * Storage failures that mean our storage itself is in trouble, as opposed to a logic error (a refused
  * constraint, a stale guard): the design's "infra" class, for both backends, classified here only.
  */
-import { StaleStateError } from '../core/errors.js';
+import { RefusedValueError, StaleStateError } from '../core/errors.js';
+import { escapeNul } from '../domain/nul.js';
 
 const INFRA_CODE_PREFIXES = [
   'SQLITE_BUSY',
@@ -68,8 +69,36 @@ export function isConcurrentChange(err: unknown): boolean {
  */
 const STALE_GUARD_SQLSTATE = 'CB001';
 
-/** The error as the client names it: a stale guard the database raised is a StaleStateError (its message names the row). */
+/**
+ * SQLSTATE classes of a value the server refuses, whichever statement holds it: 22 data exception
+ * (22021 a NUL or invalid byte in text, 22P05 an unsupported Unicode escape, 22001 too long for its
+ * column, 22003 and 22P02 a number out of range or not of its column's type) and 54 program limit
+ * exceeded (54000: an index row too large). The same write holding the same value fails the same way each
+ * time it runs: not storage trouble (which `isInfraPgError` names), a permanent failure of that write.
+ */
+const PG_REFUSED_VALUE_CLASSES = ['22', '54'];
+
+/**
+ * The error as the client names it: a stale guard the database raised is a StaleStateError (its message
+ * names the row); a value the server refused is a RefusedValueError.
+ */
 export function asClientError(err: unknown): unknown {
   const e = err as { code?: unknown; message?: unknown } | null;
-  return e?.code === STALE_GUARD_SQLSTATE ? new StaleStateError(String(e.message)) : err;
+  if (e?.code === STALE_GUARD_SQLSTATE) return new StaleStateError(String(e.message));
+  return refusedValueOf(err) ?? err;
+}
+
+/**
+ * `err` as the refusal of a value one write holds (RefusedValueError), or null when it is not one:
+ * a Postgres data exception or program limit (`PG_REFUSED_VALUE_CLASSES`), or SQLite's SQLITE_TOOBIG (a
+ * string or blob over its length limit). Storage trouble, conflicts and logic errors are not.
+ */
+export function refusedValueOf(err: unknown): RefusedValueError | null {
+  if (err instanceof RefusedValueError) return err;
+  const e = err as { code?: unknown; message?: unknown } | null;
+  const code = e?.code;
+  if (typeof code !== 'string') return null;
+  const refused = code === 'SQLITE_TOOBIG' || (code.length === 5 && PG_REFUSED_VALUE_CLASSES.includes(code.slice(0, 2)));
+  // The server's message may quote the value: a NUL in it is written out, so the message can be stored.
+  return refused ? new RefusedValueError(code, escapeNul(String(e?.message))) : null;
 }

@@ -11,7 +11,8 @@ import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { finishAnswer, recordResponse } from './completer.js';
-import { failLeasedAttempt } from './failures.js';
+import { refusedValueOf } from '../../db/errors.js';
+import { failLeasedAttempt, failRefusedWrite } from './failures.js';
 import { ItemReads, type AnswerResult, type EngineContext } from './leased.js';
 import { executeCall, type CallOutcome, type ItemAbort } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
@@ -144,7 +145,12 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
   return inAnswerSlot(d, async () => {
     // Paid work: keep trying to record it through storage trouble rather than lose it.
     const record = () => d.writes.record({ itemId, outcome });
-    const response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
+    const recorded = await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped }).catch(async (err: unknown) => {
+      await endRefused(d, itemId, err, { kind: 'record', latencyMs: outcome.latencyMs });
+      return null;
+    });
+    if (recorded === null) return;
+    const response = recorded.row;
     d.ctx.crashAt('after_response');
     await finish(d, l, response, false, sent);
   });
@@ -210,6 +216,17 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */
 async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resumed: boolean, sent?: SentPrompt): Promise<void> {
   const startedAt = d.clock.now();
-  const outcome = await d.writes.finish({ itemId: l.item.id, response, resumed, sent });
+  const outcome = await d.writes.finish({ itemId: l.item.id, response, resumed, sent }).catch((err: unknown) => endRefused(d, l.item.id, err, { kind: 'finish' }));
   d.spans.applied(l.traceparent, l.item, startedAt, d.clock.now(), outcome);
+}
+
+/**
+ * An item step's write that failed: when storage refused a value it holds (a write that would fail the
+ * same way each time), the item ends in a write of its own (`failRefusedWrite`), whose outcome is
+ * returned; any other failure is thrown on (recovery resumes the item).
+ */
+async function endRefused(d: PipelineDeps, itemId: string, err: unknown, step: Parameters<typeof failRefusedWrite>[4]): Promise<AnswerResult> {
+  const refused = refusedValueOf(err);
+  if (refused === null) throw err;
+  return await d.write((tx) => failRefusedWrite(tx, d.ctx, itemId, refused, step));
 }

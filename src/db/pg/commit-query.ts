@@ -9,6 +9,7 @@
  * and then runs as `EXECUTE name(literals)`, as BEGIN's statement does (pg/transaction-sql.ts): the server
  * reuses its plan, and the literals take the types the statement's parameters were prepared with.
  */
+import { RefusedValueError } from '../../core/errors.js';
 import type { SqlParams } from '../../core/sql.js';
 import type { Notification } from './notifications.js';
 import { bindValues, compileStatement } from './sql.js';
@@ -115,11 +116,14 @@ function literal(value: unknown): string {
 
 /**
  * `value` as a string literal, the very text node-postgres's `escapeLiteral` gives (quotes and backslashes
- * doubled, ` E'…'` when there is a backslash), without its loop that builds the result a character at a
- * time: the COMMIT query inlines every ledger payload and document part this way, and that loop was ~5 % of a
+ * doubled, ` E'…'` when there is a backslash), or a RefusedValueError when it holds a NUL. Without its loop
+ * that builds the result a character at a time: the COMMIT query inlines every ledger payload and document part this way, and that loop was ~5 % of a
  * daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7).
  */
 export function quoteLiteral(value: string): string {
+  // A NUL ends the query's text on the server, which then refuses the whole query as a broken message
+  // (08P01, a connection exception to isInfraPgError): refused here instead, as the value it is.
+  if (value.includes('\0')) throw new RefusedValueError('22021', 'a text value holds the character U+0000 (NUL), which Postgres does not store');
   const backslash = value.includes('\\');
   const quote = value.includes("'");
   if (!backslash && !quote) return `'${value}'`;

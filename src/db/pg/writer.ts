@@ -13,6 +13,9 @@
  *
  * Failures, classified once (db/errors.ts):
  *   - the closure throws (a logic error): ROLLBACK, the caller gets the error;
+ *   - the server refuses a value of the write (a data exception: a NUL, a number out of range; also
+ *     refused before sending, by the COMMIT query): ROLLBACK, the caller gets a RefusedValueError — that
+ *     write's own permanent failure, not storage trouble, so not retried and health stays ready;
  *   - a conflict (40P01, 40001): ROLLBACK, the closure runs again (≤ `conflictAttempts`), then InfraError;
  *   - a stale guard or a taken unique key: ROLLBACK, the closure runs again (≤ `raceAttempts`): another
  *     transaction committed first, and a new run decides on what it committed — as the SQLite writer's
@@ -174,6 +177,9 @@ export class PgWriter<E = never> implements TxRunner<E> {
       const started = performance.now();
       // The statements queued for the commit (the ledger append) and the notifications go in COMMIT's round
       // trip: the last thing a write sends is one query.
+      // Until the query is built: one that refuses a value (commit-query.ts) may have noted statements as
+      // prepared on this connection that it never sends, so the connection is then closed, not reused.
+      preparing = true;
       query = commitQuery(client, queued, notes, tx.begun);
       preparing = query.preparing.length > 0;
       result = (await client.query(query.text)) as pg.QueryResult | pg.QueryResult[];
