@@ -1,0 +1,207 @@
+/**
+ * A value storage refuses fails that one item, not the daemon, the same on both backends (issue 18).
+ * Postgres refuses what SQLite stores — a U+0000 in text, a number out of its column's range — and such a
+ * write fails the same way every time it runs. So what an operation's code or a provider puts in front of
+ * storage is checked where it comes in (operations/runtime.ts, domain/completion.ts), and a refusal by a
+ * path no check knows is that item's permanent error (db/errors.ts `refusedValueOf`, engine/failures.ts
+ * `failRefusedWrite`): the item ends, charged once, its batch's other items apply, and health stays ready.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FAST_RETRY, Harness, project, TEST_BACKEND, waitUntil, type CommandJson } from '../helpers/harness.js';
+
+let h: Harness;
+let proxy: http.Server | null = null;
+afterEach(async () => {
+  await h?.cleanup();
+  await new Promise((r) => (proxy ? proxy.close(r) : r(null)));
+  proxy = null;
+});
+
+/**
+ * A document in parts keyed by the answer's section names, which `apply` rewrites as the input's `mode`
+ * says: `nul` puts a NUL in each key (from the module's own code: the answer and input hold none),
+ * `refused` prefixes them with `refused:` (which the Postgres-only case's trigger refuses).
+ */
+const OUTLINE = `export default {
+  name: 'outline',
+  description: 'An outline of a project, one part per section',
+  input: { type: 'object', properties: { project_id: { type: 'string' }, mode: { type: 'string' } }, required: ['project_id', 'mode'] },
+  identity: (i) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'outline', target_id: 'all' }),
+  lockScope: (i) => 'outline:' + i.project_id,
+  target: (i) => ({ project_id: i.project_id, doc_type: 'outline' }),
+  parts: { field: 'sections', key: 'name' },
+  prompt: ({ project }) => ({ messages: [{ role: 'user', content: 'Outline of ' + project.name }] }),
+  output: {
+    type: 'object',
+    properties: { sections: { type: 'array', minItems: 1, items: { type: 'object', properties: { name: { type: 'string' }, text: { type: 'string' } }, required: ['name', 'text'] } } },
+    required: ['sections'],
+  },
+  apply: ({ answer, input }) => ({
+    content: { sections: answer.sections.map((s) => ({ ...s, name: input.mode === 'nul' ? s.name + String.fromCharCode(0) : input.mode === 'refused' ? 'refused:' + s.name : s.name })) },
+    summary: { sections: answer.sections.length },
+  }),
+};
+`;
+
+const PROJECTS = ['p', 'q', 'r', 's'];
+
+/** A daemon with the outline operation and four projects; `edit` rewrites each 200 body of a prompt (through a proxy). */
+async function setup(edit?: (body: any, request: string) => void): Promise<void> {
+  h = await Harness.start();
+  mkdirSync(join(h.home, 'operations'), { recursive: true });
+  writeFileSync(join(h.home, 'operations', 'outline.mjs'), OUTLINE);
+  h.writeConfig(FAST_RETRY);
+  await h.stopDaemon();
+  if (edit) h.env.OPENAI_BASE_URL = await startProxy(h.sim.url.replace(/\/v1\/?$/, ''), edit);
+  await h.startDaemon();
+  for (const id of PROJECTS) await h.importProject(project(id, 1));
+}
+
+/** Forwards to the simulator and rewrites each 200 body (parsed) with `edit`, given the request's text. */
+async function startProxy(target: string, edit: (body: any, request: string) => void): Promise<string> {
+  proxy = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'content-length') headers[k] = v;
+    const r = await fetch(`${target}${req.url}`, { method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
+    let text = await r.text();
+    if (r.status === 200) {
+      const body = JSON.parse(text);
+      edit(body, Buffer.concat(chunks).toString());
+      text = JSON.stringify(body);
+    }
+    res.writeHead(r.status, { 'content-type': 'application/json' }).end(text);
+  });
+  await new Promise<void>((r) => proxy!.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(proxy!.address() as AddressInfo).port}/v1`;
+}
+
+interface Ended {
+  threads: Map<string, { status: string; usage: { calls: number } }>;
+  items: Map<string, { status: string; error_code: string | null; error_message: string | null }>;
+}
+
+/**
+ * One outline run per project at once (their answers come back together and share a write), `mode` for
+ * project p and `ok` for the others; their threads once all ended, by project. Times out with what stayed
+ * open: on main, the refused item stays `running` (its write retried as storage trouble, or every round).
+ */
+async function runAll(mode: string): Promise<Ended> {
+  const runs = await Promise.all(
+    PROJECTS.map((id) => h.json<CommandJson>(['run', 'outline', '--input', JSON.stringify({ project_id: id, mode: id === 'p' ? mode : 'ok' })])),
+  );
+  await waitUntil(
+    async () => {
+      const open = await h.query("SELECT id FROM llm_threads WHERE status IN ('open', 'running')");
+      return open.length === 0 ? true : null;
+    },
+    'every thread to end',
+    20_000,
+  ).catch(async (e) => {
+    const items = await h.query('SELECT thread_id, status, attempt, error_code FROM llm_work_items');
+    throw new Error(`${(e as Error).message}; items ${JSON.stringify(items)}; provider calls ${h.sim.calls.length}`);
+  });
+  const threads = new Map<string, { status: string; usage: { calls: number } }>();
+  const items = new Map<string, { status: string; error_code: string | null; error_message: string | null }>();
+  for (const [i, id] of PROJECTS.entries()) {
+    threads.set(id, await h.waitForEnd(runs[i]!.thread_id));
+    const [item] = await h.query<{ status: string; error_code: string | null; error_message: string | null }>(
+      'SELECT status, error_code, error_message FROM llm_work_items WHERE thread_id = ?',
+      [runs[i]!.thread_id],
+    );
+    items.set(id, item!);
+  }
+  return { threads, items };
+}
+
+/** What holds whatever the case: the other projects' items applied, one call each, health ready, the ledger verifies. */
+async function expectOthersAppliedAndHealthy(ended: Ended): Promise<void> {
+  for (const id of PROJECTS.slice(1)) {
+    expect(ended.items.get(id)).toMatchObject({ status: 'applied' });
+    expect(ended.threads.get(id)).toMatchObject({ status: 'complete', usage: { calls: 1 } });
+  }
+  expect(h.sim.calls.length).toBe(PROJECTS.length);
+  const health = JSON.parse((await h.cli(['health', '--json'])).stdout);
+  expect(health).toMatchObject({ ready: true, status: 'ready' });
+  expect(h.logText()).not.toContain('storage failure');
+  expect(await h.json(['ledger', 'verify'])).toMatchObject({ ok: true, first_break: null, incomplete: [] });
+}
+
+async function ledgerTypes(project: string): Promise<{ entry_type: string; payload: any }[]> {
+  const [t] = await h.query<{ id: string }>("SELECT id FROM llm_threads WHERE target_ref LIKE ? AND kind = 'outline'", [`%"${project}"%`]);
+  return await h.json<any[]>(['ledger', t!.id]);
+}
+
+describe('a value storage refuses', () => {
+  it("a NUL that an operation's apply puts in a document part's key: dead-lettered naming the field, charged once; the rest apply", async () => {
+    await setup();
+    const ended = await runAll('nul');
+    expect(ended.threads.get('p')).toMatchObject({ status: 'failed', usage: { calls: 1 } });
+    expect(ended.items.get('p')).toMatchObject({ status: 'dead_letter', error_code: 'MUTATION_CONFLICT' });
+    const message = ended.items.get('p')!.error_message!;
+    expect(message).toContain('outline.apply: content sections[0].name holds the character U+0000 (NUL)');
+    expect(message).not.toContain('\u0000');
+    const ledger = await ledgerTypes('p');
+    expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'error']);
+    expect(ledger[3]!.payload).toMatchObject({ code: 'MUTATION_CONFLICT', class: 'permanent', next: 'dead_letter' });
+    expect(await h.cli(['doc', 'p', 'outline'])).toMatchObject({ code: 2 });
+    await expectOthersAppliedAndHealthy(ended);
+  });
+
+  it("a provider's usage no token column holds (3e9 tokens): the answer applied with its usage unknown, charged once", async () => {
+    await setup((body, request) => {
+      if (request.includes('Outline of Project p')) body.usage.prompt_tokens = 3e9;
+      if (request.includes('Outline of Project q')) body.usage.completion_tokens = 1.5;
+    });
+    const ended = await runAll('ok');
+    expect(ended.items.get('p')).toMatchObject({ status: 'applied' });
+    expect(ended.threads.get('p')).toMatchObject({ status: 'complete', usage: { calls: 1 } });
+    const charges = await h.query<{ project_id: string; status: string; prompt_tokens: number | null }>(
+      'SELECT project_id, status, prompt_tokens FROM llm_charges ORDER BY project_id',
+    );
+    expect(charges.map((c) => [c.project_id, c.status, c.prompt_tokens === null])).toEqual([
+      ['p', 'in_doubt', true],
+      ['q', 'in_doubt', true],
+      ['r', 'settled', false],
+      ['s', 'settled', false],
+    ]);
+    // The body is kept as received: its usage too.
+    expect((await ledgerTypes('p'))[1]!.payload.body.usage.prompt_tokens).toBe(3e9);
+    await expectOthersAppliedAndHealthy(ended);
+  });
+
+  // A refusal by a path no check knows, made real: the database refuses one part key (a trigger raising a
+  // data exception, 22023, as Postgres does for a value it cannot take). Postgres only: SQLite's triggers
+  // raise a constraint error, not a refused value.
+  it.runIf(TEST_BACKEND === 'postgres')(
+    'by a path no check knows (Postgres): that item dead-lettered VALUE_REFUSED, charged once, the response kept; the rest apply',
+    async () => {
+      await setup();
+      await h.edit(async (sql) => {
+        await sql.run(`CREATE FUNCTION refuse_part() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN
+            IF NEW.part_key LIKE 'refused:%' THEN RAISE EXCEPTION 'part key refused by the test' USING ERRCODE = '22023'; END IF;
+            RETURN NEW;
+          END $$`);
+        await sql.run('CREATE TRIGGER refuse_part BEFORE INSERT OR UPDATE ON document_parts FOR EACH ROW EXECUTE FUNCTION refuse_part()');
+      });
+      const ended = await runAll('refused');
+      expect(ended.threads.get('p')).toMatchObject({ status: 'failed', usage: { calls: 1 } });
+      expect(ended.items.get('p')).toEqual({
+        status: 'dead_letter',
+        error_code: 'VALUE_REFUSED',
+        error_message: 'the answer could not be applied: storage refused a value: part key refused by the test (22023)',
+      });
+      const ledger = await ledgerTypes('p');
+      // The answer's application rolled back (its parse_report with it); the paid response stays, for `replay --apply`.
+      expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'error']);
+      expect(ledger[2]!.payload).toMatchObject({ code: 'VALUE_REFUSED', class: 'permanent', next: 'dead_letter' });
+      await expectOthersAppliedAndHealthy(ended);
+    },
+  );
+});
