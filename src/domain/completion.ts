@@ -58,7 +58,9 @@ export function readCompletionBody(body: unknown): CompletionEnvelope {
   const completion = u?.completion_tokens;
   const total = typeof u?.total_tokens === 'number' ? u.total_tokens : isTokenCount(prompt) && isTokenCount(completion) ? prompt + completion : undefined;
   const usage =
-    isTokenCount(prompt) && isTokenCount(completion) && isTokenCount(total) ? { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total } : null;
+    isTokenCount(prompt) && isTokenCount(completion) && isTokenCount(total)
+      ? { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total }
+      : null;
   const finishReason = typeof choice.finish_reason === 'string' ? choice.finish_reason : null;
   return { ok: true, body, content, usage, finishReason };
 }

@@ -216,7 +216,9 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */
 async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resumed: boolean, sent?: SentPrompt): Promise<void> {
   const startedAt = d.clock.now();
-  const outcome = await d.writes.finish({ itemId: l.item.id, response, resumed, sent }).catch((err: unknown) => endRefused(d, l.item.id, err, { kind: 'finish' }));
+  const outcome = await d.writes
+    .finish({ itemId: l.item.id, response, resumed, sent })
+    .catch((err: unknown) => endRefused(d, l.item.id, err, { kind: 'finish' }));
   d.spans.applied(l.traceparent, l.item, startedAt, d.clock.now(), outcome);
 }
 
