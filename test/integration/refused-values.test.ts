@@ -6,79 +6,32 @@
  * path no check knows is that item's permanent error (db/errors.ts `refusedValueOf`, engine/failures.ts
  * `failRefusedWrite`): the item ends, charged once, its batch's other items apply, and health stays ready.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { type AnswerProxy, startAnswerProxy } from '../helpers/answer-proxy.js';
+import { installOutlineOperation } from '../helpers/operations.js';
 import { FAST_RETRY, Harness, project, TEST_BACKEND, waitUntil, type CommandJson } from '../helpers/harness.js';
 
 let h: Harness;
-let proxy: http.Server | null = null;
+let proxy: AnswerProxy | undefined;
 afterEach(async () => {
-  await h?.cleanup();
-  await new Promise((r) => (proxy ? proxy.close(r) : r(null)));
-  proxy = null;
+  await Promise.all([h?.cleanup(), proxy?.close()]);
+  proxy = undefined;
 });
-
-/**
- * A document in parts keyed by the answer's section names, which `apply` rewrites as the input's `mode`
- * says: `nul` puts a NUL in each key (from the module's own code: the answer and input hold none),
- * `refused` prefixes them with `refused:` (which the Postgres-only case's trigger refuses).
- */
-const OUTLINE = `export default {
-  name: 'outline',
-  description: 'An outline of a project, one part per section',
-  input: { type: 'object', properties: { project_id: { type: 'string' }, mode: { type: 'string' } }, required: ['project_id', 'mode'] },
-  identity: (i) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'outline', target_id: 'all' }),
-  lockScope: (i) => 'outline:' + i.project_id,
-  target: (i) => ({ project_id: i.project_id, doc_type: 'outline' }),
-  parts: { field: 'sections', key: 'name' },
-  prompt: ({ project }) => ({ messages: [{ role: 'user', content: 'Outline of ' + project.name }] }),
-  output: {
-    type: 'object',
-    properties: { sections: { type: 'array', minItems: 1, items: { type: 'object', properties: { name: { type: 'string' }, text: { type: 'string' } }, required: ['name', 'text'] } } },
-    required: ['sections'],
-  },
-  apply: ({ answer, input }) => ({
-    content: { sections: answer.sections.map((s) => ({ ...s, name: input.mode === 'nul' ? s.name + String.fromCharCode(0) : input.mode === 'refused' ? 'refused:' + s.name : s.name })) },
-    summary: { sections: answer.sections.length },
-  }),
-};
-`;
 
 const PROJECTS = ['p', 'q', 'r', 's'];
 
-/** A daemon with the outline operation and four projects; `edit` rewrites each 200 body of a prompt (through a proxy). */
+/** A daemon with the outline operation (its apply's `mode`: helpers/operations.ts) and four projects; `edit` rewrites each 200 body of a prompt (through a proxy). */
 async function setup(edit?: (body: any, request: string) => void): Promise<void> {
   h = await Harness.start();
-  mkdirSync(join(h.home, 'operations'), { recursive: true });
-  writeFileSync(join(h.home, 'operations', 'outline.mjs'), OUTLINE);
+  installOutlineOperation(h.home);
   h.writeConfig(FAST_RETRY);
   await h.stopDaemon();
-  if (edit) h.env.OPENAI_BASE_URL = await startProxy(h.sim.url.replace(/\/v1\/?$/, ''), edit);
+  if (edit) {
+    proxy = await startAnswerProxy(h.sim.url, edit);
+    h.env.OPENAI_BASE_URL = proxy.url;
+  }
   await h.startDaemon();
   for (const id of PROJECTS) await h.importProject(project(id, 1));
-}
-
-/** Forwards to the simulator and rewrites each 200 body (parsed) with `edit`, given the request's text. */
-async function startProxy(target: string, edit: (body: any, request: string) => void): Promise<string> {
-  proxy = http.createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'content-length') headers[k] = v;
-    const r = await fetch(`${target}${req.url}`, { method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
-    let text = await r.text();
-    if (r.status === 200) {
-      const body = JSON.parse(text);
-      edit(body, Buffer.concat(chunks).toString());
-      text = JSON.stringify(body);
-    }
-    res.writeHead(r.status, { 'content-type': 'application/json' }).end(text);
-  });
-  await new Promise<void>((r) => proxy!.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(proxy!.address() as AddressInfo).port}/v1`;
 }
 
 interface Ended {
