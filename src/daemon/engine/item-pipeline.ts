@@ -143,7 +143,8 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     return;
   }
   return inAnswerSlot(d, async () => {
-    // Paid work: keep trying to record it through storage trouble rather than lose it.
+    // Paid work: keep trying to record it through storage trouble rather than lose it. A value storage
+    // refuses is no trouble that passes: the item ends then, its call closed spent (endRefused).
     const record = () => d.writes.record({ itemId, outcome });
     const recorded = await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped }).catch(async (err: unknown) => {
       await endRefused(d, itemId, err, { kind: 'record', latencyMs: outcome.latencyMs });

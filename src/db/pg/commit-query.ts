@@ -116,9 +116,10 @@ function literal(value: unknown): string {
 
 /**
  * `value` as a string literal, the very text node-postgres's `escapeLiteral` gives (quotes and backslashes
- * doubled, ` E'…'` when there is a backslash), or a RefusedValueError when it holds a NUL. Without its loop
- * that builds the result a character at a time: the COMMIT query inlines every ledger payload and document part this way, and that loop was ~5 % of a
- * daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7).
+ * doubled, ` E'…'` when there is a backslash), without its loop that builds the result a character at a
+ * time: the COMMIT query inlines every ledger payload and document part this way, and that loop was ~5 % of a
+ * daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7). A value holding a NUL
+ * is a RefusedValueError.
  */
 export function quoteLiteral(value: string): string {
   // A NUL ends the query's text on the server, which then refuses the whole query as a broken message

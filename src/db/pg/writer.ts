@@ -175,11 +175,11 @@ export class PgWriter<E = never> implements TxRunner<E> {
       const notes = events.length > 0 && this.opts.notificationsOf ? this.opts.notificationsOf(events) : [];
       atCommit = true;
       const started = performance.now();
-      // The statements queued for the commit (the ledger append) and the notifications go in COMMIT's round
-      // trip: the last thing a write sends is one query.
       // Until the query is built: one that refuses a value (commit-query.ts) may have noted statements as
       // prepared on this connection that it never sends, so the connection is then closed, not reused.
       preparing = true;
+      // The statements queued for the commit (the ledger append) and the notifications go in COMMIT's round
+      // trip: the last thing a write sends is one query.
       query = commitQuery(client, queued, notes, tx.begun);
       preparing = query.preparing.length > 0;
       result = (await client.query(query.text)) as pg.QueryResult | pg.QueryResult[];
