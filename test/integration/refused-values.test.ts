@@ -157,4 +157,36 @@ describe('a value storage refuses', () => {
       await expectOthersAppliedAndHealthy(ended);
     },
   );
+
+  // The record write refused (p's charge settle), then its ending write meets storage trouble (53100, disk
+  // full, while `fault` holds a row): the end is retried until storage takes it, never left `running` for
+  // recovery to send again (on the branch before the mend: the end was tried once, p stayed running).
+  it.runIf(TEST_BACKEND === 'postgres')(
+    'a refused record whose end meets storage trouble (Postgres): the end retried until stored, p dead-lettered, one call',
+    async () => {
+      await setup();
+      await h.edit(async (sql) => {
+        await sql.run('CREATE TABLE fault (on_ boolean)');
+        await sql.run('INSERT INTO fault VALUES (true)');
+        await sql.run(`CREATE FUNCTION refuse_charge() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN
+            IF NEW.project_id = 'p' AND NEW.status = 'settled' THEN RAISE EXCEPTION 'charge refused by the test' USING ERRCODE = '22003'; END IF;
+            IF NEW.project_id = 'p' AND EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'disk full, says the test' USING ERRCODE = '53100'; END IF;
+            RETURN NEW;
+          END $$`);
+        await sql.run('CREATE TRIGGER refuse_charge BEFORE UPDATE ON llm_charges FOR EACH ROW EXECUTE FUNCTION refuse_charge()');
+      });
+      const ended = runAll('ok');
+      await waitUntil(async () => (h.logText().includes('disk full, says the test') ? true : null), 'the end to meet the fault', 20_000);
+      await h.edit(async (sql) => await sql.run('DELETE FROM fault'));
+      const { items, threads } = await ended;
+      expect(items.get('p')).toMatchObject({ status: 'dead_letter', error_code: 'VALUE_REFUSED' });
+      expect(items.get('p')!.error_message).toContain('the answer could not be recorded: storage refused a value: charge refused by the test (22003)');
+      expect(threads.get('p')).toMatchObject({ status: 'failed', usage: { calls: 1 } });
+      for (const id of PROJECTS.slice(1)) expect(items.get(id)).toMatchObject({ status: 'applied' });
+      expect(h.sim.calls.length).toBe(PROJECTS.length);
+      expect(JSON.parse((await h.cli(['health', '--json'])).stdout)).toMatchObject({ ready: true });
+      expect(await h.json(['ledger', 'verify'])).toMatchObject({ ok: true });
+    },
+  );
 });

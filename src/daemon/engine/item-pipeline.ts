@@ -147,7 +147,7 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     // refuses is no trouble that passes: the item ends then, its call closed spent (endRefused).
     const record = () => d.writes.record({ itemId, outcome });
     const recorded = await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped }).catch(async (err: unknown) => {
-      await endRefused(d, itemId, err, { kind: 'record', latencyMs: outcome.latencyMs });
+      await endRefused(d, l, err, { kind: 'record', latencyMs: outcome.latencyMs });
       return null;
     });
     if (recorded === null) return;
@@ -219,17 +219,20 @@ async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resum
   const startedAt = d.clock.now();
   const outcome = await d.writes
     .finish({ itemId: l.item.id, response, resumed, sent })
-    .catch((err: unknown) => endRefused(d, l.item.id, err, { kind: 'finish' }));
+    .catch((err: unknown) => endRefused(d, l, err, { kind: 'finish' }));
   d.spans.applied(l.traceparent, l.item, startedAt, d.clock.now(), outcome);
 }
 
 /**
  * An item step's write that failed: when storage refused a value it holds (a write that would fail the
  * same way each time), the item ends in a write of its own (`failRefusedWrite`), whose outcome is
- * returned; any other failure is thrown on (recovery resumes the item).
+ * returned; any other failure is thrown on (recovery resumes the item). The ending write goes through
+ * `untilStored` as the record write it replaces does: storage trouble then must not leave a paid item
+ * whose answer is not recorded `running`, which recovery would send again (paid twice).
  */
-async function endRefused(d: PipelineDeps, itemId: string, err: unknown, step: Parameters<typeof failRefusedWrite>[4]): Promise<AnswerResult> {
+async function endRefused(d: PipelineDeps, l: LeasedItem, err: unknown, step: Parameters<typeof failRefusedWrite>[4]): Promise<AnswerResult> {
   const refused = refusedValueOf(err);
   if (refused === null) throw err;
-  return await d.write((tx) => failRefusedWrite(tx, d.ctx, itemId, refused, step));
+  const end = () => d.write((tx) => failRefusedWrite(tx, d.ctx, l.item.id, refused, step));
+  return await untilStored(end, { log: l.log, what: 'the end of an item whose write storage refused', stopped: d.stopped });
 }
