@@ -73,13 +73,15 @@ export class InfraError extends Error {
  * runs, so it is that write's own permanent failure, never storage trouble: nothing of it was applied,
  * and the engine ends the one item it was for (engine/failures.ts `failRefusedWrite`). `sqlstate`: the
  * Postgres code (or the SQLite one) that said so. The message never holds the refused value's NUL.
+ * `cause`: the server's error as it came (its detail, table, column and constraint, for the log).
  */
 export class RefusedValueError extends Error {
   constructor(
     readonly sqlstate: string,
     message: string,
+    cause?: unknown,
   ) {
-    super(`storage refused a value: ${message} (${sqlstate})`);
+    super(`storage refused a value: ${message} (${sqlstate})`, { cause });
     this.name = 'RefusedValueError';
   }
 }

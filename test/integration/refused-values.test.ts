@@ -129,7 +129,7 @@ describe('a value storage refuses', () => {
   });
 
   // A refusal by a path no check knows, made real: the database refuses one part key (a trigger raising a
-  // data exception, 22023, as Postgres does for a value it cannot take). Postgres only: SQLite's triggers
+  // data exception, 22001 a value too long, as Postgres does for a value it cannot take). Postgres only: SQLite's triggers
   // raise a constraint error, not a refused value.
   it.runIf(TEST_BACKEND === 'postgres')(
     'by a path no check knows (Postgres): that item dead-lettered VALUE_REFUSED, charged once, the response kept; the rest apply',
@@ -138,7 +138,7 @@ describe('a value storage refuses', () => {
       await h.edit(async (sql) => {
         await sql.run(`CREATE FUNCTION refuse_part() RETURNS trigger LANGUAGE plpgsql AS $$
           BEGIN
-            IF NEW.part_key LIKE 'refused:%' THEN RAISE EXCEPTION 'part key refused by the test' USING ERRCODE = '22023'; END IF;
+            IF NEW.part_key LIKE 'refused:%' THEN RAISE EXCEPTION 'part key refused by the test' USING ERRCODE = '22001'; END IF;
             RETURN NEW;
           END $$`);
         await sql.run('CREATE TRIGGER refuse_part BEFORE INSERT OR UPDATE ON document_parts FOR EACH ROW EXECUTE FUNCTION refuse_part()');
@@ -148,12 +148,23 @@ describe('a value storage refuses', () => {
       expect(ended.items.get('p')).toEqual({
         status: 'dead_letter',
         error_code: 'VALUE_REFUSED',
-        error_message: 'the answer could not be applied: storage refused a value: part key refused by the test (22023)',
+        error_message: 'the answer could not be applied: storage refused a value: part key refused by the test (22001)',
       });
       const ledger = await ledgerTypes('p');
       // The answer's application rolled back (its parse_report with it); the paid response stays, for `replay --apply`.
       expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'error']);
       expect(ledger[2]!.payload).toMatchObject({ code: 'VALUE_REFUSED', class: 'permanent', next: 'dead_letter' });
+      // Logged at error, with the SQLSTATE and the server's own error kept (the cause).
+      const logged = h
+        .logText()
+        .split('\n')
+        .find((line) => line.includes("storage refused a value of the item's finish write"));
+      expect(JSON.parse(logged!)).toMatchObject({
+        level: 'error',
+        sqlstate: '22001',
+        step: 'finish',
+        err: { type: 'RefusedValueError', stack: expect.stringContaining('caused by: error: part key refused by the test') },
+      });
       await expectOthersAppliedAndHealthy(ended);
     },
   );

@@ -383,6 +383,14 @@ describe('Postgres writer', () => {
       expect(bound).toMatchObject({ name: 'RefusedValueError', sqlstate: '22021' });
       const range = await refusal(w.write((sql) => sql.atCommit!('SELECT @n::integer AS n', { n: 3e9 }, () => seen.push('never'))));
       expect(range).toMatchObject({ name: 'RefusedValueError', sqlstate: '22003', message: expect.stringContaining('out of range for type integer') });
+      // A value the server quotes whole (22P02): the message kept is bounded, the server's error kept as `cause`.
+      const long = await refusal(w.write((sql) => sql.run('SELECT @v::integer', { v: 'x'.repeat(2000) })));
+      expect(long).toMatchObject({ name: 'RefusedValueError', sqlstate: '22P02', cause: { code: '22P02' } });
+      expect(long!.message.length).toBeLessThan(600);
+      // A bug of our own SQL (22012, a division by zero) is no refused value: it fails as itself.
+      const bug = await refusal(w.write((sql) => sql.run('SELECT 1 / @n::integer', { n: 0 })));
+      expect(bug).not.toBeInstanceOf(RefusedValueError);
+      expect(bug).toMatchObject({ code: '22012' });
       await w.write((sql) => sql.run("INSERT INTO t (v) VALUES ('next')"));
       expect(seen).toEqual(['a']);
       expect(await values()).toEqual(['next']);

@@ -217,9 +217,7 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */
 async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resumed: boolean, sent?: SentPrompt): Promise<void> {
   const startedAt = d.clock.now();
-  const outcome = await d.writes
-    .finish({ itemId: l.item.id, response, resumed, sent })
-    .catch((err: unknown) => endRefused(d, l, err, { kind: 'finish' }));
+  const outcome = await d.writes.finish({ itemId: l.item.id, response, resumed, sent }).catch((err: unknown) => endRefused(d, l, err, { kind: 'finish' }));
   d.spans.applied(l.traceparent, l.item, startedAt, d.clock.now(), outcome);
 }
 
@@ -233,6 +231,21 @@ async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resum
 async function endRefused(d: PipelineDeps, l: LeasedItem, err: unknown, step: Parameters<typeof failRefusedWrite>[4]): Promise<AnswerResult> {
   const refused = refusedValueOf(err);
   if (refused === null) throw err;
+  // Loud: a refusal is that item's end after its call was paid, and a regression in one of our statements
+  // would show as items ending this way. The server's own error (its detail, table, column) is the cause.
+  const server = refused.cause as { detail?: string; table?: string; column?: string; constraint?: string } | undefined;
+  l.log().error(
+    {
+      err: refused,
+      sqlstate: refused.sqlstate,
+      step: step.kind,
+      table: server?.table,
+      column: server?.column,
+      constraint: server?.constraint,
+      detail: server?.detail,
+    },
+    `storage refused a value of the item's ${step.kind} write; the item ends VALUE_REFUSED`,
+  );
   const end = () => d.write((tx) => failRefusedWrite(tx, d.ctx, l.item.id, refused, step));
   return await untilStored(end, { log: l.log, what: 'the end of an item whose write storage refused', stopped: d.stopped });
 }
