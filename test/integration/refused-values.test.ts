@@ -169,6 +169,35 @@ describe('a value storage refuses', () => {
     },
   );
 
+  // The record write refused (the reviewer's case): the settle of p's charge raises 22003. On main the item
+  // was left running and recovery sent its call again (dead_letter INTERRUPTED after re-sends).
+  it.runIf(TEST_BACKEND === 'postgres')(
+    'a refused record write (Postgres): dead_letter VALUE_REFUSED, the charge closed in_doubt, one call; the rest apply',
+    async () => {
+      await setup();
+      await h.edit(async (sql) => {
+        await sql.run(`CREATE FUNCTION refuse_settle() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN
+            IF NEW.project_id = 'p' AND NEW.status = 'settled' THEN RAISE EXCEPTION 'charge refused by the test' USING ERRCODE = '22003'; END IF;
+            RETURN NEW;
+          END $$`);
+        await sql.run('CREATE TRIGGER refuse_settle BEFORE UPDATE ON llm_charges FOR EACH ROW EXECUTE FUNCTION refuse_settle()');
+      });
+      const ended = await runAll('ok');
+      expect(ended.items.get('p')).toMatchObject({ status: 'dead_letter', error_code: 'VALUE_REFUSED' });
+      expect(ended.items.get('p')!.error_message).toContain('the answer could not be recorded');
+      expect(ended.threads.get('p')).toMatchObject({ status: 'failed', usage: { calls: 1 } });
+      const charges = await h.query<{ project_id: string; status: string }>('SELECT project_id, status FROM llm_charges ORDER BY project_id');
+      expect(charges.map((c) => [c.project_id, c.status])).toEqual([
+        ['p', 'in_doubt'],
+        ['q', 'settled'],
+        ['r', 'settled'],
+        ['s', 'settled'],
+      ]);
+      await expectOthersAppliedAndHealthy(ended);
+    },
+  );
+
   // The record write refused (p's charge settle), then its ending write meets storage trouble (53100, disk
   // full, while `fault` holds a row): the end is retried until storage takes it, never left `running` for
   // recovery to send again (on the branch before the mend: the end was tried once, p stayed running).
