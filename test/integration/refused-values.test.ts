@@ -21,8 +21,8 @@ afterEach(async () => {
 const PROJECTS = ['p', 'q', 'r', 's'];
 
 /** A daemon with the outline operation (its apply's `mode`: helpers/operations.ts) and four projects; `edit` rewrites each 200 body of a prompt (through a proxy). */
-async function setup(edit?: (body: any, request: string) => void): Promise<void> {
-  h = await Harness.start();
+async function setup(edit?: (body: any, request: string) => void, sim: Parameters<typeof Harness.start>[0] = {}): Promise<void> {
+  h = await Harness.start(sim);
   installOutlineOperation(h.home);
   h.writeConfig(FAST_RETRY);
   await h.stopDaemon();
@@ -229,4 +229,38 @@ describe('a value storage refuses', () => {
       expect(await h.json(['ledger', 'verify'])).toMatchObject({ ok: true });
     },
   );
+
+  // Any update of p's charge refused: p's record is refused and so is its end, so p stays running (no
+  // re-send). q's call hangs when the daemon is killed. The restart's recovery scan holds both: p's rescue
+  // is refused every time; before the mend it rolled back the whole scan, and q was never rescued.
+  it.runIf(TEST_BACKEND === 'postgres')('an item whose rescue storage refuses every time (Postgres): the other expired leases are still rescued', async () => {
+    await setup(undefined, { faults: [{ kind: 'hang', match: 'Outline of Project q', times: 1 }] });
+    await h.edit(async (sql) => {
+      await sql.run(`CREATE FUNCTION refuse_charge() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN
+            IF NEW.project_id = 'p' THEN RAISE EXCEPTION 'charge refused by the test' USING ERRCODE = '22003'; END IF;
+            RETURN NEW;
+          END $$`);
+      await sql.run('CREATE TRIGGER refuse_charge BEFORE UPDATE ON llm_charges FOR EACH ROW EXECUTE FUNCTION refuse_charge()');
+    });
+    await Promise.all(PROJECTS.map((id) => h.json<CommandJson>(['run', 'outline', '--input', JSON.stringify({ project_id: id, mode: 'ok' })])));
+    const status = async (id: string) =>
+      (
+        await h.query<{ status: string }>('SELECT w.status FROM llm_work_items w JOIN llm_threads t ON t.id = w.thread_id WHERE t.target_ref LIKE ?', [
+          `%"${id}"%`,
+        ])
+      )[0]?.status;
+    await waitUntil(
+      async () => ((await status('r')) === 'applied' && (await status('s')) === 'applied' && h.logText().includes('charge refused by the test') ? true : null),
+      'r and s applied, p refused',
+      20_000,
+    );
+    await h.killDaemon();
+    await h.startDaemon();
+    await waitUntil(async () => ((await status('q')) === 'applied' ? true : null), 'q rescued and applied', 20_000);
+    expect(h.logText()).toContain('recovery scan failed; rescuing its items one by one');
+    expect(await status('p')).toBe('running');
+    // p's call was sent once (never again: its rescue is refused); q's twice (the hung call, then its retry).
+    expect(h.sim.calls.length).toBe(PROJECTS.length + 1);
+  });
 });
