@@ -376,7 +376,10 @@ describe('Postgres writer', () => {
         }),
       );
       expect(nul).toBeInstanceOf(RefusedValueError);
-      expect(nul).toMatchObject({ sqlstate: '22021', message: expect.stringContaining('U+0000') });
+      expect(nul).toMatchObject({
+        sqlstate: '22021',
+        message: expect.stringContaining('U+0000 (NUL), which Postgres does not store, in the statement "SELECT @s::text AS s"'),
+      });
       await w.write((sql) => sql.atCommit!(PID, { tag: 'a' }, (rows) => seen.push((rows[0] as { tag: string }).tag)));
       // Bound in a statement of the closure, the server refuses it (22021); a number out of its type's range (22003).
       const bound = await refusal(w.write((sql) => sql.run('INSERT INTO t (v) VALUES (@v)', { v: 'a\u0000' })));

@@ -19,6 +19,9 @@ export async function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: stri
   return await failAttempt(tx, ctx, item, error);
 }
 
+/** The item step whose write storage refused: the record of a paid answer (with its call's latency), or the answer's finish. */
+export type RefusedStep = { kind: 'record'; latencyMs: number } | { kind: 'finish' };
+
 /**
  * A leased, running item whose step's write storage refused (db/errors.ts `refusedValueOf`): that write
  * would fail the same way each time it ran, so the item ends here, in a write of its own, as an apply that
@@ -27,13 +30,7 @@ export async function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: stri
  * not stored: nothing sends it again), or `finish`, the answer's application (the response stays recorded,
  * charged once; `replay --apply` can rescue it).
  */
-export async function failRefusedWrite(
-  tx: Tx,
-  ctx: EngineContext,
-  itemId: string,
-  refused: RefusedValueError,
-  step: { kind: 'record'; latencyMs: number } | { kind: 'finish' },
-): Promise<AnswerResult> {
+export async function failRefusedWrite(tx: Tx, ctx: EngineContext, itemId: string, refused: RefusedValueError, step: RefusedStep): Promise<AnswerResult> {
   const what = step.kind === 'record' ? 'the answer could not be recorded' : 'the answer could not be applied';
   const error: ClassifiedError = { code: 'VALUE_REFUSED', class: 'permanent', message: `${what}: ${refused.message}` };
   if (step.kind === 'record') return await failLeasedAttempt(tx, ctx, itemId, error, step.latencyMs);

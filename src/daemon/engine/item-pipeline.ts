@@ -6,13 +6,13 @@
  */
 import type { ItemWithThread, ReadAhead } from '../../db/item-with-thread.js';
 import type { LedgerRow } from '../../db/schema.js';
+import { refusedValueOf } from '../../db/errors.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { finishAnswer, recordResponse } from './completer.js';
-import { refusedValueOf } from '../../db/errors.js';
-import { failLeasedAttempt, failRefusedWrite } from './failures.js';
+import { failLeasedAttempt, failRefusedWrite, type RefusedStep } from './failures.js';
 import { ItemReads, type AnswerResult, type EngineContext } from './leased.js';
 import { executeCall, type CallOutcome, type ItemAbort } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
@@ -228,7 +228,7 @@ async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resum
  * `untilStored` as the record write it replaces does: storage trouble then must not leave a paid item
  * whose answer is not recorded `running`, which recovery would send again (paid twice).
  */
-async function endRefused(d: PipelineDeps, l: LeasedItem, err: unknown, step: Parameters<typeof failRefusedWrite>[4]): Promise<AnswerResult> {
+async function endRefused(d: PipelineDeps, l: LeasedItem, err: unknown, step: RefusedStep): Promise<AnswerResult> {
   const refused = refusedValueOf(err);
   if (refused === null) throw err;
   // Loud: a refusal is that item's end after its call was paid, and a regression in one of our statements

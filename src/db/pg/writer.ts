@@ -13,9 +13,10 @@
  *
  * Failures, classified once (db/errors.ts):
  *   - the closure throws (a logic error): ROLLBACK, the caller gets the error;
- *   - the server refuses a value of the write (a data exception: a NUL, a number out of range; also
- *     refused before sending, by the COMMIT query): ROLLBACK, the caller gets a RefusedValueError — that
- *     write's own permanent failure, not storage trouble, so not retried and health stays ready;
+ *   - the server refuses a value of the write (a data exception: a NUL, a number out of range): ROLLBACK;
+ *     refused before sending, by the COMMIT query while it was built: the connection is closed instead
+ *     (statements noted as prepared on it were never sent). Either way the caller gets a RefusedValueError
+ *     — that write's own permanent failure, not storage trouble, so not retried and health stays ready;
  *   - a conflict (40P01, 40001): ROLLBACK, the closure runs again (≤ `conflictAttempts`), then InfraError;
  *   - a stale guard or a taken unique key: ROLLBACK, the closure runs again (≤ `raceAttempts`): another
  *     transaction committed first, and a new run decides on what it committed — as the SQLite writer's
