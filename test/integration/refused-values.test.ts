@@ -90,6 +90,25 @@ async function ledgerTypes(project: string): Promise<{ entry_type: string; paylo
   return await h.json<any[]>(['ledger', t!.id]);
 }
 
+/**
+ * A refusal by a path no check knows, made real (Postgres): a trigger on `table` (BEFORE `events`) that
+ * raises each refusal's SQLSTATE, the first whose condition on NEW holds, as the server does for a value it cannot take.
+ */
+async function refuseRows(table: string, events: string, refusals: { when: string; code: string; message: string }[]): Promise<void> {
+  const checks = refusals.map((r) => `IF ${r.when} THEN RAISE EXCEPTION '${r.message}' USING ERRCODE = '${r.code}'; END IF;`).join('\n');
+  await h.edit(async (sql) => {
+    await sql.run(`CREATE FUNCTION refuse_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${checks} RETURN NEW; END $$`);
+    await sql.run(`CREATE TRIGGER refuse_${table} BEFORE ${events} ON ${table} FOR EACH ROW EXECUTE FUNCTION refuse_${table}()`);
+  });
+}
+
+/** `runAll(mode)` on a new daemon whose database refuses what `refusal` says (`refuseRows`). */
+async function runRefusing(table: string, events: string, refusal: { when: string; code: string; message: string }, mode: string): Promise<Ended> {
+  await setup();
+  await refuseRows(table, events, [refusal]);
+  return await runAll(mode);
+}
+
 describe('a value storage refuses', () => {
   it("a NUL that an operation's apply puts in a document part's key: dead-lettered naming the field, charged once; the rest apply", async () => {
     await setup();
@@ -134,16 +153,8 @@ describe('a value storage refuses', () => {
   it.runIf(TEST_BACKEND === 'postgres')(
     'by a path no check knows (Postgres): that item dead-lettered VALUE_REFUSED, charged once, the response kept; the rest apply',
     async () => {
-      await setup();
-      await h.edit(async (sql) => {
-        await sql.run(`CREATE FUNCTION refuse_part() RETURNS trigger LANGUAGE plpgsql AS $$
-          BEGIN
-            IF NEW.part_key LIKE 'refused:%' THEN RAISE EXCEPTION 'part key refused by the test' USING ERRCODE = '22001'; END IF;
-            RETURN NEW;
-          END $$`);
-        await sql.run('CREATE TRIGGER refuse_part BEFORE INSERT OR UPDATE ON document_parts FOR EACH ROW EXECUTE FUNCTION refuse_part()');
-      });
-      const ended = await runAll('refused');
+      const refusal = { when: "NEW.part_key LIKE 'refused:%'", code: '22001', message: 'part key refused by the test' };
+      const ended = await runRefusing('document_parts', 'INSERT OR UPDATE', refusal, 'refused');
       expect(ended.threads.get('p')).toMatchObject({ status: 'failed', usage: { calls: 1 } });
       expect(ended.items.get('p')).toEqual({
         status: 'dead_letter',
@@ -174,16 +185,8 @@ describe('a value storage refuses', () => {
   it.runIf(TEST_BACKEND === 'postgres')(
     'a refused record write (Postgres): dead_letter VALUE_REFUSED, the charge closed in_doubt, one call; the rest apply',
     async () => {
-      await setup();
-      await h.edit(async (sql) => {
-        await sql.run(`CREATE FUNCTION refuse_settle() RETURNS trigger LANGUAGE plpgsql AS $$
-          BEGIN
-            IF NEW.project_id = 'p' AND NEW.status = 'settled' THEN RAISE EXCEPTION 'charge refused by the test' USING ERRCODE = '22003'; END IF;
-            RETURN NEW;
-          END $$`);
-        await sql.run('CREATE TRIGGER refuse_settle BEFORE UPDATE ON llm_charges FOR EACH ROW EXECUTE FUNCTION refuse_settle()');
-      });
-      const ended = await runAll('ok');
+      const refusal = { when: "NEW.project_id = 'p' AND NEW.status = 'settled'", code: '22003', message: 'charge refused by the test' };
+      const ended = await runRefusing('llm_charges', 'UPDATE', refusal, 'ok');
       expect(ended.items.get('p')).toMatchObject({ status: 'dead_letter', error_code: 'VALUE_REFUSED' });
       expect(ended.items.get('p')!.error_message).toContain('the answer could not be recorded');
       expect(ended.threads.get('p')).toMatchObject({ status: 'failed', usage: { calls: 1 } });
@@ -208,14 +211,11 @@ describe('a value storage refuses', () => {
       await h.edit(async (sql) => {
         await sql.run('CREATE TABLE fault (on_ boolean)');
         await sql.run('INSERT INTO fault VALUES (true)');
-        await sql.run(`CREATE FUNCTION refuse_charge() RETURNS trigger LANGUAGE plpgsql AS $$
-          BEGIN
-            IF NEW.project_id = 'p' AND NEW.status = 'settled' THEN RAISE EXCEPTION 'charge refused by the test' USING ERRCODE = '22003'; END IF;
-            IF NEW.project_id = 'p' AND EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'disk full, says the test' USING ERRCODE = '53100'; END IF;
-            RETURN NEW;
-          END $$`);
-        await sql.run('CREATE TRIGGER refuse_charge BEFORE UPDATE ON llm_charges FOR EACH ROW EXECUTE FUNCTION refuse_charge()');
       });
+      await refuseRows('llm_charges', 'UPDATE', [
+        { when: "NEW.project_id = 'p' AND NEW.status = 'settled'", code: '22003', message: 'charge refused by the test' },
+        { when: "NEW.project_id = 'p' AND EXISTS (SELECT 1 FROM fault)", code: '53100', message: 'disk full, says the test' },
+      ]);
       const ended = runAll('ok');
       await waitUntil(async () => (h.logText().includes('disk full, says the test') ? true : null), 'the end to meet the fault', 20_000);
       await h.edit(async (sql) => await sql.run('DELETE FROM fault'));
@@ -235,14 +235,7 @@ describe('a value storage refuses', () => {
   // is refused every time; before the mend it rolled back the whole scan, and q was never rescued.
   it.runIf(TEST_BACKEND === 'postgres')('an item whose rescue storage refuses every time (Postgres): the other expired leases are still rescued', async () => {
     await setup(undefined, { faults: [{ kind: 'hang', match: 'Outline of Project q', times: 1 }] });
-    await h.edit(async (sql) => {
-      await sql.run(`CREATE FUNCTION refuse_charge() RETURNS trigger LANGUAGE plpgsql AS $$
-          BEGIN
-            IF NEW.project_id = 'p' THEN RAISE EXCEPTION 'charge refused by the test' USING ERRCODE = '22003'; END IF;
-            RETURN NEW;
-          END $$`);
-      await sql.run('CREATE TRIGGER refuse_charge BEFORE UPDATE ON llm_charges FOR EACH ROW EXECUTE FUNCTION refuse_charge()');
-    });
+    await refuseRows('llm_charges', 'UPDATE', [{ when: "NEW.project_id = 'p'", code: '22003', message: 'charge refused by the test' }]);
     await Promise.all(PROJECTS.map((id) => h.json<CommandJson>(['run', 'outline', '--input', JSON.stringify({ project_id: id, mode: 'ok' })])));
     const status = async (id: string) =>
       (
