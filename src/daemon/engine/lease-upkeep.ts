@@ -80,8 +80,9 @@ export class LeaseUpkeep {
         })
         .catch(async (err: unknown) => {
           // One item whose rescue fails every time (a value storage refuses) would roll the whole batch back
-          // on every round, and no other expired lease would be rescued: each is rescued alone instead.
-          if (err instanceof InfraError || stale.length < 2) throw err;
+          // on every round: no other expired lease rescued, no sweep. Each is rescued alone instead (even a
+          // lone one, so the sweep still runs in a write of its own).
+          if (err instanceof InfraError || stale.length === 0) throw err;
           d.log.error({ err }, 'recovery scan failed; rescuing its items one by one');
           return await this.rescueEach(stale);
         });
