@@ -67,6 +67,25 @@ export class InfraError extends Error {
   }
 }
 
+/**
+ * Storage refused a value one write holds (a data exception: a text with U+0000, a number out of its
+ * column's range, a value too long for its column or index). The write fails the same way every time it
+ * runs, so it is that write's own permanent failure, never storage trouble: nothing of it was applied,
+ * and the engine ends the one item it was for (engine/failures.ts `failRefusedWrite`). `sqlstate`: the
+ * Postgres code (or the SQLite one) that said so. The message never holds the refused value's NUL.
+ * `cause`: the server's error as it came (its detail, table, column and constraint, for the log).
+ */
+export class RefusedValueError extends Error {
+  constructor(
+    readonly sqlstate: string,
+    message: string,
+    cause?: unknown,
+  ) {
+    super(`storage refused a value: ${message} (${sqlstate})`, { cause });
+    this.name = 'RefusedValueError';
+  }
+}
+
 /** config.json or an environment variable is invalid; the message names the field. */
 export class ConfigError extends Error {
   constructor(message: string) {

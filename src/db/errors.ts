@@ -2,7 +2,8 @@
  * Storage failures that mean our storage itself is in trouble, as opposed to a logic error (a refused
  * constraint, a stale guard): the design's "infra" class, for both backends, classified here only.
  */
-import { StaleStateError } from '../core/errors.js';
+import { RefusedValueError, StaleStateError } from '../core/errors.js';
+import { escapeNul } from '../domain/nul.js';
 
 const INFRA_CODE_PREFIXES = [
   'SQLITE_BUSY',
@@ -68,8 +69,47 @@ export function isConcurrentChange(err: unknown): boolean {
  */
 const STALE_GUARD_SQLSTATE = 'CB001';
 
-/** The error as the client names it: a stale guard the database raised is a StaleStateError (its message names the row). */
+/**
+ * SQLSTATEs of a value the server refuses, whichever statement holds it. Kept: 22021 (a NUL or invalid
+ * byte in text), 22P05 (an untranslatable Unicode escape), 22001 (too long for its column), 22003 (a
+ * number out of its column's range), 22P02 (a value's text not of its column's type: every cast our
+ * statements make is of a value an item brought, e.g. a provider's usage 1.5 into an integer), 22007 and
+ * 22008 (a date or time out of format or range) and 54000 (an index row too large). The same write holding
+ * the same value fails the same way each time it runs: not storage trouble (which `isInfraPgError`
+ * names), a permanent failure of that write.
+ * Left out, though in classes 22 and 54, as they mean a bug in our own SQL rather than a stored value:
+ * 22004 (null not allowed), 22012 (division by zero), 2201W/2201X (a bad LIMIT/OFFSET), 22023 (an invalid
+ * parameter), 2202E (an array subscript), 54001 (stack depth), 54011 (too many columns), 54023 (too many
+ * arguments). They keep the old path: thrown, logged as the step's failure, the item resumed.
+ */
+const PG_REFUSED_VALUE_CODES = ['22021', '22P05', '22001', '22003', '22P02', '22007', '22008', '54000'];
+
+/** The most of the server's message kept in the error (it may quote the whole refused value, which is then stored with the item's error). */
+const REFUSED_MESSAGE_CHARS = 500;
+
+/**
+ * The error as the client names it: a stale guard the database raised is a StaleStateError (its message
+ * names the row); a value the server refused is a RefusedValueError.
+ */
 export function asClientError(err: unknown): unknown {
   const e = err as { code?: unknown; message?: unknown } | null;
-  return e?.code === STALE_GUARD_SQLSTATE ? new StaleStateError(String(e.message)) : err;
+  if (e?.code === STALE_GUARD_SQLSTATE) return new StaleStateError(String(e.message));
+  return refusedValueOf(err) ?? err;
+}
+
+/**
+ * `err` as the refusal of a value one write holds (RefusedValueError), or null when it is not one:
+ * a Postgres data exception or program limit that means a value (`PG_REFUSED_VALUE_CODES`), or SQLite's SQLITE_TOOBIG (a
+ * string or blob over its length limit). Storage trouble, conflicts and logic errors are not.
+ */
+export function refusedValueOf(err: unknown): RefusedValueError | null {
+  if (err instanceof RefusedValueError) return err;
+  const e = err as { code?: unknown; message?: unknown } | null;
+  const code = e?.code;
+  if (typeof code !== 'string') return null;
+  if (code !== 'SQLITE_TOOBIG' && !PG_REFUSED_VALUE_CODES.includes(code)) return null;
+  // The server's message may quote the value: a NUL in it is written out, and its length bounded, so the message can be stored.
+  const message = escapeNul(String(e?.message));
+  const bounded = message.length > REFUSED_MESSAGE_CHARS ? `${message.slice(0, REFUSED_MESSAGE_CHARS)}…` : message;
+  return new RefusedValueError(code, bounded, err);
 }

@@ -76,3 +76,20 @@ export async function takeOverLease(
   );
   expectOneChange(result, `work item ${p.id} lease changed hands`);
 }
+
+/**
+ * One item a recovery scan found stale, locked again for a rescue in a write of its own (the scan's batch
+ * failed): only while it is unchanged since (the same owner and lease end), so still stale by the rule
+ * the scan took it by; otherwise another worker or daemon has it now and it is not taken.
+ */
+export async function lockLeaseIfUnchanged(
+  sql: Sql,
+  p: { id: string; lease_owner: string | null; lease_expires_at: number | null },
+): Promise<WorkItemRow | undefined> {
+  return (await sql.get(
+    `SELECT * FROM llm_work_items
+     WHERE id = @id AND status IN ('claimed', 'running')
+       AND lease_owner IS NOT DISTINCT FROM @lease_owner AND lease_expires_at IS NOT DISTINCT FROM @lease_expires_at${skipLockedRows(sql.dialect)}`,
+    { id: p.id, lease_owner: p.lease_owner, lease_expires_at: p.lease_expires_at },
+  )) as WorkItemRow | undefined;
+}

@@ -21,7 +21,25 @@ export function parseCompletionEnvelope(bodyText: string): CompletionEnvelope {
   return readCompletionBody(body);
 }
 
-/** Extracts the first choice's message content and the usage from a parsed body; never throws. */
+/**
+ * The most tokens a usage count may say: what the charges' token columns hold on both backends (integer
+ * on Postgres, which refuses more: 22003).
+ */
+const MAX_TOKENS = 2 ** 31 - 1;
+
+/**
+ * A count a provider can mean: a whole number from 0 to MAX_TOKENS. Any other (a fraction, a negative, 3e9)
+ * makes the usage unknown (null: the charge is settled `in_doubt`), on both backends alike, rather than
+ * a write Postgres refuses while SQLite stores it.
+ */
+function isTokenCount(n: unknown): n is number {
+  return Number.isInteger(n) && (n as number) >= 0 && (n as number) <= MAX_TOKENS;
+}
+
+/**
+ * Extracts the first choice's message content and the usage from a parsed body; never throws. A usage
+ * whose counts are not token counts (`isTokenCount`) is null.
+ */
 export function readCompletionBody(body: unknown): CompletionEnvelope {
   if (body === null || body === undefined) {
     return { ok: false, body: null, error: 'the provider answered a body that is not JSON' };
@@ -36,13 +54,12 @@ export function readCompletionBody(body: unknown): CompletionEnvelope {
   }
   const content = typeof choice.message.content === 'string' ? choice.message.content : null;
   const u = b.usage;
+  const prompt = u?.prompt_tokens;
+  const completion = u?.completion_tokens;
+  const total = typeof u?.total_tokens === 'number' ? u.total_tokens : isTokenCount(prompt) && isTokenCount(completion) ? prompt + completion : undefined;
   const usage =
-    u && typeof u.prompt_tokens === 'number' && typeof u.completion_tokens === 'number'
-      ? {
-          prompt_tokens: u.prompt_tokens,
-          completion_tokens: u.completion_tokens,
-          total_tokens: typeof u.total_tokens === 'number' ? u.total_tokens : u.prompt_tokens + u.completion_tokens,
-        }
+    isTokenCount(prompt) && isTokenCount(completion) && isTokenCount(total)
+      ? { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total }
       : null;
   const finishReason = typeof choice.finish_reason === 'string' ? choice.finish_reason : null;
   return { ok: true, body, content, usage, finishReason };

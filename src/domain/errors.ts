@@ -20,6 +20,8 @@ export const ERROR_CODES = [
   'SUPERSEDED',
   'QUEUE_FULL',
   'INFRA',
+  /** Storage refused a value the item's write held (db/errors.ts `refusedValueOf`): permanent, never retried. */
+  'VALUE_REFUSED',
   'UNKNOWN',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -41,6 +41,8 @@ function part(op: Operation, fn: string, field: string, v: unknown, optional = f
       `${field} must be a non-empty string of at most ${LIMITS.partChars} characters (got ${JSON.stringify(v) ?? 'nothing'})`,
     );
   }
+  // A NUL from the operation's own code (its input holds none: domain/nul.ts), refused on both backends alike.
+  if (v.includes('\0')) throw new OperationCallError(op.name, fn, `${field} ${NUL_REFUSED}`);
   return v;
 }
 
@@ -185,6 +187,20 @@ export function contentText(operation: string, content: unknown): string {
   return text;
 }
 
+/**
+ * A U+0000 that the operation's own code put in `apply`'s result (its answer and input hold none:
+ * domain/nul.ts) is refused as an unusable result, the same on both backends: it would be a document
+ * part's key or a value later ones are derived from, and Postgres refuses it. JSON text holds a NUL only
+ * as the escape `\u0000`, so a result whose text lacks it is not walked; content stored in parts (not
+ * made JSON whole: `text` null) is walked.
+ */
+function refuseNulInResult(op: Operation, content: unknown, text: string | null, summary: unknown, summaryText: string): void {
+  const inContent = text === null || text.includes('\\u0000') ? findNul(content) : null;
+  const inSummary = inContent === null && summaryText.includes('\\u0000') ? findNul(summary) : null;
+  if (inContent !== null) throw new OperationCallError(op.name, 'apply', `content ${inContent} ${NUL_REFUSED}`);
+  if (inSummary !== null) throw new OperationCallError(op.name, 'apply', `summary ${inSummary} ${NUL_REFUSED}`);
+}
+
 /** Runs `apply` and checks its result; throws OperationCallError when it throws or returns something unusable. */
 export function planMutation(
   op: Operation,
@@ -204,6 +220,7 @@ export function planMutation(
     throw new OperationCallError(op.name, 'apply', `must return JSON values (${(err as Error).message})`);
   }
   if (summaryText.length > LIMITS.summaryBytes) throw new OperationCallError(op.name, 'apply', `the summary exceeds ${LIMITS.summaryBytes} characters as JSON`);
+  refuseNulInResult(op, result.content, text, result.summary, summaryText);
   const split = layout && next ? { layout, next } : null;
   // The summary as JSON reads it back (no undefined, no Date objects): what the ledger and the mutations row keep.
   return { content: result.content, text, split, summary: JSON.parse(summaryText) as Record<string, unknown> };

@@ -2,7 +2,7 @@
  * The built-in operations outside a daemon (their registry and their requests from fixture state), and
  * the example of a user's own operation installed into a home.
  */
-import { copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelParams, SchemaChatRequest } from '../../src/domain/prompts.js';
@@ -21,6 +21,38 @@ export const EXAMPLE_INPUT = { project_id: 'acme', version: '1.2.0', changes: ['
 export function installExampleOperation(home: string): void {
   mkdirSync(join(home, 'operations'), { recursive: true });
   copyFileSync(EXAMPLE_OPERATION, join(home, 'operations', 'release_notes.mjs'));
+}
+
+/**
+ * `outline`: a document stored in parts keyed by the answer's section names (a part's key is a raw text
+ * column). `apply` rewrites the keys as the input's optional `mode` says, from the module's own code
+ * (the answer and input hold no NUL): `nul` appends a U+0000, `refused` prefixes `refused:`.
+ */
+const OUTLINE_OPERATION = `export default {
+  name: 'outline',
+  description: 'An outline of a project, one part per section',
+  input: { type: 'object', properties: { project_id: { type: 'string' }, mode: { type: 'string' } }, required: ['project_id'] },
+  identity: (i) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'outline', target_id: 'all' }),
+  lockScope: (i) => 'outline:' + i.project_id,
+  target: (i) => ({ project_id: i.project_id, doc_type: 'outline' }),
+  parts: { field: 'sections', key: 'name' },
+  prompt: ({ project }) => ({ messages: [{ role: 'user', content: 'Outline of ' + project.name }] }),
+  output: {
+    type: 'object',
+    properties: { sections: { type: 'array', minItems: 1, items: { type: 'object', properties: { name: { type: 'string' }, text: { type: 'string' } }, required: ['name', 'text'] } } },
+    required: ['sections'],
+  },
+  apply: ({ answer, input }) => ({
+    content: { sections: answer.sections.map((s) => ({ ...s, name: input.mode === 'nul' ? s.name + String.fromCharCode(0) : input.mode === 'refused' ? 'refused:' + s.name : s.name })) },
+    summary: { sections: answer.sections.length },
+  }),
+};
+`;
+
+/** Writes `outline` (OUTLINE_OPERATION) into `home`/operations/, where the daemon loads it at start. */
+export function installOutlineOperation(home: string): void {
+  mkdirSync(join(home, 'operations'), { recursive: true });
+  writeFileSync(join(home, 'operations', 'outline.mjs'), OUTLINE_OPERATION);
 }
 
 export const PARAMS: ModelParams = { model: 'gpt-4o-mini', temperature: 0.2, maxTokens: 2048 };

@@ -3,44 +3,24 @@
  * item still ends, the same on both backends. A proxy in front of the simulator rewrites each 200 body;
  * `JSON.stringify` puts a raw NUL on the wire as the JSON escape `\u0000`, as a provider would.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { type AnswerProxy, startAnswerProxy } from '../helpers/answer-proxy.js';
 import { FAST_RETRY, Harness, project, waitUntil, type CommandJson } from '../helpers/harness.js';
 
 let h: Harness;
-let proxy: http.Server | null = null;
+let proxy: AnswerProxy | null = null;
 afterEach(async () => {
   await h?.cleanup();
-  await new Promise((r) => (proxy ? proxy.close(r) : r(null)));
+  await proxy?.close();
   proxy = null;
 });
-
-/** Forwards to the simulator and rewrites each 200 body (parsed) with `edit` before answering. */
-async function startProxy(target: string, edit: (body: any) => void): Promise<string> {
-  proxy = http.createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'content-length') headers[k] = v;
-    const r = await fetch(`${target}${req.url}`, { method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
-    let text = await r.text();
-    if (r.status === 200) {
-      const body = JSON.parse(text);
-      edit(body);
-      text = JSON.stringify(body);
-    }
-    res.writeHead(r.status, { 'content-type': 'application/json' }).end(text);
-  });
-  await new Promise<void>((r) => proxy!.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(proxy!.address() as AddressInfo).port}/v1`;
-}
 
 async function throughProxy(edit: (body: any) => void, config: object = FAST_RETRY): Promise<void> {
   h = await Harness.start();
   h.writeConfig(config);
   await h.stopDaemon();
-  h.env.OPENAI_BASE_URL = await startProxy(h.sim.url.replace(/\/v1\/?$/, ''), edit);
+  proxy = await startAnswerProxy(h.sim.url, edit);
+  h.env.OPENAI_BASE_URL = proxy.url;
   await h.startDaemon();
   await h.importProject(project('p', 2));
 }

@@ -5,9 +5,10 @@
  * recorded and charged once, then repaired or dead-lettered — and never stops other items.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { installOutlineOperation } from '../helpers/operations.js';
 import { FAST_RETRY, Harness, project, type CommandJson } from '../helpers/harness.js';
 import { startHttpDaemon } from '../helpers/http.js';
 
@@ -95,33 +96,11 @@ describe('a request holding U+0000', () => {
   });
 });
 
-/**
- * An operation whose document is stored in parts keyed by a field of the model's answer: a NUL there
- * would become a part's key, a text column (on Postgres a write that fails every time it is run).
- */
-const OUTLINE = `export default {
-  name: 'outline',
-  description: 'An outline of a project, one part per section',
-  input: { type: 'object', properties: { project_id: { type: 'string' } }, required: ['project_id'] },
-  identity: (i) => ({ space_type: 'project', space_id: i.project_id, target_doc_type: 'outline', target_id: 'all' }),
-  lockScope: (i) => 'outline:' + i.project_id,
-  target: (i) => ({ project_id: i.project_id, doc_type: 'outline' }),
-  parts: { field: 'sections', key: 'name' },
-  prompt: ({ project }) => ({ messages: [{ role: 'user', content: 'Outline of ' + project.name }] }),
-  output: {
-    type: 'object',
-    properties: { sections: { type: 'array', minItems: 1, items: { type: 'object', properties: { name: { type: 'string' }, text: { type: 'string' } }, required: ['name', 'text'] } } },
-    required: ['sections'],
-  },
-  apply: ({ answer }) => ({ content: { sections: answer.sections }, summary: { sections: answer.sections.length } }),
-};
-`;
-
 describe("a model's answer holding U+0000", () => {
   async function setup(config: object): Promise<void> {
     h = await Harness.start();
-    mkdirSync(join(h.home, 'operations'), { recursive: true });
-    writeFileSync(join(h.home, 'operations', 'outline.mjs'), OUTLINE);
+    // Its document in parts keyed by a field of the answer: a NUL there would become a part's key.
+    installOutlineOperation(h.home);
     h.writeConfig(config);
     await h.importProject(project('p', 3));
     await h.importProject(project('q', 1));

@@ -27,6 +27,7 @@ import { EXPECTED_CHARGES, EXPECTED_CHARGES_SQL, EXPECTED_USAGE, OLD_HOME } from
 import { migrationsBefore } from '../helpers/migrations.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { sumThreadUsage } from '../../src/db/charges.js';
+import { finalizeScheduleRunOfThread } from '../../src/db/schedules.js';
 
 const MIGRATIONS = readMigrationFiles({ migrationsFolder: defaultPgMigrationsFolder() }).length;
 
@@ -107,6 +108,31 @@ describe('Postgres migrations', () => {
       }
     } finally {
       for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    }
+  });
+
+  it("0021: a schedule run's token sums over its thread and children pass 2^31-1 and are stored (bigint), as on SQLite", async () => {
+    await applyPgMigrations(db.url);
+    const client = await connectPostgres(db.url);
+    try {
+      const sql = new PgSql(client);
+      for (const statement of SEED) await sql.run(statement);
+      await sql.run(`INSERT INTO schedules (id, project_id, operation, cron, timezone, catch_up, status, active_from, created_at, updated_at)
+        VALUES ('s1', 'p1', 'briefing', '0 9 * * *', 'UTC', 'latest', 'active', 1, 1, 1)`);
+      await sql.run(`INSERT INTO schedule_runs (id, schedule_id, period_key, period_at, status, claim_owner, claimed_at, thread_id, created_at)
+        VALUES ('r1', 's1', '2026-01-01T09:00:00.000Z', 1, 'pending', 'me', 1, 't1', 1)`);
+      // Each count a token column holds (domain/completion.ts bounds it at 2^31-1); their sum does not fit an integer.
+      const usage = { prompt_tokens: 2_000_000_000, completion_tokens: 1, total_tokens: 2_000_000_001 };
+      await client.query('BEGIN');
+      await appendLedgerEntries(
+        sql,
+        [1, 2].map((attempt) => ({ thread_id: 't1', work_item_id: null, entry_type: 'response' as const, attempt, payload: { usage }, created_at: 1 })),
+      );
+      await client.query('COMMIT');
+      const [run] = await finalizeScheduleRunOfThread(sql, { thread_id: 't1', to: 'complete', now: 2, error_message: null });
+      expect(run).toMatchObject({ status: 'complete', responses: 2, prompt_tokens: 4_000_000_000, completion_tokens: 2, total_tokens: 4_000_000_002 });
+    } finally {
+      await client.end();
     }
   });
 

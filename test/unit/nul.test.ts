@@ -1,7 +1,7 @@
 /** findNul names where a U+0000 is without holding it; escapeNul keeps a message readable (domain/nul.ts). */
 import { describe, expect, it } from 'vitest';
 import { escapeNul, findNul } from '../../src/domain/nul.js';
-import { checkAnswer } from '../../src/operations/runtime.js';
+import { checkAnswer, lockScopeOf, planMutation } from '../../src/operations/runtime.js';
 import type { Operation } from '../../src/operations/registry.js';
 
 describe('findNul', () => {
@@ -78,5 +78,31 @@ describe("checkAnswer: an answer's failure reasons never hold U+0000 (they are s
       `{"b":${'['.repeat(6000)}${']'.repeat(6000)},"a":"\\u0000"}`,
     );
     expect(r).toEqual({ ok: false, errors: [expect.stringMatching(/^a: holds the character U\+0000/)] });
+  });
+});
+
+describe("an operation's own code putting U+0000 in what is stored: an unusable result on both backends", () => {
+  const operation = (definition: Record<string, unknown>) => ({ name: 'x', definition }) as unknown as Operation;
+  const plan = (result: unknown, parts?: unknown) =>
+    planMutation(operation({ apply: () => result, ...(parts ? { parts } : {}) }), {
+      current: null,
+      answer: {},
+      input: {},
+      documents: { get: () => null },
+      provenance: { thread_id: 't', work_item_id: 'w', at: 0 },
+    });
+
+  it('a lock scope (as identity and target): refused naming it', () => {
+    expect(() => lockScopeOf(operation({ lockScope: () => 'notes:\0' }), {})).toThrow(
+      'x.lockScope: the lock scope holds the character U+0000 (NUL), which combine does not store: remove it',
+    );
+  });
+
+  it("apply's content, whole or in parts (a part's key), and its summary: refused naming the field; the six characters \\u0000 are text", () => {
+    expect(() => plan({ content: { a: ['ok', 'b\0'] }, summary: {} })).toThrow(/^x\.apply: content a\[1\] holds the character U\+0000/);
+    const parts = { field: 'sections', key: 'name' };
+    expect(() => plan({ content: { sections: [{ name: 'k\0', text: '' }] }, summary: {} }, parts)).toThrow(/^x\.apply: content sections\[0\]\.name holds/);
+    expect(() => plan({ content: {}, summary: { note: '\0' } })).toThrow(/^x\.apply: summary note holds/);
+    expect(plan({ content: { a: '\\u0000' }, summary: { b: '\\u0000' } }).text).toBe('{"a":"\\\\u0000"}');
   });
 });

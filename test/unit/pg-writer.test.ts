@@ -6,7 +6,7 @@
  */
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { InfraError, StaleStateError } from '../../src/core/errors.js';
+import { InfraError, RefusedValueError, StaleStateError } from '../../src/core/errors.js';
 import type { Sql } from '../../src/core/sql.js';
 import { openPostgresPool } from '../../src/db/pg/connection.js';
 import { PgSql } from '../../src/db/pg/sql.js';
@@ -350,6 +350,54 @@ describe('Postgres writer', () => {
       // That connection holds PID once, under its COMMIT name (the driver's own names have no suffix).
       const held = await new PgSql(one).all<{ statement: string }>("SELECT statement FROM pg_prepared_statements WHERE right(name, 2) = '_c'");
       expect(held.map((h) => h.statement)).toEqual([expect.stringContaining('SELECT pg_backend_pid() AS pid, $1 AS tag')]);
+    } finally {
+      await one.end();
+    }
+  });
+
+  it("fails a write holding a value the server refuses with that write's RefusedValueError, not storage trouble; the next write commits", async () => {
+    const one = openPostgresPool(database.url, { max: 1 }).on('error', () => {});
+    try {
+      const infra: unknown[] = [];
+      const w = new PgWriter(one, { onInfraFailure: (err) => infra.push(err) });
+      const seen: string[] = [];
+      const PID = 'SELECT pg_backend_pid() AS pid, @tag AS tag';
+      const refusal = (write: Promise<unknown>) =>
+        write.then(
+          () => null,
+          (err: unknown) => err as RefusedValueError,
+        );
+      // A NUL queued for the COMMIT is refused before the query is sent (the server would answer 08P01, a
+      // connection exception), after PID was noted as prepared by the query never sent: that connection goes.
+      const nul = await refusal(
+        w.write((sql) => {
+          sql.atCommit!(PID, { tag: 'never' }, () => seen.push('never'));
+          sql.atCommit!('SELECT @s::text AS s', { s: 'a\u0000b' }, () => seen.push('never'));
+        }),
+      );
+      expect(nul).toBeInstanceOf(RefusedValueError);
+      expect(nul).toMatchObject({
+        sqlstate: '22021',
+        message: expect.stringContaining('U+0000 (NUL), which Postgres does not store, in the statement "SELECT @s::text AS s"'),
+      });
+      await w.write((sql) => sql.atCommit!(PID, { tag: 'a' }, (rows) => seen.push((rows[0] as { tag: string }).tag)));
+      // Bound in a statement of the closure, the server refuses it (22021); a number out of its type's range (22003).
+      const bound = await refusal(w.write((sql) => sql.run('INSERT INTO t (v) VALUES (@v)', { v: 'a\u0000' })));
+      expect(bound).toMatchObject({ name: 'RefusedValueError', sqlstate: '22021' });
+      const range = await refusal(w.write((sql) => sql.atCommit!('SELECT @n::integer AS n', { n: 3e9 }, () => seen.push('never'))));
+      expect(range).toMatchObject({ name: 'RefusedValueError', sqlstate: '22003', message: expect.stringContaining('out of range for type integer') });
+      // A value the server quotes whole (22P02): the message kept is bounded, the server's error kept as `cause`.
+      const long = await refusal(w.write((sql) => sql.run('SELECT @v::integer', { v: 'x'.repeat(2000) })));
+      expect(long).toMatchObject({ name: 'RefusedValueError', sqlstate: '22P02', cause: { code: '22P02' } });
+      expect(long!.message.length).toBeLessThan(600);
+      // A bug of our own SQL (22012, a division by zero) is no refused value: it fails as itself.
+      const bug = await refusal(w.write((sql) => sql.run('SELECT 1 / @n::integer', { n: 0 })));
+      expect(bug).not.toBeInstanceOf(RefusedValueError);
+      expect(bug).toMatchObject({ code: '22012' });
+      await w.write((sql) => sql.run("INSERT INTO t (v) VALUES ('next')"));
+      expect(seen).toEqual(['a']);
+      expect(await values()).toEqual(['next']);
+      expect(infra).toEqual([]);
     } finally {
       await one.end();
     }

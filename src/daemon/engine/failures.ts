@@ -2,6 +2,7 @@
  * A failed attempt of a leased (or queued) item, in the transaction that records it: the `error` entry,
  * then retry with backoff, dead_letter, canceled — or, at-most-once, held in doubt (`holdInDoubt`).
  */
+import type { RefusedValueError } from '../../core/errors.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { endWorkItem, requeueWorkItem } from '../../db/work-items.js';
 import type { ClassifiedError } from '../../domain/errors.js';
@@ -15,6 +16,25 @@ import { appendEntry, emitWorkItem, type Tx } from './tx.js';
 export async function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, error: ClassifiedError, latencyMs: number): Promise<AnswerResult> {
   const { item } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   await closeAfterError(tx, item, error, latencyMs);
+  return await failAttempt(tx, ctx, item, error);
+}
+
+/** The item step whose write storage refused: the record of a paid answer (with its call's latency), or the answer's finish. */
+export type RefusedStep = { kind: 'record'; latencyMs: number } | { kind: 'finish' };
+
+/**
+ * A leased, running item whose step's write storage refused (db/errors.ts `refusedValueOf`): that write
+ * would fail the same way each time it ran, so the item ends here, in a write of its own, as an apply that
+ * throws does — dead-lettered (canceled if its thread was), never retried, never left running. `step`:
+ * the write refused — `record`, the paid response's (the call is closed spent, `in_doubt`, as its answer is
+ * not stored: nothing sends it again), or `finish`, the answer's application (the response stays recorded,
+ * charged once; `replay --apply` can rescue it).
+ */
+export async function failRefusedWrite(tx: Tx, ctx: EngineContext, itemId: string, refused: RefusedValueError, step: RefusedStep): Promise<AnswerResult> {
+  const what = step.kind === 'record' ? 'the answer could not be recorded' : 'the answer could not be applied';
+  const error: ClassifiedError = { code: 'VALUE_REFUSED', class: 'permanent', message: `${what}: ${refused.message}` };
+  if (step.kind === 'record') return await failLeasedAttempt(tx, ctx, itemId, error, step.latencyMs);
+  const { item } = await leasedItemAndThread(tx, ctx, itemId, 'running');
   return await failAttempt(tx, ctx, item, error);
 }
 

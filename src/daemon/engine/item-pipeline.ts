@@ -6,12 +6,13 @@
  */
 import type { ItemWithThread, ReadAhead } from '../../db/item-with-thread.js';
 import type { LedgerRow } from '../../db/schema.js';
+import { refusedValueOf } from '../../db/errors.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { CallSpan, EngineSpans } from '../tracing/engine-spans.js';
 import { finishAnswer, recordResponse } from './completer.js';
-import { failLeasedAttempt } from './failures.js';
+import { failLeasedAttempt, failRefusedWrite, type RefusedStep } from './failures.js';
 import { ItemReads, type AnswerResult, type EngineContext } from './leased.js';
 import { endThreadsLater, endThreadsTogether } from './ends-together.js';
 import { executeCall, type CallOutcome, type ItemAbort } from './executor.js';
@@ -162,9 +163,15 @@ export async function runLeasedItem(d: PipelineDeps, l: LeasedItem): Promise<voi
     return;
   }
   return inAnswerSlot(d, async () => {
-    // Paid work: keep trying to record it through storage trouble rather than lose it.
+    // Paid work: keep trying to record it through storage trouble rather than lose it. A value storage
+    // refuses is no trouble that passes: the item ends then, its call closed spent (endRefused).
     const record = () => d.writes.record({ itemId, outcome });
-    const response = (await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped })).row;
+    const recorded = await untilStored(record, { log: l.log, what: 'the write of a paid response', stopped: d.stopped }).catch(async (err: unknown) => {
+      await endRefused(d, l, err, { kind: 'record', latencyMs: outcome.latencyMs });
+      return null;
+    });
+    if (recorded === null) return;
+    const response = recorded.row;
     d.ctx.crashAt('after_response');
     await finish(d, l, response, false, sent);
   });
@@ -230,6 +237,35 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */
 async function finish(d: PipelineDeps, l: LeasedItem, response: LedgerRow, resumed: boolean, sent?: SentPrompt): Promise<void> {
   const startedAt = d.clock.now();
-  const outcome = await d.writes.finish({ itemId: l.item.id, response, resumed, sent });
+  const outcome = await d.writes.finish({ itemId: l.item.id, response, resumed, sent }).catch((err: unknown) => endRefused(d, l, err, { kind: 'finish' }));
   d.spans.applied(l.traceparent, l.item, startedAt, d.clock.now(), outcome);
+}
+
+/**
+ * An item step's write that failed: when storage refused a value it holds (a write that would fail the
+ * same way each time), the item ends in a write of its own (`failRefusedWrite`), whose outcome is
+ * returned; any other failure is thrown on (recovery resumes the item). The ending write goes through
+ * `untilStored` as the record write it replaces does: storage trouble then must not leave a paid item
+ * whose answer is not recorded `running`, which recovery would send again (paid twice).
+ */
+async function endRefused(d: PipelineDeps, l: LeasedItem, err: unknown, step: RefusedStep): Promise<AnswerResult> {
+  const refused = refusedValueOf(err);
+  if (refused === null) throw err;
+  // Loud: a refusal is that item's end after its call was paid, and a regression in one of our statements
+  // would show as items ending this way. The server's own error (its detail, table, column) is the cause.
+  const server = refused.cause as { detail?: string; table?: string; column?: string; constraint?: string } | undefined;
+  l.log().error(
+    {
+      err: refused,
+      sqlstate: refused.sqlstate,
+      step: step.kind,
+      table: server?.table,
+      column: server?.column,
+      constraint: server?.constraint,
+      detail: server?.detail,
+    },
+    `storage refused a value of the item's ${step.kind} write; the item ends VALUE_REFUSED`,
+  );
+  const end = () => d.write((tx) => failRefusedWrite(tx, d.ctx, l.item.id, refused, step));
+  return await untilStored(end, { log: l.log, what: 'the end of an item whose write storage refused', stopped: d.stopped });
 }

@@ -6,10 +6,12 @@
  */
 import type { Sql } from '../../core/sql.js';
 import type { Logger } from '../../core/logger.js';
-import type { LedgerRow } from '../../db/schema.js';
+import { InfraError } from '../../core/errors.js';
+import type { LedgerRow, WorkItemRow } from '../../db/schema.js';
 import { getWorkItemWithThread } from '../../db/item-with-thread.js';
+import { lockLeaseIfUnchanged } from '../../db/leases.js';
 import type { EngineContext } from './leased.js';
-import { extendLeases, lockStaleLeases, RESCUE_BATCH, rescueLeases, sweepLocksAndParents } from './rescuer.js';
+import { extendLeases, lockStaleLeases, RESCUE_BATCH, type RescueResult, rescueLeases, sweepLocksAndParents } from './rescuer.js';
 import type { Write } from './tx.js';
 
 /** What one recovery scan did, for metrics. */
@@ -70,10 +72,20 @@ export class LeaseUpkeep {
   async recover(startup: boolean, throwOnFailure = false): Promise<void> {
     const { d } = this;
     try {
-      const result = await d.write(async (tx) => {
-        const stale = await lockStaleLeases(tx, { startup, exclusive: d.exclusive, owner: d.ctx.owner, homePrefix: d.homePrefix, inFlight: d.inFlight });
-        return { scanned: stale.length, ...(await rescueLeases(tx, d.ctx, stale, d.leaseMs)), ...(await sweepLocksAndParents(tx)) };
-      });
+      let stale: WorkItemRow[] = [];
+      const result = await d
+        .write(async (tx) => {
+          stale = await lockStaleLeases(tx, { startup, exclusive: d.exclusive, owner: d.ctx.owner, homePrefix: d.homePrefix, inFlight: d.inFlight });
+          return { scanned: stale.length, ...(await rescueLeases(tx, d.ctx, stale, d.leaseMs)), ...(await sweepLocksAndParents(tx)) };
+        })
+        .catch(async (err: unknown) => {
+          // One item whose rescue fails every time (a value storage refuses) would roll the whole batch back
+          // on every round: no other expired lease rescued, no sweep. Each is rescued alone instead (even a
+          // lone one, so the sweep still runs in a write of its own).
+          if (err instanceof InfraError || stale.length === 0) throw err;
+          d.log.error({ err }, 'recovery scan failed; rescuing its items one by one');
+          return await this.rescueEach(stale);
+        });
       for (const r of result.resume) {
         const read = await getWorkItemWithThread(d.reader, r.itemId);
         if (read) d.resume(read.item, r.response, read.thread.traceparent ?? null);
@@ -96,5 +108,37 @@ export class LeaseUpkeep {
       if (throwOnFailure) throw err;
       d.log.error({ err }, 'recovery scan failed');
     }
+  }
+
+  /**
+   * The scan's items each rescued in a write of its own, then the sweep in one more. An item whose rescue
+   * fails (not storage trouble, which is thrown) is logged and left for a later scan, counted deferred so
+   * a batch of only such items does not loop; the others are rescued.
+   */
+  private async rescueEach(stale: WorkItemRow[]): Promise<RescueResult & { scanned: number } & Awaited<ReturnType<typeof sweepLocksAndParents>>> {
+    const { d } = this;
+    const total: RescueResult = { resume: [], requeued: 0, interrupted: 0, held: 0, deferred: 0 };
+    for (const scanned of stale) {
+      try {
+        const one = await d.write(async (tx) => {
+          const item = await lockLeaseIfUnchanged(tx.sql, scanned);
+          return item ? await rescueLeases(tx, d.ctx, [item], d.leaseMs) : null;
+        });
+        if (!one) continue;
+        total.resume.push(...one.resume);
+        total.requeued += one.requeued;
+        total.interrupted += one.interrupted;
+        total.held += one.held;
+        total.deferred += one.deferred;
+      } catch (err) {
+        if (err instanceof InfraError) throw err;
+        total.deferred++;
+        d.log.error(
+          { err, thread_id: scanned.thread_id, work_item_id: scanned.id },
+          'the rescue of an expired lease failed; it is tried again at the next scan',
+        );
+      }
+    }
+    return { scanned: stale.length, ...total, ...(await d.write((tx) => sweepLocksAndParents(tx))) };
   }
 }

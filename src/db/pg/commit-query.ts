@@ -9,6 +9,7 @@
  * and then runs as `EXECUTE name(literals)`, as BEGIN's statement does (pg/transaction-sql.ts): the server
  * reuses its plan, and the literals take the types the statement's parameters were prepared with.
  */
+import { RefusedValueError } from '../../core/errors.js';
 import type { SqlParams } from '../../core/sql.js';
 import type { Notification } from './notifications.js';
 import { bindValues, compileStatement } from './sql.js';
@@ -58,6 +59,15 @@ export function commitQuery(connection: object, statements: readonly CommitState
   const resultIndex: number[] = [];
   const preparing: string[] = [];
   const add = (text: string, params: SqlParams): void => {
+    try {
+      addStatement(text, params);
+    } catch (err) {
+      // quoteLiteral's refusal knows the value only: name the statement that holds it (our SQL, no values).
+      if (err instanceof RefusedValueError) throw new RefusedValueError(err.sqlstate, `${NUL_IN_LITERAL}, in ${statementHead(text)}`, err);
+      throw err;
+    }
+  };
+  const addStatement = (text: string, params: SqlParams): void => {
     const statement = compileStatement(text);
     const values = bindValues(statement, text, params);
     const list = statement.name === undefined ? null : inlineList(values);
@@ -113,13 +123,25 @@ function literal(value: unknown): string {
   throw new TypeError(`a ${typeof value} cannot be inlined into a statement`);
 }
 
+const NUL_IN_LITERAL = 'a text value holds the character U+0000 (NUL), which Postgres does not store';
+
+/** A statement's first words, to name it in an error: `INSERT INTO llm_ledger_entries …`. */
+function statementHead(text: string): string {
+  const flat = text.trim().replace(/\s+/g, ' ');
+  return flat.length > 60 ? `the statement "${flat.slice(0, 60)}…"` : `the statement "${flat}"`;
+}
+
 /**
  * `value` as a string literal, the very text node-postgres's `escapeLiteral` gives (quotes and backslashes
  * doubled, ` E'…'` when there is a backslash), without its loop that builds the result a character at a
  * time: the COMMIT query inlines every ledger payload and document part this way, and that loop was ~5 % of a
- * daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7).
+ * daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7). A value holding a NUL
+ * is a RefusedValueError.
  */
 export function quoteLiteral(value: string): string {
+  // A NUL ends the query's text on the server, which then refuses the whole query as a broken message
+  // (08P01, a connection exception to isInfraPgError): refused here instead, as the value it is.
+  if (value.includes('\0')) throw new RefusedValueError('22021', NUL_IN_LITERAL);
   const backslash = value.includes('\\');
   const quote = value.includes("'");
   if (!backslash && !quote) return `'${value}'`;

@@ -44,9 +44,10 @@ export const scheduleRuns = pgTable(
     thread_id: text('thread_id').references(() => threads.id),
     error_message: text('error_message'),
     responses: integer('responses'),
-    prompt_tokens: integer('prompt_tokens'),
-    completion_tokens: integer('completion_tokens'),
-    total_tokens: integer('total_tokens'),
+    // Sums over a thread and all its children (db/schedules.ts): bigint, as a sum may pass 2^31-1 (pg 0021).
+    prompt_tokens: int8('prompt_tokens'),
+    completion_tokens: int8('completion_tokens'),
+    total_tokens: int8('total_tokens'),
     created_at: int8('created_at').notNull(),
     finished_at: int8('finished_at'),
   },

@@ -13,6 +13,10 @@
  *
  * Failures, classified once (db/errors.ts):
  *   - the closure throws (a logic error): ROLLBACK, the caller gets the error;
+ *   - the server refuses a value of the write (a data exception: a NUL, a number out of range): ROLLBACK;
+ *     refused before sending, by the COMMIT query while it was built: the connection is closed instead
+ *     (statements noted as prepared on it were never sent). Either way the caller gets a RefusedValueError
+ *     — that write's own permanent failure, not storage trouble, so not retried and health stays ready;
  *   - a conflict (40P01, 40001): ROLLBACK, the closure runs again (≤ `conflictAttempts`), then InfraError;
  *   - a stale guard or a taken unique key: ROLLBACK, the closure runs again (≤ `raceAttempts`): another
  *     transaction committed first, and a new run decides on what it committed — as the SQLite writer's
@@ -172,6 +176,9 @@ export class PgWriter<E = never> implements TxRunner<E> {
       const notes = events.length > 0 && this.opts.notificationsOf ? this.opts.notificationsOf(events) : [];
       atCommit = true;
       const started = performance.now();
+      // Until the query is built: one that refuses a value (commit-query.ts) may have noted statements as
+      // prepared on this connection that it never sends, so the connection is then closed, not reused.
+      preparing = true;
       // The statements queued for the commit (the ledger append) and the notifications go in COMMIT's round
       // trip: the last thing a write sends is one query.
       query = commitQuery(client, queued, notes, tx.begun);
