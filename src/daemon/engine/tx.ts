@@ -335,9 +335,10 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      of its failures ends a thread or closes an orchestration); an orchestration adopting runs in
  *      progress (db/threads.ts `adoptThreads`). A start locks an orchestration it starts only while it
  *      is open (with its first child), and that of a child it fails whatever its status. A shared
- *      closure of answers on Postgres ends its children after its last step, together: every child in id
- *      order, then their orchestrations in id order, in one statement (engine/ends-together.ts; each
- *      step's end is left for it, and no step moves another thread); its children are its own running
+ *      closure of answers on Postgres ends its children after its last step, together, in one statement
+ *      (engine/ends-together.ts, migrations/pg/0020; each step's end is left for it, and no step moves
+ *      another thread): every child's lock row first (3), then every child in id order, then their
+ *      orchestrations in id order, stopping at the first failed guard; its children are its own running
  *      items', which no start or adoption takes, and a cancel takes one orchestration's children in the
  *      same id order, then it.
  *   5. at the end, in the COMMIT's query: first the statements the steps queued for the end, in the order
