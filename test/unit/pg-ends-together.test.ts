@@ -120,8 +120,8 @@ describe('the last children of an orchestration, answered in one closure', () =>
     expect(await finishTogether(['a', 'b', 'c'], responses)).toEqual(['applied', 'applied', 'applied']);
     expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
     expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
-    // The children's ends together, then the orchestration's, once.
-    expect(ended).toEqual(['t-a,t-b,t-c:complete', 't-o:complete']);
+    // Each child's end once (the hook once per thread, as alone), then the orchestration's, once.
+    expect(ended).toEqual(['t-a:complete', 't-b:complete', 't-c:complete', 't-o:complete']);
     for (const id of ['t-a', 't-b', 't-c', 't-o']) expect(await statusOf(id)).toBe('complete');
     expect(await mutated()).toEqual(['a', 'b', 'c']);
     expect(await db.reader.all('SELECT scope FROM locks')).toEqual([]);

@@ -41,7 +41,7 @@ export function endThreadLater(tx: Tx, thread: ThreadRow, to: EndedStatus, relea
 
 /**
  * The ends left by `endThreadLater`, in one statement, then what `endThread` does after each: the ended
- * threads' events and `threadsEnded` hook, and each orchestration's close check, once.
+ * threads' events and `threadsEnded` hook (once per thread), and each orchestration's close check, once.
  */
 export async function endThreadsTogether(tx: Tx): Promise<void> {
   const ends = later.get(tx.sql);
@@ -62,6 +62,9 @@ export async function endThreadsTogether(tx: Tx): Promise<void> {
     emitThread(tx, updated);
     byStatus.set(e.to, [...(byStatus.get(e.to) ?? []), updated]);
   }
-  for (const [to, threads] of byStatus) await tx.hooks.threadsEnded(tx, threads, to);
+  // Once per thread, as `endThread` does: the app's hook then queues each run's finalize for the COMMIT's query
+  // (scheduler/finalize.ts), where several threads at once would take its bulk path, a round trip while the
+  // closure holds its heads.
+  for (const [to, threads] of byStatus) for (const thread of threads) await tx.hooks.threadsEnded(tx, [thread], to);
   for (const id of parentIds) await closeParentIfDone(tx, id, { parent: ended.parents.get(id) });
 }
