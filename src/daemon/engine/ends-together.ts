@@ -5,8 +5,13 @@
  * id order (engine/tx.ts LOCK ORDER 4 for several children), each orchestration's close check once, after
  * all of its children in the closure ended. Every thread move of such a closure's steps is an item's end
  * (leased.ts `releaseItemLockEndingThread`), so none of them locks a child or an orchestration before these.
- * A child whose status or parent changed since it was read (a cancel committed meanwhile) fails the closure
- * (StaleStateError): each item's step runs again alone, and ends its thread as it does alone.
+ * A child whose status or parent changed since it was read (a cancel or an adoption committed meanwhile)
+ * fails the closure (StaleStateError): it rolls back, and each item's step runs again alone, ending its
+ * thread as it does alone. A change of behaviour from ending each child in its step (main before issue 18's
+ * pgbatch): there `endThread` found the canceled child, left it canceled, and its answer still applied; here
+ * the canceled child's answer is not applied (recorded and paid once, its item ends `canceled`), as when the
+ * cancel commits before a step alone reads it; and the closure's other answers rerun one transaction each.
+ * pg-ends-together pins it.
  */
 import { StaleStateError } from '../../core/errors.js';
 import { compareIds } from '../../core/ids.js';
@@ -55,6 +60,8 @@ export async function endThreadsTogether(tx: Tx): Promise<void> {
     move: isTerminalThread(e.thread.status) ? undefined : { thread: e.thread, from: e.thread.status as ThreadStatus, to: e.to },
   }));
   const ended = await endChildrenLockingParents(tx.sql, rows, parentIds, tx.now);
+  // A child canceled (or adopted) since the closure read it: the whole closure rolls back and its answers run
+  // again alone, where the canceled one is not applied (no longer "applied, thread left canceled": see above).
   if (!ended.moved) throw new StaleStateError('a thread of this closure of answers moved since it was read');
   const byStatus = new Map<EndedStatus, ThreadRow[]>();
   for (const e of moving) {
