@@ -320,8 +320,10 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
  *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
- *      the item's lock (its scope lock row too, which a finish or a failure deletes at once, before its threads: 4;
- *      in the child's end's round trip, first: `endThread`'s `release`, migrations/pg/0019). A write that holds a head takes no item and no advisory lock after it (a closure
+ *      the item's lock (its scope lock row too, which a finish or a failure deletes before its threads, 4: in
+ *      the child's end's round trip, first, `endThread`'s `release`, migrations/pg/0019; a Postgres closure of
+ *      answers deletes all of its rows in its end statement after its last step, then its threads, 0020).
+ *      A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
  *      at COMMIT, holding only its project row, which no answer takes. Before its heads, a closure of
  *      answers takes its targets' keys (advisory locks of 2, in key order: db/projects.ts
