@@ -97,11 +97,11 @@ export interface ChildEnd {
 }
 
 /**
- * Postgres: `endChildLockingParent` of several children in one round trip (migrations/pg/0020): for each,
- * in the order given (id order: engine/tx.ts LOCK ORDER 4), its lock row released, then its guarded
- * move; then, when every child moved, each of `parentIds` (id order) locked for its close check after
- * all of them. StaleStateError, and nothing else done, when a lock row is not held any more. `moved`
- * false: a child's status or parent changed since it was read (nothing locked for closing then).
+ * Postgres: `endChildLockingParent` of several children in one round trip (migrations/pg/0020), in
+ * engine/tx.ts LOCK ORDER: every child's lock row released (3), then each child's guarded move in the
+ * order given (id order: 4), then each of `parentIds` (id order) locked for its close check after all of
+ * them. StaleStateError, and no thread touched, when a lock row is not held any more. `moved` false: a
+ * child's status or parent changed since it was read (it stopped there: no orchestration locked).
  */
 export async function endChildrenLockingParents(
   sql: Sql,
@@ -124,11 +124,14 @@ export async function endChildrenLockingParents(
   });
   const { ended } = (await sql.get<{ ended: EndsJson }>(END_CHILDREN_LOCKING_PARENTS_PG, [JSON.stringify(rows), JSON.stringify(parentIds)]))!;
   if (ended.lost !== undefined) throw new StaleStateError(ends.find((e) => e.release?.owner === ended.lost)!.release!.lost);
-  const moved = ended.parents !== undefined;
+  const moved = ended.stale === undefined;
   return { moved, parents: new Map(parentIds.map((id) => [id, lockedForClose(ended.parents?.[id] ?? null)])) };
 }
 
-/** What `combine_release_end_threads_lock_parents` answers: `lost`, the owner of a lock row gone; `parents`, when every child moved. */
-type EndsJson = { lost?: string; changed?: number[]; parents?: Record<string, LockedJson | null> };
+/**
+ * What `combine_release_end_threads_lock_parents` answers: `lost`, the owner of a lock row gone; `stale`, the
+ * first child whose guarded move changed no row; else `parents`, each orchestration locked.
+ */
+type EndsJson = { lost?: string; stale?: string; parents?: Record<string, LockedJson | null> };
 
 const END_CHILDREN_LOCKING_PARENTS_PG = 'SELECT combine_release_end_threads_lock_parents(CAST(? AS jsonb), CAST(? AS jsonb)) AS ended';

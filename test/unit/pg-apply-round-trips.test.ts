@@ -12,6 +12,8 @@
  *   locked once for its close check, all in one statement after the last apply
  *   (`combine_release_end_threads_lock_parents`, engine/ends-together.ts), not a DELETE then the end per item,
  *   nor one end per item (`combine_release_end_thread_lock_parent`) while the closure holds the backlog's head.
+ * - the ended threads' runs finalized in the COMMIT's query (the daemon's own `threadsEnded` hook, once per
+ *   thread), no `schedule_runs` statement a round trip of its own.
  * The outcome is the same as before: both applied, consecutive versions, the orchestration complete, the lock
  * rows gone; and an item whose lock row is gone is refused in that one statement, nothing of it committed.
  */
@@ -30,17 +32,20 @@ import { finishAnswer, recordResponse } from '../../src/daemon/engine/completer.
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import { importProject } from '../../src/daemon/services/commands.js';
-import type { Write } from '../../src/daemon/engine/tx.js';
+import type { EngineHooks, Write } from '../../src/daemon/engine/tx.js';
+import { finalizeRunsOfThreads } from '../../src/daemon/scheduler/finalize.js';
 import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
 import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
 import { builtinDefinitions } from '../../src/operations/loader.js';
 import { OperationRegistry } from '../../src/operations/registry.js';
 import { project } from '../helpers/harness.js';
 import { PARAMS } from '../helpers/operations.js';
-import { NO_HOOKS, openRaceDatabase, paidAnswerOf, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
+import { openRaceDatabase, paidAnswerOf, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
+/** The daemon's own `threadsEnded` hook (daemon/app.ts): finalizing the runs the ended threads work for. */
+const APP_HOOKS: EngineHooks = { threadsEnded: (tx, threads, status) => finalizeRunsOfThreads(tx, threads, status), budgeted: () => false };
 let write: Write;
 /** The text of every query the pool's connections sent while `recording` (a COMMIT's query is one text). */
 let sent: string[] = [];
@@ -66,7 +71,7 @@ function useDatabase(): void {
     db = await openRaceDatabase();
     recordQueries(db.pool);
     const pgWriter = new PgWriter<EngineEvent>(db.pool, { conflictAttempts: 1, raceAttempts: 1, onRollback: (connection) => forgetDocuments({ connection }) });
-    write = writeTx(pgWriter, systemClock, NO_HOOKS);
+    write = writeTx(pgWriter, systemClock, APP_HOOKS);
     sent = [];
     await write((tx) => importProject(tx, project('p', 4)));
   });
@@ -135,6 +140,11 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
     expect(count(/^SELECT combine_end_thread_lock_parent/)).toBe(0);
     expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
     expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
+  });
+
+  it("finalizes the ended threads' runs in the COMMIT's query, as one answer alone does: no schedule_runs round trip", () => {
+    expect(sent.filter((text) => !/\bCOMMIT\b/.test(text) && /schedule_runs/.test(text))).toEqual([]);
+    expect(sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE schedule_runs/);
   });
 
   it('applies both as before: consecutive versions, the orchestration complete, the lock rows gone', async () => {

@@ -3,8 +3,9 @@
  * `writeDocumentsAgain`) queues every part's write for its COMMIT and plans each next version from the
  * places it noted: the document it leaves must be the one the same versions leave written one transaction
  * each — the same parts (keys, order keys, texts, versions), the same head — also when a new element goes
- * between parts the closure itself queued, next to a part it removed, or before any. Real Postgres, the
- * real writer and statements, the engine's document write.
+ * between parts the closure itself queued, next to a part it removed, or before any; and for random
+ * sequences of versions (removals, changed texts, runs inserted anywhere, keys reused after their removal),
+ * from a fixed set of seeds. Real Postgres, the real writer and statements, the engine's document write.
  */
 import { describe, expect, it, beforeAll } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
@@ -17,7 +18,9 @@ import { useTestWriter } from '../helpers/postgres.js';
 const db = useTestWriter(4, { raceAttempts: 1 });
 const LAYOUT = { field: 'epics', key: 'id' };
 
-const backlog = (...ids: string[]) => ({ name: 'b', epics: ids.map((id) => ({ id, text: id.endsWith("'") ? 'changed' : id })) });
+type Epic = { id: string; text: string };
+type Backlog = { name: string; epics: Epic[] };
+const backlog = (...ids: string[]): Backlog => ({ name: 'b', epics: ids.map((id) => ({ id, text: id.endsWith("'") ? 'changed' : id })) });
 
 /** Each version after the one before: a middle insert between stored parts, then between parts queued, a removal, a change, both ends. */
 const VERSIONS = [
@@ -31,13 +34,13 @@ const VERSIONS = [
 ];
 
 /** Version `i` of project `project`'s backlog, written as an answer's apply writes it (engine/operation-steps.ts). */
-async function writeVersion(sql: Sql, project: string, i: number): Promise<void> {
+async function writeVersion(sql: Sql, project: string, i: number, versions: readonly Backlog[] = VERSIONS): Promise<void> {
   const head = await lockDocumentHead(sql, project, 'backlog');
-  const content = VERSIONS[i]!;
+  const content = versions[i]!;
   await writeDocument(sql, {
     operation: 'test',
     head,
-    current: i === 0 ? null : VERSIONS[i - 1],
+    current: i === 0 ? null : versions[i - 1],
     planned: { content, text: null, split: { layout: LAYOUT, next: splitDocument(content, LAYOUT)! }, summary: {} },
     create: { id: `${project}-backlog`, project_id: project, doc_type: 'backlog', doc_key: '' },
     now: 10 + i,
@@ -48,11 +51,11 @@ async function writeVersion(sql: Sql, project: string, i: number): Promise<void>
  * Versions `from`…`to` in one closure that writes documents again, holding the backlog's head (engine/leased.ts
  * `lockTargetDocuments`); the parts the transaction itself sees after its writes, before its COMMIT.
  */
-function writeInOneClosure(project: string, from: number, to: number): Promise<unknown[]> {
+function writeInOneClosure(project: string, from: number, to: number, versions: readonly Backlog[] = VERSIONS): Promise<unknown[]> {
   return db.writer.write(async (sql) => {
     writeDocumentsAgain(sql);
     await lockDocumentHeads(sql, [{ project_id: project, doc_type: 'backlog', doc_key: '' }]);
-    for (let i = from; i <= to; i++) await writeVersion(sql, project, i);
+    for (let i = from; i <= to; i++) await writeVersion(sql, project, i, versions);
     return sql.all('SELECT part_key FROM document_parts WHERE document_id = ? ORDER BY ord', [`${project}-backlog`]);
   });
 }
@@ -84,5 +87,57 @@ describe('a document written several times by one closure of answers', () => {
     // The parts of version 1, as committed: this closure's writes of them wait for its COMMIT.
     expect(await writeInOneClosure('written', 1, VERSIONS.length - 1)).toEqual([{ part_key: 'a' }, { part_key: 'c' }]);
     expect(await stored('written')).toEqual(await stored('one-each'));
+  });
+});
+
+/** A small linear congruential generator: the same sequence for a seed on every run. */
+function random(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+/** `n` versions of a backlog, each from the one before: some epics removed, some texts changed, 1–3 runs of 1–3 epics inserted anywhere (keys reused after their removal). */
+function randomVersions(seed: number, n: number): Backlog[] {
+  const r = random(seed);
+  const keys = 'abcdefghijklmnopqrstuvwxyz'.split('');
+  let epics: Epic[] = [];
+  const versions: Backlog[] = [];
+  for (let v = 0; v < n; v++) {
+    const next = epics.map((e) => ({ ...e }));
+    for (let i = next.length - 1; i >= 0; i--) if (r() < 0.2) next.splice(i, 1);
+    for (const e of next) if (r() < 0.2) e.text = `t${v}-${Math.floor(r() * 100)}`;
+    const runs = 1 + Math.floor(r() * 3);
+    for (let k = 0; k < runs; k++) {
+      const free = keys.filter((id) => !next.some((e) => e.id === id));
+      const added = free
+        .sort(() => r() - 0.5)
+        .slice(0, 1 + Math.floor(r() * 3))
+        .map((id) => ({ id, text: id }));
+      next.splice(Math.floor(r() * (next.length + 1)), 0, ...added);
+    }
+    epics = next;
+    versions.push({ name: 'b', epics });
+  }
+  return versions;
+}
+
+describe('random sequences of versions', () => {
+  it('one closure, or three committed versions and then one closure: the parts and head of one transaction per version', async () => {
+    for (let seed = 1; seed <= 40; seed++) {
+      const versions = randomVersions(seed, 9);
+      const [each, closure, half] = [`each${seed}`, `closure${seed}`, `half${seed}`];
+      for (const id of [each, closure, half]) await insertProject(db.reader, { id, name: id, created_at: 1 });
+      for (let i = 0; i < versions.length; i++) await db.writer.write((sql) => writeVersion(sql, each, i, versions));
+      await writeInOneClosure(closure, 0, versions.length - 1, versions);
+      for (let i = 0; i < 3; i++) await db.writer.write((sql) => writeVersion(sql, half, i, versions));
+      await writeInOneClosure(half, 3, versions.length - 1, versions);
+      const reference = await stored(each);
+      expect(reference.whole, `seed ${seed}`).toEqual(versions.at(-1));
+      expect(await stored(closure), `seed ${seed}, one closure`).toEqual(reference);
+      expect(await stored(half), `seed ${seed}, three versions then one closure`).toEqual(reference);
+    }
   });
 });

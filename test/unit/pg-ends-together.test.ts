@@ -8,7 +8,9 @@
  * - one item of the closure no longer holds its lock row: the statement refuses it, the closure rolls back,
  *   and each item's step runs again alone — the others applied, that one refused, nothing of it committed;
  * - a child canceled since the closure read it: the closure rolls back (its end's guard), and each step runs
- *   again alone — the others applied, the canceled one's answer not applied.
+ *   again alone — the others applied, the canceled one's answer not applied;
+ * - the statement takes its rows in LOCK ORDER, literally: every lock row before any thread, so a lock row
+ *   gone stops it before it waits for a child another transaction holds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
@@ -17,6 +19,7 @@ import { forgetDocuments } from '../../src/db/document-cache.js';
 import { acquireLock } from '../../src/db/locks.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import type { LedgerRow, ThreadRow } from '../../src/db/schema.js';
+import { endChildrenLockingParents } from '../../src/db/thread-close.js';
 import { getThread, insertThread } from '../../src/db/threads.js';
 import { insertWorkItem } from '../../src/db/work-items.js';
 import { recordResponse } from '../../src/daemon/engine/completer.js';
@@ -117,8 +120,8 @@ describe('the last children of an orchestration, answered in one closure', () =>
     expect(await finishTogether(['a', 'b', 'c'], responses)).toEqual(['applied', 'applied', 'applied']);
     expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
     expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
-    // The children's ends together, then the orchestration's, once.
-    expect(ended).toEqual(['t-a,t-b,t-c:complete', 't-o:complete']);
+    // Each child's end once (the hook once per thread, as alone), then the orchestration's, once.
+    expect(ended).toEqual(['t-a:complete', 't-b:complete', 't-c:complete', 't-o:complete']);
     for (const id of ['t-a', 't-b', 't-c', 't-o']) expect(await statusOf(id)).toBe('complete');
     expect(await mutated()).toEqual(['a', 'b', 'c']);
     expect(await db.reader.all('SELECT scope FROM locks')).toEqual([]);
@@ -176,5 +179,46 @@ describe('a closure of answers, one of whose children was canceled since it was 
     expect(await mutated()).toEqual(['a', 'c']);
     expect(await statusOf('t-b')).toBe('canceled');
     expect(await db.reader.all('SELECT scope FROM locks')).toEqual([]);
+  });
+});
+
+describe("a closure's end statement, one of whose items no longer holds its lock row", () => {
+  useDatabase();
+  it('releases every lock row before it touches a thread (LOCK ORDER 3 before 4): it stops without waiting for a child another transaction holds', async () => {
+    await storiesAnswered('a', 1);
+    await storiesAnswered('b', 2);
+    await db.reader.run('DELETE FROM locks WHERE owner = ?', ['b']);
+    const threads = [(await getThread(db.reader, 't-a'))!, (await getThread(db.reader, 't-b'))!];
+    const blocker = await db.pool.connect();
+    await blocker.query('BEGIN');
+    await blocker.query("SELECT 1 FROM llm_threads WHERE id = 't-a' FOR UPDATE");
+    const ends = threads.map((thread) => {
+      const id = thread.id.slice(2);
+      return {
+        release: { scope: `p:${id}`, owner: id, lost: `work item ${id} lost its lock row` },
+        move: { thread, from: 'running' as const, to: 'complete' as const },
+      };
+    });
+    let outcome: string | undefined;
+    const end = write((tx) => endChildrenLockingParents(tx.sql, ends, ['t-o'], tx.now)).then(
+      () => 'ended',
+      (err: unknown) => String(err),
+    );
+    void end.then((o) => (outcome = o));
+    // Until the statement answers, or waits for t-a's row (the order of main's loop: a's release and move, then b's release).
+    let waited = false;
+    while (outcome === undefined && !waited) {
+      const waiting = await db.reader.all(
+        "SELECT 1 FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%combine_release_end_threads_lock_parents%'",
+      );
+      waited = waiting.length > 0;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await blocker.query('ROLLBACK');
+    blocker.release();
+    expect(waited).toBe(false);
+    expect(await end).toMatch(/work item b lost its lock row/);
+    expect(await statusOf('t-a')).toBe('running');
+    expect((await db.reader.all<{ owner: string }>('SELECT owner FROM locks')).map((l) => l.owner)).toEqual(['a']);
   });
 });

@@ -5,8 +5,9 @@
  * real writer (a rollback forgets the documents cache, as the daemon's does) and the built-in
  * `story_generate_epic`, whose backlog is stored in parts:
  * - two answers to one document in one closure apply in order, with consecutive versions, the second
- *   planned from the first (its parts and its version written at once, not at COMMIT); an apply that
- *   reads another document of its project finds what an earlier answer of the closure wrote to it;
+ *   planned from the first (its parts and its version queued for the COMMIT, the second planned from the
+ *   head the closure holds and the parts it queued); an apply that reads another document of its project
+ *   finds what an earlier answer of the closure wrote to it;
  * - two daemons' closures over two documents of a project (the example operation's release notes, one
  *   per version), each asked in an order that takes them crossing, both commit (the heads taken in the
  *   answers' order deadlocked); gated on `pg_stat_activity`, no timing;
@@ -183,8 +184,8 @@ describe('a shared closure of an answer to a document and an answer whose apply 
       d1.finish({ itemId: 'c', response: reading, resumed: false, sent: undefined }),
     ]);
     expect(outcomes).toEqual(['applied', 'applied']);
-    // Its documents were written at once (two answers of one project): the read found a's parts, not a
-    // write queued for the COMMIT, which it refuses (the closure then fails and each answer runs alone).
+    // Its documents' writes are queued for the COMMIT (two answers of one project): the read is served from
+    // the closure's own writes (the documents cache), never from the table, which it refuses while a write is queued.
     expect(failed).toEqual([]);
     const count = await reader().get<{ content: string }>("SELECT content FROM documents WHERE project_id = 'p' AND doc_type = 'backlog_count'");
     expect(JSON.parse(count!.content)).toEqual({ epics: 1 });

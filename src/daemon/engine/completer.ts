@@ -114,9 +114,11 @@ export async function finishAnswer(
   await markWorkItemApplied(tx.sql, item.id, ctx.owner, tx.now);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
-  // The scope's lock row at once, before the thread and its orchestration are locked (engine/tx.ts LOCK
-  // ORDER 3), in the end's round trip: left for the COMMIT, the row could be taken over meanwhile (expired)
-  // by a recovery scan that then waits for the same orchestration — pg-shared-finishes.test.ts.
+  // The scope's lock row before the thread and its orchestration are locked (engine/tx.ts LOCK ORDER 3), in
+  // the end's round trip — not at the COMMIT, after them: a recovery scan could take the row over meanwhile
+  // (expired) and then wait for the same orchestration (pg-shared-finishes.test.ts). In a Postgres closure
+  // of answers, in the closure's one end statement after its last step (ends-together.ts): later than a step
+  // alone, so an expired row taken over meanwhile fails that statement and the closure's steps run alone.
   await releaseItemLockEndingThread(tx, item, thread, 'complete');
   return 'applied';
 }

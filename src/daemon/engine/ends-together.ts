@@ -5,15 +5,23 @@
  * id order (engine/tx.ts LOCK ORDER 4 for several children), each orchestration's close check once, after
  * all of its children in the closure ended. Every thread move of such a closure's steps is an item's end
  * (leased.ts `releaseItemLockEndingThread`), so none of them locks a child or an orchestration before these.
- * A child whose status or parent changed since it was read (a cancel committed meanwhile) fails the closure
- * (StaleStateError): each item's step runs again alone, and ends its thread as it does alone.
+ * The items' scope lock rows are deleted there too, first (LOCK ORDER 3): later than a step alone deletes
+ * its row, so a row that expired and was taken over meanwhile (a stalled daemon) fails the statement, and
+ * the closure's steps run alone, that item's refused.
+ * A child whose status or parent changed since it was read (a cancel or an adoption committed meanwhile)
+ * fails the closure (StaleStateError): it rolls back, and each item's step runs again alone, ending its
+ * thread as it does alone. A change of behaviour from ending each child in its step (main before issue 18's
+ * pgbatch): there `endThread` found the canceled child, left it canceled, and its answer still applied; here
+ * the canceled child's answer is not applied (recorded and paid once, its item ends `canceled`), as when the
+ * cancel commits before a step alone reads it; and the closure's other answers rerun one transaction each.
+ * pg-ends-together pins it.
  */
 import { StaleStateError } from '../../core/errors.js';
 import { compareIds } from '../../core/ids.js';
 import type { Sql } from '../../core/sql.js';
 import type { HeldLock } from '../../db/locks.js';
 import type { ThreadRow } from '../../db/schema.js';
-import { endChildrenLockingParents } from '../../db/thread-close.js';
+import { type ChildEnd, endChildrenLockingParents } from '../../db/thread-close.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import { closeParentIfDone, emitThread, type EndedStatus, type Tx } from './tx.js';
 
@@ -41,7 +49,7 @@ export function endThreadLater(tx: Tx, thread: ThreadRow, to: EndedStatus, relea
 
 /**
  * The ends left by `endThreadLater`, in one statement, then what `endThread` does after each: the ended
- * threads' events and `threadsEnded` hook, and each orchestration's close check, once.
+ * threads' events and `threadsEnded` hook (once per thread), and each orchestration's close check, once.
  */
 export async function endThreadsTogether(tx: Tx): Promise<void> {
   const ends = later.get(tx.sql);
@@ -50,18 +58,21 @@ export async function endThreadsTogether(tx: Tx): Promise<void> {
   ends.sort((a, b) => compareIds(a.thread.id, b.thread.id));
   const moving = ends.filter((e) => !isTerminalThread(e.thread.status));
   const parentIds = [...new Set(moving.flatMap((e) => (e.thread.parent_thread_id === null ? [] : [e.thread.parent_thread_id])))].sort(compareIds);
-  const rows = ends.map((e) => ({
+  const rows: ChildEnd[] = ends.map((e) => ({
     release: e.release,
-    move: isTerminalThread(e.thread.status) ? undefined : { thread: e.thread, from: e.thread.status as ThreadStatus, to: e.to },
+    move: moving.includes(e) ? { thread: e.thread, from: e.thread.status as ThreadStatus, to: e.to } : undefined,
   }));
   const ended = await endChildrenLockingParents(tx.sql, rows, parentIds, tx.now);
+  // A child canceled (or adopted) since the closure read it: the whole closure rolls back and its answers run
+  // again alone, where the canceled one is not applied (no longer "applied, thread left canceled": see above).
   if (!ended.moved) throw new StaleStateError('a thread of this closure of answers moved since it was read');
-  const byStatus = new Map<EndedStatus, ThreadRow[]>();
   for (const e of moving) {
     const updated: ThreadRow = { ...e.thread, status: e.to, closed_at: tx.now };
     emitThread(tx, updated);
-    byStatus.set(e.to, [...(byStatus.get(e.to) ?? []), updated]);
+    // Once per thread, as `endThread` does: the app's hook then queues each run's finalize for the COMMIT's
+    // query (scheduler/finalize.ts), where several threads at once would take its bulk path, a round trip
+    // while the closure holds its heads.
+    await tx.hooks.threadsEnded(tx, [updated], e.to);
   }
-  for (const [to, threads] of byStatus) await tx.hooks.threadsEnded(tx, threads, to);
   for (const id of parentIds) await closeParentIfDone(tx, id, { parent: ended.parents.get(id) });
 }

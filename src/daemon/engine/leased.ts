@@ -52,7 +52,8 @@ export async function releaseItemLock(tx: Tx, item: WorkItemRow): Promise<void> 
 /**
  * `releaseItemLock`, then `endThread` of the item's thread: the release first, as before every end (LOCK
  * ORDER 3 of engine/tx.ts: the row goes before the thread and its orchestration are locked), on Postgres in
- * the end's round trip (db/thread-close.ts `endChildLockingParent`).
+ * the end's round trip (db/thread-close.ts `endChildLockingParent`); in a Postgres closure of answers, both
+ * left for the closure's one end statement after its last step (ends-together.ts), the rows still first.
  */
 export function releaseItemLockEndingThread(tx: Tx, item: WorkItemRow, thread: ThreadRow, to: EndedStatus): Promise<void> {
   // A Postgres closure of answers ends its items' threads together after its last step (ends-together.ts).

@@ -320,8 +320,10 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
  *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
- *      the item's lock (its scope lock row too, which a finish or a failure deletes at once, before its threads: 4;
- *      in the child's end's round trip, first: `endThread`'s `release`, migrations/pg/0019). A write that holds a head takes no item and no advisory lock after it (a closure
+ *      the item's lock (its scope lock row too, which a finish or a failure deletes before its threads, 4: in
+ *      the child's end's round trip, first, `endThread`'s `release`, migrations/pg/0019; a Postgres closure of
+ *      answers deletes all of its rows in its end statement after its last step, then its threads, 0020).
+ *      A write that holds a head takes no item and no advisory lock after it (a closure
  *      of answers took all of them before its heads). A project's import updates its architecture's head
  *      at COMMIT, holding only its project row, which no answer takes. Before its heads, a closure of
  *      answers takes its targets' keys (advisory locks of 2, in key order: db/projects.ts
@@ -335,9 +337,10 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      of its failures ends a thread or closes an orchestration); an orchestration adopting runs in
  *      progress (db/threads.ts `adoptThreads`). A start locks an orchestration it starts only while it
  *      is open (with its first child), and that of a child it fails whatever its status. A shared
- *      closure of answers on Postgres ends its children after its last step, together: every child in id
- *      order, then their orchestrations in id order, in one statement (engine/ends-together.ts; each
- *      step's end is left for it, and no step moves another thread); its children are its own running
+ *      closure of answers on Postgres ends its children after its last step, together, in one statement
+ *      (engine/ends-together.ts, migrations/pg/0020; each step's end is left for it, and no step moves
+ *      another thread): every child's lock row first (3), then every child in id order, then their
+ *      orchestrations in id order, stopping at the first failed guard; its children are its own running
  *      items', which no start or adoption takes, and a cancel takes one orchestration's children in the
  *      same id order, then it.
  *   5. at the end, in the COMMIT's query: first the statements the steps queued for the end, in the order
