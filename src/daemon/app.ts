@@ -162,7 +162,8 @@ export class App implements Services {
           homePrefix,
           limits: sharedLimitsOf(config.flow, router.routes()),
           logger,
-          onLiveDaemons: (live) => owners?.setDaemons(live),
+          claiming: () => this.engine.claimsBulk(),
+          onClaimingDaemons: (claiming) => owners?.setDaemons(claiming),
         });
     const walPath = `${config.dbPath}-wal`;
     const gauges = daemonMetricsSource(reader, clock, () => this, walPath);
@@ -241,9 +242,10 @@ export class App implements Services {
 
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
-    await this.registry?.start();
+    // Pressure and storage first: the registry's first renewal says whether this daemon claims bulk work.
     this.storage.start();
     this.pressure.start();
+    await this.registry?.start();
     await this.engine.start();
     // After the recovery scan: another daemon's notification wakes a producer that has recovered.
     this.listening = await listenToOtherDaemons(this.store, {

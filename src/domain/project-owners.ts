@@ -64,9 +64,12 @@ export class OwnProjects {
 
   constructor(private readonly self: string) {}
 
-  /** The live daemons sharing the database, as the registry last read them (this one included or not). */
-  setDaemons(live: readonly string[]): void {
-    const next = [...new Set([...live, this.self])].sort(compare);
+  /**
+   * The live daemons that claim bulk work, as the registry last read them: this one only while it claims
+   * (a paused or stopping daemon owns nothing, and then prefers nothing).
+   */
+  setDaemons(claiming: readonly string[]): void {
+    const next = [...new Set(claiming)].sort(compare);
     if (sameList(next, this.daemons)) return;
     this.daemons = next;
     this.own = null;
@@ -74,10 +77,11 @@ export class OwnProjects {
 
   /**
    * The projects this daemon owns among those of `heads` (a claim round's candidates, any order); null
-   * when it is the only live daemon: then there is no preference at all, and it claims as alone.
+   * when it is the only daemon claiming, or not one of them: then there is no preference at all, and it
+   * claims as alone.
    */
   ownAmong(heads: readonly { project_id: string }[]): ReadonlySet<string> | null {
-    if (this.daemons.length <= 1) return null;
+    if (this.daemons.length <= 1 || !this.daemons.includes(this.self)) return null;
     const projects = [...new Set(heads.map((h) => h.project_id))].sort(compare);
     if (this.own && sameList(projects, this.projects)) return this.own;
     this.projects = projects;
