@@ -260,7 +260,10 @@ export class App implements Services {
     this.canary.start();
   }
 
-  /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
+  /**
+   * Stops claiming (on a shared database, leaves its projects to the other daemons at once), drains
+   * in-flight calls up to `drainMs`, flushes the writer and closes the database.
+   */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
     this.storage.stop();
     this.pressure.stop();
@@ -268,7 +271,11 @@ export class App implements Services {
     await this.listening?.close();
     this.maintenance.stop();
     await this.scheduler.stop();
-    const result = await this.engine.stop(drainMs);
+    // The engine stops claiming at once; the registry says so before the drain (not after it), so the
+    // other daemons serve this one's projects while it finishes its calls.
+    const drained = this.engine.stop(drainMs);
+    await this.registry?.renewNow();
+    const result = await drained;
     await this.registry?.leave().catch((err: unknown) => this.logger.warn({ err }, 'could not unregister from the shared database'));
     await this.controlPlane.close();
     await this.tracer.shutdown();

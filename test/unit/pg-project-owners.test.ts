@@ -145,4 +145,40 @@ describe('two daemons on one Postgres prefer their own projects', () => {
     // B alone claims: no preference, every project in turn (one item of each of the four).
     expect(ofB.filter((l) => ownProjects.a.includes(l.project_id))).toHaveLength(2);
   });
+
+  it('a stopping daemon gives up its projects when it stops claiming, before its drain ends', async () => {
+    // Calls held until released, so A's drain can end.
+    sim.setFaults([{ kind: 'hold' }]);
+    const { a, b, ownerA, ownerB, ownProjects } = await twoDaemons(() => 4);
+    await a.start();
+    await a.engine.claimDue();
+    const ofA = await leasedOf(a);
+    expect(ofA).toHaveLength(SLOTS);
+    for (const l of ofA) expect(ownProjects.a).toContain(l.project_id);
+    // A drains its calls for as long as they are held; its row says meanwhile that it claims no more (at
+    // once: shutdown renews when the engine stops claiming; the periodic renewal would say it within
+    // RENEW_MS). Were ownership left only after the drain, this wait would last until the test's timeout.
+    apps.splice(apps.indexOf(a), 1);
+    const stopped = a.shutdown(600_000);
+    const claimingOf = async () => (await b.reader.get<{ claiming: number }>('SELECT claiming FROM llm_daemons WHERE owner = ?', [ownerA]))?.claiming;
+    while ((await claimingOf()) !== 0) await new Promise((r) => setTimeout(r, 20));
+    // B reads it at its first renewal: it alone claims, every project in turn, A's too.
+    await b.start();
+    await b.engine.claimDue();
+    const ofB = (await leasedOf(b)).filter((l) => l.lease_owner === ownerB);
+    expect(ofB).toHaveLength(SLOTS);
+    expect(ofB.filter((l) => ownProjects.a.includes(l.project_id))).toHaveLength(2);
+    // A is still draining: its calls are still held.
+    expect((await leasedOf(b)).filter((l) => l.lease_owner === ownerA)).toHaveLength(SLOTS);
+    // Released as they arrive (some may still be on their way), until A's drain ends.
+    let drained = false;
+    void stopped.then(() => {
+      drained = true;
+    });
+    while (!drained) {
+      sim.release();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect((await stopped).abandoned).toBe(0);
+  });
 });
