@@ -140,11 +140,11 @@ export class App implements Services {
     };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;
-    // Several daemons share one database: rate limits and 429 parks live in it, not in one process.
     const { owner, homePrefix } = daemonOwner(config.home);
-    // Several daemons share one database: each claims its own projects first, as the registry's live daemons share them out.
+    // Several daemons share one database: rate limits and 429 parks live in it, not in one process, and
+    // each claims its own projects first, as the registry's claiming daemons share them out.
     const owners = store.exclusive ? null : new OwnProjects(owner);
-    const flow = { ...flowControlOf(config.flow, operations, router, store.exclusive ? null : sharedRateLimits), owners };
+    const flow = flowControlOf(config.flow, operations, router, owners ? sharedRateLimits : null, owners);
     const ctx: EngineContext = {
       owner,
       routeOf: (logical) => router.route(logical),

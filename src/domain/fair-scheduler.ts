@@ -74,13 +74,19 @@ export class FairScheduler {
    * Two passes over the candidates and no allocation once every project has been seen: it runs once per
    * claim, over every project's heads (a sort, a ranked copy and a map per pick showed in the engine's
    * CPU and allocation profiles).
-   * `own`: the projects this daemon prefers (rule 3; null: none, as alone). A third pass when given.
+   * `own`: the projects this daemon prefers (rule 3; null: none, as alone), found in the first pass.
    */
   pick(candidates: readonly Candidate[], now: number, own: ReadonlySet<string> | null = null): Candidate | null {
     if (candidates.length === 0) return null;
     let best = Number.POSITIVE_INFINITY;
-    for (const c of candidates) best = Math.min(best, this.effectivePriority(c, now));
-    const onlyOwn = own !== null && candidates.some((c) => own.has(c.project_id) && this.effectivePriority(c, now) === best);
+    let bestOwn = Number.POSITIVE_INFINITY;
+    for (const c of candidates) {
+      const priority = this.effectivePriority(c, now);
+      best = Math.min(best, priority);
+      if (own?.has(c.project_id)) bestOwn = Math.min(bestOwn, priority);
+    }
+    // Rule 3: an own project has a candidate of the winning class.
+    const onlyOwn = own !== null && bestOwn === best;
     const pick = ++this.picks;
     let chosen: ProjectTurn | undefined;
     let chosenId = '';

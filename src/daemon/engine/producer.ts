@@ -46,7 +46,7 @@ export interface FlowControl {
   /** Each item's request (its operation's model and prompt) is what its estimate and rate limit are for. */
   operations: OperationRegistry;
   /** Several daemons on one Postgres: the projects this daemon claims first (null: one daemon, no preference). */
-  owners?: OwnProjects | null;
+  owners: OwnProjects | null;
 }
 
 export interface ClaimedItem {
