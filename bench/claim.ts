@@ -82,6 +82,7 @@ async function run(variant: Variant, projects: number): Promise<number> {
     scheduler: new FairScheduler({ weights: {}, defaultWeight: 1, agingStepMs: 60_000 }),
     limiter: new RateLimiter(() => ({ requestsPerMinute: null, tokensPerMinute: null })),
     budgetFor: () => budget,
+    owners: null,
     router: new ModelRouter(
       {
         default: {

@@ -140,11 +140,11 @@ export class App implements Services {
     };
     const write = writeTx(writer, clock, hooks);
     const crashAt = o.crashAt ?? neverCrash;
-    // Several daemons share one database: rate limits and 429 parks live in it, not in one process.
     const { owner, homePrefix } = daemonOwner(config.home);
-    // Several daemons share one database: each claims its own projects first, as the registry's live daemons share them out.
+    // Several daemons share one database: rate limits and 429 parks live in it, not in one process, and
+    // each claims its own projects first, as the registry's claiming daemons share them out.
     const owners = store.exclusive ? null : new OwnProjects(owner);
-    const flow = { ...flowControlOf(config.flow, operations, router, store.exclusive ? null : sharedRateLimits), owners };
+    const flow = flowControlOf(config.flow, operations, router, owners ? sharedRateLimits : null, owners);
     const ctx: EngineContext = {
       owner,
       routeOf: (logical) => router.route(logical),
@@ -162,7 +162,8 @@ export class App implements Services {
           homePrefix,
           limits: sharedLimitsOf(config.flow, router.routes()),
           logger,
-          onLiveDaemons: (live) => owners?.setDaemons(live),
+          claiming: () => this.engine.claimsBulk(),
+          onClaimingDaemons: (claiming) => owners?.setDaemons(claiming),
         });
     const walPath = `${config.dbPath}-wal`;
     const gauges = daemonMetricsSource(reader, clock, () => this, walPath);
@@ -241,9 +242,10 @@ export class App implements Services {
 
   /** Recovery scan and engine first, then the scheduler's first tick (which catches up missed periods). */
   async start(): Promise<void> {
-    await this.registry?.start();
+    // Pressure and storage first: the registry's first renewal says whether this daemon claims bulk work.
     this.storage.start();
     this.pressure.start();
+    await this.registry?.start();
     await this.engine.start();
     // After the recovery scan: another daemon's notification wakes a producer that has recovered.
     this.listening = await listenToOtherDaemons(this.store, {
@@ -258,7 +260,10 @@ export class App implements Services {
     this.canary.start();
   }
 
-  /** Stops claiming, drains in-flight calls up to `drainMs`, flushes the writer and closes the database. */
+  /**
+   * Stops claiming (on a shared database, leaves its projects to the other daemons at once), drains
+   * in-flight calls up to `drainMs`, flushes the writer and closes the database.
+   */
   async shutdown(drainMs: number): Promise<{ abandoned: number }> {
     this.storage.stop();
     this.pressure.stop();
@@ -266,7 +271,11 @@ export class App implements Services {
     await this.listening?.close();
     this.maintenance.stop();
     await this.scheduler.stop();
-    const result = await this.engine.stop(drainMs);
+    // The engine stops claiming at once; the registry says so before the drain (not after it), so the
+    // other daemons serve this one's projects while it finishes its calls.
+    const drained = this.engine.stop(drainMs);
+    await this.registry?.renewNow();
+    const result = await drained;
     await this.registry?.leave().catch((err: unknown) => this.logger.warn({ err }, 'could not unregister from the shared database'));
     await this.controlPlane.close();
     await this.tracer.shutdown();

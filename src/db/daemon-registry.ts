@@ -12,6 +12,8 @@ export interface DaemonRegistration {
   settings: string;
   started_at: number;
   seen_at: number;
+  /** 1 while the daemon claims bulk work (not paused by pressure or storage, not stopping), else 0. */
+  claiming: number;
 }
 
 /** Serializes registrations: two daemons starting together with different limits cannot both see none. */
@@ -36,7 +38,7 @@ export function listDaemons(sql: Sql): Promise<DaemonRegistration[]> {
 export async function registerDaemon(sql: Sql, row: DaemonRegistration): Promise<void> {
   expectOneChange(
     await sql.run(
-      'INSERT INTO llm_daemons (owner, settings_hash, settings, started_at, seen_at) VALUES (@owner, @settings_hash, @settings, @started_at, @seen_at)',
+      'INSERT INTO llm_daemons (owner, settings_hash, settings, started_at, seen_at, claiming) VALUES (@owner, @settings_hash, @settings, @started_at, @seen_at, @claiming)',
       { ...row },
     ),
     `register daemon ${row.owner}`,
@@ -44,11 +46,12 @@ export async function registerDaemon(sql: Sql, row: DaemonRegistration): Promise
 }
 
 /**
- * Renews this daemon's row. False when it is gone: another daemon found it lapsed (this one stalled for
- * longer than a lease) and removed it; the caller registers again.
+ * Renews this daemon's row, with whether it claims bulk work now (`claiming`, 1 or 0). False when it is
+ * gone: another daemon found it lapsed (this one stalled for longer than a lease) and removed it; the
+ * caller registers again.
  */
-export async function renewDaemon(sql: Sql, owner: string, now: number): Promise<boolean> {
-  return (await sql.run('UPDATE llm_daemons SET seen_at = ? WHERE owner = ?', [now, owner])).changes === 1;
+export async function renewDaemon(sql: Sql, p: { owner: string; seen_at: number; claiming: number }): Promise<boolean> {
+  return (await sql.run('UPDATE llm_daemons SET seen_at = @seen_at, claiming = @claiming WHERE owner = @owner', p)).changes === 1;
 }
 
 /** This daemon's row, if it is still there (a lapsed row may already be gone). */

@@ -14,9 +14,12 @@
  *    (claimed, held back, or taken by other daemons), or when another project's item is of a more urgent
  *    class or has aged into one. So class and aging hold across all projects as before, and weights hold
  *    among the projects a daemon picks from; across daemons a project is served by its owner first and
- *    by the others when they have free slots their own projects cannot fill. A project whose owner is
- *    slow or paused (pressure, an open breaker) still gets every other daemon's spare slots, and an owner
- *    that stops renewing its registration stops owning within seconds (runtime/daemon-registry.ts).
+ *    by the others when they have free slots their own projects cannot fill. Only daemons that claim bulk
+ *    work own projects (runtime/daemon-registry.ts): one paused by pressure or storage, or stopping, owns
+ *    none from the others' next renewal on (2 s), so its projects compete in their rounds like their own.
+ *    An owner killed without a goodbye owns its projects until it misses renewals for LIVE_MS (15 s); an
+ *    owner that is slow, or whose route is held (breaker, rate limit), keeps its projects, which then get
+ *    only the others' spare slots: they may be none while the others' own backlogs last.
  *    One daemon alone has no preference: it picks exactly as without this rule.
  *
  * Pure and in memory: the rotation state matters for fairness only, never for correctness, so a
@@ -71,13 +74,19 @@ export class FairScheduler {
    * Two passes over the candidates and no allocation once every project has been seen: it runs once per
    * claim, over every project's heads (a sort, a ranked copy and a map per pick showed in the engine's
    * CPU and allocation profiles).
-   * `own`: the projects this daemon prefers (rule 3; null: none, as alone). A third pass when given.
+   * `own`: the projects this daemon prefers (rule 3; null: none, as alone), found in the first pass.
    */
   pick(candidates: readonly Candidate[], now: number, own: ReadonlySet<string> | null = null): Candidate | null {
     if (candidates.length === 0) return null;
     let best = Number.POSITIVE_INFINITY;
-    for (const c of candidates) best = Math.min(best, this.effectivePriority(c, now));
-    const onlyOwn = own !== null && candidates.some((c) => own.has(c.project_id) && this.effectivePriority(c, now) === best);
+    let bestOwn = Number.POSITIVE_INFINITY;
+    for (const c of candidates) {
+      const priority = this.effectivePriority(c, now);
+      best = Math.min(best, priority);
+      if (own?.has(c.project_id)) bestOwn = Math.min(bestOwn, priority);
+    }
+    // Rule 3: an own project has a candidate of the winning class.
+    const onlyOwn = own !== null && bestOwn === best;
     const pick = ++this.picks;
     let chosen: ProjectTurn | undefined;
     let chosenId = '';

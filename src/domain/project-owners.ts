@@ -7,16 +7,20 @@
  * answers holds its own projects' document heads, not every project's (bench/README.md, issue 18 target 9).
  *
  * Every daemon computes the same assignment from what they all see — the live daemons (the registry,
- * `llm_daemons`) and the projects with queued work (a claim round's heads) — with no coordination.
- * Views that differ for a moment (a renewal not yet read, a project drained between two rounds) only make
- * two daemons prefer one project for a while: every claim stays the same guarded statement.
+ * `llm_daemons`, those that claim bulk work) and the projects with due queued work (a claim round's
+ * heads) — with no coordination. Views that differ for a moment (a renewal not yet read; a project whose
+ * due items are all in flight or backing off, or that drained, seen by one daemon's round and not by
+ * another's) only make two daemons prefer one project, or neither, for a while: a cost in locality, not
+ * in correctness, as every claim stays the same guarded statement. Many small projects claimed as they
+ * arrive flicker so, and the assignment is then computed again more often.
  *
  * The assignment is rendezvous hashing with bounded loads: each project ranks the daemons by a hash of
  * (project, daemon) and goes to the first that has room — at most ⌈projects ÷ daemons⌉, and only as many
  * daemons at the ceiling as the division leaves over — the projects taken in the order of their own hash.
  * So it is balanced when projects are few (6 on 3 daemons: 2 each, where rendezvous hashing alone is often
- * 3/2/1; 7: 3/2/2), and stable: a project draining moves at most one or two others, a daemon joining or
- * leaving moves about its own share (a daemon's rank modulo the count would move nearly all).
+ * 3/2/1; 7: 3/2/2), and mostly stable: in the sets the unit test pins, a project draining moves one or
+ * two others and a daemon joining or leaving about its own share (a daemon's rank modulo the count would
+ * move nearly all); with bounded loads a move can cascade, so these are typical figures, not bounds.
  */
 
 /**
@@ -64,9 +68,12 @@ export class OwnProjects {
 
   constructor(private readonly self: string) {}
 
-  /** The live daemons sharing the database, as the registry last read them (this one included or not). */
-  setDaemons(live: readonly string[]): void {
-    const next = [...new Set([...live, this.self])].sort(compare);
+  /**
+   * The live daemons that claim bulk work, as the registry last read them: this one only while it claims
+   * (a paused or stopping daemon owns nothing, and then prefers nothing).
+   */
+  setDaemons(claiming: readonly string[]): void {
+    const next = [...new Set(claiming)].sort(compare);
     if (sameList(next, this.daemons)) return;
     this.daemons = next;
     this.own = null;
@@ -74,10 +81,11 @@ export class OwnProjects {
 
   /**
    * The projects this daemon owns among those of `heads` (a claim round's candidates, any order); null
-   * when it is the only live daemon: then there is no preference at all, and it claims as alone.
+   * when it is the only daemon claiming, or not one of them: then there is no preference at all, and it
+   * claims as alone.
    */
   ownAmong(heads: readonly { project_id: string }[]): ReadonlySet<string> | null {
-    if (this.daemons.length <= 1) return null;
+    if (this.daemons.length <= 1 || !this.daemons.includes(this.self)) return null;
     const projects = [...new Set(heads.map((h) => h.project_id))].sort(compare);
     if (this.own && sameList(projects, this.projects)) return this.own;
     this.projects = projects;

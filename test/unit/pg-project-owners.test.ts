@@ -4,7 +4,7 @@
  * daemon has a free slot. Two real Apps (homes of their own, registered in `llm_daemons`) on one
  * embedded Postgres, real simulator over HTTP holding every call open, so what each claimed stays leased.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -37,11 +37,29 @@ describe('two daemons on one Postgres prefer their own projects', () => {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 
-  /** An App with a home of its own (its own owner id) on the shared database. */
-  function newApp(): App {
+  /**
+   * An App with a home of its own (its own owner id) on the shared database. Its pressure signals are
+   * read under the home, never the machine's /proc: on battery under min_percent (bulk paused) if asked.
+   */
+  function newApp(onBattery = false): App {
     const dir = mkdtempSync(join(tmpdir(), 'cmb-owners-'));
     dirs.push(dir);
-    const env = { OPENAI_BASE_URL: sim.url, OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model', COMBINE_DATABASE_URL: database.url };
+    const root = join(dir, 'pressure-root');
+    mkdirSync(root);
+    if (onBattery) {
+      const bat = join(root, 'sys', 'class', 'power_supply', 'BAT0');
+      mkdirSync(bat, { recursive: true });
+      writeFileSync(join(bat, 'type'), 'Battery\n');
+      writeFileSync(join(bat, 'capacity'), '5\n');
+      writeFileSync(join(bat, 'status'), 'Discharging\n');
+    }
+    const env = {
+      OPENAI_BASE_URL: sim.url,
+      OPENAI_API_KEY: 'k',
+      COMBINE_MODEL: 'test-model',
+      COMBINE_DATABASE_URL: database.url,
+      COMBINE_PRESSURE_ROOT: root,
+    };
     const app = new App({ config: { ...loadConfig(dir, env), maxInFlight: SLOTS }, logger: createLogger(null, 'silent') });
     apps.push(app);
     return app;
@@ -51,8 +69,8 @@ describe('two daemons on one Postgres prefer their own projects', () => {
    * Two daemons registered (not started), each project's owner as they will compute it, and the queue
    * filled with `epics(owner)` epics per project (generate-all: an item per epic) by a third App that never claims.
    */
-  async function twoDaemons(epicsOf: (owner: 'a' | 'b') => number) {
-    const a = newApp();
+  async function twoDaemons(epicsOf: (owner: 'a' | 'b') => number, aOnBattery = false) {
+    const a = newApp(aOnBattery);
     await a.joinSharedDatabase();
     const ownerOf = async () => (await a.reader.all<{ owner: string }>('SELECT owner FROM llm_daemons')).map((r) => r.owner);
     const [ownerA] = await ownerOf();
@@ -110,5 +128,57 @@ describe('two daemons on one Postgres prefer their own projects', () => {
     // Every slot busy; what waits is A's, and only because both daemons are full.
     expect((await leasedOf(a)).filter((l) => l.lease_owner === ownerA)).toHaveLength(SLOTS);
     expect(await queuedOf(a)).toBe(2 * 4 + 2 - 2 * SLOTS);
+  });
+
+  it('a live owner paused by pressure owns nothing: the other daemon serves its projects though it has its own backlog', async () => {
+    // A is on battery under min_percent: only interactive work. Without the `claiming` flag A kept owning
+    // its projects and B took only its own (A's got nothing until B's own backlog drained).
+    const { a, b, ownerB, ownProjects } = await twoDaemons(() => 4, true);
+    await a.start();
+    await a.engine.claimDue();
+    expect(a.pressure.snapshot().paused).toEqual(['bulk', 'scheduled']);
+    expect(await leasedOf(a)).toHaveLength(0);
+    await b.start();
+    await b.engine.claimDue();
+    const ofB = (await leasedOf(b)).filter((l) => l.lease_owner === ownerB);
+    expect(ofB).toHaveLength(SLOTS);
+    // B alone claims: no preference, every project in turn (one item of each of the four).
+    expect(ofB.filter((l) => ownProjects.a.includes(l.project_id))).toHaveLength(2);
+  });
+
+  it('a stopping daemon gives up its projects when it stops claiming, before its drain ends', async () => {
+    // Calls held until released, so A's drain can end.
+    sim.setFaults([{ kind: 'hold' }]);
+    const { a, b, ownerA, ownerB, ownProjects } = await twoDaemons(() => 4);
+    await a.start();
+    await a.engine.claimDue();
+    const ofA = await leasedOf(a);
+    expect(ofA).toHaveLength(SLOTS);
+    for (const l of ofA) expect(ownProjects.a).toContain(l.project_id);
+    // A drains its calls for as long as they are held; its row says meanwhile that it claims no more (at
+    // once: shutdown renews when the engine stops claiming; the periodic renewal would say it within
+    // RENEW_MS). Were ownership left only after the drain, this wait would last until the test's timeout.
+    apps.splice(apps.indexOf(a), 1);
+    const stopped = a.shutdown(600_000);
+    const claimingOf = async () => (await b.reader.get<{ claiming: number }>('SELECT claiming FROM llm_daemons WHERE owner = ?', [ownerA]))?.claiming;
+    while ((await claimingOf()) !== 0) await new Promise((r) => setTimeout(r, 20));
+    // B reads it at its first renewal: it alone claims, every project in turn, A's too.
+    await b.start();
+    await b.engine.claimDue();
+    const ofB = (await leasedOf(b)).filter((l) => l.lease_owner === ownerB);
+    expect(ofB).toHaveLength(SLOTS);
+    expect(ofB.filter((l) => ownProjects.a.includes(l.project_id))).toHaveLength(2);
+    // A is still draining: its calls are still held.
+    expect((await leasedOf(b)).filter((l) => l.lease_owner === ownerA)).toHaveLength(SLOTS);
+    // Released as they arrive (some may still be on their way), until A's drain ends.
+    let drained = false;
+    void stopped.then(() => {
+      drained = true;
+    });
+    while (!drained) {
+      sim.release();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect((await stopped).abandoned).toBe(0);
   });
 });

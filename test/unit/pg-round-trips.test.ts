@@ -7,7 +7,9 @@
  *   race holds that transaction open until the generate-all's insert waits for it; one whose thread ends
  *   before the generate-all reads it back makes the write run again, creating the child anew;
  * - a claim round: each claim's candidate read brings its group's next head, so the round reads the heads
- *   once, not its project's again after every claim (one round trip per claimed item before).
+ *   once, not its project's again after every claim (one round trip per claimed item before);
+ * - sharing the database, an own project whose item is held back (here its budget lock busy) competes as
+ *   any other for the rest of the round: the round reads one of its items, not all of them first.
  * Real Postgres, the real submit and claim round.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -29,7 +31,9 @@ import { submitOperation, type SubmitOptions } from '../../src/daemon/services/s
 import { loadOperations } from '../../src/operations/loader.js';
 import type { OperationRegistry } from '../../src/operations/registry.js';
 import { project, waitUntil } from '../helpers/harness.js';
-import { backendPid, openRaceDatabase, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+import { backendPid, NO_HOOKS, oneAttemptWrite, openRaceDatabase, pausedWriteBy, type RaceDatabase, writesWaitingFor } from '../helpers/pg-race.js';
+import { assignProjectOwners, OwnProjects } from '../../src/domain/project-owners.js';
+import { lockKeyForTransaction } from '../../src/db/key-locks.js';
 
 let db: RaceDatabase;
 let home: string;
@@ -231,5 +235,50 @@ describe('a claim round reads its heads once, each group’s next head coming wi
     expect(round.claimed.map((c) => c.item.id)).toEqual(['a1', 'b1', 'c1', 'a2', 'b2', 'c2']);
     // The round's one read of every group's heads; no project's heads read again (six more before).
     expect(sql.texts.filter((t) => t.includes('WITH RECURSIVE g(project_id, priority)'))).toHaveLength(1);
+  });
+});
+
+describe('an own project whose item is held back competes as any other for the rest of the round', () => {
+  it("a busy budget lock of an own project: the round does not walk all that project's items before the others'", async () => {
+    const projects = ['a', 'b', 'c', 'z'];
+    const counts: Record<string, number> = { a: 3, b: 3, c: 3, z: 20 };
+    for (const p of projects) {
+      for (let i = 1; i <= counts[p]!; i++) {
+        const id = `${p}${i}`;
+        await insertThread(db.reader, { ...testThreadRow(id), space_id: p });
+        await insertWorkItem(db.reader, testWorkItemRow(id, { project_id: p, not_before: i }));
+      }
+    }
+    // Another daemon's view for which this one ('d1') owns a and z, both budgeted.
+    const other = Array.from({ length: 200 }, (_, i) => `d${i + 2}`).find((d) => {
+      const owners = assignProjectOwners(projects, ['d1', d]);
+      return projects.filter((p) => owners.get(p) === 'd1').join() === 'a,z';
+    })!;
+    const owners = new OwnProjects('d1');
+    owners.setDaemons(['d1', other]);
+    const config = loadConfig(home, { OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model' });
+    const flow = { ...flowControlOf(config.flow, operations, createModelRouter(config, undefined), null, owners), budgetFor: () => ({ total_tokens: 1e12 }) };
+    const write = oneAttemptWrite(db.pool, { ...NO_HOOKS, budgeted: (p) => p === 'a' || p === 'z' });
+    // z's budget lock is held by another transaction: the round's try finds it busy (a's, taken first, waits for none).
+    const holder = pausedWriteBy(
+      write,
+      (tx) => lockKeyForTransaction(tx.sql, 'budget:z'),
+      async () => {},
+    );
+    await holder.reached;
+    let sql!: CountingSql;
+    const round = await write((tx) => {
+      sql = new CountingSql(tx.sql);
+      return claimWorkItems({ ...tx, sql }, flow, 'd1', 5, 60_000);
+    });
+    holder.go();
+    await holder.done;
+    // Its own a first, then the others in turn; z's items are held back.
+    expect(round.claimed.map((c) => c.item.id)).toEqual(['a1', 'a2', 'a3', 'b1', 'c1']);
+    // Candidates read: the five claimed and z's first, held back; z then competes as b and c do and has no
+    // turn before the round is full. Before the hold left z out of the round's own set, the round read every
+    // one of z's 20 items (each held back) before b1.
+    const candidateReads = sql.texts.filter((t) => t.startsWith('SELECT c.*, nx.id AS x_next_id')).length;
+    expect(candidateReads).toBe(6);
   });
 });

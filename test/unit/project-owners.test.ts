@@ -92,15 +92,17 @@ describe('project owners', () => {
     expect(loads(two)).toEqual([30, 30]);
   });
 
-  it("one daemon's view: no preference alone; its share of the heads' projects, recomputed when daemons or projects change", () => {
+  it("one daemon's view: no preference alone or while not claiming; its share of the heads' projects, recomputed when daemons or projects change", () => {
     const [a, b] = daemons(2) as [string, string];
     const view = new OwnProjects(a);
     const heads = projects(4).flatMap((p) => [{ project_id: p }, { project_id: p }]);
     expect(view.ownAmong(heads)).toBeNull();
     view.setDaemons([a]);
     expect(view.ownAmong(heads)).toBeNull();
-    // The registry's list without this daemon (read before it joined) counts it all the same.
+    // Another daemon claims, and this one does not (paused, stopping): it owns nothing and prefers nothing.
     view.setDaemons([b]);
+    expect(view.ownAmong(heads)).toBeNull();
+    view.setDaemons([b, a]);
     const mine = view.ownAmong(heads);
     const owners = assignProjectOwners(projects(4), [a, b]);
     expect([...mine!].sort()).toEqual(projects(4).filter((p) => owners.get(p) === a));

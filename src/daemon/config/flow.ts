@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { BudgetLimits, ModelPrice } from '../../domain/budget.js';
 import type { ModelRateLimits } from '../../domain/rate-limit.js';
 import { FairScheduler } from '../../domain/fair-scheduler.js';
+import type { OwnProjects } from '../../domain/project-owners.js';
 import { RateLimiter } from '../../domain/rate-limit.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { FlowControl } from '../engine/producer.js';
@@ -89,7 +90,13 @@ export function checkPricesCoverBudgets(flow: FlowConfig, models: Record<string,
 const NO_BUCKETS: ModelRateLimits = { requestsPerMinute: null, tokensPerMinute: null };
 
 /** The engine's flow control from the configuration: the fair scheduler, the rate limiter, budgets and prices. */
-export function flowControlOf(flow: FlowConfig, operations: OperationRegistry, router: ModelRouter, sharedLimits: SharedRateLimits | null = null): FlowControl {
+export function flowControlOf(
+  flow: FlowConfig,
+  operations: OperationRegistry,
+  router: ModelRouter,
+  sharedLimits: SharedRateLimits | null = null,
+  owners: OwnProjects | null = null,
+): FlowControl {
   return {
     scheduler: new FairScheduler({ weights: flow.projectWeights, defaultWeight: flow.defaultWeight, agingStepMs: flow.agingStepMs }),
     // Keyed by route: the model on its endpoint, with its entry's limits (or the top-level ones of its model).
@@ -99,5 +106,6 @@ export function flowControlOf(flow: FlowConfig, operations: OperationRegistry, r
     budgetFor: (projectId) => budgetFor(flow, projectId),
     router,
     operations,
+    owners,
   };
 }

@@ -234,6 +234,15 @@ export class Engine {
     if (this.workQueued && this.inFlight.size < this.o.maxInFlight) this.wake();
   }
 
+  /**
+   * Whether its claim rounds take bulk and scheduled work now: not stopping, claims not paused by storage,
+   * bulk not paused by pressure. On a shared database only such a daemon owns projects
+   * (runtime/daemon-registry.ts): the others serve a paused or stopping daemon's projects at once.
+   */
+  claimsBulk(): boolean {
+    return !this.stopping && this.o.storage?.allowsClaims !== false && this.o.throttle?.claimLimits().maxPriority === undefined;
+  }
+
   /** Claims whatever is due now and returns how many items it started (what `wake` does, awaitable). */
   async claimDue(): Promise<number> {
     while (this.ticking) await new Promise((r) => setImmediate(r));

@@ -46,7 +46,7 @@ export interface FlowControl {
   /** Each item's request (its operation's model and prompt) is what its estimate and rate limit are for. */
   operations: OperationRegistry;
   /** Several daemons on one Postgres: the projects this daemon claims first (null: one daemon, no preference). */
-  owners?: OwnProjects | null;
+  owners: OwnProjects | null;
 }
 
 export interface ClaimedItem {
@@ -90,9 +90,17 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   const allHeads = await listClaimHeads(tx.sql, tx.now);
   // Sharing the database, this daemon's own projects go first (domain/fair-scheduler.ts rule 3): owners
   // are assigned over every project with queued work, as every daemon sees them (not this one's eligible).
-  const own = flow.owners?.ownAmong(allHeads) ?? null;
+  let own = flow.owners?.ownAmong(allHeads) ?? null;
   const heads = allHeads.filter(eligible);
   const refresh = (projectId: string) => replaceProjectHeads(tx, heads, projectId, skipped, eligible);
+  // An item held back (a route's rate limit or breaker, a busy budget lock) and its project's re-read: an
+  // own project then competes as any other for the rest of the round (the set is the cached view's:
+  // copied, not changed), so the round takes its WRR turns instead of walking all its held items first.
+  const holdBack = (item: WorkItemRow) => {
+    skipped.add(item.id);
+    if (own?.has(item.project_id)) own = new Set([...own].filter((p) => p !== item.project_id));
+    return refresh(item.project_id);
+  };
   // Scopes this round has locked: an operation's scope may span projects, so another project's head
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
@@ -114,17 +122,16 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     }
     const { route, estimate, request } = await estimateFor(tx, flow, read);
     if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
-      // Parked (or, sharing the database, taken by another daemon meanwhile): never picked again this round.
-      skipped.add(item.id);
-      await refresh(pick.project_id);
+      // Parked (or, sharing the database, taken by another daemon meanwhile; or its budget lock busy):
+      // never picked again this round.
+      await holdBack(item);
       continue;
     }
     // Each endpoint's breaker and each route's rate limit hold back only their own calls.
     const wait = flow.sharedLimits ? await routeWait(tx, flow, route, estimate.tokens, round) : routeWaitHere(tx, flow, route, estimate.tokens, round);
     if (wait !== 'admitted') {
       if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
-      skipped.add(item.id);
-      await refresh(pick.project_id);
+      await holdBack(item);
       continue;
     }
     const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });

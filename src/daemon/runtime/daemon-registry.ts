@@ -8,9 +8,13 @@
  * Registration is one write under a transaction lock: of two daemons starting together with different
  * limits, the second sees the first. A daemon renews its row every RENEW_MS; a row not renewed for
  * LAPSE_MS (a killed daemon) no longer counts, and a new process of the same home replaces its home's rows.
- * Each renewal also reads the live daemons (rows renewed within LIVE_MS) for `onLiveDaemons`: which
- * projects each daemon claims first (domain/project-owners.ts) follows a daemon joining, leaving or
- * stalling within seconds.
+ * Each renewal also writes whether this daemon claims bulk work now (`claiming`: not paused by pressure
+ * or storage, not stopping) and reads the daemons that do and are live (renewed within LIVE_MS) for
+ * `onClaimingDaemons`: only those own projects (domain/project-owners.ts). Liveness and ownership are
+ * apart: a daemon paused for hours still renews, but its projects are the others' from their next
+ * renewal on (RENEW_MS), and a stopping daemon renews at once (`renewNow`) when it stops claiming,
+ * before its drain. RENEW_MS is short for ownership; LAPSE_MS, which drops a killed daemon's limits, is
+ * deliberately far longer.
  * `seen_at` is each daemon's own clock, compared with another's: daemons on one database are within
  * `database.max_clock_skew` (5 s) of its server, or they refuse to start (runtime/clock-skew.ts), so
  * LAPSE_MS is far above any skew. A daemon that stalls past LAPSE_MS can be joined by one with other
@@ -60,8 +64,10 @@ export interface DaemonRegistryOptions {
   /** sharedLimitsOf(…) of this daemon. */
   limits: string;
   logger: Logger;
-  /** The live daemons' owner ids (this one's included) after each join and renewal. */
-  onLiveDaemons?: (owners: readonly string[]) => void;
+  /** Whether this daemon claims bulk work now: written with each renewal (engine.ts `claimsBulk`). */
+  claiming: () => boolean;
+  /** The owner ids of the live daemons that claim bulk work (this one's if it does) after each join and renewal. */
+  onClaimingDaemons?: (owners: readonly string[]) => void;
 }
 
 export class DaemonRegistry {
@@ -84,11 +90,11 @@ export class DaemonRegistry {
       await removeLapsedDaemons(sql, { staleBefore: now - LAPSE_MS, home_prefix: homePrefix });
       const other = (await listDaemons(sql)).find((d) => d.settings_hash !== this.hash);
       if (other) throw new ConfigError(refusal(limits, other));
-      await registerDaemon(sql, { owner, settings_hash: this.hash, settings: limits, started_at: now, seen_at: now });
-      return liveOwners(await listDaemons(sql), now);
+      await registerDaemon(sql, { owner, settings_hash: this.hash, settings: limits, started_at: now, seen_at: now, claiming: this.claimingFlag() });
+      return claimingOwners(await listDaemons(sql), now);
     });
     this.state = 'in';
-    this.o.onLiveDaemons?.(live);
+    this.o.onClaimingDaemons?.(live);
   }
 
   /**
@@ -105,6 +111,16 @@ export class DaemonRegistry {
     this.timer.unref();
   }
 
+  /**
+   * Renews at once, after any renewal in flight: a daemon that stopped claiming (shutdown, before its
+   * drain) leaves its projects to the others now, not at the next renewal. Nothing if it is not registered.
+   */
+  async renewNow(): Promise<void> {
+    if (this.state !== 'in') return;
+    this.renewing = this.renewing.then(() => this.renew());
+    await this.renewing;
+  }
+
   /** Removes this daemon's row, after any renewal in flight; nothing if it never joined. */
   async leave(): Promise<void> {
     if (this.state !== 'in') return;
@@ -117,20 +133,30 @@ export class DaemonRegistry {
 
   private async renew(): Promise<void> {
     try {
-      const live = await this.o.write(async (sql, now) => ((await renewDaemon(sql, this.o.owner, now)) ? liveOwners(await listDaemons(sql), now) : null));
+      const row = { owner: this.o.owner, claiming: this.claimingFlag() };
+      const live = await this.o.write(async (sql, now) =>
+        (await renewDaemon(sql, { ...row, seen_at: now })) ? claimingOwners(await listDaemons(sql), now) : null,
+      );
       // Gone: this daemon stalled past LAPSE_MS and another start removed its row. Register again (unless
       // it is leaving); a daemon with other limits that started meanwhile is reported, as this one keeps running.
-      if (live) this.o.onLiveDaemons?.(live);
+      if (live) this.o.onClaimingDaemons?.(live);
       else if (this.state === 'in') await this.join();
     } catch (err) {
       this.o.logger.error({ err }, 'renewing this daemon in the shared database failed');
     }
   }
+
+  private claimingFlag(): number {
+    return this.o.claiming() ? 1 : 0;
+  }
 }
 
-/** The owners of the daemons renewed within LIVE_MS (by their own clocks, within the allowed skew of `now`). */
-function liveOwners(rows: readonly DaemonRegistration[], now: number): string[] {
-  return rows.filter((d) => d.seen_at >= now - LIVE_MS).map((d) => d.owner);
+/**
+ * The owners of the daemons that claim bulk work and were renewed within LIVE_MS (by their own clocks,
+ * within the allowed skew of `now`).
+ */
+function claimingOwners(rows: readonly DaemonRegistration[], now: number): string[] {
+  return rows.filter((d) => d.claiming === 1 && d.seen_at >= now - LIVE_MS).map((d) => d.owner);
 }
 
 /** The refusal: which limits differ from the live daemon's, with both values. */

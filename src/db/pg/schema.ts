@@ -334,7 +334,9 @@ export const ledgerCheckpoints = pgTable('llm_ledger_checkpoints', {
  * canonical JSON and its hash. A daemon whose limits differ from a live daemon's refuses to start
  * (db/daemon-registry.ts): the limits are enforced in the claim's transaction with each daemon's own
  * values, so two daemons with different budgets could together spend past the stricter one. A row is
- * live while its daemon renews `seen_at`; a killed daemon's row lapses after one lease.
+ * live while its daemon renews `seen_at`; a killed daemon's row lapses after one lease. `claiming` (1 or 0),
+ * written with each renewal, says whether the daemon claims bulk work now: only those own projects
+ * (domain/project-owners.ts), so one paused by pressure or stopping leaves its projects to the others.
  */
 export const daemons = pgTable('llm_daemons', {
   owner: text('owner').primaryKey(),
@@ -342,4 +344,5 @@ export const daemons = pgTable('llm_daemons', {
   settings: text('settings').notNull(),
   started_at: int8('started_at').notNull(),
   seen_at: int8('seen_at').notNull(),
+  claiming: integer('claiming').notNull().default(1),
 });
