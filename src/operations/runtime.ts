@@ -5,7 +5,7 @@
  */
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentParts, DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
-import { splitDocument } from '../domain/document-parts.js';
+import { splitDocument, type PartsLayout, type Split } from '../domain/document-parts.js';
 import { escapeNul, findNul, NUL_REFUSED } from '../domain/nul.js';
 import type { Operation } from './registry.js';
 import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
@@ -192,13 +192,52 @@ export function contentText(operation: string, content: unknown): string {
  * domain/nul.ts) is refused as an unusable result, the same on both backends: it would be a document
  * part's key or a value later ones are derived from, and Postgres refuses it. JSON text holds a NUL only
  * as the escape `\u0000`, so a result whose text lacks it is not walked; content stored in parts (not
- * made JSON whole: `text` null) is walked.
+ * made JSON whole: `split` set) is walked only where it is new (nulInNewParts).
  */
-function refuseNulInResult(op: Operation, content: unknown, text: string | null, summary: unknown, summaryText: string): void {
-  const inContent = text === null || text.includes('\\u0000') ? findNul(content) : null;
+function refuseNulInResult(
+  op: Operation,
+  result: { content: unknown; text: string | null; split: { layout: PartsLayout; next: Split } | null; summary: unknown; summaryText: string },
+  current: unknown,
+): void {
+  const { content, text, split, summary, summaryText } = result;
+  const inContent = split ? nulInNewParts(split.next, current, split.layout) : text !== null && text.includes('\\u0000') ? findNul(content) : null;
   const inSummary = inContent === null && summaryText.includes('\\u0000') ? findNul(summary) : null;
   if (inContent !== null) throw new OperationCallError(op.name, 'apply', `content ${inContent} ${NUL_REFUSED}`);
   if (inSummary !== null) throw new OperationCallError(op.name, 'apply', `summary ${inSummary} ${NUL_REFUSED}`);
+}
+
+/**
+ * The path of the first U+0000 in content stored in parts, in its head and in the elements `apply` did not
+ * keep from `current`: a kept element is the same (frozen) object, checked when it was planned. Walking
+ * every element would make each mutation cost grow with the document (issue 20 target 2), so this walks
+ * both arrays as planParts does (by identity, then by key; a map of keys only when the order moved) and
+ * reads only the new or changed elements' values.
+ */
+function nulInNewParts(split: Split, current: unknown, layout: PartsLayout): string | null {
+  const inHead = findNul(split.head);
+  if (inHead !== null) return inHead;
+  const before = splitDocument(current, layout)?.elements ?? [];
+  const keyOf = (element: unknown): unknown => (isPlainObject(element) ? element[layout.key] : undefined);
+  let index: Map<unknown, number> | null = null;
+  for (let j = 0, i = 0; j < split.elements.length; j++) {
+    const element = split.elements[j];
+    if (i < before.length && element === before[i]) {
+      i++;
+      continue;
+    }
+    const key = keyOf(element);
+    let at = i < before.length && keyOf(before[i]) === key ? i : undefined;
+    if (at === undefined && key !== undefined) {
+      index ??= new Map(before.map((e, p) => [keyOf(e), p]));
+      at = index.get(key);
+    }
+    if (at !== undefined && at >= i) i = at + 1;
+    if (at !== undefined && element === before[at]) continue;
+    const found = findNul(element);
+    if (found !== null)
+      return `${layout.field}[${j}]${found.startsWith('(root)') ? found.slice('(root)'.length) : found.startsWith('[') ? found : `.${found}`}`;
+  }
+  return null;
 }
 
 /** Runs `apply` and checks its result; throws OperationCallError when it throws or returns something unusable. */
@@ -220,8 +259,8 @@ export function planMutation(
     throw new OperationCallError(op.name, 'apply', `must return JSON values (${(err as Error).message})`);
   }
   if (summaryText.length > LIMITS.summaryBytes) throw new OperationCallError(op.name, 'apply', `the summary exceeds ${LIMITS.summaryBytes} characters as JSON`);
-  refuseNulInResult(op, result.content, text, result.summary, summaryText);
   const split = layout && next ? { layout, next } : null;
+  refuseNulInResult(op, { content: result.content, text, split, summary: result.summary, summaryText }, context.current);
   // The summary as JSON reads it back (no undefined, no Date objects): what the ledger and the mutations row keep.
   return { content: result.content, text, split, summary: JSON.parse(summaryText) as Record<string, unknown> };
 }

@@ -83,9 +83,9 @@ describe("checkAnswer: an answer's failure reasons never hold U+0000 (they are s
 
 describe("an operation's own code putting U+0000 in what is stored: an unusable result on both backends", () => {
   const operation = (definition: Record<string, unknown>) => ({ name: 'x', definition }) as unknown as Operation;
-  const plan = (result: unknown, parts?: unknown) =>
+  const plan = (result: unknown, parts?: unknown, current: unknown = null) =>
     planMutation(operation({ apply: () => result, ...(parts ? { parts } : {}) }), {
-      current: null,
+      current,
       answer: {},
       input: {},
       documents: { get: () => null },
@@ -104,5 +104,31 @@ describe("an operation's own code putting U+0000 in what is stored: an unusable 
     expect(() => plan({ content: { sections: [{ name: 'k\0', text: '' }] }, summary: {} }, parts)).toThrow(/^x\.apply: content sections\[0\]\.name holds/);
     expect(() => plan({ content: {}, summary: { note: '\0' } })).toThrow(/^x\.apply: summary note holds/);
     expect(plan({ content: { a: '\\u0000' }, summary: { b: '\\u0000' } }).text).toBe('{"a":"\\\\u0000"}');
+  });
+
+  it("content in parts: the head and every element apply did not keep are read — changed, new, moved — but no kept one (a mutation's cost stays flat in the document's size)", () => {
+    const parts = { field: 'sections', key: 'name' };
+    // A kept element is the same object as the stored one, checked when it was planned: it is never read
+    // again (reading this one would throw).
+    const kept = Object.freeze(
+      Object.defineProperty({ name: 'k' }, 'text', {
+        enumerable: true,
+        get: () => {
+          throw new Error('a kept element was read');
+        },
+      }),
+    );
+    const other = Object.freeze({ name: 'o', text: '' });
+    const current = { title: 't', sections: [kept, other] };
+    expect(
+      plan({ content: { title: 't', sections: [kept, { name: 'o', text: 'new' }, { name: 'n', text: '' }] }, summary: {} }, parts, current).split,
+    ).not.toBeNull();
+    expect(() => plan({ content: { title: 't', sections: [kept, { name: 'o', text: 'x\0' }] }, summary: {} }, parts, current)).toThrow(
+      /content sections\[1\]\.text holds/,
+    );
+    expect(() => plan({ content: { title: 't', sections: [{ name: 'n\0' }, other, kept] }, summary: {} }, parts, current)).toThrow(
+      /content sections\[0\]\.name holds/,
+    );
+    expect(() => plan({ content: { title: 't\0', sections: [kept, other] }, summary: {} }, parts, current)).toThrow(/content title holds/);
   });
 });
