@@ -272,9 +272,10 @@ export class App implements Services {
     this.maintenance.stop();
     await this.scheduler.stop();
     // The engine stops claiming at once; the registry says so before the drain (not after it), so the
-    // other daemons serve this one's projects while it finishes its calls.
+    // other daemons serve this one's projects while it finishes its calls. That write never holds the
+    // shutdown longer than the drain does; a forced one (no drain) skips it, as leave() follows at once.
     const drained = this.engine.stop(drainMs);
-    await this.registry?.renewNow();
+    if (drainMs > 0) await Promise.race([this.registry?.renewNow(), drained]);
     const result = await drained;
     await this.registry?.leave().catch((err: unknown) => this.logger.warn({ err }, 'could not unregister from the shared database'));
     await this.controlPlane.close();

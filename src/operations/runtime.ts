@@ -200,7 +200,7 @@ function refuseNulInResult(
   current: unknown,
 ): void {
   const { content, text, split, summary, summaryText } = result;
-  const inContent = split ? nulInNewParts(split.next, current, split.layout) : text !== null && text.includes('\\u0000') ? findNul(content) : null;
+  const inContent = split ? nulInNewParts(split.next, current, split.layout) : text?.includes('\\u0000') ? findNul(content) : null;
   const inSummary = inContent === null && summaryText.includes('\\u0000') ? findNul(summary) : null;
   if (inContent !== null) throw new OperationCallError(op.name, 'apply', `content ${inContent} ${NUL_REFUSED}`);
   if (inSummary !== null) throw new OperationCallError(op.name, 'apply', `summary ${inSummary} ${NUL_REFUSED}`);
@@ -208,10 +208,12 @@ function refuseNulInResult(
 
 /**
  * The path of the first U+0000 in content stored in parts, in its head and in the elements `apply` did not
- * keep from `current`: a kept element is the same (frozen) object, checked when it was planned. Walking
- * every element would make each mutation cost grow with the document (issue 20 target 2), so this walks
- * both arrays as planParts does (by identity, then by key; a map of keys only when the order moved) and
- * reads only the new or changed elements' values.
+ * keep from `current`: a kept element is the same (frozen) object, checked when it was planned (or stored
+ * by a build before these checks, in a SQLite home: what it holds was stored already). Walking every
+ * element would make each mutation cost grow with the document (issue 20 target 2), so this walks both
+ * arrays as planParts does (by identity, then by key) and reads only the new, changed or moved elements'
+ * values. The map of keys is made only when an element moved or was removed before the stored array's
+ * end, never for elements appended after it (generate-all's case: each epic's stories are appended).
  */
 function nulInNewParts(split: Split, current: unknown, layout: PartsLayout): string | null {
   const inHead = findNul(split.head);
@@ -227,7 +229,7 @@ function nulInNewParts(split: Split, current: unknown, layout: PartsLayout): str
     }
     const key = keyOf(element);
     let at = i < before.length && keyOf(before[i]) === key ? i : undefined;
-    if (at === undefined && key !== undefined) {
+    if (at === undefined && key !== undefined && (index !== null || i < before.length)) {
       index ??= new Map(before.map((e, p) => [keyOf(e), p]));
       at = index.get(key);
     }

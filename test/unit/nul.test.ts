@@ -131,4 +131,25 @@ describe("an operation's own code putting U+0000 in what is stored: an unusable 
     );
     expect(() => plan({ content: { title: 't\0', sections: [kept, other] }, summary: {} }, parts, current)).toThrow(/content title holds/);
   });
+
+  it('content in parts: a kept element moved, others appended or removed around it is never read; a NUL in a keyless or changed element is found', () => {
+    const parts = { field: 'sections', key: 'name' };
+    const kept = Object.freeze(
+      Object.defineProperty({ name: 'k' }, 'text', {
+        enumerable: true,
+        get: () => {
+          throw new Error('a kept element was read');
+        },
+      }),
+    );
+    const other = Object.freeze({ name: 'o', text: '' });
+    const current = { title: 't', sections: [kept, other] };
+    expect(plan({ content: { title: 't', sections: [other, kept] }, summary: {} }, parts, current).split).not.toBeNull();
+    expect(plan({ content: { title: 't', sections: [other, kept, { name: 'z', text: '' }] }, summary: {} }, parts, current).split).not.toBeNull();
+    expect(plan({ content: { title: 't', sections: [kept] }, summary: {} }, parts, current).split).not.toBeNull();
+    expect(() => plan({ content: { title: 't', sections: [kept, 'a\0'] }, summary: {} }, parts, current)).toThrow(/sections\[1\] holds/);
+    expect(() => plan({ content: { title: 't', sections: [{ name: 'o', text: '\0' }, kept] }, summary: {} }, parts, current)).toThrow(
+      /sections\[0\]\.text holds/,
+    );
+  });
 });

@@ -19,6 +19,10 @@
  * `database.max_clock_skew` (5 s) of its server, or they refuse to start (runtime/clock-skew.ts), so
  * LAPSE_MS is far above any skew. A daemon that stalls past LAPSE_MS can be joined by one with other
  * limits meanwhile; it then logs an error at every renewal until an operator stops one of them.
+ * Upgrade every daemon of a database together: a daemon of a build before project owners (pg 0022) counts
+ * as claiming and is given projects it does not prefer, and its 10 s renewals fall in and out of LIVE_MS —
+ * those projects get the others' spare slots only until every daemon runs this build (locality, never
+ * correctness: every claim is the same guarded statement).
  */
 import { createHash } from 'node:crypto';
 import { ConfigError } from '../../core/errors.js';
