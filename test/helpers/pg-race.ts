@@ -19,6 +19,13 @@ import type { OperationRegistry } from '../../src/operations/registry.js';
 import { neverCrash } from '../../src/core/crash.js';
 import { waitUntil } from './harness.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from './postgres.js';
+import type { LedgerRow } from '../../src/db/schema.js';
+import { acquireLock } from '../../src/db/locks.js';
+import { insertThread } from '../../src/db/threads.js';
+import { insertWorkItem } from '../../src/db/work-items.js';
+import { recordResponse } from '../../src/daemon/engine/completer.js';
+import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
+import { testThreadRow, testWorkItemRow } from './rows.js';
 
 /** No scheduled runs to finalize, no budgets. */
 /** Daemon `owner`'s engine context for the race tests: every call goes to one route; nothing is priced. */
@@ -160,4 +167,24 @@ export async function holderThenTwoWrites(
   hold.go();
   await hold.done;
   for (const r of await Promise.allSettled([waitingFirst, waitingSecond])) if (r.status === 'rejected') throw r.reason;
+}
+
+/**
+ * Item `id` of child thread `t-<id>` of orchestration `t-o` (running, leased by d1, its lock held), stories
+ * for epic `E<epic>` of project p recorded as its answer: what a closure of answers then finishes.
+ */
+export async function storiesAnswered(sql: Sql, write: Write, ctx: EngineContext, id: string, epic: number): Promise<LedgerRow> {
+  await insertThread(sql, {
+    ...testThreadRow(id),
+    kind: 'story_generate_epic',
+    status: 'running',
+    parent_thread_id: 't-o',
+    input: JSON.stringify({ project_id: 'p', epic_id: `E${epic}` }),
+    target_ref: JSON.stringify({ project_id: 'p', doc_type: 'story_backlog', epic_id: `E${epic}` }),
+  });
+  const item = testWorkItemRow(id, { status: 'running', project_id: 'p', lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 });
+  await insertWorkItem(sql, item);
+  await acquireLock(sql, { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
+  const answer = { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) };
+  return (await write((tx) => recordResponse(tx, ctx, id, paidAnswerOf(answer)))).row;
 }

@@ -23,25 +23,18 @@ import { systemClock } from '../../src/core/clock.js';
 import { writeTx } from '../../src/core/tx.js';
 import { forgetDocuments } from '../../src/db/document-cache.js';
 import { readWholeDocument } from '../../src/db/document-parts.js';
-import { acquireLock } from '../../src/db/locks.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
-import type { LedgerRow } from '../../src/db/schema.js';
 import { getThread, insertThread } from '../../src/db/threads.js';
-import { insertWorkItem } from '../../src/db/work-items.js';
-import { finishAnswer, recordResponse } from '../../src/daemon/engine/completer.js';
+import { finishAnswer } from '../../src/daemon/engine/completer.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import { importProject } from '../../src/daemon/services/commands.js';
 import type { EngineHooks, Write } from '../../src/daemon/engine/tx.js';
 import { finalizeRunsOfThreads } from '../../src/daemon/scheduler/finalize.js';
-import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
-import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
-import { builtinDefinitions } from '../../src/operations/loader.js';
-import { OperationRegistry } from '../../src/operations/registry.js';
 import { project } from '../helpers/harness.js';
-import { PARAMS } from '../helpers/operations.js';
-import { openRaceDatabase, paidAnswerOf, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
-import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+import { builtinRegistry } from '../helpers/operations.js';
+import { openRaceDatabase, type RaceDatabase, storiesAnswered, testEngineContext } from '../helpers/pg-race.js';
+import { testThreadRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
 /** The daemon's own `threadsEnded` hook (daemon/app.ts): finalizing the runs the ended threads work for. */
@@ -78,32 +71,9 @@ function useDatabase(): void {
   afterAll(() => db?.drop());
 }
 
-const operations = new OperationRegistry(builtinDefinitions(), {
-  retry: DEFAULT_RETRY_POLICY,
-  params: PARAMS,
-  models: {},
-  operations: {},
-  configSource: 'test',
-});
-const ctx = testEngineContext('d1', operations);
+const ctx = testEngineContext('d1', builtinRegistry());
 
-/** Item `id` of child thread `t-<id>` of orchestration `t-o`, stories for epic `E<epic>` of project p recorded as its answer. */
-async function storiesAnswered(id: string, epic: number): Promise<LedgerRow> {
-  const input = { project_id: 'p', epic_id: `E${epic}` };
-  await insertThread(db.reader, {
-    ...testThreadRow(id),
-    kind: 'story_generate_epic',
-    status: 'running',
-    parent_thread_id: 't-o',
-    input: JSON.stringify(input),
-    target_ref: JSON.stringify({ project_id: 'p', doc_type: 'story_backlog', epic_id: `E${epic}` }),
-  });
-  const item = testWorkItemRow(id, { status: 'running', project_id: 'p', lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 });
-  await insertWorkItem(db.reader, item);
-  await acquireLock(db.reader, { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
-  const answer = { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) };
-  return (await write((tx) => recordResponse(tx, ctx, id, paidAnswerOf(answer)))).row;
-}
+const answered = (id: string, epic: number) => storiesAnswered(db.reader, write, ctx, id, epic);
 
 const count = (pattern: RegExp) => sent.filter((text) => pattern.test(text)).length;
 
@@ -111,7 +81,7 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
   useDatabase();
   beforeAll(async () => {
     await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
-    const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2)];
+    const responses = [await answered('a', 1), await answered('b', 2)];
     const finishes = itemWrites(write, ctx, 'postgres');
     recording = true;
     const outcomes = await Promise.all(['a', 'b'].map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined })));
@@ -168,7 +138,7 @@ describe('an answer whose item no longer holds its lock row, on Postgres', () =>
   useDatabase();
   it('is refused in the release-and-end statement: nothing of it commits', async () => {
     await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
-    const response = await storiesAnswered('a', 1);
+    const response = await answered('a', 1);
     await db.reader.run('DELETE FROM locks WHERE owner = ?', ['a']);
     await expect(write((tx) => finishAnswer(tx, ctx, 'a', response, false))).rejects.toThrow(/work item a no longer holds its lock/);
     expect((await getThread(db.reader, 't-a'))!.status).toBe('running');

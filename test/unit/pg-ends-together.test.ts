@@ -16,25 +16,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { writeTx } from '../../src/core/tx.js';
 import { forgetDocuments } from '../../src/db/document-cache.js';
-import { acquireLock } from '../../src/db/locks.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import type { LedgerRow, ThreadRow } from '../../src/db/schema.js';
 import { endChildrenLockingParents } from '../../src/db/thread-close.js';
 import { getThread, insertThread } from '../../src/db/threads.js';
-import { insertWorkItem } from '../../src/db/work-items.js';
-import { recordResponse } from '../../src/daemon/engine/completer.js';
 import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import { importProject } from '../../src/daemon/services/commands.js';
 import type { EngineHooks, Write } from '../../src/daemon/engine/tx.js';
-import { simulatedStories } from '../../src/operations/builtin/story_generate_epic/simulate.js';
-import { DEFAULT_RETRY_POLICY } from '../../src/domain/retry.js';
-import { builtinDefinitions } from '../../src/operations/loader.js';
-import { OperationRegistry } from '../../src/operations/registry.js';
 import { project } from '../helpers/harness.js';
-import { PARAMS } from '../helpers/operations.js';
-import { openRaceDatabase, paidAnswerOf, type RaceDatabase, testEngineContext } from '../helpers/pg-race.js';
-import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
+import { builtinRegistry } from '../helpers/operations.js';
+import { openRaceDatabase, type RaceDatabase, storiesAnswered, testEngineContext } from '../helpers/pg-race.js';
+import { testThreadRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
 let write: Write;
@@ -72,31 +65,9 @@ function useDatabase(): void {
   afterAll(() => db?.drop());
 }
 
-const operations = new OperationRegistry(builtinDefinitions(), {
-  retry: DEFAULT_RETRY_POLICY,
-  params: PARAMS,
-  models: {},
-  operations: {},
-  configSource: 'test',
-});
-const ctx = testEngineContext('d1', operations);
+const ctx = testEngineContext('d1', builtinRegistry());
 
-/** Item `id` of child thread `t-<id>` of orchestration `t-o`, stories for epic `E<epic>` of project p recorded as its answer. */
-async function storiesAnswered(id: string, epic: number): Promise<LedgerRow> {
-  await insertThread(db.reader, {
-    ...testThreadRow(id),
-    kind: 'story_generate_epic',
-    status: 'running',
-    parent_thread_id: 't-o',
-    input: JSON.stringify({ project_id: 'p', epic_id: `E${epic}` }),
-    target_ref: JSON.stringify({ project_id: 'p', doc_type: 'story_backlog', epic_id: `E${epic}` }),
-  });
-  const item = testWorkItemRow(id, { status: 'running', project_id: 'p', lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 });
-  await insertWorkItem(db.reader, item);
-  await acquireLock(db.reader, { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
-  const answer = { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) };
-  return (await write((tx) => recordResponse(tx, ctx, id, paidAnswerOf(answer)))).row;
-}
+const answered = (id: string, epic: number) => storiesAnswered(db.reader, write, ctx, id, epic);
 
 /** The three items' answers finished together (one shared closure: asked while none runs yet). */
 async function finishTogether(ids: readonly string[], responses: readonly LedgerRow[]): Promise<unknown[]> {
@@ -116,7 +87,7 @@ const mutated = async () =>
 describe('the last children of an orchestration, answered in one closure', () => {
   useDatabase();
   it('end in one statement, and the orchestration closes exactly once', async () => {
-    const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2), await storiesAnswered('c', 3)];
+    const responses = [await answered('a', 1), await answered('b', 2), await answered('c', 3)];
     expect(await finishTogether(['a', 'b', 'c'], responses)).toEqual(['applied', 'applied', 'applied']);
     expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
     expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
@@ -131,7 +102,7 @@ describe('the last children of an orchestration, answered in one closure', () =>
 describe('a closure of answers, one of whose items no longer holds its lock row', () => {
   useDatabase();
   it('rolls back, and each step runs again alone: the others applied, that one refused', async () => {
-    const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2), await storiesAnswered('c', 3)];
+    const responses = [await answered('a', 1), await answered('b', 2), await answered('c', 3)];
     await db.reader.run('DELETE FROM locks WHERE owner = ?', ['b']);
     const outcomes = await finishTogether(['a', 'b', 'c'], responses);
     expect(outcomes[0]).toBe('applied');
@@ -149,7 +120,7 @@ describe('a closure of answers, one of whose items no longer holds its lock row'
 describe('a closure of answers, one of whose children was canceled since it was read', () => {
   useDatabase();
   it('rolls back on its end guard, and each step runs again alone: the canceled one not applied', async () => {
-    const responses = [await storiesAnswered('a', 1), await storiesAnswered('b', 2), await storiesAnswered('c', 3)];
+    const responses = [await answered('a', 1), await answered('b', 2), await answered('c', 3)];
     const finishes = itemWrites(write, ctx, 'postgres');
     ended = [];
     sent = [];
@@ -185,8 +156,8 @@ describe('a closure of answers, one of whose children was canceled since it was 
 describe("a closure's end statement, one of whose items no longer holds its lock row", () => {
   useDatabase();
   it('releases every lock row before it touches a thread (LOCK ORDER 3 before 4): it stops without waiting for a child another transaction holds', async () => {
-    await storiesAnswered('a', 1);
-    await storiesAnswered('b', 2);
+    await answered('a', 1);
+    await answered('b', 2);
     await db.reader.run('DELETE FROM locks WHERE owner = ?', ['b']);
     const threads = [(await getThread(db.reader, 't-a'))!, (await getThread(db.reader, 't-b'))!];
     const blocker = await db.pool.connect();
