@@ -23,11 +23,10 @@ import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimi
 import { ANSWER_SLOTS, START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import { untilStored } from './until-stored.js';
+import { WakeTimer } from './wake-timer.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 
-/** The longest the engine sleeps before looking at the queue again. */
-const MAX_SLEEP_MS = 3_600_000;
 /** How soon a claim round looks again at an item that was due but not claimed (see scheduleNextDue). */
 const DUE_RECHECK_MS = 1000;
 
@@ -101,7 +100,7 @@ export class Engine {
   private ticking = false;
   private tickAgain = false;
   private tickScheduled = false;
-  private dueTimer: NodeJS.Timeout | null = null;
+  private readonly wakeTimer: WakeTimer;
   /** What calls' outcomes hold back: breakers, 429 parks, the rate limiter's refusals. */
   private readonly holds: ProviderHolds;
   /** Lease heartbeats and the recovery scan. */
@@ -120,6 +119,7 @@ export class Engine {
   private readonly log: Logger;
 
   constructor(private readonly o: EngineOptions) {
+    this.wakeTimer = new WakeTimer(o.clock, () => this.wake());
     this.log = o.logger.child({ component: 'engine', thread_id: null, work_item_id: null });
     this.leaseMs = o.leaseMs ?? o.callTimeoutMs + 30_000;
     this.spans = new EngineSpans(o.tracer ?? noTracer);
@@ -145,7 +145,7 @@ export class Engine {
       log: this.log,
       defaultWaitMs: () => o.ctx.operations.defaultPolicy.baseMs,
       write: o.write,
-      scheduleAt: (at) => this.scheduleAt(at),
+      scheduleAt: (at) => this.wakeTimer.at(at),
       wake: () => this.wake(),
     });
     this.leases = new LeaseUpkeep({
@@ -265,7 +265,7 @@ export class Engine {
    */
   async stop(drainMs: number): Promise<{ abandoned: number }> {
     this.stopping = true;
-    if (this.dueTimer) clearTimeout(this.dueTimer);
+    this.wakeTimer.stop();
     for (const t of this.timers) clearInterval(t);
     if (this.inFlight.size > 0) {
       await new Promise<void>((resolve) => {
@@ -289,7 +289,7 @@ export class Engine {
     const now = this.o.clock.now();
     if (now < this.lastClaimAt + minIntervalMs) {
       // A busy machine: claim rounds are spaced out (woken again when the pressure ends).
-      this.scheduleAt(this.lastClaimAt + minIntervalMs);
+      this.wakeTimer.at(this.lastClaimAt + minIntervalMs);
       return 0;
     }
     this.ticking = true;
@@ -323,7 +323,7 @@ export class Engine {
       if (!this.tickAgain) await this.scheduleNextDue();
     } catch (err) {
       this.log.error({ err }, 'claim failed; retrying in 1s');
-      this.scheduleAt(this.o.clock.now() + 1000);
+      this.wakeTimer.at(this.o.clock.now() + 1000);
     } finally {
       this.ticking = false;
       if (this.tickAgain) {
@@ -353,22 +353,7 @@ export class Engine {
     // connection after this round's snapshot, whose wake-up came before the round began. Look again soon
     // rather than wait for an event that may not come.
     if (due !== null && due <= now && this.inFlight.size < this.o.maxInFlight) candidates.push(now + DUE_RECHECK_MS);
-    if (candidates.length > 0) this.scheduleAt(Math.min(...candidates));
-  }
-
-  private scheduleAt(at: number): void {
-    if (this.stopping) return;
-    if (this.dueTimer) clearTimeout(this.dueTimer);
-    // Capped: a parked item's far-future not_before must not overflow setTimeout (it would fire at once),
-    // and a long sleep re-checks now and then anyway.
-    this.dueTimer = setTimeout(
-      () => {
-        this.dueTimer = null;
-        this.wake();
-      },
-      Math.min(MAX_SLEEP_MS, Math.max(0, at - this.o.clock.now())),
-    );
-    this.dueTimer.unref();
+    if (candidates.length > 0) this.wakeTimer.at(Math.min(...candidates));
   }
 
   /** Runs one leased item: `claim` is how it was claimed (its route), or null when recovery resumes a recorded answer. */
