@@ -22,11 +22,13 @@ import { project, waitUntil } from '../helpers/harness.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 const ROUNDS = 5;
-const EPICS = 40;
+// Enough children, answered slowly enough, that the cancel (sent once 5 have completed) always lands while
+// the others are still ending: with 40 answered in 5 ms, all could complete before it (CONFLICT: already complete).
+const EPICS = 120;
 
 let sim: Simulator;
 beforeAll(async () => {
-  sim = await createSimulator({ latencyMs: 5 });
+  sim = await createSimulator({ latencyMs: 20 });
 });
 afterAll(() => sim?.close());
 
