@@ -100,15 +100,16 @@ export interface ChildEnd {
  * Postgres: `endChildLockingParent` of several children in one round trip (migrations/pg/0020), in
  * engine/tx.ts LOCK ORDER: every child's lock row released (3), then each child's guarded move in the
  * order given (id order: 4), then each of `parentIds` (id order) locked for its close check after all of
- * them. StaleStateError, and no thread touched, when a lock row is not held any more. `moved` false: a
- * child's status or parent changed since it was read (it stopped there: no orchestration locked).
+ * them; each orchestration's row as its close check needs it. StaleStateError when a lock row is not held
+ * any more (no thread touched) or a child's status or parent changed since it was read (it stopped there:
+ * no orchestration locked): the caller's transaction rolls back whole.
  */
 export async function endChildrenLockingParents(
   sql: Sql,
   ends: readonly ChildEnd[],
   parentIds: readonly string[],
   now: number,
-): Promise<{ moved: boolean; parents: Map<string, LockedForClose | undefined> }> {
+): Promise<Map<string, LockedForClose | undefined>> {
   const rows = ends.map(({ release, move }) => {
     if (move) assertThreadTransition(move.from, move.to);
     const p = move && transitionParams(move.thread, move.from, move.to, now);
@@ -124,8 +125,8 @@ export async function endChildrenLockingParents(
   });
   const { ended } = (await sql.get<{ ended: EndsJson }>(END_CHILDREN_LOCKING_PARENTS_PG, [JSON.stringify(rows), JSON.stringify(parentIds)]))!;
   if (ended.lost !== undefined) throw new StaleStateError(ends.find((e) => e.release?.owner === ended.lost)!.release!.lost);
-  const moved = ended.stale === undefined;
-  return { moved, parents: new Map(parentIds.map((id) => [id, lockedForClose(ended.parents?.[id] ?? null)])) };
+  if (ended.stale !== undefined) throw new StaleStateError(`thread ${ended.stale} moved since this closure of answers read it`);
+  return new Map(parentIds.map((id) => [id, lockedForClose(ended.parents?.[id] ?? null)]));
 }
 
 /**

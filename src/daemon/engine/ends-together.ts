@@ -9,14 +9,13 @@
  * its row, so a row that expired and was taken over meanwhile (a stalled daemon) fails the statement, and
  * the closure's steps run alone, that item's refused.
  * A child whose status or parent changed since it was read (a cancel or an adoption committed meanwhile)
- * fails the closure (StaleStateError): it rolls back, and each item's step runs again alone, ending its
+ * fails the closure (StaleStateError, from the statement): it rolls back, and each item's step runs again alone, ending its
  * thread as it does alone. A change of behaviour from ending each child in its step (main before issue 18's
  * pgbatch): there `endThread` found the canceled child, left it canceled, and its answer still applied; here
  * the canceled child's answer is not applied (recorded and paid once, its item ends `canceled`), as when the
  * cancel commits before a step alone reads it; and the closure's other answers rerun one transaction each.
  * pg-ends-together pins it.
  */
-import { StaleStateError } from '../../core/errors.js';
 import { compareIds } from '../../core/ids.js';
 import type { Sql } from '../../core/sql.js';
 import type { HeldLock } from '../../db/locks.js';
@@ -60,12 +59,11 @@ export async function endThreadsTogether(tx: Tx): Promise<void> {
   const parentIds = [...new Set(moving.flatMap((e) => (e.thread.parent_thread_id === null ? [] : [e.thread.parent_thread_id])))].sort(compareIds);
   const rows: ChildEnd[] = ends.map((e) => ({
     release: e.release,
-    move: moving.includes(e) ? { thread: e.thread, from: e.thread.status as ThreadStatus, to: e.to } : undefined,
+    move: isTerminalThread(e.thread.status) ? undefined : { thread: e.thread, from: e.thread.status as ThreadStatus, to: e.to },
   }));
-  const ended = await endChildrenLockingParents(tx.sql, rows, parentIds, tx.now);
-  // A child canceled (or adopted) since the closure read it: the whole closure rolls back and its answers run
-  // again alone, where the canceled one is not applied (no longer "applied, thread left canceled": see above).
-  if (!ended.moved) throw new StaleStateError('a thread of this closure of answers moved since it was read');
+  // A child canceled (or adopted) since the closure read it fails the statement (StaleStateError): the whole
+  // closure rolls back and its answers run again alone, where the canceled one is not applied (see above).
+  const parents = await endChildrenLockingParents(tx.sql, rows, parentIds, tx.now);
   for (const e of moving) {
     const updated: ThreadRow = { ...e.thread, status: e.to, closed_at: tx.now };
     emitThread(tx, updated);
@@ -74,5 +72,5 @@ export async function endThreadsTogether(tx: Tx): Promise<void> {
     // while the closure holds its heads.
     await tx.hooks.threadsEnded(tx, [updated], e.to);
   }
-  for (const id of parentIds) await closeParentIfDone(tx, id, { parent: ended.parents.get(id) });
+  for (const id of parentIds) await closeParentIfDone(tx, id, { parent: parents.get(id) });
 }
