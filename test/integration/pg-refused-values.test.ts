@@ -28,6 +28,9 @@ describe('a value storage refuses, as only Postgres does', () => {
     // The answer's application rolled back (its parse_report with it); the paid response stays, for `replay --apply`.
     expect(ledger.map((e) => e.entry_type)).toEqual(['prompt', 'response', 'error']);
     expect(ledger[2]!.payload).toMatchObject({ code: 'VALUE_REFUSED', class: 'permanent', next: 'dead_letter' });
+    // Nothing of p's refused apply is stored: no document, no part.
+    expect(await t.h.cli(['doc', 'p', 'outline'])).toMatchObject({ code: 2 });
+    expect(await t.h.query("SELECT part_key FROM document_parts WHERE part_key LIKE 'refused:%'")).toEqual([]);
     // Logged at error, with the SQLSTATE and the server's own error kept (the cause).
     const logged = t.h
       .logText()

@@ -24,9 +24,9 @@ import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import { importProject } from '../../src/daemon/services/commands.js';
 import type { EngineHooks, Write } from '../../src/daemon/engine/tx.js';
-import { project } from '../helpers/harness.js';
+import { project, waitUntil } from '../helpers/harness.js';
 import { builtinRegistry } from '../helpers/operations.js';
-import { openRaceDatabase, type RaceDatabase, storiesAnswered, testEngineContext } from '../helpers/pg-race.js';
+import { aWriteWaitsForALock, openRaceDatabase, type RaceDatabase, storiesAnswered, testEngineContext } from '../helpers/pg-race.js';
 import { testThreadRow } from '../helpers/rows.js';
 
 let db: RaceDatabase;
@@ -134,9 +134,8 @@ describe('a closure of answers, one of whose children was canceled since it was 
       ),
     );
     // Until the closure waits for the backlog's head (its items and threads read by then).
-    while ((await db.reader.all("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF d%'")).length === 0) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    const blockerPid = (await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    await waitUntil(async () => ((await aWriteWaitsForALock(db.reader, blockerPid)) ? true : null), "the closure to wait for the backlog's head");
     await blocker.query("UPDATE llm_threads SET status = 'canceled', closed_at = 1 WHERE id = 't-b'");
     await blocker.query('COMMIT');
     blocker.release();
@@ -180,7 +179,7 @@ describe("a closure's end statement, one of whose items no longer holds its lock
     let waited = false;
     while (outcome === undefined && !waited) {
       const waiting = await db.reader.all(
-        "SELECT 1 FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%combine_release_end_threads_lock_parents%'",
+        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%combine_release_end_threads_lock_parents%'",
       );
       waited = waiting.length > 0;
       await new Promise((r) => setTimeout(r, 10));
