@@ -5,6 +5,7 @@
  * with the CLI's codes; nothing stored on bad input; `/openapi.json` validates as OpenAPI 3.1.
  */
 import { statSync } from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -164,6 +165,30 @@ describe('HTTP API: bad input stores nothing', () => {
     );
     expectProblem(chunked, 413, 'PAYLOAD_TOO_LARGE');
     expect(await threadCount()).toBe(before);
+  });
+
+  it('a client still writing its oversized body reads the 413 once it has sent it, not a reset', async () => {
+    // A client that writes the whole body before it reads (most do, and a loaded one does so by accident):
+    // answered and closed at once, its unread bytes reset the connection and it never sees the 413.
+    const sock = net.connect(api.port, '127.0.0.1');
+    sock.on('error', () => {}); // a write's failure is read from its callback
+    await new Promise((resolve) => sock.once('connect', resolve));
+    sock.pause();
+    const size = 16 * 2 ** 20;
+    const head = `POST /commands/story-backlog/generate-epic HTTP/1.1\r\nHost: 127.0.0.1:${api.port}\r\nAuthorization: Bearer ${api.token}\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n`;
+    const write = (b: Buffer | string) => new Promise<Error | null>((resolve) => sock.write(b, (err) => resolve(err ?? null)));
+    let failed: Error | null = await write(head);
+    const chunk = Buffer.alloc(2 ** 16, 0x20);
+    for (let sent = 0; sent < size && !failed; sent += chunk.length) failed = await write(chunk);
+    let answer = '';
+    sock.on('data', (d) => (answer += d));
+    const closed = new Promise((resolve) => sock.once('close', resolve));
+    sock.resume();
+    await Promise.race([closed, waitUntil(() => answer.includes('PAYLOAD_TOO_LARGE'), 'the answer')]);
+    sock.destroy();
+    expect(failed?.message ?? null, 'the server reset the connection while the body was being sent').toBeNull();
+    expect(answer).toMatch(/^HTTP\/1.1 413/);
+    expect(answer).toContain('PAYLOAD_TOO_LARGE');
   });
 
   it('answers 400 naming the field for a wrong type, a missing field or an unknown one', async () => {

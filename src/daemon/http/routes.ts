@@ -102,20 +102,21 @@ export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const tooLarge = () => new HttpProblem(413, 'PAYLOAD_TOO_LARGE', `the body is over the limit of ${MAX_BODY_BYTES} bytes (1 MiB)`);
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > MAX_BODY_BYTES) {
-    dropRestOfBody(req);
+    await dropRestOfBody(req);
     throw tooLarge();
   }
   const chunks: Buffer[] = [];
   let size = 0;
   // Listeners, not `for await`: leaving a for-await early destroys the request and its socket before the
-  // 413 is written, and a client still sending then sees a reset instead of the answer.
+  // 413 is written, and a client still sending then sees a reset instead of the answer. The 413 is thrown
+  // once the rest of the body has been dropped (dropRestOfBody), for the same reason.
   await new Promise<void>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size <= MAX_BODY_BYTES) return void chunks.push(chunk);
       req.off('data', onData);
-      dropRestOfBody(req);
-      reject(tooLarge());
+      req.off('end', resolve);
+      void dropRestOfBody(req).then(() => reject(tooLarge()));
     };
     req.on('data', onData);
     req.once('end', resolve);

@@ -96,33 +96,31 @@ export function refuseOversizedBody(
   if (!(declared > limit.bytes)) return false;
   const message = `the request body is ${formatBytes(declared)}, over the ${formatBytes(limit.bytes)} limit of this endpoint (${limit.setting}); nothing was stored`;
   const text = JSON.stringify(body(message));
-  // Answered once the body has been read and dropped (or after LINGER_MS): the server closes the
-  // connection after a 413, and a client still writing its body then sees a broken pipe, not this answer.
-  let answered = false;
-  const answer = () => {
-    if (answered) return;
-    answered = true;
-    clearTimeout(linger);
+  void dropRestOfBody(req).then(() => {
     res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     res.end(text);
-  };
-  const linger = setTimeout(answer, LINGER_MS);
-  linger.unref();
-  req.once('end', answer);
-  req.resume();
+  });
   return true;
 }
 
 /**
- * Lingering close after a refused body: the rest of it is read and dropped (never kept) for a short while,
- * so a client still writing it gets to read the answer instead of a broken pipe; then the connection is cut.
+ * Lingering close after a refused body: the rest of it is read and dropped (never kept) until it ends or LINGER_MS
+ * have passed; the answer is to be written then. Written at once, the server would close the connection after the
+ * 413 with the client's bytes still unread, the kernel would answer them with a reset, and a client still writing
+ * would lose the answer it had not read yet (seen in CI under load: "the connection closed with no answer").
  */
-export function dropRestOfBody(req: http.IncomingMessage): void {
-  req.resume();
-  const linger = setTimeout(() => req.socket.destroy(), LINGER_MS);
-  linger.unref();
-  req.once('end', () => clearTimeout(linger));
-  req.socket.once('close', () => clearTimeout(linger));
+export function dropRestOfBody(req: http.IncomingMessage): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(linger);
+      resolve();
+    };
+    const linger = setTimeout(done, LINGER_MS);
+    linger.unref();
+    req.once('end', done);
+    req.socket.once('close', done);
+    req.resume();
+  });
 }
 
 /** How long the rest of a refused body is read and dropped before the connection is cut. */
