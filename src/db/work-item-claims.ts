@@ -163,7 +163,7 @@ export async function unclaimWorkItem(sql: Sql, p: { owner: string; before: Work
 
 /**
  * Parks a project's due queued items until `until` (BUDGET_EXCEEDED): they stay queued, keep their
- * attempt, and are not candidates until then or until `unparkProjectItems`. Returns the parked rows.
+ * attempt, and are not candidates until then or until `unparkBudgetItems`. Returns the parked rows.
  */
 export async function parkProjectItems(sql: Sql, p: { project_id: string; now: number; until: number; message: string }): Promise<WorkItemRow[]> {
   return (await sql.all(

@@ -192,7 +192,13 @@ export async function storiesAnswered(
     input: JSON.stringify({ project_id: projectId, epic_id: `E${epic}` }),
     target_ref: JSON.stringify({ project_id: projectId, doc_type: 'story_backlog', epic_id: `E${epic}` }),
   });
-  const item = testWorkItemRow(id, { status: 'running', project_id: projectId, lease_owner: ctx.owner, lease_expires_at: Date.now() + 60_000 });
+  const item = testWorkItemRow(id, {
+    status: 'running',
+    project_id: projectId,
+    lock_scope: `${projectId}:${id}`,
+    lease_owner: ctx.owner,
+    lease_expires_at: Date.now() + 60_000,
+  });
   await insertWorkItem(sql, item);
   await acquireLock(sql, { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
   const answer = { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) };

@@ -7,6 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { type CommandJson, type Harness, project, waitUntil } from '../helpers/harness.js';
+import { writesWaitingFor } from '../helpers/pg-race.js';
 import { PROJECTS, RefusalRuns } from '../helpers/refusals.js';
 
 const t = new RefusalRuns();
@@ -62,16 +63,22 @@ describe('a value storage refuses, as only Postgres does', () => {
     });
     const zBacklog = await holdRow(t.h, "SELECT 1 FROM documents WHERE project_id = 'z' AND doc_type = 'story_backlog' FOR UPDATE");
     await t.h.json(['run', 'story_generate_epic', '--input', JSON.stringify({ project_id: 'z', epic_id: 'E1' })]);
-    const runs = await t.submitAll('refused');
-    // z's answer's closure waits for its backlog; the four outline calls are held until then.
-    await waitUntil(async () => ((await waitingFor(t.h, zBacklog.pid)) === 1 ? true : null), "z's answer to wait for its backlog");
-    await waitUntil(() => (t.h.sim.calls.filter((c) => c.fault === 'hold').length === PROJECTS.length ? true : null), 'the four outline calls');
-    t.h.sim.release();
-    // Each answer's finish is asked as soon as its response is recorded: all four then wait behind z's closure.
-    const recorded =
-      "SELECT count(*)::int AS n FROM llm_ledger_entries e JOIN llm_threads t ON t.id = e.thread_id WHERE t.kind = 'outline' AND e.entry_type = 'response'";
-    await waitUntil(async () => ((await t.h.queryOne<{ n: number }>(recorded))!.n === PROJECTS.length ? true : null), 'the four answers recorded');
-    await zBacklog.release();
+    let runs: Awaited<ReturnType<typeof t.submitAll>>;
+    try {
+      runs = await t.submitAll('refused');
+      // z's answer's closure waits for its backlog; the four outline calls are held until then.
+      await waitUntil(async () => ((await t.h.edit((sql) => writesWaitingFor(sql, zBacklog.pid))) === 1 ? true : null), "z's answer to wait for its backlog");
+      await waitUntil(() => (t.h.sim.calls.filter((c) => c.fault === 'hold').length === PROJECTS.length ? true : null), 'the four outline calls');
+      t.h.sim.release();
+      // Each answer's finish is asked as soon as its response is recorded, so all four wait behind z's closure.
+      // Recorded is not asked: a finish asked after the release below runs alone, and the refusals' count at the
+      // end (2: once in the shared closure, once alone) fails the test rather than letting it pass on a weaker case.
+      const recorded =
+        "SELECT count(*)::int AS n FROM llm_ledger_entries e JOIN llm_threads t ON t.id = e.thread_id WHERE t.kind = 'outline' AND e.entry_type = 'response'";
+      await waitUntil(async () => ((await t.h.queryOne<{ n: number }>(recorded))!.n === PROJECTS.length ? true : null), 'the four answers recorded');
+    } finally {
+      await zBacklog.release();
+    }
     const ended = await t.ends(runs);
     expect(ended.items.get('p')).toMatchObject({ status: 'dead_letter', error_code: 'VALUE_REFUSED' });
     expect(ended.threads.get('p')).toMatchObject({ status: 'failed', usage: { calls: 1 } });
@@ -182,10 +189,4 @@ async function holdRow(h: Harness, select: string): Promise<{ pid: number; relea
       await held;
     },
   };
-}
-
-/** How many sessions of the database wait for a lock backend `pid` holds. */
-async function waitingFor(h: Harness, pid: number): Promise<number> {
-  const text = 'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pg_blocking_pids(pid) @> ARRAY[CAST(? AS int)]';
-  return (await h.queryOne<{ n: number }>(text, [pid]))!.n;
 }

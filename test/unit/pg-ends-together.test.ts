@@ -114,15 +114,21 @@ describe('a closure of answers, one of whose children was canceled since it was 
     c.record();
     // The closure reads b's thread running; the cancel commits before the closure's ends (its first apply waits for it).
     const blocker = await c.db.pool.connect();
-    await blocker.query('BEGIN');
-    await blocker.query("SELECT 1 FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog' FOR UPDATE");
-    const outcomes = finishTogether(c, ['a', 'b', 'c'], responses, finishes);
-    // Until the closure waits for the backlog's head (its items and threads read by then).
-    const blockerPid = (await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-    await waitUntil(async () => ((await aWriteWaitsForALock(c.db.reader, blockerPid)) ? true : null), "the closure to wait for the backlog's head");
-    await blocker.query("UPDATE llm_threads SET status = 'canceled', closed_at = 1 WHERE id = 't-b'");
-    await blocker.query('COMMIT');
-    blocker.release();
+    let outcomes: Promise<unknown[]>;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query("SELECT 1 FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog' FOR UPDATE");
+      outcomes = finishTogether(c, ['a', 'b', 'c'], responses, finishes);
+      // Until the closure waits for the backlog's head (its items and threads read by then).
+      const blockerPid = (await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await waitUntil(async () => ((await aWriteWaitsForALock(c.db.reader, blockerPid)) ? true : null), "the closure to wait for the backlog's head");
+      await blocker.query("UPDATE llm_threads SET status = 'canceled', closed_at = 1 WHERE id = 't-b'");
+      await blocker.query('COMMIT');
+    } finally {
+      // A failed wait must not leave the row held: the database could not be dropped after the test.
+      await blocker.query('ROLLBACK').catch(() => {});
+      blocker.release();
+    }
     const settled = await outcomes;
     expect(settled[0]).toBe('applied');
     expect(settled[1]).toBe('canceled');
@@ -143,9 +149,6 @@ describe("a closure's end statement, one of whose items no longer holds its lock
     await c.answered('b', 2);
     await c.db.reader.run('DELETE FROM locks WHERE owner = ?', ['b']);
     const threads = [(await getThread(c.db.reader, 't-a'))!, (await getThread(c.db.reader, 't-b'))!];
-    const blocker = await c.db.pool.connect();
-    await blocker.query('BEGIN');
-    await blocker.query("SELECT 1 FROM llm_threads WHERE id = 't-a' FOR UPDATE");
     const ends = threads.map((thread) => {
       const id = thread.id.slice(2);
       return {
@@ -153,22 +156,30 @@ describe("a closure's end statement, one of whose items no longer holds its lock
         move: { thread, from: 'running' as const, to: 'complete' as const },
       };
     });
+    const blocker = await c.db.pool.connect();
     let outcome: string | undefined;
-    const end = c
-      .write((tx) => endChildrenLockingParents(tx.sql, ends, ['t-o'], tx.now))
-      .then(
-        () => 'ended',
-        (err: unknown) => String(err),
+    let end: Promise<string>;
+    let first: string;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query("SELECT 1 FROM llm_threads WHERE id = 't-a' FOR UPDATE");
+      end = c
+        .write((tx) => endChildrenLockingParents(tx.sql, ends, ['t-o'], tx.now))
+        .then(
+          () => 'ended',
+          (err: unknown) => String(err),
+        );
+      void end.then((o) => (outcome = o));
+      // Until the statement answers, or waits for t-a's row (the order of main's loop: a's release and move, then b's release).
+      const blockerPid = (await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      first = await waitUntil(
+        async () => (outcome !== undefined ? 'answered' : (await aWriteWaitsForALock(c.db.reader, blockerPid)) ? 'waited' : null),
+        'the end statement to answer, or to wait for the child the blocker holds',
       );
-    void end.then((o) => (outcome = o));
-    // Until the statement answers, or waits for t-a's row (the order of main's loop: a's release and move, then b's release).
-    const blockerPid = (await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-    const first = await waitUntil(
-      async () => (outcome !== undefined ? 'answered' : (await aWriteWaitsForALock(c.db.reader, blockerPid)) ? 'waited' : null),
-      'the end statement to answer, or to wait for the child the blocker holds',
-    );
-    await blocker.query('ROLLBACK');
-    blocker.release();
+    } finally {
+      await blocker.query('ROLLBACK').catch(() => {});
+      blocker.release();
+    }
     expect(first).toBe('answered');
     expect(await end).toMatch(/work item b lost its lock row/);
     expect(await statusOf(c, 't-a')).toBe('running');
@@ -180,7 +191,7 @@ describe('a closure of answers, one of whose children was canceled before the cl
   const c = useDatabase();
   it("ends the others together, the canceled one's answer not applied and its lock row released; the orchestration closes once, failed", async () => {
     const responses = [await c.answered('a', 1), await c.answered('b', 2), await c.answered('c', 3)];
-    // `combine cancel` of the child (its answer recorded, its call already paid): the engine would abort its call, done.
+    // `combine cancel` of the child (its answer recorded, its call already made): the engine would abort its call, done.
     expect((await c.write((tx) => cancelThread(tx, 't-b'))).abort).toEqual(['b']);
     ended = [];
     c.record();
@@ -203,7 +214,7 @@ describe('a closure of answers, one of whose children was canceled before the cl
     ]);
     expect(await mutated(c)).toEqual(['a', 'c']);
     expect(await epicsOf(c, 'p')).toEqual(['E1', 'E3']);
-    // b's answer recorded and paid once, then its cancel: nothing applied of it.
+    // b's answer recorded once, then its cancel: nothing applied of it.
     const ofB = await c.db.reader.all<{ entry_type: string; payload: string }>(
       "SELECT entry_type, payload FROM llm_ledger_entries WHERE work_item_id = 'b' ORDER BY seq",
     );
@@ -230,7 +241,8 @@ describe("two orchestrations' last children, answered in two daemons' closures, 
     ended = [];
     c.record();
     const closures: Promise<unknown[]>[] = [];
-    // o1 held until both closures wait: d2's for it, then d1's (for it, or, taking o2 first, for d2's hold of o1: a cycle).
+    // o1 held until both closures wait for it. In id order each takes o1 first; in child order d1 holds o2 while it
+    // waits, and once the holder lets go d2 takes o1 and waits for o2: the two closures wait for each other (a cycle).
     await holderThenTwoWrites(
       c.write,
       c.db.reader,

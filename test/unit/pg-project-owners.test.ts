@@ -158,7 +158,7 @@ describe('two daemons on one Postgres prefer their own projects', () => {
     for (const l of ofA) expect(ownProjects.a).toContain(l.project_id);
     // A drains its calls for as long as they are held; its row says meanwhile that it claims no more (at
     // once: shutdown renews when the engine stops claiming; the periodic renewal would say it within
-    // RENEW_MS). Were ownership left only after the drain, this wait would last until the test's timeout.
+    // RENEW_MS). Were ownership left only after the drain, this wait would time out (10 s).
     apps.splice(apps.indexOf(a), 1);
     const stopped = a.shutdown(600_000);
     const claimingOf = async () => (await b.reader.get<{ claiming: number }>('SELECT claiming FROM llm_daemons WHERE owner = ?', [ownerA]))?.claiming;
