@@ -6,7 +6,7 @@
 import type { Sql } from '../core/sql.js';
 import { acquireLockUnlessBusy, scopeFreeWithoutWaitingPg, TAKE_SCOPE } from './locks.js';
 import type { WorkItemRow } from './schema.js';
-import { CLAIM_TEXT, claimWorkItem } from './work-items.js';
+import { CLAIM_TEXT, claimWorkItem } from './work-item-claims.js';
 
 /** The item claimed, and whether its scope was taken for it with the lease (false: undo the claim). */
 export interface ClaimWithScope {

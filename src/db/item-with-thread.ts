@@ -7,7 +7,7 @@ import type { Sql } from '../core/sql.js';
 import type { ChargeRow, ProjectRow, ThreadRow, WorkItemRow } from './schema.js';
 import { inJsonArray } from './dialect.js';
 import { objectLiteralOf } from './statements.js';
-import type { ClaimHead } from './work-items.js';
+import type { ClaimHead } from './work-item-claims.js';
 
 /** Every column of a row type: a column added to the schema and missing here fails to compile. */
 function allColumns<R>() {

@@ -1,5 +1,5 @@
 /**
- * The leases of llm_work_items (owner + expiry, taken by the claim in work-items.ts): their heartbeat, and
+ * The leases of llm_work_items (owner + expiry, taken by the claim in work-item-claims.ts): their heartbeat, and
  * the recovery scans that find expired or orphaned leases and take them over — each take-over one
  * guarded UPDATE, so two rescuers can never both own an item.
  */

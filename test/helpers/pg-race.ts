@@ -170,19 +170,35 @@ export async function holderThenTwoWrites(
 }
 
 /**
- * Item `id` of child thread `t-<id>` of orchestration `t-o` (running, leased by d1, its lock held), stories
- * for epic `E<epic>` of project p recorded as its answer: what a closure of answers then finishes.
+ * Item `id` of child thread `t-<id>` of orchestration `of.parent` (`t-o` unless given: running, leased by
+ * `ctx.owner`, its lock held), stories for epic `E<epic>` of project `of.project` (p unless given) recorded
+ * as its answer: what a closure of answers then finishes.
  */
-export async function storiesAnswered(sql: Sql, write: Write, ctx: EngineContext, id: string, epic: number): Promise<LedgerRow> {
+export async function storiesAnswered(
+  sql: Sql,
+  write: Write,
+  ctx: EngineContext,
+  id: string,
+  epic: number,
+  of: { project?: string; parent?: string } = {},
+): Promise<LedgerRow> {
+  const projectId = of.project ?? 'p';
   await insertThread(sql, {
     ...testThreadRow(id),
     kind: 'story_generate_epic',
     status: 'running',
-    parent_thread_id: 't-o',
-    input: JSON.stringify({ project_id: 'p', epic_id: `E${epic}` }),
-    target_ref: JSON.stringify({ project_id: 'p', doc_type: 'story_backlog', epic_id: `E${epic}` }),
+    space_id: projectId,
+    parent_thread_id: of.parent ?? 't-o',
+    input: JSON.stringify({ project_id: projectId, epic_id: `E${epic}` }),
+    target_ref: JSON.stringify({ project_id: projectId, doc_type: 'story_backlog', epic_id: `E${epic}` }),
   });
-  const item = testWorkItemRow(id, { status: 'running', project_id: 'p', lease_owner: 'd1', lease_expires_at: Date.now() + 60_000 });
+  const item = testWorkItemRow(id, {
+    status: 'running',
+    project_id: projectId,
+    lock_scope: `${projectId}:${id}`,
+    lease_owner: ctx.owner,
+    lease_expires_at: Date.now() + 60_000,
+  });
   await insertWorkItem(sql, item);
   await acquireLock(sql, { scope: item.lock_scope, owner: id, now: 1, expires_at: null });
   const answer = { stories: simulatedStories(`E${epic}`, `Epic number ${epic}`) };

@@ -44,9 +44,18 @@ export class RefusalRuns {
    * open: on main, the refused item stays `running` (its write retried as storage trouble, or every round).
    */
   async runAll(mode: string): Promise<Ended> {
-    const runs = await Promise.all(
+    return await this.ends(await this.submitAll(mode));
+  }
+
+  /** `runAll`'s runs, submitted: one outline run per project, `mode` for project p and `ok` for the others. */
+  submitAll(mode: string): Promise<CommandJson[]> {
+    return Promise.all(
       PROJECTS.map((id) => this.h.json<CommandJson>(['run', 'outline', '--input', JSON.stringify({ project_id: id, mode: id === 'p' ? mode : 'ok' })])),
     );
+  }
+
+  /** `runs` (of `submitAll`), once every thread of the daemon ended: their threads and items, by project. */
+  async ends(runs: readonly CommandJson[]): Promise<Ended> {
     await waitUntil(
       async () => {
         const open = await this.h.query("SELECT id FROM llm_threads WHERE status IN ('open', 'running')");
@@ -71,13 +80,16 @@ export class RefusalRuns {
     return { threads, items };
   }
 
-  /** What holds whatever the case: the other projects' items applied, one call each, health ready, the ledger verifies. */
-  async expectOthersAppliedAndHealthy(ended: Ended): Promise<void> {
+  /**
+   * What holds whatever the case: the other projects' items applied, one call each, health ready, the
+   * ledger verifies; `calls`, the provider calls of the whole case (one per project's run unless given).
+   */
+  async expectOthersAppliedAndHealthy(ended: Ended, calls = PROJECTS.length): Promise<void> {
     for (const id of PROJECTS.slice(1)) {
       expect(ended.items.get(id)).toMatchObject({ status: 'applied' });
       expect(ended.threads.get(id)).toMatchObject({ status: 'complete', usage: { calls: 1 } });
     }
-    expect(this.h.sim.calls.length).toBe(PROJECTS.length);
+    expect(this.h.sim.calls.length).toBe(calls);
     const health = JSON.parse((await this.h.cli(['health', '--json'])).stdout);
     expect(health).toMatchObject({ ready: true, status: 'ready' });
     expect(this.h.logText()).not.toContain('storage failure');

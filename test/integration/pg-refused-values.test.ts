@@ -2,10 +2,12 @@
  * The refusals only Postgres makes (refused-values.test.ts has the cases both backends share): a value
  * refused by a path no check knows, made real by a trigger that raises the SQLSTATE the server raises for
  * a value it cannot take (SQLite's triggers raise a constraint error, not a refused value). The item ends,
- * charged once, never re-sent; its batch's other items apply; a refused rescue does not hold up the others.
+ * charged once, never re-sent; its batch's other items apply (inside one shared closure of answers too:
+ * pinned there by a held answer's closure ahead of them); a refused rescue does not hold up the others.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { type CommandJson, waitUntil } from '../helpers/harness.js';
+import { type CommandJson, type Harness, project, waitUntil } from '../helpers/harness.js';
+import { writesWaitingFor } from '../helpers/pg-race.js';
 import { PROJECTS, RefusalRuns } from '../helpers/refusals.js';
 
 const t = new RefusalRuns();
@@ -43,6 +45,55 @@ describe('a value storage refuses, as only Postgres does', () => {
       err: { type: 'RefusedValueError', stack: expect.stringContaining('caused by: error: part key refused by the test') },
     });
     await t.expectOthersAppliedAndHealthy(ended);
+  });
+
+  // Inside one shared closure of answers: p's, q's, r's and s's answers come back together while another
+  // answer's closure (z's, held by a lock on z's backlog) is in flight, so all four finishes are asked before
+  // the next closure runs and share it. p's parts are refused there (counted by the trigger in a sequence,
+  // which a rollback does not undo): the closure rolls back whole, and each answer's step runs again alone.
+  it('one answer of a shared closure refused (Postgres): only that item VALUE_REFUSED; the others applied once, charged once, one call each', async () => {
+    await t.setup(undefined, { faults: [{ kind: 'hold', match: 'Outline of' }] });
+    await t.h.importProject(project('z', 1));
+    await t.h.edit(async (sql) => {
+      await sql.run('CREATE SEQUENCE refusals');
+      await sql.run(`CREATE FUNCTION refuse_document_parts() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+          IF NEW.part_key LIKE 'refused:%' THEN PERFORM nextval('refusals'); RAISE EXCEPTION 'part key refused by the test' USING ERRCODE = '22001'; END IF;
+          RETURN NEW; END $$`);
+      await sql.run('CREATE TRIGGER refuse_document_parts BEFORE INSERT OR UPDATE ON document_parts FOR EACH ROW EXECUTE FUNCTION refuse_document_parts()');
+    });
+    const zBacklog = await holdRow(t.h, "SELECT 1 FROM documents WHERE project_id = 'z' AND doc_type = 'story_backlog' FOR UPDATE");
+    await t.h.json(['run', 'story_generate_epic', '--input', JSON.stringify({ project_id: 'z', epic_id: 'E1' })]);
+    let runs: Awaited<ReturnType<typeof t.submitAll>>;
+    try {
+      runs = await t.submitAll('refused');
+      // z's answer's closure waits for its backlog; the four outline calls are held until then.
+      await waitUntil(async () => ((await t.h.edit((sql) => writesWaitingFor(sql, zBacklog.pid))) === 1 ? true : null), "z's answer to wait for its backlog");
+      await waitUntil(() => (t.h.sim.calls.filter((c) => c.fault === 'hold').length === PROJECTS.length ? true : null), 'the four outline calls');
+      t.h.sim.release();
+      // Each answer's finish is asked as soon as its response is recorded, so all four wait behind z's closure.
+      // Recorded is not asked: a finish asked after the release below runs alone, and the refusals' count at the
+      // end (2: once in the shared closure, once alone) fails the test rather than letting it pass on a weaker case.
+      const recorded =
+        "SELECT count(*)::int AS n FROM llm_ledger_entries e JOIN llm_threads t ON t.id = e.thread_id WHERE t.kind = 'outline' AND e.entry_type = 'response'";
+      await waitUntil(async () => ((await t.h.queryOne<{ n: number }>(recorded))!.n === PROJECTS.length ? true : null), 'the four answers recorded');
+    } finally {
+      await zBacklog.release();
+    }
+    const ended = await t.ends(runs);
+    expect(ended.items.get('p')).toMatchObject({ status: 'dead_letter', error_code: 'VALUE_REFUSED' });
+    expect(ended.threads.get('p')).toMatchObject({ status: 'failed', usage: { calls: 1 } });
+    expect((await t.ledgerTypes('p')).map((e) => e.entry_type)).toEqual(['prompt', 'response', 'error']);
+    for (const id of PROJECTS.slice(1)) {
+      expect((await t.ledgerTypes(id)).map((e) => e.entry_type)).toEqual(['prompt', 'response', 'parse_report', 'mutation_report']);
+    }
+    // One charge per call, each settled once: p's answer was paid and recorded; only its application was refused.
+    const charges = await t.h.query<{ project_id: string; status: string }>('SELECT project_id, status FROM llm_charges ORDER BY project_id');
+    expect(charges.map((c) => [c.project_id, c.status])).toEqual([...PROJECTS, 'z'].map((id) => [id, 'settled']));
+    expect(await t.h.query("SELECT status FROM llm_threads WHERE kind = 'story_generate_epic'")).toEqual([{ status: 'complete' }]);
+    await t.expectOthersAppliedAndHealthy(ended, PROJECTS.length + 1);
+    // The case is the one named: p's parts were refused twice, in the closure it shared, then in its step alone
+    // (an answer alone from the start is refused once).
+    expect(await t.h.queryOne('SELECT last_value FROM refusals')).toEqual({ last_value: 2 });
   });
 
   // The record write refused (the reviewer's case): the settle of p's charge raises 22003. On main the item
@@ -117,3 +168,25 @@ describe('a value storage refuses, as only Postgres does', () => {
     expect(t.h.sim.calls.length).toBe(PROJECTS.length + 1);
   });
 });
+
+/** A row locked by another session of the daemon's database until `release`: its backend's pid, to see who waits for it. */
+async function holdRow(h: Harness, select: string): Promise<{ pid: number; release: () => Promise<void> }> {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let locked!: (pid: number) => void;
+  const pid = new Promise<number>((r) => (locked = r));
+  const held = h.edit(async (sql) => {
+    await sql.run('BEGIN');
+    await sql.get(select);
+    locked((await sql.get<{ pid: number }>('SELECT pg_backend_pid() AS pid'))!.pid);
+    await released;
+    await sql.run('ROLLBACK');
+  });
+  return {
+    pid: await Promise.race([pid, held.then(() => Promise.reject(new Error('the row was not held')))]),
+    release: async () => {
+      release();
+      await held;
+    },
+  };
+}

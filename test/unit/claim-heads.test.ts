@@ -13,7 +13,8 @@ import { applyMigrations } from '../../src/db/migrate.js';
 import type { WorkItemRow } from '../../src/db/schema.js';
 import { SqliteSql } from '../../src/db/sql.js';
 import { statementCache } from '../../src/db/statements.js';
-import { insertWorkItem, listClaimHeads, listProjectClaimHeads, type ClaimHead } from '../../src/db/work-items.js';
+import { insertWorkItem } from '../../src/db/work-items.js';
+import { listClaimHeads, listProjectClaimHeads, type ClaimHead } from '../../src/db/work-item-claims.js';
 import { testWorkItemRow } from '../helpers/rows.js';
 import { seededRandom } from '../helpers/seeded.js';
 

@@ -17,132 +17,85 @@
  * The outcome is the same as before: both applied, consecutive versions, the orchestration complete, the lock
  * rows gone; and an item whose lock row is gone is refused in that one statement, nothing of it committed.
  */
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/core/clock.js';
-import { writeTx } from '../../src/core/tx.js';
-import { forgetDocuments } from '../../src/db/document-cache.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { readWholeDocument } from '../../src/db/document-parts.js';
-import { PgWriter } from '../../src/db/pg/writer.js';
 import { getThread, insertThread } from '../../src/db/threads.js';
 import { finishAnswer } from '../../src/daemon/engine/completer.js';
-import type { EngineEvent } from '../../src/daemon/engine/events.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
-import { importProject } from '../../src/daemon/services/commands.js';
-import type { EngineHooks, Write } from '../../src/daemon/engine/tx.js';
+import type { EngineHooks } from '../../src/daemon/engine/tx.js';
 import { finalizeRunsOfThreads } from '../../src/daemon/scheduler/finalize.js';
-import { project } from '../helpers/harness.js';
-import { builtinRegistry } from '../helpers/operations.js';
-import { openRaceDatabase, type RaceDatabase, storiesAnswered, testEngineContext } from '../helpers/pg-race.js';
+import { useAnswerClosures } from '../helpers/pg-answer-closures.js';
 import { testThreadRow } from '../helpers/rows.js';
 
-let db: RaceDatabase;
 /** The daemon's own `threadsEnded` hook (daemon/app.ts): finalizing the runs the ended threads work for. */
 const APP_HOOKS: EngineHooks = { threadsEnded: (tx, threads, status) => finalizeRunsOfThreads(tx, threads, status), budgeted: () => false };
-let write: Write;
-/** The text of every query the pool's connections sent while `recording` (a COMMIT's query is one text). */
-let sent: string[] = [];
-let recording = false;
-
-/** Records the queries of each connection the pool hands out (the `pg` client's own `query`, not ours). */
-function recordQueries(pool: pg.Pool): void {
-  const wrapped = new WeakSet<object>();
-  pool.on('acquire', (client) => {
-    if (wrapped.has(client)) return;
-    wrapped.add(client);
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (config: unknown, ...rest: unknown[]) => {
-      if (recording) sent.push(typeof config === 'string' ? config : (config as { text: string }).text);
-      return query(config, ...rest);
-    };
-  });
-}
-
-/** A fresh migrated database with project p imported, for the cases of one describe. */
-function useDatabase(): void {
-  beforeAll(async () => {
-    db = await openRaceDatabase();
-    recordQueries(db.pool);
-    const pgWriter = new PgWriter<EngineEvent>(db.pool, { conflictAttempts: 1, raceAttempts: 1, onRollback: (connection) => forgetDocuments({ connection }) });
-    write = writeTx(pgWriter, systemClock, APP_HOOKS);
-    sent = [];
-    await write((tx) => importProject(tx, project('p', 4)));
-  });
-  afterAll(() => db?.drop());
-}
-
-const ctx = testEngineContext('d1', builtinRegistry());
-
-const answered = (id: string, epic: number) => storiesAnswered(db.reader, write, ctx, id, epic);
-
-const count = (pattern: RegExp) => sent.filter((text) => pattern.test(text)).length;
 
 describe('a shared closure of two answers to one document, on Postgres', () => {
-  useDatabase();
+  const c = useAnswerClosures(APP_HOOKS);
   beforeAll(async () => {
-    await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
-    const responses = [await answered('a', 1), await answered('b', 2)];
-    const finishes = itemWrites(write, ctx, 'postgres');
-    recording = true;
+    await insertThread(c.db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
+    const responses = [await c.answered('a', 1), await c.answered('b', 2)];
+    const finishes = itemWrites(c.write, c.ctx, 'postgres');
+    c.record();
     const outcomes = await Promise.all(['a', 'b'].map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined })));
-    recording = false;
+    c.stop();
     expect(outcomes).toEqual(['applied', 'applied']);
     // One closure: one COMMIT's query.
-    expect(sent.filter((text) => /\bCOMMIT\b/.test(text))).toHaveLength(1);
+    expect(c.sent.filter((text) => /\bCOMMIT\b/.test(text))).toHaveLength(1);
   });
 
   it('reads no ords: the second epic goes after the first, its part placed by its own insert', () => {
-    expect(count(/^SELECT part_key, ord FROM document_parts/)).toBe(0);
+    expect(c.count(/^SELECT part_key, ord FROM document_parts/)).toBe(0);
     // Both parts' inserts in the COMMIT's query (the second one's prepared there: it is guarded), none on its own.
-    expect(count(/^INSERT INTO document_parts/)).toBe(0);
-    expect(sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/INSERT INTO document_parts .* SELECT .* n\.ord \+ /s);
+    expect(c.count(/^INSERT INTO document_parts/)).toBe(0);
+    expect(c.sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/INSERT INTO document_parts .* SELECT .* n\.ord \+ /s);
   });
 
   it("writes the backlog's next versions in the COMMIT's query, though it writes the document twice", () => {
-    expect(count(/^UPDATE documents/)).toBe(0);
+    expect(c.count(/^UPDATE documents/)).toBe(0);
     // Prepared there on first use, then executed once per version (version 3 below: both ran).
-    expect(sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE documents SET content/);
+    expect(c.sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE documents SET content/);
   });
 
   it("releases both items' lock rows and ends their threads in one statement", () => {
     // (The orchestration's close still releases the locks it owns: `DELETE FROM locks WHERE owner`.)
-    expect(count(/^DELETE FROM locks WHERE scope = /)).toBe(0);
-    expect(count(/^SELECT combine_end_thread_lock_parent/)).toBe(0);
-    expect(count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
-    expect(count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
+    expect(c.count(/^DELETE FROM locks WHERE scope = /)).toBe(0);
+    expect(c.count(/^SELECT combine_end_thread_lock_parent/)).toBe(0);
+    expect(c.count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
+    expect(c.count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
   });
 
   it("finalizes the ended threads' runs in the COMMIT's query, as one answer alone does: no schedule_runs round trip", () => {
-    expect(sent.filter((text) => !/\bCOMMIT\b/.test(text) && /schedule_runs/.test(text))).toEqual([]);
-    expect(sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE schedule_runs/);
+    expect(c.sent.filter((text) => !/\bCOMMIT\b/.test(text) && /schedule_runs/.test(text))).toEqual([]);
+    expect(c.sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE schedule_runs/);
   });
 
   it('applies both as before: consecutive versions, the orchestration complete, the lock rows gone', async () => {
-    const backlogId = (await db.reader.get<{ id: string }>("SELECT id FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog'"))!.id;
-    const backlog = (await readWholeDocument(db.reader, backlogId))!;
+    const backlogId = (await c.db.reader.get<{ id: string }>("SELECT id FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog'"))!.id;
+    const backlog = (await readWholeDocument(c.db.reader, backlogId))!;
     expect(backlog.version).toBe(3);
     expect((JSON.parse(backlog.content) as { epics: { epic_id: string }[] }).epics.map((e) => e.epic_id)).toEqual(['E1', 'E2']);
-    const mutations = await db.reader.all<{ work_item_id: string; from_version: number; to_version: number }>(
+    const mutations = await c.db.reader.all<{ work_item_id: string; from_version: number; to_version: number }>(
       'SELECT work_item_id, from_version, to_version FROM mutations ORDER BY from_version',
     );
     expect(mutations.map((m) => [m.work_item_id, m.from_version, m.to_version])).toEqual([
       ['a', 1, 2],
       ['b', 2, 3],
     ]);
-    expect((await getThread(db.reader, 't-o'))!.status).toBe('complete');
-    expect(await db.reader.all('SELECT scope FROM locks')).toEqual([]);
+    expect((await getThread(c.db.reader, 't-o'))!.status).toBe('complete');
+    expect(await c.db.reader.all('SELECT scope FROM locks')).toEqual([]);
   });
 });
 
 describe('an answer whose item no longer holds its lock row, on Postgres', () => {
-  useDatabase();
+  const c = useAnswerClosures(APP_HOOKS);
   it('is refused in the release-and-end statement: nothing of it commits', async () => {
-    await insertThread(db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
-    const response = await answered('a', 1);
-    await db.reader.run('DELETE FROM locks WHERE owner = ?', ['a']);
-    await expect(write((tx) => finishAnswer(tx, ctx, 'a', response, false))).rejects.toThrow(/work item a no longer holds its lock/);
-    expect((await getThread(db.reader, 't-a'))!.status).toBe('running');
-    expect((await getThread(db.reader, 't-o'))!.status).toBe('running');
-    expect(await db.reader.all('SELECT id FROM mutations')).toEqual([]);
+    await insertThread(c.db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
+    const response = await c.answered('a', 1);
+    await c.db.reader.run('DELETE FROM locks WHERE owner = ?', ['a']);
+    await expect(c.write((tx) => finishAnswer(tx, c.ctx, 'a', response, false))).rejects.toThrow(/work item a no longer holds its lock/);
+    expect((await getThread(c.db.reader, 't-a'))!.status).toBe('running');
+    expect((await getThread(c.db.reader, 't-o'))!.status).toBe('running');
+    expect(await c.db.reader.all('SELECT id FROM mutations')).toEqual([]);
   });
 });

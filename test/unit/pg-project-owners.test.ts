@@ -13,7 +13,8 @@ import { loadConfig } from '../../src/daemon/config/config.js';
 import { createLogger } from '../../src/daemon/runtime/logger.js';
 import { assignProjectOwners } from '../../src/domain/project-owners.js';
 import { createSimulator, type Simulator } from '../../src/sim/simulator.js';
-import { project } from '../helpers/harness.js';
+import { project, waitUntil } from '../helpers/harness.js';
+import { settled } from '../helpers/pg-race.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 const PROJECTS = ['p0', 'p1', 'p2', 'p3'];
@@ -157,11 +158,11 @@ describe('two daemons on one Postgres prefer their own projects', () => {
     for (const l of ofA) expect(ownProjects.a).toContain(l.project_id);
     // A drains its calls for as long as they are held; its row says meanwhile that it claims no more (at
     // once: shutdown renews when the engine stops claiming; the periodic renewal would say it within
-    // RENEW_MS). Were ownership left only after the drain, this wait would last until the test's timeout.
+    // RENEW_MS). Were ownership left only after the drain, this wait would time out (10 s).
     apps.splice(apps.indexOf(a), 1);
     const stopped = a.shutdown(600_000);
     const claimingOf = async () => (await b.reader.get<{ claiming: number }>('SELECT claiming FROM llm_daemons WHERE owner = ?', [ownerA]))?.claiming;
-    while ((await claimingOf()) !== 0) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil(async () => (await claimingOf()) === 0, "A's row to say it claims no more", 10_000);
     // B reads it at its first renewal: it alone claims, every project in turn, A's too.
     await b.start();
     await b.engine.claimDue();
@@ -171,14 +172,11 @@ describe('two daemons on one Postgres prefer their own projects', () => {
     // A is still draining: its calls are still held.
     expect((await leasedOf(b)).filter((l) => l.lease_owner === ownerA)).toHaveLength(SLOTS);
     // Released as they arrive (some may still be on their way), until A's drain ends.
-    let drained = false;
-    void stopped.then(() => {
-      drained = true;
-    });
-    while (!drained) {
+    const drained = settled(stopped);
+    await waitUntil(() => {
       sim.release();
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      return drained();
+    }, "A's drain to end");
     expect((await stopped).abandoned).toBe(0);
   });
 });

@@ -15,7 +15,8 @@ import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertThread } from '../../src/db/threads.js';
 import { lockExpiredLeases } from '../../src/db/leases.js';
-import { claimWorkItem, getWorkItem, insertWorkItem, unclaimWorkItem } from '../../src/db/work-items.js';
+import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
+import { claimWorkItem, unclaimWorkItem } from '../../src/db/work-item-claims.js';
 import { createTestDatabase, type TestDatabase, openTestPool } from '../helpers/postgres.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 

@@ -13,7 +13,7 @@
  */
 import { addProjectSpendAtCommit, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
 import type { ChargeRow, WorkItemRow } from '../../db/schema.js';
-import { unparkBudgetItems } from '../../db/work-items.js';
+import { unparkBudgetItems } from '../../db/work-item-claims.js';
 import { lockKeyForTransaction, tryLockKeyForTransaction } from '../../db/key-locks.js';
 import { DONE } from '../../db/statements.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';

@@ -14,7 +14,7 @@
 import type { ItemWithThread } from '../../db/item-with-thread.js';
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { markWorkItemApplied, requeueWorkItem } from '../../db/work-items.js';
+import { markWorkItemApplied, requeueWorkItem } from '../../db/work-item-moves.js';
 import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { CallOutcome } from './executor.js';
 import { settleFromResponse } from './charges.js';

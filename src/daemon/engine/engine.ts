@@ -9,7 +9,8 @@
  */
 import type { Sql } from '../../core/sql.js';
 import type { LedgerRow } from '../../db/schema.js';
-import { nextQueuedDeadline, nextQueuedDueAt, unparkBudgetItems } from '../../db/work-items.js';
+import { nextQueuedDeadline, nextQueuedDueAt } from '../../db/work-items.js';
+import { unparkBudgetItems } from '../../db/work-item-claims.js';
 import { EngineSpans } from '../tracing/engine-spans.js';
 import { traceIdOf } from '../../core/trace-context.js';
 import { noTracer } from '../tracing/tracer.js';

@@ -4,7 +4,7 @@
  */
 import type { RefusedValueError } from '../../core/errors.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { endWorkItem, requeueWorkItem } from '../../db/work-items.js';
+import { endWorkItem, requeueWorkItem } from '../../db/work-item-moves.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { backoffDelayMs } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';

@@ -18,7 +18,7 @@
 import type { ItemWithThread } from '../../db/item-with-thread.js';
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
-import { markWorkItemsRunning } from '../../db/work-items.js';
+import { markWorkItemsRunning } from '../../db/work-item-moves.js';
 import { startThreadsInLockOrder } from '../../db/threads.js';
 import { StaleStateError } from '../../core/errors.js';
 import type { ChatRequest } from '../../domain/prompts.js';

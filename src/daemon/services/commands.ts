@@ -7,13 +7,9 @@ import { acquireLock, releaseLocksOwnedBy } from '../../db/locks.js';
 import { getDocument, getProject, insertDocument, insertProject, renameProject, updateDocumentContent } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { findActiveThreadByKey, getThread, listChildThreads, lockThread } from '../../db/threads.js';
-import {
-  countQueuedWorkItems,
-  endQueuedWorkItemsOfThreads,
-  getLatestWorkItem,
-  listLeasedWorkItemsOfThreads,
-  makeQueuedItemDueNow,
-} from '../../db/work-items.js';
+import { countQueuedWorkItems, getLatestWorkItem, listLeasedWorkItemsOfThreads } from '../../db/work-items.js';
+import { makeQueuedItemDueNow } from '../../db/work-item-claims.js';
+import { endQueuedWorkItemsOfThreads } from '../../db/work-item-moves.js';
 import { EMPTY_BACKLOG, STORY_BACKLOG } from '../../domain/backlog.js';
 import { EPIC_ARCHITECTURE, parseProjectFile } from '../../domain/project.js';
 import { isTerminalThread } from '../../domain/states.js';

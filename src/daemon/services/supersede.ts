@@ -6,7 +6,8 @@
  * burst of forced requests for one target costs at most the calls already in flight plus one.
  */
 import type { ThreadRow } from '../../db/schema.js';
-import { endWorkItem, getLatestWorkItem } from '../../db/work-items.js';
+import { getLatestWorkItem } from '../../db/work-items.js';
+import { endWorkItem } from '../../db/work-item-moves.js';
 import { appendEntry, emitWorkItem, moveThread, type Tx } from '../engine/tx.js';
 
 /** The queued item of a thread a forced request may replace: a top-level work thread whose call has not started. */

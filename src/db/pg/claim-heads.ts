@@ -1,5 +1,5 @@
 /**
- * The fair scheduler's candidates (db/work-items.ts `listClaimHeads`, `listProjectClaimHeads`) on
+ * The fair scheduler's candidates (db/work-item-claims.ts `listClaimHeads`, `listProjectClaimHeads`) on
  * Postgres, each in one statement: every step of a skip-scan walked from the client would be a network
  * round trip (~4 per project, ~8 per claimed item). The skip-scan runs on the server: a recursive CTE seeks
  * idx_work_items_fair to the next group, and a LATERAL subquery takes each group's head with the same
@@ -8,7 +8,7 @@
 import type { Sql } from '../../core/sql.js';
 import type { WorkItemRow } from '../schema.js';
 
-/** db/work-items.ts's `ClaimHead` (the same shape; named here because the layering rules forbid even a type-only import cycle). */
+/** db/work-item-claims.ts's `ClaimHead` (the same shape; named here because the layering rules forbid even a type-only import cycle). */
 type ClaimHead = Pick<WorkItemRow, 'id' | 'project_id' | 'priority' | 'not_before' | 'lock_scope'>;
 
 /** A group's head: the oldest item that can run now (`g` is the group's row). */
