@@ -7,7 +7,7 @@
 import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { assertChargeTransition } from '../domain/states.js';
-import { runAtCommit, runGuarded, runGuardedAllAtCommit, runGuardedAtCommit } from './statements.js';
+import { runAtCommit, runGuarded, runGuardedAtCommit } from './statements.js';
 
 /** A charge as its reservation inserts it: the call's telemetry comes with the change that ends the call. */
 export type ReservedCharge = Omit<ChargeRow, 'outcome' | 'http_status' | 'latency_ms' | 'provider_request_id'>;
@@ -36,54 +36,6 @@ export function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow |
   return sql.get<ChargeRow>("SELECT * FROM llm_charges WHERE work_item_id = ? AND status = 'reserved'", [workItemId]);
 }
 
-/** A charge's settle from its recorded response: the usage, the cost and the call's telemetry. */
-export type ResponseSettle = {
-  id: string;
-  work_item_id: string;
-  status: 'settled' | 'in_doubt';
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  total_tokens: number | null;
-  cost_usd: number | null;
-  http_status: number;
-  latency_ms: number;
-  provider_request_id: string | null;
-  now: number;
-};
-
-/**
- * `settleChargeFromResponse` for the responses a transaction records together (a shared closure of records:
- * engine/shared-writes.ts), behind its append. On a handle that runs statements in its COMMIT's query (the
- * Postgres writer's) they are one statement there, guarded as a whole: every charge still `reserved`, or the
- * whole transaction rolls back (and the closure's items run again each alone, engine/shared-writes.ts). The
- * statements behind the append run while the ledger's chain head is held, which every appending transaction
- * of every daemon waits for: one statement instead of one per item (bench/README.md, issue 18 target 9,
- * pgledger). Elsewhere (SQLite: one writer, no head to hold) each runs as before, one statement per charge.
- */
-export function settleChargesFromResponses(sql: Sql, settles: readonly ResponseSettle[]): Promise<void> {
-  if (settles.length === 1 || !sql.atCommit) return settleEach(sql, settles);
-  for (const p of settles) assertChargeTransition('reserved', p.status);
-  return runGuardedAllAtCommit(
-    sql,
-    `UPDATE llm_charges c
-     SET status = s.status, prompt_tokens = s.prompt_tokens, completion_tokens = s.completion_tokens, total_tokens = s.total_tokens,
-         cost_usd = s.cost_usd, settled_at = s.now, outcome = 'ok', http_status = s.http_status, latency_ms = s.latency_ms,
-         provider_request_id = s.provider_request_id,
-         response_seq = (SELECT e.seq FROM llm_ledger_entries e WHERE e.work_item_id = s.work_item_id AND e.entry_type = 'response' ORDER BY e.seq DESC LIMIT 1)
-     FROM jsonb_to_recordset(CAST(@settles AS jsonb)) AS s(id text, work_item_id text, status text, prompt_tokens integer,
-       completion_tokens integer, total_tokens integer, cost_usd double precision, http_status integer, latency_ms integer,
-       provider_request_id text, now bigint)
-     WHERE c.id = s.id AND c.status = 'reserved'`,
-    { settles: JSON.stringify(settles) },
-    settles.length,
-    `charges ${settles.map((p) => p.id).join(', ')} are not all reserved`,
-  );
-}
-
-function settleEach(sql: Sql, settles: readonly ResponseSettle[]): Promise<void> {
-  return settles.reduce<Promise<void>>((done, p) => done.then(() => settleChargeFromResponse(sql, p)), Promise.resolve());
-}
-
 /**
  * reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. The
  * same change writes the call's telemetry (outcome `ok`, HTTP status, latency, provider request id).
@@ -92,7 +44,22 @@ function settleEach(sql: Sql, settles: readonly ResponseSettle[]): Promise<void>
  * with no round trip while the chain head is held): `response_seq` is the item's latest `response` entry,
  * that one, found by the statement itself since on Postgres its seq is known only inside that query.
  */
-function settleChargeFromResponse(sql: Sql, p: ResponseSettle): Promise<void> {
+export function settleChargeFromResponse(
+  sql: Sql,
+  p: {
+    id: string;
+    work_item_id: string;
+    status: 'settled' | 'in_doubt';
+    prompt_tokens: number | null;
+    completion_tokens: number | null;
+    total_tokens: number | null;
+    cost_usd: number | null;
+    http_status: number;
+    latency_ms: number;
+    provider_request_id: string | null;
+    now: number;
+  },
+): Promise<void> {
   assertChargeTransition('reserved', p.status);
   return runGuardedAtCommit(
     sql,

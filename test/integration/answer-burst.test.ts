@@ -36,9 +36,9 @@ async function expectEachAppliedOnce(parent: string) {
 }
 
 /**
- * Answers recorded together settle their charges together (on Postgres in one statement behind the ledger
- * append: db/charges.ts `settleChargesFromResponses`): each charge is settled once, by its own response —
- * its usage, and the seq of its item's `response` entry, which `usage` and the thread's cost read.
+ * Answers recorded together (a shared closure of records, engine/shared-writes.ts) settle their charges behind
+ * the closure's one ledger append: each charge is settled once, by its own response — its usage, and the seq of
+ * its item's `response` entry, which `usage` and the thread's cost read.
  */
 async function expectEachChargeSettledByItsResponse(parent: string) {
   const charges = await h.query<{ status: string; outcome: string; response_seq: number; entry_seq: number; total_tokens: number; payload: string }>(

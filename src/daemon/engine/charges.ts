@@ -2,7 +2,7 @@
  * The life of a call's charge, inside the engine's transactions (lease-then-pay, ADR-0023):
  *
  *   reserveCharge              in the claim's transaction, before any call: the estimated maximum
- *   settleChargesFromResponses in the transaction that records the `response` entry: the real usage
+ *   settleChargeFromResponse   in the transaction that records the `response` entry: the real usage
  *   closeChargeAfterError      the call failed: released if the provider certainly did not bill it,
  *                              otherwise in doubt (counted at its maximum)
  *   releaseUnsentCharge        the item ended or went back to the queue before any call was made
@@ -11,14 +11,7 @@
  * row is guarded by `status = 'reserved'` and a unique `response_seq`: a paid call is counted exactly
  * once, however often the item is retried or the daemon restarted.
  */
-import {
-  addProjectSpendAtCommit,
-  closeChargeWithoutResponse,
-  getOpenCharge,
-  insertCharge,
-  type ResponseSettle,
-  settleChargesFromResponses,
-} from '../../db/charges.js';
+import { addProjectSpendAtCommit, closeChargeWithoutResponse, getOpenCharge, insertCharge, settleChargeFromResponse } from '../../db/charges.js';
 import type { ChargeRow, WorkItemRow } from '../../db/schema.js';
 import { unparkBudgetItems } from '../../db/work-items.js';
 import { lockKeyForTransaction, tryLockKeyForTransaction } from '../../db/key-locks.js';
@@ -80,19 +73,21 @@ export async function settleFromResponse(
   // No price for the model: the cost is unknown (NULL, shown as "unpriced"), not zero.
   const price = priceOf(charge.model);
   const cost = usage && price ? costUsd(price, usage.prompt_tokens, usage.completion_tokens) : null;
-  settleAfterAppend(tx, {
-    id: charge.id,
-    work_item_id: item.id,
-    status: usage ? 'settled' : 'in_doubt',
-    prompt_tokens: usage?.prompt_tokens ?? null,
-    completion_tokens: usage?.completion_tokens ?? null,
-    total_tokens: usage?.total_tokens ?? null,
-    cost_usd: cost,
-    http_status: call.httpStatus,
-    latency_ms: call.latencyMs,
-    provider_request_id: call.requestId,
-    now: tx.now,
-  });
+  atEndAfterAppend(tx, () =>
+    settleChargeFromResponse(tx.sql, {
+      id: charge.id,
+      work_item_id: item.id,
+      status: usage ? 'settled' : 'in_doubt',
+      prompt_tokens: usage?.prompt_tokens ?? null,
+      completion_tokens: usage?.completion_tokens ?? null,
+      total_tokens: usage?.total_tokens ?? null,
+      cost_usd: cost,
+      http_status: call.httpStatus,
+      latency_ms: call.latencyMs,
+      provider_request_id: call.requestId,
+      now: tx.now,
+    }),
+  );
   if (!usage) return; // in doubt: stays counted at its maximum
   // Budgets now count the real usage instead of the maximum (a call can exceed its estimate slightly).
   await moveSpend(tx, {
@@ -152,26 +147,6 @@ async function freeHeadroom(tx: Tx, item: WorkItemRow): Promise<void> {
 }
 
 type SpendChange = Parameters<typeof addProjectSpendAtCommit>[1];
-
-/** Per transaction (its statement handle is its own for the closure's lifetime): charges to settle at its end. */
-const pendingSettles = new WeakMap<object, ResponseSettle[]>();
-
-/**
- * Settles the charge at the end of the transaction, right after its ledger append (which the settle names:
- * `response_seq`), together with the other responses the transaction records: one statement for all of
- * them (db/charges.ts `settleChargesFromResponses`), so the chain head, held from the append to the end of
- * the COMMIT, is not held for one statement per item.
- */
-function settleAfterAppend(tx: Tx, settle: ResponseSettle): void {
-  let pending = pendingSettles.get(tx.sql);
-  if (!pending) {
-    const created: ResponseSettle[] = [];
-    pendingSettles.set(tx.sql, created);
-    atEndAfterAppend(tx, () => settleChargesFromResponses(tx.sql, created));
-    pending = created;
-  }
-  pending.push(settle);
-}
 
 /** Per transaction (its statement handle is its own for the closure's lifetime): spend to add at its end. */
 const pendingSpend = new WeakMap<object, Map<string, SpendChange>>();
