@@ -11,6 +11,7 @@
  * statements (45). DIAG_HOLDS=1 logs every statement of the measured run and prints the closures of answers' document-head
  * waits and holds (bench/lib/head-holds.ts; the log slows the server: CPU figures from a run without it). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
  * DIAG_WARMUP_EPICS (800, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
+ * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -232,6 +233,15 @@ async function report(admin: pg.Client, dbName: string, items: number, dbClient:
   console.log('indexes (per item: scans, entries read):');
   for (const i of indexes.rows)
     console.log(`  ${String(i.relname).padEnd(20)} ${String(i.indexrelname).padEnd(36)} ${perItem(i.idx_scan, items)} ${perItem(i.idx_tup_read, items, 1)}`);
+  // The ledger's payloads: their size, what the row stores (pg_column_size) and whether TOAST compressed them (pglz: the
+  // server's CPU inside the append, under the chain head, for any row past toast_tuple_target).
+  const payloads = await dbClient.query(
+    `SELECT entry_type, count(*) AS n, avg(octet_length(payload))::int AS bytes, max(octet_length(payload)) AS max_bytes,
+            avg(pg_column_size(payload))::int AS stored, count(*) FILTER (WHERE pg_column_compression(payload) IS NOT NULL) AS compressed
+       FROM llm_ledger_entries GROUP BY entry_type ORDER BY count(*) DESC`,
+  );
+  console.log('ledger payloads (every entry, the warm-up included: entries, mean and max bytes, mean bytes stored, entries compressed):');
+  for (const r of payloads.rows) console.log(`  ${String(r.entry_type).padEnd(18)} ${r.n} ${r.bytes} ${r.max_bytes} ${r.stored} ${r.compressed}`);
   const fns = await dbClient.query('SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions ORDER BY total_time DESC');
   for (const f of fns.rows)
     console.log(
@@ -376,12 +386,16 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
       await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
       try {
         for (const d of daemons) await d.start();
+        // DIAG_SETUP_SQL=<file>: run once the daemons have migrated the database (to try a variant of a function).
+        if (process.env.DIAG_SETUP_SQL) await client.query(readFileSync(process.env.DIAG_SETUP_SQL, 'utf8'));
         const warmUpItems = WARMUP_EPICS > 0 ? await warmUp(daemons, client) : 0;
         calls = 0;
         const projects = Array.from({ length: PROJECTS }, (_, p) => `p${p}`);
         for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, EPICS));
         const items = PROJECTS * EPICS;
         await resetStats(admin);
+        // pg_stat_reset() resets the counters of the database it runs in: the measured one's tables and functions too.
+        await client.query('SELECT pg_stat_reset()');
         if (HOLDS) await startHoldsLog(admin, HOLDS_LOG);
         const perf = startPerf(
           port,
@@ -403,6 +417,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const waits = new Map<string, number>();
         let samples = 0;
         let commitWaits = 0;
+        const holders = new Map<string, number>();
         let sampling = true;
         const sampler = (async () => {
           const sc = new pg.Client({ connectionString: url });
@@ -414,13 +429,27 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
               // is the ledger's chain head (the text is cut at track_activity_query_size: its end is not seen).
               `SELECT coalesce(wait_event_type,'CPU') || ':' || coalesce(wait_event,'-') || ' ' || state || ' | ' ||
                       left(regexp_replace(regexp_replace(query, '\\s+', ' ', 'g'), '(EXECUTE \\w+)\\(.*$', '\\1(…)'), 70) AS k,
-                      (wait_event_type = 'Lock' AND query ~ '^(BEGIN;\\s*)?(PREPARE|EXECUTE) \\w+_c\\M') AS at_commit
+                      (wait_event_type = 'Lock' AND query ~ '^(BEGIN;\\s*)?(PREPARE|EXECUTE) \\w+_c\\M') AS at_commit, pid
                  FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle' AND backend_type = 'client backend'`,
             );
             samples++;
+            const waiting: number[] = [];
             for (const r of rows) {
               waits.set(r.k, (waits.get(r.k) ?? 0) + 1);
-              if (r.at_commit) commitWaits++;
+              if (r.at_commit) {
+                commitWaits++;
+                waiting.push(r.pid);
+              }
+            }
+            // What the transaction that a COMMIT query's lock wait is blocked by is doing meanwhile (the chain head's holder,
+            // mostly): its wait event, read in a second query (a few ms later at most, so a fast holder may have moved on).
+            if (waiting.length > 0) {
+              const held = await sc.query(
+                `SELECT coalesce(h.wait_event_type, 'CPU') || ':' || coalesce(h.wait_event, '-') || ' ' || h.state AS k
+                   FROM unnest($1::int[]) AS w(pid) CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS b(pid) JOIN pg_stat_activity h ON h.pid = b.pid`,
+                [waiting],
+              );
+              for (const r of held.rows) holders.set(r.k, (holders.get(r.k) ?? 0) + 1);
             }
             await sleep(25);
           }
@@ -487,6 +516,13 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
           `the LISTEN sessions' backends (${listeners.length}, this tool's own excluded): ${((lCpu * 1000) / items).toFixed(0)} µs of server CPU per item`,
         );
         console.log(`lock waits in COMMIT queries (the chain head first): ${(commitWaits / samples).toFixed(2)} backends on average`);
+        const blocked = [...holders.values()].reduce((a, b) => a + b, 0);
+        console.log(
+          `what the transactions they wait for are doing (share of ${blocked} waits): ${[...holders.entries()]
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, v]) => `${k} ${((100 * v) / Math.max(blocked, 1)).toFixed(0)} %`)
+            .join(', ')}`,
+        );
         await printItemPhases(client);
         if (HOLDS) {
           await stopHoldsLog(admin);

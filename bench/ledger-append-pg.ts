@@ -10,6 +10,7 @@
  *
  *   npx tsx bench/ledger-append-pg.ts [appends=5000] [migrations folder=migrations/pg]
  *   LEDGER_BENCH_SETUP=<file.sql> …   # runs the file after the migrations: to try a variant of a function
+ *   LEDGER_BENCH_ENTRIES=10 …         # entries per append, with target 9's payloads (below); default 1 small entry
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -30,12 +31,40 @@ function backendCpuMs(pid: number): number {
 
 const APPEND = `SELECT * FROM llm_ledger_append($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::text[])`;
 
+const ENTRIES = Number(process.env.LEDGER_BENCH_ENTRIES ?? 0);
+
+/**
+ * Target 9's entries per item as `diag-pg scale` measured them (2026-11-25): a prompt of 1,226 bytes, a response
+ * of ~1,600–2,200 (two thirds of them past the row's TOAST threshold, so pglz-compressed to ~1,070), a mutation report
+ * of 392 and a parse report of 75; JSON of words, which compresses as the simulator's stories do.
+ */
+const MIX: readonly [string, number][] = [
+  ['prompt', 1226],
+  ['response', 1600],
+  ['response', 2200],
+  ['mutation_report', 392],
+  ['parse_report', 75],
+];
+const WORDS = 'the story epic user can should when acceptance criteria given then backlog project sprint value team'.split(' ');
+
+function payloadOf(i: number, bytes: number): string {
+  let text = '';
+  for (let w = i; text.length < bytes - 30; w = (w * 1103515245 + 12345) % 2147483648) text += `${WORDS[w % WORDS.length]} `;
+  return JSON.stringify({ n: i, text });
+}
+
 function appendParams(i: number): unknown[] {
-  const e = { thread_id: 't-1', work_item_id: 'w-1', entry_type: 'prompt', attempt: 1, created_at: 5 };
-  const payload = JSON.stringify({ n: i, text: 'x'.repeat(200) });
-  const [head, tail] = canonicalMetadataAroundSeq(e);
-  const digest = createHash('sha256').update(payload).update('\n').update(head).update('\n').update(tail).digest('hex');
-  return [[e.thread_id], [e.work_item_id], [e.entry_type], [e.attempt], [payload], [e.created_at], [head], [tail], [digest]];
+  const n = Math.max(ENTRIES, 1);
+  const cols: unknown[][] = Array.from({ length: 9 }, () => []);
+  for (let k = 0; k < n; k++) {
+    const [type, bytes] = ENTRIES === 0 ? ['prompt', 0] : MIX[Math.abs(i * n + k) % MIX.length]!;
+    const e = { thread_id: 't-1', work_item_id: 'w-1', entry_type: type, attempt: 1, created_at: 5 };
+    const payload = ENTRIES === 0 ? JSON.stringify({ n: i, text: 'x'.repeat(200) }) : payloadOf(Math.abs(i * n + k), bytes);
+    const [head, tail] = canonicalMetadataAroundSeq(e);
+    const digest = createHash('sha256').update(payload).update('\n').update(head).update('\n').update(tail).digest('hex');
+    for (const [c, v] of [e.thread_id, e.work_item_id, e.entry_type, e.attempt, payload, e.created_at, head, tail, digest].entries()) cols[c]!.push(v);
+  }
+  return cols;
 }
 
 const server = await startPostgres({
@@ -62,6 +91,7 @@ try {
   }
   const client = new pg.Client({ connectionString: url });
   await client.connect();
+  client.on('error', () => {}); // the server's stop below ends the session: the error that stopped it is the one thrown
   await client.query(
     `INSERT INTO llm_threads (id, kind, space_type, space_id, target_ref, idempotency_key, created_at) VALUES ('t-1', 'k', 'project', 'p', '{}', 'k1', 1)`,
   );
@@ -85,7 +115,7 @@ try {
   const walBytes = (await client.query<{ b: string }>(`SELECT pg_current_wal_lsn() - '${lsn0}'::pg_lsn AS b`)).rows[0]!.b;
   await client.query('SELECT pg_stat_force_next_flush()');
   const wal1 = (await client.query<{ r: string }>('SELECT wal_records AS r FROM pg_stat_wal')).rows[0]!.r;
-  console.log(`${appends} appends, migrations ${folder}`);
+  console.log(`${appends} appends of ${Math.max(ENTRIES, 1)} entries, migrations ${folder}`);
   console.log(
     `per append: backend CPU ${((cpuMs * 1000) / appends).toFixed(0)} µs, wall ${((wallMs * 1000) / appends).toFixed(0)} µs, WAL ${(Number(walBytes) / appends).toFixed(0)} bytes, ${((Number(wal1) - Number(wal0)) / appends).toFixed(2)} records`,
   );

@@ -35,6 +35,27 @@ async function expectEachAppliedOnce(parent: string) {
   expect((await h.queryOne<{ n: number }>('SELECT count(*) AS n FROM locks'))!.n).toBe(0);
 }
 
+/**
+ * Answers recorded together (a shared closure of records, engine/shared-writes.ts) settle their charges behind
+ * the closure's one ledger append: each charge is settled once, by its own response — its usage, and the seq of
+ * its item's `response` entry, which `usage` and the thread's cost read.
+ */
+async function expectEachChargeSettledByItsResponse(parent: string) {
+  const charges = await h.query<{ status: string; outcome: string; response_seq: number; entry_seq: number; total_tokens: number; payload: string }>(
+    `SELECT c.status, c.outcome, c.response_seq, e.seq AS entry_seq, c.total_tokens, e.payload
+       FROM llm_charges c JOIN llm_threads t ON t.id = c.thread_id
+       JOIN llm_ledger_entries e ON e.work_item_id = c.work_item_id AND e.entry_type = 'response'
+      WHERE t.parent_thread_id = ?`,
+    [parent],
+  );
+  expect(charges).toHaveLength(EPICS);
+  for (const c of charges) {
+    expect({ status: c.status, outcome: c.outcome }).toEqual({ status: 'settled', outcome: 'ok' });
+    expect(Number(c.response_seq)).toBe(Number(c.entry_seq));
+    expect(c.total_tokens).toBe(JSON.parse(c.payload).usage.total_tokens);
+  }
+}
+
 describe('a burst of answers larger than the answer slots', () => {
   it('records every answer once and applies it once; no call is made twice', async () => {
     const { r } = await burst();
@@ -49,6 +70,7 @@ describe('a burst of answers larger than the answer slots', () => {
     expect(h.sim.calls).toHaveLength(EPICS);
     expect(new Set(h.sim.calls.map((c) => c.epic_id)).size).toBe(EPICS);
     await expectEachAppliedOnce(r.thread_id);
+    await expectEachChargeSettledByItsResponse(r.thread_id);
   }, 120_000);
 
   it('a SIGKILL among the answers: recorded answers are resumed without a new call, the rest retried as INTERRUPTED', async () => {
