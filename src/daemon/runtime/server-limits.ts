@@ -111,8 +111,11 @@ export function refuseOversizedBody(
  */
 export function dropRestOfBody(req: http.IncomingMessage): Promise<void> {
   return new Promise((resolve) => {
+    // Once, whichever comes first; the socket's listener removed, as a kept-alive socket outlives its requests.
     const done = () => {
       clearTimeout(linger);
+      req.off('end', done);
+      req.socket.off('close', done);
       resolve();
     };
     const linger = setTimeout(done, LINGER_MS);
@@ -123,7 +126,7 @@ export function dropRestOfBody(req: http.IncomingMessage): Promise<void> {
   });
 }
 
-/** How long the rest of a refused body is read and dropped before the connection is cut. */
+/** How long the rest of a refused body is read and dropped at most before the 413 is written (and, on the HTTP API, the connection closed). */
 const LINGER_MS = 5_000;
 
 export function formatBytes(n: number): string {
