@@ -13,7 +13,7 @@ export interface Notification {
   payload: string;
   /**
    * Sent only while some session listens to the channel announced (`PgListener.listenAlso(channel, { announce: true })`):
-   * the commit query tries a lock that announced listeners hold (`ANNOUNCED_TRY`). A channel whose listeners are rare
+   * the commit query tries a lock that announced listeners hold (`announcedTry`). A channel whose listeners are rare
    * (a thread's changes, for `--follow` streams) then costs nothing when nobody listens: Postgres 18 wakes every session
    * listening on the database for every notifying commit, whatever its channel (each daemon's LISTEN session, so N
    * daemons' sessions per commit), and serializes the notifying commits on one lock.
@@ -23,15 +23,16 @@ export interface Notification {
 
 /**
  * An announcement's advisory locks: one per shard (`ANNOUNCE_SHARDS`) of the committing sessions, so two writers trying
- * theirs at once do not meet unless they share a shard (and then both notify: never fewer notifications than needed).
+ * theirs at once do not meet unless they share a shard (and then the later one sends its notifications, perhaps to
+ * nobody: never one too few).
  */
 const ANNOUNCE_SHARDS = 16;
 const announceKey = (channel: string, shard: string) => `hashtextextended('combine_listen:' || ${channel} || ':' || ${shard}, 0)`;
 
 /**
  * In the commit query's notification statement, true for a notification to send: any unannounced one, and an announced
- * one when the writer cannot take its shard's lock exclusively — an announced listener holds it shared (or another
- * writer of the shard holds it: then sending is merely not needed). A writer that takes it holds it until its COMMIT
+ * one when the writer cannot take its shard's lock exclusively: an announced listener holds it shared (or another
+ * writer of the shard holds it: then it is sent anyway). A writer that takes it holds it until its COMMIT
  * has ended, so an announcement (`ANNOUNCE`, which waits for it) comes after every commit that sent nothing: the
  * listener's reads after its announcement see those commits, and every later commit notifies it.
  */
