@@ -133,11 +133,7 @@ function serverCpuMs(port: number): number {
   return procCpuMs(postmaster, true) + children.reduce((a, p) => a + procCpuMs(p), 0);
 }
 
-/**
- * Counts the notifications the daemons send (one more listener: what each daemon receives), by channel and `combine_work` payload.
- * It does not announce its LISTEN (db/pg/notifications.ts): `combine_events`, sent only while a follower's daemon announces
- * it, shows only when some daemon has one (none in scale's run).
- */
+/** Counts the notifications the daemons send (one more listener: what each daemon receives), by channel and `combine_work` payload. */
 async function countNotifications(url: string): Promise<{ pid: number; stop(): Promise<Map<string, number>> }> {
   const counts = new Map<string, number>();
   const c = new pg.Client({ connectionString: url });

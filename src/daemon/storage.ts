@@ -36,11 +36,8 @@ export interface WriteObservers<E> {
 
 /** A running LISTEN session on the shared database. */
 export interface Listening {
-  /**
-   * Listens to one more channel; resolved once notifications committed from then on reach this session (db/pg/notifications.ts).
-   * `announce`: the channel's announced notifications are sent only while some session listens to it so.
-   */
-  listenAlso(channel: string, options?: { announce?: boolean }): Promise<void>;
+  /** Listens to one more channel; resolved once notifications committed from then on reach this session (db/pg/notifications.ts). */
+  listenAlso(channel: string): Promise<void>;
   unlisten(channel: string): Promise<void>;
   close(): Promise<void>;
 }

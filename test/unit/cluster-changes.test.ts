@@ -43,10 +43,10 @@ const ledger = (id: string, seq: number): EngineEvent => ({
 });
 
 describe('notifications of a write', () => {
-  it('a submit wakes every producer and names its thread, for followers only (announced)', () => {
+  it('a submit wakes every producer and names its thread', () => {
     expect(notificationsOf([thread('t1', 'open'), item('t1', 'queued')])).toEqual([
       { channel: 'combine_work', payload: 'queued' },
-      { channel: 'combine_events', payload: 't1:0:', announced: true },
+      { channel: 'combine_events', payload: 't1:0:' },
     ]);
   });
 
@@ -54,7 +54,7 @@ describe('notifications of a write', () => {
     expect(notificationsOf([item('t1', 'claimed'), item('t2', 'running')])).toEqual([]);
     expect(notificationsOf([ledger('c1', 7), ledger('c1', 9), thread('c1', 'complete', 'p1'), item('c1', 'applied')])).toEqual([
       { channel: 'combine_work', payload: 'freed' },
-      { channel: 'combine_events', payload: 'c1:0:p1', announced: true },
+      { channel: 'combine_events', payload: 'c1:0:p1' },
     ]);
   });
 
@@ -69,7 +69,7 @@ describe('notifications of a write', () => {
 
   it('a write touching many threads sends one `*` instead of one per thread', () => {
     const many = Array.from({ length: 100 }, (_, i) => thread(`c${i}`, 'open', 'p1'));
-    expect(notificationsOf(many)).toEqual([{ channel: 'combine_events', payload: '*', announced: true }]);
+    expect(notificationsOf(many)).toEqual([{ channel: 'combine_events', payload: '*' }]);
   });
 
   it('a cancel names the threads it canceled, in payloads Postgres accepts however many there are', () => {

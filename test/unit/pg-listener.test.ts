@@ -110,61 +110,6 @@ describe('Postgres LISTEN session', () => {
     }
   });
 
-  it('sends an announced notification only while a session listens announced, and an announcement waits for the commit that sent none', async () => {
-    const plainGot: Notification[] = [];
-    const followerGot: Notification[] = [];
-    const handlers = (got: Notification[]) => ({ notified: (n: Notification) => got.push(n), reconnected: () => {}, failed: () => {} });
-    // Listens to combine_events without announcing it (as a daemon with no follower never does; here, to see what is sent).
-    const plain = new PgListener(database.url, ['combine_work', 'combine_events'], handlers(plainGot));
-    const follower = new PgListener(database.url, ['combine_work'], handlers(followerGot));
-    await plain.start();
-    await follower.start();
-    const announced = (payload: string): Notification => ({ channel: 'combine_events', payload, announced: true });
-    // Each commit ends with a marker on combine_work (always sent, after the others): by then its notifications have arrived.
-    const commitWithMarker = async (notes: Notification[], marker: string) => {
-      await inTransaction([...notes, { channel: 'combine_work', payload: marker }], 'COMMIT');
-      await until(marker, () => plainGot.some((n) => n.payload === marker) && followerGot.some((n) => n.payload === marker));
-    };
-    const payloads = (got: Notification[]) => got.filter((n) => n.channel === 'combine_events').map((n) => n.payload);
-    try {
-      await commitWithMarker([announced('nobody-announced')], 'm1');
-      expect(payloads(plainGot)).toEqual([]);
-
-      await follower.listenAlso('combine_events', { announce: true });
-      await commitWithMarker([announced('announced')], 'm2');
-      // Sent: every session listening to the channel gets it, the one that announced and the other.
-      expect(payloads(followerGot)).toEqual(['announced']);
-      expect(payloads(plainGot)).toEqual(['announced']);
-
-      await follower.unlisten('combine_events');
-      await commitWithMarker([announced('after-unlisten')], 'm3');
-      expect(payloads(plainGot)).toEqual(['announced']);
-
-      // A writer whose notification statement found nobody announced holds that off until its COMMIT has ended: a
-      // follower's reads after its announcement see every commit that did not notify it.
-      const writer = await pool.connect();
-      try {
-        await writer.query('BEGIN');
-        await writer.query(commitQuery(writer, [], [announced('in-flight')], true).text.replace(/;\nCOMMIT$/, ''));
-        let done = false;
-        const announcing = follower.listenAlso('combine_events', { announce: true }).then(() => {
-          done = true;
-        });
-        await new Promise((r) => setTimeout(r, 300));
-        expect(done).toBe(false);
-        await writer.query('COMMIT');
-        await announcing;
-      } finally {
-        writer.release();
-      }
-      await commitWithMarker([announced('announced-again')], 'm4');
-      expect(payloads(followerGot)).toEqual(['announced', 'announced-again']);
-    } finally {
-      await plain.close();
-      await follower.close();
-    }
-  });
-
   it('a LISTEN that fails ends the session: it says so, reconnects and listens to the set, instead of counting the channel as listened to', async () => {
     const got: Notification[] = [];
     let reconnects = 0;
@@ -196,8 +141,7 @@ describe('Postgres LISTEN session', () => {
   // LISTEN). Deterministic: microtask ticks, no timing.
   /** Whether `listener` ends up listening to combine_events: a notification on it, then a marker on a channel always listened to. */
   const listensToEvents = async (got: Notification[], tag: string) => {
-    // Announced, as a daemon's: sent only if the session's announcement is held too.
-    await inTransaction([{ channel: 'combine_events', payload: `events-${tag}`, announced: true }], 'COMMIT');
+    await inTransaction([{ channel: 'combine_events', payload: `events-${tag}` }], 'COMMIT');
     await inTransaction([{ channel: 'combine_work', payload: `marker-${tag}` }], 'COMMIT');
     await until('the marker', () => got.some((n) => n.payload === `marker-${tag}`));
     return got.some((n) => n.payload === `events-${tag}`);
@@ -209,10 +153,10 @@ describe('Postgres LISTEN session', () => {
       const listener = new PgListener(database.url, ['combine_work'], { notified: (n) => got.push(n), reconnected: () => {}, failed: () => {} });
       await listener.start();
       try {
-        await listener.listenAlso('combine_events', { announce: true });
+        await listener.listenAlso('combine_events');
         const leaving = listener.unlisten('combine_events');
         for (let t = 0; t < ticks; t++) await null;
-        await listener.listenAlso('combine_events', { announce: true });
+        await listener.listenAlso('combine_events');
         await leaving;
         expect(await listensToEvents(got, `${ticks}`), `arriving ${ticks} ticks after the last one left`).toBe(true);
       } finally {
@@ -233,14 +177,14 @@ describe('Postgres LISTEN session', () => {
           leaving = listener.unlisten('combine_events');
           void (async () => {
             for (let t = 0; t < ticks; t++) await null;
-            rejoined = listener.listenAlso('combine_events', { announce: true });
+            rejoined = listener.listenAlso('combine_events');
           })();
         },
         failed: () => {},
       });
       await listener.start();
       try {
-        await listener.listenAlso('combine_events', { announce: true });
+        await listener.listenAlso('combine_events');
         await pool.query(
           "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND datname = current_database() AND pid <> pg_backend_pid()",
         );

@@ -12,12 +12,8 @@
  *     what it has not seen yet (follow-stream.ts). The middle field once carried the write's newest
  *     ledger seq; on Postgres the seqs are linked in the COMMIT's own query, after the notifications are
  *     written, and no listener ever read it, so it is 0 (kept so the payload's shape does not change).
- *     A daemon listens to it only while it has a follower (RemoteChanges), announced (db/pg/notifications.ts):
- *     a write sends these only while some daemon listens so. With no follower anywhere, a write that
- *     changed threads and queued or freed nothing sends no notification at all: Postgres 18 wakes every
- *     daemon's LISTEN session for every notifying commit, whatever its channel (N sessions per commit
- *     with N daemons: 28 → 59 µs of server CPU per item from 1 to 3 daemons, bench/README.md issue-18-pgrows),
- *     and serializes notifying commits on one lock.
+ *     A daemon listens to it only while it has a follower (RemoteChanges): others' notifications on it
+ *     are then not delivered to it at all.
  *   - `combine_cancel`: the ids of threads the write canceled, comma-separated (as many notifications
  *     as their length needs). A cancel sent to one daemon ends the thread in the database; the daemon
  *     that holds its item's lease aborts the call in flight when told, as it would for a cancel sent to
@@ -57,9 +53,8 @@ export function notificationsOf(events: EngineEvent[]): Notification[] {
     if (e.type === 'work_item') continue;
     threads.set(e.thread_id, threads.get(e.thread_id) ?? e.parent_thread_id);
   }
-  // Announced: sent only while some daemon has a follower (RemoteChanges), which is rare.
-  if (threads.size > MAX_THREAD_NOTIFICATIONS) notes.push({ channel: EVENTS_CHANNEL, payload: '*', announced: true });
-  else for (const [id, parent] of threads) notes.push({ channel: EVENTS_CHANNEL, payload: `${id}:0:${parent ?? ''}`, announced: true });
+  if (threads.size > MAX_THREAD_NOTIFICATIONS) notes.push({ channel: EVENTS_CHANNEL, payload: '*' });
+  else for (const [id, parent] of threads) notes.push({ channel: EVENTS_CHANNEL, payload: `${id}:0:${parent ?? ''}` });
   let canceled = '';
   for (const e of events) {
     if (e.type !== 'thread' || e.status !== 'canceled') continue;
@@ -200,7 +195,7 @@ export function listenToOtherDaemons(
       // Work another daemon queued between the engine's first round and this LISTEN sent its notification
       // to nobody: one more round finds it.
       d.wake();
-      d.remote.attach({ listen: () => l.listenAlso(EVENTS_CHANNEL, { announce: true }), unlisten: () => l.unlisten(EVENTS_CHANNEL) });
+      d.remote.attach({ listen: () => l.listenAlso(EVENTS_CHANNEL), unlisten: () => l.unlisten(EVENTS_CHANNEL) });
       return {
         close: async () => {
           stopPolling();

@@ -11,7 +11,7 @@
  */
 import { RefusedValueError } from '../../core/errors.js';
 import type { SqlParams } from '../../core/sql.js';
-import { announcedTry, type Notification } from './notifications.js';
+import type { Notification } from './notifications.js';
 import { bindValues, compileStatement } from './sql.js';
 
 /** A statement queued to run in the COMMIT's query, and who gets its rows once committed. */
@@ -40,10 +40,9 @@ export interface CommitQuery {
  */
 const preparedForCommit = new WeakMap<object, Set<string>>();
 
-/** The notifications, as one statement for any number of them (one prepared plan); an announced one only while announced (`announcedTry`). */
-const NOTIFY = `SELECT pg_notify(n.channel, n.payload)
-  FROM unnest(@channels::text[], @payloads::text[], @announced::boolean[]) WITH ORDINALITY AS n(channel, payload, announced, i)
-  WHERE ${announcedTry('n.channel', 'n.announced')} ORDER BY n.i`;
+/** The notifications, as one statement for any number of them (one prepared plan). */
+const NOTIFY =
+  'SELECT pg_notify(n.channel, n.payload) FROM unnest(@channels::text[], @payloads::text[]) WITH ORDINALITY AS n(channel, payload, i) ORDER BY n.i';
 
 /**
  * The query on `connection`: BEGIN when the transaction has not begun yet (its closure sent no statement:
@@ -89,7 +88,7 @@ export function commitQuery(connection: object, statements: readonly CommitState
     resultIndex.push(parts.length - 1);
   }
   if (notes.length > 0) {
-    add(NOTIFY, { channels: notes.map((n) => n.channel), payloads: notes.map((n) => n.payload), announced: notes.map((n) => n.announced === true) });
+    add(NOTIFY, { channels: notes.map((n) => n.channel), payloads: notes.map((n) => n.payload) });
   }
   parts.push('COMMIT');
   return { text: parts.join(';\n'), resultIndex, preparing };

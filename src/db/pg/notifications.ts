@@ -11,38 +11,7 @@ import { connectPostgres } from './connection.js';
 export interface Notification {
   channel: string;
   payload: string;
-  /**
-   * Sent only while some session listens to the channel announced (`PgListener.listenAlso(channel, { announce: true })`):
-   * the commit query tries a lock that announced listeners hold (`announcedTry`). A channel whose listeners are rare
-   * (a thread's changes, for `--follow` streams) then costs nothing when nobody listens: Postgres 18 wakes every session
-   * listening on the database for every notifying commit, whatever its channel (each daemon's LISTEN session, so N
-   * daemons' sessions per commit), and serializes the notifying commits on one lock.
-   */
-  announced?: boolean;
 }
-
-/**
- * An announcement's advisory locks: one per shard (`ANNOUNCE_SHARDS`) of the committing sessions, so two writers trying
- * theirs at once do not meet unless they share a shard (and then the later one sends its notifications, perhaps to
- * nobody: never one too few).
- */
-const ANNOUNCE_SHARDS = 16;
-const announceKey = (channel: string, shard: string) => `hashtextextended('combine_listen:' || ${channel} || ':' || ${shard}, 0)`;
-
-/**
- * In the commit query's notification statement, true for a notification to send: any unannounced one, and an announced
- * one when the writer cannot take its shard's lock exclusively: an announced listener holds it shared (or another
- * writer of the shard holds it: then it is sent anyway). A writer that takes it holds it until its COMMIT
- * has ended, so an announcement (`ANNOUNCE`, which waits for it) comes after every commit that sent nothing: the
- * listener's reads after its announcement see those commits, and every later commit notifies it.
- */
-export function announcedTry(channel: string, announced: string): string {
-  return `CASE WHEN ${announced} THEN NOT pg_try_advisory_xact_lock(${announceKey(channel, `(pg_backend_pid() % ${ANNOUNCE_SHARDS})::text`)}) ELSE true END`;
-}
-
-// A session's announcement of its LISTEN on channel $1: every shard's lock, shared (waits for writers holding one); and its end.
-const ANNOUNCE = `SELECT pg_advisory_lock_shared(${announceKey('$1::text', 'g::text')}) FROM generate_series(0, ${ANNOUNCE_SHARDS - 1}) AS g`;
-const UNANNOUNCE = `SELECT pg_advisory_unlock_shared(${announceKey('$1::text', 'g::text')}) FROM generate_series(0, ${ANNOUNCE_SHARDS - 1}) AS g`;
 
 /** What a listener is told: a notification, or that it reconnected (notifications may have been missed meanwhile). */
 export interface NotificationHandlers {
@@ -71,10 +40,6 @@ export class PgListener {
   private failures = 0;
   private timer: NodeJS.Timeout | null = null;
   private readonly channels: Set<string>;
-  /** The channels listened to announced (`listenAlso` with `announce`): a reconnect announces them again. */
-  private readonly announced = new Set<string>();
-  /** The channels whose announcement the current session holds. */
-  private announcedOnSession = new Set<string>();
   /** A connect in progress (it listens to every channel in the set, those added meanwhile included). */
   private connecting: Promise<void> | null = null;
   /** The LISTEN/UNLISTEN changes asked for, run one after another (applyChannel). */
@@ -99,9 +64,8 @@ export class PgListener {
    * fails meanwhile: its reconnect listens to the channel and says `reconnected`, and until then the
    * daemon polls (runtime/cluster-changes.ts).
    */
-  async listenAlso(channel: string, options: { announce?: boolean } = {}): Promise<void> {
+  async listenAlso(channel: string): Promise<void> {
     this.channels.add(channel);
-    if (options.announce) this.announced.add(channel);
     await this.applyChannel(channel);
   }
 
@@ -125,11 +89,7 @@ export class PgListener {
       const client = this.client;
       if (!client) return; // down: its reconnect listens to the set
       try {
-        if (this.channels.has(channel)) await this.listenOn(client, channel);
-        else {
-          await client.query(`UNLISTEN ${quoteIdentifier(channel)}`);
-          if (this.announcedOnSession.delete(channel)) await client.query(UNANNOUNCE, [channel]);
-        }
+        await client.query(`${this.channels.has(channel) ? 'LISTEN' : 'UNLISTEN'} ${quoteIdentifier(channel)}`);
       } catch (err) {
         if (this.client !== client || this.closed) return; // lost meanwhile: its own reconnect is under way
         this.client = null;
@@ -168,8 +128,7 @@ export class PgListener {
       client.on('error', (err) => this.lost(client!, err));
       client.on('end', () => this.lost(client!, new Error('the LISTEN session ended')));
       // The live set: a channel added while these LISTENs run is listened to too (a Set's iteration visits it).
-      this.announcedOnSession = new Set();
-      for (const channel of this.channels) await this.listenOn(client, channel);
+      for (const channel of this.channels) await client.query(`LISTEN ${quoteIdentifier(channel)}`);
       if (this.closed) {
         await client.end().catch(() => {});
         return;
@@ -182,15 +141,6 @@ export class PgListener {
       this.handlers.failed(err as Error);
       this.retry();
     }
-  }
-
-  /** LISTEN on `client`, announced first if the channel is (once per session: the lock is held shared until UNLISTEN or the session's end). */
-  private async listenOn(client: pg.Client, channel: string): Promise<void> {
-    if (this.announced.has(channel) && !this.announcedOnSession.has(channel)) {
-      await client.query(ANNOUNCE, [channel]);
-      this.announcedOnSession.add(channel);
-    }
-    await client.query(`LISTEN ${quoteIdentifier(channel)}`);
   }
 
   private lost(client: pg.Client, err: Error): void {
