@@ -73,12 +73,16 @@ const sum = <T>(values: Iterable<T>, f: (v: T) => number): number => {
   return total;
 };
 
-/** One run's totals per item: transactions, statements (the daemons'), rows written. */
+/**
+ * One run's totals per item: transactions, statements (the daemons'), rows written. Transactions are the database's
+ * (pg_stat_database): this tool's polls and samples are among them, and so is each wake-up of a LISTEN session (Postgres
+ * reads the notification queue in a transaction of its own) — every daemon's session, for every notifying commit.
+ */
 export function printPerItemTotals(c: PerItemCounts): void {
   const written = sum(c.tables.values(), (t) => t.ins + t.upd + t.del);
   const hot = sum(c.tables.values(), (t) => t.hot);
   console.log(
-    `per item, the daemons' work only: transactions ${c.xacts.toFixed(2)} (rollbacks ${c.rollbacks.toFixed(3)}); statements ${sum(c.statements.values(), (s) => s.calls).toFixed(2)}; rows written ${written.toFixed(2)} (HOT updates ${hot.toFixed(2)}); server ms in statements ${sum(c.statements.values(), (s) => s.ms).toFixed(3)}`,
+    `per item: transactions ${c.xacts.toFixed(2)} (rollbacks ${c.rollbacks.toFixed(3)}; every session's, LISTEN wake-ups and this tool's included); the daemons' statements ${sum(c.statements.values(), (s) => s.calls).toFixed(2)}; rows written ${written.toFixed(2)} (HOT updates ${hot.toFixed(2)}); server ms in statements ${sum(c.statements.values(), (s) => s.ms).toFixed(3)}`,
   );
 }
 
