@@ -12,6 +12,8 @@
  * waits and holds (bench/lib/head-holds.ts; the log slows the server: CPU figures from a run without it). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
  * DIAG_WARMUP_EPICS (800, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try).
+ * `scale 1 3` ends with the per-item counts (transactions, rows written per table, calls and rows per statement) that differ
+ * between the first run and the last (bench/lib/per-item-counts.ts): what grows with the number of daemons.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +24,7 @@ import { adminQuery, databaseUrl, startPostgres, type PostgresServer } from '../
 import { BenchDaemon, projectFile } from './lib/daemon.js';
 import { HOLDS_LOG_FLAGS, holdsLogSink, printHeadHolds, startHoldsLog, stopHoldsLog } from './lib/head-holds.js';
 import { runEngineOnce } from './lib/engine-run.js';
+import { printPerItemGrowth, printPerItemTotals, readPerItemCounts, type PerItemCounts } from './lib/per-item-counts.js';
 import { sleep } from './lib/stats.js';
 
 const TICK = 100; // clock ticks per second (/proc)
@@ -371,12 +374,12 @@ async function warmUp(daemons: readonly BenchDaemon[], client: pg.Client): Promi
   }
 }
 
-async function scale(server: PostgresServer, port: number, admin: pg.Client, count: number): Promise<void> {
+async function scale(server: PostgresServer, port: number, admin: pg.Client, count: number): Promise<PerItemCounts> {
   let calls = 0;
   const sim = await createSimulator({ latencyMs: 200, onCall: () => calls++ });
   const config = { engine: { max_in_flight: 32 }, pressure: { enabled: false } };
   try {
-    await withDatabase(server, async (url) => {
+    return await withDatabase(server, async (url) => {
       const dbName = new URL(url).pathname.slice(1);
       const daemons = Array.from({ length: count }, () => BenchDaemon.inTempHome(sim.url, config, clientUrl(server, url)));
       // Each daemon's sessions named after it in the server's statement log (DIAG_HOLDS).
@@ -531,6 +534,9 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         console.log(`wait-event samples (${samples} samples; average active backends per state):`);
         for (const [k, v] of [...waits.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${(v / samples).toFixed(2).padStart(6)}  ${k}`);
         await report(admin, dbName, items, client);
+        const counts = await readPerItemCounts(admin, dbName, client, items, count);
+        printPerItemTotals(counts);
+        return counts;
       } finally {
         await client.end().catch(() => {});
         for (const d of daemons) await d.dispose();
@@ -569,7 +575,12 @@ async function main(): Promise<void> {
   await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   try {
     if (mode === 'engine') await engine(server, server.port, admin);
-    else for (const n of args.map(Number)) await scale(server, server.port, admin, n);
+    else {
+      // `scale 1 3`: after the runs, the per-item counts that differ between the first and the last (per-item-counts.ts).
+      const runs: PerItemCounts[] = [];
+      for (const n of args.map(Number)) runs.push(await scale(server, server.port, admin, n));
+      printPerItemGrowth(runs);
+    }
   } finally {
     await admin.end();
     await server.stop();
