@@ -16,6 +16,12 @@
  * build and parse: issue 18 target 9, pgjs). The same goes for the `EXECUTE name(…)` statements of a simple
  * query (a COMMIT's, a BEGIN's), whose columns the server describes each time. Anything else (an unnamed
  * statement, binary columns, a column named `__proto__`) takes the driver's own path.
+ *
+ * This leans on node-postgres's internals, as pinned in package.json (pg 8.23.1): whoever upgrades pg checks
+ * that `Query.prepare(connection)` still sends exactly one `connection.describe` per run, that the
+ * connection's `parse`/`bind`/`execute`/`sync` set no property on the connection (the run without a Describe
+ * sends them through a view of it made by `Object.create`), and that `handleRowDescription`,
+ * `handleDataRow` and `handleCommandComplete` keep their roles. pg-sql.test.ts counts the RowDescriptions.
  */
 import type pg from 'pg';
 import { pgDriver } from './driver.js';
@@ -109,7 +115,7 @@ interface DriverConnection {
  * view of the connection, whose messages and stream are the connection's own).
  */
 const withoutDescribe = new WeakMap<DriverConnection, DriverConnection>();
-function describing(connection: DriverConnection): DriverConnection {
+function withoutDescribing(connection: DriverConnection): DriverConnection {
   let view = withoutDescribe.get(connection);
   if (!view) {
     view = Object.create(connection, { describe: { value: () => {} } }) as DriverConnection;
@@ -154,7 +160,7 @@ function statementQueryClass(): new (text: string, values?: unknown[]) => OurQue
       this.shape = shape;
       this._result.fields = shape.fields;
       this._accumulateRows = this.callback !== undefined || this.listenerCount('row') === 0;
-      super.prepare(describing(connection));
+      super.prepare(withoutDescribing(connection));
     }
 
     override handleRowDescription(msg: { fields: Field[] }): void {
