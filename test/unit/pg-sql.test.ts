@@ -139,19 +139,67 @@ describe('PgSql on a real Postgres', () => {
     }
   });
 
-  it("quotes a literal as node-postgres's escapeLiteral does, and the server reads back the same text", async () => {
+  it('quotes a literal that the server reads back as the same text, the dollar-quote tag in it too', async () => {
     const texts = ['', 'plain', "it's", 'a\\b', "both ' and \\", '{"s":"say \\"hi\\"\\n"}', "''\\\\''", 'é ✓ \u{1F600}', "E'x'"];
-    for (const text of texts) {
-      expect(quoteLiteral(text), text).toBe(pg.escapeLiteral(text));
-      const { rows } = await pool.query<{ v: string }>(`SELECT ${quoteLiteral(text)}::text AS v`);
-      expect(rows[0]!.v, text).toBe(text);
+    // Values holding the tag, or ending where the closing tag would complete it, and other dollars.
+    const dollars = ['$lit$', "it's $lit$ here", 'a\\b$lit', "x'$lit", "'$li", "'$", "'$$", "'$$lit$$", "$lit$'$lit$", "'$1"];
+    for (const text of [...texts, ...dollars]) {
+      const { rows } = await pool.query<{ v: string; w: string }>(`SELECT ${quoteLiteral(text)}::text AS v, lower(${quoteLiteral(text)}) AS w`);
+      expect(rows[0], text).toEqual({ v: text, w: text.toLowerCase() });
     }
+    // Plain values go in as escapeLiteral writes them; the others whole, without an escape.
+    expect(quoteLiteral('plain')).toBe(pg.escapeLiteral('plain'));
+    const json = '{"s":"a\\"b"}';
+    expect(quoteLiteral(json)).toBe(` $lit$${json}$lit$`);
   });
 
   it('inlines an array of texts that the server reads back element for element', async () => {
-    const elements = ['', 'plain', 'a"b', 'a\\b', "it's", '{"kind":"x","data":{"s":"q\\"\\\\"}}', 'NULL', 'é ✓'];
+    const elements = [
+      '',
+      'plain',
+      'a"b',
+      'a\\b',
+      "it's",
+      '{"kind":"x","data":{"s":"q\\"\\\\"}}',
+      'NULL',
+      'é ✓',
+      '"',
+      '\\',
+      '"\\"',
+      'x$lit',
+      '$lit$',
+      'two\nlines "q" \\',
+      '\t\u0001"',
+      '\u{1F600} "smile"',
+    ];
     const { rows } = await pool.query<{ v: string[] }>(`SELECT (${inlineList([elements])})::text[] AS v`);
     expect(rows[0]!.v).toEqual(elements);
+  });
+
+  it('reads a statement run again on its connection as its first run, without the server describing its rows again', async () => {
+    const client = await pool.connect();
+    const described: string[] = [];
+    const onDescription = (msg: { fields: { name: string }[] }) => described.push(msg.fields.map((f) => f.name).join(','));
+    const connection = (client as unknown as { connection: { on(e: string, f: typeof onDescription): void; off(e: string, f: typeof onDescription): void } })
+      .connection;
+    connection.on('rowDescription', onDescription);
+    try {
+      const sql = new PgSql(client);
+      const text = 'SELECT id, at, n, cost, note, n > 3 AS big, count(*) OVER () AS total FROM t WHERE at > @after ORDER BY id';
+      const first = await sql.all(text, { after: 0 });
+      expect(first).toHaveLength(2);
+      for (let i = 0; i < 3; i++) expect(await sql.all(text, { after: 0 })).toEqual(first);
+      expect(await sql.all(text, { after: 2_000_000_000_000 })).toEqual([]);
+      expect(await sql.get(text, { after: 1_700_000_000_200 })).toEqual({ ...(first[1] as object), total: 1 });
+      // A statement without rows, and another with rows, on the same connection meanwhile.
+      expect(await sql.run('UPDATE t SET note = note WHERE id = @id', { id: 'zz' })).toEqual({ changes: 0 });
+      expect(await sql.get('SELECT id FROM t WHERE id = @id', { id: 'b' })).toEqual({ id: 'b' });
+      expect(await sql.all(text, { after: 0 })).toEqual(first);
+      expect(described).toEqual(['id,at,n,cost,note,big,total', 'id']);
+    } finally {
+      connection.off('rowDescription', onDescription);
+      client.release();
+    }
   });
 
   it('runs one prepared statement per text on each connection', async () => {

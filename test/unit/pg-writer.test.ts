@@ -355,6 +355,17 @@ describe('Postgres writer', () => {
     }
   });
 
+  it("a statement queued for the COMMIT that fails names the code that awaited the write in its error's stack", async () => {
+    const w = new PgWriter(pool);
+    const writeAt = async function theCallerOfTheFailingCommit() {
+      await w.write((sql) => sql.atCommit!('SELECT @v::integer AS n', { v: 'nan' }, () => {}));
+    };
+    const err = (await writeAt().catch((e: unknown) => e)) as Error & { cause?: Error };
+    expect(err).toBeInstanceOf(RefusedValueError);
+    // The server's error, kept as the cause: its stack is the writer's and its caller's, not the driver's parser's.
+    expect(err.cause?.stack).toMatch(/theCallerOfTheFailingCommit/);
+  });
+
   it("fails a write holding a value the server refuses with that write's RefusedValueError, not storage trouble; the next write commits", async () => {
     const one = openPostgresPool(database.url, { max: 1 }).on('error', () => {});
     try {

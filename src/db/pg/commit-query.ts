@@ -1,7 +1,8 @@
 /**
  * The one query that ends a Postgres write (db/pg/writer.ts): the statements the closure queued with
  * `Sql.atCommit`, then its notifications, then COMMIT. It is one simple-protocol query — one round trip,
- * nothing of this process in between — so its values go in as escaped literals, not parameters.
+ * nothing of this process in between — so its values go in as literals (quoted or dollar-quoted:
+ * `quoteLiteral`), not parameters.
  *
  * The simple protocol parses, analyses and plans every statement of every query anew: ~12 plans per item,
  * ~12 % of the server's CPU on the engine's path (bench/README.md, issue 18 target 9, pgcpu5). So each
@@ -32,6 +33,8 @@ export interface CommitQuery {
    * PREPARE), so the writer closes the connection rather than EXECUTE a name it does not hold.
    */
   readonly preparing: readonly string[];
+  /** Per statement of the query, in order, the prepared statement whose rows it returns (`EXECUTE name_c`), if any. */
+  readonly shapes: readonly (string | undefined)[];
 }
 
 /**
@@ -58,6 +61,7 @@ export function commitQuery(connection: object, statements: readonly CommitState
   const parts: string[] = begun ? [] : ['BEGIN'];
   const resultIndex: number[] = [];
   const preparing: string[] = [];
+  const shapes: (string | undefined)[] = begun ? [] : [undefined];
   const add = (text: string, params: SqlParams): void => {
     try {
       addStatement(text, params);
@@ -73,15 +77,18 @@ export function commitQuery(connection: object, statements: readonly CommitState
     const list = statement.name === undefined ? null : inlineList(values);
     if (list === null) {
       parts.push(inlineValues(text, params));
+      shapes.push(undefined);
       return;
     }
     const name = `${statement.name}_c`;
     if (!prepared.has(name)) {
       parts.push(`PREPARE ${name} AS ${statement.text}`);
+      shapes.push(undefined);
       preparing.push(name);
       prepared.add(name);
     }
     parts.push(statement.count === 0 ? `EXECUTE ${name}` : `EXECUTE ${name}(${list})`);
+    shapes.push(name);
   };
   for (const s of statements) {
     add(s.text, s.params);
@@ -91,7 +98,8 @@ export function commitQuery(connection: object, statements: readonly CommitState
     add(NOTIFY, { channels: notes.map((n) => n.channel), payloads: notes.map((n) => n.payload) });
   }
   parts.push('COMMIT');
-  return { text: parts.join(';\n'), resultIndex, preparing };
+  shapes.push(undefined);
+  return { text: parts.join(';\n'), resultIndex, preparing, shapes };
 }
 
 /**
@@ -132,11 +140,21 @@ function statementHead(text: string): string {
 }
 
 /**
- * `value` as a string literal, the very text node-postgres's `escapeLiteral` gives (quotes and backslashes
- * doubled, ` E'…'` when there is a backslash), without its loop that builds the result a character at a
- * time: the COMMIT query inlines every ledger payload and document part this way, and that loop was ~5 % of a
- * daemon's main-thread CPU on Postgres (bench/README.md, issue 18 target 9, pgcpu7). A value holding a NUL
- * is a RefusedValueError.
+ * Dollar quoting's tag: a value that holds it (or ends with its head, which the closing tag would complete)
+ * is quoted with escapes instead.
+ */
+const DOLLAR_TAG = '$lit$';
+const DOLLAR_TAG_HEAD = '$lit';
+
+/**
+ * `value` as a string literal the server reads back as `value`. A value without a quote or a backslash
+ * goes in as it is, between single quotes; any other is dollar-quoted (`$lit$…$lit$`), which the server
+ * reads verbatim whatever `standard_conforming_strings` says, so nothing in it is copied to be escaped:
+ * the COMMIT query inlines every ledger payload this way (JSON, quotes and backslashes all through), and
+ * escaping those copies was ~2 % of a daemon's main thread on Postgres at 3 daemons, a fifth of the
+ * bytes it allocated per item (bench/README.md, issue 18 target 9, pgjs). A value holding the tag is
+ * escaped as node-postgres's `escapeLiteral` does (quotes and backslashes doubled, ` E'…'` when there is
+ * a backslash). A value holding a NUL is a RefusedValueError.
  */
 export function quoteLiteral(value: string): string {
   // A NUL ends the query's text on the server, which then refuses the whole query as a broken message
@@ -145,6 +163,8 @@ export function quoteLiteral(value: string): string {
   const backslash = value.includes('\\');
   const quote = value.includes("'");
   if (!backslash && !quote) return `'${value}'`;
+  // After a space, as escapeLiteral's ` E'…'`: `$` continues an identifier, so the tag must not follow one.
+  if (!value.includes(DOLLAR_TAG) && !value.endsWith(DOLLAR_TAG_HEAD)) return ` ${DOLLAR_TAG}${value}${DOLLAR_TAG}`;
   let body = backslash ? value.replaceAll('\\', '\\\\') : value;
   if (quote) body = body.replaceAll("'", "''");
   return backslash ? ` E'${body}'` : `'${body}'`;
@@ -155,19 +175,36 @@ function arrayText(values: readonly unknown[]): string {
   const items = values.map((v) => {
     if (v === null || v === undefined) return 'NULL';
     if (typeof v === 'object') throw new TypeError('only flat arrays of scalars can be inlined into a statement');
-    return `"${arrayElement(String(v))}"`;
+    return quotedElement(String(v));
   });
   return `{${items.join(',')}}`;
 }
 
 /**
- * An array element's text with its backslashes and double quotes escaped by a backslash: string searches,
- * not a regular expression's replace (the notifications' payloads, JSON, are array elements: pgcpu7).
+ * A code unit JSON.stringify may write otherwise than with a backslash before `"` and `\`: a control character
+ * (below U+0020) or a surrogate (U+D800–U+DFFF; a lone one is escaped), i.e. any outside these two ranges.
  */
-function arrayElement(value: string): string {
-  const backslash = value.includes('\\');
-  const quote = value.includes('"');
-  if (!backslash && !quote) return value;
-  const escaped = backslash ? value.replaceAll('\\', '\\\\') : value;
-  return quote ? escaped.replaceAll('"', '\\"') : escaped;
+const JSON_ESCAPED_OTHERWISE = /[^ -\ud7ff\ue000-\uffff]/;
+
+/**
+ * An array element between double quotes, with a backslash before each backslash and double quote. For
+ * any text without control characters or surrogates that is JSON.stringify's very output, written in one
+ * native pass (JSON payloads are array elements, quotes all through: two `replaceAll` passes per element
+ * took ~10× as long and allocated a fifth of a daemon's bytes per item, pgjs). Others, one pass here.
+ */
+function quotedElement(value: string): string {
+  if (!JSON_ESCAPED_OTHERWISE.test(value)) return JSON.stringify(value);
+  let escaped = '';
+  let from = 0;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === DOUBLE_QUOTE || c === BACKSLASH) {
+      escaped += `${value.slice(from, i)}\\`;
+      from = i;
+    }
+  }
+  return `"${escaped}${value.slice(from)}"`;
 }
+
+const DOUBLE_QUOTE = 0x22;
+const BACKSLASH = 0x5c;

@@ -126,7 +126,7 @@ export function bindValues(s: CompiledStatement, text: string, params: SqlParams
  * checked-out connection carries only the protocol parser's frames (statement-query.ts submits without the
  * driver's promise, which re-captured it), and the daemon's `unexpected error:` output should name our caller.
  */
-function withCallerStack(err: unknown): never {
+export function withCallerStack(err: unknown): never {
   if (err instanceof Error) Error.captureStackTrace(err, withCallerStack);
   throw err;
 }

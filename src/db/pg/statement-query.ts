@@ -12,8 +12,16 @@
  * object, kept while the server describes the same columns), and each row is a copy of that row filled in
  * column order: the same rows, values and parsers as the driver's own (pg-sql.test.ts compares them). A
  * connection's parsers are read when a statement's columns are first described there: ours are fixed when
- * it opens (connection.ts). Anything else (an unnamed statement, binary columns, a column named
- * `__proto__`) takes the driver's own path.
+ * it opens (connection.ts). Once they are, the statement runs there without a Describe (no RowDescription to
+ * build and parse: issue 18 target 9, pgjs). The same goes for the `EXECUTE name(…)` statements of a simple
+ * query (a COMMIT's, a BEGIN's), whose columns the server describes each time. Anything else (an unnamed
+ * statement, binary columns, a column named `__proto__`) takes the driver's own path.
+ *
+ * This leans on node-postgres's internals, as pinned in package.json (pg 8.23.1): whoever upgrades pg checks
+ * that `Query.prepare(connection)` still sends exactly one `connection.describe` per run, that the
+ * connection's `parse`/`bind`/`execute`/`sync` set no property on the connection (the run without a Describe
+ * sends them through a view of it made by `Object.create`), and that `handleRowDescription`,
+ * `handleDataRow` and `handleCommandComplete` keep their roles. pg-sql.test.ts counts the RowDescriptions.
  */
 import type pg from 'pg';
 import { pgDriver } from './driver.js';
@@ -43,6 +51,11 @@ interface RowShape {
 
 /** Row shapes by statement name, per connection (keyed by the connection's type parsers). */
 const shapesByConnection = new WeakMap<TypeParsers, Map<string, RowShape>>();
+
+/** The shape of `name`'s rows as last described on the connection of `types`, if any. */
+function knownShape(types: TypeParsers, name: string): RowShape | null {
+  return shapesByConnection.get(types)?.get(name) ?? null;
+}
 
 /** The shape of `name`'s rows, or null for what the driver's own path takes (binary columns, `__proto__`). */
 function rowShape(types: TypeParsers, name: string, fields: readonly Field[]): RowShape | null {
@@ -85,13 +98,38 @@ interface DriverQuery {
   _accumulateRows: boolean;
   _checkForMultirow(): void;
   handleRowDescription(msg: { fields: Field[] }): void;
+  prepare(connection: DriverConnection): void;
+  hasBeenParsed(connection: DriverConnection): boolean;
   handleDataRow(msg: { fields: (string | null)[] }): void;
+  handleCommandComplete(msg: unknown, connection: unknown): void;
   emit(event: string, ...args: unknown[]): boolean;
   listenerCount(event: string): number;
 }
+/** The driver's connection (pg/lib/connection.js): what its Query's `prepare` sends the messages of a run with. */
+interface DriverConnection {
+  describe(msg: unknown): void;
+}
+
+/**
+ * `connection` as its Query's `prepare` sees it, but sending no Describe: one per connection, made once (a
+ * view of the connection, whose messages and stream are the connection's own).
+ */
+const withoutDescribe = new WeakMap<DriverConnection, DriverConnection>();
+function withoutDescribing(connection: DriverConnection): DriverConnection {
+  let view = withoutDescribe.get(connection);
+  if (!view) {
+    view = Object.create(connection, { describe: { value: () => {} } }) as DriverConnection;
+    withoutDescribe.set(connection, view);
+  }
+  return view;
+}
+
 interface OurQuery extends DriverQuery {
-  /** Whose columns the rows are: the statement's name, or the name it runs as by EXECUTE in a simple query. */
-  shapeKey: string | undefined;
+  /**
+   * Whose columns each statement's rows are, in the query's order: the statement's name, or the name it runs
+   * as by EXECUTE in a simple query; undefined for the driver's own path.
+   */
+  shapeKeys: readonly (string | undefined)[];
 }
 type DriverQueryClass = new (text: string, values?: unknown[]) => DriverQuery;
 
@@ -101,10 +139,33 @@ let statementQuery: (new (text: string, values?: unknown[]) => OurQuery) | null 
 function statementQueryClass(): new (text: string, values?: unknown[]) => OurQuery {
   statementQuery ??= class StatementQuery extends (pgDriver().Query as unknown as DriverQueryClass) {
     private shape: RowShape | null = null;
-    shapeKey: string | undefined = undefined;
+    shapeKeys: readonly (string | undefined)[] = [];
+    /** The statements of the query the server has completed (each ends with one CommandComplete). */
+    private completed = 0;
+
+    /**
+     * A named statement already prepared on this connection, whose columns were described there, runs without
+     * a Describe: the server then sends no RowDescription, ~10 per item, for it to build and this process to
+     * parse (~1 % of a daemon's main thread at 3 daemons, pgjs). Its rows are read with the shape described
+     * before: a prepared statement's columns never change (the server refuses to run it if a schema change
+     * would change them).
+     */
+    override prepare(connection: DriverConnection): void {
+      const key = this.shapeKeys[0];
+      const shape = key === undefined ? null : knownShape(this._result._types, key);
+      if (shape === null || !this.hasBeenParsed(connection)) {
+        super.prepare(connection);
+        return;
+      }
+      this.shape = shape;
+      this._result.fields = shape.fields;
+      this._accumulateRows = this.callback !== undefined || this.listenerCount('row') === 0;
+      super.prepare(withoutDescribing(connection));
+    }
 
     override handleRowDescription(msg: { fields: Field[] }): void {
-      this.shape = this.shapeKey === undefined ? null : rowShape(this._result._types, this.shapeKey, msg.fields);
+      const key = this.shapeKeys[this.completed];
+      this.shape = key === undefined ? null : rowShape(this._result._types, key, msg.fields);
       if (this.shape === null) {
         super.handleRowDescription(msg);
         return;
@@ -136,6 +197,12 @@ function statementQueryClass(): new (text: string, values?: unknown[]) => OurQue
       this.emit('row', row, this._result);
       if (this._accumulateRows) this._result.addRow(row);
     }
+
+    override handleCommandComplete(msg: unknown, connection: unknown): void {
+      super.handleCommandComplete(msg, connection);
+      this.shape = null;
+      this.completed++;
+    }
   };
   return statementQuery;
 }
@@ -148,17 +215,18 @@ export function submitStatement(target: Queryable, name: string | undefined, tex
   const query = new (statementQueryClass())(text, values);
   // Read when the query is sent, as a config object's name would be.
   query.name = name;
-  query.shapeKey = name;
+  query.shapeKeys = [name];
   return submit(target, query);
 }
 
 /**
- * Runs `text` in the simple protocol on `client` (no parameters: several statements in one query), whose
- * rows are those of the prepared statement `shapeOf` (`BEGIN; EXECUTE name(…)`: pg/transaction-sql.ts).
+ * Runs `text` in the simple protocol on `client` (no parameters: several statements in one query), the rows
+ * of its `i`th statement read as those of the prepared statement `shapes[i]` (`EXECUTE name(…)`: pg/transaction-sql.ts,
+ * pg/commit-query.ts; undefined: the driver's own path).
  */
-export function submitSimple(client: pg.PoolClient, text: string, shapeOf: string): Promise<pg.QueryResult | pg.QueryResult[]> {
+export function submitSimple(client: pg.PoolClient, text: string, shapes: readonly (string | undefined)[]): Promise<pg.QueryResult | pg.QueryResult[]> {
   const query = new (statementQueryClass())(text);
-  query.shapeKey = shapeOf;
+  query.shapeKeys = shapes;
   return submit(client, query) as Promise<pg.QueryResult | pg.QueryResult[]>;
 }
 

@@ -64,7 +64,7 @@ export class PgTransactionSql extends PgSql {
       return beginning.then(() => this.execute(s, values));
     }
     const call = s.count === 0 ? `EXECUTE ${s.name}` : `EXECUTE ${s.name}(${inline})`;
-    return submitSimple(this.client, `BEGIN;\n${call}`, s.name!).then((results) => (results as pg.QueryResult[])[1]!);
+    return submitSimple(this.client, `BEGIN;\n${call}`, [undefined, s.name]).then((results) => (results as pg.QueryResult[])[1]!);
   }
 
   /** The statement as a named prepared statement (unnamed once the statement cache is full), noted as prepared here. */

@@ -34,6 +34,8 @@ import { asClientError, isConcurrentChange, isInfraPgError, isTransactionConflic
 import type { SqlParams } from '../../core/sql.js';
 import { ClosureSql, settleClosure } from '../sql.js';
 import { type CommitQuery, type CommitStatement, commitQuery } from './commit-query.js';
+import { withCallerStack } from './sql.js';
+import { submitSimple } from './statement-query.js';
 import { lastCommand, type Notification } from './notifications.js';
 import { PgTransactionSql } from './transaction-sql.js';
 
@@ -183,7 +185,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
       // trip: the last thing a write sends is one query.
       query = commitQuery(client, queued, notes, tx.begun);
       preparing = query.preparing.length > 0;
-      result = (await client.query(query.text)) as pg.QueryResult | pg.QueryResult[];
+      result = await submitSimple(client, query.text, query.shapes).catch(withCallerStack);
       // A transaction in which a statement failed answers COMMIT with ROLLBACK: nothing was applied.
       if (lastCommand(result) !== 'COMMIT') throw new Error('the transaction was rolled back at COMMIT (a statement in it had failed)');
       commitMs = performance.now() - started;
