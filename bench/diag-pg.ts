@@ -457,9 +457,17 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         let commitWaits = 0;
         const holders = new Map<string, number>();
         let sampling = true;
+        // This tool's own backends (the sampler's, the poll's, the notification counter's) are the server's processes
+        // too: their CPU is left out of the server's per item, and shown apart.
+        let samplerCpu = 0;
+        const clientPid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        const clientCpu0 = procCpuMs(clientPid);
+        const notesCpu0 = procCpuMs(notes.pid);
         const sampler = (async () => {
           const sc = new pg.Client({ connectionString: url });
           await sc.connect();
+          const samplerPid = (await sc.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+          const samplerCpu0 = procCpuMs(samplerPid);
           while (sampling) {
             const { rows } = await sc.query(
               // An EXECUTE's literals are cut (one key per statement, not per call). `at_commit`: a lock wait in a
@@ -491,6 +499,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
             }
             await sleep(25);
           }
+          samplerCpu = procCpuMs(samplerPid) - samplerCpu0;
           await sc.end();
         })();
         await Promise.all(
@@ -534,15 +543,17 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const t1 = daemons.map((d) => threadCpuMs(d.pid));
         const dThreads = t1.map((t, i) => ({ main: t.main - t0[i]!.main, other: t.other - t0[i]!.other }));
         const byName = threadCpuDelta(t0, t1);
+        const notesCpu = procCpuMs(notes.pid) - notesCpu0;
         const sent = await notes.stop();
         const lCpu = listeners.reduce((a, p, i) => a + procCpuMs(p) - l0[i]!, 0);
-        const sCpu = serverCpuMs(port) - s0;
+        const ownCpu = samplerCpu + notesCpu + procCpuMs(clientPid) - clientCpu0;
+        const sCpu = serverCpuMs(port) - s0 - ownCpu;
         const bench = process.cpuUsage(sim0);
         console.log(
           `\n=== ${count} daemon(s): ${(items / tenths[9]!).toFixed(1)} items/s, ${tenths[9]!.toFixed(1)} s, calls/item ${(calls / items).toFixed(2)}`,
         );
         console.log(
-          `CPU per item (µs): daemons ${dCpu.map((c) => ((c * 1000) / items).toFixed(0)).join(' + ')}; server ${((sCpu * 1000) / items).toFixed(0)}; bench+sim ${((bench.user + bench.system) / items).toFixed(0)}`,
+          `CPU per item (µs): daemons ${dCpu.map((c) => ((c * 1000) / items).toFixed(0)).join(' + ')}; server ${((sCpu * 1000) / items).toFixed(0)} (this tool's own backends ${((ownCpu * 1000) / items).toFixed(0)} more, left out; until 2026-11-26 counted in); bench+sim ${((bench.user + bench.system) / items).toFixed(0)}`,
         );
         console.log(
           `CPU utilisation (cores): daemons ${dCpu.map((c) => (c / 1000 / secs).toFixed(2)).join(' + ')}; server ${(sCpu / 1000 / secs).toFixed(2)}; bench+sim ${((bench.user + bench.system) / 1e6 / secs).toFixed(2)}`,
