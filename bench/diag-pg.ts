@@ -11,7 +11,8 @@
  * statements (45). DIAG_HOLDS=1 logs every statement of the measured run and prints the closures of answers' document-head
  * waits and holds (bench/lib/head-holds.ts; the log slows the server: CPU figures from a run without it). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
  * DIAG_WARMUP_EPICS (800, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
- * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try).
+ * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try);
+ * DIAG_PG_FLAGS='name=value …' starts the server with these settings (`-c`), to try one.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -622,6 +623,11 @@ async function main(): Promise<void> {
             ...['-c', 'auto_explain.log_nested_statements=on', '-c', 'auto_explain.log_analyze=on', '-c', 'auto_explain.log_timing=off'],
           ]
         : []),
+      // DIAG_PG_FLAGS='name=value …': server settings to try (e.g. plan_cache_mode=force_generic_plan), for every session.
+      ...(process.env.DIAG_PG_FLAGS ?? '')
+        .split(/\s+/)
+        .filter(Boolean)
+        .flatMap((f) => ['-c', f]),
     ],
   });
   const admin = new pg.Client({ connectionString: server.adminUrl });
