@@ -189,8 +189,8 @@ async function scaleOutOnce(server: PostgresServer, count: number, transport: 's
 
 /**
  * How often the run's end is looked for. Each look is a sequential scan of llm_work_items on the server the daemons
- * share (no index has `applied` items): at 20 ms, as until 2026-11-26, ~1 ms of the server's CPU 50 times a second,
- * ~5 % of a core taken from the daemons being measured. The end's time does not depend on it (below).
+ * share (no index has `applied` items): at 20 ms, as until 2026-11-26, 1.6–1.9 ms of the server's CPU 50 times a
+ * second, 8–9.5 % of a core taken from the daemons being measured (bench/README.md, issue-18-pgsrv). The end's time does not depend on it (below).
  */
 const POLL_MS = 250;
 
@@ -199,7 +199,8 @@ const POLL_MS = 250;
  * until every item of those projects is applied (counted in the database): items/s from the first submit to the
  * last applied item, or why it stalled. The last item's time is its `finished_at`, which its daemon stamped with
  * `Date.now()` (core/clock.ts systemClock) on this same machine, the clock `started` is read from, as its finish's
- * transaction began (a few ms before that commit): not when a poll happened to see it.
+ * transaction began (before its lock waits and its COMMIT: under load the end reads a little early, by far less than
+ * 1 % of a run): not when a poll happened to see it.
  */
 async function generateAllApplied(
   daemons: readonly BenchDaemon[],

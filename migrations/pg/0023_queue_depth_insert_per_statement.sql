@@ -11,7 +11,9 @@
 --
 -- Exactness is unchanged: the statement trigger runs in the inserting statement's transaction, after its rows, and
 -- adds exactly the count of the rows it inserted queued (a rollback takes it back with them); an INSERT with no
--- queued row changes nothing. The shard is the session's own, taken as before.
+-- queued row changes nothing. The shard is the session's own, taken as before. (Every INSERT now calls the function
+-- once and copies its rows into the transition table, even with no queued row, where the row trigger's WHEN skipped
+-- such rows for free: one call per statement, negligible beside the row calls it replaces.)
 CREATE OR REPLACE FUNCTION "llm_work_items_queue_depth_move"() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   delta integer;
