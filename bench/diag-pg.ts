@@ -11,7 +11,8 @@
  * statements (45). DIAG_HOLDS=1 logs every statement of the measured run and prints the closures of answers' document-head
  * waits and holds (bench/lib/head-holds.ts; the log slows the server: CPU figures from a run without it). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
  * DIAG_WARMUP_EPICS (800, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
- * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try).
+ * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try);
+ * DIAG_PG_FLAGS='name=value …' starts the server with these settings (`-c`), to try one.
  * `scale 1 3` ends with the per-item counts (transactions, rows written per table, calls and rows per statement) that differ
  * between the first run and the last (bench/lib/per-item-counts.ts): what grows with the number of daemons.
  */
@@ -269,6 +270,13 @@ async function report(admin: pg.Client, dbName: string, items: number, dbClient:
   console.log(
     `statements per item: ${(calls / items).toFixed(1)}   server exec ms per item: ${(exec / items).toFixed(3)}   plan ms per item: ${(plan / items).toFixed(3)} (${(plans / items).toFixed(1)} plans)`,
   );
+  // Planning paid per execution: a prepared statement whose generic plan the server does not choose is planned on every run.
+  const planned = [...st.rows].sort((a, b) => Number(b.total_plan_time) - Number(a.total_plan_time)).slice(0, 8);
+  console.log('statements by planning time: calls/item, plans per call, plan ms per item, ms per plan, query');
+  for (const r of planned)
+    console.log(
+      `  ${perItem(r.calls, items)} ${(Number(r.plans) / Math.max(Number(r.calls), 1)).toFixed(2)} ${(Number(r.total_plan_time) / items).toFixed(3)} ${(Number(r.total_plan_time) / Math.max(Number(r.plans), 1)).toFixed(3)}  ${r.q}`,
+    );
   console.log('  calls/item  exec+plan ms/item  (exec ms/call, plans/item)  rows/call  blocks hit/read/dirtied per call  WAL records/item  query');
   for (const r of st.rows.slice(0, Number(process.env.DIAG_STATEMENTS ?? 45))) {
     const c = Number(r.calls);
@@ -276,6 +284,36 @@ async function report(admin: pg.Client, dbName: string, items: number, dbClient:
       `  ${(c / items).toFixed(2).padStart(6)} ${((Number(r.total_exec_time) + Number(r.total_plan_time)) / items).toFixed(3).padStart(7)} (${(r.total_exec_time / c).toFixed(3)}, ${perItem(r.plans, items)}) ${(r.rows / c).toFixed(1).padStart(6)}  ${(r.shared_blks_hit / c).toFixed(1)}/${(r.shared_blks_read / c).toFixed(1)}/${(r.shared_blks_dirtied / c).toFixed(1)}  ${perItem(r.wal_records, items)}  ${r.q}`,
     );
   }
+}
+
+/**
+ * What bench target 9's poll for the run's end costs the server on this populated database (its statement, as
+ * bench/targets/postgres.ts ran it every 20 ms until 2026-11-26): the median of 20 runs' execution time, and buffers.
+ */
+async function explainBenchPoll(client: pg.Client, projects: readonly string[]): Promise<void> {
+  const times: number[] = [];
+  let buffers = '';
+  let scan = '';
+  for (let i = 0; i < 20; i++) {
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+      "EXPLAIN (ANALYZE, BUFFERS) SELECT count(*) AS n FROM llm_work_items WHERE status = 'applied' AND project_id = ANY($1::text[])",
+      [projects],
+    );
+    const lines = rows.map((r) => r['QUERY PLAN']);
+    times.push(Number(/Execution Time: ([\d.]+)/.exec(lines.join('\n'))?.[1] ?? NaN));
+    buffers = lines.find((l) => l.includes('Buffers:'))?.trim() ?? '';
+    scan = lines.find((l) => l.includes('Scan'))?.trim() ?? '';
+  }
+  times.sort((a, b) => a - b);
+  // The server's CPU per poll, from its backend's /proc counters (load-independent, unlike the times above): 200 polls.
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  const cpu0 = procCpuMs(pid);
+  for (let i = 0; i < 200; i++)
+    await client.query("SELECT count(*) AS n FROM llm_work_items WHERE status = 'applied' AND project_id = ANY($1::text[])", [projects]);
+  const perPoll = (procCpuMs(pid) - cpu0) / 200;
+  console.log(
+    `bench target 9's end poll (count of applied items): ${times[10]!.toFixed(3)} ms median of 20; ${scan}; ${buffers}; server CPU ${(perPoll * 1000).toFixed(0)} µs per poll, ${(perPoll * 5).toFixed(1)} % of a core every 20 ms, ${(perPoll / 2.5).toFixed(2)} % every 250 ms`,
+  );
 }
 
 /**
@@ -417,14 +455,23 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const l0 = listeners.map((p) => procCpuMs(p));
         const s0 = serverCpuMs(port);
         const started = performance.now();
+        const startedWall = Date.now();
         const waits = new Map<string, number>();
         let samples = 0;
         let commitWaits = 0;
         const holders = new Map<string, number>();
         let sampling = true;
+        // This tool's own backends (the sampler's, the poll's, the notification counter's) are the server's processes
+        // too: their CPU is left out of the server's per item, and shown apart.
+        let samplerCpu = 0;
+        const clientPid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        const clientCpu0 = procCpuMs(clientPid);
+        const notesCpu0 = procCpuMs(notes.pid);
         const sampler = (async () => {
           const sc = new pg.Client({ connectionString: url });
           await sc.connect();
+          const samplerPid = (await sc.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+          const samplerCpu0 = procCpuMs(samplerPid);
           while (sampling) {
             const { rows } = await sc.query(
               // An EXECUTE's literals are cut (one key per statement, not per call). `at_commit`: a lock wait in a
@@ -456,6 +503,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
             }
             await sleep(25);
           }
+          samplerCpu = procCpuMs(samplerPid) - samplerCpu0;
           await sc.end();
         })();
         await Promise.all(
@@ -468,15 +516,23 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const queuedAt = performance.now();
         let halfCpu = 0;
         let applied = 0;
-        // When each tenth of the items was applied (s from the first submit): the run's fill, steady part and drain.
-        const tenths: number[] = [];
+        // Polled every 250 ms (every 50 ms until 2026-11-26: its sequential scans of llm_work_items were ~8 % of the
+        // server's CPU samples, counted in the server's CPU per item); when each item ended is read afterwards.
         while (applied < items) {
-          await sleep(50);
+          await sleep(250);
           const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM llm_work_items WHERE status = 'applied'");
           applied = Number(rows[0]!.n) - warmUpItems;
           if (halfCpu === 0 && applied >= items / 2) halfCpu = daemonsCpu();
-          while (tenths.length < 10 && applied >= ((tenths.length + 1) * items) / 10) tenths.push((performance.now() - started) / 1000);
         }
+        // When each tenth of the items was applied (s from the first submit; `finished_at` is the daemons' Date.now(),
+        // this process's clock): the run's fill, steady part and drain.
+        const ends = (
+          await client.query<{ t: string }>(
+            "SELECT finished_at AS t FROM llm_work_items WHERE status = 'applied' AND project_id = ANY($1::text[]) ORDER BY finished_at",
+            [projects],
+          )
+        ).rows.map((r) => Number(r.t));
+        const tenths = Array.from({ length: 10 }, (_, i) => (ends[Math.ceil(((i + 1) * ends.length) / 10) - 1]! - startedWall) / 1000);
         const steady = (0.8 * items) / (tenths[8]! - tenths[0]!);
         console.log(
           `timeline (s from the first submit): generate-all returned ${((queuedAt - started) / 1000).toFixed(1)}; 10 %…100 % applied at ${tenths.map((t) => t.toFixed(1)).join(' ')}; items/s between 10 % and 90 %: ${steady.toFixed(1)}`,
@@ -491,13 +547,17 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const t1 = daemons.map((d) => threadCpuMs(d.pid));
         const dThreads = t1.map((t, i) => ({ main: t.main - t0[i]!.main, other: t.other - t0[i]!.other }));
         const byName = threadCpuDelta(t0, t1);
+        const notesCpu = procCpuMs(notes.pid) - notesCpu0;
         const sent = await notes.stop();
         const lCpu = listeners.reduce((a, p, i) => a + procCpuMs(p) - l0[i]!, 0);
-        const sCpu = serverCpuMs(port) - s0;
+        const ownCpu = samplerCpu + notesCpu + procCpuMs(clientPid) - clientCpu0;
+        const sCpu = serverCpuMs(port) - s0 - ownCpu;
         const bench = process.cpuUsage(sim0);
-        console.log(`\n=== ${count} daemon(s): ${(items / secs).toFixed(1)} items/s, ${secs.toFixed(1)} s, calls/item ${(calls / items).toFixed(2)}`);
         console.log(
-          `CPU per item (µs): daemons ${dCpu.map((c) => ((c * 1000) / items).toFixed(0)).join(' + ')}; server ${((sCpu * 1000) / items).toFixed(0)}; bench+sim ${((bench.user + bench.system) / items).toFixed(0)}`,
+          `\n=== ${count} daemon(s): ${(items / tenths[9]!).toFixed(1)} items/s, ${tenths[9]!.toFixed(1)} s, calls/item ${(calls / items).toFixed(2)}`,
+        );
+        console.log(
+          `CPU per item (µs): daemons ${dCpu.map((c) => ((c * 1000) / items).toFixed(0)).join(' + ')}; server ${((sCpu * 1000) / items).toFixed(0)} (this tool's own backends ${((ownCpu * 1000) / items).toFixed(0)} more, left out; until 2026-11-26 counted in); bench+sim ${((bench.user + bench.system) / items).toFixed(0)}`,
         );
         console.log(
           `CPU utilisation (cores): daemons ${dCpu.map((c) => (c / 1000 / secs).toFixed(2)).join(' + ')}; server ${(sCpu / 1000 / secs).toFixed(2)}; bench+sim ${((bench.user + bench.system) / 1e6 / secs).toFixed(2)}`,
@@ -534,8 +594,10 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         console.log(`wait-event samples (${samples} samples; average active backends per state):`);
         for (const [k, v] of [...waits.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${(v / samples).toFixed(2).padStart(6)}  ${k}`);
         await report(admin, dbName, items, client);
+        // Read before the bench poll's EXPLAIN, whose statements are not the daemons' work.
         const counts = await readPerItemCounts(admin, dbName, client, items, count);
         printPerItemTotals(counts);
+        await explainBenchPoll(client, projects);
         return counts;
       } finally {
         await client.end().catch(() => {});
@@ -568,6 +630,11 @@ async function main(): Promise<void> {
             ...['-c', 'auto_explain.log_nested_statements=on', '-c', 'auto_explain.log_analyze=on', '-c', 'auto_explain.log_timing=off'],
           ]
         : []),
+      // DIAG_PG_FLAGS='name=value …': server settings to try (e.g. plan_cache_mode=force_generic_plan), for every session.
+      ...(process.env.DIAG_PG_FLAGS ?? '')
+        .split(/\s+/)
+        .filter(Boolean)
+        .flatMap((f) => ['-c', f]),
     ],
   });
   const admin = new pg.Client({ connectionString: server.adminUrl });

@@ -393,6 +393,26 @@ describe('Postgres queue depth', () => {
     }
   });
 
+  it('an INSERT of many queued items adds them to its shard in one update (0023), not one per row', async () => {
+    // generate-all inserts an orchestration's children in one statement: 480 shard updates per statement before
+    // 0023, each behind all the others' versions of the same row in the same transaction.
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(
+        `INSERT INTO llm_work_items (id, thread_id, sequence, status, lock_scope, not_before, created_at)
+         SELECT 'many-' || g, 't1', 10 + g, CASE WHEN g = 1 THEN 'claimed' ELSE 'queued' END, 'epic:e', 0, 1 FROM generate_series(1, 40) AS g`,
+      );
+      const shardWrites = await client.query("SELECT n_tup_ins + n_tup_upd AS n FROM pg_stat_xact_user_tables WHERE relname = 'llm_queue_depth'");
+      expect(Number(shardWrites.rows[0].n)).toBe(1);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    expect(await pgDepth()).toBe(39);
+    expect(await pgQueued()).toBe(39);
+  });
+
   it('stays exact under concurrent enqueue, claim, requeue and rolled-back transactions, without deadlocks', async () => {
     const worker = async (w: number) => {
       for (let i = 0; i < 40; i++) {

@@ -158,8 +158,8 @@ export const workItems = pgTable(
 );
 
 /**
- * The queue depth, as the SUM of a few shard rows kept exact by statement triggers on llm_work_items
- * (migrations/pg/0001_triggers.sql). A transaction adds its change to the shard of its backend, so
+ * The queue depth, as the SUM of a few shard rows kept exact by triggers on llm_work_items: row triggers for
+ * UPDATE and DELETE (migrations/pg/0017), a statement trigger for INSERT (0023). A transaction adds its change to the shard of its backend, so
  * daemons enqueueing and claiming at the same time rarely wait on one another's counter row.
  */
 export const queueDepth = pgTable('llm_queue_depth', {
