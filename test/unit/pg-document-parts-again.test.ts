@@ -10,7 +10,8 @@
 import { describe, expect, it, beforeAll } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { writeDocument } from '../../src/daemon/engine/document-write.js';
-import { readWholeDocument, writeDocumentsAgain } from '../../src/db/document-parts.js';
+import { readWholeDocument } from '../../src/db/document-parts.js';
+import { writeDocumentsAgain } from '../../src/db/document-parts-queued.js';
 import { insertProject, lockDocumentHead, lockDocumentHeads } from '../../src/db/projects.js';
 import { splitDocument } from '../../src/domain/document-parts.js';
 import { useTestWriter } from '../helpers/postgres.js';
@@ -139,5 +140,34 @@ describe('random sequences of versions', () => {
       expect(await stored(closure), `seed ${seed}, one closure`).toEqual(reference);
       expect(await stored(half), `seed ${seed}, three versions then one closure`).toEqual(reference);
     }
+  });
+});
+
+describe('new epics crowding one place between two parts', () => {
+  it('moves a few neighbours apart, in a closure as in one transaction per version, and never writes every part again', async () => {
+    // Epic 100 applied before 1…99: each of those goes between the last one and 100, until their orders
+    // are too close and the nearest parts are spaced out again (db/document-parts.ts `spreadNeighbours`).
+    const order = [0, 100, ...Array.from({ length: 99 }, (_, i) => i + 1)];
+    const versions: Backlog[] = [];
+    for (const n of order) {
+      const epics = [...(versions.at(-1)?.epics ?? []), { id: `E${String(n).padStart(3, '0')}`, text: `${n}` }];
+      versions.push({ name: 'b', epics: epics.sort((a, b) => a.id.localeCompare(b.id)) });
+    }
+    for (const id of ['crowd-each', 'crowd-even', 'crowd-odd']) await insertProject(db.reader, { id, name: id, created_at: 1 });
+    for (let i = 0; i < versions.length; i++) await db.writer.write((sql) => writeVersion(sql, 'crowd-each', i, versions));
+    // Two versions per closure, from version 0 or 1: one of the two puts each spread on a closure's second
+    // write, which plans from the part its first queued and moves it.
+    for (let i = 0; i < versions.length; i += 2) await writeInOneClosure('crowd-even', i, Math.min(i + 1, versions.length - 1), versions);
+    await writeInOneClosure('crowd-odd', 0, 0, versions);
+    for (let i = 1; i < versions.length; i += 2) await writeInOneClosure('crowd-odd', i, Math.min(i + 1, versions.length - 1), versions);
+    const reference = await stored('crowd-each');
+    expect(reference.whole).toEqual(versions.at(-1));
+    // Each part still has the version that inserted it: none was deleted and written again.
+    const inserted = new Map(versions.map((v, i) => [v.epics.find((e) => !versions[i - 1]?.epics.some((p) => p.id === e.id))!.id, i + 1]));
+    expect((reference.parts as { part_key: string; version: number }[]).map((p) => [p.part_key, p.version])).toEqual(
+      [...inserted].sort(([a], [b]) => a.localeCompare(b)),
+    );
+    expect(await stored('crowd-even')).toEqual(reference);
+    expect(await stored('crowd-odd')).toEqual(reference);
   });
 });
