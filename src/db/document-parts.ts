@@ -17,6 +17,7 @@ import {
   spreadRefused,
   writesDocumentsAgain,
 } from './document-parts-queued.js';
+import { inJsonArray } from './dialect.js';
 import { expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
@@ -193,12 +194,24 @@ function updateDocumentPartOrd(sql: Sql, documentId: string, key: string, ord: n
   return runGuardedAtCommit(sql, UPDATE_DOCUMENT_PART_ORD, { ord, document_id: documentId, part_key: key }, `document ${documentId} has no part "${key}"`);
 }
 
+const documentPartOrdsOfText = (dialect: 'sqlite' | 'postgres') =>
+  `SELECT part_key AS key, ord FROM document_parts WHERE document_id = @document_id AND ${inJsonArray(dialect, 'part_key', '@keys')}`;
+const DOCUMENT_PART_ORDS_OF_SQLITE = documentPartOrdsOfText('sqlite');
+const DOCUMENT_PART_ORDS_OF_PG = documentPartOrdsOfText('postgres');
+
+/** The orders of those of a document's parts `keys` names that the table has, read in one statement. */
+function getDocumentPartOrdsOf(sql: Sql, documentId: string, keys: readonly string[]): Promise<PartOrd[]> {
+  const text = sql.dialect === 'postgres' ? DOCUMENT_PART_ORDS_OF_PG : DOCUMENT_PART_ORDS_OF_SQLITE;
+  return sql.all<PartOrd>(text, { document_id: documentId, keys: JSON.stringify(keys) });
+}
+
 /** The parts a handle that writes documents again queued for document `documentId`, at their planned orders (`QueuedPlace`). */
 async function queuedPartOrds(sql: Sql, documentId: string): Promise<PartOrd[]> {
   const places = [...queuedPlacesOf(sql, documentId).entries()];
   const from = [...new Set(places.flatMap(([, p]) => (p.from === null ? [] : [p.from])))];
-  const read = new Map<string, number>();
-  for (const key of from) for (const [k, ord] of await getDocumentPartOrds(sql, documentId, [key, key])) read.set(k, ord);
+  const rows = from.length === 0 ? [] : await getDocumentPartOrdsOf(sql, documentId, from);
+  const read = new Map(rows.map((r) => [r.key, r.ord]));
+  for (const key of from) if (!read.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
   return places.map(([key, p]) => ({ key, ord: (p.from === null ? 0 : read.get(p.from)!) + p.by }));
 }
 
@@ -238,11 +251,9 @@ async function spreadNeighbours(
     const ords = spreadOrds(down[w]?.ord ?? null, up[w]?.ord ?? null, left.length + run.n + right.length, w);
     if (!ords) continue;
     const moved = [...left.map((p, i) => ({ key: p.key, ord: ords[i]! })), ...right.map((p, i) => ({ key: p.key, ord: ords[left.length + run.n + i]! }))];
-    if (again) {
-      // Places queued from a table part moved now were read from its order before the move (their inserts
-      // run before its update at COMMIT): they keep that order.
-      for (const q of queued) queuedPlacesOf(sql, documentId).set(q.key, { from: null, by: q.ord });
-    }
+    // On a handle that writes documents again, a place queued from a part moved now stays right as it is:
+    // its insert runs before the move at COMMIT, and its `from` is read from the table, where the part keeps
+    // its order until then; a place queued after the move, next to that part, starts from the part's new place.
     if (again) noSpreadAgain(sql, documentId);
     for (const m of moved) await updateDocumentPartOrd(sql, documentId, m.key, m.ord);
     return { ords: ords.slice(left.length, left.length + run.n), moved };
@@ -296,6 +307,70 @@ async function rewriteParts(sql: Sql, documentId: string, version: number, plan:
 }
 
 /**
+ * Where the plan's new parts go, or null when some run finds no order between its neighbours (every part
+ * written again). A run short of room moves its neighbours apart (`spreadNeighbours`, once per plan); the
+ * runs are then placed again from the start, every one between its neighbours' orders after the move: a
+ * run placed before it may sit inside the parts moved, and orders taken before the move would put its parts
+ * among other neighbours.
+ */
+async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<PlacedPart[] | null> {
+  /** Parts this plan moved apart to make room (`spreadNeighbours`), with their new orders. */
+  const moved = new Map<string, number>();
+  /** The run that needed the move, and the orders the move left it. */
+  let spread: { run: number; ords: number[] } | null = null;
+  for (;;) {
+    const placed: PlacedPart[] = [];
+    let placeAgain = false;
+    for (const [r, run] of plan.inserted.entries()) {
+      // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in
+      // the table, or queued by an earlier write of this transaction on a handle that writes documents again.
+      const { after, before } = run;
+      if (after === null || before === null) {
+        // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
+        // neighbour's as 0 are each part's offset — so each insert takes its neighbour's ord itself
+        // (`insertDocumentPartNextTo`, after any move of it): no read of the ords, and on a handle that runs
+        // statements in its COMMIT's query none of the run's statements is a round trip of its own.
+        const neighbour = after ?? before;
+        const offsets = ordsBetween(after === null ? null : 0, before === null ? null : 0, run.parts.length)!;
+        for (const [i, p] of run.parts.entries()) {
+          placed.push(neighbour === null ? { ...p, ord: offsets[i]! } : { ...p, next: { to: neighbour, by: offsets[i]! } });
+        }
+        continue;
+      }
+      const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after, before]);
+      const lo = moved.get(after) ?? found.get(after)!;
+      const hi = moved.get(before) ?? found.get(before)!;
+      let ords = spread?.run === r ? spread.ords : ordsBetweenWithRoom(lo, hi, run.parts.length);
+      if (!ords && spread === null) {
+        // Too close: a few neighbours on each side move apart (their rows keep their content and version).
+        const made = await spreadNeighbours(sql, documentId, {
+          after: { key: after, ord: lo },
+          before: { key: before, ord: hi },
+          n: run.parts.length,
+          removed: plan.removed,
+        });
+        if (made) {
+          for (const m of made.moved) moved.set(m.key, m.ord);
+          spread = { run: r, ords: made.ords };
+          ords = made.ords;
+          // Runs placed before this one were placed between their neighbours' orders before the move.
+          if (placed.some((p) => 'ord' in p)) {
+            placeAgain = true;
+            break;
+          }
+        }
+      }
+      // Still none (a second run of the plan short of room, or the table and this transaction's queued
+      // writes cannot be read as one document): every part again.
+      ords ??= ordsBetween(lo, hi, run.parts.length);
+      if (!ords) return null;
+      for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });
+    }
+    if (!placeAgain) return placed;
+  }
+}
+
+/**
  * Writes a plan's parts for document `documentId`, as written by its version `o.version`, and returns
  * the parts' characters after it (`partsChars`: before it). The head row is the caller's.
  * `rewrite` builds the plan that writes every part, for when new elements find no order between
@@ -309,48 +384,8 @@ export async function writeDocumentParts(
 ): Promise<number> {
   assertNoQueuedParts(sql, documentId);
   if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, o.version, plan);
-  const placed: PlacedPart[] = [];
-  /** Parts this plan moved apart to make room (`spreadNeighbours`), with their new orders. */
-  const moved = new Map<string, number>();
-  for (const run of plan.inserted) {
-    // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in
-    // the table, or queued by an earlier write of this transaction on a handle that writes documents again.
-    const { after, before } = run;
-    if (after === null || before === null) {
-      // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
-      // neighbour's as 0 are each part's offset — so each insert takes its neighbour's ord itself
-      // (`insertDocumentPartNextTo`): no read of the ords, and on a handle that runs statements in its
-      // COMMIT's query none of the run's statements is a round trip of its own.
-      const neighbour = after ?? before;
-      const offsets = ordsBetween(after === null ? null : 0, before === null ? null : 0, run.parts.length)!;
-      for (const [i, p] of run.parts.entries()) {
-        placed.push(neighbour === null ? { ...p, ord: offsets[i]! } : { ...p, next: { to: neighbour, by: offsets[i]! } });
-      }
-      continue;
-    }
-    const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after, before]);
-    const lo = moved.get(after) ?? found.get(after)!;
-    const hi = moved.get(before) ?? found.get(before)!;
-    let ords = ordsBetweenWithRoom(lo, hi, run.parts.length);
-    if (!ords && moved.size === 0) {
-      // Too close: a few neighbours on each side move apart (their rows keep their content and version).
-      const spread = await spreadNeighbours(sql, documentId, {
-        after: { key: after, ord: lo },
-        before: { key: before, ord: hi },
-        n: run.parts.length,
-        removed: plan.removed,
-      });
-      if (spread) {
-        for (const m of spread.moved) moved.set(m.key, m.ord);
-        ords = spread.ords;
-      }
-    }
-    // Still none (a second run of the plan short of room, or the table and this transaction's queued
-    // writes cannot be read as one document): every part again.
-    ords ??= ordsBetween(lo, hi, run.parts.length);
-    if (!ords) return rewriteParts(sql, documentId, o.version, o.rewrite());
-    for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });
-  }
+  const placed = await placeRuns(sql, documentId, plan);
+  if (!placed) return rewriteParts(sql, documentId, o.version, o.rewrite());
   for (const key of plan.removed) await deleteDocumentPart(sql, documentId, key);
   for (const p of plan.changed) await updateDocumentPart(sql, documentId, p.key, p.text, o.version);
   for (const p of placed) {

@@ -149,8 +149,9 @@ export function planParts(previous: Split | null, next: Split, layout: PartsLayo
 
 /**
  * Orders for a run of `n` new elements between two stored orders (null: that end is open), or null when
- * the numbers between them ran out. A caller first asks `ordsBetweenWithRoom`, and moves neighbours apart
- * (`spreadOrds`) before the numbers run out: every part written again is its last resort.
+ * the numbers between them ran out. With one end open the run counts on from the other (by 1: it never runs
+ * out), and callers take it as is. Between two orders a caller first asks `ordsBetweenWithRoom`, and moves
+ * neighbours apart (`spreadOrds`) before the numbers run out: every part written again is its last resort.
  */
 export function ordsBetween(lo: number | null, hi: number | null, n: number): number[] | null {
   const ords = Array.from({ length: n }, (_, i) => {

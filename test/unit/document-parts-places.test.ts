@@ -115,4 +115,24 @@ describe('a backlog stored in parts, its epics applied out of order', () => {
     expect(totalMoved / order.length).toBeLessThanOrEqual(4);
     expect(JSON.parse((await readWholeDocument(sql, 'd'))!.content)).toEqual(current);
   });
+
+  it("keeps the order of a write that inserts in two places when the second one moves the first one's neighbours apart", async () => {
+    // E001…E040 in order behind E100 leave E038…E040 crowded; then one write adds X between E038 and E039
+    // (room there) and Y between E040 and E100 (none: its neighbours, E038 and E039 among them, move apart).
+    const { current } = await applyAll([0, 100, ...Array.from({ length: 40 }, (_, i) => i + 1)]);
+    const x = Object.freeze({ epic_id: 'X' });
+    const y = Object.freeze({ epic_id: 'Y' });
+    const content = { epics: [...current.epics.slice(0, 39), x, ...current.epics.slice(39, -1), y, current.epics.at(-1)!] };
+    expect(current.epics.slice(37).map((e) => e.epic_id)).toEqual([id(37), id(38), id(39), id(40), id(100)]);
+    const head = await lockDocumentHead(sql, 'p', 'story_backlog');
+    await writeDocument(sql, {
+      operation: 'story_generate_epic',
+      head,
+      current,
+      planned: { content, text: null, split: { layout, next: splitDocument(content, layout)! }, summary: {} },
+      create: { id: 'd', project_id: 'p', doc_type: 'story_backlog', doc_key: '' },
+      now: 100,
+    });
+    expect(JSON.parse((await readWholeDocument(sql, 'd'))!.content)).toEqual(content);
+  });
 });

@@ -171,3 +171,50 @@ describe('new epics crowding one place between two parts', () => {
     expect(await stored('crowd-odd')).toEqual(reference);
   });
 });
+
+/** Epics E000 and E100, then E001…E(last) one by one in order behind E100: their places crowd toward E100's. */
+function crowdingVersions(last: number): Backlog[] {
+  const epic = (n: number) => ({ id: `E${String(n).padStart(3, '0')}`, text: `${n}` });
+  const versions: Backlog[] = [{ name: 'b', epics: [epic(0), epic(100)] }];
+  for (let n = 1; n <= last; n++) versions.push({ name: 'b', epics: [...versions.at(-1)!.epics.slice(0, -1), epic(n), epic(100)] });
+  return versions;
+}
+
+describe('a write that inserts in two places, the second short of room', () => {
+  it("keeps its order when the neighbours moved apart for the second include the first one's", async () => {
+    // X goes between E038 and E039 (room there), Y between E040 and E100 (none: E037…E040 move apart).
+    const versions = crowdingVersions(40);
+    const epics = versions.at(-1)!.epics;
+    versions.push({ name: 'b', epics: [...epics.slice(0, 39), { id: 'X', text: 'x' }, ...epics.slice(39, -1), { id: 'Y', text: 'y' }, epics.at(-1)!] });
+    for (const id of ['two-runs-each', 'two-runs-closure']) await insertProject(db.reader, { id, name: id, created_at: 1 });
+    for (let i = 0; i < versions.length; i++) await db.writer.write((sql) => writeVersion(sql, 'two-runs-each', i, versions));
+    await writeInOneClosure('two-runs-closure', 0, versions.length - 3, versions);
+    await writeInOneClosure('two-runs-closure', versions.length - 2, versions.length - 1, versions);
+    const reference = await stored('two-runs-each');
+    expect(reference.whole).toEqual(versions.at(-1));
+    expect(await stored('two-runs-closure')).toEqual(reference);
+  });
+});
+
+describe('a part deleted earlier in the closure, among the neighbours a later write moves apart', () => {
+  it('is left out of the move: the closure commits the parts of one transaction per version', async () => {
+    // Each closure removes the epic two behind the last one (E000 stays) and then adds the next one behind E100: once
+    // their places are too close, the neighbours moved apart would include the part the closure deleted.
+    const versions = crowdingVersions(1);
+    for (let n = 2; n <= 99; n++) {
+      const epics = versions.at(-1)!.epics;
+      versions.push({ name: 'b', epics: epics.filter((e) => e.id !== `E${String(n - 2).padStart(3, '0')}` || n === 2) });
+      versions.push({ name: 'b', epics: [...versions.at(-1)!.epics.slice(0, -1), { id: `E${String(n).padStart(3, '0')}`, text: `${n}` }, epics.at(-1)!] });
+    }
+    for (const id of ['deleted-each', 'deleted-closure']) await insertProject(db.reader, { id, name: id, created_at: 1 });
+    for (let i = 0; i < versions.length; i++) await db.writer.write((sql) => writeVersion(sql, 'deleted-each', i, versions));
+    await writeInOneClosure('deleted-closure', 0, 1, versions);
+    for (let i = 2; i < versions.length; i += 2) await writeInOneClosure('deleted-closure', i, i + 1, versions);
+    const reference = await stored('deleted-each');
+    expect(reference.whole).toEqual(versions.at(-1));
+    // Each part still has the version that inserted it: none was deleted and written again.
+    expect((reference.parts as { part_key: string; version: number }[]).map((p) => p.part_key)).toEqual(['E000', 'E098', 'E099', 'E100']);
+    expect((reference.parts as { version: number }[]).map((p) => p.version)).toEqual([1, 2 * 98, 2 * 99, 1]);
+    expect(await stored('deleted-closure')).toEqual(reference);
+  });
+});
