@@ -306,6 +306,18 @@ async function rewriteParts(sql: Sql, documentId: string, version: number, plan:
   return plan.chars;
 }
 
+/** How many of the plan's runs between two parts find too little room there (read only for two runs or more). */
+async function runsShortOfRoom(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<number> {
+  const between = plan.inserted.filter((run) => run.after !== null && run.before !== null);
+  if (between.length < 2) return 0;
+  let short = 0;
+  for (const { after, before, parts } of between) {
+    const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after!, before!]);
+    if (!ordsBetweenWithRoom(found.get(after!)!, found.get(before!)!, parts.length)) short++;
+  }
+  return short;
+}
+
 /**
  * Where the plan's new parts go, or null when some run finds no order between its neighbours (every part
  * written again). A run short of room moves its neighbours apart (`spreadNeighbours`, once per plan); the
@@ -314,6 +326,10 @@ async function rewriteParts(sql: Sql, documentId: string, version: number, plan:
  * among other neighbours.
  */
 async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<PlacedPart[] | null> {
+  // One move per write, and only when one run is short of room: with two, the second would take the midpoints and,
+  // finding none, write every part again — which a handle that queues the move for its COMMIT cannot do after it
+  // (`assertNoQueuedParts`). So two runs short of room move nothing, as before moves existed.
+  const mayMove = (await runsShortOfRoom(sql, documentId, plan)) < 2;
   /** Parts this plan moved apart to make room (`spreadNeighbours`), with their new orders. */
   const moved = new Map<string, number>();
   /** The run that needed the move, and the orders the move left it. */
@@ -341,7 +357,7 @@ async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind:
       const lo = moved.get(after) ?? found.get(after)!;
       const hi = moved.get(before) ?? found.get(before)!;
       let ords = spread?.run === r ? spread.ords : ordsBetweenWithRoom(lo, hi, run.parts.length);
-      if (!ords && spread === null) {
+      if (!ords && spread === null && mayMove) {
         // Too close: a few neighbours on each side move apart (their rows keep their content and version).
         const made = await spreadNeighbours(sql, documentId, {
           after: { key: after, ord: lo },

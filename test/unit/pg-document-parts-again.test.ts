@@ -218,3 +218,23 @@ describe('a part deleted earlier in the closure, among the neighbours a later wr
     expect(await stored('deleted-closure')).toEqual(reference);
   });
 });
+
+describe('a write that inserts in two places, both without room', () => {
+  it('moves nothing and writes every part again, as it did before moves existed (the writer has no move queued to undo)', async () => {
+    // Two gaps holding no order at all (neighbouring doubles), eight parts apart: more than a first move of
+    // neighbours reaches. Then one version adding one epic in each.
+    const keys = ['a', 'b', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7', 'p8', 'c', 'd'];
+    const before = backlog(...keys);
+    await insertProject(db.reader, { id: 'two-full', name: 'two-full', created_at: 1 });
+    await db.writer.write((sql) => writeVersion(sql, 'two-full', 0, [before]));
+    const ords = [1, 1 + Number.EPSILON, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 1.9 + Number.EPSILON];
+    for (const [i, key] of keys.entries()) {
+      await db.reader.run('UPDATE document_parts SET ord = ? WHERE document_id = ? AND part_key = ?', [ords[i]!, 'two-full-backlog', key]);
+    }
+    const versions = [before, backlog('a', 'x', ...keys.slice(1, -1), 'y', 'd')];
+    await db.writer.write((sql) => writeVersion(sql, 'two-full', 1, versions));
+    const after = await stored('two-full');
+    expect(after.whole).toEqual(versions[1]);
+    expect((after.parts as { part_key: string }[]).map((p) => p.part_key)).toEqual(versions[1]!.epics.map((e) => e.id));
+  });
+});
