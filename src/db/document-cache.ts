@@ -20,7 +20,8 @@
  */
 import type { Sql } from '../core/sql.js';
 import { assembleDocumentText } from '../domain/document-parts.js';
-import { headUpdateQueued, readStoredDocument, type StoredDocument } from './document-parts.js';
+import { headUpdateQueued } from './document-parts-queued.js';
+import { readStoredDocument, type StoredDocument } from './document-parts.js';
 import { getDocumentHead, type DocumentHead } from './projects.js';
 import { keepReadInTransaction, readInTransaction, readMark } from './transaction-reads.js';
 
@@ -49,7 +50,7 @@ const forgets = new WeakMap<Map<string, Entry>, number>();
 const groups = new WeakMap<object, object>();
 /**
  * The values a transaction wrote of documents whose next version is queued for its COMMIT
- * (document-parts.ts `headUpdateQueued`), by its statement handle: the only place that version's value is
+ * (document-parts-queued.ts `headUpdateQueued`), by its statement handle: the only place that version's value is
  * until then (its row is a version behind, and a read of it is refused), so kept apart from the shared
  * cache, whose entry another connection's read may replace and any rollback in the daemon forgets. A
  * closure run again starts on a new handle: nothing of a rolled-back run is kept.

@@ -4,8 +4,20 @@
  * on its row: every write in parts also updates that row, guarded by the version it was read at.
  */
 import type { Sql } from '../core/sql.js';
-import { assembleDocumentText, ordsBetween, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
+import { assembleDocumentText, ordsBetween, ordsBetweenWithRoom, spreadOrds, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
 import type { DocumentPartRow, DocumentRow } from './schema.js';
+import {
+  assertNoQueuedParts,
+  headUpdateQueued,
+  noSpreadAgain,
+  queuedPartsOf,
+  queuedPlacesOf,
+  queuedRemovalsOf,
+  queuePart,
+  spreadRefused,
+  writesDocumentsAgain,
+} from './document-parts-queued.js';
+import { inJsonArray } from './dialect.js';
 import { expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
@@ -104,28 +116,6 @@ async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly 
 }
 
 /**
- * Where a part this transaction queued for its COMMIT will be (`writeDocumentsAgain`): its ord is `by` plus
- * the ord of part `from` as the table has it now (`from` null: `by` itself). A part placed next to a queued
- * one is placed from that one's `from`, so `from` is always a part of the table, read in one statement when
- * a later plan of the transaction needs the ords of two neighbours (`getPlannedPartOrds`).
- */
-interface QueuedPlace {
-  from: string | null;
-  by: number;
-}
-
-/** By handle, by document: the places of the parts a handle that writes documents again queued (`writeDocumentsAgain`). */
-const queuedPlaces = new WeakMap<Sql, Map<string, Map<string, QueuedPlace>>>();
-
-function queuedPlacesOf(sql: Sql, documentId: string): Map<string, QueuedPlace> {
-  let documents = queuedPlaces.get(sql);
-  if (!documents) queuedPlaces.set(sql, (documents = new Map()));
-  let places = documents.get(documentId);
-  if (!places) documents.set(documentId, (places = new Map()));
-  return places;
-}
-
-/**
  * `getDocumentPartOrds` as this transaction's queued writes leave the document (`QueuedPlace`): a queued
  * part's ord from its `from` part's as the table has it (one statement for both; none when neither has one).
  */
@@ -177,86 +167,98 @@ function insertDocumentPartNextTo(sql: Sql, row: Omit<DocumentPartRow, 'ord'>, n
   return runGuardedAtCommit(sql, INSERT_DOCUMENT_PART_NEXT_TO, params, what);
 }
 
-/** A new part's place noted (`QueuedPlace`), and its document's next version as queued (`queueHeadUpdate`). */
-function queuePart(sql: Sql, documentId: string, key: string, place: QueuedPlace): void {
-  queuedPlacesOf(sql, documentId).set(key, place);
-  queueHeadUpdate(sql, documentId);
+/** A part's place, as a plan sees it: the table's order, or the one this transaction queued for it. */
+interface PartOrd {
+  key: string;
+  ord: number;
 }
 
-/** Handles whose transaction may write a document again (`writeDocumentsAgain`), by the closure run's statement handle. */
-const again = new WeakSet<Sql>();
+const DOCUMENT_PARTS_DOWN_FROM = 'SELECT part_key AS key, ord FROM document_parts WHERE document_id = ? AND ord <= ? ORDER BY ord DESC LIMIT ?';
+const DOCUMENT_PARTS_UP_FROM = 'SELECT part_key AS key, ord FROM document_parts WHERE document_id = ? AND ord >= ? ORDER BY ord LIMIT ?';
+
+/** At most `limit` of a document's parts from order `ord` (included) down or up, nearest first (the table's; idx_document_parts_ord). */
+function getDocumentPartsFrom(sql: Sql, documentId: string, ord: number, direction: 'down' | 'up', limit: number): Promise<PartOrd[]> {
+  return sql.all<PartOrd>(direction === 'down' ? DOCUMENT_PARTS_DOWN_FROM : DOCUMENT_PARTS_UP_FROM, [documentId, ord, limit]);
+}
+
+const UPDATE_DOCUMENT_PART_ORD = 'UPDATE document_parts SET ord = @ord WHERE document_id = @document_id AND part_key = @part_key';
 
 /**
- * This transaction may read or write again a document it wrote (a shared closure of answers, two of them of
- * one project: engine/leased.ts `ItemReads`). Its writes of parts are still queued for its COMMIT's query
- * (no round trip each while the closure holds its heads: they run there in the order queued), and each
- * new part's place is noted (`QueuedPlace`): a later plan of the document finds its neighbours' ords from
- * the table's parts they were placed from, and its later writes (a part's update or delete, guarded, or
- * all parts deleted) are queued behind them. A later read of its head finds the version the write left in
- * the heads the transaction holds (db/projects.ts `heldHeads`: the head's own update rides in the COMMIT's
- * query too), and its value where the documents cache keeps it for this handle (`rememberDocument`,
- * db/document-cache.ts `ownWrites`): a read of its content from the table is refused (`queueHeadUpdate`). A
- * closure run again starts on a new handle, and marks it again.
+ * A part moved to a new order between the same neighbours, guarded (the part is there); its content and
+ * version stay (a reader that has its text keeps it). Where the plan's inserts run (`runGuardedAtCommit`),
+ * before them: an insert placed next to this part reads its new order.
  */
-export function writeDocumentsAgain(sql: Sql): void {
-  again.add(sql);
+function updateDocumentPartOrd(sql: Sql, documentId: string, key: string, ord: number): Promise<void> {
+  if (writesDocumentsAgain(sql)) queuePart(sql, documentId, key, { from: null, by: ord });
+  else if (sql.atCommit) queuedPartsOf(sql).add(documentId);
+  return runGuardedAtCommit(sql, UPDATE_DOCUMENT_PART_ORD, { ord, document_id: documentId, part_key: key }, `document ${documentId} has no part "${key}"`);
 }
+
+const documentPartOrdsOfText = (dialect: 'sqlite' | 'postgres') =>
+  `SELECT part_key AS key, ord FROM document_parts WHERE document_id = @document_id AND ${inJsonArray(dialect, 'part_key', '@keys')}`;
+const DOCUMENT_PART_ORDS_OF_SQLITE = documentPartOrdsOfText('sqlite');
+const DOCUMENT_PART_ORDS_OF_PG = documentPartOrdsOfText('postgres');
+
+/** The orders of those of a document's parts `keys` names that the table has, read in one statement. */
+function getDocumentPartOrdsOf(sql: Sql, documentId: string, keys: readonly string[]): Promise<PartOrd[]> {
+  const text = sql.dialect === 'postgres' ? DOCUMENT_PART_ORDS_OF_PG : DOCUMENT_PART_ORDS_OF_SQLITE;
+  return sql.all<PartOrd>(text, { document_id: documentId, keys: JSON.stringify(keys) });
+}
+
+/** The parts a handle that writes documents again queued for document `documentId`, at their planned orders (`QueuedPlace`). */
+async function queuedPartOrds(sql: Sql, documentId: string): Promise<PartOrd[]> {
+  const places = [...queuedPlacesOf(sql, documentId).entries()];
+  const from = [...new Set(places.flatMap(([, p]) => (p.from === null ? [] : [p.from])))];
+  const rows = from.length === 0 ? [] : await getDocumentPartOrdsOf(sql, documentId, from);
+  const read = new Map(rows.map((r) => [r.key, r.ord]));
+  for (const key of from) if (!read.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
+  return places.map(([key, p]) => ({ key, ord: (p.from === null ? 0 : read.get(p.from)!) + p.by }));
+}
+
+/** Windows of neighbours a spread tries on each side of a run, until their orders leave room (the last: all of them). */
+const SPREAD_WINDOWS = [4, 16, 64, 256, 1024, 2 ** 31];
 
 /**
- * The documents whose next version a handle that writes documents again queued for its COMMIT, their
- * heads held (db/projects.ts `runDocumentUpdate`) or their parts queued (`queuePart`): their rows are a
- * version behind until then, so a read of a document's content from the table would join the older head
- * with the older parts. It is refused (`readStoredDocument`); the transaction's reads take the held head
- * and the value the transaction wrote (db/document-cache.ts `rememberDocument`, kept for this handle).
- * Postgres only: heads are held there only.
+ * Room for a run of `n` new parts between `after` and `before` when their orders are too close: the
+ * nearest `w` parts on each side (these two included) are spaced evenly between the (w+1)-th on each side
+ * (or the document's open end), with `w` the smallest window whose orders leave room (`spreadOrds`) —
+ * the parts moved are the crowded neighbourhood's, never the document's unless it is crowded all through.
+ * Returns the run's orders and the parts moved (their new orders written here), or null when this
+ * transaction's plan of the document cannot be read from the table (`spreadDone`).
  */
-const queuedHeads = new WeakMap<Sql, Set<string>>();
-
-/** Document `documentId`'s next version is queued for this handle's COMMIT (`queuedHeads`). */
-export function queueHeadUpdate(sql: Sql, documentId: string): void {
-  let documents = queuedHeads.get(sql);
-  if (!documents) queuedHeads.set(sql, (documents = new Set()));
-  documents.add(documentId);
-}
-
-/** Whether document `documentId`'s next version is queued for this handle's COMMIT (`queueHeadUpdate`). */
-export function headUpdateQueued(sql: Sql, documentId: string): boolean {
-  return queuedHeads.get(sql)?.has(documentId) ?? false;
-}
-
-/** Whether `writeDocumentsAgain` marked this handle. */
-export function writesDocumentsAgain(sql: Sql): boolean {
-  return again.has(sql);
-}
-
-/**
- * The documents whose new parts a transaction queued for its COMMIT's query, by its statement handle
- * (one per write closure's run: a run again starts empty).
- */
-const queuedParts = new WeakMap<Sql, Set<string>>();
-
-function queuedPartsOf(sql: Sql): Set<string> {
-  let documents = queuedParts.get(sql);
-  if (!documents) queuedParts.set(sql, (documents = new Set()));
-  return documents;
-}
-
-/**
- * Refuses to read or write document `documentId` after this transaction queued new parts of it for its
- * COMMIT: they are not in the table yet, so the read would miss them and the write would plan from a
- * document without them (a neighbour not found, a part deleted now that the COMMIT inserts again). The
- * one writer of parts is an answer's apply (engine/operation-steps.ts): a transaction that may apply
- * two answers of one project (a shared closure of answers) plans from its queued parts
- * (`writeDocumentsAgain`), and any other writes each document at most once. This keeps it so:
- * a change that writes twice without the mark fails here, loudly, on its first run. SQLite runs the
- * inserts at once and has nothing to refuse.
- */
-function assertNoQueuedParts(sql: Sql, documentId: string): void {
-  if (queuedParts.get(sql)?.has(documentId)) {
-    throw new Error(
-      `document ${documentId} was already written in this transaction: its new parts are inserted at COMMIT and a second read or write of it would miss them`,
-    );
+async function spreadNeighbours(
+  sql: Sql,
+  documentId: string,
+  run: { after: PartOrd; before: PartOrd; n: number; removed: readonly string[] },
+): Promise<{ ords: number[]; moved: PartOrd[] } | null> {
+  if (spreadRefused(sql, documentId)) return null;
+  const again = writesDocumentsAgain(sql);
+  // On a handle that writes documents again, this transaction's parts are queued, not in the table yet: its
+  // new (or moved) parts are taken at their planned orders, its deleted ones left out.
+  const queued = again ? await queuedPartOrds(sql, documentId) : [];
+  const skip = new Set([...run.removed, ...(again ? queuedRemovalsOf(sql, documentId) : []), ...queued.map((q) => q.key)]);
+  const nearest = async (from: PartOrd, direction: 'down' | 'up', count: number) => {
+    const rows = await getDocumentPartsFrom(sql, documentId, from.ord, direction, count + skip.size);
+    const side = (p: PartOrd) => (direction === 'down' ? p.ord <= from.ord : p.ord >= from.ord);
+    const parts = [...rows.filter((p) => !skip.has(p.key)), ...queued.filter(side)];
+    return parts.sort((a, b) => (direction === 'down' ? b.ord - a.ord : a.ord - b.ord)).slice(0, count);
+  };
+  for (const w of SPREAD_WINDOWS) {
+    const down = await nearest(run.after, 'down', w + 1);
+    const up = await nearest(run.before, 'up', w + 1);
+    const left = down.slice(0, w).reverse();
+    const right = up.slice(0, w);
+    const ords = spreadOrds(down[w]?.ord ?? null, up[w]?.ord ?? null, left.length + run.n + right.length, w);
+    if (!ords) continue;
+    const moved = [...left.map((p, i) => ({ key: p.key, ord: ords[i]! })), ...right.map((p, i) => ({ key: p.key, ord: ords[left.length + run.n + i]! }))];
+    // On a handle that writes documents again, a place queued from a part moved now stays right as it is:
+    // its insert runs before the move at COMMIT, and its `from` is read from the table, where the part keeps
+    // its order until then; a place queued after the move, next to that part, starts from the part's new place.
+    if (again) noSpreadAgain(sql, documentId);
+    for (const m of moved) await updateDocumentPartOrd(sql, documentId, m.key, m.ord);
+    return { ords: ords.slice(left.length, left.length + run.n), moved };
   }
+  return null;
 }
 
 const UPDATE_DOCUMENT_PART = 'UPDATE document_parts SET content = @content, version = @version WHERE document_id = @document_id AND part_key = @part_key';
@@ -277,6 +279,7 @@ async function deleteDocumentPart(sql: Sql, documentId: string, key: string): Pr
   const what = `document ${documentId} has no part "${key}"`;
   if (writesDocumentsAgain(sql)) {
     queuedPlacesOf(sql, documentId).delete(key);
+    queuedRemovalsOf(sql, documentId).add(key);
     return runGuardedAtCommit(sql, DELETE_DOCUMENT_PART, params, what);
   }
   expectOneChange(await sql.run(DELETE_DOCUMENT_PART, params), what);
@@ -289,6 +292,7 @@ export async function deleteDocumentParts(sql: Sql, documentId: string): Promise
   if (writesDocumentsAgain(sql)) {
     // Every part placed after this is placed from a part placed after it: none from the table's.
     queuedPlacesOf(sql, documentId).clear();
+    noSpreadAgain(sql, documentId);
     return runAtCommit(sql, DELETE_DOCUMENT_PARTS, { document_id: documentId });
   }
   assertNoQueuedParts(sql, documentId);
@@ -300,6 +304,86 @@ async function rewriteParts(sql: Sql, documentId: string, version: number, plan:
   await deleteDocumentParts(sql, documentId);
   for (const [i, p] of plan.parts.entries()) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: i, content: p.text, version });
   return plan.chars;
+}
+
+/** How many of the plan's runs between two parts find too little room there (read only for two runs or more). */
+async function runsShortOfRoom(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<number> {
+  const between = plan.inserted.filter((run) => run.after !== null && run.before !== null);
+  if (between.length < 2) return 0;
+  let short = 0;
+  for (const { after, before, parts } of between) {
+    const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after!, before!]);
+    if (!ordsBetweenWithRoom(found.get(after!)!, found.get(before!)!, parts.length)) short++;
+  }
+  return short;
+}
+
+/**
+ * Where the plan's new parts go, or null when some run finds no order between its neighbours (every part
+ * written again). A run short of room moves its neighbours apart (`spreadNeighbours`, once per plan); the
+ * runs are then placed again from the start, every one between its neighbours' orders after the move: a
+ * run placed before it may sit inside the parts moved, and orders taken before the move would put its parts
+ * among other neighbours.
+ */
+async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<PlacedPart[] | null> {
+  // One move per write, and only when one run is short of room: with two, the second would take the midpoints and,
+  // finding none, write every part again — which a handle that queues the move for its COMMIT cannot do after it
+  // (`assertNoQueuedParts`). So two runs short of room move nothing, as before moves existed.
+  const mayMove = (await runsShortOfRoom(sql, documentId, plan)) < 2;
+  /** Parts this plan moved apart to make room (`spreadNeighbours`), with their new orders. */
+  const moved = new Map<string, number>();
+  /** The run that needed the move, and the orders the move left it. */
+  let spread: { run: number; ords: number[] } | null = null;
+  for (;;) {
+    const placed: PlacedPart[] = [];
+    let placeAgain = false;
+    for (const [r, run] of plan.inserted.entries()) {
+      // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in
+      // the table, or queued by an earlier write of this transaction on a handle that writes documents again.
+      const { after, before } = run;
+      if (after === null || before === null) {
+        // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
+        // neighbour's as 0 are each part's offset — so each insert takes its neighbour's ord itself
+        // (`insertDocumentPartNextTo`, after any move of it): no read of the ords, and on a handle that runs
+        // statements in its COMMIT's query none of the run's statements is a round trip of its own.
+        const neighbour = after ?? before;
+        const offsets = ordsBetween(after === null ? null : 0, before === null ? null : 0, run.parts.length)!;
+        for (const [i, p] of run.parts.entries()) {
+          placed.push(neighbour === null ? { ...p, ord: offsets[i]! } : { ...p, next: { to: neighbour, by: offsets[i]! } });
+        }
+        continue;
+      }
+      const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after, before]);
+      const lo = moved.get(after) ?? found.get(after)!;
+      const hi = moved.get(before) ?? found.get(before)!;
+      let ords = spread?.run === r ? spread.ords : ordsBetweenWithRoom(lo, hi, run.parts.length);
+      if (!ords && spread === null && mayMove) {
+        // Too close: a few neighbours on each side move apart (their rows keep their content and version).
+        const made = await spreadNeighbours(sql, documentId, {
+          after: { key: after, ord: lo },
+          before: { key: before, ord: hi },
+          n: run.parts.length,
+          removed: plan.removed,
+        });
+        if (made) {
+          for (const m of made.moved) moved.set(m.key, m.ord);
+          spread = { run: r, ords: made.ords };
+          ords = made.ords;
+          // Runs placed before this one were placed between their neighbours' orders before the move.
+          if (placed.some((p) => 'ord' in p)) {
+            placeAgain = true;
+            break;
+          }
+        }
+      }
+      // Still none (a second run of the plan short of room, or the table and this transaction's queued
+      // writes cannot be read as one document): every part again.
+      ords ??= ordsBetween(lo, hi, run.parts.length);
+      if (!ords) return null;
+      for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });
+    }
+    if (!placeAgain) return placed;
+  }
 }
 
 /**
@@ -316,28 +400,8 @@ export async function writeDocumentParts(
 ): Promise<number> {
   assertNoQueuedParts(sql, documentId);
   if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, o.version, plan);
-  const placed: PlacedPart[] = [];
-  for (const run of plan.inserted) {
-    // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in
-    // the table, or queued by an earlier write of this transaction on a handle that writes documents again.
-    const { after, before } = run;
-    if (after === null || before === null) {
-      // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
-      // neighbour's as 0 are each part's offset — so each insert takes its neighbour's ord itself
-      // (`insertDocumentPartNextTo`): no read of the ords, and on a handle that runs statements in its
-      // COMMIT's query none of the run's statements is a round trip of its own.
-      const neighbour = after ?? before;
-      const offsets = ordsBetween(after === null ? null : 0, before === null ? null : 0, run.parts.length)!;
-      for (const [i, p] of run.parts.entries()) {
-        placed.push(neighbour === null ? { ...p, ord: offsets[i]! } : { ...p, next: { to: neighbour, by: offsets[i]! } });
-      }
-      continue;
-    }
-    const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after, before]);
-    const ords = ordsBetween(found.get(after)!, found.get(before)!, run.parts.length);
-    if (!ords) return rewriteParts(sql, documentId, o.version, o.rewrite());
-    for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });
-  }
+  const placed = await placeRuns(sql, documentId, plan);
+  if (!placed) return rewriteParts(sql, documentId, o.version, o.rewrite());
   for (const key of plan.removed) await deleteDocumentPart(sql, documentId, key);
   for (const p of plan.changed) await updateDocumentPart(sql, documentId, p.key, p.text, o.version);
   for (const p of placed) {

@@ -2,7 +2,8 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { queueHeadUpdate, withWholeContent, writesDocumentsAgain } from './document-parts.js';
+import { withWholeContent } from './document-parts.js';
+import { queueHeadUpdate, writesDocumentsAgain } from './document-parts-queued.js';
 import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
 import { forgetReadInTransaction } from './transaction-reads.js';
 
@@ -150,10 +151,10 @@ type HeldHead = WriteHead & DocumentTarget;
  * them are answered without a statement (each answer's apply read its target's head again, a round trip for
  * a row this transaction already held). Sound while the row is locked and every write of it goes through
  * here: no other transaction can change it, and a write here notes the head it leaves. On a handle that
- * writes documents again (document-parts.ts `writeDocumentsAgain`: two answers of one project) the head's
+ * writes documents again (document-parts-queued.ts `writeDocumentsAgain`: two answers of one project) the head's
  * update is still queued for the COMMIT (a round trip less per answer): the held head is then the only place
  * the next version is before the COMMIT, and a read of the row's content is refused until then
- * (document-parts.ts `queueHeadUpdate`). Elsewhere a queued update forgets the head, so a later read would
+ * (document-parts-queued.ts `queueHeadUpdate`). Elsewhere a queued update forgets the head, so a later read would
  * read it. A target that did not exist is not held (another transaction may create it: the read looks
  * again), until this transaction inserts it. The closure's handle is its run's own: a run again starts with none held.
  */

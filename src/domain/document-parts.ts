@@ -149,7 +149,9 @@ export function planParts(previous: Split | null, next: Split, layout: PartsLayo
 
 /**
  * Orders for a run of `n` new elements between two stored orders (null: that end is open), or null when
- * the numbers between them ran out (the caller rewrites every order).
+ * the numbers between them ran out. With one end open the run counts on from the other (by 1: it never runs
+ * out), and callers take it as is. Between two orders a caller first asks `ordsBetweenWithRoom`, and moves
+ * neighbours apart (`spreadOrds`) before the numbers run out: every part written again is its last resort.
  */
 export function ordsBetween(lo: number | null, hi: number | null, n: number): number[] | null {
   const ords = Array.from({ length: n }, (_, i) => {
@@ -164,6 +166,43 @@ export function ordsBetween(lo: number | null, hi: number | null, n: number): nu
     prev = o;
   }
   return hi !== null && prev >= hi ? null : ords;
+}
+
+/**
+ * How close two parts' orders may come, relative to the orders' size (a double keeps 52 bits): a new
+ * part needs at least `INSERT_ROOM` on each side; a run that finds less moves its nearest neighbours
+ * apart (`spreadOrds`).
+ */
+const INSERT_ROOM = 2 ** -40;
+
+/** `ordsBetween` with at least `room` (relative to the orders' size) between any two, or null. */
+function ordsWithRoom(lo: number | null, hi: number | null, n: number, room: number): number[] | null {
+  const ords = ordsBetween(lo, hi, n);
+  if (!ords) return null;
+  const all = [lo ?? ords[0]!, ...ords, hi ?? ords.at(-1)!];
+  const least = Math.max(Math.abs(all[0]!), Math.abs(all.at(-1)!), 1) * room;
+  for (let i = 1; i < all.length; i++) if (all[i]! !== all[i - 1]! && all[i]! - all[i - 1]! < least) return null;
+  return ords;
+}
+
+/**
+ * Orders for a run of `n` new parts between two stored orders (`ordsBetween`), or null when they would
+ * come too close for later runs: the caller then moves a few neighbours apart (`spreadOrds`).
+ */
+export function ordsBetweenWithRoom(lo: number, hi: number, n: number): number[] | null {
+  return ordsWithRoom(lo, hi, n, INSERT_ROOM);
+}
+
+/**
+ * New, evenly spaced orders for `n` places — a run and its `window` nearest neighbours on each side —
+ * between the next neighbours' orders (null: that end of the document is open, always room), or null
+ * when they would be too close: the caller then tries a wider window. A wider window must leave more
+ * room (2^-28 for 4 neighbours, 4x per 4x neighbours, up to 2^-16): a spread of a crowded place then
+ * reaches out to where the document is sparse, so the next runs there find room for a while (the
+ * density thresholds of order-maintenance lists) instead of crowding the same few orders again.
+ */
+export function spreadOrds(lo: number | null, hi: number | null, n: number, window: number): number[] | null {
+  return ordsWithRoom(lo, hi, n, Math.min(2 ** -30 * window, 2 ** -16));
 }
 
 /** The document's characters as JSON, from its head's text and its parts' (without reading them). */

@@ -6,7 +6,7 @@
  * - the second answer's epic goes after the first's: its part takes its neighbour's ord in its own
  *   INSERT … SELECT, with no read of the ords (`SELECT part_key, ord …`);
  * - the backlog's parts and next versions ride in the COMMIT's query, though the closure writes the
- *   document twice (two answers of one project: db/document-parts.ts `writeDocumentsAgain`): the second
+ *   document twice (two answers of one project: db/document-parts-queued.ts `writeDocumentsAgain`): the second
  *   apply plans from the head the closure holds and the parts it queued, no part's INSERT a round trip of its own;
  * - each item's scope lock row is released, then its thread ended, both items', and then the orchestration
  *   locked once for its close check, all in one statement after the last apply

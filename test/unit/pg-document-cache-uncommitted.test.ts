@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { parseDocumentJson, rememberWrittenDocument } from '../../src/daemon/engine/operation-context.js';
 import { forgetDocuments, readDocumentValue, readParsedDocument, rememberDocument, shareDocumentCache } from '../../src/db/document-cache.js';
-import { writeDocumentsAgain } from '../../src/db/document-parts.js';
+import { writeDocumentsAgain } from '../../src/db/document-parts-queued.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { PgWriter } from '../../src/db/pg/writer.js';
 import { insertDocument, insertProject, lockDocumentHeads, updateDocumentContent } from '../../src/db/projects.js';

@@ -11,7 +11,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/core/sql.js';
 import { parseDocumentJson } from '../../src/daemon/engine/operation-context.js';
 import { readDocumentValue } from '../../src/db/document-cache.js';
-import { readWholeDocument, writeDocumentsAgain } from '../../src/db/document-parts.js';
+import { readWholeDocument } from '../../src/db/document-parts.js';
+import { writeDocumentsAgain } from '../../src/db/document-parts-queued.js';
 import { getDocumentHead, insertDocument, insertProject, lockDocumentHead, lockDocumentHeads, updateDocumentContent } from '../../src/db/projects.js';
 import { useTestWriter } from '../helpers/postgres.js';
 

@@ -6,7 +6,7 @@
 import type { CrashAt } from '../../core/crash.js';
 import { StaleStateError } from '../../core/errors.js';
 import { lockWorkItemsWithThreads, lockWorkItemWithThread, type ItemWithThread, type ReadAhead } from '../../db/item-with-thread.js';
-import { writeDocumentsAgain } from '../../db/document-parts.js';
+import { writeDocumentsAgain } from '../../db/document-parts-queued.js';
 import { releaseHeldLock, type HeldLock } from '../../db/locks.js';
 import { lockDocumentHeads } from '../../db/projects.js';
 import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
@@ -145,7 +145,7 @@ export class ItemReads {
 /**
  * Postgres: the heads of the documents a closure's answers apply to, locked in id order, before the
  * first apply (db/projects.ts `lockDocumentHeads`). When two answers are of one project, the transaction
- * plans from what its earlier applies queued (db/document-parts.ts `writeDocumentsAgain`): an apply then
+ * plans from what its earlier applies queued (db/document-parts-queued.ts `writeDocumentsAgain`): an apply then
  * reads the version, the parts' places and the cached value an earlier one wrote — of its target, which it writes next, or
  * of another document of the project, which it may read (an operation reads its project's documents).
  */
