@@ -83,7 +83,8 @@ async function answer(m: JobMessage): Promise<void> {
  * is closed: it is closed (its snapshot ended: it read nothing more), and the job runs again, once, on a new one.
  */
 async function run(m: JobMessage): Promise<unknown> {
-  const current = await connection;
+  // A connection that failed to open (or to open again below) is not kept for good: each job tries a new one.
+  const current = await connection.catch(() => (connection = opened()));
   try {
     return await runReadJob(current, m.job, m.args);
   } catch (err) {

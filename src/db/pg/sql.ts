@@ -142,15 +142,15 @@ export class PgSql implements Sql {
   }
 
   async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
-    return (await this.query(text, params).catch((err) => this.again(err, text, params, 1))).rows[0] as T | undefined;
+    return (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rows[0] as T | undefined;
   }
 
   async all<T>(text: string, params?: SqlParams): Promise<T[]> {
-    return (await this.query(text, params).catch((err) => this.again(err, text, params, 1))).rows as T[];
+    return (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rows as T[];
   }
 
   async run(text: string, params?: SqlParams): Promise<RunResult> {
-    return { changes: (await this.query(text, params).catch((err) => this.again(err, text, params, 1))).rowCount ?? 0 };
+    return { changes: (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rowCount ?? 0 };
   }
 
   /**
@@ -161,10 +161,10 @@ export class PgSql implements Sql {
    * closes one: a pool of `max` connections has no more than `max` of them. Any other error, or on one
    * connection (which keeps its stale plan: its owner opens another), it is rethrown.
    */
-  private again(err: unknown, text: string, params: SqlParams | undefined, attempt: number): Promise<pg.QueryResult> {
+  private rerunAfterStalePlan(err: unknown, text: string, params: SqlParams | undefined, attempt: number): Promise<pg.QueryResult> {
     const target = this.target;
     if (!isStalePreparedStatement(err) || !(target instanceof pgDriver().Pool) || attempt > (target.options.max ?? 10)) withCallerStack(err);
-    return this.query(text, params).catch((next) => this.again(next, text, params, attempt + 1));
+    return this.query(text, params).catch((next) => this.rerunAfterStalePlan(next, text, params, attempt + 1));
   }
 
   protected query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {

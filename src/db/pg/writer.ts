@@ -22,7 +22,7 @@
  *     migrated the database): the transaction was aborted, nothing applied; the connection is closed, not
  *     rolled back and reused (it would fail the same way on every stale statement), and the closure runs
  *     again on another connection (≤ the pool's size + 1: each such run closes one of its connections that
- *     prepared statements before the change) — the same re-run as a conflict's, then the error as is;
+ *     prepared statements before the change) — the same re-run as a conflict's, then InfraError;
  *   - a stale guard or a taken unique key: ROLLBACK, the closure runs again (≤ `raceAttempts`): another
  *     transaction committed first, and a new run decides on what it committed — as the SQLite writer's
  *     closures, which run one at a time, always do. Still failing, the error goes to the caller as is;
@@ -142,7 +142,11 @@ export class PgWriter<E = never> implements TxRunner<E> {
         throw new InfraError(error);
       }
       if (isConcurrentChange(error) && ++races < raceAttempts) continue;
-      if (isStalePreparedStatement(error) && ++stalePlans <= (this.pool.options.max ?? 10)) continue;
+      if (isStalePreparedStatement(error)) {
+        if (++stalePlans <= (this.pool.options.max ?? 10)) continue;
+        // Still stale after every connection could have been replaced: storage trouble, retried as such upstream.
+        throw new InfraError(error);
+      }
       if (!isInfraPgError(error)) throw error;
       if (!atCommit && ++infra < infraAttempts) {
         await sleep((this.opts.infraRetryDelayMs ?? 50) * 2 ** (infra - 1));
