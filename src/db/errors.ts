@@ -54,6 +54,20 @@ export function isTransactionConflict(err: unknown): boolean {
 }
 
 /**
+ * A prepared statement whose result columns changed since this connection prepared it (0A000 "cached plan
+ * must not change result type"): another process changed the schema under it (a newer daemon's migration
+ * during a rolling upgrade adds a column a `SELECT *` or `RETURNING *` returns). It ran nothing, and fails the
+ * same way on that connection until the connection is closed; on a new connection the statement is prepared
+ * again, with the new columns. 0A000 alone is any unsupported feature, so where it was raised is checked too:
+ * the server's function (`routine`, never translated), or its English message for a server that sends none.
+ */
+export function isStalePreparedStatement(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown; routine?: unknown } | null;
+  if (e?.code !== '0A000') return false;
+  return e.routine === 'RevalidateCachedQuery' || (typeof e.message === 'string' && e.message.includes('cached plan must not change result type'));
+}
+
+/**
  * What a write that raced another transaction sees under READ COMMITTED: a guarded statement that
  * matched no row (the other one changed it first: StaleStateError), or a unique key the other one took
  * first (23505). Run again, the write reads what the other committed and decides on it (deduplicates,

@@ -8,9 +8,15 @@ import { connectPostgres } from '../../db/pg/connection.js';
 import { PgSql } from '../../db/pg/sql.js';
 import { SqliteSql } from '../../db/sql.js';
 import { CommandError } from '../../core/errors.js';
+import { isStalePreparedStatement } from '../../db/errors.js';
 import { runReadJob, type ReadJobName, type ReadTarget, type SnapshotConnection } from './read-jobs.js';
 
-async function open(target: ReadTarget): Promise<SnapshotConnection> {
+/** The worker's connection, which it can close (to open another). */
+interface WorkerConnection extends SnapshotConnection {
+  close(): Promise<void>;
+}
+
+async function open(target: ReadTarget): Promise<WorkerConnection> {
   if (target.kind === 'sqlite') {
     const db = openDatabase(target.dbPath, { readonly: true, busyTimeoutMs: target.busyTimeoutMs });
     return {
@@ -22,6 +28,9 @@ async function open(target: ReadTarget): Promise<SnapshotConnection> {
         } finally {
           db.exec('COMMIT');
         }
+      },
+      close: async () => {
+        db.close();
       },
     };
   }
@@ -39,12 +48,18 @@ async function open(target: ReadTarget): Promise<SnapshotConnection> {
         await client.query('COMMIT');
       }
     },
+    close: () => client.end(),
   };
 }
 
-const connection = open(workerData as ReadTarget);
-// Handled where a job awaits it (the job fails with the reason); not an unhandled rejection meanwhile.
-connection.catch(() => {});
+function opened(): Promise<WorkerConnection> {
+  const connection = open(workerData as ReadTarget);
+  // Handled where a job awaits it (the job fails with the reason); not an unhandled rejection meanwhile.
+  connection.catch(() => {});
+  return connection;
+}
+
+let connection = opened();
 
 interface JobMessage {
   id: number;
@@ -54,11 +69,29 @@ interface JobMessage {
 
 async function answer(m: JobMessage): Promise<void> {
   try {
-    parentPort!.postMessage({ id: m.id, ok: true, result: await runReadJob(await connection, m.job, m.args) });
+    parentPort!.postMessage({ id: m.id, ok: true, result: await run(m) });
   } catch (err) {
     const e = err as Error;
     const command = err instanceof CommandError ? { kind: err.kind, code: err.code ?? null } : null;
     parentPort!.postMessage({ id: m.id, ok: false, error: { name: e.name, message: e.message, command } });
+  }
+}
+
+/**
+ * The job's result. A statement whose prepared plan went stale on this connection (another daemon changed
+ * the schema under it: db/errors.ts `isStalePreparedStatement`) fails the same way there until the connection
+ * is closed: it is closed (its snapshot ended: it read nothing more), and the job runs again, once, on a new one.
+ */
+async function run(m: JobMessage): Promise<unknown> {
+  // A connection that failed to open (or to open again below) is not kept for good: each job tries a new one.
+  const current = await connection.catch(() => (connection = opened()));
+  try {
+    return await runReadJob(current, m.job, m.args);
+  } catch (err) {
+    if (!isStalePreparedStatement(err)) throw err;
+    connection = opened();
+    await current.close().catch(() => {});
+    return runReadJob(await connection, m.job, m.args);
   }
 }
 

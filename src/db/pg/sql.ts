@@ -9,6 +9,8 @@
  */
 import type pg from 'pg';
 import type { RunResult, Sql, SqlParams } from '../../core/sql.js';
+import { isStalePreparedStatement } from '../errors.js';
+import { pgDriver } from './driver.js';
 import { type Queryable, submitStatement } from './statement-query.js';
 
 /** A text compiled for Postgres: `$n` placeholders, and where each value comes from. */
@@ -140,15 +142,29 @@ export class PgSql implements Sql {
   }
 
   async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
-    return (await this.query(text, params).catch(withCallerStack)).rows[0] as T | undefined;
+    return (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rows[0] as T | undefined;
   }
 
   async all<T>(text: string, params?: SqlParams): Promise<T[]> {
-    return (await this.query(text, params).catch(withCallerStack)).rows as T[];
+    return (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rows as T[];
   }
 
   async run(text: string, params?: SqlParams): Promise<RunResult> {
-    return { changes: (await this.query(text, params).catch(withCallerStack)).rowCount ?? 0 };
+    return { changes: (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rowCount ?? 0 };
+  }
+
+  /**
+   * After a statement failed: on a pool, one whose prepared plan went stale (the schema changed under it:
+   * db/errors.ts `isStalePreparedStatement`) runs again — it ran nothing, and the pool closed the connection
+   * it failed on (a pool closes a connection whose query failed), so the run prepares it anew, with the new
+   * columns, unless it lands on another connection that prepared it before the change. Each such run
+   * closes one: a pool of `max` connections has no more than `max` of them. Any other error, or on one
+   * connection (which keeps its stale plan: its owner opens another), it is rethrown.
+   */
+  private rerunAfterStalePlan(err: unknown, text: string, params: SqlParams | undefined, attempt: number): Promise<pg.QueryResult> {
+    const target = this.target;
+    if (!isStalePreparedStatement(err) || !(target instanceof pgDriver().Pool) || attempt > (target.options.max ?? 10)) withCallerStack(err);
+    return this.query(text, params).catch((next) => this.rerunAfterStalePlan(next, text, params, attempt + 1));
   }
 
   protected query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {

@@ -148,7 +148,8 @@ function statementQueryClass(): new (text: string, values?: unknown[]) => OurQue
      * a Describe: the server then sends no RowDescription, ~10 per item, for it to build and this process to
      * parse (~1 % of a daemon's main thread at 3 daemons, pgjs). Its rows are read with the shape described
      * before: a prepared statement's columns never change (the server refuses to run it if a schema change
-     * would change them).
+     * would change them, and the connection that saw the refusal is closed, its shapes with it: pg/sql.ts,
+     * pg/writer.ts, db/errors.ts `isStalePreparedStatement`).
      */
     override prepare(connection: DriverConnection): void {
       const key = this.shapeKeys[0];

@@ -18,6 +18,11 @@
  *     (statements noted as prepared on it were never sent). Either way the caller gets a RefusedValueError
  *     — that write's own permanent failure, not storage trouble, so not retried and health stays ready;
  *   - a conflict (40P01, 40001): ROLLBACK, the closure runs again (≤ `conflictAttempts`), then InfraError;
+ *   - a prepared statement whose plan went stale (the schema changed under this connection: another daemon
+ *     migrated the database): the transaction was aborted, nothing applied; the connection is closed, not
+ *     rolled back and reused (it would fail the same way on every stale statement), and the closure runs
+ *     again on another connection (≤ the pool's size + 1: each such run closes one of its connections that
+ *     prepared statements before the change) — the same re-run as a conflict's, then InfraError;
  *   - a stale guard or a taken unique key: ROLLBACK, the closure runs again (≤ `raceAttempts`): another
  *     transaction committed first, and a new run decides on what it committed — as the SQLite writer's
  *     closures, which run one at a time, always do. Still failing, the error goes to the caller as is;
@@ -30,7 +35,7 @@
 import type pg from 'pg';
 import { InfraError } from '../../core/errors.js';
 import type { Emit, TxRunner, WriteFn } from '../../core/tx.js';
-import { asClientError, isConcurrentChange, isInfraPgError, isTransactionConflict } from '../errors.js';
+import { asClientError, isConcurrentChange, isInfraPgError, isStalePreparedStatement, isTransactionConflict } from '../errors.js';
 import type { SqlParams } from '../../core/sql.js';
 import { ClosureSql, settleClosure } from '../sql.js';
 import { type CommitQuery, type CommitStatement, commitQuery } from './commit-query.js';
@@ -118,6 +123,7 @@ export class PgWriter<E = never> implements TxRunner<E> {
     let conflicts = 0;
     let races = 0;
     let infra = 0;
+    let stalePlans = 0;
     for (;;) {
       const outcome = await this.attempt(fn);
       if ('value' in outcome) {
@@ -136,6 +142,11 @@ export class PgWriter<E = never> implements TxRunner<E> {
         throw new InfraError(error);
       }
       if (isConcurrentChange(error) && ++races < raceAttempts) continue;
+      if (isStalePreparedStatement(error)) {
+        if (++stalePlans <= (this.pool.options.max ?? 10)) continue;
+        // Still stale after every connection could have been replaced: storage trouble, retried as such upstream.
+        throw new InfraError(error);
+      }
       if (!isInfraPgError(error)) throw error;
       if (!atCommit && ++infra < infraAttempts) {
         await sleep((this.opts.infraRetryDelayMs ?? 50) * 2 ** (infra - 1));
@@ -196,7 +207,8 @@ export class PgWriter<E = never> implements TxRunner<E> {
       const infra = isInfraPgError(error);
       // A failed COMMIT query that was to prepare statements may not have reached their PREPARE (commit-query.ts):
       // its connection is closed (which ends the transaction) rather than reused with a wrong idea of them.
-      if (infra || preparing) broken = error as Error;
+      // So is one whose prepared plan went stale: its other statements prepared before the change would fail too.
+      if (infra || preparing || isStalePreparedStatement(error)) broken = error as Error;
       // Also after the COMMIT query failed: the notifications sent before COMMIT in it may have failed
       // and left the transaction open (ROLLBACK outside a transaction only warns).
       else broken = await rollback(client);
