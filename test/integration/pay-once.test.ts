@@ -73,13 +73,23 @@ describe('generate-all and idempotency per epic', () => {
   });
 });
 
-/** A TCP port on loopback that nothing listens on (bound, then closed). */
+/**
+ * A TCP port on loopback that nothing listens on (bound, then closed). Below the kernel's ephemeral range
+ * (Linux: 32768 and up), from which every `listen(0)` of the suite's other files takes its port: a port the
+ * OS handed out and took back could be handed to another test's simulator before this one connects to it.
+ */
 async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    const srv = createServer();
+    const bound = await new Promise<boolean>((r) => {
+      srv.once('error', () => r(false));
+      srv.listen(port, '127.0.0.1', () => r(true));
+    });
+    if (!bound) continue;
+    await new Promise<void>((r) => srv.close(() => r()));
+    return port;
+  }
 }
 
 describe('a call that never left', () => {
