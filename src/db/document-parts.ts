@@ -306,18 +306,6 @@ async function rewriteParts(sql: Sql, documentId: string, version: number, plan:
   return plan.chars;
 }
 
-/** How many of the plan's runs between two parts find too little room there (read only for two runs or more). */
-async function runsShortOfRoom(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<number> {
-  const between = plan.inserted.filter((run) => run.after !== null && run.before !== null);
-  if (between.length < 2) return 0;
-  let short = 0;
-  for (const { after, before, parts } of between) {
-    const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after!, before!]);
-    if (!ordsBetweenWithRoom(found.get(after!)!, found.get(before!)!, parts.length)) short++;
-  }
-  return short;
-}
-
 /**
  * Where the plan's new parts go, or null when some run finds no order between its neighbours (every part
  * written again). A run short of room moves its neighbours apart (`spreadNeighbours`, once per plan); the
@@ -326,10 +314,23 @@ async function runsShortOfRoom(sql: Sql, documentId: string, plan: PartsPlan & {
  * among other neighbours.
  */
 async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<PlacedPart[] | null> {
+  // The orders of each run's two neighbours, read once: a move below changes only the parts it moved (`moved`).
+  // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in the
+  // table, or queued by an earlier write of this transaction on a handle that writes documents again.
+  const read = writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds;
+  const neighbours = new Map<number, Map<string, number>>();
+  for (const [r, { after, before }] of plan.inserted.entries()) {
+    if (after !== null && before !== null) neighbours.set(r, await read(sql, documentId, [after, before]));
+  }
   // One move per write, and only when one run is short of room: with two, the second would take the midpoints and,
   // finding none, write every part again — which a handle that queues the move for its COMMIT cannot do after it
   // (`assertNoQueuedParts`). So two runs short of room move nothing, as before moves existed.
-  const mayMove = (await runsShortOfRoom(sql, documentId, plan)) < 2;
+  let short = 0;
+  for (const [r, found] of neighbours) {
+    const { after, before, parts } = plan.inserted[r]!;
+    if (!ordsBetweenWithRoom(found.get(after!)!, found.get(before!)!, parts.length)) short++;
+  }
+  const mayMove = short < 2;
   /** Parts this plan moved apart to make room (`spreadNeighbours`), with their new orders. */
   const moved = new Map<string, number>();
   /** The run that needed the move, and the orders the move left it. */
@@ -338,8 +339,6 @@ async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind:
     const placed: PlacedPart[] = [];
     let placeAgain = false;
     for (const [r, run] of plan.inserted.entries()) {
-      // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in
-      // the table, or queued by an earlier write of this transaction on a handle that writes documents again.
       const { after, before } = run;
       if (after === null || before === null) {
         // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
@@ -353,7 +352,7 @@ async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind:
         }
         continue;
       }
-      const found = await (writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds)(sql, documentId, [after, before]);
+      const found = neighbours.get(r)!;
       const lo = moved.get(after) ?? found.get(after)!;
       const hi = moved.get(before) ?? found.get(before)!;
       let ords = spread?.run === r ? spread.ords : ordsBetweenWithRoom(lo, hi, run.parts.length);

@@ -51,7 +51,11 @@ describe('a backlog stored in parts, its epics applied out of order', () => {
     const epics = [...current.epics];
     if (at !== -1) epics.splice(at, 1, entry);
     else epics.splice(epics.filter((e) => e.epic_id < entry.epic_id).length, 0, entry);
-    const content = { epics };
+    return write(current, { epics }, now);
+  }
+
+  /** Writes `content` over `current` as an answer's apply does (engine/document-write.ts), and returns it. */
+  async function write<T extends { epics: readonly { epic_id: string }[] }>(current: { epics: readonly { epic_id: string }[] }, content: T, now: number) {
     const head = await lockDocumentHead(sql, 'p', 'story_backlog');
     await writeDocument(sql, {
       operation: 'story_generate_epic',
@@ -124,15 +128,7 @@ describe('a backlog stored in parts, its epics applied out of order', () => {
     const y = Object.freeze({ epic_id: 'Y' });
     const content = { epics: [...current.epics.slice(0, 39), x, ...current.epics.slice(39, -1), y, current.epics.at(-1)!] };
     expect(current.epics.slice(37).map((e) => e.epic_id)).toEqual([id(37), id(38), id(39), id(40), id(100)]);
-    const head = await lockDocumentHead(sql, 'p', 'story_backlog');
-    await writeDocument(sql, {
-      operation: 'story_generate_epic',
-      head,
-      current,
-      planned: { content, text: null, split: { layout, next: splitDocument(content, layout)! }, summary: {} },
-      create: { id: 'd', project_id: 'p', doc_type: 'story_backlog', doc_key: '' },
-      now: 100,
-    });
+    await write(current, content, 100);
     expect(JSON.parse((await readWholeDocument(sql, 'd'))!.content)).toEqual(content);
   });
 });
