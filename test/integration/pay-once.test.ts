@@ -3,9 +3,9 @@
  * completed; a call refused before anything was sent is released, not charged; and with
  * `interrupted: hold` a call in flight at a crash is not sent again until the user says so.
  */
-import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FAST_RETRY, Harness, project, waitUntil, type CommandJson, type ThreadJson } from '../helpers/harness.js';
+import { unusedPort } from '../helpers/ports.js';
 
 let h: Harness;
 afterEach(() => h?.cleanup());
@@ -73,25 +73,6 @@ describe('generate-all and idempotency per epic', () => {
   });
 });
 
-/**
- * A TCP port on loopback that nothing listens on (bound, then closed). Below the kernel's ephemeral range
- * (Linux: 32768 and up), from which every `listen(0)` of the suite's other files takes its port: a port the
- * OS handed out and took back could be handed to another test's simulator before this one connects to it.
- */
-async function closedPort(): Promise<number> {
-  for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 10_000);
-    const srv = createServer();
-    const bound = await new Promise<boolean>((r) => {
-      srv.once('error', () => r(false));
-      srv.listen(port, '127.0.0.1', () => r(true));
-    });
-    if (!bound) continue;
-    await new Promise<void>((r) => srv.close(() => r()));
-    return port;
-  }
-}
-
 describe('a call that never left', () => {
   it('is released, not counted in doubt: refused port, connection refused, unknown host', async () => {
     h = await Harness.start();
@@ -99,7 +80,7 @@ describe('a call that never left', () => {
     await h.importProject(project('p', 1));
     const endpoints = [
       'http://127.0.0.1:9/v1', // a port fetch refuses to connect to at all
-      `http://127.0.0.1:${await closedPort()}/v1`, // ECONNREFUSED
+      `http://127.0.0.1:${await unusedPort()}/v1`, // ECONNREFUSED
       'http://combine-test-host.invalid/v1', // the name does not resolve
     ];
     for (const url of endpoints) {
