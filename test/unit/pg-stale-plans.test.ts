@@ -25,6 +25,8 @@ const READ = 'SELECT * FROM s WHERE id = @id';
 // n counts the writes committed: a write whose COMMIT query failed and ran again must have added one, not two.
 const UPDATE = 'UPDATE s SET v = @v, n = n + 1 WHERE id = @id RETURNING *';
 const READ_IN_WRITE = 'SELECT s.* FROM s WHERE id = @id';
+// Read by closures that catch its failure and carry on (as a closure that falls back on another read would).
+const CAUGHT = 'SELECT s.*, 1 AS caught FROM s WHERE id = @id';
 
 describe('prepared statements after another connection changed the schema', () => {
   let database: TestDatabase;
@@ -106,5 +108,29 @@ describe('prepared statements after another connection changed the schema', () =
     const changed = await writeOnEvery('z', false);
     expect(changed.map((r) => r.updated)).toEqual([1, 2, 3].map((id) => [{ id, v: `z${id}`, n: id + 4, extra: 'new', more: 7 }]));
     expect(await readOnEvery()).toEqual([1, 2, 3].map((id) => ({ id, v: `z${id}`, n: id + 4, extra: 'new', more: 7 })));
+  });
+
+  it('a write whose closure caught the stale plan runs again on a new connection, not failing with the aborted transaction', async () => {
+    /** On every connection at once: CAUGHT, its failure caught, then another statement; returns what CAUGHT read. */
+    const catchOnEvery = () => {
+      const all = gate();
+      let begun = 0;
+      return Promise.all(
+        [1, 2, 3].map((id) =>
+          writer.write(async (w) => {
+            const row = await w.get<Record<string, unknown>>(CAUGHT, { id }).catch(() => null);
+            if (++begun === CONNECTIONS) all.open();
+            await all.opened;
+            await w.get('SELECT count(*) AS rows FROM s');
+            return row;
+          }),
+        ),
+      );
+    };
+    // Every connection prepares CAUGHT (the writes hold all three at once).
+    expect((await catchOnEvery()).map((r) => r?.caught)).toEqual([1, 1, 1]);
+    await other.query(`ALTER TABLE s ADD COLUMN last TEXT NOT NULL DEFAULT 'l'`);
+    // Without the writer seeing the caught 0A000, each write failed with 25P02 (current transaction is aborted).
+    expect((await catchOnEvery()).map((r) => r?.last)).toEqual(['l', 'l', 'l']);
   });
 });

@@ -204,16 +204,18 @@ export class PgWriter<E = never> implements TxRunner<E> {
       handle.revoke();
       // Forget first: the uncommitted rows stay invisible to everyone else until ROLLBACK ends.
       this.opts.onRollback?.(client);
-      const infra = isInfraPgError(error);
+      // A stale plan the closure caught still aborted the transaction: what failed after it is its consequence.
+      const failed = tx.stalePlan ?? error;
+      const infra = isInfraPgError(failed);
       // A failed COMMIT query that was to prepare statements may not have reached their PREPARE (commit-query.ts):
       // its connection is closed (which ends the transaction) rather than reused with a wrong idea of them.
       // So is one whose prepared plan went stale: its other statements prepared before the change would fail too.
-      if (infra || preparing || isStalePreparedStatement(error)) broken = error as Error;
+      if (infra || preparing || isStalePreparedStatement(failed)) broken = failed as Error;
       // Also after the COMMIT query failed: the notifications sent before COMMIT in it may have failed
       // and left the transaction open (ROLLBACK outside a transaction only warns).
       else broken = await rollback(client);
       // Only a failed connection leaves COMMIT's outcome unknown; any other error there means rolled back.
-      return { failure: { error: asClientError(error), atCommit: atCommit && infra } };
+      return { failure: { error: asClientError(failed), atCommit: atCommit && infra } };
     } finally {
       // A connection that failed, or might be mid-transaction, is closed rather than reused.
       client.release(broken ?? false);
