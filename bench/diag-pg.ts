@@ -13,6 +13,10 @@
  * DIAG_WARMUP_EPICS (800, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try);
  * DIAG_PG_FLAGS='name=value …' starts the server with these settings (`-c`), to try one.
+ * DIAG_PERF=<file> records the server's processes and the daemons' with `perf` (DIAG_PERF_CALLGRAPH=1: dwarf call graphs, for
+ * bench/perf-summary.mjs; DIAG_PERF_CALLGRAPH=fp: frame pointers, which V8's JIT code keeps: with
+ * BENCH_DAEMON_FLAGS='--perf-basic-prof-only-functions --interpreted-frames-native-stack', bench/perf-daemons.mjs
+ * splits the daemons' CPU by owner: pg driver, provider call, the engine's JavaScript, GC, event loop, TurboFan).
  * `scale 1 3` ends with the per-item counts (transactions, rows written per table, calls and rows per statement) that differ
  * between the first run and the last (bench/lib/per-item-counts.ts): what grows with the number of daemons.
  */
@@ -329,7 +333,16 @@ function startPerf(port: number, daemonPids: number[] = []): ChildProcess | unde
   const pids = [postmaster, ...children, ...daemonPids].join(',');
   return spawn(
     'perf',
-    ['record', '-p', pids, '-F', process.env.DIAG_PERF_FREQ ?? '999', '-o', out, ...(process.env.DIAG_PERF_CALLGRAPH ? ['--call-graph', 'dwarf,16384'] : [])],
+    [
+      'record',
+      '-p',
+      pids,
+      '-F',
+      process.env.DIAG_PERF_FREQ ?? '999',
+      '-o',
+      out,
+      ...(process.env.DIAG_PERF_CALLGRAPH ? ['--call-graph', process.env.DIAG_PERF_CALLGRAPH === 'fp' ? 'fp' : 'dwarf,16384'] : []),
+    ],
     {
       stdio: 'ignore',
     },
