@@ -10,7 +10,7 @@
  * inside functions and triggers (foreign-key checks, plpgsql) as statements of their own; DIAG_STATEMENTS=<n> lists n
  * statements (45). DIAG_HOLDS=1 logs every statement of the measured run and prints the closures of answers' document-head
  * waits and holds (bench/lib/head-holds.ts; the log slows the server: CPU figures from a run without it). DIAG_PROJECTS / DIAG_EPICS size scale's run (6 × 160), after each daemon's warm-up project of
- * DIAG_WARMUP_EPICS (800, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
+ * DIAG_WARMUP_EPICS (3,000, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try);
  * DIAG_PG_FLAGS='name=value …' starts the server with these settings (`-c`), to try one.
  * DIAG_PERF=<file> records the server's processes and the daemons' with `perf` (DIAG_PERF_CALLGRAPH=1: dwarf call graphs, for
@@ -37,11 +37,11 @@ const TICK = 100; // clock ticks per second (/proc)
 const PROJECTS = Number(process.env.DIAG_PROJECTS ?? 6);
 const EPICS = Number(process.env.DIAG_EPICS ?? 160);
 /**
- * Before scale's measured run each daemon runs a warm-up project of its own of this many epics (DIAG_WARMUP_EPICS, 800 as
- * bench target 9's; 0: none, as this tool ran until 2026-11-25 15:00). Without it the daemons' other threads' CPU is mostly
+ * Before scale's measured run each daemon runs a warm-up project of its own of this many epics (DIAG_WARMUP_EPICS, 3,000 as
+ * bench target 9's since 2026-11-26 11:15, 800 before; 0: none, as this tool ran until 2026-11-25 15:00). Without it the daemons' other threads' CPU is mostly
  * V8's concurrent compiler compiling the daemon's code, which the bench's row does not measure.
  */
-const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 800);
+const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 3000);
 /**
  * DIAG_HOLDS=1: the statement log of the measured run, read for the document heads' waits and holds (bench/lib/head-holds.ts),
  * written to this file (~100 MB per 2,880-item run), deleted at the end unless DIAG_HOLDS_KEEP=1 (to read it again).

@@ -18,13 +18,18 @@
  *   machines pay on their own cores. One more 3-daemon run per run over loopback TCP is shown as info.
  *   2,880 items (960 until 2026-11-25): the pipeline's fill and drain (each project's children created,
  *   the last round's 200 ms calls) were ~15 % of a 7 s run at 3 daemons, so the run measured them.
- *   Before the measured run each daemon runs a warm-up project of its own (800 epics), as target 1's
+ *   Before the measured run each daemon runs a warm-up project of its own (3,000 epics), as target 1's
  *   engine row has a warm-up run: V8 compiles the daemon's code in each process, and in a short run
  *   each of 3 daemons paid it over a third of the items (~1 ms per item at 3 daemons, 0.5 at 1). The
  *   row is about daemons that run for hours, so it measures them past their JIT's warm-up: after 160
  *   epics each daemon still compiled 213–263 functions with TurboFan for the first time during the
  *   measured run (V8's own log; ~700 µs of CPU per item at 3 daemons: bench/README.md 2026-11-25
- *   14:38), so the warm-up is 800 epics since 2026-11-25 16:00 (160 before).
+ *   14:38), so the warm-up was 800 epics from 2026-11-25 16:00 (160 before). After 800 each daemon still made
+ *   ~200 TurboFan compiles in the measured run (153 first optimizations: the per-item workhorses are large
+ *   functions, optimized late, and an IC change restarts their count), ~590 µs of CPU per item summed over 3
+ *   daemons against 335 at 1, the one share of the daemons' CPU that grew with their number; after 3,000 the
+ *   daemons' CPU per item fell 2,913 → 2,351 µs at 3 daemons and 2,479 → 2,243 at 1 (bench/README.md
+ *   2026-11-26 10:33, issue-18-pgdaemon), so the warm-up is 3,000 epics since 2026-11-26 11:15.
  * - The engine's own cost: target 1's in-process run (instant provider) with the App on Postgres.
  * - Durable acks: target 2's command path on a daemon whose state is in Postgres.
  */
@@ -37,8 +42,8 @@ import { runEngineOnce } from '../lib/engine-run.js';
 import { row, sleep, type Row } from '../lib/stats.js';
 import { measureAcks } from './ack.js';
 
-/** The measured run: 6 projects × 480 epics; before it, each daemon's own warm-up project of 800 epics. */
-const SCALE = { projects: 6, epicsPerProject: 480, warmUpEpics: 800, maxInFlight: 32, latencyMs: 200 };
+/** The measured run: 6 projects × 480 epics; before it, each daemon's own warm-up project of 3,000 epics. */
+const SCALE = { projects: 6, epicsPerProject: 480, warmUpEpics: 3000, maxInFlight: 32, latencyMs: 200 };
 const ENGINE_WORKLOAD = { projects: 200, epicsPerProject: 10, maxInFlight: 256 };
 
 export async function postgresTargets(runs: number): Promise<Row[]> {
