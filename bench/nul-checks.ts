@@ -1,8 +1,8 @@
 /**
- * What the U+0000 checks cost per call (src/domain/nul.ts): `npx tsx bench/nul-checks.ts`. Results in
+ * What the checks for text neither backend stores as given (U+0000, lone surrogates) cost per call (src/domain/storable-text.ts): `npx tsx bench/nul-checks.ts`. Results in
  * bench/README.md (2026-11-25 17:28 UTC, issue-18-pgnul).
  */
-import { findNul } from '../src/domain/nul.js';
+import { findUnstorableText, mayHoldUnstorableText } from '../src/domain/storable-text.js';
 import { simulatedStories } from '../src/operations/builtin/story_generate_epic/simulate.js';
 const submit = { project_id: 'acme', epic_id: 'E123', force: false, deadline_ms: null, created_by: 'alice', traceparent: null };
 const answer = JSON.stringify({ stories: simulatedStories('E1', 'Checkout and payment flow') });
@@ -25,8 +25,8 @@ function time(label: string, n: number, fn: () => unknown) {
   console.log(`${label}: median ${runs[3]!.toFixed(1)} ns per call (min ${runs[0]!.toFixed(1)}, max ${runs[6]!.toFixed(1)})`);
 }
 let sink = 0;
-time('findNul(generate.epic input, 6 fields)', 1_000_000, () => (sink += findNul(submit) === null ? 1 : 0));
-time(`answer check: content.includes('\\\\u0000') on a ${answer.length}-char story answer`, 1_000_000, () => (sink += answer.includes('\\u0000') ? 1 : 0));
+time('findUnstorableText(generate.epic input, 6 fields)', 1_000_000, () => (sink += findUnstorableText(submit) === null ? 1 : 0));
+time(`answer check: mayHoldUnstorableText on a ${answer.length}-char story answer`, 1_000_000, () => (sink += mayHoldUnstorableText(answer) ? 1 : 0));
 time('JSON.parse of the same answer (for scale: checkAnswer already does it)', 100_000, () => (sink += JSON.parse(answer) ? 1 : 0));
-time('findNul(project import of 2,000 epics)', 2_000, () => (sink += findNul(project) === null ? 1 : 0));
+time('findUnstorableText(project import of 2,000 epics)', 2_000, () => (sink += findUnstorableText(project) === null ? 1 : 0));
 console.log(sink > 0 ? '' : 'x');

@@ -10,7 +10,7 @@ import type { HttpService } from './http/service.js';
 import type { Services } from './services/index.js';
 import type { RequestOptions } from './services/threads.js';
 import { CommandError } from '../core/errors.js';
-import { findNul, NUL_REFUSED } from '../domain/nul.js';
+import { findUnstorableText, NUL_REFUSED } from '../domain/storable-text.js';
 import { parseTraceparent } from '../core/trace-context.js';
 
 export interface RouterContext {
@@ -37,16 +37,18 @@ const t = initTRPC.context<RouterContext>().create({
 });
 
 /**
- * Input holding U+0000 is refused, naming the field (domain/nul.ts). A refusal the user caused
+ * Input holding U+0000 or a lone surrogate is refused, naming the field (domain/storable-text.ts). A refusal the user caused
  * (`CommandError`) answers with its own code — HTTP 400, 404 or 409 — instead of tRPC's default for a
  * thrown error (500 INTERNAL_SERVER_ERROR), so any client can tell bad input and refused operations
  * from a daemon failure. The cause stays attached for `data.combine`.
  */
 const procedure = t.procedure.use(async ({ next, getRawInput }) => {
-  // Refused here for every procedure at once, before any of it reads or writes (domain/nul.ts).
-  const nul = findNul(await getRawInput());
-  if (nul !== null) {
-    const cause = new CommandError('BAD_REQUEST', `${nul}: ${NUL_REFUSED}`, 'NUL_IN_TEXT', [{ field: nul, message: NUL_REFUSED }]);
+  // Refused here for every procedure at once, before any of it reads or writes (domain/storable-text.ts).
+  const unstorable = findUnstorableText(await getRawInput());
+  if (unstorable !== null) {
+    const { path, problem } = unstorable;
+    const reason = problem === NUL_REFUSED ? 'NUL_IN_TEXT' : 'UNPAIRED_SURROGATE_IN_TEXT';
+    const cause = new CommandError('BAD_REQUEST', `${path}: ${problem}`, reason, [{ field: path, message: problem }]);
     throw new TRPCError({ code: 'BAD_REQUEST', message: cause.message, cause });
   }
   const result = await next();

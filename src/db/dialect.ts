@@ -23,7 +23,7 @@ export function insertionOrder(dialect: Dialect, alias = ''): string {
  * gives strings as text), Postgres's `#>>` on the column read as jsonb.
  *
  * On Postgres the JSON escape of U+0000 is neutralised first: a JSON-text column may hold it (a
- * provider's body as received, an imported thread's `input`/`target_ref`: domain/nul.ts), and `jsonb`
+ * provider's body as received, an imported thread's `input`/`target_ref`: domain/storable-text.ts), and `jsonb`
  * refuses it (22P05, "unsupported Unicode escape sequence") — a statement reading one such row would fail
  * every time it ran (a scheduled run's closing usage sum, at its thread's end). Each escaped backslash
  * `\\` is first written `\u005c` (the same character), so every backslash left starts an escape of its

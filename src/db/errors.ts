@@ -3,7 +3,7 @@
  * constraint, a stale guard): the design's "infra" class, for both backends, classified here only.
  */
 import { RefusedValueError, StaleStateError } from '../core/errors.js';
-import { escapeNul } from '../domain/nul.js';
+import { escapeNul } from '../domain/storable-text.js';
 
 const INFRA_CODE_PREFIXES = [
   'SQLITE_BUSY',

@@ -19,7 +19,7 @@ import { getThread, insertThread, listChildThreads, listThreadsForSpace } from '
 import { insertWorkItem, listWorkItemsForThread } from '../db/work-items.js';
 import { buildExportLines, verifyExport, type ExportedWorkItem } from './export-format.js';
 import { isTerminalThread, TERMINAL_WORK_ITEM_STATUSES, type WorkItemStatus } from '../domain/states.js';
-import { findNul, NUL_REFUSED } from '../domain/nul.js';
+import { findUnstorableText } from '../domain/storable-text.js';
 import type { Tx } from '../daemon/engine/tx.js';
 import { CommandError } from '../core/errors.js';
 
@@ -107,9 +107,9 @@ export async function importLedger(tx: Tx, text: string): Promise<ImportResult> 
     throw new CommandError('CONFLICT', `the export does not verify, nothing was imported: ${where}${verified.reason}`, 'VERIFY_FAILED');
   }
   const s = verified.slice;
-  // The rows' own values (an entry's payload is JSON text, where a NUL is the escape `\u0000`): domain/nul.ts.
-  const nul = findNul({ threads: s.threads, work_items: s.workItems, entries: s.entries });
-  if (nul !== null) throw new CommandError('BAD_REQUEST', `not a valid ledger export: ${nul}: ${NUL_REFUSED}`);
+  // The rows' own values (an entry's payload is JSON text, where a NUL is the escape `\u0000`): domain/storable-text.ts.
+  const unstorable = findUnstorableText({ threads: s.threads, work_items: s.workItems, entries: s.entries });
+  if (unstorable !== null) throw new CommandError('BAD_REQUEST', `not a valid ledger export: ${unstorable.path}: ${unstorable.problem}`);
   const base = { import_id: s.digest, threads: s.threads.length, work_items: s.workItems.length, entries: s.entries.length, linked: s.linked };
   if (await hasImport(tx.sql, s.digest)) return { result: 'already_imported', ...base, first_seq: null, last_seq: null };
   for (const e of s.entries) {

@@ -6,7 +6,7 @@
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentParts, DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
 import { splitDocument, type PartsLayout, type Split } from '../domain/document-parts.js';
-import { escapeNul, findNul, NUL_REFUSED } from '../domain/nul.js';
+import { escapeNul, findUnstorableText, mayHoldUnstorableText, textProblem, type UnstorableText } from '../domain/storable-text.js';
 import type { Operation } from './registry.js';
 import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
 
@@ -41,8 +41,9 @@ function part(op: Operation, fn: string, field: string, v: unknown, optional = f
       `${field} must be a non-empty string of at most ${LIMITS.partChars} characters (got ${JSON.stringify(v) ?? 'nothing'})`,
     );
   }
-  // A NUL from the operation's own code (its input holds none: domain/nul.ts), refused on both backends alike.
-  if (v.includes('\0')) throw new OperationCallError(op.name, fn, `${field} ${NUL_REFUSED}`);
+  // A NUL or lone surrogate from the operation's own code (its input holds none: domain/storable-text.ts), refused on both backends alike.
+  const problem = textProblem(v);
+  if (problem !== null) throw new OperationCallError(op.name, fn, `${field} ${problem}`);
   return v;
 }
 
@@ -127,7 +128,7 @@ export type AnswerCheck = { ok: true; value: unknown } | { ok: false; errors: st
  * field. They are the answer's failure reason, stored as the item's `error_message`, so any U+0000 in them
  * is written `\u0000` here, where every such reason is made: `JSON.parse`'s message quotes the text
  * around the error (a raw NUL in an answer that is not JSON), and `rules.check` (user code) may echo the
- * answer (domain/nul.ts).
+ * answer (domain/storable-text.ts).
  */
 export function checkAnswer(op: Operation, content: string | null | undefined): AnswerCheck {
   if (content === null || content === undefined || content.trim() === '') return { ok: false, errors: ['(root): the answer is empty'] };
@@ -137,10 +138,10 @@ export function checkAnswer(op: Operation, content: string | null | undefined): 
   } catch (err) {
     return invalidAnswer([`(root): the answer is not JSON (${(err as Error).message})`]);
   }
-  // A model's U+0000 makes the answer invalid, like a schema failure (domain/nul.ts). In JSON text a NUL
-  // is always the escape `\u0000`, so an answer without that text is not walked.
-  const nul = content.includes('\\u0000') ? findNul(value) : null;
-  if (nul !== null) return { ok: false, errors: [`${nul}: ${NUL_REFUSED}`] };
+  // A model's U+0000 or lone surrogate makes the answer invalid, like a schema failure (domain/storable-text.ts);
+  // an answer whose text cannot hold one is not walked.
+  const unstorable = mayHoldUnstorableText(content) ? findUnstorableText(value) : null;
+  if (unstorable !== null) return { ok: false, errors: [`${unstorable.path}: ${unstorable.problem}`] };
   const errors = call(op, 'rules.check', () => op.checkAnswer(value));
   if (!Array.isArray(errors)) throw new OperationCallError(op.name, 'rules.check', 'must return an array of messages');
   return errors.length === 0 ? { ok: true, value } : invalidAnswer(errors.map(String));
@@ -188,26 +189,30 @@ export function contentText(operation: string, content: unknown): string {
 }
 
 /**
- * A U+0000 that the operation's own code put in `apply`'s result (its answer and input hold none:
- * domain/nul.ts) is refused as an unusable result, the same on both backends: it would be a document
- * part's key or a value later ones are derived from, and Postgres refuses it. JSON text holds a NUL only
- * as the escape `\u0000`, so a result whose text lacks it is not walked; content stored in parts (not
- * made JSON whole: `split` set) is walked only where it is new (nulInNewParts).
+ * A U+0000 or lone surrogate that the operation's own code put in `apply`'s result (its answer and input
+ * hold none: domain/storable-text.ts) is refused as an unusable result, the same on both backends: it would
+ * be a document part's key or a value later ones are derived from, and neither backend stores it as given.
+ * A result whose JSON text cannot hold one is not walked; content stored in parts (not made JSON whole:
+ * `split` set) is walked only where it is new (unstorableInNewParts).
  */
-function refuseNulInResult(
+function refuseUnstorableInResult(
   op: Operation,
   result: { content: unknown; text: string | null; split: { layout: PartsLayout; next: Split } | null; summary: unknown; summaryText: string },
   current: unknown,
 ): void {
   const { content, text, split, summary, summaryText } = result;
-  const inContent = split ? nulInNewParts(split.next, current, split.layout) : text?.includes('\\u0000') ? findNul(content) : null;
-  const inSummary = inContent === null && summaryText.includes('\\u0000') ? findNul(summary) : null;
-  if (inContent !== null) throw new OperationCallError(op.name, 'apply', `content ${inContent} ${NUL_REFUSED}`);
-  if (inSummary !== null) throw new OperationCallError(op.name, 'apply', `summary ${inSummary} ${NUL_REFUSED}`);
+  const inContent = split
+    ? unstorableInNewParts(split.next, current, split.layout)
+    : text !== null && mayHoldUnstorableText(text)
+      ? findUnstorableText(content)
+      : null;
+  const inSummary = inContent === null && mayHoldUnstorableText(summaryText) ? findUnstorableText(summary) : null;
+  if (inContent !== null) throw new OperationCallError(op.name, 'apply', `content ${inContent.path} ${inContent.problem}`);
+  if (inSummary !== null) throw new OperationCallError(op.name, 'apply', `summary ${inSummary.path} ${inSummary.problem}`);
 }
 
 /**
- * The path of the first U+0000 in content stored in parts, in its head and in the elements `apply` did not
+ * The first U+0000 or lone surrogate in content stored in parts, in its head and in the elements `apply` did not
  * keep from `current`: a kept element is the same (frozen) object, checked when it was planned (or stored
  * by a build before these checks, in a SQLite home: what it holds was stored already). Walking every
  * element would make each mutation cost grow with the document (issue 20 target 2), so this walks both
@@ -215,8 +220,8 @@ function refuseNulInResult(
  * values. The map of keys is made only when an element moved or was removed before the stored array's
  * end, never for elements appended after it (generate-all's case: each epic's stories are appended).
  */
-function nulInNewParts(split: Split, current: unknown, layout: PartsLayout): string | null {
-  const inHead = findNul(split.head);
+function unstorableInNewParts(split: Split, current: unknown, layout: PartsLayout): UnstorableText | null {
+  const inHead = findUnstorableText(split.head);
   if (inHead !== null) return inHead;
   const before = splitDocument(current, layout)?.elements ?? [];
   const keyOf = (element: unknown): unknown => (isPlainObject(element) ? element[layout.key] : undefined);
@@ -235,9 +240,14 @@ function nulInNewParts(split: Split, current: unknown, layout: PartsLayout): str
     }
     if (at !== undefined && at >= i) i = at + 1;
     if (at !== undefined && element === before[at]) continue;
-    const found = findNul(element);
-    if (found !== null)
-      return `${layout.field}[${j}]${found.startsWith('(root)') ? found.slice('(root)'.length) : found.startsWith('[') ? found : `.${found}`}`;
+    const found = findUnstorableText(element);
+    if (found !== null) {
+      const at = found.path;
+      return {
+        path: `${layout.field}[${j}]${at.startsWith('(root)') ? at.slice('(root)'.length) : at.startsWith('[') ? at : `.${at}`}`,
+        problem: found.problem,
+      };
+    }
   }
   return null;
 }
@@ -262,7 +272,7 @@ export function planMutation(
   }
   if (summaryText.length > LIMITS.summaryBytes) throw new OperationCallError(op.name, 'apply', `the summary exceeds ${LIMITS.summaryBytes} characters as JSON`);
   const split = layout && next ? { layout, next } : null;
-  refuseNulInResult(op, { content: result.content, text, split, summary: result.summary, summaryText }, context.current);
+  refuseUnstorableInResult(op, { content: result.content, text, split, summary: result.summary, summaryText }, context.current);
   // The summary as JSON reads it back (no undefined, no Date objects): what the ledger and the mutations row keep.
   return { content: result.content, text, split, summary: JSON.parse(summaryText) as Record<string, unknown> };
 }

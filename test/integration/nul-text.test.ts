@@ -1,8 +1,10 @@
 /**
- * U+0000 (NUL) behaves the same on both backends (issue 18; src/domain/nul.ts). Postgres refuses it in
+ * U+0000 (NUL) behaves the same on both backends (issue 18; src/domain/storable-text.ts). Postgres refuses it in
  * text, SQLite stores it, so no NUL is let in: a request holding one is refused at the boundary naming the
  * field (exit 2, HTTP 400), with nothing stored; a model's answer holding one is an invalid answer —
- * recorded and charged once, then repaired or dead-lettered — and never stops other items.
+ * recorded and charged once, then repaired or dead-lettered — and never stops other items. Half of a UTF-16
+ * surrogate pair (what the JSON escape `\ud800` alone parses to) is not stored as given by either backend
+ * (Postgres: U+FFFD; SQLite: bytes that read back as three U+FFFD) and is refused the same way.
  */
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -16,6 +18,7 @@ let h: Harness;
 afterEach(() => h?.cleanup());
 
 const NUL_MESSAGE = /holds the character U\+0000 \(NUL\)/;
+const SURROGATE_MESSAGE = /holds half of a UTF-16 surrogate pair/;
 
 describe('a request holding U+0000', () => {
   it('from the CLI is refused with exit 2 naming the field, and nothing is stored', async () => {
@@ -93,6 +96,51 @@ describe('a request holding U+0000', () => {
     expect(imported.stderr).toContain('threads[0].created_by');
     expect(imported.stderr).toMatch(NUL_MESSAGE);
     expect(await h.queryOne('SELECT count(*) AS n FROM llm_ledger_imports')).toEqual({ n: 0 });
+  });
+});
+
+describe('a request or answer holding half of a surrogate pair', () => {
+  it('is refused like a NUL: the CLI (exit 2), the HTTP API (400), a project file, naming the field; nothing stored', async () => {
+    h = await Harness.start();
+    await h.importProject(project('p', 1));
+    const run = await h.cli(['run', 'story_generate_epic', '--input', '{"project_id":"p","epic_id":"E1\\ud800"}']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('input.epic_id');
+    expect(run.stderr).toMatch(SURROGATE_MESSAGE);
+    const withHalf = project('q', 2);
+    withHalf.epics[1]!.title = 'Checkout \udc00';
+    const file = join(h.home, 'q.json');
+    writeFileSync(file, JSON.stringify(withHalf)); // the JSON escape `\udc00`
+    const imported = await h.cli(['project', 'import', file]);
+    expect(imported.code).toBe(2);
+    expect(imported.stderr).toContain('file.epics[1].title');
+    expect(imported.stderr).toMatch(SURROGATE_MESSAGE);
+    const api = await startHttpDaemon(h);
+    // Two epic ids that Postgres would both have stored as 'E1\ufffd' (one request's identity): each refused.
+    for (const epic of ['E1\ud800', 'E1\udbff']) {
+      const r = await api.request('POST', '/commands/story-backlog/generate-epic', { body: { project_id: 'p', epic_id: epic } });
+      expect(r.status).toBe(400);
+      expect(JSON.parse(r.text).errors).toEqual([{ field: 'epic_id', message: expect.stringMatching(SURROGATE_MESSAGE) }]);
+    }
+    expect((await h.query<{ id: string }>('SELECT id FROM projects')).map((p) => p.id)).toEqual(['p']);
+    expect(await h.json<unknown[]>(['threads'])).toEqual([]);
+  });
+
+  it("in a model's story title, with repair allowed: an invalid answer naming the field, the repair applied", async () => {
+    h = await Harness.start();
+    h.writeConfig({ ...FAST_RETRY, operations: { story_generate_epic: { on_invalid: { repair: 1 } } } });
+    await h.importProject(project('p', 2));
+    h.setFaults([{ kind: 'append_text', text: 'Sign in \ud83d', match: 'Epic id: E2', times: 1 }]);
+    const all = await h.json<CommandJson>(['generate-all', '--project', 'p']);
+    const end = await h.waitForEnd(all.thread_id);
+    expect(end.status).toBe('complete');
+    const backlog = JSON.stringify(await h.json<unknown>(['backlog', 'p']));
+    expect(backlog).not.toMatch(/\\ud83d|\ufffd/i);
+    const errors = await h.query<{ payload: string }>("SELECT payload FROM llm_ledger_entries WHERE entry_type = 'error'");
+    expect(errors.map((e) => JSON.parse(e.payload))).toEqual([
+      expect.objectContaining({ code: 'SCHEMA_INVALID', next: 'repair', message: expect.stringMatching(SURROGATE_MESSAGE) }),
+    ]);
+    expect((await h.cli(['ledger', 'verify'])).code).toBe(0);
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * `jsonText` on Postgres (src/db/dialect.ts) reads JSON text holding the escape of U+0000, which `jsonb`
- * refuses (22P05): a provider's body kept as received may hold one (domain/nul.ts). The NUL reads as
+ * refuses (22P05): a provider's body kept as received may hold one (domain/storable-text.ts). The NUL reads as
  * U+FFFD; every other value, a literal `\u0000` behind an escaped backslash included, reads as it is.
  */
 import type pg from 'pg';

@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { describeZodIssues } from '../../domain/project.js';
-import { findNul, NUL_REFUSED } from '../../domain/nul.js';
+import { findUnstorableText } from '../../domain/storable-text.js';
 import { duration, INTERRUPTED_MODES, limitsConfigFileSchema } from './limits.js';
 import { flowConfigFileSchema } from './flow.js';
 import { observeConfigFileSchema } from './observe.js';
@@ -171,9 +171,9 @@ export function readConfigFile(path: string): ConfigFile {
     throw new ConfigError(`${path}: not valid JSON (${(err as Error).message})`);
   }
   // Its values reach stored rows and queries (a model's name keys the rate limits and every call record):
-  // refused like a request's (domain/nul.ts); on Postgres such a name left every item queued.
-  const nul = findNul(json);
-  if (nul !== null) throw new ConfigError(`${path}: ${nul}: ${NUL_REFUSED}`);
+  // refused like a request's (domain/storable-text.ts); on Postgres a NUL in such a name left every item queued.
+  const unstorable = findUnstorableText(json);
+  if (unstorable !== null) throw new ConfigError(`${path}: ${unstorable.path}: ${unstorable.problem}`);
   const parsed = configFileSchema.safeParse(json);
   if (!parsed.success) throw new ConfigError(`${path}: ${describeZodIssues(parsed.error).join('; ')}`);
   return parsed.data;

@@ -5,7 +5,7 @@
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai/error';
 import { redactSecrets, type ClassifiedError } from '../../domain/errors.js';
-import { escapeNul } from '../../domain/nul.js';
+import { escapeNul } from '../../domain/storable-text.js';
 import { parseResetDuration } from '../../domain/rate-limit.js';
 import { parseRetryAfterMs } from '../../domain/retry.js';
 import { AnswerTooLargeError, MissingApiKeyError } from '../../core/errors.js';
@@ -130,7 +130,7 @@ function describeCause(err: unknown, secrets: readonly string[] | undefined): st
   return keptText(messages[messages.length - 1] ?? String(err), secrets);
 }
 
-/** A message from outside as it is kept: credentials redacted, a U+0000 written as `\u0000` (domain/nul.ts). */
+/** A message from outside as it is kept: credentials redacted, a U+0000 written as `\u0000` (domain/storable-text.ts). */
 function keptText(text: string, secrets: readonly string[] | undefined): string {
   return escapeNul(redactSecrets(text, secrets));
 }

@@ -10,7 +10,7 @@ import type { Services } from '../services/index.js';
 import { badInput } from './problem.js';
 import { DEFAULT_SERVER_LIMITS, dropRestOfBody } from '../runtime/server-limits.js';
 import { HttpProblem } from '../../core/errors.js';
-import { findNul, NUL_REFUSED } from '../../domain/nul.js';
+import { findUnstorableText, NUL_REFUSED } from '../../domain/storable-text.js';
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
@@ -133,23 +133,24 @@ export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   } catch (err) {
     throw new HttpProblem(400, 'BAD_REQUEST', `invalid body: not JSON (${(err as Error).message})`, [{ field: 'body', message: 'not JSON' }]);
   }
-  const nul = findNul(body);
-  if (nul !== null) throw nulProblem('body', nul === '(root)' ? 'body' : nul);
+  const unstorable = findUnstorableText(body);
+  if (unstorable !== null) throw textProblemAt('body', unstorable.path === '(root)' ? 'body' : unstorable.path, unstorable.problem);
   return body;
 }
 
 /**
  * A request's values holding U+0000 are refused with a 400 naming the field, before any route or page
- * reads them (domain/nul.ts): the path's and query's decoded values here, the body as it is read.
+ * reads them (domain/storable-text.ts): the path's and query's decoded values here, the body as it is read
+ * (which refuses a lone surrogate too: a URL's percent-decoding never makes one, it makes U+FFFD or fails).
  */
 export function refuseNulInUrl(url: URL): void {
   // `%00` is how a path carries a NUL: routes decode their path values (compilePath).
-  if (url.pathname.includes('%00')) throw nulProblem('path', 'path');
+  if (url.pathname.includes('%00')) throw textProblemAt('path', 'path', NUL_REFUSED);
   for (const [k, v] of url.searchParams) {
-    if (k.includes('\0') || v.includes('\0')) throw nulProblem('query', k.includes('\0') ? 'query' : k);
+    if (k.includes('\0') || v.includes('\0')) throw textProblemAt('query', k.includes('\0') ? 'query' : k, NUL_REFUSED);
   }
 }
 
-function nulProblem(where: string, field: string): HttpProblem {
-  return new HttpProblem(400, 'BAD_REQUEST', `invalid ${where}: ${field}: ${NUL_REFUSED}`, [{ field, message: NUL_REFUSED }]);
+function textProblemAt(where: string, field: string, problem: string): HttpProblem {
+  return new HttpProblem(400, 'BAD_REQUEST', `invalid ${where}: ${field}: ${problem}`, [{ field, message: problem }]);
 }

@@ -1,10 +1,20 @@
-/** findNul names where a U+0000 is without holding it; escapeNul keeps a message readable (domain/nul.ts). */
+/**
+ * findUnstorableText names where a U+0000 or a lone surrogate is without holding it; escapeNul keeps a message
+ * readable (domain/storable-text.ts).
+ */
 import { describe, expect, it } from 'vitest';
-import { escapeNul, findNul } from '../../src/domain/nul.js';
+import { escapeNul, findUnstorableText, mayHoldUnstorableText, NUL_REFUSED, UNPAIRED_SURROGATE_REFUSED } from '../../src/domain/storable-text.js';
+
+/** The path of the first NUL, as the checks name it. */
+const findNul = (value: unknown) => {
+  const found = findUnstorableText(value);
+  if (found !== null) expect(found.problem).toBe(NUL_REFUSED);
+  return found?.path ?? null;
+};
 import { checkAnswer, lockScopeOf, planMutation } from '../../src/operations/runtime.js';
 import type { Operation } from '../../src/operations/registry.js';
 
-describe('findNul', () => {
+describe('findUnstorableText: U+0000', () => {
   it('names the first string holding U+0000, in the form of the schema errors', () => {
     expect(findNul({ a: 'x', b: [{ c: 'ok' }, { c: 'n\0' }] })).toBe('b[1].c');
     expect(findNul(['ok', 'no\0'])).toBe('[1]');
@@ -23,6 +33,32 @@ describe('findNul', () => {
   });
 });
 
+describe('findUnstorableText: half of a surrogate pair', () => {
+  it('names a lone high or low surrogate, in a value or a field name, and passes whole pairs', () => {
+    const lone = (value: unknown) => {
+      const found = findUnstorableText(value);
+      if (found !== null) expect(found.problem).toBe(UNPAIRED_SURROGATE_REFUSED);
+      return found?.path ?? null;
+    };
+    expect(lone(JSON.parse('{"a":"ok","b":["x\\ud800y"]}'))).toBe('b[0]');
+    expect(lone({ a: 'end\udc00' })).toBe('a');
+    expect(lone({ a: 'reversed \udc00\ud800' })).toBe('a');
+    expect(lone({ 'k\ud83d': 1 })).toBe('(root) (a field name)');
+    expect(lone({ a: 'a whole emoji \ud83d\ude00', b: JSON.parse('"\\ud83d\\ude00"'), 'U+FFFD \ufffd': 1 })).toBeNull();
+    // The first in document order, whichever it is.
+    expect(findUnstorableText({ a: 'x\ud800', b: 'y\0' })).toEqual({ path: 'a', problem: UNPAIRED_SURROGATE_REFUSED });
+    expect(findUnstorableText({ a: 'x\0', b: 'y\ud800' })).toEqual({ path: 'a', problem: NUL_REFUSED });
+  });
+
+  it('mayHoldUnstorableText: JSON text that may parse to one (escaped or raw), and none that cannot', () => {
+    expect(mayHoldUnstorableText('{"a":"\\ud800"}')).toBe(true);
+    expect(mayHoldUnstorableText('{"a":"\\uDC01"}')).toBe(true);
+    expect(mayHoldUnstorableText('{"a":"\\u0000"}')).toBe(true);
+    expect(mayHoldUnstorableText('{"a":"raw \ud800"}')).toBe(true);
+    expect(mayHoldUnstorableText('{"a":"\\u00e9 \\uffff plain \ud83d\ude00"}')).toBe(false);
+  });
+});
+
 describe('escapeNul', () => {
   it('writes each U+0000 as the text \\u0000 and leaves other text as it is', () => {
     expect(escapeNul('a\0b\0')).toBe('a\\u0000b\\u0000');
@@ -30,7 +66,7 @@ describe('escapeNul', () => {
   });
 });
 
-describe('findNul on a deeply nested value', () => {
+describe('findUnstorableText on a deeply nested value', () => {
   it('walks as deep as JSON.parse reads (its own stack, not the call stack)', () => {
     const deep = JSON.parse(`{"b":${'['.repeat(20_000)}"x\\u0000"${']'.repeat(20_000)},"a":"ok"}`);
     expect(findNul(deep)).toBe(`b${'[0]'.repeat(20_000)}`);
