@@ -11,9 +11,9 @@ import { cancelActiveThreads, countChildThreadsByStatus, getThread, transitionTh
 import { releaseHeldLock, releaseLocksOwnedBy, type HeldLock } from '../../db/locks.js';
 import { endChildLockingParent, lockThreadForClose, type LockedForClose } from '../../db/thread-close.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
-import type { TargetRef } from '../../domain/operations.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from './events.js';
+import { threadTarget } from './operation-context.js';
 import { traceIdOf } from '../../core/trace-context.js';
 
 export type EndedStatus = 'complete' | 'failed' | 'canceled';
@@ -59,6 +59,20 @@ interface LedgerBuffer {
   events: { seq: number }[];
 }
 
+/**
+ * The payload objects of `response` entries this process appended, by their rows: the answer's step
+ * (completer.ts `finishAnswer`) reads its response's payload from here instead of parsing the text it was
+ * just written as — a parse of the whole answer per item, which showed in the engine's allocation profile.
+ * The object is the one the payload's canonical text was made from, at the end of the same transaction,
+ * and nothing changes it after its append (the body is the provider's parsed answer, read only).
+ */
+const appendedPayloads = new WeakMap<LedgerRow, unknown>();
+
+/** A `response` row's payload as parsed from its text, without a parse when this process appended it. */
+export function responsePayloadOf(row: LedgerRow): unknown {
+  return appendedPayloads.get(row) ?? JSON.parse(row.payload);
+}
+
 /** Per transaction (its statement handle is its own for the closure's lifetime). */
 const buffers = new WeakMap<object, LedgerBuffer>();
 
@@ -86,6 +100,7 @@ function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
     rows.forEach((row, i) => {
       buffer.pending[i]!.written = row;
       buffer.events[i]!.seq = row.seq;
+      if (row.entry_type === 'response') appendedPayloads.set(row, buffer.entries[i]!.payload);
     });
   return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linked);
 }
@@ -272,7 +287,7 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
     trace_id: traceIdOf(thread.traceparent),
     status: thread.status,
     kind: thread.kind,
-    target_ref: JSON.parse(thread.target_ref) as TargetRef,
+    target_ref: threadTarget(thread),
   });
 }
 
