@@ -142,11 +142,13 @@ export function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInf
  * request, its answer's document heads, its apply and each of its thread's events — five parses of one
  * text per item, which showed in the engine's CPU profile. Two generations of `RECENT` texts each (the
  * older one dropped whole when the newer fills up) and only short texts (a target, an epic's input; a
- * long input is parsed each time, at a cost that is small beside its own work): the memory stays under a
- * megabyte or two, and an item in flight finds its thread's texts. A value is frozen: every caller shares it.
+ * long input is parsed each time, at a cost that is small beside its own work): about 0.3 KB per text,
+ * so a few hundred KB for both caches (under 2 MB were every text 256 characters), and an item finds its
+ * thread's texts from its claim to its answer at the engine's usual concurrency. A value is frozen: every
+ * caller shares it.
  */
 class RecentParses {
-  private static readonly RECENT = 1024;
+  private static readonly RECENT = 512;
   private static readonly MAX_CHARS = 256;
   private newer = new Map<string, unknown>();
   private older = new Map<string, unknown>();
