@@ -10,25 +10,8 @@ export type CompletionEnvelope =
   | { ok: true; body: unknown; content: string | null; usage: Usage | null; finishReason: string | null }
   | { ok: false; body: unknown; error: string };
 
-/** The envelopes of answers read so far, by answer: each is parsed once, however many readers it has. */
-const envelopes = new WeakMap<object, CompletionEnvelope>();
-
-/**
- * The envelope of a provider's answer (`parseCompletionEnvelope` of its body text), parsed on the first
- * read: the call's metrics and the step that records the answer each read it, and each parsed the whole
- * answer. Readers share the value and must not change it.
- */
-export function answerEnvelope(answer: { readonly bodyText: string }): CompletionEnvelope {
-  let envelope = envelopes.get(answer);
-  if (envelope === undefined) {
-    envelope = parseCompletionEnvelope(answer.bodyText);
-    envelopes.set(answer, envelope);
-  }
-  return envelope;
-}
-
 /** Parses a response body's text and reads its envelope; never throws. */
-function parseCompletionEnvelope(bodyText: string): CompletionEnvelope {
+export function parseCompletionEnvelope(bodyText: string): CompletionEnvelope {
   let body: unknown;
   try {
     body = JSON.parse(bodyText);

@@ -15,7 +15,7 @@ import type { ItemWithThread } from '../../db/item-with-thread.js';
 import { getLastLedgerEntryForWorkItem } from '../../ledger/store.js';
 import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { markWorkItemApplied, requeueWorkItem } from '../../db/work-item-moves.js';
-import { answerEnvelope, readCompletionBody } from '../../domain/completion.js';
+import { parseCompletionEnvelope, readCompletionBody } from '../../domain/completion.js';
 import type { CallOutcome } from './executor.js';
 import { settleFromResponse } from './charges.js';
 import { deadLetter, failAttempt } from './failures.js';
@@ -45,7 +45,7 @@ export async function recordResponse(
     const recorded = await getLastLedgerEntryForWorkItem(tx.sql, item.id);
     if (recorded) return { row: recorded };
   }
-  const envelope = answerEnvelope(outcome);
+  const envelope = parseCompletionEnvelope(outcome.bodyText);
   const usage = envelope.ok ? envelope.usage : null;
   const entry = appendEntry(tx, thread, item.id, 'response', item.attempt, {
     http_status: outcome.httpStatus,

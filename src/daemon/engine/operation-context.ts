@@ -137,42 +137,8 @@ export function promptContextFor(sql: Sql, reads: ReadAhead, project: ProjectInf
   return { input, documents: documentsOf(sql, reads, project.id), project, threads: projectThreadsOf(sql, reads, project.id) };
 }
 
-/**
- * Parsed thread fields by their text, kept while they are recent: an item's target is parsed for its
- * request, its answer's document heads, its apply and each of its thread's events — five parses of one
- * text per item, which showed in the engine's CPU profile. Two generations of `RECENT` texts each (the
- * older one dropped whole when the newer fills up) and only short texts (a target, an epic's input; a
- * long input is parsed each time, at a cost that is small beside its own work): about 0.3 KB per text,
- * so a few hundred KB for both caches (under 2 MB were every text 256 characters), and an item finds its
- * thread's texts from its claim to its answer at the engine's usual concurrency. A value is frozen: every
- * caller shares it.
- */
-class RecentParses {
-  private static readonly RECENT = 512;
-  private static readonly MAX_CHARS = 256;
-  private newer = new Map<string, unknown>();
-  private older = new Map<string, unknown>();
-
-  get(text: string): unknown {
-    if (text.length > RecentParses.MAX_CHARS) return deepFreeze(JSON.parse(text) as unknown);
-    let value = this.newer.get(text);
-    if (value !== undefined) return value;
-    value = this.older.get(text) ?? deepFreeze(JSON.parse(text) as unknown);
-    if (this.newer.size >= RecentParses.RECENT) {
-      this.older = this.newer;
-      this.newer = new Map();
-    }
-    this.newer.set(text, value);
-    return value;
-  }
-}
-
-const targets = new RecentParses();
-const inputs = new RecentParses();
-
-/** The thread's target, parsed (frozen: shared by every caller). */
 export function threadTarget(thread: ThreadRow): TargetRef {
-  return targets.get(thread.target_ref) as TargetRef;
+  return JSON.parse(thread.target_ref) as TargetRef;
 }
 
 /** The document the thread's answer is applied to, as the apply reads it (`doc_key` '': the project's one document of its type). */
@@ -181,7 +147,6 @@ export function documentTargetOf(thread: ThreadRow): DocumentTarget {
   return { project_id: target.project_id, doc_type: target.doc_type, doc_key: target.key ?? '' };
 }
 
-/** The thread's input, parsed (frozen: shared by every caller). */
 export function threadInput(thread: ThreadRow): unknown {
-  return inputs.get(thread.input);
+  return deepFreeze(JSON.parse(thread.input));
 }

@@ -11,9 +11,9 @@ import { cancelActiveThreads, countChildThreadsByStatus, getThread, transitionTh
 import { releaseHeldLock, releaseLocksOwnedBy, type HeldLock } from '../../db/locks.js';
 import { endChildLockingParent, lockThreadForClose, type LockedForClose } from '../../db/thread-close.js';
 import { summarizeLedgerEntry } from '../../ledger/summary.js';
+import type { TargetRef } from '../../domain/operations.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from './events.js';
-import { threadTarget } from './operation-context.js';
 import { traceIdOf } from '../../core/trace-context.js';
 
 export type EndedStatus = 'complete' | 'failed' | 'canceled';
@@ -63,8 +63,10 @@ interface LedgerBuffer {
  * The payload objects of `response` entries this process appended, by their rows: the answer's step
  * (completer.ts `finishAnswer`) reads its response's payload from here instead of parsing the text it was
  * just written as — a parse of the whole answer per item, which showed in the engine's allocation profile.
- * The object is the one the payload's canonical text was made from, at the end of the same transaction,
- * and nothing changes it after its append (the body is the provider's parsed answer, read only).
+ * The object is the one the payload's canonical text was made from, at the end of the same transaction.
+ * It stands for that text only while it is read, never changed (no reader does: the body is the provider's
+ * parsed answer), and for what it holds, not its key order (its keys are in insertion order, the text's are
+ * canonical). On SQLite a row can be noted before a COMMIT that then fails: that row is never read.
  */
 const appendedPayloads = new WeakMap<LedgerRow, unknown>();
 
@@ -287,7 +289,7 @@ export function emitThread(tx: Tx, thread: ThreadRow): void {
     trace_id: traceIdOf(thread.traceparent),
     status: thread.status,
     kind: thread.kind,
-    target_ref: threadTarget(thread),
+    target_ref: JSON.parse(thread.target_ref) as TargetRef,
   });
 }
 

@@ -146,16 +146,19 @@ const keyTexts = new Map<string, string>();
 /**
  * `JSON.stringify({ ...eventRecord(e), msg: eventMessage(e) })` without its opening brace, written out: the same
  * members in the same order, each value as JSON.stringify writes it, undefined ones left out — without
- * the two copies of the event (its rest, then the record) that one stringify needed, about a fifth of
- * each line's cost. Engine events have no `component`, `event` or `msg` field (events.ts), which the
+ * the two copies of the event (its rest, then the record) that one stringify needed (~15 % of each
+ * line's CPU, bench/README.md issue-20-js). Engine events have no `component`, `event` or `msg` field (events.ts), which the
  * record's own would otherwise give way to; test/unit/event-log.test.ts compares the lines with pino's.
  */
 function eventRecordText(e: EngineEvent): string {
   const fields = e as unknown as Record<string, unknown>;
   let text = `"component":"engine","event":${JSON.stringify(e.type)}`;
-  // The record's third member: the event's own work_item_id in its place (left out when undefined), else null.
+  // The record's third member: the event's own work_item_id in its place (left out when it writes as nothing), else null.
   if (!('work_item_id' in fields)) text += ',"work_item_id":null';
-  else if (fields.work_item_id !== undefined) text += `,"work_item_id":${JSON.stringify(fields.work_item_id)}`;
+  else {
+    const idText = JSON.stringify(fields.work_item_id) as string | undefined;
+    if (idText !== undefined) text += `,"work_item_id":${idText}`;
+  }
   for (const key in fields) {
     if (key === 'type' || key === 'work_item_id' || !Object.hasOwn(fields, key)) continue;
     const value = fields[key];

@@ -13,7 +13,7 @@ import { countThreadsByStatus } from '../../db/threads.js';
 import { countQueuedDue, countWorkItemsByStatus } from '../../db/work-items.js';
 import { LEDGER_ENTRY_TYPES } from '../../ledger/store.js';
 import { costUsd, type ModelPrice } from '../../domain/budget.js';
-import { answerEnvelope } from '../../domain/completion.js';
+import { parseCompletionEnvelope } from '../../domain/completion.js';
 import { ERROR_CODES } from '../../domain/errors.js';
 import { THREAD_STATUSES, WORK_ITEM_STATUSES } from '../../domain/states.js';
 import type { BreakerState } from '../engine/breaker.js';
@@ -285,7 +285,7 @@ export class Metrics implements EngineObserver {
   onCall(outcome: CallOutcome, model: string): void {
     this.callSeconds.observe({ outcome: outcome.kind === 'response' ? 'ok' : 'error' }, outcome.latencyMs / 1000);
     if (outcome.kind !== 'response') return;
-    const envelope = answerEnvelope(outcome);
+    const envelope = parseCompletionEnvelope(outcome.bodyText);
     const usage = envelope.ok ? envelope.usage : null;
     if (!usage) return;
     const label = this.modelLabel(model);
