@@ -1,5 +1,5 @@
 /**
- * The buffered engine-event log builds its lines itself (one JSON.stringify per event): they must be the
+ * The buffered engine-event log builds its lines itself (written out member by member): they must be the
  * lines pino writes for the same events with the daemon's logger options, byte for byte but the time.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -42,6 +42,30 @@ const events: EngineEvent[] = [
     code: 'PROVIDER_5XX',
     next: 'retry',
     summary: 'a "quoted" summary \\ with ünïcode and a\nnewline',
+  },
+  {
+    type: 'ledger',
+    thread_id: 'th_2',
+    parent_thread_id: 'th_0',
+    trace_id: 'b'.repeat(32),
+    work_item_id: 'wi_2',
+    seq: 43,
+    entry_type: 'response',
+    attempt: 1,
+    code: null,
+    next: null,
+    summary: 'HTTP 200 in 3 ms, 120+300 tokens',
+  },
+  {
+    type: 'work_item',
+    thread_id: 'th_2',
+    parent_thread_id: null,
+    trace_id: null,
+    work_item_id: 'wi_"2"',
+    status: 'queued',
+    attempt: 2,
+    error_code: 'PROVIDER_5XX',
+    not_before: 1_795_000_000_000,
   },
 ];
 

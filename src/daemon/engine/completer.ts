@@ -22,7 +22,7 @@ import { deadLetter, failAttempt } from './failures.js';
 import { leasedItemAndThread, releaseItemLock, releaseItemLockEndingThread, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { type RecordedCopy, rememberValidAnswer, type SentPrompt } from './response-cache.js';
-import { appendEntry, emitWorkItem, type PendingEntry, type Tx } from './tx.js';
+import { appendEntry, emitWorkItem, type PendingEntry, responsePayloadOf, type Tx } from './tx.js';
 
 /**
  * Records a 2xx answer (paid work): the `response` entry, and the charge settled from it with the call's
@@ -80,7 +80,7 @@ export async function finishAnswer(
   if (thread.status === 'canceled') {
     return await failAttempt(tx, ctx, item, { code: 'CANCELED', class: 'canceled', message: 'canceled; the answer was recorded but not applied' });
   }
-  const recorded = JSON.parse(response.payload) as RecordedCopy & { body: unknown };
+  const recorded = responsePayloadOf(response) as RecordedCopy & { body: unknown };
   const provenance = {
     response_seq: response.seq,
     ...(resumed ? { resumed: true } : {}),

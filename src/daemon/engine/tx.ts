@@ -59,6 +59,22 @@ interface LedgerBuffer {
   events: { seq: number }[];
 }
 
+/**
+ * The payload objects of `response` entries this process appended, by their rows: the answer's step
+ * (completer.ts `finishAnswer`) reads its response's payload from here instead of parsing the text it was
+ * just written as — a parse of the whole answer per item, which showed in the engine's allocation profile.
+ * The object is the one the payload's canonical text was made from, at the end of the same transaction.
+ * It stands for that text only while it is read, never changed (no reader does: the body is the provider's
+ * parsed answer), and for what it holds, not its key order (its keys are in insertion order, the text's are
+ * canonical). On SQLite a row can be noted before a COMMIT that then fails: that row is never read.
+ */
+const appendedPayloads = new WeakMap<LedgerRow, unknown>();
+
+/** A `response` row's payload as parsed from its text, without a parse when this process appended it. */
+export function responsePayloadOf(row: LedgerRow): unknown {
+  return appendedPayloads.get(row) ?? JSON.parse(row.payload);
+}
+
 /** Per transaction (its statement handle is its own for the closure's lifetime). */
 const buffers = new WeakMap<object, LedgerBuffer>();
 
@@ -86,6 +102,7 @@ function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
     rows.forEach((row, i) => {
       buffer.pending[i]!.written = row;
       buffer.events[i]!.seq = row.seq;
+      if (row.entry_type === 'response') appendedPayloads.set(row, buffer.entries[i]!.payload);
     });
   return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linked);
 }

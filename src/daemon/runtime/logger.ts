@@ -95,8 +95,8 @@ export interface EventLog {
  * promptly as before, only grouped (and, like the main log, without an fsync). Engine events have a
  * fixed shape with no credential fields (see events.ts), so this log skips the redaction pass. Each line
  * is the one pino writes for `info(eventRecord(e), message)` with the main log's options (the header, then
- * the record's keys in order, undefined ones left out), made by one JSON.stringify of the record: pino's
- * per-key formatting and a Date per line showed in the engine's CPU profile.
+ * the record's keys in order, undefined ones left out), written out by `eventRecordText`: pino's per-key
+ * formatting and a Date per line showed in the engine's CPU profile.
  */
 export function createEventLog(destination: string | LogFile, level = 'info'): EventLog {
   const file = typeof destination === 'string' ? new LogFile(destination) : destination;
@@ -115,7 +115,7 @@ export function createEventLog(destination: string | LogFile, level = 'info'): E
         lastMs = ms;
         lastTs = new Date(ms).toISOString();
       }
-      lines.push(`${header}${lastTs}${pid}${JSON.stringify(eventRecord(e, eventMessage(e))).slice(1)}\n`);
+      lines.push(`${header}${lastTs}${pid}${eventRecordText(e)}\n`);
     },
     flush() {
       if (lines.length === 0) return;
@@ -133,11 +133,42 @@ export function createEventLog(destination: string | LogFile, level = 'info'): E
 
 /**
  * An engine event's fields as its log line has them: thread_id and work_item_id on every line (null for
- * thread-level events), then `msg` when given (the buffered log's one-stringify line; pino adds its own).
+ * thread-level events); pino adds `msg`.
  */
-function eventRecord(e: EngineEvent, msg: string | undefined): Record<string, unknown> {
+function eventRecord(e: EngineEvent): Record<string, unknown> {
   const { type, ...fields } = e;
-  return { component: 'engine', event: type, work_item_id: null, ...fields, msg };
+  return { component: 'engine', event: type, work_item_id: null, ...fields };
+}
+
+/** `,"<key>":` of each event field's key, made once. */
+const keyTexts = new Map<string, string>();
+
+/**
+ * `JSON.stringify({ ...eventRecord(e), msg: eventMessage(e) })` without its opening brace, written out: the same
+ * members in the same order, each value as JSON.stringify writes it, undefined ones left out — without
+ * the two copies of the event (its rest, then the record) that one stringify needed (~15 % of each
+ * line's CPU, bench/README.md issue-20-js). Engine events have no `component`, `event` or `msg` field (events.ts), which the
+ * record's own would otherwise give way to; test/unit/event-log.test.ts compares the lines with pino's.
+ */
+function eventRecordText(e: EngineEvent): string {
+  const fields = e as unknown as Record<string, unknown>;
+  let text = `"component":"engine","event":${JSON.stringify(e.type)}`;
+  // The record's third member: the event's own work_item_id in its place (left out when it writes as nothing), else null.
+  if (!('work_item_id' in fields)) text += ',"work_item_id":null';
+  else {
+    const idText = JSON.stringify(fields.work_item_id) as string | undefined;
+    if (idText !== undefined) text += `,"work_item_id":${idText}`;
+  }
+  for (const key in fields) {
+    if (key === 'type' || key === 'work_item_id' || !Object.hasOwn(fields, key)) continue;
+    const value = fields[key];
+    const valueText = value === null ? 'null' : JSON.stringify(value);
+    if (valueText === undefined) continue;
+    let keyText = keyTexts.get(key);
+    if (keyText === undefined) keyTexts.set(key, (keyText = `,${JSON.stringify(key)}:`));
+    text += keyText + valueText;
+  }
+  return `${text},"msg":${JSON.stringify(eventMessage(e))}}`;
 }
 
 function eventMessage(e: EngineEvent): string {
@@ -147,7 +178,7 @@ function eventMessage(e: EngineEvent): string {
 /** An event log that writes through `logger` line by line (in-process uses: tests, benchmarks). */
 export function unbufferedEventLog(logger: Logger): EventLog {
   return {
-    log: (e) => logger.info(eventRecord(e, undefined), eventMessage(e)),
+    log: (e) => logger.info(eventRecord(e), eventMessage(e)),
     flush() {},
     close() {},
   };
