@@ -316,7 +316,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
  *      `extendLock` of an expired row): a scope another transaction is taking is passed over, never
  *      waited for — two claim rounds took two scopes in crossing order. A claim round's read of an item
- *      it may claim only tries `claim:<item>` too (db/item-with-thread.ts `readClaimCandidate`): it
+ *      it may claim only tries `claim:<item>` too (db/item-with-thread.ts `readClaimCandidate`, or the
+ *      first part of its claim's statement: db/claim-with-scope.ts `claimCandidateWithScope`): it
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
  *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
