@@ -146,8 +146,10 @@ export function claimText(dialect: Sql['dialect'], id = '@id'): string {
 }
 
 /**
- * Undoes a claim made in this same transaction whose lock scope another daemon took meanwhile:
- * claimed → queued, as it was before (`before`: the row the claim changed). Guarded by this owner.
+ * Undoes a claim made in this same transaction: one whose lock scope another daemon took meanwhile, or
+ * (Postgres, claimed in the candidate's read: engine/producer.ts `claimThenAdmit`) one whose route then
+ * refused the call (an open breaker, a 429's park, a rate limit). claimed → queued, as it was before
+ * (`before`: the row the claim changed: its start time and error code and message). Guarded by this owner.
  */
 export async function unclaimWorkItem(sql: Sql, p: { owner: string; before: WorkItemRow }): Promise<void> {
   assertWorkItemTransition('claimed', 'queued');

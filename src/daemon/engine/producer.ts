@@ -107,16 +107,19 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
   const budgetLocks = new Map<string, boolean>();
+  // Postgres: claim first, then admit, until a route holds an item back — then read first for the rest of
+  // the round: a held item costs a read, not a claim and its undo (the round walks every held item's
+  // project while a 429 park, an open breaker or a provider window lasts).
+  let claimFirst = tx.sql.dialect === 'postgres';
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now, own);
     if (!pick) break;
-    const at: ClaimAt = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked };
+    const at: RoundClaimContext = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked };
     // Postgres, no budget to decide on between the candidate's read and its claim: both in one statement
     // (a round trip less per claimed item); otherwise the read, the checks, then the claim.
-    const step =
-      tx.sql.dialect === 'postgres' && !tx.hooks.budgeted(pick.project_id)
-        ? await claimThenAdmit(tx, flow, pick, at, round)
-        : await admitThenClaim(tx, flow, pick, at, round, budgetLocks);
+    const oneStatement = claimFirst && !tx.hooks.budgeted(pick.project_id);
+    const step = oneStatement ? await claimThenAdmit(tx, flow, pick, at, round, budgetLocks) : await admitThenClaim(tx, flow, pick, at, round, budgetLocks);
+    if (oneStatement && step.outcome === 'held') claimFirst = false;
     if (step.outcome === 'none') {
       passGroup(heads, pick, passed);
       continue;
@@ -148,9 +151,11 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   return round;
 }
 
-/** What a claim round's step needs besides its pick: who claims, until when, what the round passes over. */
-interface ClaimAt {
+/** What each claim of a round shares: who claims, until when, what the round passes over. */
+interface RoundClaimContext {
+  /** The claiming daemon: the leases' owner. */
   owner: string;
+  /** The leases' end. */
   leaseUntil: number;
   /** The round's skipped items (not candidates again). */
   excluded: readonly string[];
@@ -177,7 +182,7 @@ async function admitThenClaim(
   tx: Tx,
   flow: FlowControl,
   pick: ClaimPick,
-  at: ClaimAt,
+  at: RoundClaimContext,
   round: ClaimRound,
   budgetLocks: Map<string, boolean>,
 ): Promise<ClaimStep> {
@@ -216,12 +221,24 @@ async function admitThenClaim(
  * undone (its scope's row released, the item queued again as it was), each a guarded statement, and the
  * item held back as `admitThenClaim` holds it. Nothing else decides between the read and the claim: the
  * scopes this round locked are this transaction's rows, which the statement's read passes over. A shared
- * bucket's row (a route with a configured rate limit) is then taken after the item's row instead of
- * before it: no cycle, as a claim takes items with SKIP LOCKED and scopes only by trying (never waiting).
+ * bucket's row (a route with a configured rate limit) is then taken after the item's row and scope
+ * instead of before them: nothing waits for those (claims take items with SKIP LOCKED and scopes only by
+ * trying), but a round holding a bucket may wait for a later claim's budget lock — the rare cycle
+ * engine/tx.ts notes under LOCK ORDER ("Not strictly in the order"), as on main from a round's second claim. A
+ * candidate whose scope has a lapsed holder's row is claimed by `admitThenClaim` instead (see
+ * db/claim-with-scope.ts: the undo could not put that row back).
  */
-async function claimThenAdmit(tx: Tx, flow: FlowControl, pick: ClaimPick, at: ClaimAt, round: ClaimRound): Promise<ClaimStep> {
+async function claimThenAdmit(
+  tx: Tx,
+  flow: FlowControl,
+  pick: ClaimPick,
+  at: RoundClaimContext,
+  round: ClaimRound,
+  budgetLocks: Map<string, boolean>,
+): Promise<ClaimStep> {
   const claimed = await claimCandidateWithScope(tx.sql, pick, { owner: at.owner, now: tx.now, lease_until: at.leaseUntil, excluded: at.excluded });
   if (!claimed) return NONE;
+  if (claimed.scopeRowFound) return admitThenClaim(tx, flow, pick, at, round, budgetLocks);
   const { read, claim } = claimed;
   // Changed by another write since the read, or its scope taken by another daemon: as in `admitThenClaim`.
   if (!claim?.scopeTaken) {

@@ -352,6 +352,15 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      item's own charge: item 1 already serializes it) and the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
  *      the transactions without an append).
+ * Not strictly in the order: a route's shared rate-limit row (several daemons with a configured bucket:
+ * engine/shared-rate-limits.ts `admit`, db/rate-limits.ts). A claim round takes it at each claim's
+ * admission: after that claim's budget lock (2), and on Postgres for a project without a budget after the
+ * claim's item row and scope row (1, 2: engine/producer.ts `claimThenAdmit`); its later claims then take
+ * items (SKIP LOCKED), scopes (only tried) and budget locks after it. A park or unpark takes it alone, in a
+ * transaction of its own. So the only waits while holding it are a later claim's first budget lock: a
+ * round holding the bucket and waiting for `budget:<p>` while another round holds `budget:<p>` and waits
+ * for the bucket is a cycle (rare; on main too, from a round's second claim), which Postgres breaks after
+ * `deadlock_timeout` and the writer runs the aborted round again.
  * Not in the order: the queue depth's shard row (pg migration 0017), which a transaction moving items in or
  * out of `queued` updates wherever it does: each session has its own (past 64 sessions too: the slots go
  * on), so no transaction waits for it.
