@@ -188,20 +188,8 @@ export async function readClaimCandidate(sql: Sql, pick: ClaimPick, now: number,
     const read = await getWorkItemWithThread(sql, pick.id);
     return read && { ...read, nextHead: undefined };
   }
-  const row = await sql.get<Record<string, unknown>>(CLAIM_CANDIDATE_PG, {
-    project_id: pick.project_id,
-    priority: pick.priority,
-    now,
-    excluded: JSON.stringify(excluded),
-  });
-  if (!row) return undefined;
-  const read = splitRow(row, 'rows')!;
-  const { project_id, priority } = read.item;
-  const nextHead =
-    row.x_next_id === null
-      ? null
-      : { id: row.x_next_id as string, project_id, priority, not_before: row.x_next_not_before as number, lock_scope: row.x_next_lock_scope as string };
-  return { ...read, nextHead };
+  const row = await sql.get<Record<string, unknown>>(CLAIM_CANDIDATE_PG, claimCandidateParams(pick, now, excluded));
+  return row && candidateOf(row);
 }
 
 // The conditions of a group's head (db/pg/claim-heads.ts), then the lock: tried only for an item whose
@@ -210,8 +198,9 @@ export async function readClaimCandidate(sql: Sql, pick: ClaimPick, now: number,
 // group's items in `not_before` order: the first that passes ends the scan. Then the group's next head
 // (`ClaimCandidate.nextHead`), with the head's conditions and no lock tried: the candidate and the items
 // of its scope are left out, as the claim will lease the one and lock the other (the scopes this round
-// locked before are rows of this transaction already).
-const CLAIM_CANDIDATE_PG = `SELECT c.*, nx.id AS x_next_id, nx.not_before AS x_next_not_before, nx.lock_scope AS x_next_lock_scope FROM (${selectItemsWithThreads(
+// locked before are rows of this transaction already). The candidate's read alone is also `c` of
+// db/claim-with-scope.ts's statement that claims it in the same round trip.
+export const CLAIM_CANDIDATE_READ_PG = `${selectItemsWithThreads(
   'rows',
   `w.status = 'queued' AND w.project_id = @project_id AND w.priority = @priority AND w.not_before <= @now
     AND (w.deadline_at IS NULL OR w.deadline_at > @now)
@@ -219,14 +208,41 @@ const CLAIM_CANDIDATE_PG = `SELECT c.*, nx.id AS x_next_id, nx.not_before AS x_n
     AND CASE WHEN EXISTS (SELECT 1 FROM locks l WHERE l.scope = w.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now)) THEN false
              ELSE pg_try_advisory_xact_lock(hashtextextended('claim:' || w.id, 0)) END`,
 )}
-  ORDER BY w.not_before LIMIT 1) c
-  LEFT JOIN LATERAL (SELECT n.id, n.not_before, n.lock_scope FROM llm_work_items n
+  ORDER BY w.not_before LIMIT 1`;
+
+/** The candidate `c`'s next head (`nx`: its id, not_before, lock_scope), joined after it: see CLAIM_CANDIDATE_PG. */
+export const NEXT_HEAD_JOIN_PG = `LEFT JOIN LATERAL (SELECT n.id, n.not_before, n.lock_scope FROM llm_work_items n
     WHERE n.status = 'queued' AND n.project_id = c.project_id AND n.priority = c.priority AND n.not_before <= @now
       AND (n.deadline_at IS NULL OR n.deadline_at > @now)
       AND n.id <> c.id AND n.lock_scope <> c.lock_scope
       AND NOT n.id = ANY(combine_text_array(CAST(@excluded AS jsonb)))
       AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.scope = n.lock_scope AND (l.expires_at IS NULL OR l.expires_at > @now))
     ORDER BY n.not_before LIMIT 1) nx ON true`;
+
+/** The next head's columns, named as `candidateOf` reads them. */
+export const NEXT_HEAD_COLUMNS_PG = 'nx.id AS x_next_id, nx.not_before AS x_next_not_before, nx.lock_scope AS x_next_lock_scope';
+
+const CLAIM_CANDIDATE_PG = `SELECT c.*, ${NEXT_HEAD_COLUMNS_PG} FROM (${CLAIM_CANDIDATE_READ_PG}) c
+  ${NEXT_HEAD_JOIN_PG}`;
+
+/** The parameters of CLAIM_CANDIDATE_READ_PG and NEXT_HEAD_JOIN_PG. */
+export function claimCandidateParams(pick: ClaimPick, now: number, excluded: readonly string[]): Record<string, unknown> {
+  return { project_id: pick.project_id, priority: pick.priority, now, excluded: JSON.stringify(excluded) };
+}
+
+/** The item's columns of `k`, a claimed row (`RETURNING *`), as `claimedItemOf` reads them: `k_<column>`. */
+export const CLAIMED_ITEM_COLUMNS_PG = ITEM_COLUMNS.map((c) => `k.${c} AS k_${c}`).join(', ');
+
+/** A row of CLAIM_CANDIDATE_PG's shape (the candidate's columns and its next head's) as the candidate it is. */
+export function candidateOf(row: Record<string, unknown>): ClaimCandidate {
+  const read = splitRow(row, 'rows')!;
+  const { project_id, priority } = read.item;
+  const nextHead =
+    row.x_next_id === null
+      ? null
+      : { id: row.x_next_id as string, project_id, priority, not_before: row.x_next_not_before as number, lock_scope: row.x_next_lock_scope as string };
+  return { ...read, nextHead };
+}
 
 /**
  * `getWorkItemWithThread` for a step of a leased item, which then changes it: on Postgres the item's row
@@ -276,4 +292,6 @@ function splitRow(row: Record<string, unknown> | undefined, ahead: ReadAhead): I
 // the names are this file's column lists, checked against the schema's row types.
 const itemOf = objectLiteralOf<Record<string, unknown>>(ITEM_COLUMNS.map((c) => [c, c]));
 const threadOf = objectLiteralOf<Record<string, unknown>>(THREAD_COLUMNS.map((c) => [c, `t_${c}`]));
+/** The claimed item of a row with CLAIMED_ITEM_COLUMNS_PG. */
+export const claimedItemOf = objectLiteralOf<Record<string, unknown>>(ITEM_COLUMNS.map((c) => [c, `k_${c}`])) as (row: Record<string, unknown>) => WorkItemRow;
 const chargeOf = objectLiteralOf<Record<string, unknown>>(CHARGE_COLUMNS.map((c) => [c, `c_${c}`]));

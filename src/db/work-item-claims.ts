@@ -132,21 +132,24 @@ function queuedTestOfClaimRead(dialect: Sql['dialect']): string {
   return dialect === 'postgres' ? `(status = 'queued') IS TRUE` : `status = 'queued'`;
 }
 
-function claimText(dialect: Sql['dialect']): string {
+/** `claimWorkItem`'s statement claiming the item whose id is `id` (a parameter, or a subquery: db/claim-with-scope.ts). */
+export function claimText(dialect: Sql['dialect'], id = '@id'): string {
   return `UPDATE llm_work_items
      SET status = 'claimed', lease_owner = @owner, lease_expires_at = @lease_until,
          started_at = COALESCE(started_at, @now),
          -- a park is over once the item runs; other codes stay: they explain the last failed attempt
          error_code = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_code END,
          error_message = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_message END
-     WHERE id = (SELECT id FROM llm_work_items WHERE id = @id AND ${queuedTestOfClaimRead(dialect)} AND not_before <= @now${skipLockedRows(dialect)})
+     WHERE id = (SELECT id FROM llm_work_items WHERE id = ${id} AND ${queuedTestOfClaimRead(dialect)} AND not_before <= @now${skipLockedRows(dialect)})
        AND status = 'queued'
      RETURNING *`;
 }
 
 /**
- * Undoes a claim made in this same transaction whose lock scope another daemon took meanwhile:
- * claimed → queued, as it was before (`before`: the row the claim changed). Guarded by this owner.
+ * Undoes a claim made in this same transaction: one whose lock scope another daemon took meanwhile, or
+ * (Postgres, claimed in the candidate's read: engine/producer.ts `claimThenAdmit`) one whose route then
+ * refused the call (an open breaker, a 429's park, a rate limit). claimed → queued, as it was before
+ * (`before`: the row the claim changed: its start time and error code and message). Guarded by this owner.
  */
 export async function unclaimWorkItem(sql: Sql, p: { owner: string; before: WorkItemRow }): Promise<void> {
   assertWorkItemTransition('claimed', 'queued');

@@ -7,7 +7,7 @@
  */
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PARKED_UNTIL_RAISED } from '../../src/daemon/engine/producer.js';
+import { PARKED_UNTIL_RAISED } from '../../src/daemon/engine/claim-budget.js';
 import { daemonOwner } from '../../src/daemon/runtime/owner.js';
 import { DaemonGroup } from '../helpers/daemons.js';
 import { FAST_RETRY, type CommandJson, type Harness, project, waitUntil } from '../helpers/harness.js';

@@ -9,31 +9,32 @@
  *      more is claimed and the engine sleeps until it allows,
  *   4. leases the item (one guarded UPDATE), takes its lock scope and reserves the charge.
  *
+ * On Postgres an item of a project without a budget is read and leased, its scope taken, in one
+ * statement before 3 (nothing else between the read and the claim can refuse it); a route that then
+ * cannot take the call undoes that claim, in the same transaction.
+ *
  * All of it commits together, before any provider call: an item is never leased twice, two mutations
  * of one epic never run at once, and no call starts that its budget has not reserved (lease-then-pay).
  */
-import { readClaimCandidate, type ClaimPick, type ItemWithThread } from '../../db/item-with-thread.js';
-import { claimWorkItemWithScope } from '../../db/claim-with-scope.js';
-import { sumProjectSpend } from '../../db/charges.js';
+import { readClaimCandidate, type ClaimCandidate, type ClaimPick, type ItemWithThread } from '../../db/item-with-thread.js';
+import { claimCandidateWithScope, claimWorkItemWithScope } from '../../db/claim-with-scope.js';
+import { releaseHeldLock } from '../../db/locks.js';
 import type { WorkItemRow } from '../../db/schema.js';
-import { getThread } from '../../db/threads.js';
 import { listQueuedPastDeadline } from '../../db/work-items.js';
-import { listClaimHeads, listProjectClaimHeads, parkProjectItems, unclaimWorkItem, type ClaimHead } from '../../db/work-item-claims.js';
-import { checkBudget, estimateCall, utcDay, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
+import { listClaimHeads, listProjectClaimHeads, unclaimWorkItem, type ClaimHead } from '../../db/work-item-claims.js';
+import { estimateCall, type BudgetLimits, type CallEstimate } from '../../domain/budget.js';
 import type { FairScheduler } from '../../domain/fair-scheduler.js';
 import type { OwnProjects } from '../../domain/project-owners.js';
 import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
-import { lockProjectBudget, pendingProjectSpend, reserveCharge, tryLockProjectBudget } from './charges.js';
+import { reserveCharge } from './charges.js';
+import { fitsBudget } from './claim-budget.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt } from './failures.js';
 import type { EngineContext } from './leased.js';
 import { buildItemRequest, type BuiltRequest } from './request.js';
 import { emitWorkItem, type Tx } from './tx.js';
-
-/** Until when a project over a total budget stays parked: until the budget is raised (and the daemon restarted). */
-export const PARKED_UNTIL_RAISED = Date.UTC(9999, 11, 31);
 
 export interface FlowControl {
   scheduler: FairScheduler;
@@ -106,59 +107,41 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   // read before a claim may need a scope the claim just took — that project's heads are read again.
   const locked = new Set<string>();
   const budgetLocks = new Map<string, boolean>();
+  // Postgres: claim first, then admit, until a route holds an item back — then read first for the rest of
+  // the round: a held item costs a read, not a claim and its undo (the round walks every held item's
+  // project while a 429 park, an open breaker or a provider window lasts).
+  let claimFirst = tx.sql.dialect === 'postgres';
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now, own);
     if (!pick) break;
-    // The item and its thread in one statement: the estimate builds the request from both. Sharing the
-    // database, the group's next item when other daemons' rounds are taking the head, or none.
-    const read = await readClaimCandidate(tx.sql, pick, tx.now, skipped.size === 0 ? NONE_SKIPPED : [...skipped]);
-    if (!read) {
+    const at: RoundClaimContext = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked };
+    // Postgres, no budget to decide on between the candidate's read and its claim: both in one statement
+    // (a round trip less per claimed item); otherwise the read, the checks, then the claim.
+    const oneStatement = claimFirst && !tx.hooks.budgeted(pick.project_id);
+    const step = oneStatement ? await claimThenAdmit(tx, flow, pick, at, round, budgetLocks) : await admitThenClaim(tx, flow, pick, at, round, budgetLocks);
+    if (oneStatement && step.outcome === 'held') claimFirst = false;
+    if (step.outcome === 'none') {
       passGroup(heads, pick, passed);
       continue;
     }
-    const { item, thread } = read;
-    if (locked.has(item.lock_scope)) {
+    if (step.outcome === 'held') {
+      // Parked, over its route's limits or breaker, or its budget lock busy: never picked again this round.
+      await holdBack(step.item);
+      continue;
+    }
+    if (step.outcome === 'lost') {
+      if (step.item) skipped.add(step.item.id);
       await refresh(pick.project_id);
       continue;
     }
-    const { route, estimate, request } = await estimateFor(tx, flow, read);
-    if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow, item, estimate, round, budgetLocks))) {
-      // Parked (or, sharing the database, taken by another daemon meanwhile; or its budget lock busy):
-      // never picked again this round.
-      await holdBack(item);
-      continue;
-    }
-    // Each endpoint's breaker and each route's rate limit hold back only their own calls.
-    const wait = flow.sharedLimits ? await routeWait(tx, flow, route, estimate.tokens, round) : routeWaitHere(tx, flow, route, estimate.tokens, round);
-    if (wait !== 'admitted') {
-      if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
-      await holdBack(item);
-      continue;
-    }
-    const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner, now: tx.now, lease_until: leaseUntil });
-    // Alone on the database the heads query read this transaction's own state, so this cannot miss;
-    // sharing it, no other round claims the item while this one holds its claim lock (readClaimCandidate),
-    // but another write (a cancel, a park) may have changed it since the read. The heads query skipped held scopes,
-    // and this round's are checked above; sharing the database, another daemon may have taken the scope
-    // for another item since, or be taking it now (not waited for: two rounds taking two scopes in
-    // crossing order deadlocked): the claim is undone. Either way the item is passed over, and a
-    // half-open breaker's probe it took is freed (no call will tell the breaker anything).
-    // The scope is tried with the claim, in its statement (db/claim-with-scope.ts).
-    if (!claim?.scopeTaken) {
-      if (claim) await unclaimWorkItem(tx.sql, { owner, before: item });
-      flow.router.breaker(route).onInconclusive();
-      skipped.add(item.id);
-      await refresh(pick.project_id);
-      continue;
-    }
-    const leased = claim.item;
+    const { read, leased, route, estimate, request } = step;
     locked.add(leased.lock_scope);
     // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
     if (!route.free) await reserveCharge(tx, leased, route.key, estimate);
     // The thread read for the estimate, in this transaction: what the event and the span take from it
     // (ids, parent, trace context) never changes.
-    emitWorkItem(tx, thread, leased);
-    round.claimed.push({ item: leased, route, traceparent: thread.traceparent, request });
+    emitWorkItem(tx, read.thread, leased);
+    round.claimed.push({ item: leased, route, traceparent: read.thread.traceparent, request });
     // Postgres: the group's next head came with the candidate's read (no re-read: a round trip per
     // claimed item); the project's other groups keep their heads unless one is of the scope this claim
     // took — no longer claimable, its age could rank the project in a class it no longer has: the
@@ -166,6 +149,124 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
     if (read.nextHead === undefined || !replaceGroupHead(heads, pick, read.nextHead, leased.lock_scope, eligible)) await refresh(pick.project_id);
   }
   return round;
+}
+
+/** What each claim of a round shares: who claims, until when, what the round passes over. */
+interface RoundClaimContext {
+  /** The claiming daemon: the leases' owner. */
+  owner: string;
+  /** The leases' end. */
+  leaseUntil: number;
+  /** The round's skipped items (not candidates again). */
+  excluded: readonly string[];
+  /** Scopes the round has locked. */
+  locked: ReadonlySet<string>;
+}
+
+/**
+ * One pick's claim: `none` (its group has no candidate now: passed for the round), `held` (the item can
+ * not run now: held back, its project re-read), `lost` (taken or changed by another writer, or its scope
+ * busy: passed over, its project re-read), or the item claimed with its route and what its call reserves.
+ */
+type ClaimStep =
+  | { outcome: 'none' }
+  | { outcome: 'held'; item: WorkItemRow }
+  | { outcome: 'lost'; item: WorkItemRow | null }
+  | { outcome: 'claimed'; read: ClaimCandidate; leased: WorkItemRow; route: ModelRoute; estimate: CallEstimate; request: BuiltRequest | null };
+
+/**
+ * The read of `pick`'s candidate, its budget and its route's limits, then its claim: what a budgeted
+ * project's claim does (the budget is decided before the claim, under its lock), and SQLite's.
+ */
+async function admitThenClaim(
+  tx: Tx,
+  flow: FlowControl,
+  pick: ClaimPick,
+  at: RoundClaimContext,
+  round: ClaimRound,
+  budgetLocks: Map<string, boolean>,
+): Promise<ClaimStep> {
+  // The item and its thread in one statement: the estimate builds the request from both. Sharing the
+  // database, the group's next item when other daemons' rounds are taking the head, or none.
+  const read = await readClaimCandidate(tx.sql, pick, tx.now, at.excluded);
+  if (!read) return NONE;
+  const { item } = read;
+  if (at.locked.has(item.lock_scope)) return { outcome: 'lost', item: null };
+  const { route, estimate, request } = await estimateFor(tx, flow, read);
+  // Parked (or, sharing the database, taken by another daemon meanwhile; or its budget lock busy).
+  if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow.budgetFor, item, estimate, round, budgetLocks)))
+    return { outcome: 'held', item };
+  if (!(await admitted(tx, flow, route, estimate, round))) return { outcome: 'held', item };
+  const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner: at.owner, now: tx.now, lease_until: at.leaseUntil });
+  // Alone on the database the heads query read this transaction's own state, so this cannot miss;
+  // sharing it, no other round claims the item while this one holds its claim lock (readClaimCandidate),
+  // but another write (a cancel, a park) may have changed it since the read. The heads query skipped held scopes,
+  // and this round's are checked above; sharing the database, another daemon may have taken the scope
+  // for another item since, or be taking it now (not waited for: two rounds taking two scopes in
+  // crossing order deadlocked): the claim is undone. Either way the item is passed over, and a
+  // half-open breaker's probe it took is freed (no call will tell the breaker anything).
+  // The scope is tried with the claim, in its statement (db/claim-with-scope.ts).
+  if (!claim?.scopeTaken) {
+    if (claim) await unclaimWorkItem(tx.sql, { owner: at.owner, before: item });
+    flow.router.breaker(route).onInconclusive();
+    return { outcome: 'lost', item };
+  }
+  return { outcome: 'claimed', read, leased: claim.item, route, estimate, request };
+}
+
+/**
+ * Postgres, a project without a budget: `pick`'s candidate read and claimed, its scope taken, in one
+ * statement (db/claim-with-scope.ts `claimCandidateWithScope`); then its route's breaker and rate limits,
+ * which rarely hold a call back (an open breaker, a 429's park, a provider's window): then the claim is
+ * undone (its scope's row released, the item queued again as it was), each a guarded statement, and the
+ * item held back as `admitThenClaim` holds it. Nothing else decides between the read and the claim: the
+ * scopes this round locked are this transaction's rows, which the statement's read passes over. A shared
+ * bucket's row (a route with a configured rate limit) is then taken after the item's row and scope
+ * instead of before them: nothing waits for those (claims take items with SKIP LOCKED and scopes only by
+ * trying), but a round holding a bucket may wait for a later claim's budget lock — the rare cycle
+ * engine/tx.ts notes under LOCK ORDER ("Not strictly in the order"), as on main from a round's second claim. A
+ * candidate whose scope has a lapsed holder's row is claimed by `admitThenClaim` instead (see
+ * db/claim-with-scope.ts: the undo could not put that row back).
+ */
+async function claimThenAdmit(
+  tx: Tx,
+  flow: FlowControl,
+  pick: ClaimPick,
+  at: RoundClaimContext,
+  round: ClaimRound,
+  budgetLocks: Map<string, boolean>,
+): Promise<ClaimStep> {
+  const claimed = await claimCandidateWithScope(tx.sql, pick, { owner: at.owner, now: tx.now, lease_until: at.leaseUntil, excluded: at.excluded });
+  if (!claimed) return NONE;
+  if (claimed.scopeRowFound) return admitThenClaim(tx, flow, pick, at, round, budgetLocks);
+  const { read, claim } = claimed;
+  // Changed by another write since the read, or its scope taken by another daemon: as in `admitThenClaim`.
+  if (!claim?.scopeTaken) {
+    if (claim) await unclaimWorkItem(tx.sql, { owner: at.owner, before: read.item });
+    return { outcome: 'lost', item: read.item };
+  }
+  const { route, estimate, request } = await estimateFor(tx, flow, read);
+  if (!(await admitted(tx, flow, route, estimate, round))) {
+    await releaseHeldLock(tx.sql, {
+      scope: claim.item.lock_scope,
+      owner: claim.item.id,
+      lost: `the lock of scope ${claim.item.lock_scope} this claim took is gone`,
+    });
+    await unclaimWorkItem(tx.sql, { owner: at.owner, before: read.item });
+    return { outcome: 'held', item: read.item };
+  }
+  return { outcome: 'claimed', read, leased: claim.item, route, estimate, request };
+}
+
+const NONE: ClaimStep = { outcome: 'none' };
+
+/** Whether the route takes the call now (`routeWait`); if not, when the round looks again is noted in `round`. */
+async function admitted(tx: Tx, flow: FlowControl, route: ModelRoute, estimate: CallEstimate, round: ClaimRound): Promise<boolean> {
+  // Each endpoint's breaker and each route's rate limit hold back only their own calls.
+  const wait = flow.sharedLimits ? await routeWait(tx, flow, route, estimate.tokens, round) : routeWaitHere(tx, flow, route, estimate.tokens, round);
+  if (wait === 'admitted') return true;
+  if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
+  return false;
 }
 
 /**
@@ -269,72 +370,6 @@ async function estimateFor(
     return { route, estimate: estimateCall(built.request, route.price), request: built };
   }
   return { route: flow.router.defaultRoute, estimate: { tokens: flow.operations.defaultParams.maxTokens, cost_usd: 0 }, request: null };
-}
-
-/**
- * Whether the project can afford the call. If not, its due items are parked — until the next UTC
- * midnight when only a daily limit is in the way, else until the budget is raised — and the scheduler
- * no longer sees them. A settled or released reservation of the project unparks them (engine/charges.ts).
- * Called only for a project with a budget (`tx.hooks.budgeted`; most have none: then no await).
- */
-async function fitsBudget(
-  tx: Tx,
-  flow: FlowControl,
-  item: WorkItemRow,
-  estimate: CallEstimate,
-  round: ClaimRound,
-  budgetLocks: Map<string, boolean>,
-): Promise<boolean> {
-  const limits = flow.budgetFor(item.project_id); // at least one (budgeted)
-  // Daemons sharing a database decide one after another per project, each seeing the reservations the
-  // others committed: together they never reserve past the budget (held until this claim commits).
-  if (!(await takeBudgetLock(tx, item.project_id, budgetLocks))) {
-    round.limitedUntil = Math.min(round.limitedUntil ?? Number.POSITIVE_INFINITY, tx.now + BUDGET_BUSY_RETRY_MS);
-    return false;
-  }
-  // What this round reserved is written at its end (engine/charges.ts `moveSpend`): added here.
-  const today = utcDay(tx.now);
-  const spent = {
-    today: plus(await sumProjectSpend(tx.sql, item.project_id, today), pendingProjectSpend(tx, item.project_id, today)),
-    total: plus(await sumProjectSpend(tx.sql, item.project_id, null), pendingProjectSpend(tx, item.project_id, null)),
-  };
-  const verdict = checkBudget(limits, spent, estimate, tx.now);
-  if (verdict.ok) return true;
-  const until = verdict.retryAt ?? PARKED_UNTIL_RAISED;
-  const resume = verdict.retryAt ? `resumes at ${new Date(verdict.retryAt).toISOString()}` : 'resumes when the budget is raised';
-  const message = `project ${item.project_id} is over budget (${verdict.reason}); no call was made, the item ${resume}`;
-  // None when another daemon sharing the database parked or claimed them while this claim waited for
-  // the budget lock: they are no longer candidates either way.
-  const parkedItems = await parkProjectItems(tx.sql, { project_id: item.project_id, now: tx.now, until, message });
-  for (const parked of parkedItems) {
-    const thread = await getThread(tx.sql, parked.thread_id);
-    if (thread) emitWorkItem(tx, thread, parked);
-    round.parked++;
-  }
-  return false;
-}
-
-function plus(a: { tokens: number; cost_usd: number }, b: { tokens: number; cost_usd: number }): { tokens: number; cost_usd: number } {
-  return { tokens: a.tokens + b.tokens, cost_usd: a.cost_usd + b.cost_usd };
-}
-
-/** How soon a claim round looks again at a project whose budget another daemon was deciding on. */
-const BUDGET_BUSY_RETRY_MS = 50;
-
-/**
- * The project's budget lock for this claim round (`held`: the round's, true when held, false when found
- * busy). The round's first is waited for; a later one is only tried: a round takes projects in its
- * scheduler's order, and two daemons' rounds each waiting for the other's next project would deadlock.
- * A project found busy waits for a later round (nothing of it is parked or claimed).
- */
-async function takeBudgetLock(tx: Tx, projectId: string, held: Map<string, boolean>): Promise<boolean> {
-  const known = held.get(projectId);
-  if (known !== undefined) return known;
-  let taken = true;
-  if ([...held.values()].some(Boolean)) taken = await tryLockProjectBudget(tx, projectId);
-  else await lockProjectBudget(tx, projectId);
-  held.set(projectId, taken);
-  return taken;
 }
 
 /** Ends queued items whose deadline passed before they could start (SKIPPED_DEADLINE). */

@@ -333,7 +333,8 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      scan and the heartbeat only try (db/locks.ts `acquireLockUnlessBusy`, and
  *      `extendLock` of an expired row): a scope another transaction is taking is passed over, never
  *      waited for — two claim rounds took two scopes in crossing order. A claim round's read of an item
- *      it may claim only tries `claim:<item>` too (db/item-with-thread.ts `readClaimCandidate`): it
+ *      it may claim only tries `claim:<item>` too (db/item-with-thread.ts `readClaimCandidate`, or the
+ *      first part of its claim's statement: db/claim-with-scope.ts `claimCandidateWithScope`): it
  *      waits for nothing, so it may come anywhere in the order (before the round's budget lock).
  *   3. a document's head (the answer's apply; a shared closure of answers takes all of them first, in id
  *      order: no write holds one head and waits for another otherwise), then the item's charge: only under
@@ -368,6 +369,15 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      item's own charge: item 1 already serializes it) and the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
  *      the transactions without an append).
+ * Not strictly in the order: a route's shared rate-limit row (several daemons with a configured bucket:
+ * engine/shared-rate-limits.ts `admit`, db/rate-limits.ts). A claim round takes it at each claim's
+ * admission: after that claim's budget lock (2), and on Postgres for a project without a budget after the
+ * claim's item row and scope row (1, 2: engine/producer.ts `claimThenAdmit`); its later claims then take
+ * items (SKIP LOCKED), scopes (only tried) and budget locks after it. A park or unpark takes it alone, in a
+ * transaction of its own. So the only waits while holding it are a later claim's first budget lock: a
+ * round holding the bucket and waiting for `budget:<p>` while another round holds `budget:<p>` and waits
+ * for the bucket is a cycle (rare; on main too, from a round's second claim), which Postgres breaks after
+ * `deadlock_timeout` and the writer runs the aborted round again.
  * Not in the order: the queue depth's shard row (pg migration 0017), which a transaction moving items in or
  * out of `queued` updates wherever it does: each session has its own (past 64 sessions too: the slots go
  * on), so no transaction waits for it.
