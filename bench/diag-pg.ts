@@ -38,7 +38,7 @@ const PROJECTS = Number(process.env.DIAG_PROJECTS ?? 6);
 const EPICS = Number(process.env.DIAG_EPICS ?? 160);
 /**
  * Before scale's measured run each daemon runs a warm-up project of its own of this many epics (DIAG_WARMUP_EPICS, 3,000 as
- * bench target 9's since 2026-11-26 11:15, 800 before; 0: none, as this tool ran until 2026-11-25 15:00). Without it the daemons' other threads' CPU is mostly
+ * bench target 9's since 2026-11-26 12:00, 800 before; 0: none, as this tool ran until 2026-11-25 15:00). Without it the daemons' other threads' CPU is mostly
  * V8's concurrent compiler compiling the daemon's code, which the bench's row does not measure.
  */
 const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 3000);

@@ -28,8 +28,12 @@
  *   ~200 TurboFan compiles in the measured run (153 first optimizations: the per-item workhorses are large
  *   functions, optimized late, and an IC change restarts their count), ~590 µs of CPU per item summed over 3
  *   daemons against 335 at 1, the one share of the daemons' CPU that grew with their number; after 3,000 the
- *   daemons' CPU per item fell 2,913 → 2,351 µs at 3 daemons and 2,479 → 2,243 at 1 (bench/README.md
- *   2026-11-26 10:33, issue-18-pgdaemon), so the warm-up is 3,000 epics since 2026-11-26 11:15.
+ *   daemons' CPU per item fell 2,913 → 2,351 µs at 3 daemons and 2,479 → 2,243 at 1 (one unpaired `diag-pg
+ *   scale 1 3` per size at load 9–14: bench/README.md 2026-11-26 10:33, issue-18-pgdaemon), so the warm-up is
+ *   3,000 epics from the first bench run on main after 2026-11-26 12:00. Its cost: 27,000 warm-up items per
+ *   run (3,000 × 1, 2, 3 and the TCP run's 3 daemons) against 11,520 measured, a few minutes; and the
+ *   3-daemon database holds 9,000 applied warm-up items against 3,000 at 1 (the end poll's scan reads them:
+ *   a bias, if any, against the ratio).
  * - The engine's own cost: target 1's in-process run (instant provider) with the App on Postgres.
  * - Durable acks: target 2's command path on a daemon whose state is in Postgres.
  */

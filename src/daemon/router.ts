@@ -10,7 +10,7 @@ import type { HttpService } from './http/service.js';
 import type { Services } from './services/index.js';
 import type { RequestOptions } from './services/threads.js';
 import { CommandError } from '../core/errors.js';
-import { findUnstorableText, NUL_REFUSED } from '../domain/storable-text.js';
+import { findUnstorableText } from '../domain/storable-text.js';
 import { parseTraceparent } from '../core/trace-context.js';
 
 export interface RouterContext {
@@ -46,9 +46,8 @@ const procedure = t.procedure.use(async ({ next, getRawInput }) => {
   // Refused here for every procedure at once, before any of it reads or writes (domain/storable-text.ts).
   const unstorable = findUnstorableText(await getRawInput());
   if (unstorable !== null) {
-    const { path, problem } = unstorable;
-    const reason = problem === NUL_REFUSED ? 'NUL_IN_TEXT' : 'UNPAIRED_SURROGATE_IN_TEXT';
-    const cause = new CommandError('BAD_REQUEST', `${path}: ${problem}`, reason, [{ field: path, message: problem }]);
+    const { path, problem, code } = unstorable;
+    const cause = new CommandError('BAD_REQUEST', `${path}: ${problem}`, code, [{ field: path, message: problem }]);
     throw new TRPCError({ code: 'BAD_REQUEST', message: cause.message, cause });
   }
   const result = await next();

@@ -29,11 +29,17 @@ export function insertionOrder(dialect: Dialect, alias = ''): string {
  * `\\` is first written `\u005c` (the same character), so every backslash left starts an escape of its
  * own; then `\u0000` can only be a NUL's, and is written `\ufffd` (U+FFFD, the replacement character).
  * Both keep the JSON valid, and every other value reads as it did (a literal `\\u0000` too).
+ * The escape of half a surrogate pair (`\ud83d` not followed by a low one's escape, or a low one not
+ * preceded by a high one's: what `JSON.stringify` writes for a lone surrogate in a provider's body) is
+ * refused the same way (22P02, "Unicode low surrogate must follow a high surrogate"), so it is written
+ * `\ufffd` too; a whole pair's two escapes read as their character. SQLite's JSON functions read both.
  */
 export function jsonText(dialect: Dialect, column: string, path: string): string {
   if (dialect === 'sqlite') return `json_extract(${column}, '$.${path}')`;
   const nulFree = `replace(replace(${column}, '\\\\', '\\u005c'), '\\u0000', '\\ufffd')`;
-  return `(${nulFree}::jsonb #>> '{${path.split('.').join(',')}}')`;
+  const highAlone = `regexp_replace(${nulFree}, '\\\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\\\u[dD][c-fC-F][0-9a-fA-F]{2})', '\\\\ufffd', 'g')`;
+  const wellFormed = `regexp_replace(${highAlone}, '(?<!\\\\u[dD][89abAB][0-9a-fA-F]{2})\\\\u[dD][c-fC-F][0-9a-fA-F]{2}', '\\\\ufffd', 'g')`;
+  return `(${wellFormed}::jsonb #>> '{${path.split('.').join(',')}}')`;
 }
 
 /** The number at `path` of the JSON text in `column` (null when absent), for sums. */

@@ -3,7 +3,7 @@
  * constraint, a stale guard): the design's "infra" class, for both backends, classified here only.
  */
 import { RefusedValueError, StaleStateError } from '../core/errors.js';
-import { escapeNul } from '../domain/storable-text.js';
+import { storableMessage } from '../domain/storable-text.js';
 
 const INFRA_CODE_PREFIXES = [
   'SQLITE_BUSY',
@@ -123,7 +123,7 @@ export function refusedValueOf(err: unknown): RefusedValueError | null {
   if (typeof code !== 'string') return null;
   if (code !== 'SQLITE_TOOBIG' && !PG_REFUSED_VALUE_CODES.includes(code)) return null;
   // The server's message may quote the value: a NUL in it is written out, and its length bounded, so the message can be stored.
-  const message = escapeNul(String(e?.message));
+  const message = storableMessage(String(e?.message));
   const bounded = message.length > REFUSED_MESSAGE_CHARS ? `${message.slice(0, REFUSED_MESSAGE_CHARS)}…` : message;
   return new RefusedValueError(code, bounded, err);
 }

@@ -40,11 +40,8 @@ function jsonChunks(rows: readonly object[]): { json: string; rows: number }[] {
   return chunks;
 }
 
-// ES2024's String.prototype.toWellFormed (Node 20 has it; the project's TypeScript lib is ES2023).
-const toWellFormed = (String.prototype as unknown as { toWellFormed(this: string): string }).toWellFormed;
-
 function wellFormed(_key: string, value: unknown): unknown {
-  return typeof value === 'string' ? toWellFormed.call(value) : value;
+  return typeof value === 'string' ? value.toWellFormed() : value;
 }
 
 /** Each column's Postgres type, for `jsonb_to_recordset`: a column of the row type missing here fails to compile. */

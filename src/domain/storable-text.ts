@@ -17,8 +17,9 @@
  * `input` and `target_ref` of an imported ledger) may still hold the six characters `\u0000`, the JSON
  * escape of a NUL, which SQLite's JSON functions read but Postgres's `jsonb` (and `json`'s operators)
  * refuse (22P05). So SQL never casts such a column to jsonb directly: it reads it through
- * db/dialect.ts `jsonText`, which neutralises the escape first. (A lone surrogate's escape in JSON text is
- * stored as the six characters it is, and `JSON.stringify` writes one that way.)
+ * db/dialect.ts `jsonText`, which neutralises the escape first. The escape of half a surrogate pair (`\ud83d`
+ * alone: `JSON.stringify` writes a lone surrogate that way, e.g. in a provider's body) is stored as the
+ * six characters it is, and `jsonb` refuses it too (22P02): `jsonText` neutralises it alike.
  */
 
 /** What is wrong with a value holding U+0000, as error messages say it after the field's path. */
@@ -40,7 +41,13 @@ export interface UnstorableText {
   path: string;
   /** NUL_REFUSED or UNPAIRED_SURROGATE_REFUSED. */
   problem: string;
+  /** The same as a reason code (a refused request's `reason`). */
+  code: UnstorableTextCode;
 }
+
+export type UnstorableTextCode = 'NUL_IN_TEXT' | 'UNPAIRED_SURROGATE_IN_TEXT';
+
+const CODES: Record<string, UnstorableTextCode> = { [NUL_REFUSED]: 'NUL_IN_TEXT', [UNPAIRED_SURROGATE_REFUSED]: 'UNPAIRED_SURROGATE_IN_TEXT' };
 
 /**
  * The first string in `value` that cannot be stored as given, in document order, or the object whose field
@@ -52,12 +59,12 @@ export function findUnstorableText(value: unknown): UnstorableText | null {
   const stack: Visit[] = [{ value, key: null, parent: null, keyProblem: null }];
   for (let visit = stack.pop(); visit !== undefined; visit = stack.pop()) {
     if (visit.keyProblem !== null) {
-      return { path: `${visit.parent === null ? '(root)' : pathOf(visit.parent)} (a field name)`, problem: visit.keyProblem };
+      return { path: `${visit.parent === null ? '(root)' : pathOf(visit.parent)} (a field name)`, problem: visit.keyProblem, code: CODES[visit.keyProblem]! };
     }
     const v = visit.value;
     if (typeof v === 'string') {
       const problem = textProblem(v);
-      if (problem !== null) return { path: pathOf(visit), problem };
+      if (problem !== null) return { path: pathOf(visit), problem, code: CODES[problem]! };
     } else if (Array.isArray(v)) {
       for (let i = v.length - 1; i >= 0; i--) if (mayBeUnstorable(v[i])) stack.push({ value: v[i], key: i, parent: visit, keyProblem: null });
     } else if (typeof v === 'object' && v !== null) {
@@ -114,9 +121,11 @@ function pathOf(visit: Visit): string {
 }
 
 /**
- * Text from outside kept as a message (a provider's error): each U+0000 written as the six characters
- * `\u0000`, so the message is kept, readable, on both backends instead of refused.
+ * Text from outside kept as a message (a provider's error, an operation's exception, an invalid answer's
+ * reasons): each U+0000 written as the six characters `\u0000` and half a surrogate pair as U+FFFD, so the
+ * message is kept, readable, and stored as it reads on both backends instead of refused.
  */
-export function escapeNul(text: string): string {
-  return text.includes('\0') ? text.replaceAll('\0', '\\u0000') : text;
+export function storableMessage(text: string): string {
+  const escaped = text.includes('\0') ? text.replaceAll('\0', '\\u0000') : text;
+  return escaped.isWellFormed() ? escaped : escaped.toWellFormed();
 }

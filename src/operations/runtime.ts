@@ -6,7 +6,7 @@
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentParts, DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
 import { splitDocument, type PartsLayout, type Split } from '../domain/document-parts.js';
-import { escapeNul, findUnstorableText, mayHoldUnstorableText, textProblem, type UnstorableText } from '../domain/storable-text.js';
+import { storableMessage, findUnstorableText, mayHoldUnstorableText, textProblem, type UnstorableText } from '../domain/storable-text.js';
 import type { Operation } from './registry.js';
 import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
 
@@ -23,7 +23,7 @@ function call<T>(op: Operation, fn: string, run: () => T): T {
     if (err instanceof OperationCallError || err === NOT_LOADED_YET) throw err;
     const e = err as { message?: unknown; code?: unknown };
     // Kept as an item's error_message when it fails an answer (an apply echoing the answer): NUL escaped.
-    const message = escapeNul(typeof e?.message === 'string' ? e.message : String(err));
+    const message = storableMessage(typeof e?.message === 'string' ? e.message : String(err));
     throw new OperationCallError(op.name, fn, message, e?.code === 'NOT_FOUND');
   }
 }
@@ -148,7 +148,7 @@ export function checkAnswer(op: Operation, content: string | null | undefined): 
 }
 
 function invalidAnswer(errors: string[]): AnswerCheck {
-  return { ok: false, errors: errors.map(escapeNul) };
+  return { ok: false, errors: errors.map(storableMessage) };
 }
 
 /**
@@ -243,10 +243,7 @@ function unstorableInNewParts(split: Split, current: unknown, layout: PartsLayou
     const found = findUnstorableText(element);
     if (found !== null) {
       const at = found.path;
-      return {
-        path: `${layout.field}[${j}]${at.startsWith('(root)') ? at.slice('(root)'.length) : at.startsWith('[') ? at : `.${at}`}`,
-        problem: found.problem,
-      };
+      return { ...found, path: `${layout.field}[${j}]${at.startsWith('(root)') ? at.slice('(root)'.length) : at.startsWith('[') ? at : `.${at}`}` };
     }
   }
   return null;

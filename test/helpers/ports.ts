@@ -12,17 +12,19 @@ import { createServer } from 'node:net';
 const LOW = 20_000;
 const SPAN = 10_000;
 
-/** A port below the ephemeral range that was free when this returned (bound and closed again). */
+/** A port below the ephemeral range that was free when this returned (bound and closed again); tries 50 ports, only past EADDRINUSE. */
 export async function unusedPort(): Promise<number> {
-  for (;;) {
+  for (let attempt = 1; ; attempt++) {
     const port = LOW + Math.floor(Math.random() * SPAN);
     const srv = createServer();
-    const bound = await new Promise<boolean>((resolve) => {
-      srv.once('error', () => resolve(false));
-      srv.listen(port, '127.0.0.1', () => resolve(true));
+    const failure = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
+      srv.once('error', resolve);
+      srv.listen(port, '127.0.0.1', () => resolve(null));
     });
-    if (!bound) continue;
-    await new Promise<void>((resolve) => srv.close(() => resolve()));
-    return port;
+    if (failure === null) {
+      await new Promise<void>((resolve) => srv.close(() => resolve()));
+      return port;
+    }
+    if (failure.code !== 'EADDRINUSE' || attempt >= 50) throw failure;
   }
 }

@@ -1,7 +1,8 @@
 /**
  * A provider's body holding U+0000 outside what `checkAnswer` walks (review-pgnul findings 1 and 2): the
  * item still ends, the same on both backends. A proxy in front of the simulator rewrites each 200 body;
- * `JSON.stringify` puts a raw NUL on the wire as the JSON escape `\u0000`, as a provider would.
+ * `JSON.stringify` puts a raw NUL on the wire as the JSON escape `\u0000`, as a provider would (and half a
+ * surrogate pair as its escape, `\ud83d`).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AnswerProxy, startAnswerProxy } from '../helpers/answer-proxy.js';
@@ -62,26 +63,34 @@ describe('a raw U+0000 from the provider', () => {
     expect(item!.error_message).not.toContain('\0');
   });
 
-  it('a valid answer with a NUL in system_fingerprint, run by a schedule: the run is finalized with its usage', async () => {
-    await throughProxy((b) => {
-      b.system_fingerprint = 'fp\u0000x';
+  // A NUL's escape, and half a surrogate pair's (22P02 in jsonb where the NUL's is 22P05): db/dialect.ts `jsonText`.
+  for (const [what, fingerprint, escaped] of [
+    ['a NUL', 'fp\u0000x', 'fp\\u0000x'],
+    ['half a surrogate pair', 'fp\ud83dx', 'fp\\ud83dx'],
+  ] as const) {
+    it(`a valid answer with ${what} in system_fingerprint, run by a schedule: the run is finalized with its usage`, async () => {
+      await throughProxy((b) => {
+        b.system_fingerprint = fingerprint;
+      });
+      // the control: the same answer outside a schedule is applied
+      const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
+      expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
+      const s = await h.json(['schedule', 'add', '--project', 'p', '--operation', 'briefing', '--cron', cronFiringSoon()]);
+      const [run] = await waitUntil(
+        async () => {
+          const list = await h.json<any[]>(['schedule', 'runs', s.schedule_id]);
+          return list.length === 1 && list[0].status !== 'pending' ? list : null;
+        },
+        'the run to be finalized',
+        30_000,
+      );
+      const responses = await h.query<{ thread_id: string; payload: string }>(
+        "SELECT thread_id, payload FROM llm_ledger_entries WHERE entry_type = 'response'",
+      );
+      expect(responses.every((e) => e.payload.includes(escaped))).toBe(true);
+      // Its usage read from the response's body, as on SQLite: the body's escape does not stop the sum.
+      const own = responses.find((e) => e.thread_id === run.thread_id)!;
+      expect(run).toMatchObject({ status: 'complete', usage: { responses: 1, total_tokens: JSON.parse(own.payload).usage.total_tokens } });
     });
-    // the control: the same answer outside a schedule is applied
-    const r = await h.json<CommandJson>(['generate-epic', '--project', 'p', '--epic', 'E1']);
-    expect((await h.waitForEnd(r.thread_id)).status).toBe('complete');
-    const s = await h.json(['schedule', 'add', '--project', 'p', '--operation', 'briefing', '--cron', cronFiringSoon()]);
-    const [run] = await waitUntil(
-      async () => {
-        const list = await h.json<any[]>(['schedule', 'runs', s.schedule_id]);
-        return list.length === 1 && list[0].status !== 'pending' ? list : null;
-      },
-      'the run to be finalized',
-      30_000,
-    );
-    const responses = await h.query<{ thread_id: string; payload: string }>("SELECT thread_id, payload FROM llm_ledger_entries WHERE entry_type = 'response'");
-    expect(responses.every((e) => e.payload.includes('fp\\u0000x'))).toBe(true);
-    // Its usage read from the response's body, as on SQLite: the body's escaped NUL does not stop the sum.
-    const own = responses.find((e) => e.thread_id === run.thread_id)!;
-    expect(run).toMatchObject({ status: 'complete', usage: { responses: 1, total_tokens: JSON.parse(own.payload).usage.total_tokens } });
-  });
+  }
 });

@@ -1,9 +1,9 @@
 /**
- * findUnstorableText names where a U+0000 or a lone surrogate is without holding it; escapeNul keeps a message
+ * findUnstorableText names where a U+0000 or a lone surrogate is without holding it; storableMessage keeps a message
  * readable (domain/storable-text.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { escapeNul, findUnstorableText, mayHoldUnstorableText, NUL_REFUSED, UNPAIRED_SURROGATE_REFUSED } from '../../src/domain/storable-text.js';
+import { findUnstorableText, mayHoldUnstorableText, NUL_REFUSED, storableMessage, UNPAIRED_SURROGATE_REFUSED } from '../../src/domain/storable-text.js';
 
 /** The path of the first NUL, as the checks name it. */
 const findNul = (value: unknown) => {
@@ -46,8 +46,8 @@ describe('findUnstorableText: half of a surrogate pair', () => {
     expect(lone({ 'k\ud83d': 1 })).toBe('(root) (a field name)');
     expect(lone({ a: 'a whole emoji \ud83d\ude00', b: JSON.parse('"\\ud83d\\ude00"'), 'U+FFFD \ufffd': 1 })).toBeNull();
     // The first in document order, whichever it is.
-    expect(findUnstorableText({ a: 'x\ud800', b: 'y\0' })).toEqual({ path: 'a', problem: UNPAIRED_SURROGATE_REFUSED });
-    expect(findUnstorableText({ a: 'x\0', b: 'y\ud800' })).toEqual({ path: 'a', problem: NUL_REFUSED });
+    expect(findUnstorableText({ a: 'x\ud800', b: 'y\0' })).toEqual({ path: 'a', problem: UNPAIRED_SURROGATE_REFUSED, code: 'UNPAIRED_SURROGATE_IN_TEXT' });
+    expect(findUnstorableText({ a: 'x\0', b: 'y\ud800' })).toEqual({ path: 'a', problem: NUL_REFUSED, code: 'NUL_IN_TEXT' });
   });
 
   it('mayHoldUnstorableText: JSON text that may parse to one (escaped or raw), and none that cannot', () => {
@@ -59,10 +59,11 @@ describe('findUnstorableText: half of a surrogate pair', () => {
   });
 });
 
-describe('escapeNul', () => {
-  it('writes each U+0000 as the text \\u0000 and leaves other text as it is', () => {
-    expect(escapeNul('a\0b\0')).toBe('a\\u0000b\\u0000');
-    expect(escapeNul('plain')).toBe('plain');
+describe('storableMessage', () => {
+  it('writes each U+0000 as the text \\u0000, half a surrogate pair as U+FFFD, and leaves other text as it is', () => {
+    expect(storableMessage('a\0b\0')).toBe('a\\u0000b\\u0000');
+    expect(storableMessage('bad \ud83d at 7, \ud83d\ude00 kept')).toBe('bad \ufffd at 7, \ud83d\ude00 kept');
+    expect(storableMessage('plain')).toBe('plain');
   });
 });
 

@@ -5,7 +5,7 @@
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai/error';
 import { redactSecrets, type ClassifiedError } from '../../domain/errors.js';
-import { escapeNul } from '../../domain/storable-text.js';
+import { storableMessage } from '../../domain/storable-text.js';
 import { parseResetDuration } from '../../domain/rate-limit.js';
 import { parseRetryAfterMs } from '../../domain/retry.js';
 import { AnswerTooLargeError, MissingApiKeyError } from '../../core/errors.js';
@@ -130,9 +130,9 @@ function describeCause(err: unknown, secrets: readonly string[] | undefined): st
   return keptText(messages[messages.length - 1] ?? String(err), secrets);
 }
 
-/** A message from outside as it is kept: credentials redacted, a U+0000 written as `\u0000` (domain/storable-text.ts). */
+/** A message from outside as it is kept: credentials redacted, a U+0000 written as `\u0000`, half a surrogate pair as U+FFFD (domain/storable-text.ts). */
 function keptText(text: string, secrets: readonly string[] | undefined): string {
-  return escapeNul(redactSecrets(text, secrets));
+  return storableMessage(redactSecrets(text, secrets));
 }
 
 /** The longer of the requests/tokens reset durations of a 429, if the provider sent them. */
