@@ -39,7 +39,7 @@ export function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow |
 /**
  * reserved → settled (usage known) or in_doubt (answered, but no usage): the response was recorded. The
  * same change writes the call's telemetry (outcome `ok`, HTTP status, latency, provider request id).
- * Run after the transaction appended the item's `response` entry (engine/tx.ts `atEndAfterAppend`), as
+ * Run after the transaction appended the item's `response` entry (engine/ledger-append.ts `atEndAfterAppend`), as
  * one of its last statements (`runGuardedAtCommit`: on Postgres in the COMMIT's query, behind the append,
  * with no round trip while the chain head is held): `response_seq` is the item's latest `response` entry,
  * that one, found by the statement itself since on Postgres its seq is known only inside that query.

@@ -19,7 +19,8 @@ import { DONE } from '../../db/statements.js';
 import { costUsd, utcDay, type CallEstimate, type ModelPrice } from '../../domain/budget.js';
 import type { Usage } from '../../domain/completion.js';
 import type { ClassifiedError } from '../../domain/errors.js';
-import { atEndAfterAppend, type Tx } from './tx.js';
+import type { Tx } from './tx.js';
+import { atEndAfterAppend } from './ledger-append.js';
 import { newId } from '../../core/ids.js';
 
 export type PriceOf = (model: string) => ModelPrice | undefined;

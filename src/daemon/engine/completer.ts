@@ -22,7 +22,8 @@ import { deadLetter, failAttempt } from './failures.js';
 import { leasedItemAndThread, releaseItemLock, releaseItemLockEndingThread, type AnswerResult, type EngineContext } from './leased.js';
 import { applyThreadAnswer, checkThreadAnswer } from './operation-steps.js';
 import { type RecordedCopy, rememberValidAnswer, type SentPrompt } from './response-cache.js';
-import { appendEntry, emitWorkItem, type PendingEntry, responsePayloadOf, type Tx } from './tx.js';
+import { emitWorkItem, type Tx } from './tx.js';
+import { appendEntry, type PendingEntry, responsePayloadOf } from './ledger-append.js';
 
 /**
  * Records a 2xx answer (paid work): the `response` entry, and the charge settled from it with the call's

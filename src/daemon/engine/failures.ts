@@ -10,7 +10,8 @@ import { backoffDelayMs } from '../../domain/retry.js';
 import type { WorkItemStatus } from '../../domain/states.js';
 import { closeAfterError } from './charges.js';
 import { leasedItemAndThread, releaseItemLock, releaseItemLockEndingThread, threadOf, type AnswerResult, type EngineContext } from './leased.js';
-import { appendEntry, emitWorkItem, type Tx } from './tx.js';
+import { emitWorkItem, type Tx } from './tx.js';
+import { appendEntry } from './ledger-append.js';
 
 /** A failed provider call of a leased, running item: its charge closed with the call's telemetry, then `failAttempt`. */
 export async function failLeasedAttempt(tx: Tx, ctx: EngineContext, itemId: string, error: ClassifiedError, latencyMs: number): Promise<AnswerResult> {

@@ -21,7 +21,8 @@ import type { BuiltRequest } from './request.js';
 import { eachStep, itemWrite, type Steps } from './shared-writes.js';
 import { startWorkItems, type StartResult } from './starts.js';
 import type { StartSlots } from './start-slots.js';
-import type { PendingEntry, Tx, Write } from './tx.js';
+import type { Tx, Write } from './tx.js';
+import type { PendingEntry } from './ledger-append.js';
 import { untilStored } from './until-stored.js';
 
 export interface PipelineDeps {

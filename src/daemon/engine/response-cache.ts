@@ -13,7 +13,8 @@ import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { Sql } from '../../core/sql.js';
 import { isCacheable, requestCacheKey } from '../../domain/cache-key.js';
 import type { ChatRequest } from '../../domain/prompts.js';
-import { appendEntry, type PendingEntry, type Tx } from './tx.js';
+import type { Tx } from './tx.js';
+import { appendEntry, type PendingEntry } from './ledger-append.js';
 
 interface RecordedPrompt {
   request: ChatRequest;

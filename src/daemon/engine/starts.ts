@@ -28,7 +28,8 @@ import { failAttempt } from './failures.js';
 import { leasedItemAndThread, type EngineContext, type ItemReads } from './leased.js';
 import { buildItemRequest, type BuiltRequest } from './request.js';
 import { appendCachedResponse, cacheKeyOf, findCachedAnswer } from './response-cache.js';
-import { appendEntry, emitThread, emitWorkItem, type PendingEntry, type Tx } from './tx.js';
+import { emitThread, emitWorkItem, type Tx } from './tx.js';
+import { appendEntry, type PendingEntry } from './ledger-append.js';
 import type { ModelRoute } from '../routing/router.js';
 
 /** What a started item does next: send this request along its route, or finish from an answer already recorded. */

@@ -1,16 +1,14 @@
 /**
- * Helpers for code that runs inside one writer transaction: append a ledger entry, move a thread, close a
- * finished orchestration. Each emits the matching event, published only if the transaction commits. A
+ * Helpers for code that runs inside one writer transaction: move a thread, close a finished orchestration
+ * (a ledger entry's append: ledger-append.ts). Each emits the matching event, published only if the transaction commits. A
  * thread that ends is reported through the `threadsEnded` hook, which the composition root wires to the
  * scheduler (a scheduled run ends with its thread, in the same transaction).
  */
 import type { Tx as WriteScope, WriteTx } from '../../core/tx.js';
-import { appendLedgerEntriesAtCommit, type LedgerEntryType, type NewLedgerEntry } from '../../ledger/store.js';
-import type { LedgerRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
+import type { ThreadRow, WorkItemRow } from '../../db/schema.js';
 import { cancelActiveThreads, countChildThreadsByStatus, getThread, transitionThread, transitionThreadIfStill } from '../../db/threads.js';
 import { releaseHeldLock, releaseLocksOwnedBy, type HeldLock } from '../../db/locks.js';
 import { endChildLockingParent, lockThreadForClose, type LockedForClose } from '../../db/thread-close.js';
-import { summarizeLedgerEntry } from '../../ledger/summary.js';
 import type { TargetRef } from '../../domain/operations.js';
 import { isTerminalThread, type ThreadStatus } from '../../domain/states.js';
 import type { EngineEvent } from './events.js';
@@ -35,137 +33,6 @@ export interface EngineHooks {
 /** A write closure's transaction (core/tx.ts) with the engine's events and hooks. */
 export type Tx = WriteScope<EngineEvent, EngineHooks>;
 export type Write = WriteTx<EngineEvent, EngineHooks>;
-
-/**
- * A ledger entry appended at the end of its transaction (`appendEntries`): `row` is there once the
- * transaction's entries are written — at its COMMIT on Postgres — so read it after the write.
- */
-export interface PendingEntry {
-  readonly row: LedgerRow;
-}
-
-class Pending implements PendingEntry {
-  written: LedgerRow | undefined;
-  get row(): LedgerRow {
-    if (!this.written) throw new Error('a ledger entry was read before its transaction appended it');
-    return this.written;
-  }
-}
-
-/** What a transaction will append at its end. */
-interface LedgerBuffer {
-  entries: NewLedgerEntry[];
-  pending: Pending[];
-  events: { seq: number }[];
-}
-
-/**
- * The payload objects of `response` entries this process appended, by their rows: the answer's step
- * (completer.ts `finishAnswer`) reads its response's payload from here instead of parsing the text it was
- * just written as — a parse of the whole answer per item, which showed in the engine's allocation profile.
- * The object is the one the payload's canonical text was made from, at the end of the same transaction.
- * It stands for that text only while it is read, never changed (no reader does: the body is the provider's
- * parsed answer), and for what it holds, not its key order (its keys are in insertion order, the text's are
- * canonical). On SQLite a row can be noted before a COMMIT that then fails: that row is never read.
- */
-const appendedPayloads = new WeakMap<LedgerRow, unknown>();
-
-/** A `response` row's payload as parsed from its text, without a parse when this process appended it. */
-export function responsePayloadOf(row: LedgerRow): unknown {
-  return appendedPayloads.get(row) ?? JSON.parse(row.payload);
-}
-
-/** Per transaction (its statement handle is its own for the closure's lifetime). */
-const buffers = new WeakMap<object, LedgerBuffer>();
-
-function bufferOf(tx: Tx): LedgerBuffer {
-  let buffer = buffers.get(tx.sql);
-  if (!buffer) {
-    const created: LedgerBuffer = { entries: [], pending: [], events: [] };
-    buffers.set(tx.sql, created);
-    tx.atEnd(() => flushLedger(tx, created));
-    buffer = created;
-  }
-  return buffer;
-}
-
-/**
- * Writes the transaction's entries, in the order they were appended, in one append at the end of the
- * transaction, on the query that COMMITs it (Postgres: the chain head is then held only for the server's
- * statements and the fsync); the rows and the events' seqs are filled in once committed, before the
- * events are published. A statement that needs an entry's seq finds it itself, behind the append
- * (`atEndAfterAppend`: the response's charge settle).
- */
-function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
-  buffers.delete(tx.sql);
-  const linked = (rows: LedgerRow[]) =>
-    rows.forEach((row, i) => {
-      buffer.pending[i]!.written = row;
-      buffer.events[i]!.seq = row.seq;
-      if (row.entry_type === 'response') appendedPayloads.set(row, buffer.entries[i]!.payload);
-    });
-  return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linked);
-}
-
-/**
- * Runs `step` at the end of this transaction, after its ledger append (of the entries appended before or
- * after this call) — without needing their rows, so the append still rides on the COMMIT's query, and a
- * statement `step` queues there (`Sql.atCommit`) runs after it: a lock it takes comes after the chain head.
- */
-export function atEndAfterAppend(tx: Tx, step: () => Promise<void>): void {
-  bufferOf(tx); // registers the append's own end step first
-  tx.atEnd(step);
-}
-
-export function appendEntry(
-  tx: Tx,
-  thread: ThreadRow,
-  workItemId: string | null,
-  entryType: LedgerEntryType,
-  attempt: number | null,
-  payload: Record<string, unknown>,
-): PendingEntry {
-  return appendEntries(tx, [{ thread, workItemId, entryType, attempt, payload }])[0]!;
-}
-
-/** One ledger entry to append, with the thread it belongs to (for its event). */
-export interface EntryOfThread {
-  thread: ThreadRow;
-  workItemId: string | null;
-  entryType: LedgerEntryType;
-  attempt: number | null;
-  payload: Record<string, unknown>;
-}
-
-/**
- * Appends the entries, in order, at the end of this transaction (the same transaction as the change
- * they explain, so they commit or roll back with it). Each one's event is emitted now, so events keep the
- * order of the changes; its `seq` is filled in when the entries are written, before the commit publishes it.
- */
-export function appendEntries(tx: Tx, entries: readonly EntryOfThread[]): PendingEntry[] {
-  const buffer = bufferOf(tx);
-  return entries.map(({ thread, workItemId, entryType, attempt, payload }) => {
-    buffer.entries.push({ thread_id: thread.id, work_item_id: workItemId, entry_type: entryType, attempt, payload, created_at: tx.now });
-    const event: Extract<EngineEvent, { type: 'ledger' }> = {
-      type: 'ledger',
-      thread_id: thread.id,
-      parent_thread_id: thread.parent_thread_id,
-      trace_id: traceIdOf(thread.traceparent),
-      work_item_id: workItemId,
-      seq: 0,
-      entry_type: entryType,
-      attempt,
-      code: typeof payload.code === 'string' ? payload.code : null,
-      next: typeof payload.next === 'string' ? payload.next : null,
-      summary: summarizeLedgerEntry(entryType, payload),
-    };
-    tx.emit(event);
-    buffer.events.push(event);
-    const pending = new Pending();
-    buffer.pending.push(pending);
-    return pending;
-  });
-}
 
 export function emitWorkItem(tx: Tx, thread: ThreadRow, item: WorkItemRow): void {
   tx.emit({

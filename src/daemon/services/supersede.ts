@@ -8,7 +8,8 @@
 import type { ThreadRow } from '../../db/schema.js';
 import { getLatestWorkItem } from '../../db/work-items.js';
 import { endWorkItem } from '../../db/work-item-moves.js';
-import { appendEntry, emitWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import { emitWorkItem, moveThread, type Tx } from '../engine/tx.js';
+import { appendEntry } from '../engine/ledger-append.js';
 
 /** The queued item of a thread a forced request may replace: a top-level work thread whose call has not started. */
 export async function supersedableItem(tx: Tx, thread: ThreadRow) {
