@@ -4,7 +4,7 @@
  * on its row: every write in parts also updates that row, guarded by the version it was read at.
  */
 import type { Sql } from '../core/sql.js';
-import { assembleDocumentText, ordsBetween, ordsBetweenWithRoom, spreadOrds, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
+import { assembleDocumentText, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
 import type { DocumentPartRow, DocumentRow } from './schema.js';
 import {
   assertNoQueuedParts,
@@ -14,10 +14,9 @@ import {
   queuedPlacesOf,
   queuedRemovalsOf,
   queuePart,
-  spreadRefused,
   writesDocumentsAgain,
 } from './document-parts-queued.js';
-import { inJsonArray } from './dialect.js';
+import { placeRuns } from './document-part-places.js';
 import { expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
@@ -103,33 +102,6 @@ export async function withWholeContent<T extends DocumentRow>(sql: Sql, row: T |
   return whole && { ...row, ...whole };
 }
 
-/** The order keys of two of a document's parts (each must exist), read in one statement. */
-async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly [string, string]): Promise<Map<string, number>> {
-  const rows = await sql.all<{ part_key: string; ord: number }>('SELECT part_key, ord FROM document_parts WHERE document_id = ? AND part_key IN (?, ?)', [
-    documentId,
-    keys[0],
-    keys[1],
-  ]);
-  const ords = new Map(rows.map((r) => [r.part_key, r.ord]));
-  for (const key of keys) if (!ords.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
-  return ords;
-}
-
-/**
- * `getDocumentPartOrds` as this transaction's queued writes leave the document (`QueuedPlace`): a queued
- * part's ord from its `from` part's as the table has it (one statement for both; none when neither has one).
- */
-async function getPlannedPartOrds(sql: Sql, documentId: string, keys: readonly [string, string]): Promise<Map<string, number>> {
-  const places = queuedPlacesOf(sql, documentId);
-  const placed = keys.map((key) => places.get(key) ?? { from: key, by: 0 });
-  const from = placed.map((p) => p.from).filter((k): k is string => k !== null);
-  const read = from.length === 0 ? new Map<string, number>() : await getDocumentPartOrds(sql, documentId, [from[0]!, from[1] ?? from[0]!]);
-  return new Map(keys.map((key, i) => [key, (placed[i]!.from === null ? 0 : read.get(placed[i]!.from!)!) + placed[i]!.by]));
-}
-
-/** A new part to insert: at its ord, or next to a neighbour, `by` from the neighbour's ord. */
-type PlacedPart = { key: string; text: string } & ({ ord: number } | { next: { to: string; by: number } });
-
 const INSERT_DOCUMENT_PART =
   'INSERT INTO document_parts (document_id, part_key, ord, content, version) VALUES (@document_id, @part_key, @ord, @content, @version)';
 
@@ -165,100 +137,6 @@ function insertDocumentPartNextTo(sql: Sql, row: Omit<DocumentPartRow, 'ord'>, n
     queuePart(sql, row.document_id, row.part_key, neighbour ? { from: neighbour.from, by: neighbour.by + next.by } : { from: next.to, by: next.by });
   } else if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
   return runGuardedAtCommit(sql, INSERT_DOCUMENT_PART_NEXT_TO, params, what);
-}
-
-/** A part's place, as a plan sees it: the table's order, or the one this transaction queued for it. */
-interface PartOrd {
-  key: string;
-  ord: number;
-}
-
-const DOCUMENT_PARTS_DOWN_FROM = 'SELECT part_key AS key, ord FROM document_parts WHERE document_id = ? AND ord <= ? ORDER BY ord DESC LIMIT ?';
-const DOCUMENT_PARTS_UP_FROM = 'SELECT part_key AS key, ord FROM document_parts WHERE document_id = ? AND ord >= ? ORDER BY ord LIMIT ?';
-
-/** At most `limit` of a document's parts from order `ord` (included) down or up, nearest first (the table's; idx_document_parts_ord). */
-function getDocumentPartsFrom(sql: Sql, documentId: string, ord: number, direction: 'down' | 'up', limit: number): Promise<PartOrd[]> {
-  return sql.all<PartOrd>(direction === 'down' ? DOCUMENT_PARTS_DOWN_FROM : DOCUMENT_PARTS_UP_FROM, [documentId, ord, limit]);
-}
-
-const UPDATE_DOCUMENT_PART_ORD = 'UPDATE document_parts SET ord = @ord WHERE document_id = @document_id AND part_key = @part_key';
-
-/**
- * A part moved to a new order between the same neighbours, guarded (the part is there); its content and
- * version stay (a reader that has its text keeps it). Where the plan's inserts run (`runGuardedAtCommit`),
- * before them: an insert placed next to this part reads its new order.
- */
-function updateDocumentPartOrd(sql: Sql, documentId: string, key: string, ord: number): Promise<void> {
-  if (writesDocumentsAgain(sql)) queuePart(sql, documentId, key, { from: null, by: ord });
-  else if (sql.atCommit) queuedPartsOf(sql).add(documentId);
-  return runGuardedAtCommit(sql, UPDATE_DOCUMENT_PART_ORD, { ord, document_id: documentId, part_key: key }, `document ${documentId} has no part "${key}"`);
-}
-
-const documentPartOrdsOfText = (dialect: 'sqlite' | 'postgres') =>
-  `SELECT part_key AS key, ord FROM document_parts WHERE document_id = @document_id AND ${inJsonArray(dialect, 'part_key', '@keys')}`;
-const DOCUMENT_PART_ORDS_OF_SQLITE = documentPartOrdsOfText('sqlite');
-const DOCUMENT_PART_ORDS_OF_PG = documentPartOrdsOfText('postgres');
-
-/** The orders of those of a document's parts `keys` names that the table has, read in one statement. */
-function getDocumentPartOrdsOf(sql: Sql, documentId: string, keys: readonly string[]): Promise<PartOrd[]> {
-  const text = sql.dialect === 'postgres' ? DOCUMENT_PART_ORDS_OF_PG : DOCUMENT_PART_ORDS_OF_SQLITE;
-  return sql.all<PartOrd>(text, { document_id: documentId, keys: JSON.stringify(keys) });
-}
-
-/** The parts a handle that writes documents again queued for document `documentId`, at their planned orders (`QueuedPlace`). */
-async function queuedPartOrds(sql: Sql, documentId: string): Promise<PartOrd[]> {
-  const places = [...queuedPlacesOf(sql, documentId).entries()];
-  const from = [...new Set(places.flatMap(([, p]) => (p.from === null ? [] : [p.from])))];
-  const rows = from.length === 0 ? [] : await getDocumentPartOrdsOf(sql, documentId, from);
-  const read = new Map(rows.map((r) => [r.key, r.ord]));
-  for (const key of from) if (!read.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
-  return places.map(([key, p]) => ({ key, ord: (p.from === null ? 0 : read.get(p.from)!) + p.by }));
-}
-
-/** Windows of neighbours a spread tries on each side of a run, until their orders leave room (the last: all of them). */
-const SPREAD_WINDOWS = [4, 16, 64, 256, 1024, 2 ** 31];
-
-/**
- * Room for a run of `n` new parts between `after` and `before` when their orders are too close: the
- * nearest `w` parts on each side (these two included) are spaced evenly between the (w+1)-th on each side
- * (or the document's open end), with `w` the smallest window whose orders leave room (`spreadOrds`) —
- * the parts moved are the crowded neighbourhood's, never the document's unless it is crowded all through.
- * Returns the run's orders and the parts moved (their new orders written here), or null when this
- * transaction's plan of the document cannot be read from the table (`spreadDone`).
- */
-async function spreadNeighbours(
-  sql: Sql,
-  documentId: string,
-  run: { after: PartOrd; before: PartOrd; n: number; removed: readonly string[] },
-): Promise<{ ords: number[]; moved: PartOrd[] } | null> {
-  if (spreadRefused(sql, documentId)) return null;
-  const again = writesDocumentsAgain(sql);
-  // On a handle that writes documents again, this transaction's parts are queued, not in the table yet: its
-  // new (or moved) parts are taken at their planned orders, its deleted ones left out.
-  const queued = again ? await queuedPartOrds(sql, documentId) : [];
-  const skip = new Set([...run.removed, ...(again ? queuedRemovalsOf(sql, documentId) : []), ...queued.map((q) => q.key)]);
-  const nearest = async (from: PartOrd, direction: 'down' | 'up', count: number) => {
-    const rows = await getDocumentPartsFrom(sql, documentId, from.ord, direction, count + skip.size);
-    const side = (p: PartOrd) => (direction === 'down' ? p.ord <= from.ord : p.ord >= from.ord);
-    const parts = [...rows.filter((p) => !skip.has(p.key)), ...queued.filter(side)];
-    return parts.sort((a, b) => (direction === 'down' ? b.ord - a.ord : a.ord - b.ord)).slice(0, count);
-  };
-  for (const w of SPREAD_WINDOWS) {
-    const down = await nearest(run.after, 'down', w + 1);
-    const up = await nearest(run.before, 'up', w + 1);
-    const left = down.slice(0, w).reverse();
-    const right = up.slice(0, w);
-    const ords = spreadOrds(down[w]?.ord ?? null, up[w]?.ord ?? null, left.length + run.n + right.length, w);
-    if (!ords) continue;
-    const moved = [...left.map((p, i) => ({ key: p.key, ord: ords[i]! })), ...right.map((p, i) => ({ key: p.key, ord: ords[left.length + run.n + i]! }))];
-    // On a handle that writes documents again, a place queued from a part moved now stays right as it is:
-    // its insert runs before the move at COMMIT, and its `from` is read from the table, where the part keeps
-    // its order until then; a place queued after the move, next to that part, starts from the part's new place.
-    if (again) noSpreadAgain(sql, documentId);
-    for (const m of moved) await updateDocumentPartOrd(sql, documentId, m.key, m.ord);
-    return { ords: ords.slice(left.length, left.length + run.n), moved };
-  }
-  return null;
 }
 
 const UPDATE_DOCUMENT_PART = 'UPDATE document_parts SET content = @content, version = @version WHERE document_id = @document_id AND part_key = @part_key';
@@ -304,85 +182,6 @@ async function rewriteParts(sql: Sql, documentId: string, version: number, plan:
   await deleteDocumentParts(sql, documentId);
   for (const [i, p] of plan.parts.entries()) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: i, content: p.text, version });
   return plan.chars;
-}
-
-/**
- * Where the plan's new parts go, or null when some run finds no order between its neighbours (every part
- * written again). A run short of room moves its neighbours apart (`spreadNeighbours`, once per plan); the
- * runs are then placed again from the start, every one between its neighbours' orders after the move: a
- * run placed before it may sit inside the parts moved, and orders taken before the move would put its parts
- * among other neighbours.
- */
-async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<PlacedPart[] | null> {
-  // The orders of each run's two neighbours, read once: a move below changes only the parts it moved (`moved`).
-  // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in the
-  // table, or queued by an earlier write of this transaction on a handle that writes documents again.
-  const read = writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds;
-  const neighbours = new Map<number, Map<string, number>>();
-  for (const [r, { after, before }] of plan.inserted.entries()) {
-    if (after !== null && before !== null) neighbours.set(r, await read(sql, documentId, [after, before]));
-  }
-  // One move per write, and only when one run is short of room: with two, the second would take the midpoints and,
-  // finding none, write every part again — which a handle that queues the move for its COMMIT cannot do after it
-  // (`assertNoQueuedParts`). So two runs short of room move nothing, as before moves existed.
-  let short = 0;
-  for (const [r, found] of neighbours) {
-    const { after, before, parts } = plan.inserted[r]!;
-    if (!ordsBetweenWithRoom(found.get(after!)!, found.get(before!)!, parts.length)) short++;
-  }
-  const mayMove = short < 2;
-  /** Parts this plan moved apart to make room (`spreadNeighbours`), with their new orders. */
-  const moved = new Map<string, number>();
-  /** The run that needed the move, and the orders the move left it. */
-  let spread: { run: number; ords: number[] } | null = null;
-  for (;;) {
-    const placed: PlacedPart[] = [];
-    let placeAgain = false;
-    for (const [r, run] of plan.inserted.entries()) {
-      const { after, before } = run;
-      if (after === null || before === null) {
-        // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
-        // neighbour's as 0 are each part's offset — so each insert takes its neighbour's ord itself
-        // (`insertDocumentPartNextTo`, after any move of it): no read of the ords, and on a handle that runs
-        // statements in its COMMIT's query none of the run's statements is a round trip of its own.
-        const neighbour = after ?? before;
-        const offsets = ordsBetween(after === null ? null : 0, before === null ? null : 0, run.parts.length)!;
-        for (const [i, p] of run.parts.entries()) {
-          placed.push(neighbour === null ? { ...p, ord: offsets[i]! } : { ...p, next: { to: neighbour, by: offsets[i]! } });
-        }
-        continue;
-      }
-      const found = neighbours.get(r)!;
-      const lo = moved.get(after) ?? found.get(after)!;
-      const hi = moved.get(before) ?? found.get(before)!;
-      let ords = spread?.run === r ? spread.ords : ordsBetweenWithRoom(lo, hi, run.parts.length);
-      if (!ords && spread === null && mayMove) {
-        // Too close: a few neighbours on each side move apart (their rows keep their content and version).
-        const made = await spreadNeighbours(sql, documentId, {
-          after: { key: after, ord: lo },
-          before: { key: before, ord: hi },
-          n: run.parts.length,
-          removed: plan.removed,
-        });
-        if (made) {
-          for (const m of made.moved) moved.set(m.key, m.ord);
-          spread = { run: r, ords: made.ords };
-          ords = made.ords;
-          // Runs placed before this one were placed between their neighbours' orders before the move.
-          if (placed.some((p) => 'ord' in p)) {
-            placeAgain = true;
-            break;
-          }
-        }
-      }
-      // Still none (a second run of the plan short of room, or the table and this transaction's queued
-      // writes cannot be read as one document): every part again.
-      ords ??= ordsBetween(lo, hi, run.parts.length);
-      if (!ords) return null;
-      for (const [i, p] of run.parts.entries()) placed.push({ ...p, ord: ords[i]! });
-    }
-    if (!placeAgain) return placed;
-  }
 }
 
 /**

@@ -146,7 +146,7 @@ describe('random sequences of versions', () => {
 describe('new epics crowding one place between two parts', () => {
   it('moves a few neighbours apart, in a closure as in one transaction per version, and never writes every part again', async () => {
     // Epic 100 applied before 1…99: each of those goes between the last one and 100, until their orders
-    // are too close and the nearest parts are spaced out again (db/document-parts.ts `spreadNeighbours`).
+    // are too close and the nearest parts are spaced out again (db/document-part-places.ts `spreadNeighbours`).
     const order = [0, 100, ...Array.from({ length: 99 }, (_, i) => i + 1)];
     const versions: Backlog[] = [];
     for (const n of order) {
