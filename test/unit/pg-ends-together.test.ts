@@ -31,12 +31,15 @@ import { aWriteWaitsForALock, holderThenTwoWrites, testEngineContext } from '../
 import { type AnswerClosures, useAnswerClosures } from '../helpers/pg-answer-closures.js';
 import { testThreadRow } from '../helpers/rows.js';
 
-/** Every `threadsEnded` call of the committed and rolled-back transactions: the threads' ids and the status. */
+/**
+ * Every thread the `threadsEnded` calls of the committed and rolled-back transactions reported, with the status,
+ * in order (a closure's completed children come in one call: each is listed).
+ */
 let ended: string[] = [];
 
 const hooks: EngineHooks = {
   threadsEnded: async (_tx, threads: readonly ThreadRow[], status) => {
-    ended.push(`${threads.map((t) => t.id).join(',')}:${status}`);
+    for (const t of threads) ended.push(`${t.id}:${status}`);
   },
   budgeted: () => false,
 };
