@@ -184,17 +184,16 @@ function finalizeText(dialect: Sql['dialect'], to: Exclude<RunStatus, 'pending'>
 }
 
 /**
- * `finalizeScheduleRunOfThreadAtCommit` of several threads that all completed (a Postgres closure of
- * answers ends its children together: engine/ends-together.ts), in one statement: the runs of any of them
- * still in a status leading to `complete` (most threads belong to none) finalized with their usage. Queued
- * in the COMMIT's query where the handle runs statements there (one EXECUTE per closure, not one per
- * thread: ~1 statement per item on Postgres until issue 18 target 9's pgstmts2); elsewhere it runs now.
+ * `finalizeScheduleRunOfThreadAtCommit` of several threads that all completed, in one statement: the runs
+ * of any of them still in a status leading to `complete` (most threads belong to none) finalized with their
+ * usage. Postgres only: only a Postgres closure of answers ends several completed threads together
+ * (engine/ends-together.ts); the text is Postgres's. Queued in the COMMIT's query where the handle runs
+ * statements there (one EXECUTE per closure, not one per thread); elsewhere it runs now.
  */
 export function finalizeCompletedScheduleRunsAtCommit(sql: Sql, p: { thread_ids: readonly string[]; now: number }): Promise<unknown> {
-  const text = sql.dialect === 'postgres' ? FINALIZE_COMPLETED_PG : FINALIZE_COMPLETED_SQLITE;
   const params = { ids: JSON.stringify(p.thread_ids), now: p.now };
-  if (!sql.atCommit) return sql.run(text, params);
-  sql.atCommit(text, params, ignoreRows);
+  if (!sql.atCommit) return sql.run(FINALIZE_COMPLETED_PG, params);
+  sql.atCommit(FINALIZE_COMPLETED_PG, params, ignoreRows);
   return DONE;
 }
 
@@ -208,20 +207,16 @@ function runUsage(value: string): string {
       AND (e.thread_id = schedule_runs.thread_id OR e.thread_id IN (SELECT c.id FROM llm_threads c WHERE c.parent_thread_id = schedule_runs.thread_id)))`;
 }
 
-function finalizeCompletedText(dialect: Sql['dialect']): string {
-  const sum = (path: string) => runUsage(`coalesce(sum(${jsonNumber(dialect, 'e.payload', path)}), 0)`);
-  return `
-    UPDATE schedule_runs INDEXED BY idx_schedule_runs_thread
+const sumOfRun = (path: string) => runUsage(`coalesce(sum(${jsonNumber('postgres', 'e.payload', path)}), 0)`);
+
+const FINALIZE_COMPLETED_PG = `
+    UPDATE schedule_runs
     SET status = 'complete', finished_at = @now, error_message = NULL,
-        responses = ${runUsage('count(*)')}, prompt_tokens = ${sum('usage.prompt_tokens')},
-        completion_tokens = ${sum('usage.completion_tokens')}, total_tokens = ${sum('usage.total_tokens')}
-    WHERE ${inJsonArray(dialect, 'thread_id', '@ids')} AND status IN (${runStatusesLeadingTo('complete')
+        responses = ${runUsage('count(*)')}, prompt_tokens = ${sumOfRun('usage.prompt_tokens')},
+        completion_tokens = ${sumOfRun('usage.completion_tokens')}, total_tokens = ${sumOfRun('usage.total_tokens')}
+    WHERE ${inJsonArray('postgres', 'thread_id', '@ids')} AND status IN (${runStatusesLeadingTo('complete')
       .map((s) => `'${s}'`)
       .join(', ')})`;
-}
-
-const FINALIZE_COMPLETED_PG = finalizeCompletedText('postgres');
-const FINALIZE_COMPLETED_SQLITE = finalizeCompletedText('sqlite');
 
 /**
  * Ends a pending run that could not start its work (e.g. its project is gone), guarded by the stamp.

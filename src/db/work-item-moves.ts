@@ -8,7 +8,7 @@ import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { MutationRow, WorkItemRow } from './schema.js';
 import { inJsonArray } from './dialect.js';
-import { expectOneChange, runGuarded, runGuardedAllAtCommit } from './statements.js';
+import { expectOneChange, runGuardedAllAtCommit, runGuardedAtCommitAlong } from './statements.js';
 
 /**
  * claimed → running for the items of a start (engine/starts.ts): their prompts are recorded and their
@@ -30,43 +30,33 @@ const MARK_RUNNING_PG = markRunningText('postgres');
 /**
  * running → applied, with the mutation row that records the change the item applied (unique per work
  * item: a second application of one item fails on it instead of applying twice). Clears the lease. On
- * Postgres one statement among the transaction's last (the COMMIT's query: no round trip of its own, its
- * count checked by the database, migrations/pg/0012): the item's guarded UPDATE and the mutation's
- * INSERT, each a data-modifying CTE run to completion — two statements there until issue 18 target 9's
- * pgstmts2, each paying the server's per-statement costs. The step locked the item with its first read, so
- * nothing can change it before, and nothing after it in the transaction reads the item's or the mutation's
- * row. SQLite: the INSERT, then the guarded UPDATE.
+ * Postgres one statement among the transaction's last (`runGuardedAtCommitAlong`: the COMMIT's query, no
+ * round trip of its own, the item's count checked by the database): the item's guarded UPDATE with the
+ * mutation's INSERT beside it. The step locked the item with its first read, so nothing can change it
+ * before, and nothing after it in the transaction reads the item's or the mutation's row. The INSERT's
+ * foreign key check on the item (an AFTER trigger, at the statement's end) sees the item's row as the
+ * UPDATE left it.
  */
-export async function markWorkItemApplied(sql: Sql, p: { owner: string; now: number }, mutation: MutationRow): Promise<void> {
+export function markWorkItemApplied(sql: Sql, p: { owner: string; now: number }, mutation: MutationRow): Promise<void> {
   assertWorkItemTransition('running', 'applied');
-  const what = `work item ${mutation.work_item_id} is not running under ${p.owner}`;
-  if (!sql.atCommit) {
-    await sql.run(INSERT_MUTATION, mutation);
-    return runGuarded(sql, MARK_APPLIED, { id: mutation.work_item_id, owner: p.owner, now: p.now }, what);
-  }
-  const { id: mutation_id, work_item_id: id, ...rest } = mutation;
-  sql.atCommit(MARK_APPLIED_RECORDING_MUTATION, { ...rest, mutation_id, id, owner: p.owner, now: p.now, guard_what: what }, ignore);
+  // SQLite runs the INSERT, then the UPDATE: two statements, as it has no data-modifying CTE (a WITH
+  // there holds only SELECTs), and each is a call in the process there, not a round trip.
+  return runGuardedAtCommitAlong(
+    sql,
+    MARK_APPLIED,
+    INSERT_MUTATION,
+    { ...mutation, owner: p.owner, now: p.now },
+    `work item ${mutation.work_item_id} is not running under ${p.owner}`,
+  );
 }
 
 const MARK_APPLIED = `UPDATE llm_work_items
      SET status = 'applied', finished_at = @now, lease_owner = NULL, lease_expires_at = NULL,
          error_code = NULL, error_message = NULL
-     WHERE id = @id AND status = 'running' AND lease_owner = @owner`;
+     WHERE id = @work_item_id AND status = 'running' AND lease_owner = @owner`;
 
 const INSERT_MUTATION = `INSERT INTO mutations (id, work_item_id, thread_id, document_id, from_version, to_version, summary, created_at, response_seq)
      VALUES (@id, @work_item_id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at, @response_seq)`;
-
-/**
- * Postgres: both, in one statement. The INSERT's CTE is not read by the outer query: Postgres runs every
- * data-modifying CTE exactly once, to completion, whether or not it is read. Its foreign key check on the
- * item (an AFTER trigger, at the statement's end) sees the item's row as this statement's UPDATE left it.
- */
-const MARK_APPLIED_RECORDING_MUTATION = `WITH changed AS (${MARK_APPLIED} RETURNING 1),
-  recorded AS (INSERT INTO mutations (id, work_item_id, thread_id, document_id, from_version, to_version, summary, created_at, response_seq)
-     VALUES (@mutation_id, @id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at, @response_seq))
-  SELECT combine_expect_one_change((SELECT count(*) FROM changed), @guard_what)`;
-
-const ignore = (): void => undefined;
 
 /**
  * Back to the queue with a new attempt number (transient failure, repair, or a claim that never

@@ -1,8 +1,9 @@
 /**
  * Any operation's steps inside the engine: the request of a thread's call, the check of its answer,
- * and the mutation the answer makes — the content from the definition's pure `apply`, the storage
- * (document version, mutations row) here, inside the completer's one transaction. The engine never
- * branches on an operation: everything specific comes from the definition.
+ * and the mutation the answer makes — the content from the definition's pure `apply`, the document's next
+ * version written here, inside the completer's one transaction (the mutations row it returns is written
+ * with the item's move to applied). The engine never branches on an operation: everything specific comes
+ * from the definition.
  *
  * A definition's function that throws fails the work item permanently (its operation cannot do this
  * request); it never leaves a step half-done for recovery to resume.
@@ -91,9 +92,9 @@ export function checkThreadAnswer(ops: OperationRegistry, thread: ThreadRow, con
  * Writes the answer's mutation: the target document's next version (version 1 when it did not exist).
  * Returns the mutation row for the caller to write with the item's move to applied (db/work-item-moves.ts
  * `markWorkItemApplied`: on Postgres one statement), unique per work item — a second application of one
- * item fails instead of applying twice. The row names the answer it applied (`responseSeq`: the charged call's response), which
- * is how usage tells an applied call from a wasted one. Returns MUTATION_CONFLICT when the operation's
- * `apply` throws or returns garbage.
+ * item fails instead of applying twice. The row names the answer it applied (`responseSeq`: the charged
+ * call's response), which is how usage tells an applied call from a wasted one. Returns MUTATION_CONFLICT
+ * when the operation's `apply` throws or returns garbage.
  */
 export async function applyThreadAnswer(
   sql: Sql,

@@ -44,8 +44,8 @@ async function finalizeParams(tx: Tx, thread: ThreadRow, status: Ended): Promise
 
 /**
  * The `threadsEnded` hook: finalizes the runs these threads work for. One thread goes straight to its
- * finalizing UPDATE; many that completed (a Postgres closure of answers' children) to one UPDATE of all
- * their runs, which needs no reason why (both in the COMMIT's query on Postgres); of many others (a bulk
+ * finalizing UPDATE; many that completed (only a Postgres closure of answers' children) to one UPDATE of
+ * all their runs, which needs no reason why (both in the COMMIT's query on Postgres); of many others (a bulk
  * cancel), only those with a run still pending are looked at, found with one query instead of two
  * statements per thread.
  */
@@ -54,7 +54,7 @@ export async function finalizeRunsOfThreads(tx: Tx, threads: readonly ThreadRow[
     await finalizeRunOfThreadAtCommit(tx, threads[0]!, status);
     return;
   }
-  if (status === 'complete') {
+  if (status === 'complete' && tx.sql.dialect === 'postgres') {
     await finalizeCompletedScheduleRunsAtCommit(tx.sql, { thread_ids: threads.map((t) => t.id), now: tx.now });
     return;
   }
