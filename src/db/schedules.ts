@@ -184,6 +184,41 @@ function finalizeText(dialect: Sql['dialect'], to: Exclude<RunStatus, 'pending'>
 }
 
 /**
+ * `finalizeScheduleRunOfThreadAtCommit` of several threads that all completed, in one statement: the runs
+ * of any of them still in a status leading to `complete` (most threads belong to none) finalized with their
+ * usage. Postgres only: only a Postgres closure of answers ends several completed threads together
+ * (engine/ends-together.ts); the text is Postgres's. Queued in the COMMIT's query where the handle runs
+ * statements there (one EXECUTE per closure, not one per thread); elsewhere it runs now.
+ */
+export function finalizeCompletedScheduleRunsAtCommit(sql: Sql, p: { thread_ids: readonly string[]; now: number }): Promise<unknown> {
+  const params = { ids: JSON.stringify(p.thread_ids), now: p.now };
+  if (!sql.atCommit) return sql.run(FINALIZE_COMPLETED_PG, params);
+  sql.atCommit(FINALIZE_COMPLETED_PG, params, ignoreRows);
+  return DONE;
+}
+
+/**
+ * One of a run's usage sums (`value` over its thread's and its children's `response` entries), for the
+ * row being updated: the same sums as `finalizeText`'s, one correlated subquery per column, which runs
+ * only for a row that matches (a run's thread), not for the ids that have none.
+ */
+function runUsage(value: string): string {
+  return `(SELECT ${value} FROM llm_ledger_entries e WHERE e.entry_type = 'response'
+      AND (e.thread_id = schedule_runs.thread_id OR e.thread_id IN (SELECT c.id FROM llm_threads c WHERE c.parent_thread_id = schedule_runs.thread_id)))`;
+}
+
+const sumOfRun = (path: string) => runUsage(`coalesce(sum(${jsonNumber('postgres', 'e.payload', path)}), 0)`);
+
+const FINALIZE_COMPLETED_PG = `
+    UPDATE schedule_runs
+    SET status = 'complete', finished_at = @now, error_message = NULL,
+        responses = ${runUsage('count(*)')}, prompt_tokens = ${sumOfRun('usage.prompt_tokens')},
+        completion_tokens = ${sumOfRun('usage.completion_tokens')}, total_tokens = ${sumOfRun('usage.total_tokens')}
+    WHERE ${inJsonArray('postgres', 'thread_id', '@ids')} AND status IN (${runStatusesLeadingTo('complete')
+      .map((s) => `'${s}'`)
+      .join(', ')})`;
+
+/**
  * Ends a pending run that could not start its work (e.g. its project is gone), guarded by the stamp.
  * Nothing was called, so there is no usage to record.
  */

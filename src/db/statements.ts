@@ -145,19 +145,34 @@ function expectChanges(result: RunResult, expected: number, what: string): void 
   if (result.changes !== expected) throw new StaleStateError(what);
 }
 
+/**
+ * `runGuardedAtCommit` with another statement that writes alongside it (`along`: an INSERT, UPDATE or
+ * DELETE without RETURNING, of the same named parameters): on a handle that runs statements in its COMMIT's
+ * query both are one statement there — `along` a data-modifying CTE beside the guarded one, which Postgres
+ * runs exactly once, to completion, though nothing reads it — and the database checks the guarded one's
+ * count the same way. Elsewhere `along` runs now, then the guarded statement.
+ */
+export function runGuardedAtCommitAlong(sql: Sql, text: string, along: string, params: Readonly<Record<string, unknown>>, what: string): Promise<void> {
+  if (!sql.atCommit) return sql.run(along, params).then(() => runGuarded(sql, text, params, what));
+  sql.atCommit(guardedAtCommitText(text, false, along), { ...params, guard_what: what }, ignore);
+  return DONE;
+}
+
 const guardedTexts = new Map<string, string>();
 
 /**
  * The statement that checks its own count (one text per statement: each is prepared once per connection):
- * one row changed, or with `all`, as many as `@guard_expected` (combine_expect_one_change is given 1 then).
+ * one row changed, or with `all`, as many as `@guard_expected` (combine_expect_one_change is given 1 then);
+ * `along`, if given, written by a CTE of its own in the same statement.
  */
-function guardedAtCommitText(text: string, all = false): string {
-  const key = all ? `all\0${text}` : text;
+function guardedAtCommitText(text: string, all = false, along?: string): string {
+  const key = `${all ? 'all' : 'one'}\0${along ?? ''}\0${text}`;
   let guarded = guardedTexts.get(key);
   if (guarded === undefined) {
     const changed = '(SELECT count(*) FROM changed)';
     const count = all ? `CASE WHEN ${changed} = CAST(@guard_expected AS bigint) THEN 1 ELSE 0 END` : changed;
-    guarded = `WITH changed AS (${text} RETURNING 1) SELECT combine_expect_one_change(${count}, @guard_what)`;
+    const alongside = along === undefined ? '' : `, written_along AS (${along})`;
+    guarded = `WITH changed AS (${text} RETURNING 1)${alongside} SELECT combine_expect_one_change(${count}, @guard_what)`;
     guardedTexts.set(key, guarded);
   }
   return guarded;

@@ -6,9 +6,9 @@
 import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
-import type { WorkItemRow } from './schema.js';
+import type { MutationRow, WorkItemRow } from './schema.js';
 import { inJsonArray } from './dialect.js';
-import { expectOneChange, runGuardedAllAtCommit, runGuardedAtCommit } from './statements.js';
+import { expectOneChange, runGuardedAllAtCommit, runGuardedAtCommitAlong } from './statements.js';
 
 /**
  * claimed → running for the items of a start (engine/starts.ts): their prompts are recorded and their
@@ -28,23 +28,35 @@ const MARK_RUNNING_SQLITE = markRunningText('sqlite');
 const MARK_RUNNING_PG = markRunningText('postgres');
 
 /**
- * running → applied: the mutation committed in this same transaction. Clears the lease. On Postgres one
- * of the transaction's last statements (`runGuardedAtCommit`: no round trip of its own, its count checked
- * by the database): the step locked the item with its first read, so nothing can change it before, and
- * nothing after it in the transaction reads the item's row.
+ * running → applied, with the mutation row that records the change the item applied (unique per work
+ * item: a second application of one item fails on it instead of applying twice). Clears the lease. On
+ * Postgres one statement among the transaction's last (`runGuardedAtCommitAlong`: the COMMIT's query, no
+ * round trip of its own, the item's count checked by the database): the item's guarded UPDATE with the
+ * mutation's INSERT beside it. The step locked the item with its first read, so nothing can change it
+ * before, and nothing after it in the transaction reads the item's or the mutation's row. The INSERT's
+ * foreign key check on the item (an AFTER trigger, at the statement's end) sees the item's row as the
+ * UPDATE left it.
  */
-export function markWorkItemApplied(sql: Sql, id: string, owner: string, now: number): Promise<void> {
+export function markWorkItemApplied(sql: Sql, p: { owner: string; now: number }, mutation: MutationRow): Promise<void> {
   assertWorkItemTransition('running', 'applied');
-  return runGuardedAtCommit(
+  // SQLite runs the INSERT, then the UPDATE: two statements, as it has no data-modifying CTE (a WITH
+  // there holds only SELECTs), and each is a call in the process there, not a round trip.
+  return runGuardedAtCommitAlong(
     sql,
-    `UPDATE llm_work_items
-     SET status = 'applied', finished_at = @now, lease_owner = NULL, lease_expires_at = NULL,
-         error_code = NULL, error_message = NULL
-     WHERE id = @id AND status = 'running' AND lease_owner = @owner`,
-    { now, id, owner },
-    `work item ${id} is not running under ${owner}`,
+    MARK_APPLIED,
+    INSERT_MUTATION,
+    { ...mutation, owner: p.owner, now: p.now },
+    `work item ${mutation.work_item_id} is not running under ${p.owner}`,
   );
 }
+
+const MARK_APPLIED = `UPDATE llm_work_items
+     SET status = 'applied', finished_at = @now, lease_owner = NULL, lease_expires_at = NULL,
+         error_code = NULL, error_message = NULL
+     WHERE id = @work_item_id AND status = 'running' AND lease_owner = @owner`;
+
+const INSERT_MUTATION = `INSERT INTO mutations (id, work_item_id, thread_id, document_id, from_version, to_version, summary, created_at, response_seq)
+     VALUES (@id, @work_item_id, @thread_id, @document_id, @from_version, @to_version, @summary, @created_at, @response_seq)`;
 
 /**
  * Back to the queue with a new attempt number (transient failure, repair, or a claim that never

@@ -12,8 +12,10 @@
  *   locked once for its close check, all in one statement after the last apply
  *   (`combine_release_end_threads_lock_parents`, engine/ends-together.ts), not a DELETE then the end per item,
  *   nor one end per item (`combine_release_end_thread_lock_parent`) while the closure holds the backlog's head.
- * - the ended threads' runs finalized in the COMMIT's query (the daemon's own `threadsEnded` hook, once per
- *   thread), no `schedule_runs` statement a round trip of its own.
+ * - the ended threads' runs finalized in the COMMIT's query (the daemon's own `threadsEnded` hook), no
+ *   `schedule_runs` statement a round trip of its own, and the two children's runs by one statement there
+ *   (one per child before: a statement each, ~1 per item at 3 daemons), each run with its own usage;
+ * - each item's move to applied and its mutation row in one statement of the COMMIT's query (two before).
  * The outcome is the same as before: both applied, consecutive versions, the orchestration complete, the lock
  * rows gone; and an item whose lock row is gone is refused in that one statement, nothing of it committed.
  */
@@ -21,6 +23,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { readWholeDocument } from '../../src/db/document-parts.js';
 import { getThread, insertThread } from '../../src/db/threads.js';
 import { finishAnswer } from '../../src/daemon/engine/completer.js';
+import { claimSchedulePeriod, insertSchedule, linkScheduleRunThread } from '../../src/db/schedules.js';
 import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
 import type { EngineHooks } from '../../src/daemon/engine/tx.js';
 import { finalizeRunsOfThreads } from '../../src/daemon/scheduler/finalize.js';
@@ -35,6 +38,8 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
   beforeAll(async () => {
     await insertThread(c.db.reader, { ...testThreadRow('o'), kind: 'story_generate_all', status: 'running' });
     const responses = [await c.answered('a', 1), await c.answered('b', 2)];
+    // A scheduled run waits for each child and one for the orchestration (a run joins a thread already at work).
+    await scheduledRuns(['t-a', 't-b', 't-o']);
     const finishes = itemWrites(c.write, c.ctx, 'postgres');
     c.record();
     const outcomes = await Promise.all(['a', 'b'].map((itemId, i) => finishes.finish({ itemId, response: responses[i]!, resumed: false, sent: undefined })));
@@ -70,6 +75,26 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
     expect(c.sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE schedule_runs/);
   });
 
+  it("finalizes the two children's runs with one statement, the orchestration's with its own, each with its usage", async () => {
+    const commit = c.sent.find((text) => /\bCOMMIT\b/.test(text))!;
+    expect(executionsOf(commit, /UPDATE schedule_runs/)).toBe(2);
+    const runs = await c.db.reader.all<{ thread_id: string; status: string; responses: number }>(
+      'SELECT thread_id, status, responses FROM schedule_runs ORDER BY thread_id',
+    );
+    expect(runs.map((r) => [r.thread_id, r.status, Number(r.responses)])).toEqual([
+      ['t-a', 'complete', 1],
+      ['t-b', 'complete', 1],
+      ['t-o', 'complete', 2],
+    ]);
+  });
+
+  it('moves each item to applied and records its mutation in one statement of the COMMIT’s query', () => {
+    const commit = c.sent.find((text) => /\bCOMMIT\b/.test(text))!;
+    // Each statement's text is one part of `executionsOf`'s: both in one text, run once per item, none alone.
+    expect(executionsOf(commit, /UPDATE llm_work_items\s+SET status = 'applied'[\s\S]*INSERT INTO mutations/)).toBe(2);
+    expect(executionsOf(commit, /^INSERT INTO mutations/)).toBe(0);
+  });
+
   it('applies both as before: consecutive versions, the orchestration complete, the lock rows gone', async () => {
     const backlogId = (await c.db.reader.get<{ id: string }>("SELECT id FROM documents WHERE project_id = 'p' AND doc_type = 'story_backlog'"))!.id;
     const backlog = (await readWholeDocument(c.db.reader, backlogId))!;
@@ -85,7 +110,31 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
     expect((await getThread(c.db.reader, 't-o'))!.status).toBe('complete');
     expect(await c.db.reader.all('SELECT scope FROM locks')).toEqual([]);
   });
+
+  /** A schedule of project p with a pending run linked to each of these threads. */
+  async function scheduledRuns(threadIds: readonly string[]): Promise<void> {
+    const s = { id: 'sched', project_id: 'p', operation: 'story_generate_all', input: '{}', cron: '0 * * * *', timezone: 'UTC', catch_up: 'skip' };
+    await insertSchedule(c.db.reader, { ...s, status: 'active', active_from: 0, created_at: 0, updated_at: 0 });
+    for (const [i, thread_id] of threadIds.entries()) {
+      const run = (await claimSchedulePeriod(c.db.reader, { id: `run-${i}`, schedule_id: 'sched', period_key: `k${i}`, period_at: i, owner: 'me', now: 1 }))!;
+      await linkScheduleRunThread(c.db.reader, { id: run.id, owner: 'me', claimed_at: 1, thread_id });
+    }
+  }
 });
+
+/**
+ * How many times a COMMIT's query runs a statement whose text matches `pattern`: the `EXECUTE`s of each name
+ * it prepares such a statement under (commit-query.ts), and the statements it runs inline.
+ */
+function executionsOf(commit: string, pattern: RegExp): number {
+  const parts = commit.split(';\n');
+  const names = parts.flatMap((p) => {
+    const m = /^PREPARE (\w+) AS (.*)$/s.exec(p);
+    return m && pattern.test(m[2]!) ? [m[1]!] : [];
+  });
+  const inline = parts.filter((p) => !p.startsWith('PREPARE ') && pattern.test(p)).length;
+  return inline + parts.filter((p) => names.some((name) => p.startsWith(`EXECUTE ${name}(`))).length;
+}
 
 describe('an answer whose item no longer holds its lock row, on Postgres', () => {
   const c = useAnswerClosures(APP_HOOKS);

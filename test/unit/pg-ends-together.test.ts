@@ -31,12 +31,18 @@ import { aWriteWaitsForALock, holderThenTwoWrites, testEngineContext } from '../
 import { type AnswerClosures, useAnswerClosures } from '../helpers/pg-answer-closures.js';
 import { testThreadRow } from '../helpers/rows.js';
 
-/** Every `threadsEnded` call of the committed and rolled-back transactions: the threads' ids and the status. */
+/**
+ * Every thread the `threadsEnded` calls of the committed and rolled-back transactions reported, with the status,
+ * in order (a closure's completed children come in one call: each is listed).
+ */
 let ended: string[] = [];
+/** The same calls, one entry per call: the threads' ids, comma-separated, and the status. */
+let endedCalls: string[] = [];
 
 const hooks: EngineHooks = {
   threadsEnded: async (_tx, threads: readonly ThreadRow[], status) => {
-    ended.push(`${threads.map((t) => t.id).join(',')}:${status}`);
+    for (const t of threads) ended.push(`${t.id}:${status}`);
+    endedCalls.push(`${threads.map((t) => t.id).join(',')}:${status}`);
   },
   budgeted: () => false,
 };
@@ -75,12 +81,15 @@ describe('the last children of an orchestration, answered in one closure', () =>
   it('end in one statement, and the orchestration closes exactly once', async () => {
     const responses = [await c.answered('a', 1), await c.answered('b', 2), await c.answered('c', 3)];
     ended = [];
+    endedCalls = [];
     c.record();
     expect(await finishTogether(c, ['a', 'b', 'c'], responses)).toEqual(['applied', 'applied', 'applied']);
     expect(c.count(/^SELECT combine_release_end_threads_lock_parents\(/)).toBe(1);
     expect(c.count(/^SELECT combine_release_end_thread_lock_parent\(/)).toBe(0);
-    // Each child's end once (the hook once per thread, as alone), then the orchestration's, once.
+    // Each child's end once, then the orchestration's, once.
     expect(ended).toEqual(['t-a:complete', 't-b:complete', 't-c:complete', 't-o:complete']);
+    // The completed children in one call (the app's hook finalizes their runs with one statement).
+    expect(endedCalls).toEqual(['t-a,t-b,t-c:complete', 't-o:complete']);
     for (const id of ['t-a', 't-b', 't-c', 't-o']) expect(await statusOf(c, id)).toBe('complete');
     expect(await mutated(c)).toEqual(['a', 'b', 'c']);
     expect(await c.db.reader.all('SELECT scope FROM locks')).toEqual([]);

@@ -112,7 +112,7 @@ export async function finishAnswer(
     ...applied.mutation,
     ...(recorded.replay_of !== undefined ? { replay_of: recorded.replay_of } : {}),
   });
-  await markWorkItemApplied(tx.sql, item.id, ctx.owner, tx.now);
+  await markWorkItemApplied(tx.sql, { owner: ctx.owner, now: tx.now }, applied.row);
   emitWorkItem(tx, thread, { ...item, status: 'applied' });
   ctx.crashAt('in_mutation');
   // The scope's lock row before the thread and its orchestration are locked (engine/tx.ts LOCK ORDER 3), in

@@ -48,7 +48,8 @@ export function endThreadLater(tx: Tx, thread: ThreadRow, to: EndedStatus, relea
 
 /**
  * The ends left by `endThreadLater`, in one statement, then what `endThread` does after each: the ended
- * threads' events and `threadsEnded` hook (once per thread), and each orchestration's close check, once.
+ * threads' events and `threadsEnded` hook (once for all that completed, once per thread for the others),
+ * and each orchestration's close check, once.
  */
 export async function endThreadsTogether(tx: Tx): Promise<void> {
   const ends = later.get(tx.sql);
@@ -64,13 +65,18 @@ export async function endThreadsTogether(tx: Tx): Promise<void> {
   // A child canceled (or adopted) since the closure read it fails the statement (StaleStateError): the whole
   // closure rolls back and its answers run again alone, where the canceled one is not applied (see above).
   const parents = await endChildrenLockingParents(tx.sql, rows, parentIds, tx.now);
+  const completed: ThreadRow[] = [];
   for (const e of moving) {
     const updated: ThreadRow = { ...e.thread, status: e.to, closed_at: tx.now };
     emitThread(tx, updated);
-    // Once per thread, as `endThread` does: the app's hook then queues each run's finalize for the COMMIT's
-    // query (scheduler/finalize.ts), where several threads at once would take its bulk path, a round trip
-    // while the closure holds its heads.
-    await tx.hooks.threadsEnded(tx, [updated], e.to);
+    if (e.to === 'complete') completed.push(updated);
+    // Once per thread that did not complete, as `endThread` does: the app's hook then queues each run's
+    // finalize for the COMMIT's query (scheduler/finalize.ts), where several such threads at once would take
+    // its bulk path, a round trip while the closure holds its heads (each needs its reason read).
+    else await tx.hooks.threadsEnded(tx, [updated], e.to);
   }
+  // The completed ones in one call: the hook queues one finalize for all of their runs (one statement in the
+  // COMMIT's query, not one per thread).
+  if (completed.length > 0) await tx.hooks.threadsEnded(tx, completed, 'complete');
   for (const id of parentIds) await closeParentIfDone(tx, id, { parent: parents.get(id) });
 }

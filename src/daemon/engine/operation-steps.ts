@@ -1,17 +1,17 @@
 /**
  * Any operation's steps inside the engine: the request of a thread's call, the check of its answer,
- * and the mutation the answer makes — the content from the definition's pure `apply`, the storage
- * (document version, mutations row) here, inside the completer's one transaction. The engine never
- * branches on an operation: everything specific comes from the definition.
+ * and the mutation the answer makes — the content from the definition's pure `apply`, the document's next
+ * version written here, inside the completer's one transaction (the mutations row it returns is written
+ * with the item's move to applied). The engine never branches on an operation: everything specific comes
+ * from the definition.
  *
  * A definition's function that throws fails the work item permanently (its operation cannot do this
  * request); it never leaves a step half-done for recovery to resume.
  */
 import type { Sql } from '../../core/sql.js';
-import { insertMutation } from '../../db/mutations.js';
 import { lockDocumentHead } from '../../db/projects.js';
 import { writeDocument } from './document-write.js';
-import type { ProjectRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
+import type { MutationRow, ProjectRow, ThreadRow, WorkItemRow } from '../../db/schema.js';
 import type { ClassifiedError } from '../../domain/errors.js';
 import { withResponseFormat, type ChatRequest } from '../../domain/prompts.js';
 import type { OperationRegistry } from '../../operations/registry.js';
@@ -89,11 +89,12 @@ export function checkThreadAnswer(ops: OperationRegistry, thread: ThreadRow, con
 }
 
 /**
- * Writes the answer's mutation: the target document's next version (version 1 when it did not exist)
- * and the mutation row, unique per work item — a second application of one item fails instead of
- * applying twice. The row names the answer it applied (`responseSeq`: the charged call's response), which
- * is how usage tells an applied call from a wasted one. Returns MUTATION_CONFLICT when the operation's
- * `apply` throws or returns garbage.
+ * Writes the answer's mutation: the target document's next version (version 1 when it did not exist).
+ * Returns the mutation row for the caller to write with the item's move to applied (db/work-item-moves.ts
+ * `markWorkItemApplied`: on Postgres one statement), unique per work item — a second application of one
+ * item fails instead of applying twice. The row names the answer it applied (`responseSeq`: the charged
+ * call's response), which is how usage tells an applied call from a wasted one. Returns MUTATION_CONFLICT
+ * when the operation's `apply` throws or returns garbage.
  */
 export async function applyThreadAnswer(
   sql: Sql,
@@ -103,7 +104,7 @@ export async function applyThreadAnswer(
   answer: unknown,
   responseSeq: number,
   now: number,
-): Promise<{ ok: true; mutation: AppliedMutation } | { ok: false; error: ClassifiedError }> {
+): Promise<{ ok: true; mutation: AppliedMutation; row: MutationRow } | { ok: false; error: ClassifiedError }> {
   const { op, error } = unknownOperation(ops, thread);
   if (!op) return { ok: false, error };
   const target = threadTarget(thread);
@@ -151,7 +152,7 @@ export async function applyThreadAnswer(
     to_version: fromVersion + 1,
     summary: planned.summary,
   };
-  await insertMutation(sql, {
+  const row: MutationRow = {
     id: mutation.mutation_id,
     work_item_id: item.id,
     thread_id: thread.id,
@@ -161,6 +162,6 @@ export async function applyThreadAnswer(
     summary: JSON.stringify(planned.summary),
     created_at: now,
     response_seq: responseSeq,
-  });
-  return { ok: true, mutation };
+  };
+  return { ok: true, mutation, row };
 }

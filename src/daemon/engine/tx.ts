@@ -21,7 +21,7 @@ export type EndedStatus = 'complete' | 'failed' | 'canceled';
  * them (app.ts); they run in the same transaction as the change they report.
  */
 export interface EngineHooks {
-  /** Threads reached a terminal status (one, or a bulk cancel's many): the scheduler finalizes the runs they work for. */
+  /** Threads reached a terminal status (one, or several: a bulk cancel's, a closure of answers' completed children): the scheduler finalizes the runs they work for. */
   threadsEnded(tx: Tx, threads: readonly ThreadRow[], status: EndedStatus): Promise<void>;
   /**
    * Whether the project has a budget (config `budgets`): only a budgeted project's items can be parked
@@ -229,10 +229,11 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      items', which no start or adoption takes, and a cancel takes one orchestration's children in the
  *      same id order, then it.
  *   5. at the end, in the COMMIT's query: first the statements the steps queued for the end, in the order
- *      queued — the mutation, document parts and the document's next version (its head row already
- *      locked in 3; also in a closure of answers that writes a document again:
- *      db/document-parts-queued.ts `writeDocumentsAgain`), a claim's new reservations, an answer's item marked applied (its own row,
- *      whose lock, 1, the step holds) — then the ledger's chain head, then the answer's charge settle (the
+ *      queued — document parts and the document's next version (its head row already locked in 3; also in
+ *      a closure of answers that writes a document again: db/document-parts-queued.ts
+ *      `writeDocumentsAgain`), a claim's new reservations, an answer's item marked applied (its own row,
+ *      whose lock, 1, the step holds) with its new mutation row, in one statement — then the ledger's chain
+ *      head, then the answer's charge settle (the
  *      item's own charge: item 1 already serializes it) and the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
  *      the transactions without an append).

@@ -5,7 +5,12 @@
  */
 import type { ScheduleRunRow } from '../../db/schema-schedules.js';
 import type { ThreadRow } from '../../db/schema.js';
-import { finalizeScheduleRunOfThread, finalizeScheduleRunOfThreadAtCommit, listThreadsWithPendingRun } from '../../db/schedules.js';
+import {
+  finalizeCompletedScheduleRunsAtCommit,
+  finalizeScheduleRunOfThread,
+  finalizeScheduleRunOfThreadAtCommit,
+  listThreadsWithPendingRun,
+} from '../../db/schedules.js';
 import { countChildThreadsByStatus } from '../../db/threads.js';
 import { getLatestWorkItem } from '../../db/work-items.js';
 import type { Tx } from '../engine/tx.js';
@@ -38,13 +43,19 @@ async function finalizeParams(tx: Tx, thread: ThreadRow, status: Ended): Promise
 }
 
 /**
- * The `threadsEnded` hook: finalizes the runs these threads work for. One thread (every end but a bulk
- * cancel) goes straight to its finalizing UPDATE; of many, only those with a run still pending are
- * looked at, found with one query instead of two statements per thread.
+ * The `threadsEnded` hook: finalizes the runs these threads work for. One thread goes straight to its
+ * finalizing UPDATE; many that completed (only a Postgres closure of answers' children) to one UPDATE of
+ * all their runs, which needs no reason why (both in the COMMIT's query on Postgres); of many others (a bulk
+ * cancel), only those with a run still pending are looked at, found with one query instead of two
+ * statements per thread.
  */
 export async function finalizeRunsOfThreads(tx: Tx, threads: readonly ThreadRow[], status: Ended): Promise<void> {
   if (threads.length === 1) {
     await finalizeRunOfThreadAtCommit(tx, threads[0]!, status);
+    return;
+  }
+  if (status === 'complete' && tx.sql.dialect === 'postgres') {
+    await finalizeCompletedScheduleRunsAtCommit(tx.sql, { thread_ids: threads.map((t) => t.id), now: tx.now });
     return;
   }
   for (const thread of await threadsWithPendingRun(tx, threads)) await finalizeRunOfThread(tx, thread, status);
