@@ -224,7 +224,7 @@ async function admitThenClaim(
  * bucket's row (a route with a configured rate limit) is then taken after the item's row and scope
  * instead of before them: nothing waits for those (claims take items with SKIP LOCKED and scopes only by
  * trying), but a round holding a bucket may wait for a later claim's budget lock — the rare cycle
- * engine/tx.ts notes under LOCK ORDER ("Not strictly in the order"), as on main from a round's second claim. A
+ * engine/tx.ts notes under LOCK ORDER ("Not strictly in the order"), as for any claim of a round after its first. A
  * candidate whose scope has a lapsed holder's row is claimed by `admitThenClaim` instead (see
  * db/claim-with-scope.ts: the undo could not put that row back).
  */

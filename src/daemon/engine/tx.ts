@@ -244,7 +244,7 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  * items (SKIP LOCKED), scopes (only tried) and budget locks after it. A park or unpark takes it alone, in a
  * transaction of its own. So the only waits while holding it are a later claim's first budget lock: a
  * round holding the bucket and waiting for `budget:<p>` while another round holds `budget:<p>` and waits
- * for the bucket is a cycle (rare; on main too, from a round's second claim), which Postgres breaks after
+ * for the bucket is a cycle (rare; as for any claim of a round after its first), which Postgres breaks after
  * `deadlock_timeout` and the writer runs the aborted round again.
  * Not in the order: the queue depth's shard row (pg migration 0017), which a transaction moving items in or
  * out of `queued` updates wherever it does: each session has its own (past 64 sessions too: the slots go

@@ -147,7 +147,7 @@ const keyTexts = new Map<string, string>();
  * `JSON.stringify({ ...eventRecord(e), msg: eventMessage(e) })` without its opening brace, written out: the same
  * members in the same order, each value as JSON.stringify writes it, undefined ones left out — without
  * the two copies of the event (its rest, then the record) that one stringify needed (~15 % of each
- * line's CPU, bench/README.md issue-20-js). Engine events have no `component`, `event` or `msg` field (events.ts), which the
+ * line's CPU, bench/README.md 2026-11-26 10:33). Engine events have no `component`, `event` or `msg` field (events.ts), which the
  * record's own would otherwise give way to; test/unit/event-log.test.ts compares the lines with pino's.
  */
 function eventRecordText(e: EngineEvent): string {
