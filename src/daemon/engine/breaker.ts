@@ -51,6 +51,11 @@ export class CircuitBreaker {
     return this.state === 'closed' || (this.state === 'half_open' && !this.probeInFlight);
   }
 
+  /** Whether the half-open probe is taken (by a call, or by a claim round whose transaction has not ended). */
+  get probing(): boolean {
+    return this.probeInFlight;
+  }
+
   /** When an open breaker next lets a probe through (null unless open). */
   reopensAt(): number | null {
     return this.state === 'open' ? this.openUntil : null;

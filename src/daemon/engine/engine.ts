@@ -20,6 +20,7 @@ import { cancelCall, type CallOutcome, type ItemAbort } from './executor.js';
 import { itemWrites, runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { LeaseUpkeep, type LeaseHeld, type RecoveryCounts } from './lease-upkeep.js';
 import { ProviderHolds } from './provider-feedback.js';
+import { claimInOwnWrite } from './claim-probes.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { ANSWER_SLOTS, START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
@@ -305,9 +306,10 @@ export class Engine {
         // One transaction per round: the items past their deadline end first, then the claim, which
         // passes over them anyway. An endpoint whose breaker is open admits nothing: its items stay
         // queued and no attempt is burned.
-        const round = await this.write(async (tx) => {
+        // A half-open breaker's probe taken by a run of the round that did not commit is given back.
+        const round = await claimInOwnWrite(this.o.write, async (tx, probes) => {
           await skipItemsPastDeadline(tx, this.ctx);
-          return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits);
+          return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits, probes);
         });
         const claimed = round.claimed;
         if (round.breakerHeld) await this.noteLimiterWait('breaker_open');

@@ -29,6 +29,8 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import { reserveCharge } from './charges.js';
+import { RoundProbes } from './claim-probes.js';
+import { admitted } from './route-admission.js';
 import { fitsBudget } from './claim-budget.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt } from './failures.js';
@@ -80,7 +82,19 @@ export interface ClaimLimits {
   maxPriority?: number;
 }
 
-export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, limit: number, leaseMs: number, limits: ClaimLimits = {}): Promise<ClaimRound> {
+/**
+ * One claim round in `tx`: up to `limit` items leased to `owner`, each with its scope and reservation. The
+ * half-open probes it takes are noted in `probes`, to be given back if `tx` does not commit (claim-probes.ts).
+ */
+export async function claimWorkItems(
+  tx: Tx,
+  flow: FlowControl,
+  owner: string,
+  limit: number,
+  leaseMs: number,
+  limits: ClaimLimits = {},
+  probes = new RoundProbes(),
+): Promise<ClaimRound> {
   const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null, breakerHeld: false };
   const leaseUntil = tx.now + leaseMs;
   // Items held back this round (their route cannot take a call now): not offered to the scheduler again.
@@ -114,7 +128,7 @@ export async function claimWorkItems(tx: Tx, flow: FlowControl, owner: string, l
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now, own);
     if (!pick) break;
-    const at: RoundClaimContext = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked };
+    const at: RoundClaimContext = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked, probes };
     // Postgres, no budget to decide on between the candidate's read and its claim: both in one statement
     // (a round trip less per claimed item); otherwise the read, the checks, then the claim.
     const oneStatement = claimFirst && !tx.hooks.budgeted(pick.project_id);
@@ -161,6 +175,8 @@ interface RoundClaimContext {
   excluded: readonly string[];
   /** Scopes the round has locked. */
   locked: ReadonlySet<string>;
+  /** The half-open probes the round took. */
+  probes: RoundProbes;
 }
 
 /**
@@ -196,7 +212,7 @@ async function admitThenClaim(
   // Parked (or, sharing the database, taken by another daemon meanwhile; or its budget lock busy).
   if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow.budgetFor, item, estimate, round, budgetLocks)))
     return { outcome: 'held', item };
-  if (!(await admitted(tx, flow, route, estimate, round))) return { outcome: 'held', item };
+  if (!(await admitted(tx, flow, route, estimate, round, at.probes))) return { outcome: 'held', item };
   const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner: at.owner, now: tx.now, lease_until: at.leaseUntil });
   // Alone on the database the heads query read this transaction's own state, so this cannot miss;
   // sharing it, no other round claims the item while this one holds its claim lock (readClaimCandidate),
@@ -246,7 +262,7 @@ async function claimThenAdmit(
     return { outcome: 'lost', item: read.item };
   }
   const { route, estimate, request } = await estimateFor(tx, flow, read);
-  if (!(await admitted(tx, flow, route, estimate, round))) {
+  if (!(await admitted(tx, flow, route, estimate, round, at.probes))) {
     await releaseHeldLock(tx.sql, {
       scope: claim.item.lock_scope,
       owner: claim.item.id,
@@ -259,48 +275,6 @@ async function claimThenAdmit(
 }
 
 const NONE: ClaimStep = { outcome: 'none' };
-
-/** Whether the route takes the call now (`routeWait`); if not, when the round looks again is noted in `round`. */
-async function admitted(tx: Tx, flow: FlowControl, route: ModelRoute, estimate: CallEstimate, round: ClaimRound): Promise<boolean> {
-  // Each endpoint's breaker and each route's rate limit hold back only their own calls.
-  const wait = flow.sharedLimits ? await routeWait(tx, flow, route, estimate.tokens, round) : routeWaitHere(tx, flow, route, estimate.tokens, round);
-  if (wait === 'admitted') return true;
-  if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
-  return false;
-}
-
-/**
- * Whether the route can take a call now: its endpoint's breaker (closed, or half-open with its probe
- * free) and its rate limits. 'admitted' takes the request, the tokens and, when half-open, the probe;
- * otherwise when to look again (null: when something wakes the engine, e.g. the probe's outcome).
- */
-async function routeWait(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): Promise<'admitted' | number | null> {
-  const held = localHold(tx, flow, route, tokens, round);
-  if (held !== undefined) return held;
-  const shared = await flow.sharedLimits?.admit(tx.sql, route.key, flow.router.rateLimitsOf(route.key), tokens, tx.now);
-  if (shared && !shared.ok) return shared.retryAt;
-  flow.router.breaker(route).admit(1, tx.now);
-  return 'admitted';
-}
-
-/** `routeWait` of a daemon alone on its database (no shared rate limits): decided in memory, no await. */
-function routeWaitHere(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): 'admitted' | number | null {
-  const held = localHold(tx, flow, route, tokens, round);
-  if (held !== undefined) return held;
-  flow.router.breaker(route).admit(1, tx.now);
-  return 'admitted';
-}
-
-/** The route's breaker and this daemon's rate limiter: when to look again if either holds the call back, else undefined. */
-function localHold(tx: Tx, flow: FlowControl, route: ModelRoute, tokens: number, round: ClaimRound): number | null | undefined {
-  const breaker = flow.router.breaker(route);
-  if (!breaker.canAdmit(tx.now)) {
-    round.breakerHeld = true;
-    return breaker.reopensAt();
-  }
-  const admission = flow.limiter.admit(route.key, tokens, tx.now);
-  return admission.ok ? undefined : admission.retryAt;
-}
 
 /**
  * The heads after a claim or a park in `projectId`: only that project's are re-read (a scope the claim

@@ -1,0 +1,61 @@
+/**
+ * Whether a claimed item's route takes its call now: its endpoint's breaker, this daemon's rate limiter
+ * and, sharing the database, the buckets and 429 park every daemon shares. Admitting takes the call's
+ * request and tokens and, when the breaker is half-open, its probe (noted for the round: claim-probes.ts).
+ */
+import type { CallEstimate } from '../../domain/budget.js';
+import type { RoundProbes } from './claim-probes.js';
+import type { RateLimiter } from '../../domain/rate-limit.js';
+import type { ModelRoute, ModelRouter } from '../routing/router.js';
+import type { SharedRateLimits } from './shared-rate-limits.js';
+import type { Tx } from './tx.js';
+
+/** What admission reads of the engine's flow control (producer.ts `FlowControl`). */
+type Limits = { router: ModelRouter; limiter: RateLimiter; sharedLimits?: SharedRateLimits | null };
+
+/** What admission notes on the claim round (producer.ts `ClaimRound`): when to look again, and a breaker's hold. */
+type RoundHolds = { limitedUntil: number | null; breakerHeld: boolean };
+
+/** Whether the route takes the call now (`routeWait`); if not, when the round looks again is noted in `round`. */
+export async function admitted(tx: Tx, flow: Limits, route: ModelRoute, estimate: CallEstimate, round: RoundHolds, probes: RoundProbes): Promise<boolean> {
+  // Each endpoint's breaker and each route's rate limit hold back only their own calls.
+  const wait = flow.sharedLimits
+    ? await routeWait(tx, flow, route, estimate.tokens, round, probes)
+    : routeWaitHere(tx, flow, route, estimate.tokens, round, probes);
+  if (wait === 'admitted') return true;
+  if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
+  return false;
+}
+
+/**
+ * Whether the route can take a call now: its endpoint's breaker (closed, or half-open with its probe
+ * free) and its rate limits. 'admitted' takes the request, the tokens and, when half-open, the probe;
+ * otherwise when to look again (null: when something wakes the engine, e.g. the probe's outcome).
+ */
+async function routeWait(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds, probes: RoundProbes): Promise<'admitted' | number | null> {
+  const held = localHold(tx, flow, route, tokens, round);
+  if (held !== undefined) return held;
+  const shared = await flow.sharedLimits?.admit(tx.sql, route.key, flow.router.rateLimitsOf(route.key), tokens, tx.now);
+  if (shared && !shared.ok) return shared.retryAt;
+  probes.admit(flow.router.breaker(route), tx.now);
+  return 'admitted';
+}
+
+/** `routeWait` of a daemon alone on its database (no shared rate limits): decided in memory, no await. */
+function routeWaitHere(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds, probes: RoundProbes): 'admitted' | number | null {
+  const held = localHold(tx, flow, route, tokens, round);
+  if (held !== undefined) return held;
+  probes.admit(flow.router.breaker(route), tx.now);
+  return 'admitted';
+}
+
+/** The route's breaker and this daemon's rate limiter: when to look again if either holds the call back, else undefined. */
+function localHold(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds): number | null | undefined {
+  const breaker = flow.router.breaker(route);
+  if (!breaker.canAdmit(tx.now)) {
+    round.breakerHeld = true;
+    return breaker.reopensAt();
+  }
+  const admission = flow.limiter.admit(route.key, tokens, tx.now);
+  return admission.ok ? undefined : admission.retryAt;
+}
