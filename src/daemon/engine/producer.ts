@@ -128,11 +128,13 @@ export async function claimWorkItems(
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now, own);
     if (!pick) break;
-    const at: RoundClaimContext = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked, probes };
+    const context: RoundClaimContext = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked, probes };
     // Postgres, no budget to decide on between the candidate's read and its claim: both in one statement
     // (a round trip less per claimed item); otherwise the read, the checks, then the claim.
     const oneStatement = claimFirst && !tx.hooks.budgeted(pick.project_id);
-    const step = oneStatement ? await claimThenAdmit(tx, flow, pick, at, round, budgetLocks) : await admitThenClaim(tx, flow, pick, at, round, budgetLocks);
+    const step = oneStatement
+      ? await claimThenAdmit(tx, flow, pick, context, round, budgetLocks)
+      : await admitThenClaim(tx, flow, pick, context, round, budgetLocks);
     if (oneStatement && step.outcome === 'held') claimFirst = false;
     if (step.outcome === 'none') {
       passGroup(heads, pick, passed);
@@ -198,22 +200,22 @@ async function admitThenClaim(
   tx: Tx,
   flow: FlowControl,
   pick: ClaimPick,
-  at: RoundClaimContext,
+  context: RoundClaimContext,
   round: ClaimRound,
   budgetLocks: Map<string, boolean>,
 ): Promise<ClaimStep> {
   // The item and its thread in one statement: the estimate builds the request from both. Sharing the
   // database, the group's next item when other daemons' rounds are taking the head, or none.
-  const read = await readClaimCandidate(tx.sql, pick, tx.now, at.excluded);
-  if (!read) return NONE;
+  const read = await readClaimCandidate(tx.sql, pick, tx.now, context.excluded);
+  if (!read) return NO_CANDIDATE;
   const { item } = read;
-  if (at.locked.has(item.lock_scope)) return { outcome: 'lost', item: null };
+  if (context.locked.has(item.lock_scope)) return { outcome: 'lost', item: null };
   const { route, estimate, request } = await estimateFor(tx, flow, read);
   // Parked (or, sharing the database, taken by another daemon meanwhile; or its budget lock busy).
   if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow.budgetFor, item, estimate, round, budgetLocks)))
     return { outcome: 'held', item };
-  if (!(await admitted(tx, flow, route, estimate, round, at.probes))) return { outcome: 'held', item };
-  const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner: at.owner, now: tx.now, lease_until: at.leaseUntil });
+  if (!(await admitted(tx, flow, route, estimate, round, context.probes))) return { outcome: 'held', item };
+  const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner: context.owner, now: tx.now, lease_until: context.leaseUntil });
   // Alone on the database the heads query read this transaction's own state, so this cannot miss;
   // sharing it, no other round claims the item while this one holds its claim lock (readClaimCandidate),
   // but another write (a cancel, a park) may have changed it since the read. The heads query skipped held scopes,
@@ -223,7 +225,7 @@ async function admitThenClaim(
   // half-open breaker's probe it took is freed (no call will tell the breaker anything).
   // The scope is tried with the claim, in its statement (db/claim-with-scope.ts).
   if (!claim?.scopeTaken) {
-    if (claim) await unclaimWorkItem(tx.sql, { owner: at.owner, before: item });
+    if (claim) await unclaimWorkItem(tx.sql, { owner: context.owner, before: item });
     flow.router.breaker(route).onInconclusive();
     return { outcome: 'lost', item };
   }
@@ -248,33 +250,38 @@ async function claimThenAdmit(
   tx: Tx,
   flow: FlowControl,
   pick: ClaimPick,
-  at: RoundClaimContext,
+  context: RoundClaimContext,
   round: ClaimRound,
   budgetLocks: Map<string, boolean>,
 ): Promise<ClaimStep> {
-  const claimed = await claimCandidateWithScope(tx.sql, pick, { owner: at.owner, now: tx.now, lease_until: at.leaseUntil, excluded: at.excluded });
-  if (!claimed) return NONE;
-  if (claimed.scopeRowFound) return admitThenClaim(tx, flow, pick, at, round, budgetLocks);
+  const claimed = await claimCandidateWithScope(tx.sql, pick, {
+    owner: context.owner,
+    now: tx.now,
+    lease_until: context.leaseUntil,
+    excluded: context.excluded,
+  });
+  if (!claimed) return NO_CANDIDATE;
+  if (claimed.scopeRowFound) return admitThenClaim(tx, flow, pick, context, round, budgetLocks);
   const { read, claim } = claimed;
   // Changed by another write since the read, or its scope taken by another daemon: as in `admitThenClaim`.
   if (!claim?.scopeTaken) {
-    if (claim) await unclaimWorkItem(tx.sql, { owner: at.owner, before: read.item });
+    if (claim) await unclaimWorkItem(tx.sql, { owner: context.owner, before: read.item });
     return { outcome: 'lost', item: read.item };
   }
   const { route, estimate, request } = await estimateFor(tx, flow, read);
-  if (!(await admitted(tx, flow, route, estimate, round, at.probes))) {
+  if (!(await admitted(tx, flow, route, estimate, round, context.probes))) {
     await releaseHeldLock(tx.sql, {
       scope: claim.item.lock_scope,
       owner: claim.item.id,
       lost: `the lock of scope ${claim.item.lock_scope} this claim took is gone`,
     });
-    await unclaimWorkItem(tx.sql, { owner: at.owner, before: read.item });
+    await unclaimWorkItem(tx.sql, { owner: context.owner, before: read.item });
     return { outcome: 'held', item: read.item };
   }
   return { outcome: 'claimed', read, leased: claim.item, route, estimate, request };
 }
 
-const NONE: ClaimStep = { outcome: 'none' };
+const NO_CANDIDATE: ClaimStep = { outcome: 'none' };
 
 /**
  * The heads after a claim or a park in `projectId`: only that project's are re-read (a scope the claim
