@@ -1,6 +1,8 @@
 /**
- * What the checks for text neither backend stores as given (U+0000, lone surrogates) cost per call (src/domain/storable-text.ts): `npx tsx bench/nul-checks.ts`. Results in
- * bench/README.md (2026-11-25 17:28 UTC, issue-18-pgnul).
+ * What the checks for text neither backend stores as given (U+0000, lone surrogates) cost per call
+ * (src/domain/storable-text.ts): `npx tsx bench/nul-checks.ts`. Results of the NUL checks alone in bench/README.md
+ * (2026-11-25 17:28 UTC, issue-18-pgnul); with the surrogate checks, in commit 97c8155's message (load 7): a
+ * 6-field input 310 ns, an answer's pre-check 0.97 µs against its JSON.parse 5.2 µs.
  */
 import { findUnstorableText, mayHoldUnstorableText } from '../src/domain/storable-text.js';
 import { simulatedStories } from '../src/operations/builtin/story_generate_epic/simulate.js';

@@ -26,57 +26,61 @@ if (process.argv[2] === '--child') {
   const child = fork(new URL(import.meta.url).pathname, ['--child'], {
     execArgv: [...process.execArgv, ...(process.env.SIM_COST_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SIM_COST_PROFILE_DIR}`] : [])],
   });
-  const CALLS = Number(process.argv[2] ?? 6000);
-  const WARMUP = Number(process.argv[3] ?? 3000);
-  const url = await new Promise<string>((resolve) => child.once('message', (m) => resolve(String(m))));
-  const config: ProviderConfig = {
-    baseURL: url,
-    apiKey: 'bench',
-    model: 'bench',
-    temperature: 0.2,
-    maxTokens: 2000,
-    callTimeoutMs: 60_000,
-    responseFormat: 'json_schema',
-    maxAnswerBytes: 10 * 2 ** 20,
-  };
-  const provider = createOpenAIProvider(config, IN_FLIGHT);
-  const cpuMs = () => {
-    const parts = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(parts[11]) + Number(parts[12])) * 1000) / 100;
-  };
-  let n = 0;
-  const run = async (count: number) => {
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: IN_FLIGHT }, async () => {
-        while (next < count) {
-          const i = next++;
-          n++;
-          const messages = storyMessages(
-            { id: 'p1', name: 'Project p1' },
-            { id: `E${n}`, title: `Epic ${n} of the bench`, description: `What epic ${n} is about, in a sentence or two.` },
-          );
-          const request: ChatRequest = {
-            model: 'bench',
-            messages,
-            response_format: { type: 'json_schema', json_schema: { name: 'story_generate_epic', strict: false, schema: STORIES_JSON_SCHEMA } },
-            temperature: 0.2,
-            max_tokens: 2000,
-          };
-          const res = await provider.send(request, new AbortController().signal, {});
-          if (res.httpStatus !== 200) throw new Error(`status ${res.httpStatus} (${i})`);
-        }
-      }),
+  // Stopped however the run ends: a failed call must not leave the simulator running.
+  try {
+    const CALLS = Number(process.argv[2] ?? 6000);
+    const WARMUP = Number(process.argv[3] ?? 3000);
+    const url = await new Promise<string>((resolve) => child.once('message', (m) => resolve(String(m))));
+    const config: ProviderConfig = {
+      baseURL: url,
+      apiKey: 'bench',
+      model: 'bench',
+      temperature: 0.2,
+      maxTokens: 2000,
+      callTimeoutMs: 60_000,
+      responseFormat: 'json_schema',
+      maxAnswerBytes: 10 * 2 ** 20,
+    };
+    const provider = createOpenAIProvider(config, IN_FLIGHT);
+    const cpuMs = () => {
+      const parts = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return ((Number(parts[11]) + Number(parts[12])) * 1000) / 100;
+    };
+    let n = 0;
+    const run = async (count: number) => {
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: IN_FLIGHT }, async () => {
+          while (next < count) {
+            const i = next++;
+            n++;
+            const messages = storyMessages(
+              { id: 'p1', name: 'Project p1' },
+              { id: `E${n}`, title: `Epic ${n} of the bench`, description: `What epic ${n} is about, in a sentence or two.` },
+            );
+            const request: ChatRequest = {
+              model: 'bench',
+              messages,
+              response_format: { type: 'json_schema', json_schema: { name: 'story_generate_epic', strict: false, schema: STORIES_JSON_SCHEMA } },
+              temperature: 0.2,
+              max_tokens: 2000,
+            };
+            const res = await provider.send(request, new AbortController().signal, {});
+            if (res.httpStatus !== 200) throw new Error(`status ${res.httpStatus} (${i})`);
+          }
+        }),
+      );
+    };
+    await run(WARMUP);
+    const c0 = cpuMs();
+    const t0 = performance.now();
+    await run(CALLS);
+    const ms = cpuMs() - c0;
+    const secs = (performance.now() - t0) / 1000;
+    console.log(
+      `simulator: ${((ms * 1000) / CALLS).toFixed(0)} µs CPU per call over ${CALLS} calls (${(CALLS / secs).toFixed(0)} calls/s, ${(ms / 1000 / secs).toFixed(2)} cores)`,
     );
-  };
-  await run(WARMUP);
-  const c0 = cpuMs();
-  const t0 = performance.now();
-  await run(CALLS);
-  const ms = cpuMs() - c0;
-  const secs = (performance.now() - t0) / 1000;
-  console.log(
-    `simulator: ${((ms * 1000) / CALLS).toFixed(0)} µs CPU per call over ${CALLS} calls (${(CALLS / secs).toFixed(0)} calls/s, ${(ms / 1000 / secs).toFixed(2)} cores)`,
-  );
-  child.send('stop');
+  } finally {
+    if (child.connected) child.send('stop');
+  }
 }

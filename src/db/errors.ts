@@ -122,7 +122,8 @@ export function refusedValueOf(err: unknown): RefusedValueError | null {
   const code = e?.code;
   if (typeof code !== 'string') return null;
   if (code !== 'SQLITE_TOOBIG' && !PG_REFUSED_VALUE_CODES.includes(code)) return null;
-  // The server's message may quote the value: a NUL in it is written out, and its length bounded, so the message can be stored.
+  // The server's message may quote the value: a NUL in it is written out, half a surrogate pair made U+FFFD, and its
+  // length bounded, so the message can be stored.
   const message = storableMessage(String(e?.message));
   const bounded = message.length > REFUSED_MESSAGE_CHARS ? `${message.slice(0, REFUSED_MESSAGE_CHARS)}…` : message;
   return new RefusedValueError(code, bounded, err);

@@ -168,11 +168,11 @@ function headOf(h: WriteHead): WriteHead {
 
 /**
  * A document's next version as a guarded UPDATE: one of the transaction's last statements
- * (`runGuardedAtCommit`). On a handle that writes documents again (document-parts.ts
+ * (`runGuardedAtCommit`). On a handle that writes documents again (document-parts-queued.ts
  * `writeDocumentsAgain`: a later write of the same document in the transaction plans from this version) a
- * held head carries the version until the COMMIT writes it (`heldHeads`, document-parts.ts
- * `queueHeadUpdate`); the updates of one document run there in the order queued, each guarded by the version
- * the one before it left. A head not held there is updated at once: a later read finds it in the row.
+ * held head carries the version until the COMMIT writes it (`heldHeads`, document-parts-queued.ts
+ * `queueHeadUpdate`); the updates of one document run there in the order queued, each guarded by the
+ * version the one before it left. A head not held there is updated at once: a later read finds it in the row.
  */
 function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, next: WriteHead, what: string): Promise<void> {
   forgetReadInTransaction(sql, next);

@@ -165,18 +165,9 @@ function finalizeText(dialect: Sql['dialect'], to: Exclude<RunStatus, 'pending'>
   const from = runStatusesLeadingTo(to);
   if (from.length === 0) throw new StaleStateError(`no run status leads to ${to}`);
   const text = `
-    WITH usage AS (
-      SELECT count(*) AS responses,
-             coalesce(sum(${jsonNumber(dialect, 'payload', 'usage.prompt_tokens')}), 0) AS prompt_tokens,
-             coalesce(sum(${jsonNumber(dialect, 'payload', 'usage.completion_tokens')}), 0) AS completion_tokens,
-             coalesce(sum(${jsonNumber(dialect, 'payload', 'usage.total_tokens')}), 0) AS total_tokens
-      FROM llm_ledger_entries
-      WHERE entry_type = 'response'
-        AND (thread_id = @thread_id OR thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @thread_id)))
     UPDATE schedule_runs INDEXED BY idx_schedule_runs_thread
     SET status = @to, finished_at = @now, error_message = @error_message,
-        responses = (SELECT responses FROM usage), prompt_tokens = (SELECT prompt_tokens FROM usage),
-        completion_tokens = (SELECT completion_tokens FROM usage), total_tokens = (SELECT total_tokens FROM usage)
+        ${RUN_USAGE_COLUMNS} = (${runUsage(dialect, '@thread_id')})
     WHERE thread_id = @thread_id AND status IN (${from.map((s) => `'${s}'`).join(', ')})
     RETURNING *`;
   finalizeTexts[dialect].set(to, text);
@@ -197,23 +188,27 @@ export function finalizeCompletedScheduleRunsAtCommit(sql: Sql, p: { thread_ids:
   return DONE;
 }
 
-/**
- * One of a run's usage sums (`value` over its thread's and its children's `response` entries), for the
- * row being updated: the same sums as `finalizeText`'s, one correlated subquery per column, which runs
- * only for a row that matches (a run's thread), not for the ids that have none.
- */
-function runUsage(value: string): string {
-  return `(SELECT ${value} FROM llm_ledger_entries e WHERE e.entry_type = 'response'
-      AND (e.thread_id = schedule_runs.thread_id OR e.thread_id IN (SELECT c.id FROM llm_threads c WHERE c.parent_thread_id = schedule_runs.thread_id)))`;
-}
+/** The run columns `runUsage`'s row sets, in its order. */
+const RUN_USAGE_COLUMNS = '(responses, prompt_tokens, completion_tokens, total_tokens)';
 
-const sumOfRun = (path: string) => runUsage(`coalesce(sum(${jsonNumber('postgres', 'e.payload', path)}), 0)`);
+/**
+ * A run's usage, one row in `RUN_USAGE_COLUMNS`' order: its response count and token sums over the
+ * `response` entries of its thread (`threadId`: a parameter, or the updated row's column) and of that
+ * thread's children. The one text of both finalizing statements, so the two cannot sum differently; set
+ * as one row, the entries are read once per run, not once per column.
+ */
+function runUsage(dialect: Sql['dialect'], threadId: string): string {
+  const sum = (path: string) => `coalesce(sum(${jsonNumber(dialect, 'e.payload', path)}), 0)`;
+  return `SELECT count(*), ${sum('usage.prompt_tokens')}, ${sum('usage.completion_tokens')}, ${sum('usage.total_tokens')}
+      FROM llm_ledger_entries e
+      WHERE e.entry_type = 'response'
+        AND (e.thread_id = ${threadId} OR e.thread_id IN (SELECT c.id FROM llm_threads c WHERE c.parent_thread_id = ${threadId}))`;
+}
 
 const FINALIZE_COMPLETED_PG = `
     UPDATE schedule_runs
     SET status = 'complete', finished_at = @now, error_message = NULL,
-        responses = ${runUsage('count(*)')}, prompt_tokens = ${sumOfRun('usage.prompt_tokens')},
-        completion_tokens = ${sumOfRun('usage.completion_tokens')}, total_tokens = ${sumOfRun('usage.total_tokens')}
+        ${RUN_USAGE_COLUMNS} = (${runUsage('postgres', 'schedule_runs.thread_id')})
     WHERE ${inJsonArray('postgres', 'thread_id', '@ids')} AND status IN (${runStatusesLeadingTo('complete')
       .map((s) => `'${s}'`)
       .join(', ')})`;

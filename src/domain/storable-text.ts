@@ -11,7 +11,8 @@
  * model's answer (operations/runtime.ts `checkAnswer`: an invalid answer, whose reasons are kept escaped) —
  * and then no raw text column derived from stored data (a document part's key, a child's idempotency key, a
  * lock scope) can hold one either. The check is made once per way in, on the whole value, never per column.
- * A provider's error message is kept with the NUL escaped instead (engine/classify.ts).
+ * A provider's error message is kept instead, its NUL escaped and half a surrogate pair made U+FFFD
+ * (`storableMessage`, engine/classify.ts).
  *
  * The caveat: columns of JSON text (ledger payloads such as a provider's body "as received", a thread's
  * `input` and `target_ref` of an imported ledger) may still hold the six characters `\u0000`, the JSON

@@ -22,7 +22,8 @@ function call<T>(op: Operation, fn: string, run: () => T): T {
     // A read-ahead miss is not the function's failure: the daemon loads the value and calls it again.
     if (err instanceof OperationCallError || err === NOT_LOADED_YET) throw err;
     const e = err as { message?: unknown; code?: unknown };
-    // Kept as an item's error_message when it fails an answer (an apply echoing the answer): NUL escaped.
+    // Kept as an item's error_message when it fails an answer (an apply echoing the answer): NUL escaped,
+    // half a surrogate pair made U+FFFD (domain/storable-text.ts `storableMessage`).
     const message = storableMessage(typeof e?.message === 'string' ? e.message : String(err));
     throw new OperationCallError(op.name, fn, message, e?.code === 'NOT_FOUND');
   }
@@ -126,9 +127,9 @@ export type AnswerCheck = { ok: true; value: unknown } | { ok: false; errors: st
 /**
  * The message content of an answer: JSON first, then the output schema and the rules. Errors name each
  * field. They are the answer's failure reason, stored as the item's `error_message`, so any U+0000 in them
- * is written `\u0000` here, where every such reason is made: `JSON.parse`'s message quotes the text
- * around the error (a raw NUL in an answer that is not JSON), and `rules.check` (user code) may echo the
- * answer (domain/storable-text.ts).
+ * is written `\u0000` and half a surrogate pair U+FFFD here, where every such reason is made: `JSON.parse`'s
+ * message quotes the text around the error (a raw NUL in an answer that is not JSON), and `rules.check`
+ * (user code) may echo the answer (domain/storable-text.ts `storableMessage`).
  */
 export function checkAnswer(op: Operation, content: string | null | undefined): AnswerCheck {
   if (content === null || content === undefined || content.trim() === '') return { ok: false, errors: ['(root): the answer is empty'] };

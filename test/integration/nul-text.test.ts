@@ -58,7 +58,7 @@ describe('a request holding U+0000', () => {
     const query = await api.request('GET', '/threads?kind=story%00');
     expect(query.status).toBe(400);
     expect(JSON.parse(query.text).errors).toEqual([{ field: 'kind', message: expect.stringMatching(NUL_MESSAGE) }]);
-    // Behind a field nested 6,000 levels deep (findNul keeps its own stack): still the 400, not a 500.
+    // Behind a field nested 6,000 levels deep (findUnstorableText keeps its own stack): still the 400, not a 500.
     const deep = `{"input":{"project_id":"p","epic_id":"E1"},"deep":${'['.repeat(6000)}${']'.repeat(6000)},"note":"\\u0000"}`;
     const nested = await api.request('POST', '/commands/run/story_generate_epic', { raw: deep, headers: { 'content-type': 'application/json' } });
     expect(nested.status).toBe(400);

@@ -78,13 +78,20 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
   it("finalizes the two children's runs with one statement, the orchestration's with its own, each with its usage", async () => {
     const commit = c.sent.find((text) => /\bCOMMIT\b/.test(text))!;
     expect(executionsOf(commit, /UPDATE schedule_runs/)).toBe(2);
-    const runs = await c.db.reader.all<{ thread_id: string; status: string; responses: number }>(
-      'SELECT thread_id, status, responses FROM schedule_runs ORDER BY thread_id',
-    );
-    expect(runs.map((r) => [r.thread_id, r.status, Number(r.responses)])).toEqual([
-      ['t-a', 'complete', 1],
-      ['t-b', 'complete', 1],
-      ['t-o', 'complete', 2],
+    const runs = await c.db.reader.all<{
+      thread_id: string;
+      status: string;
+      responses: number;
+      prompt_tokens: number;
+      completion_tokens: number;
+      total_tokens: number;
+    }>('SELECT thread_id, status, responses, prompt_tokens, completion_tokens, total_tokens FROM schedule_runs ORDER BY thread_id');
+    // Each answer used 10 prompt, 5 completion, 15 total tokens (`paidAnswerOf`); the orchestration's run sums its children's.
+    const usage = (r: (typeof runs)[number]) => [r.responses, r.prompt_tokens, r.completion_tokens, r.total_tokens].map(Number);
+    expect(runs.map((r) => [r.thread_id, r.status, ...usage(r)])).toEqual([
+      ['t-a', 'complete', 1, 10, 5, 15],
+      ['t-b', 'complete', 1, 10, 5, 15],
+      ['t-o', 'complete', 2, 20, 10, 30],
     ]);
   });
 

@@ -1,5 +1,5 @@
 /**
- * A shared closure of answers that writes one document several times (db/document-parts.ts
+ * A shared closure of answers that writes one document several times (db/document-parts-queued.ts
  * `writeDocumentsAgain`) queues every part's write for its COMMIT and plans each next version from the
  * places it noted: the document it leaves must be the one the same versions leave written one transaction
  * each — the same parts (keys, order keys, texts, versions), the same head — also when a new element goes

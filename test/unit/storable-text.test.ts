@@ -4,6 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { findUnstorableText, mayHoldUnstorableText, NUL_REFUSED, storableMessage, UNPAIRED_SURROGATE_REFUSED } from '../../src/domain/storable-text.js';
+import { checkAnswer, lockScopeOf, planMutation } from '../../src/operations/runtime.js';
+import type { Operation } from '../../src/operations/registry.js';
 
 /** The path of the first NUL, as the checks name it. */
 const findNul = (value: unknown) => {
@@ -11,8 +13,6 @@ const findNul = (value: unknown) => {
   if (found !== null) expect(found.problem).toBe(NUL_REFUSED);
   return found?.path ?? null;
 };
-import { checkAnswer, lockScopeOf, planMutation } from '../../src/operations/runtime.js';
-import type { Operation } from '../../src/operations/registry.js';
 
 describe('findUnstorableText: U+0000', () => {
   it('names the first string holding U+0000, in the form of the schema errors', () => {
