@@ -135,6 +135,14 @@ export function withCallerStack(err: unknown): never {
 
 export class PgSql implements Sql {
   readonly dialect = 'postgres' as const;
+  /**
+   * The first statement refused for a stale plan and not run again here (on one connection: a transaction's),
+   * even if its caller caught it: the transaction is aborted all the same, so what fails after it (25P02, or
+   * the closure's own decision) is its consequence, and the writer judges the failure by this (pg/writer.ts:
+   * it closes the connection and runs the write again).
+   */
+  stalePlan: Error | undefined;
+
   constructor(readonly target: Queryable) {}
 
   get connection(): object {
@@ -163,7 +171,11 @@ export class PgSql implements Sql {
    */
   private rerunAfterStalePlan(err: unknown, text: string, params: SqlParams | undefined, attempt: number): Promise<pg.QueryResult> {
     const target = this.target;
-    if (!isStalePreparedStatement(err) || !(target instanceof pgDriver().Pool) || attempt > (target.options.max ?? 10)) withCallerStack(err);
+    const stale = isStalePreparedStatement(err);
+    if (!stale || !(target instanceof pgDriver().Pool) || attempt > (target.options.max ?? 10)) {
+      if (stale) this.stalePlan ??= err as Error;
+      withCallerStack(err);
+    }
     return this.query(text, params).catch((next) => this.rerunAfterStalePlan(next, text, params, attempt + 1));
   }
 

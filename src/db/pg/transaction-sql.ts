@@ -16,7 +16,6 @@
  */
 import type pg from 'pg';
 import type { SqlParams } from '../../core/sql.js';
-import { isStalePreparedStatement } from '../errors.js';
 import { inlineList } from './commit-query.js';
 import { bindValues, type CompiledStatement, compileStatement, PgSql } from './sql.js';
 import { submitSimple, submitStatement } from './statement-query.js';
@@ -29,13 +28,6 @@ export class PgTransactionSql extends PgSql {
   /** BEGIN sent on its own and not yet answered: statements wait for it (never in autocommit before it). */
   private beginning: Promise<unknown> | null = null;
   private readonly prepared: Set<string>;
-  /**
-   * The first statement of this transaction refused for a stale plan (db/errors.ts `isStalePreparedStatement`),
-   * even if the closure caught it: the transaction is aborted all the same, so what the closure does next fails
-   * with 25P02 or a decision of its own, and the writer must still see a stale plan (close the connection, run
-   * the closure again) rather than that later error.
-   */
-  stalePlan: Error | undefined;
 
   constructor(private readonly client: pg.PoolClient) {
     super(client);
@@ -53,13 +45,6 @@ export class PgTransactionSql extends PgSql {
   }
 
   protected override query(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {
-    return this.send(text, params).catch((err: unknown) => {
-      if (this.stalePlan === undefined && isStalePreparedStatement(err)) this.stalePlan = err as Error;
-      throw err;
-    });
-  }
-
-  private send(text: string, params: SqlParams | undefined): Promise<pg.QueryResult> {
     const s = compileStatement(text);
     const values = bindValues(s, text, params);
     // A statement the closure starts while BEGIN is on its own is sent after it succeeded, in call order.
