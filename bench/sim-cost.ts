@@ -7,8 +7,8 @@
  *   npx tsx bench/sim-cost.ts [calls=6000] [warm-up=3000]
  */
 import { fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import type { ProviderConfig } from '../src/daemon/config/config.js';
+import { processCpuMicros } from './lib/proc.js';
 import { createOpenAIProvider } from '../src/daemon/openai-provider.js';
 import type { ChatRequest } from '../src/domain/prompts.js';
 import { STORIES_JSON_SCHEMA } from '../src/operations/builtin/story_generate_epic/schema.js';
@@ -42,10 +42,7 @@ if (process.argv[2] === '--child') {
       maxAnswerBytes: 10 * 2 ** 20,
     };
     const provider = createOpenAIProvider(config, IN_FLIGHT);
-    const cpuMs = () => {
-      const parts = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return ((Number(parts[11]) + Number(parts[12])) * 1000) / 100;
-    };
+    const cpuMs = () => processCpuMicros(child.pid!) / 1000;
     let n = 0;
     const run = async (count: number) => {
       let next = 0;

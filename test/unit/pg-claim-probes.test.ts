@@ -51,7 +51,7 @@ describe("a claim round's half-open probe", () => {
     const breaker = halfOpenBreaker();
     let runs = 0;
     const round = await claimInOwnWrite(db.write, async (tx, probes) => {
-      const claimed = await claimWorkItems(tx, flow, 'd1', 1, 60_000, {}, probes);
+      const claimed = await claimWorkItems(tx, flow, 'd1', 1, 60_000, probes);
       // The first run took the probe, then met a guard another daemon's write had raced: the writer runs it again.
       if (++runs === 1) throw new StaleStateError('a raced guard');
       return claimed;
@@ -67,12 +67,12 @@ describe("a claim round's half-open probe", () => {
     const breaker = halfOpenBreaker();
     await expect(
       claimInOwnWrite(db.write, async (tx, probes) => {
-        await claimWorkItems(tx, flow, 'd1', 1, 60_000, {}, probes);
+        await claimWorkItems(tx, flow, 'd1', 1, 60_000, probes);
         throw new Error('the round failed after its claim');
       }),
     ).rejects.toThrow('the round failed after its claim');
     expect(breaker.probing).toBe(false);
-    const next = await claimInOwnWrite(db.write, (tx, probes) => claimWorkItems(tx, flow, 'd1', 1, 60_000, {}, probes));
+    const next = await claimInOwnWrite(db.write, (tx, probes) => claimWorkItems(tx, flow, 'd1', 1, 60_000, probes));
     expect(next.claimed.map((c) => c.item.id)).toEqual(['a1']);
   });
 });

@@ -18,6 +18,14 @@ export class RoundProbes {
     if (!probing && breaker.probing) this.taken.push(breaker);
   }
 
+  /** The call `breaker`'s probe was taken for will not start (its claim was lost): the probe is free again, if this round took it. */
+  release(breaker: CircuitBreaker): void {
+    const at = this.taken.indexOf(breaker);
+    if (at === -1) return;
+    this.taken.splice(at, 1);
+    breaker.onInconclusive();
+  }
+
   /** The run that took them did not commit: each probe is free again. */
   giveBack(): void {
     for (const breaker of this.taken.splice(0)) breaker.onInconclusive();

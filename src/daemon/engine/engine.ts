@@ -309,7 +309,7 @@ export class Engine {
         // A half-open breaker's probe taken by a run of the round that did not commit is given back.
         const round = await claimInOwnWrite(this.o.write, async (tx, probes) => {
           await skipItemsPastDeadline(tx, this.ctx);
-          return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, limits, probes);
+          return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, probes, limits);
         });
         const claimed = round.claimed;
         if (round.breakerHeld) await this.noteLimiterWait('breaker_open');

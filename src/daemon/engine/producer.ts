@@ -29,7 +29,7 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import { reserveCharge } from './charges.js';
-import { RoundProbes } from './claim-probes.js';
+import type { RoundProbes } from './claim-probes.js';
 import { admitted } from './route-admission.js';
 import { fitsBudget } from './claim-budget.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
@@ -92,8 +92,8 @@ export async function claimWorkItems(
   owner: string,
   limit: number,
   leaseMs: number,
+  probes: RoundProbes,
   limits: ClaimLimits = {},
-  probes = new RoundProbes(),
 ): Promise<ClaimRound> {
   const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null, breakerHeld: false };
   const leaseUntil = tx.now + leaseMs;
@@ -226,7 +226,7 @@ async function admitThenClaim(
   // The scope is tried with the claim, in its statement (db/claim-with-scope.ts).
   if (!claim?.scopeTaken) {
     if (claim) await unclaimWorkItem(tx.sql, { owner: context.owner, before: item });
-    flow.router.breaker(route).onInconclusive();
+    context.probes.release(flow.router.breaker(route));
     return { outcome: 'lost', item };
   }
   return { outcome: 'claimed', read, leased: claim.item, route, estimate, request };
