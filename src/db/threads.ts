@@ -51,6 +51,18 @@ export function lockThread(sql: Sql, id: string): Promise<ThreadRow | undefined>
   return getThread(sql, id);
 }
 
+/**
+ * The thread as its last committed move left it, held from moving until this transaction ends: on
+ * Postgres `FOR SHARE`, so a move in flight (an UPDATE of its status) is waited for and read, and a
+ * later one waits for this transaction (foreign-key checks and readers do not). For a decision that
+ * links another row to the thread and must see its end if the end came first (a schedule run joining
+ * a running thread: scheduler/start-run.ts). SQLite's single writer already runs every write alone.
+ */
+export function lockThreadAgainstMoves(sql: Sql, id: string): Promise<ThreadRow | undefined> {
+  if (sql.dialect === 'postgres') return sql.get<ThreadRow>('SELECT * FROM llm_threads WHERE id = ? FOR SHARE', [id]);
+  return getThread(sql, id);
+}
+
 /** The open or running thread for a semantic request, if any (at most one, by the partial unique index). */
 export async function findActiveThreadByKey(sql: Sql, key: string): Promise<ThreadRow | undefined> {
   return (await sql.get("SELECT * FROM llm_threads WHERE idempotency_key = ? AND status IN ('open', 'running')", [key])) as ThreadRow | undefined;

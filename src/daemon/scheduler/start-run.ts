@@ -5,7 +5,7 @@
  */
 import type { ScheduleRunRow } from '../../db/schema-schedules.js';
 import { getSchedule, getScheduleRun, linkScheduleRunThread } from '../../db/schedules.js';
-import { getThread } from '../../db/threads.js';
+import { getThread, lockThreadAgainstMoves } from '../../db/threads.js';
 import { PRIORITY_SCHEDULED } from '../../domain/operations.js';
 import { isTerminalThread } from '../../domain/states.js';
 import type { OperationRegistry } from '../../operations/registry.js';
@@ -14,7 +14,7 @@ import { submitOperation } from '../services/submit.js';
 import { childContext, formatTraceparent } from '../../core/trace-context.js';
 import { finalizeRunOfThread } from './finalize.js';
 import { scheduledRequest } from './request.js';
-import { CommandError } from '../../core/errors.js';
+import { CommandError, StaleStateError } from '../../core/errors.js';
 
 /**
  * `started`: a thread now does the run's work. `in_progress`: a re-claimed run whose thread is still
@@ -50,7 +50,7 @@ export async function startScheduledRun(tx: Tx, o: RunStartOptions, run: Schedul
   const request = scheduledRequest(schedule, current.period_at);
   // force: a schedule runs again every period; a thread already calling for the request is joined
   // instead, and one whose call has not started is superseded by this period's (supersede.ts).
-  const { thread } = await submitOperation(tx, o.operations, request.operation, request.input, {
+  const submitted = await submitOperation(tx, o.operations, request.operation, request.input, {
     force: true,
     maxQueued: o.maxQueued,
     deadlineAt: null,
@@ -59,8 +59,14 @@ export async function startScheduledRun(tx: Tx, o: RunStartOptions, run: Schedul
     // Each period's run is a trace of its own.
     traceparent: formatTraceparent(childContext(null)),
   });
+  // A thread joined (already calling for the request) may be ending in another daemon's transaction,
+  // whose finalize found no run linked to it: its end is read here, after it committed, and it cannot
+  // end until this link has (LOCK ORDER: the thread's row before the run's, as an end takes them).
+  const thread = submitted.deduplicated ? await lockThreadAgainstMoves(tx.sql, submitted.thread.id) : submitted.thread;
+  if (!thread) throw new StaleStateError(`thread ${submitted.thread.id} joined by schedule run ${run.id} no longer exists`);
   await linkScheduleRunThread(tx.sql, { id: run.id, owner: run.claim_owner, claimed_at: run.claimed_at, thread_id: thread.id });
-  // A thread that ended at once (a project with no epics) ended before the link existed.
+  // A thread that ended at once (a project with no epics), or a joined one that ended meanwhile, ended
+  // before the link existed.
   if (isTerminalThread(thread.status)) {
     await finalizeRunOfThread(tx, thread, thread.status as 'complete' | 'failed' | 'canceled');
     return 'finalized';
