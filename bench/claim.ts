@@ -11,7 +11,7 @@
  * Each variant runs over 1 and 20 projects, 3 times; medians and spread of claims/s, and the ratio to
  * the baseline of the same run. Claimed items are not executed (no provider is called).
  */
-import { RoundProbes } from '../src/daemon/engine/claim-probes.js';
+import { RoundAdmissions } from '../src/daemon/engine/claim-admissions.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -104,7 +104,7 @@ async function run(variant: Variant, projects: number): Promise<number> {
   const started = performance.now();
   while (claimed < ITEMS) {
     const n = await write(async (tx) => {
-      if (variant !== 'baseline') return (await claimWorkItems(tx, flow, owner, BATCH, 60_000, new RoundProbes())).claimed.length;
+      if (variant !== 'baseline') return (await claimWorkItems(tx, flow, owner, BATCH, 60_000, new RoundAdmissions())).claimed.length;
       let k = 0;
       for (; k < BATCH; k++) {
         const item = baselineClaim(db, owner, tx.now);

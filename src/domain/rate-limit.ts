@@ -51,6 +51,12 @@ export class TokenBucket {
     this.level -= Math.min(n, this.capacity);
   }
 
+  /** Puts back `n` taken for a call that will not start (up to capacity). */
+  giveBack(n: number, now: number): void {
+    this.refill(now);
+    this.level = Math.min(this.capacity, this.level + Math.min(n, this.capacity));
+  }
+
   /** Lowers the level to what the provider says remains (never raises it). */
   clampTo(remaining: number, now: number): void {
     this.refill(now);
@@ -101,6 +107,14 @@ class ModelLimiter {
     if (this.requestWindow && now < this.requestWindow.resetAt) this.requestWindow.remaining -= 1;
     if (this.tokenWindow && now < this.tokenWindow.resetAt) this.tokenWindow.remaining -= tokens;
     return { ok: true };
+  }
+
+  /** What `admit` took for a call that will not start, put back (the provider's windows too, while they last). */
+  giveBack(tokens: number, now: number): void {
+    this.requests?.giveBack(1, now);
+    this.tokens?.giveBack(tokens, now);
+    if (this.requestWindow && now < this.requestWindow.resetAt) this.requestWindow.remaining += 1;
+    if (this.tokenWindow && now < this.tokenWindow.resetAt) this.tokenWindow.remaining += tokens;
   }
 
   observe(h: RateLimitHeaders, now: number): void {
@@ -174,6 +188,11 @@ export class RateLimiter {
   /** Takes one request and `tokens` from the model's buckets if all allow it now; else says until when not. */
   admit(model: string, tokens: number, now: number): Admission {
     return this.model(model, now).admit(tokens, now);
+  }
+
+  /** Puts back what `admit` took for a call that will not start (its claim was lost or did not commit). */
+  giveBack(model: string, tokens: number, now: number): void {
+    this.models.get(model)?.giveBack(tokens, now);
   }
 
   /** Corrects the model's buckets from an answer's rate-limit headers. */

@@ -10,7 +10,7 @@
  *   any other for the rest of the round: the round reads one of its items, not all of them first.
  * Real Postgres, the real claim round.
  */
-import { RoundProbes } from '../../src/daemon/engine/claim-probes.js';
+import { RoundAdmissions } from '../../src/daemon/engine/claim-admissions.js';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/daemon/config/config.js';
 import { flowControlOf } from '../../src/daemon/config/flow.js';
@@ -49,7 +49,7 @@ describe('a claim round reads its heads once, each group’s next head coming wi
     let sql!: CountingSql;
     const round = await env.db.write((tx) => {
       sql = new CountingSql(tx.sql);
-      return claimWorkItems({ ...tx, sql }, flow, 'd1', 6, 60_000, new RoundProbes());
+      return claimWorkItems({ ...tx, sql }, flow, 'd1', 6, 60_000, new RoundAdmissions());
     });
     // Each project's group in due order, the projects taking turns (a group's next head from the read of its last).
     expect(round.claimed.map((c) => c.item.id)).toEqual(['a1', 'b1', 'c1', 'a2', 'b2', 'c2']);
@@ -75,7 +75,7 @@ describe('a claim round reads its heads once, each group’s next head coming wi
     let sql!: CountingSql;
     const round = await env.db.write((tx) => {
       sql = new CountingSql(tx.sql);
-      return claimWorkItems({ ...tx, sql }, flow, 'd1', 6, 60_000, new RoundProbes());
+      return claimWorkItems({ ...tx, sql }, flow, 'd1', 6, 60_000, new RoundAdmissions());
     });
     expect(round.claimed).toEqual([]);
     expect(round.limitedUntil).toBe(5_000_000_000_000);
@@ -98,7 +98,7 @@ describe('a claim round reads its heads once, each group’s next head coming wi
     expect(await env.db.reader.all('SELECT scope FROM locks')).toEqual([]);
     // Once the park is lifted, the next round leases them (in the order its scheduler's turns give).
     await env.db.write((tx) => sharedRateLimits.unpark(tx.sql, route.key));
-    const next = await env.db.write((tx) => claimWorkItems(tx, flow, 'd1', 6, 60_000, new RoundProbes()));
+    const next = await env.db.write((tx) => claimWorkItems(tx, flow, 'd1', 6, 60_000, new RoundAdmissions()));
     expect(next.claimed).toHaveLength(6);
     expect(await env.db.reader.all('SELECT scope FROM locks')).toHaveLength(6);
   });
@@ -109,7 +109,7 @@ async function countedRound(flow: FlowControl) {
   let sql!: CountingSql;
   const round = await env.db.write((tx) => {
     sql = new CountingSql(tx.sql);
-    return claimWorkItems({ ...tx, sql }, flow, 'd1', 6, 60_000, new RoundProbes());
+    return claimWorkItems({ ...tx, sql }, flow, 'd1', 6, 60_000, new RoundAdmissions());
   });
   return { round, sql };
 }
@@ -206,7 +206,7 @@ describe('an own project whose item is held back competes as any other for the r
     let sql!: CountingSql;
     const round = await write((tx) => {
       sql = new CountingSql(tx.sql);
-      return claimWorkItems({ ...tx, sql }, flow, 'd1', 5, 60_000, new RoundProbes());
+      return claimWorkItems({ ...tx, sql }, flow, 'd1', 5, 60_000, new RoundAdmissions());
     });
     holder.go();
     await holder.done;

@@ -9,7 +9,7 @@
  * `deadlock_timeout` by aborting one transaction, which the writer ran again (a stall of ~1 s); here each
  * writer makes one attempt, so a deadlock is a failed write. Real Postgres, the real engine steps.
  */
-import { RoundProbes } from '../../src/daemon/engine/claim-probes.js';
+import { RoundAdmissions } from '../../src/daemon/engine/claim-admissions.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,7 +102,7 @@ describe('claim rounds of two daemons', () => {
     }
     const [flow1, flow2] = [flow(), flow()];
     const claimOne = (tx: Tx, f: FlowControl, owner: string) =>
-      claimWorkItems(tx, f, owner, 1, 60_000, new RoundProbes()).then((r) => r.claimed.map((c) => c.item.id));
+      claimWorkItems(tx, f, owner, 1, 60_000, new RoundAdmissions()).then((r) => r.claimed.map((c) => c.item.id));
     const round1 = pausedWrite(
       (tx) => claimOne(tx, flow1, 'd1'),
       async (tx, first) => [...first, ...(await claimOne(tx, flow1, 'd1'))],

@@ -5,7 +5,7 @@
  * scope the claim just took: that head is stale (no longer claimable) and, aged, could rank the project in a
  * class it no longer has — the project's heads are read again then. Real Postgres, the real claim round.
  */
-import { RoundProbes } from '../../src/daemon/engine/claim-probes.js';
+import { RoundAdmissions } from '../../src/daemon/engine/claim-admissions.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,7 +53,7 @@ it('a claim that takes the scope heading another group of its project: class ord
     ...flowControlOf(config.flow, operations, createModelRouter(config, undefined)),
     scheduler: new FairScheduler({ weights: { a: 3 }, defaultWeight: 1, agingStepMs: min }),
   };
-  const round = await db.write((tx) => claimWorkItems(tx, flow, 'd1', 2, 60_000, new RoundProbes()));
+  const round = await db.write((tx) => claimWorkItems(tx, flow, 'd1', 2, 60_000, new RoundAdmissions()));
   // Pick 1: a0 (a's turn; it takes `s`). Pick 2: with a's bulk head a10 (aged to class 0, but of `s`) still
   // in view, a would win again and its candidate read would claim a10b (class 10, not aged) ahead of b0.
   // Re-read, a's bulk group is headed by a10b at class 10: b0, the only class-0 item left, goes next.

@@ -21,6 +21,20 @@ describe('rate limiter', () => {
     expect(l.admit('m', 3000, T0 + 20_000).ok).toBe(true);
   });
 
+  it('what a call that will not start took is given back, never above the bucket', () => {
+    const l = new RateLimiter(() => ({ requestsPerMinute: 2, tokensPerMinute: 6000 }));
+    expect(l.admit('m', 5000, T0).ok).toBe(true);
+    expect(l.admit('m', 3000, T0).ok).toBe(false);
+    l.giveBack('m', 5000, T0);
+    expect(l.admit('m', 3000, T0).ok).toBe(true);
+    expect(l.admit('m', 3000, T0).ok).toBe(true);
+    // Both requests taken; three given back fill the bucket to its two, not three.
+    for (let i = 0; i < 3; i++) l.giveBack('m', 3000, T0);
+    expect(l.admit('m', 1, T0).ok).toBe(true);
+    expect(l.admit('m', 1, T0).ok).toBe(true);
+    expect(l.admit('m', 1, T0).ok).toBe(false);
+  });
+
   it('a 429 parks the model for everyone until the reset; other models are unaffected', () => {
     const l = new RateLimiter(() => ({ requestsPerMinute: null, tokensPerMinute: null }));
     l.park('m', T0 + 2000, T0);

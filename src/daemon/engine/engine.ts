@@ -20,7 +20,7 @@ import { cancelCall, type CallOutcome, type ItemAbort } from './executor.js';
 import { itemWrites, runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { LeaseUpkeep, type LeaseHeld, type RecoveryCounts } from './lease-upkeep.js';
 import { ProviderHolds } from './provider-feedback.js';
-import { claimInOwnWrite } from './claim-probes.js';
+import { claimInOwnWrite } from './claim-admissions.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { ANSWER_SLOTS, START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
@@ -306,10 +306,10 @@ export class Engine {
         // One transaction per round: the items past their deadline end first, then the claim, which
         // passes over them anyway. An endpoint whose breaker is open admits nothing: its items stay
         // queued and no attempt is burned.
-        // A half-open breaker's probe taken by a run of the round that did not commit is given back.
-        const round = await claimInOwnWrite(this.o.write, async (tx, probes) => {
+        // What a run of the round that did not commit took from the limiter and the breakers is given back.
+        const round = await claimInOwnWrite(this.o.write, this.o.clock, async (tx, admissions) => {
           await skipItemsPastDeadline(tx, this.ctx);
-          return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, probes, limits);
+          return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, admissions, limits);
         });
         const claimed = round.claimed;
         if (round.breakerHeld) await this.noteLimiterWait('breaker_open');

@@ -29,7 +29,7 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import { reserveCharge } from './charges.js';
-import type { RoundProbes } from './claim-probes.js';
+import type { RoundAdmissions } from './claim-admissions.js';
 import { admitted } from './route-admission.js';
 import { fitsBudget } from './claim-budget.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
@@ -84,7 +84,8 @@ export interface ClaimLimits {
 
 /**
  * One claim round in `tx`: up to `limit` items leased to `owner`, each with its scope and reservation. The
- * half-open probes it takes are noted in `probes`, to be given back if `tx` does not commit (claim-probes.ts).
+ * rate-limit tokens and half-open probes it takes are noted in `admissions`, to be given back if `tx` does not commit
+ * (claim-admissions.ts).
  */
 export async function claimWorkItems(
   tx: Tx,
@@ -92,7 +93,7 @@ export async function claimWorkItems(
   owner: string,
   limit: number,
   leaseMs: number,
-  probes: RoundProbes,
+  admissions: RoundAdmissions,
   limits: ClaimLimits = {},
 ): Promise<ClaimRound> {
   const round: ClaimRound = { claimed: [], parked: 0, limitedUntil: null, breakerHeld: false };
@@ -128,7 +129,7 @@ export async function claimWorkItems(
   while (round.claimed.length < limit) {
     const pick = flow.scheduler.pick(heads, tx.now, own);
     if (!pick) break;
-    const context: RoundClaimContext = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked, probes };
+    const context: RoundClaimContext = { owner, leaseUntil, excluded: skipped.size === 0 ? NONE_SKIPPED : [...skipped], locked, admissions };
     // Postgres, no budget to decide on between the candidate's read and its claim: both in one statement
     // (a round trip less per claimed item); otherwise the read, the checks, then the claim.
     const oneStatement = claimFirst && !tx.hooks.budgeted(pick.project_id);
@@ -177,8 +178,8 @@ interface RoundClaimContext {
   excluded: readonly string[];
   /** Scopes the round has locked. */
   locked: ReadonlySet<string>;
-  /** The half-open probes the round took. */
-  probes: RoundProbes;
+  /** What the round's admissions took (rate-limit tokens, half-open probes). */
+  admissions: RoundAdmissions;
 }
 
 /**
@@ -214,7 +215,7 @@ async function admitThenClaim(
   // Parked (or, sharing the database, taken by another daemon meanwhile; or its budget lock busy).
   if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow.budgetFor, item, estimate, round, budgetLocks)))
     return { outcome: 'held', item };
-  if (!(await admitted(tx, flow, route, estimate, round, context.probes))) return { outcome: 'held', item };
+  if (!(await admitted(tx, flow, route, estimate, round, context.admissions))) return { outcome: 'held', item };
   const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner: context.owner, now: tx.now, lease_until: context.leaseUntil });
   // Alone on the database the heads query read this transaction's own state, so this cannot miss;
   // sharing it, no other round claims the item while this one holds its claim lock (readClaimCandidate),
@@ -222,11 +223,11 @@ async function admitThenClaim(
   // and this round's are checked above; sharing the database, another daemon may have taken the scope
   // for another item since, or be taking it now (not waited for: two rounds taking two scopes in
   // crossing order deadlocked): the claim is undone. Either way the item is passed over, and a
-  // half-open breaker's probe it took is freed (no call will tell the breaker anything).
+  // half-open breaker's probe and the limiter's tokens it took are freed (no call will follow).
   // The scope is tried with the claim, in its statement (db/claim-with-scope.ts).
   if (!claim?.scopeTaken) {
     if (claim) await unclaimWorkItem(tx.sql, { owner: context.owner, before: item });
-    context.probes.release(flow.router.breaker(route));
+    context.admissions.release(route.key, tx.now);
     return { outcome: 'lost', item };
   }
   return { outcome: 'claimed', read, leased: claim.item, route, estimate, request };
@@ -269,7 +270,7 @@ async function claimThenAdmit(
     return { outcome: 'lost', item: read.item };
   }
   const { route, estimate, request } = await estimateFor(tx, flow, read);
-  if (!(await admitted(tx, flow, route, estimate, round, context.probes))) {
+  if (!(await admitted(tx, flow, route, estimate, round, context.admissions))) {
     await releaseHeldLock(tx.sql, {
       scope: claim.item.lock_scope,
       owner: claim.item.id,

@@ -1,10 +1,10 @@
 /**
  * Whether a claimed item's route takes its call now: its endpoint's breaker, this daemon's rate limiter
  * and, sharing the database, the buckets and 429 park every daemon shares. Admitting takes the call's
- * request and tokens and, when the breaker is half-open, its probe (noted for the round: claim-probes.ts).
+ * request and tokens and, when the breaker is half-open, its probe (noted for the round: claim-admissions.ts).
  */
 import type { CallEstimate } from '../../domain/budget.js';
-import type { RoundProbes } from './claim-probes.js';
+import type { RoundAdmissions } from './claim-admissions.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
@@ -17,11 +17,18 @@ type Limits = { router: ModelRouter; limiter: RateLimiter; sharedLimits?: Shared
 type RoundHolds = { limitedUntil: number | null; breakerHeld: boolean };
 
 /** Whether the route takes the call now (`routeWait`); if not, when the round looks again is noted in `round`. */
-export async function admitted(tx: Tx, flow: Limits, route: ModelRoute, estimate: CallEstimate, round: RoundHolds, probes: RoundProbes): Promise<boolean> {
+export async function admitted(
+  tx: Tx,
+  flow: Limits,
+  route: ModelRoute,
+  estimate: CallEstimate,
+  round: RoundHolds,
+  admissions: RoundAdmissions,
+): Promise<boolean> {
   // Each endpoint's breaker and each route's rate limit hold back only their own calls.
   const wait = flow.sharedLimits
-    ? await routeWait(tx, flow, route, estimate.tokens, round, probes)
-    : routeWaitHere(tx, flow, route, estimate.tokens, round, probes);
+    ? await routeWait(tx, flow, route, estimate.tokens, round, admissions)
+    : routeWaitHere(tx, flow, route, estimate.tokens, round, admissions);
   if (wait === 'admitted') return true;
   if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
   return false;
@@ -32,21 +39,37 @@ export async function admitted(tx: Tx, flow: Limits, route: ModelRoute, estimate
  * free) and its rate limits. 'admitted' takes the request, the tokens and, when half-open, the probe;
  * otherwise when to look again (null: when something wakes the engine, e.g. the probe's outcome).
  */
-async function routeWait(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds, probes: RoundProbes): Promise<'admitted' | number | null> {
+async function routeWait(
+  tx: Tx,
+  flow: Limits,
+  route: ModelRoute,
+  tokens: number,
+  round: RoundHolds,
+  admissions: RoundAdmissions,
+): Promise<'admitted' | number | null> {
   const held = localHold(tx, flow, route, tokens, round);
   if (held !== undefined) return held;
   const shared = await flow.sharedLimits?.admit(tx.sql, route.key, flow.router.rateLimitsOf(route.key), tokens, tx.now);
-  if (shared && !shared.ok) return shared.retryAt;
-  probes.admit(flow.router.breaker(route), tx.now);
+  if (shared && !shared.ok) {
+    // This daemon's limiter admitted the call, the shared buckets did not: no call, nothing taken.
+    flow.limiter.giveBack(route.key, tokens, tx.now);
+    return shared.retryAt;
+  }
+  admitCall(tx, flow, route, tokens, admissions);
   return 'admitted';
 }
 
 /** `routeWait` of a daemon alone on its database (no shared rate limits): decided in memory, no await. */
-function routeWaitHere(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds, probes: RoundProbes): 'admitted' | number | null {
+function routeWaitHere(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds, admissions: RoundAdmissions): 'admitted' | number | null {
   const held = localHold(tx, flow, route, tokens, round);
   if (held !== undefined) return held;
-  probes.admit(flow.router.breaker(route), tx.now);
+  admitCall(tx, flow, route, tokens, admissions);
   return 'admitted';
+}
+
+/** The breaker's admission of a call the limiter admitted, both noted for the round (given back if no call follows). */
+function admitCall(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, admissions: RoundAdmissions): void {
+  admissions.admit({ breaker: flow.router.breaker(route), limiter: flow.limiter, route: route.key, tokens }, tx.now);
 }
 
 /** The route's breaker and this daemon's rate limiter: when to look again if either holds the call back, else undefined. */

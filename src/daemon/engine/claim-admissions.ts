@@ -1,0 +1,75 @@
+/**
+ * What a claim round's admissions take in memory, inside the round's transaction: a call's request and
+ * tokens from this daemon's rate limiter and, when its endpoint's breaker is half-open, the probe. If the
+ * transaction does not commit — the writer runs the round again after a conflict, or the write fails — or
+ * the claim they were taken for is lost, no call follows, and nothing else would give them back: a probe
+ * kept would hold the endpoint half-open with nothing to free it (no call through it would start until the
+ * daemon restarts); tokens kept would hold later calls back until the limiter's minute refilled them.
+ * (Shared rate limits are rows of the round's transaction: they roll back with it.)
+ */
+import type { Clock } from '../../core/clock.js';
+import type { RateLimiter } from '../../domain/rate-limit.js';
+import type { CircuitBreaker } from './breaker.js';
+import type { Tx, Write } from './tx.js';
+
+/** One admitted call: where it goes and what it took. */
+export interface CallAdmission {
+  breaker: CircuitBreaker;
+  limiter: RateLimiter;
+  /** The route's key: the limiter's model. */
+  route: string;
+  /** The tokens its estimate took from the limiter (with one request). */
+  tokens: number;
+}
+
+/** The admissions one run of a claim round's closure made. */
+export class RoundAdmissions {
+  private readonly taken: (CallAdmission & { probe: boolean })[] = [];
+
+  /**
+   * One call through `call.breaker` (its `canAdmit` checked), whose request and tokens `call.limiter` just
+   * admitted: takes the breaker's admission and notes both (the probe only if this took it).
+   */
+  admit(call: CallAdmission, now: number): void {
+    const probing = call.breaker.probing;
+    call.breaker.admit(1, now);
+    this.taken.push({ ...call, probe: !probing && call.breaker.probing });
+  }
+
+  /** The call last admitted on `route` will not start (its claim was lost): what it took is free again. */
+  release(route: string, now: number): void {
+    for (let at = this.taken.length - 1; at >= 0; at--) {
+      if (this.taken[at]!.route !== route) continue;
+      giveBack(this.taken.splice(at, 1)[0]!, now);
+      return;
+    }
+  }
+
+  /** The run that made them did not commit: what each admission took is free again. */
+  giveBack(now: number): void {
+    for (const admission of this.taken.splice(0)) giveBack(admission, now);
+  }
+}
+
+function giveBack(a: CallAdmission & { probe: boolean }, now: number): void {
+  a.limiter.giveBack(a.route, a.tokens, now);
+  if (a.probe) a.breaker.onInconclusive();
+}
+
+/**
+ * `round` as the closure of its own write, giving back the admissions of every run of it that did not
+ * commit: those of an earlier run when the writer runs it again, and those of the last when the write
+ * fails. A run that commits keeps them: its claimed items' calls hold them.
+ */
+export async function claimInOwnWrite<R>(write: Write, clock: Clock, round: (tx: Tx, admissions: RoundAdmissions) => Promise<R>): Promise<R> {
+  const admissions = new RoundAdmissions();
+  try {
+    return await write((tx) => {
+      admissions.giveBack(clock.now());
+      return round(tx, admissions);
+    });
+  } catch (err) {
+    admissions.giveBack(clock.now());
+    throw err;
+  }
+}
