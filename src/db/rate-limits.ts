@@ -63,6 +63,22 @@ export async function takeSharedRate(sql: Sql, p: SharedRateTake): Promise<boole
   return result.changes === 1;
 }
 
+/**
+ * Puts back the request and `tokens` an admission took for a call that will not start (its claim was lost
+ * later in the same transaction, which commits), up to the capacities. Guarded: the row the admission took
+ * from is there (this transaction holds its lock since).
+ */
+export async function giveBackSharedRate(sql: Sql, p: SharedRateTake): Promise<void> {
+  const result = await sql.run(
+    `UPDATE llm_rate_limits
+     SET requests_level = least(CAST(@rpm AS float8), ${REQUESTS_NOW} + 1), tokens_level = least(CAST(@tpm AS float8), ${TOKENS_NOW} + ${TOKENS_NEEDED}),
+         updated_at = greatest(updated_at, CAST(@now AS int8))
+     WHERE model = @model`,
+    p,
+  );
+  expectOneChange(result, `rate limit row ${p.model} is missing`);
+}
+
 export async function getSharedRateRow(sql: Sql, model: string): Promise<SharedRateRow | undefined> {
   return sql.get<SharedRateRow>('SELECT * FROM llm_rate_limits WHERE model = ?', [model]);
 }

@@ -54,6 +54,20 @@ describe('the shared rate limit on Postgres', () => {
     expect(await sharedRateLimits.admit(sql, 'tpm-route', limits, 1_000_000, T0)).toEqual({ ok: false, retryAt: T0 + 50_000, reason: 'tokens per minute' });
   });
 
+  it('gives back what an admission took for a call that will not start, never above the buckets', async () => {
+    const limits = { requestsPerMinute: 2, tokensPerMinute: 6000 };
+    expect(await sharedRateLimits.admit(sql, 'back-route', limits, 5000, T0)).toEqual({ ok: true });
+    expect((await sharedRateLimits.admit(sql, 'back-route', limits, 3000, T0)).ok).toBe(false);
+    await sharedRateLimits.giveBack(sql, 'back-route', limits, 5000, T0);
+    expect(await sharedRateLimits.admit(sql, 'back-route', limits, 3000, T0)).toEqual({ ok: true });
+    expect(await sharedRateLimits.admit(sql, 'back-route', limits, 3000, T0)).toEqual({ ok: true });
+    // Both requests taken; three given back fill the buckets to two requests and 6,000 tokens, no more.
+    for (let i = 0; i < 3; i++) await sharedRateLimits.giveBack(sql, 'back-route', limits, 3000, T0);
+    expect(await sharedRateLimits.admit(sql, 'back-route', limits, 3000, T0)).toEqual({ ok: true });
+    expect(await sharedRateLimits.admit(sql, 'back-route', limits, 3000, T0)).toEqual({ ok: true });
+    expect((await sharedRateLimits.admit(sql, 'back-route', limits, 1, T0)).ok).toBe(false);
+  });
+
   it('holds every caller back while a 429 parks the route, whatever the buckets hold, until it is lifted', async () => {
     const limits = { requestsPerMinute: 60, tokensPerMinute: null };
     await sharedRateLimits.park(sql, 'parked-route', T0 + 30_000, T0);

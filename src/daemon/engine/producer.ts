@@ -30,7 +30,7 @@ import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import { reserveCharge } from './charges.js';
 import type { RoundAdmissions } from './claim-admissions.js';
-import { admitted } from './route-admission.js';
+import { admitted, releaseAdmission } from './route-admission.js';
 import { fitsBudget } from './claim-budget.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt } from './failures.js';
@@ -227,7 +227,7 @@ async function admitThenClaim(
   // The scope is tried with the claim, in its statement (db/claim-with-scope.ts).
   if (!claim?.scopeTaken) {
     if (claim) await unclaimWorkItem(tx.sql, { owner: context.owner, before: item });
-    context.admissions.release(route.key, tx.now);
+    await releaseAdmission(tx, flow, route, estimate, context.admissions);
     return { outcome: 'lost', item };
   }
   return { outcome: 'claimed', read, leased: claim.item, route, estimate, request };

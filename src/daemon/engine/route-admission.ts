@@ -35,6 +35,16 @@ export async function admitted(
 }
 
 /**
+ * The call `admitted` let through will not start (its claim was lost): what it took is free again —
+ * this daemon's limiter and breaker now, and, sharing the database, the shared buckets' share, which
+ * would otherwise commit with the round.
+ */
+export async function releaseAdmission(tx: Tx, flow: Limits, route: ModelRoute, estimate: CallEstimate, admissions: RoundAdmissions): Promise<void> {
+  admissions.release(route.key, tx.now);
+  await flow.sharedLimits?.giveBack(tx.sql, route.key, flow.router.rateLimitsOf(route.key), estimate.tokens, tx.now);
+}
+
+/**
  * Whether the route can take a call now: its endpoint's breaker (closed, or half-open with its probe
  * free) and its rate limits. 'admitted' takes the request, the tokens and, when half-open, the probe;
  * otherwise when to look again (null: when something wakes the engine, e.g. the probe's outcome).

@@ -6,12 +6,14 @@
  * Postgres it keeps only the provider's `x-ratelimit-*` windows and a copy of this daemon's parks.
  */
 import type { Sql } from '../../core/sql.js';
-import { ensureSharedRateRow, getSharedRateRow, parkSharedRate, takeSharedRate, unparkSharedRate } from '../../db/rate-limits.js';
+import { ensureSharedRateRow, getSharedRateRow, giveBackSharedRate, parkSharedRate, takeSharedRate, unparkSharedRate } from '../../db/rate-limits.js';
 import { TokenBucket, type Admission, type ModelRateLimits } from '../../domain/rate-limit.js';
 
 export interface SharedRateLimits {
   /** In the claim's transaction: takes a request and `tokens` for the route, or says until when not. */
   admit(sql: Sql, key: string, limits: ModelRateLimits, tokens: number, now: number): Promise<Admission>;
+  /** In the claim's transaction: puts back what `admit` took for a call that will not start (its claim was lost). */
+  giveBack(sql: Sql, key: string, limits: ModelRateLimits, tokens: number, now: number): Promise<void>;
   /** A 429: parks the route for every daemon until `until`. */
   park(sql: Sql, key: string, until: number, now: number): Promise<void>;
   /** Lifts the route's park for every daemon (`combine retry`). */
@@ -33,6 +35,11 @@ export const sharedRateLimits: SharedRateLimits = {
     if (!row) throw new Error(`rate limit row ${key} vanished inside the claim's transaction`);
     if (row.parked_until > now) return { ok: false, retryAt: row.parked_until, reason: 'rate limited by the provider (429)' };
     return { ok: false, ...bucketWait(row, limits, tokens, now) };
+  },
+  async giveBack(sql, key, limits, tokens, now) {
+    // No bucket configured: the admission took nothing.
+    if (limits.requestsPerMinute === null && limits.tokensPerMinute === null) return;
+    await giveBackSharedRate(sql, { model: key, now, rpm: limits.requestsPerMinute, tpm: limits.tokensPerMinute, tokens });
   },
   // A park's change made through this handle is read again by its next admission.
   park: (sql, key, until, now) => {
