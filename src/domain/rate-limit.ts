@@ -109,12 +109,14 @@ class ModelLimiter {
     return { ok: true };
   }
 
-  /** What `admit` took for a call that will not start, put back (the provider's windows too, while they last). */
+  /**
+   * What `admit` took from the buckets for a call that will not start, put back. Not the provider's
+   * windows: an answer may have replaced the window the admission counted against meanwhile, and adding
+   * to the new one would let more calls through than the provider says remain.
+   */
   giveBack(tokens: number, now: number): void {
     this.requests?.giveBack(1, now);
     this.tokens?.giveBack(tokens, now);
-    if (this.requestWindow && now < this.requestWindow.resetAt) this.requestWindow.remaining += 1;
-    if (this.tokenWindow && now < this.tokenWindow.resetAt) this.tokenWindow.remaining += tokens;
   }
 
   observe(h: RateLimitHeaders, now: number): void {

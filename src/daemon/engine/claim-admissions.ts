@@ -5,7 +5,11 @@
  * the claim they were taken for is lost, no call follows, and nothing else would give them back: a probe
  * kept would hold the endpoint half-open with nothing to free it (no call through it would start until the
  * daemon restarts); tokens kept would hold later calls back until the limiter's minute refilled them.
- * (Shared rate limits are rows of the round's transaction: they roll back with it.)
+ * A write whose COMMIT's outcome is unknown gives them back too: the engine launches none of its claims
+ * (their leases lapse, and the recovery scan's claims admit their calls anew).
+ * Sharing the database, the shared buckets' share is a row of the round's transaction: it rolls back with
+ * a run that does not commit, and a lost claim gives it back by a statement (route-admission.ts
+ * `releaseAdmission`).
  */
 import type { Clock } from '../../core/clock.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
@@ -22,36 +26,43 @@ export interface CallAdmission {
   tokens: number;
 }
 
+/** What one admission took: the call's request and tokens, and the half-open breaker's probe if it took it. */
+export type Admitted = CallAdmission & { readonly probe: boolean };
+
 /** The admissions one run of a claim round's closure made. */
 export class RoundAdmissions {
-  private readonly taken: (CallAdmission & { probe: boolean })[] = [];
+  private readonly taken: Admitted[] = [];
 
   /**
    * One call through `call.breaker` (its `canAdmit` checked), whose request and tokens `call.limiter` just
-   * admitted: takes the breaker's admission and notes both (the probe only if this took it).
+   * admitted: takes the breaker's admission and notes both (the probe only if this took it). The claimed
+   * item keeps what it returns, to give back if its start makes no call (`giveBackAdmission`).
    */
-  admit(call: CallAdmission, now: number): void {
+  admit(call: CallAdmission, now: number): Admitted {
     const probing = call.breaker.probing;
     call.breaker.admit(1, now);
-    this.taken.push({ ...call, probe: !probing && call.breaker.probing });
+    const admitted = { ...call, probe: !probing && call.breaker.probing };
+    this.taken.push(admitted);
+    return admitted;
   }
 
   /** The call last admitted on `route` will not start (its claim was lost): what it took is free again. */
   release(route: string, now: number): void {
     for (let at = this.taken.length - 1; at >= 0; at--) {
       if (this.taken[at]!.route !== route) continue;
-      giveBack(this.taken.splice(at, 1)[0]!, now);
+      giveBackAdmission(this.taken.splice(at, 1)[0]!, now);
       return;
     }
   }
 
   /** The run that made them did not commit: what each admission took is free again. */
   giveBack(now: number): void {
-    for (const admission of this.taken.splice(0)) giveBack(admission, now);
+    for (const admission of this.taken.splice(0)) giveBackAdmission(admission, now);
   }
 }
 
-function giveBack(a: CallAdmission & { probe: boolean }, now: number): void {
+/** What `a` took is free again: no call follows it (a run that did not commit, a lost claim, a start that sent nothing). */
+export function giveBackAdmission(a: Admitted, now: number): void {
   a.limiter.giveBack(a.route, a.tokens, now);
   if (a.probe) a.breaker.onInconclusive();
 }

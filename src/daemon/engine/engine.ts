@@ -381,7 +381,7 @@ export class Engine {
       cancel: entry.cancel,
       resumeFrom,
       log,
-      claimedRoute: claim?.route ?? null,
+      claimAdmission: claim?.admission ?? null,
       traceparent,
       claimedRequest: claim?.request ?? null,
     })

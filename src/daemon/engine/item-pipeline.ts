@@ -24,6 +24,7 @@ import type { StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import type { PendingEntry } from './ledger-append.js';
 import { untilStored } from './until-stored.js';
+import { giveBackAdmission, type Admitted } from './claim-admissions.js';
 
 export interface PipelineDeps {
   ctx: EngineContext;
@@ -51,8 +52,8 @@ export interface LeasedItem {
   resumeFrom: LedgerRow | null;
   /** The item's logger (made on first use: most items never log). */
   log: () => Logger;
-  /** The route the claim admitted (its half-open probe is given back when no call follows). */
-  claimedRoute: ModelRoute | null;
+  /** What the claim's admission took (its route's limiter share, a half-open probe), until the start: given back when no call follows. */
+  claimAdmission: Admitted | null;
   traceparent: string | null;
   /** The request the claim built (and reserved for), until the start takes it; null: built at the start. */
   claimedRequest: BuiltRequest | null;
@@ -212,9 +213,14 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
     const claimed = l.claimedRequest;
     // Not kept by the item while its call waits (the prompt entry and the call have their own).
     l.claimedRequest = null;
-    const started = await d.writes.start({ itemId: l.item.id, claimed });
-    // No call after all: a half-open breaker's probe is free again.
-    if ((!started || started.kind === 'recorded') && l.claimedRoute) d.router.breaker(l.claimedRoute).onInconclusive();
+    const admission = l.claimAdmission;
+    l.claimAdmission = null;
+    const started = await d.writes.start({ itemId: l.item.id, claimed }).catch((err: unknown) => {
+      if (admission) giveBackAdmission(admission, d.clock.now());
+      throw err;
+    });
+    // No call after all: what its admission took is free again.
+    if ((!started || started.kind === 'recorded') && admission) giveBackAdmission(admission, d.clock.now());
     if (!started || started.kind === 'recorded') return started;
     const { request, route } = started;
     // The prompt as recorded (committed with the start): the answer is indexed under it without reading it back.

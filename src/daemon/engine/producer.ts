@@ -29,7 +29,7 @@ import type { OperationRegistry } from '../../operations/registry.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import { reserveCharge } from './charges.js';
-import type { RoundAdmissions } from './claim-admissions.js';
+import type { Admitted, RoundAdmissions } from './claim-admissions.js';
 import { admitted, releaseAdmission } from './route-admission.js';
 import { fitsBudget } from './claim-budget.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
@@ -65,6 +65,8 @@ export interface ClaimedItem {
    * what the call can bill, and the request is built once per item (see starts.ts `planStart`).
    */
   request: BuiltRequest | null;
+  /** What its route's admission took (the limiter's share, a half-open probe): given back if its start makes no call. */
+  admission: Admitted;
 }
 
 export interface ClaimRound {
@@ -151,14 +153,14 @@ export async function claimWorkItems(
       await refresh(pick.project_id);
       continue;
     }
-    const { read, leased, route, estimate, request } = step;
+    const { read, leased, route, estimate, request, admission } = step;
     locked.add(leased.lock_scope);
     // The daemon's own zero-cost route (the canary) reserves nothing: it is no one's spending.
     if (!route.free) await reserveCharge(tx, leased, route.key, estimate);
     // The thread read for the estimate, in this transaction: what the event and the span take from it
     // (ids, parent, trace context) never changes.
     emitWorkItem(tx, read.thread, leased);
-    round.claimed.push({ item: leased, route, traceparent: read.thread.traceparent, request });
+    round.claimed.push({ item: leased, route, traceparent: read.thread.traceparent, request, admission });
     // Postgres: the group's next head came with the candidate's read (no re-read: a round trip per
     // claimed item); the project's other groups keep their heads unless one is of the scope this claim
     // took — no longer claimable, its age could rank the project in a class it no longer has: the
@@ -191,7 +193,15 @@ type ClaimStep =
   | { outcome: 'none' }
   | { outcome: 'held'; item: WorkItemRow }
   | { outcome: 'lost'; item: WorkItemRow | null }
-  | { outcome: 'claimed'; read: ClaimCandidate; leased: WorkItemRow; route: ModelRoute; estimate: CallEstimate; request: BuiltRequest | null };
+  | {
+      outcome: 'claimed';
+      read: ClaimCandidate;
+      leased: WorkItemRow;
+      route: ModelRoute;
+      estimate: CallEstimate;
+      request: BuiltRequest | null;
+      admission: Admitted;
+    };
 
 /**
  * The read of `pick`'s candidate, its budget and its route's limits, then its claim: what a budgeted
@@ -215,7 +225,8 @@ async function admitThenClaim(
   // Parked (or, sharing the database, taken by another daemon meanwhile; or its budget lock busy).
   if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow.budgetFor, item, estimate, round, budgetLocks)))
     return { outcome: 'held', item };
-  if (!(await admitted(tx, flow, route, estimate, round, context.admissions))) return { outcome: 'held', item };
+  const admission = await admitted(tx, flow, route, estimate, round, context.admissions);
+  if (!admission) return { outcome: 'held', item };
   const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner: context.owner, now: tx.now, lease_until: context.leaseUntil });
   // Alone on the database the heads query read this transaction's own state, so this cannot miss;
   // sharing it, no other round claims the item while this one holds its claim lock (readClaimCandidate),
@@ -230,7 +241,7 @@ async function admitThenClaim(
     await releaseAdmission(tx, flow, route, estimate, context.admissions);
     return { outcome: 'lost', item };
   }
-  return { outcome: 'claimed', read, leased: claim.item, route, estimate, request };
+  return { outcome: 'claimed', read, leased: claim.item, route, estimate, request, admission };
 }
 
 /**
@@ -270,7 +281,8 @@ async function claimThenAdmit(
     return { outcome: 'lost', item: read.item };
   }
   const { route, estimate, request } = await estimateFor(tx, flow, read);
-  if (!(await admitted(tx, flow, route, estimate, round, context.admissions))) {
+  const admission = await admitted(tx, flow, route, estimate, round, context.admissions);
+  if (!admission) {
     await releaseHeldLock(tx.sql, {
       scope: claim.item.lock_scope,
       owner: claim.item.id,
@@ -279,7 +291,7 @@ async function claimThenAdmit(
     await unclaimWorkItem(tx.sql, { owner: context.owner, before: read.item });
     return { outcome: 'held', item: read.item };
   }
-  return { outcome: 'claimed', read, leased: claim.item, route, estimate, request };
+  return { outcome: 'claimed', read, leased: claim.item, route, estimate, request, admission };
 }
 
 const NO_CANDIDATE: ClaimStep = { outcome: 'none' };

@@ -4,7 +4,7 @@
  * request and tokens and, when the breaker is half-open, its probe (noted for the round: claim-admissions.ts).
  */
 import type { CallEstimate } from '../../domain/budget.js';
-import type { RoundAdmissions } from './claim-admissions.js';
+import type { Admitted, RoundAdmissions } from './claim-admissions.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
@@ -16,7 +16,10 @@ type Limits = { router: ModelRouter; limiter: RateLimiter; sharedLimits?: Shared
 /** What admission notes on the claim round (producer.ts `ClaimRound`): when to look again, and a breaker's hold. */
 type RoundHolds = { limitedUntil: number | null; breakerHeld: boolean };
 
-/** Whether the route takes the call now (`routeWait`); if not, when the round looks again is noted in `round`. */
+/**
+ * What the route's admission of the call took (`routeWait`), or null when it does not take the call now:
+ * then when the round looks again is noted in `round`.
+ */
 export async function admitted(
   tx: Tx,
   flow: Limits,
@@ -24,14 +27,14 @@ export async function admitted(
   estimate: CallEstimate,
   round: RoundHolds,
   admissions: RoundAdmissions,
-): Promise<boolean> {
+): Promise<Admitted | null> {
   // Each endpoint's breaker and each route's rate limit hold back only their own calls.
   const wait = flow.sharedLimits
     ? await routeWait(tx, flow, route, estimate.tokens, round, admissions)
     : routeWaitHere(tx, flow, route, estimate.tokens, round, admissions);
-  if (wait === 'admitted') return true;
+  if (typeof wait === 'object' && wait !== null) return wait;
   if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
-  return false;
+  return null;
 }
 
 /**
@@ -46,7 +49,7 @@ export async function releaseAdmission(tx: Tx, flow: Limits, route: ModelRoute, 
 
 /**
  * Whether the route can take a call now: its endpoint's breaker (closed, or half-open with its probe
- * free) and its rate limits. 'admitted' takes the request, the tokens and, when half-open, the probe;
+ * free) and its rate limits. Admitted: it took the request, the tokens and, when half-open, the probe;
  * otherwise when to look again (null: when something wakes the engine, e.g. the probe's outcome).
  */
 async function routeWait(
@@ -56,30 +59,26 @@ async function routeWait(
   tokens: number,
   round: RoundHolds,
   admissions: RoundAdmissions,
-): Promise<'admitted' | number | null> {
+): Promise<Admitted | number | null> {
   const held = localHold(tx, flow, route, tokens, round);
   if (held !== undefined) return held;
+  // Sharing the database, this daemon's limiter has no buckets (config/flow.ts), only the provider's
+  // windows, which nothing gives back (domain/rate-limit.ts): a refusal here leaves nothing to return.
   const shared = await flow.sharedLimits?.admit(tx.sql, route.key, flow.router.rateLimitsOf(route.key), tokens, tx.now);
-  if (shared && !shared.ok) {
-    // This daemon's limiter admitted the call, the shared buckets did not: no call, nothing taken.
-    flow.limiter.giveBack(route.key, tokens, tx.now);
-    return shared.retryAt;
-  }
-  admitCall(tx, flow, route, tokens, admissions);
-  return 'admitted';
+  if (shared && !shared.ok) return shared.retryAt;
+  return admitCall(tx, flow, route, tokens, admissions);
 }
 
 /** `routeWait` of a daemon alone on its database (no shared rate limits): decided in memory, no await. */
-function routeWaitHere(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds, admissions: RoundAdmissions): 'admitted' | number | null {
+function routeWaitHere(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds, admissions: RoundAdmissions): Admitted | number | null {
   const held = localHold(tx, flow, route, tokens, round);
   if (held !== undefined) return held;
-  admitCall(tx, flow, route, tokens, admissions);
-  return 'admitted';
+  return admitCall(tx, flow, route, tokens, admissions);
 }
 
 /** The breaker's admission of a call the limiter admitted, both noted for the round (given back if no call follows). */
-function admitCall(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, admissions: RoundAdmissions): void {
-  admissions.admit({ breaker: flow.router.breaker(route), limiter: flow.limiter, route: route.key, tokens }, tx.now);
+function admitCall(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, admissions: RoundAdmissions): Admitted {
+  return admissions.admit({ breaker: flow.router.breaker(route), limiter: flow.limiter, route: route.key, tokens }, tx.now);
 }
 
 /** The route's breaker and this daemon's rate limiter: when to look again if either holds the call back, else undefined. */

@@ -246,6 +246,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  * round holding the bucket and waiting for `budget:<p>` while another round holds `budget:<p>` and waits
  * for the bucket is a cycle (rare; as for any claim of a round after its first), which Postgres breaks after
  * `deadlock_timeout` and the writer runs the aborted round again.
+ * A schedule run's start that joins a thread already running (scheduler/start-run.ts) takes the thread's
+ * row FOR SHARE (4: a move of it waits, as it waits for any thread lock), then links the run's row; an
+ * end takes the thread, then the run's row in its COMMIT's query (5): the same order.
  * Not in the order: the queue depth's shard row (pg migration 0017), which a transaction moving items in or
  * out of `queued` updates wherever it does: each session has its own (past 64 sessions too: the slots go
  * on), so no transaction waits for it.
