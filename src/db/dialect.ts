@@ -57,6 +57,22 @@ export function inJsonArray(dialect: Dialect, column: string, param: string): st
 }
 
 /**
+ * Postgres: `column` (a table's key) is one of the strings of a JSON array bound as text, for a statement
+ * run over and over with a few ids (a start's threads and items). `inJsonArray`'s constant array makes a
+ * prepared statement's custom plan cost less than its generic one (a parameter's array is estimated at 10
+ * elements, the start's lists hold ~1–5), so the connection planned it again at every execution. Here the
+ * array is an InitPlan's (an `ARRAY(SELECT …)`, which the planner never evaluates): every plan estimates it
+ * at 10, so the custom plans cost what the generic one does and the connection keeps the generic one after
+ * its first five. Ten ids are looked up by the key's index on any table of more than a few pages; the
+ * statement's status tests must keep the partial indexes out (written `(…) IS TRUE`, which no index
+ * predicate matches): with statistics gathered while no row had that status, a generic plan scanned one of
+ * them whole instead (every active thread, every leased item's entries).
+ */
+export function inJsonArrayByKeyPg(column: string, param: string): string {
+  return `${column} = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(${param} AS jsonb))))`;
+}
+
+/**
  * Appended to a SELECT that a write then changes: on Postgres the rows are locked for this transaction
  * and rows another transaction has locked are passed over (another daemon is claiming or rescuing them:
  * not waited for, and never taken twice). `NO KEY UPDATE`, not `UPDATE`: it does not conflict with the

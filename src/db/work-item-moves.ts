@@ -7,7 +7,7 @@ import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { MutationRow, WorkItemRow } from './schema.js';
-import { inJsonArray } from './dialect.js';
+import { inJsonArray, inJsonArrayByKeyPg } from './dialect.js';
 import { expectOneChange, runGuardedAllAtCommit, runGuardedAtCommitAlong } from './statements.js';
 
 /**
@@ -22,10 +22,13 @@ export function markWorkItemsRunning(sql: Sql, ids: readonly string[], owner: st
   return runGuardedAllAtCommit(sql, text, { ids: JSON.stringify(ids), owner }, ids.length, `work items ${ids.join(', ')} are not all claimed by ${owner}`);
 }
 
-const markRunningText = (dialect: 'sqlite' | 'postgres') =>
-  `UPDATE llm_work_items SET status = 'running' WHERE ${inJsonArray(dialect, 'id', '@ids')} AND status = 'claimed' AND lease_owner = @owner`;
-const MARK_RUNNING_SQLITE = markRunningText('sqlite');
-const MARK_RUNNING_PG = markRunningText('postgres');
+const MARK_RUNNING_SQLITE = `UPDATE llm_work_items SET status = 'running' WHERE ${inJsonArray('sqlite', 'id', '@ids')} AND status = 'claimed' AND lease_owner = @owner`;
+// The ids by key and `(…) IS TRUE` (dialect.ts `inJsonArrayByKeyPg`): one generic plan per connection, by
+// the primary key. With `inJsonArray` about half the calls were planned again, and the other half's generic
+// plan scanned idx_work_items_leased whole (`status = 'claimed'` matched its predicate): every leased item's
+// entries, and those of their versions not yet vacuumed (~1,260 per scan in `bench/diag-pg.ts scale 3`).
+const MARK_RUNNING_PG = `UPDATE llm_work_items SET status = 'running'
+  WHERE ${inJsonArrayByKeyPg('id', '@ids')} AND (status = 'claimed') IS TRUE AND lease_owner = @owner`;
 
 /**
  * running → applied, with the mutation row that records the change the item applied (unique per work
