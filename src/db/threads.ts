@@ -4,7 +4,7 @@ import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
-import { insertionOrder, inJsonArray, inJsonArrayByKeyPg, jsonText } from './dialect.js';
+import { insertionOrder, inJsonArray, inJsonArrayInitPlanPg, jsonText, statusTestNoPartialIndex } from './dialect.js';
 import type { ThreadRow } from './schema.js';
 import { changedOne, runGuarded } from './statements.js';
 
@@ -301,19 +301,24 @@ const START_THREADS_SQLITE = `UPDATE llm_threads SET status = 'running', closed_
   WHERE (${inJsonArray('sqlite', 'id', '@start')} OR ${inJsonArray('sqlite', 'id', '@start_parents')}) AND status = 'open'
   RETURNING *`;
 
-// The locks first (a MATERIALIZED CTE, read whole by the UPDATE's id list: every row it finds is locked,
-// in its ORDER BY's order), then the UPDATE of those still open by their keys. The lists by key and the
-// status tests `(…) IS TRUE` make one generic plan right for every call (dialect.ts `inJsonArrayByKeyPg`):
-// with `inJsonArray` each call was planned again (0.4 ms), and the generic plan of that shape rescanned the
-// locking subquery for each row to update, after a scan of a partial index of every active thread.
-// `locked.status` is the row as locked (its latest version), which no one else can change before COMMIT.
-const byKey = (param: string) => inJsonArrayByKeyPg('id', param);
+// The locks first (a MATERIALIZED CTE: its rows are locked in its ORDER BY's order), then the UPDATE of
+// those still open, by their keys: the lists as InitPlans and the status test through
+// `statusTestNoPartialIndex` give one generic plan right for every call (dialect.ts; with `inJsonArray` each
+// call was planned again, 0.4 ms, and the generic plan of that shape rescanned the locking subquery for each
+// row to update, after a scan of a partial index of every active thread). The CTE runs only when the
+// UPDATE's id list is first needed, so that list is the UPDATE's only filter: with another ANDed before it
+// (say `(status = 'open') IS TRUE`), a sequential scan of a small table with no open row tested that one
+// first, never needed the list and locked nothing (a start that only fails its children: later statements
+// then locked child, orchestration, child…, against engine/tx.ts LOCK ORDER). `locked.status` is the row
+// as locked (its latest version), which no one else can change before COMMIT: the UPDATE needs no test of
+// its own.
+const initPlan = (param: string) => inJsonArrayInitPlanPg('id', param);
 const START_THREADS_PG = `WITH locked AS MATERIALIZED (SELECT id, status FROM llm_threads
-      WHERE ${byKey('@children')} OR ${byKey('@close_parents')} OR (${byKey('@start_parents')} AND (status = 'open') IS TRUE)
-      ORDER BY ${byKey('@children')} DESC, id FOR NO KEY UPDATE)
+      WHERE ${initPlan('@children')} OR ${initPlan('@close_parents')}
+        OR (${initPlan('@start_parents')} AND ${statusTestNoPartialIndex('postgres', 'open')})
+      ORDER BY ${initPlan('@children')} DESC, id FOR NO KEY UPDATE)
   UPDATE llm_threads SET status = 'running', closed_at = NULL
-  WHERE id = ANY(ARRAY(SELECT id FROM locked WHERE status = 'open' AND (${byKey('@start')} OR ${byKey('@start_parents')})))
-    AND (status = 'open') IS TRUE
+  WHERE id = ANY(ARRAY(SELECT id FROM locked WHERE status = 'open' AND (${initPlan('@start')} OR ${initPlan('@start_parents')})))
   RETURNING *`;
 
 /**

@@ -7,7 +7,7 @@ import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { MutationRow, WorkItemRow } from './schema.js';
-import { inJsonArray, inJsonArrayByKeyPg } from './dialect.js';
+import { inJsonArray, inJsonArrayInitPlanPg, statusTestNoPartialIndex } from './dialect.js';
 import { expectOneChange, runGuardedAllAtCommit, runGuardedAtCommitAlong } from './statements.js';
 
 /**
@@ -23,12 +23,11 @@ export function markWorkItemsRunning(sql: Sql, ids: readonly string[], owner: st
 }
 
 const MARK_RUNNING_SQLITE = `UPDATE llm_work_items SET status = 'running' WHERE ${inJsonArray('sqlite', 'id', '@ids')} AND status = 'claimed' AND lease_owner = @owner`;
-// The ids by key and `(…) IS TRUE` (dialect.ts `inJsonArrayByKeyPg`): one generic plan per connection, by
-// the primary key. With `inJsonArray` about half the calls were planned again, and the other half's generic
-// plan scanned idx_work_items_leased whole (`status = 'claimed'` matched its predicate): every leased item's
-// entries, and those of their versions not yet vacuumed (~1,260 per scan in `bench/diag-pg.ts scale 3`).
+// One generic plan per connection, by the primary key (dialect.ts `inJsonArrayInitPlanPg`,
+// `statusTestNoPartialIndex`; with `inJsonArray` and `status = 'claimed'` about half the calls were planned
+// again, and the other half's generic plan scanned idx_work_items_leased whole).
 const MARK_RUNNING_PG = `UPDATE llm_work_items SET status = 'running'
-  WHERE ${inJsonArrayByKeyPg('id', '@ids')} AND (status = 'claimed') IS TRUE AND lease_owner = @owner`;
+  WHERE ${inJsonArrayInitPlanPg('id', '@ids')} AND ${statusTestNoPartialIndex('postgres', 'claimed')} AND lease_owner = @owner`;
 
 /**
  * running → applied, with the mutation row that records the change the item applied (unique per work
