@@ -6,6 +6,7 @@
  * values; SQLite's `INDEXED BY` hints are dropped by the Postgres handle itself (pg/sql.ts).
  */
 import type { Sql } from '../core/sql.js';
+import type { ThreadStatus, WorkItemStatus } from '../domain/states.js';
 
 type Dialect = Sql['dialect'];
 
@@ -54,6 +55,36 @@ export function jsonNumber(dialect: Dialect, column: string, path: string): stri
  */
 export function inJsonArray(dialect: Dialect, column: string, param: string): string {
   return dialect === 'postgres' ? `${column} = ANY(combine_text_array(CAST(${param} AS jsonb)))` : `${column} IN (SELECT value FROM json_each(${param}))`;
+}
+
+/**
+ * Postgres: `column` is one of the strings of a JSON array bound as text, the array an InitPlan's (an
+ * `ARRAY(SELECT …)`, which the planner never evaluates), for a statement run over and over with a few ids
+ * (a start's threads and items). `inJsonArray`'s constant array makes a prepared statement's custom plan
+ * cost less than its generic one (a parameter's array is estimated at 10 elements, the start's lists hold
+ * ~1–5), so the connection planned it again at every execution. With the InitPlan every plan estimates the
+ * array at 10, so the custom plans cost what the generic one does and the connection keeps the generic one
+ * after its first five. On a key column, ten ids are looked up by its index on any table of more than a few
+ * pages. The plan evaluates an InitPlan only where it first needs its value: a filter ANDed before it can
+ * skip it (see threads.ts START_THREADS_PG). A statement's status tests go through `statusTestNoPartialIndex`.
+ */
+export function inJsonArrayInitPlanPg(column: string, param: string): string {
+  return `${column} = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(${param} AS jsonb))))`;
+}
+
+/**
+ * `status = '<status>'`, which on Postgres no partial index's predicate matches: written
+ * `(status = '<status>') IS TRUE`, the same test (status is NOT NULL), so a row the statement names by
+ * its key is looked up by the key. As `status = '<status>'` a generic plan could take a partial index of
+ * the rows in that status (`WHERE status = …`) instead, whenever the statistics it was planned with said
+ * no or few rows had it (gathered while nothing was active, leased or queued), and it keeps that plan until
+ * the next ANALYZE: a walk of every such row's entry, and of its dead versions' not yet vacuumed, at every
+ * call (the claim's read: ~900 entries of idx_work_items_fair per claim in `bench/diag-pg.ts scale 1`;
+ * markWorkItemsRunning: ~1,260 of idx_work_items_leased; the start: idx_threads_active whole). SQLite
+ * (which reads such a row by its key as written): the plain test.
+ */
+export function statusTestNoPartialIndex(dialect: Dialect, status: ThreadStatus | WorkItemStatus): string {
+  return dialect === 'postgres' ? `(status = '${status}') IS TRUE` : `status = '${status}'`;
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { ThreadStatus } from '../domain/states.js';
 import { assertThreadTransition } from '../domain/states.js';
-import { insertionOrder, inJsonArray, jsonText } from './dialect.js';
+import { insertionOrder, inJsonArray, inJsonArrayInitPlanPg, jsonText, statusTestNoPartialIndex } from './dialect.js';
 import type { ThreadRow } from './schema.js';
 import { changedOne, runGuarded } from './statements.js';
 
@@ -292,7 +292,7 @@ export interface ThreadStarts {
 /**
  * open → running for the threads `start` and the orchestrations `startParents` still open, in one
  * statement. Postgres: it first locks every thread the transaction changes, children before any
- * orchestration, each group in id order (the subquery's ORDER BY comes before its row locks; a plain
+ * orchestration, each group in id order (a locking CTE's ORDER BY comes before its row locks; a plain
  * UPDATE locks in the order it finds rows), so that a start of several items takes them in the LOCK
  * ORDER of engine/tx.ts. An orchestration starts with its first child; for the others it is not open and
  * is neither changed nor locked. Returns the rows it moved; the caller checks the guard (engine/starts.ts
@@ -313,12 +313,24 @@ const START_THREADS_SQLITE = `UPDATE llm_threads SET status = 'running', closed_
   WHERE (${inJsonArray('sqlite', 'id', '@start')} OR ${inJsonArray('sqlite', 'id', '@start_parents')}) AND status = 'open'
   RETURNING *`;
 
-const START_THREADS_PG = `UPDATE llm_threads SET status = 'running', closed_at = NULL
-  WHERE id IN (SELECT id FROM llm_threads
-      WHERE ${inJsonArray('postgres', 'id', '@children')} OR ${inJsonArray('postgres', 'id', '@close_parents')}
-        OR (${inJsonArray('postgres', 'id', '@start_parents')} AND status = 'open')
-      ORDER BY ${inJsonArray('postgres', 'id', '@children')} DESC, id FOR NO KEY UPDATE)
-    AND (${inJsonArray('postgres', 'id', '@start')} OR ${inJsonArray('postgres', 'id', '@start_parents')}) AND status = 'open'
+// The locks first (a MATERIALIZED CTE: its rows are locked in its ORDER BY's order), then the UPDATE of
+// those still open, by their keys: the lists as InitPlans and the status test through
+// `statusTestNoPartialIndex` give one generic plan right for every call (dialect.ts; with `inJsonArray` each
+// call was planned again, 0.4 ms, and the generic plan of that shape rescanned the locking subquery for each
+// row to update, after a scan of a partial index of every active thread). The CTE runs only when the
+// UPDATE's id list is first needed, so that list is the UPDATE's only filter: with another ANDed before it
+// (say `(status = 'open') IS TRUE`), a sequential scan of a small table with no open row tested that one
+// first, never needed the list and locked nothing (a start that only fails its children: later statements
+// then locked child, orchestration, child…, against engine/tx.ts LOCK ORDER). `locked.status` is the row
+// as locked (its latest version), which no one else can change before COMMIT: the UPDATE needs no test of
+// its own.
+const initPlan = (param: string) => inJsonArrayInitPlanPg('id', param);
+const START_THREADS_PG = `WITH locked AS MATERIALIZED (SELECT id, status FROM llm_threads
+      WHERE ${initPlan('@children')} OR ${initPlan('@close_parents')}
+        OR (${initPlan('@start_parents')} AND ${statusTestNoPartialIndex('postgres', 'open')})
+      ORDER BY ${initPlan('@children')} DESC, id FOR NO KEY UPDATE)
+  UPDATE llm_threads SET status = 'running', closed_at = NULL
+  WHERE id = ANY(ARRAY(SELECT id FROM locked WHERE status = 'open' AND (${initPlan('@start')} OR ${initPlan('@start_parents')})))
   RETURNING *`;
 
 /**

@@ -7,7 +7,7 @@
 import type { Sql } from '../core/sql.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { WorkItemRow } from './schema.js';
-import { inJsonArray, skipLockedRows } from './dialect.js';
+import { inJsonArray, skipLockedRows, statusTestNoPartialIndex } from './dialect.js';
 import { expectOneChange } from './statements.js';
 import { listClaimHeadsPg, listProjectClaimHeadsPg } from './pg/claim-heads.js';
 
@@ -119,20 +119,10 @@ export const CLAIM_TEXT = {
 };
 
 /**
- * The claim's row read's status test. On Postgres `(…) IS TRUE`: the same test (status is NOT NULL), but one
- * the planner cannot match to the partial indexes `WHERE status = 'queued'`, so it looks the row up by its
- * key. As `status = 'queued'` it took idx_work_items_fair with `not_before <= @now` its only index
- * condition (a walk of every queued item, and of every claimed item's entry not yet known dead) whenever
- * that index's one page cost less to descend than the key's two: a queue of up to ~250 items when the
- * connection planned the statement, whose plan it then kept (a prepared statement's generic plan is made
- * again only after an ANALYZE; none runs within autovacuum's minute). `bench/diag-pg.ts scale 1`: ~470
- * queued items and ~900 index entries read per claim. SQLite reads the row by its key as written.
+ * `claimWorkItem`'s statement claiming the item whose id is `id` (a parameter, or a subquery: db/claim-with-scope.ts).
+ * Its row read looks the item up by its key (`statusTestNoPartialIndex`: as `status = 'queued'` a generic plan took
+ * idx_work_items_fair with `not_before <= @now` its only index condition).
  */
-function queuedTestOfClaimRead(dialect: Sql['dialect']): string {
-  return dialect === 'postgres' ? `(status = 'queued') IS TRUE` : `status = 'queued'`;
-}
-
-/** `claimWorkItem`'s statement claiming the item whose id is `id` (a parameter, or a subquery: db/claim-with-scope.ts). */
 export function claimText(dialect: Sql['dialect'], id = '@id'): string {
   return `UPDATE llm_work_items
      SET status = 'claimed', lease_owner = @owner, lease_expires_at = @lease_until,
@@ -140,7 +130,7 @@ export function claimText(dialect: Sql['dialect'], id = '@id'): string {
          -- a park is over once the item runs; other codes stay: they explain the last failed attempt
          error_code = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_code END,
          error_message = CASE WHEN error_code = 'BUDGET_EXCEEDED' THEN NULL ELSE error_message END
-     WHERE id = (SELECT id FROM llm_work_items WHERE id = ${id} AND ${queuedTestOfClaimRead(dialect)} AND not_before <= @now${skipLockedRows(dialect)})
+     WHERE id = (SELECT id FROM llm_work_items WHERE id = ${id} AND ${statusTestNoPartialIndex(dialect, 'queued')} AND not_before <= @now${skipLockedRows(dialect)})
        AND status = 'queued'
      RETURNING *`;
 }

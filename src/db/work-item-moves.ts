@@ -7,7 +7,7 @@ import type { Sql } from '../core/sql.js';
 import type { WorkItemStatus } from '../domain/states.js';
 import { assertWorkItemTransition } from '../domain/states.js';
 import type { MutationRow, WorkItemRow } from './schema.js';
-import { inJsonArray } from './dialect.js';
+import { inJsonArray, inJsonArrayInitPlanPg, statusTestNoPartialIndex } from './dialect.js';
 import { expectOneChange, runGuardedAllAtCommit, runGuardedAtCommitAlong } from './statements.js';
 
 /**
@@ -22,10 +22,12 @@ export function markWorkItemsRunning(sql: Sql, ids: readonly string[], owner: st
   return runGuardedAllAtCommit(sql, text, { ids: JSON.stringify(ids), owner }, ids.length, `work items ${ids.join(', ')} are not all claimed by ${owner}`);
 }
 
-const markRunningText = (dialect: 'sqlite' | 'postgres') =>
-  `UPDATE llm_work_items SET status = 'running' WHERE ${inJsonArray(dialect, 'id', '@ids')} AND status = 'claimed' AND lease_owner = @owner`;
-const MARK_RUNNING_SQLITE = markRunningText('sqlite');
-const MARK_RUNNING_PG = markRunningText('postgres');
+const MARK_RUNNING_SQLITE = `UPDATE llm_work_items SET status = 'running' WHERE ${inJsonArray('sqlite', 'id', '@ids')} AND status = 'claimed' AND lease_owner = @owner`;
+// One generic plan per connection, by the primary key (dialect.ts `inJsonArrayInitPlanPg`,
+// `statusTestNoPartialIndex`; with `inJsonArray` and `status = 'claimed'` about half the calls were planned
+// again, and the other half's generic plan scanned idx_work_items_leased whole).
+const MARK_RUNNING_PG = `UPDATE llm_work_items SET status = 'running'
+  WHERE ${inJsonArrayInitPlanPg('id', '@ids')} AND ${statusTestNoPartialIndex('postgres', 'claimed')} AND lease_owner = @owner`;
 
 /**
  * running → applied, with the mutation row that records the change the item applied (unique per work
