@@ -13,6 +13,9 @@
  * DIAG_WARMUP_EPICS (3,000, as bench target 9's; 0: none). DIAG_EXPLAIN=<file> logs every statement's plan there (see main).
  * DIAG_SETUP_SQL=<file> runs the file in scale's database once the daemons have migrated it (a variant of a function, to try);
  * DIAG_PG_FLAGS='name=value …' starts the server with these settings (`-c`), to try one.
+ * DIAG_V8_LOG=<dir> has each daemon write V8's log of its JIT there (bench/lib/v8-log.ts) and prints TurboFan's compiles,
+ * recompiles (after a deopt, or of code the GC dropped) and deopts per daemon in its start and warm-up, the projects' import,
+ * the run's generate-all and the run after it, and that last window's functions and deopt sites (every window's in a file).
  * DIAG_PERF=<file> records the server's processes and the daemons' with `perf` (DIAG_PERF_CALLGRAPH=1: dwarf call graphs, for
  * bench/perf-summary.mjs; DIAG_PERF_CALLGRAPH=fp: frame pointers, which V8's JIT code keeps: with
  * BENCH_DAEMON_FLAGS='--perf-basic-prof-only-functions --interpreted-frames-native-stack', bench/perf-daemons.mjs
@@ -31,6 +34,7 @@ import { HOLDS_LOG_FLAGS, holdsLogSink, printHeadHolds, startHoldsLog, stopHolds
 import { runEngineOnce } from './lib/engine-run.js';
 import { printPerItemGrowth, printPerItemTotals, readPerItemCounts, type PerItemCounts } from './lib/per-item-counts.js';
 import { sleep } from './lib/stats.js';
+import { countJit, printJit, v8LogFlags } from './lib/v8-log.js';
 
 const TICK = 100; // clock ticks per second (/proc)
 /** scale's run: generate-all over this many projects of this many epics (an orchestration per project, a child per epic). */
@@ -48,6 +52,8 @@ const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 3000);
  */
 const HOLDS = process.env.DIAG_HOLDS === '1';
 const HOLDS_LOG = `/tmp/diag-pg-holds-${process.pid}.log`;
+/** DIAG_V8_LOG=<dir>: each daemon's V8 log of its JIT, read for TurboFan's compiles and deopts (see the file's comment). */
+const V8_LOG = process.env.DIAG_V8_LOG;
 
 function procCpuMs(pid: number, withChildren = false): number {
   try {
@@ -439,10 +445,11 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
       await client.connect();
       await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
       try {
-        for (const d of daemons) await d.start();
+        for (const d of daemons) await d.start(V8_LOG ? v8LogFlags(V8_LOG) : []);
         // DIAG_SETUP_SQL=<file>: run once the daemons have migrated the database (to try a variant of a function).
         if (process.env.DIAG_SETUP_SQL) await client.query(readFileSync(process.env.DIAG_SETUP_SQL, 'utf8'));
         const warmUpItems = WARMUP_EPICS > 0 ? await warmUp(daemons, client) : 0;
+        const warmedWall = Date.now();
         calls = 0;
         const projects = Array.from({ length: PROJECTS }, (_, p) => `p${p}`);
         for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, EPICS));
@@ -527,6 +534,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         const daemonsCpu = () => daemons.reduce((a, d) => a + procCpuMs(d.pid), 0);
         const queuedCpu = daemonsCpu();
         const queuedAt = performance.now();
+        const queuedWall = Date.now();
         let halfCpu = 0;
         let applied = 0;
         // Polled every 250 ms (every 50 ms until 2026-11-26: its sequential scans of llm_work_items were ~8 % of the
@@ -550,6 +558,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         console.log(
           `timeline (s from the first submit): generate-all returned ${((queuedAt - started) / 1000).toFixed(1)}; 10 %…100 % applied at ${tenths.map((t) => t.toFixed(1)).join(' ')}; items/s between 10 % and 90 %: ${steady.toFixed(1)}`,
         );
+        const endedWall = Date.now();
         const dSum = daemonsCpu();
         const dSum0 = d0.reduce((a, c) => a + c, 0);
         const secs = (performance.now() - started) / 1000;
@@ -600,6 +609,16 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
             .join(', ')}`,
         );
         await printItemPhases(client);
+        if (V8_LOG) {
+          const windows = (d: BenchDaemon) => [
+            { fromMs: 0, toMs: warmedWall - d.spawnedAt },
+            { fromMs: warmedWall - d.spawnedAt, toMs: startedWall - d.spawnedAt },
+            { fromMs: startedWall - d.spawnedAt, toMs: queuedWall - d.spawnedAt },
+            { fromMs: queuedWall - d.spawnedAt, toMs: endedWall - d.spawnedAt },
+          ];
+          const counts = daemons.map((d) => countJit(`${V8_LOG}/v8-${d.pid}.log`, windows(d)));
+          printJit(['start and warm-up', "the run's projects' import", "the run's generate-all", 'the run after it'], counts, items, `${V8_LOG}/jit-lists.txt`);
+        }
         if (HOLDS) {
           await stopHoldsLog(admin);
           printHeadHolds(HOLDS_LOG, items, secs * 1000);

@@ -82,6 +82,22 @@ export function rewritePlan(next: Split, layout: PartsLayout): (PartsPlan & { ki
 }
 
 /**
+ * The stored element `i`'s key. A module-level function, not a closure made per call: V8's feedback holds a
+ * closure's optimized code weakly, so a closure made anew per call loses it at every full GC and TurboFan
+ * compiles it again (bench/README.md, issue-18-pgv8); a module's function keeps it.
+ */
+function elementKey(elements: readonly unknown[], key: string, i: number): string {
+  return (elements[i] as Record<string, string>)[key]!;
+}
+
+/** Each stored element's index by its key. */
+function keyIndex(elements: readonly unknown[], key: string): Map<string, number> {
+  const index = new Map<string, number>();
+  for (let p = 0; p < elements.length; p++) index.set(elementKey(elements, key, p), p);
+  return index;
+}
+
+/**
  * The writes that take `previous` (the stored content, stored in parts by `layout`; its elements have
  * unique keys) to `next`, or null when `next` cannot be stored in parts. One walk over both arrays,
  * comparing elements by identity: the work beyond that is the changed elements'. Elements that existed
@@ -90,7 +106,6 @@ export function rewritePlan(next: Split, layout: PartsLayout): (PartsPlan & { ki
 export function planParts(previous: Split | null, next: Split, layout: PartsLayout): PartsPlan | null {
   if (!previous) return rewritePlan(next, layout);
   const prev = previous.elements;
-  const prevKey = (i: number) => (prev[i] as Record<string, string>)[layout.key]!;
   let prevIndex: Map<string, number> | null = null;
   const changed: { key: string; text: string }[] = [];
   const inserted: InsertedRun[] = [];
@@ -101,7 +116,7 @@ export function planParts(previous: Split | null, next: Split, layout: PartsLayo
   let run: InsertedRun | null = null;
   const remove = (from: number, to: number) => {
     for (let r = from; r < to; r++) {
-      removed.push(prevKey(r));
+      removed.push(elementKey(prev, layout.key, r));
       charsDelta -= JSON.stringify(prev[r]).length;
     }
   };
@@ -109,16 +124,16 @@ export function planParts(previous: Split | null, next: Split, layout: PartsLayo
   for (const value of next.elements) {
     if (i < prev.length && value === prev[i]) {
       // Kept as it was: the commonest case, decided without reading the element.
-      if (run) run.before = prevKey(i);
+      if (run) run.before = elementKey(prev, layout.key, i);
       run = null;
-      lastKey = prevKey(i++);
+      lastKey = elementKey(prev, layout.key, i++);
       continue;
     }
     const key = keyOf(value, layout);
     if (key === undefined) return null;
-    let at = i < prev.length && prevKey(i) === key ? i : undefined;
+    let at = i < prev.length && elementKey(prev, layout.key, i) === key ? i : undefined;
     if (at === undefined) {
-      prevIndex ??= new Map(prev.map((_, p) => [prevKey(p), p]));
+      prevIndex ??= keyIndex(prev, layout.key);
       at = prevIndex.get(key);
     }
     if (at === undefined) {

@@ -212,6 +212,18 @@ function refuseUnstorableInResult(
   if (inSummary !== null) throw new OperationCallError(op.name, 'apply', `summary ${inSummary.path} ${inSummary.problem}`);
 }
 
+/** An element's value at `key` (undefined unless a plain object). Module functions, not closures made per call (V8 drops a per-call closure's optimized code at every full GC: bench/README.md, issue-18-pgv8). */
+function elementKeyOf(key: string, element: unknown): unknown {
+  return isPlainObject(element) ? element[key] : undefined;
+}
+
+/** Each element's index by its value at `key`. */
+function elementIndex(elements: readonly unknown[], key: string): Map<unknown, number> {
+  const index = new Map<unknown, number>();
+  for (let p = 0; p < elements.length; p++) index.set(elementKeyOf(key, elements[p]), p);
+  return index;
+}
+
 /**
  * The first U+0000 or lone surrogate in content stored in parts, in its head and in the elements `apply` did not
  * keep from `current`: a kept element is the same (frozen) object, checked when it was planned (or stored
@@ -225,7 +237,6 @@ function unstorableInNewParts(split: Split, current: unknown, layout: PartsLayou
   const inHead = findUnstorableText(split.head);
   if (inHead !== null) return inHead;
   const before = splitDocument(current, layout)?.elements ?? [];
-  const keyOf = (element: unknown): unknown => (isPlainObject(element) ? element[layout.key] : undefined);
   let index: Map<unknown, number> | null = null;
   for (let j = 0, i = 0; j < split.elements.length; j++) {
     const element = split.elements[j];
@@ -233,10 +244,10 @@ function unstorableInNewParts(split: Split, current: unknown, layout: PartsLayou
       i++;
       continue;
     }
-    const key = keyOf(element);
-    let at = i < before.length && keyOf(before[i]) === key ? i : undefined;
+    const key = elementKeyOf(layout.key, element);
+    let at = i < before.length && elementKeyOf(layout.key, before[i]) === key ? i : undefined;
     if (at === undefined && key !== undefined && (index !== null || i < before.length)) {
-      index ??= new Map(before.map((e, p) => [keyOf(e), p]));
+      index ??= elementIndex(before, layout.key);
       at = index.get(key);
     }
     if (at !== undefined && at >= i) i = at + 1;

@@ -72,12 +72,15 @@ function bufferOf(tx: Tx): LedgerBuffer {
  */
 function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
   buffers.delete(tx.sql);
-  const linked = (rows: LedgerRow[]) =>
-    rows.forEach((row, i) => {
+  // A loop, not a forEach callback made per flush (V8 drops a per-call closure's optimized code at every full GC: bench/README.md, issue-18-pgv8).
+  const linked = (rows: LedgerRow[]) => {
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!;
       buffer.pending[i]!.written = row;
       buffer.events[i]!.seq = row.seq;
       if (row.entry_type === 'response') appendedPayloads.set(row, buffer.entries[i]!.payload);
-    });
+    }
+  };
   return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linked);
 }
 
