@@ -105,13 +105,19 @@ export class BenchDaemon {
     }
   }
 
-  /** SIGKILL: the benchmarks need no graceful drain (SIGTERM when profiling, so the profile is written). */
+  /**
+   * SIGTERM rather than SIGKILL at `stop`, so what the process writes at its exit is complete: a CPU profile
+   * (BENCH_PROFILE_DIR), V8's buffered log (diag-pg's DIAG_V8_LOG).
+   */
+  stopGracefully = Boolean(process.env.BENCH_PROFILE_DIR);
+
+  /** SIGKILL: the benchmarks need no graceful drain (SIGTERM with `stopGracefully`). */
   async stop(): Promise<void> {
     const child = this.child;
     this.child = null;
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
-    child.kill(process.env.BENCH_PROFILE_DIR ? 'SIGTERM' : 'SIGKILL');
+    child.kill(this.stopGracefully ? 'SIGTERM' : 'SIGKILL');
     await exited;
   }
 

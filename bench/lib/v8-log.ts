@@ -16,13 +16,13 @@ export function v8LogFlags(dir: string): string[] {
 }
 
 /** A window of the daemon's life, ms from its spawn. */
-export interface LogWindow {
+interface LogWindow {
   readonly fromMs: number;
   readonly toMs: number;
 }
 
 /** What TurboFan did in a window: compiles and deopts, each keyed by function (name and source position). */
-export interface JitCounts {
+interface JitCounts {
   /** TurboFan compiles (code-creation with state `*`), OSR included. */
   readonly compiles: number;
   /** Their machine code's bytes (a rough measure of the compile's work: TurboFan's time grows with the graph it built). */
@@ -30,11 +30,13 @@ export interface JitCounts {
   /** Of the compiles, those of a function this process had compiled before (its optimized code thrown away since). */
   readonly recompiles: number;
   /**
-   * Of the recompiles, those whose previous code no deopt threw away: the GC dropped it (a feedback vector holds its
-   * optimized code weakly: a closure made anew per call, none of which lives across a full GC, loses it there).
+   * Of the recompiles, those with no deopt of the function's code since its previous compile: either the GC dropped
+   * that code (a feedback vector holds its optimized code weakly: a closure made anew per call, none of which lives
+   * across a full GC, loses it there) or the previous compile was an OSR one and this is the function's normal entry's
+   * (the log does not tell the two apart, so this is an upper bound on GC drops).
    */
-  readonly dropped: number;
-  readonly droppedByFunction: Map<string, number>;
+  readonly noDeoptSince: number;
+  readonly noDeoptSinceByFunction: Map<string, number>;
   readonly deopts: number;
   readonly compilesByFunction: Map<string, number>;
   /** Keyed by `<function whose code was thrown away> | <kind>: <reason> at <position of the failed check>`. */
@@ -76,13 +78,13 @@ function fields(line: string): string[] {
 }
 
 /** Reads one daemon's log and counts TurboFan's compiles and deopts in each window. */
-export function countJit(logFile: string, windows: readonly LogWindow[]): JitCounts[] {
+function countJit(logFile: string, windows: readonly LogWindow[]): JitCounts[] {
   const counts = windows.map(() => ({
     compiles: 0,
     codeBytes: 0,
     recompiles: 0,
-    dropped: 0,
-    droppedByFunction: new Map<string, number>(),
+    noDeoptSince: 0,
+    noDeoptSinceByFunction: new Map<string, number>(),
     deopts: 0,
     compilesByFunction: new Map<string, number>(),
     deoptsBySite: new Map<string, number>(),
@@ -101,15 +103,15 @@ export function countJit(logFile: string, windows: readonly LogWindow[]): JitCou
       codeAt.set(f[4]!, name);
       const w = inWindow(Number(f[3]));
       const again = compiledBefore.has(name);
-      const dropped = again && !deoptedSince.has(name);
+      const noDeopt = again && !deoptedSince.has(name);
       compiledBefore.add(name);
       deoptedSince.delete(name);
       if (w < 0) continue;
       counts[w]!.compiles++;
       if (again) counts[w]!.recompiles++;
-      if (dropped) {
-        counts[w]!.dropped++;
-        bump(counts[w]!.droppedByFunction, name);
+      if (noDeopt) {
+        counts[w]!.noDeoptSince++;
+        bump(counts[w]!.noDeoptSinceByFunction, name);
       }
       counts[w]!.codeBytes += Number(f[5]);
       bump(counts[w]!.compilesByFunction, name);
@@ -145,45 +147,75 @@ function lines(m: Map<string, number>, n = Infinity): string[] {
  * compiled more than once in one daemon, the deopt sites and the functions compiled most; `listFile` gets every
  * window's full lists.
  */
-export function printJit(labels: readonly string[], perDaemon: readonly JitCounts[][], items: number, listFile: string): void {
+function printJit(labels: readonly string[], perDaemon: readonly JitCounts[][], items: number, listFile: string): void {
   console.log(`TurboFan per daemon (V8 log, DIAG_V8_LOG), windows: ${labels.join(' / ')}`);
   for (const [i, windows] of perDaemon.entries()) {
     console.log(
-      `  daemon ${i}: compiles ${windows.map((c) => c.compiles).join(' / ')} (of them recompiles ${windows.map((c) => c.recompiles).join(' / ')}, of which dropped by the GC ${windows.map((c) => c.dropped).join(' / ')}; code KB ${windows.map((c) => Math.round(c.codeBytes / 1024)).join(' / ')}); deopts ${windows.map((c) => c.deopts).join(' / ')}`,
+      `  daemon ${i}: compiles ${windows.map((c) => c.compiles).join(' / ')} (of them recompiles ${windows.map((c) => c.recompiles).join(' / ')}, of which with no deopt since (GC drop or after OSR) ${windows.map((c) => c.noDeoptSince).join(' / ')}; code KB ${windows.map((c) => Math.round(c.codeBytes / 1024)).join(' / ')}); deopts ${windows.map((c) => c.deopts).join(' / ')}`,
     );
   }
   const sum = (w: number) => {
     const again = new Map<string, number>();
     const sites = new Map<string, number>();
     const compiled = new Map<string, number>();
-    const dropped = new Map<string, number>();
+    const noDeopt = new Map<string, number>();
     for (const windows of perDaemon) {
       const c = windows[w]!;
-      for (const [k, v] of c.droppedByFunction) dropped.set(k, (dropped.get(k) ?? 0) + v);
+      for (const [k, v] of c.noDeoptSinceByFunction) noDeopt.set(k, (noDeopt.get(k) ?? 0) + v);
       for (const [k, v] of c.compilesByFunction) {
         compiled.set(k, (compiled.get(k) ?? 0) + v);
         if (v > 1) again.set(k, (again.get(k) ?? 0) + v);
       }
       for (const [k, v] of c.deoptsBySite) sites.set(k, (sites.get(k) ?? 0) + v);
     }
-    return { again, sites, compiled, dropped };
+    return { again, sites, compiled, noDeopt };
   };
   const out: string[] = [];
   for (const [w, label] of labels.entries()) {
-    const { again, sites, compiled, dropped } = sum(w);
+    const { again, sites, compiled, noDeopt } = sum(w);
     out.push(`== ${label}: functions compiled more than once in one daemon`, ...lines(again), `== ${label}: deopts`, ...lines(sites));
-    out.push(`== ${label}: recompiles of code the GC dropped`, ...lines(dropped));
+    out.push(`== ${label}: recompiled with no deopt since (GC drop or after OSR)`, ...lines(noDeopt));
     out.push(`== ${label}: functions compiled (summed over the daemons)`, ...lines(compiled));
   }
   writeFileSync(listFile, `${out.join('\n')}\n`);
   const last = labels.length - 1;
-  const { again, sites, compiled, dropped } = sum(last);
+  const { again, sites, compiled, noDeopt } = sum(last);
   const total = perDaemon.reduce((a, w) => a + w[last]!.compiles, 0);
   console.log(
     `  ${labels[last]}, summed over the daemons: ${total} compiles of ${compiled.size} functions (${((1000 * total) / items).toFixed(1)} per 1,000 items), ${perDaemon.reduce((a, w) => a + w[last]!.deopts, 0)} deopts; every window's lists: ${listFile}`,
   );
   console.log(`  functions compiled more than once in one daemon (compiles, summed):`, ...lines(again, 15).map((l) => `\n${l}`));
   console.log(`  deopts by function | reason at the failed check:`, ...lines(sites, 15).map((l) => `\n${l}`));
-  console.log(`  recompiles of code the GC dropped (no deopt since its last compile):`, ...lines(dropped, 15).map((l) => `\n${l}`));
+  console.log(`  recompiled with no deopt since its last compile (GC drop or after OSR):`, ...lines(noDeopt, 15).map((l) => `\n${l}`));
   console.log(`  functions compiled most:`, ...lines(compiled, 15).map((l) => `\n${l}`));
+}
+
+/** When the diag's phases ended (Date.now()): the warm-up, the projects' import (the run's start), the run's generate-all, the run. */
+export interface RunMarks {
+  readonly warmed: number;
+  readonly started: number;
+  readonly queued: number;
+  readonly ended: number;
+}
+
+/** A daemon as its log knows it: its pid (the log's name) and when it was spawned (Date.now()). */
+export interface LoggedDaemon {
+  readonly pid: number;
+  readonly spawnedAt: number;
+}
+
+/**
+ * Reads each daemon's log in `dir` and prints its TurboFan counts per window: its start and warm-up, the projects'
+ * import, the run's generate-all, the run after it (`printJit`). Call it once the daemons have exited: V8 buffers its
+ * file output, so a live process's log lacks its last lines.
+ */
+export function reportDaemonJit(dir: string, daemons: readonly LoggedDaemon[], marks: RunMarks, items: number): void {
+  const windows = (d: LoggedDaemon): LogWindow[] => [
+    { fromMs: 0, toMs: marks.warmed - d.spawnedAt },
+    { fromMs: marks.warmed - d.spawnedAt, toMs: marks.started - d.spawnedAt },
+    { fromMs: marks.started - d.spawnedAt, toMs: marks.queued - d.spawnedAt },
+    { fromMs: marks.queued - d.spawnedAt, toMs: marks.ended - d.spawnedAt },
+  ];
+  const counts = daemons.map((d) => countJit(`${dir}/v8-${d.pid}.log`, windows(d)));
+  printJit(['start and warm-up', "the run's projects' import", "the run's generate-all", 'the run after it'], counts, items, `${dir}/jit-lists.txt`);
 }

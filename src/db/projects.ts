@@ -123,7 +123,7 @@ export interface DocumentTarget {
 export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarget[]): Promise<void> {
   const held = new Map<string, HeldHead>();
   heldHeads.set(sql, held);
-  // A loop, not a closure made per call (V8 drops a per-call closure's optimized code at every full GC: bench/README.md, issue-18-pgv8).
+  // A loop: docs/design-notes.md "Closures made per call".
   const keySet = new Set<string>();
   for (const t of targets) keySet.add(`document:${JSON.stringify([t.project_id, t.doc_type, t.doc_key])}`);
   const keys = [...keySet].sort();

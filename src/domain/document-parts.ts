@@ -81,20 +81,22 @@ export function rewritePlan(next: Split, layout: PartsLayout): (PartsPlan & { ki
   return { kind: 'rewrite', head: JSON.stringify(next.head), parts, chars, count: parts.length };
 }
 
-/**
- * The stored element `i`'s key. A module-level function, not a closure made per call: V8's feedback holds a
- * closure's optimized code weakly, so a closure made anew per call loses it at every full GC and TurboFan
- * compiles it again (bench/README.md, issue-18-pgv8); a module's function keeps it.
- */
-function elementKey(elements: readonly unknown[], key: string, i: number): string {
-  return (elements[i] as Record<string, string>)[key]!;
+/** Element `i`'s value at `key`: undefined unless the element is a plain object (module functions: docs/design-notes.md "Closures made per call"). */
+export function elementKey(elements: readonly unknown[], key: string, i: number): unknown {
+  const element = elements[i];
+  return isPlainObject(element) ? element[key] : undefined;
 }
 
-/** Each stored element's index by its key. */
-function keyIndex(elements: readonly unknown[], key: string): Map<string, number> {
-  const index = new Map<string, number>();
+/** Each element's index by its value at `key` (`elementKey`). */
+export function keyIndex(elements: readonly unknown[], key: string): Map<unknown, number> {
+  const index = new Map<unknown, number>();
   for (let p = 0; p < elements.length; p++) index.set(elementKey(elements, key, p), p);
   return index;
+}
+
+/** A stored element's key: stored elements are objects with unique string keys. */
+function storedKey(elements: readonly unknown[], key: string, i: number): string {
+  return elementKey(elements, key, i) as string;
 }
 
 /**
@@ -106,7 +108,7 @@ function keyIndex(elements: readonly unknown[], key: string): Map<string, number
 export function planParts(previous: Split | null, next: Split, layout: PartsLayout): PartsPlan | null {
   if (!previous) return rewritePlan(next, layout);
   const prev = previous.elements;
-  let prevIndex: Map<string, number> | null = null;
+  let prevIndex: Map<unknown, number> | null = null;
   const changed: { key: string; text: string }[] = [];
   const inserted: InsertedRun[] = [];
   const removed: string[] = [];
@@ -116,7 +118,7 @@ export function planParts(previous: Split | null, next: Split, layout: PartsLayo
   let run: InsertedRun | null = null;
   const remove = (from: number, to: number) => {
     for (let r = from; r < to; r++) {
-      removed.push(elementKey(prev, layout.key, r));
+      removed.push(storedKey(prev, layout.key, r));
       charsDelta -= JSON.stringify(prev[r]).length;
     }
   };
@@ -124,14 +126,14 @@ export function planParts(previous: Split | null, next: Split, layout: PartsLayo
   for (const value of next.elements) {
     if (i < prev.length && value === prev[i]) {
       // Kept as it was: the commonest case, decided without reading the element.
-      if (run) run.before = elementKey(prev, layout.key, i);
+      if (run) run.before = storedKey(prev, layout.key, i);
       run = null;
-      lastKey = elementKey(prev, layout.key, i++);
+      lastKey = storedKey(prev, layout.key, i++);
       continue;
     }
     const key = keyOf(value, layout);
     if (key === undefined) return null;
-    let at = i < prev.length && elementKey(prev, layout.key, i) === key ? i : undefined;
+    let at = i < prev.length && storedKey(prev, layout.key, i) === key ? i : undefined;
     if (at === undefined) {
       prevIndex ??= keyIndex(prev, layout.key);
       at = prevIndex.get(key);

@@ -166,8 +166,7 @@ interface AppendCall {
  */
 function appendCalls(entries: readonly NewLedgerEntry[]): AppendCall[] {
   const calls: AppendCall[] = [];
-  // Loops, not closures made per call: V8's feedback holds a closure's optimized code weakly, so a closure
-  // made anew per append loses it at every full GC and TurboFan compiles it again (bench/README.md, issue-18-pgv8).
+  // Loops: docs/design-notes.md "Closures made per call".
   for (let i = 0; i < entries.length; i += MAX_ROWS_PER_CALL) {
     const run: CanonicalEntry[] = [];
     const params = {
@@ -226,13 +225,18 @@ async function appendAtPostgresHead(sql: Sql, entries: readonly NewLedgerEntry[]
  * Appends `entries`, in order, as the last statements of the caller's transaction. On a handle that runs
  * statements in its COMMIT's query (the Postgres writer's: `Sql.atCommit`), they go there, so the chain
  * head — the one row every appending transaction waits for — is held only for the server's statements and
- * the fsync, with no round trip to this process in between; `linked` gets the rows after the COMMIT,
- * before the write's events are published. Elsewhere they are appended now and `linked` gets them at once.
+ * the fsync, with no round trip to this process in between; `linked` gets the rows (and `context`) after the
+ * COMMIT, before the write's events are published. Elsewhere they are appended now and `linked` gets them at once.
  */
-export async function appendLedgerEntriesAtCommit(sql: Sql, entries: readonly NewLedgerEntry[], linked: (rows: LedgerRow[]) => void): Promise<void> {
+export async function appendLedgerEntriesAtCommit<C>(
+  sql: Sql,
+  entries: readonly NewLedgerEntry[],
+  linked: (rows: LedgerRow[], context: C) => void,
+  context: C,
+): Promise<void> {
   const atCommit = sql.atCommit;
   if (entries.length === 0 || !atCommit) {
-    linked(await appendLedgerEntries(sql, entries));
+    linked(await appendLedgerEntries(sql, entries), context);
     return;
   }
   const calls = appendCalls(entries);
@@ -240,7 +244,7 @@ export async function appendLedgerEntriesAtCommit(sql: Sql, entries: readonly Ne
   for (const call of calls) {
     atCommit(APPEND_AT_HEAD, call.params, (links) => {
       rows.push(...linkedRows(call, links as Link[]));
-      if (call === calls.at(-1)) linked(rows);
+      if (call === calls.at(-1)) linked(rows, context);
     });
   }
 }

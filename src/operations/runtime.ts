@@ -5,7 +5,7 @@
  */
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentParts, DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
-import { splitDocument, type PartsLayout, type Split } from '../domain/document-parts.js';
+import { elementKey, keyIndex, splitDocument, type PartsLayout, type Split } from '../domain/document-parts.js';
 import { storableMessage, findUnstorableText, mayHoldUnstorableText, textProblem, type UnstorableText } from '../domain/storable-text.js';
 import type { Operation } from './registry.js';
 import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
@@ -212,18 +212,6 @@ function refuseUnstorableInResult(
   if (inSummary !== null) throw new OperationCallError(op.name, 'apply', `summary ${inSummary.path} ${inSummary.problem}`);
 }
 
-/** An element's value at `key` (undefined unless a plain object). Module functions, not closures made per call (V8 drops a per-call closure's optimized code at every full GC: bench/README.md, issue-18-pgv8). */
-function elementKeyOf(key: string, element: unknown): unknown {
-  return isPlainObject(element) ? element[key] : undefined;
-}
-
-/** Each element's index by its value at `key`. */
-function elementIndex(elements: readonly unknown[], key: string): Map<unknown, number> {
-  const index = new Map<unknown, number>();
-  for (let p = 0; p < elements.length; p++) index.set(elementKeyOf(key, elements[p]), p);
-  return index;
-}
-
 /**
  * The first U+0000 or lone surrogate in content stored in parts, in its head and in the elements `apply` did not
  * keep from `current`: a kept element is the same (frozen) object, checked when it was planned (or stored
@@ -244,10 +232,10 @@ function unstorableInNewParts(split: Split, current: unknown, layout: PartsLayou
       i++;
       continue;
     }
-    const key = elementKeyOf(layout.key, element);
-    let at = i < before.length && elementKeyOf(layout.key, before[i]) === key ? i : undefined;
+    const key = elementKey(split.elements, layout.key, j);
+    let at = i < before.length && elementKey(before, layout.key, i) === key ? i : undefined;
     if (at === undefined && key !== undefined && (index !== null || i < before.length)) {
-      index ??= elementIndex(before, layout.key);
+      index ??= keyIndex(before, layout.key);
       at = index.get(key);
     }
     if (at !== undefined && at >= i) i = at + 1;

@@ -33,7 +33,7 @@ interface LaterEnd {
 /** The ends a closure's steps left for `endThreadsTogether`, by the closure run's statement handle (a run again starts with none). */
 const later = new WeakMap<Sql, LaterEnd[]>();
 
-/** Ends in their threads' id order: a module function, not a closure made per call (V8 drops such a closure's optimized code at every full GC: bench/README.md, issue-18-pgv8). */
+/** Ends in their threads' id order (a module function: docs/design-notes.md "Closures made per call"). */
 const byThreadId = (a: LaterEnd, b: LaterEnd): number => compareIds(a.thread.id, b.thread.id);
 
 /** This closure's item ends wait for `endThreadsTogether` (`endThreadLater`). */
@@ -60,7 +60,7 @@ export async function endThreadsTogether(tx: Tx): Promise<void> {
   if (!ends || ends.length === 0) return;
   ends.sort(byThreadId);
   const moving = ends.filter((e) => !isTerminalThread(e.thread.status));
-  // A loop, not a closure made per call (V8 drops a per-call closure's optimized code at every full GC: bench/README.md, issue-18-pgv8).
+  // A loop: docs/design-notes.md "Closures made per call".
   const parentSet = new Set<string>();
   for (const e of moving) if (e.thread.parent_thread_id !== null) parentSet.add(e.thread.parent_thread_id);
   const parentIds = [...parentSet].sort(compareIds);

@@ -69,7 +69,7 @@ export function eachStep<A, R, S>(one: (tx: Tx, arg: A, shared: S | undefined) =
 
 const argOf = <A, R>(w: Waiting<A, R>): A => w.arg;
 
-/** A step's index in its closure, with the key it runs in order of. */
+/** A step's index in its batch, with the key it runs in order of. */
 interface KeyedIndex {
   readonly key: string;
   readonly index: number;
@@ -165,8 +165,7 @@ export class SharedWrites<A, R, S = undefined> {
 
   /** The indexes of `batch` in the order its steps run. */
   private runOrder(batch: readonly Waiting<A, R>[], shared: S | undefined): number[] {
-    // Loops rather than closures made per closure of steps: V8 drops such a closure's optimized code at every
-    // full GC, and TurboFan compiles it again (bench/README.md, issue-18-pgv8).
+    // Loops: docs/design-notes.md "Closures made per call".
     const order: number[] = [];
     for (let i = 0; i < batch.length; i++) order.push(i);
     const orderBy = this.opts.orderBy;

@@ -140,9 +140,7 @@ async function outcomeOf(tx: Tx, ctx: EngineContext, plan: StartPlan): Promise<S
   return { kind: 'call', request: built.request, route, prompt, requestHash };
 }
 
-/**
- * The threads' orchestrations' ids, each once. Loops, not closures made per call (V8 drops a per-call closure's optimized code at every full GC: bench/README.md, issue-18-pgv8).
- */
+/** The threads' orchestrations' ids, each once (a module function: docs/design-notes.md "Closures made per call"). */
 function parentIdsOf(threads: readonly ThreadRow[]): string[] {
   const ids = new Set<string>();
   for (const t of threads) if (t.parent_thread_id) ids.add(t.parent_thread_id);

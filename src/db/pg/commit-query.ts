@@ -177,11 +177,7 @@ function arrayText(values: readonly unknown[]): string {
   return `{${items.join(',')}}`;
 }
 
-/**
- * An array element's text. A module-level function, not a closure made per call: V8's feedback holds a
- * closure's optimized code weakly, so a closure made anew for every statement loses it at every full GC and
- * TurboFan compiles it again (~40 % of a daemon's compiles after target 9's warm-up: bench/README.md, issue-18-pgv8).
- */
+/** An array element's text (a module function: docs/design-notes.md "Closures made per call"). */
 function elementText(v: unknown): string {
   if (v === null || v === undefined) return 'NULL';
   if (typeof v === 'object') throw new TypeError('only flat arrays of scalars can be inlined into a statement');

@@ -115,7 +115,7 @@ export function bindValues(s: CompiledStatement, text: string, params: SqlParams
   }
   if (params === undefined || Array.isArray(params)) throw new RangeError(`statement expects named parameters: ${text}`);
   const named = params as Readonly<Record<string, unknown>>;
-  // A loop, not a closure made per call (whose optimized code V8 drops at every full GC: commit-query.ts elementText).
+  // A loop: docs/design-notes.md "Closures made per call".
   const values: unknown[] = [];
   for (const name of s.names) {
     const value = named[name];
