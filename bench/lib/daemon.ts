@@ -59,7 +59,11 @@ export class BenchDaemon {
     return this.child?.pid ?? 0;
   }
 
-  async start(): Promise<void> {
+  /** Date.now() when the process was spawned (diag-pg's DIAG_V8_LOG splits V8's log, timed from the process's start, by it). */
+  spawnedAt = 0;
+
+  /** Spawns the daemon (`flags`: node flags of this daemon's, after BENCH_DAEMON_FLAGS) and waits for its socket. */
+  async start(flags: readonly string[] = []): Promise<void> {
     // BENCH_PROFILE_DIR: profile the daemon (node --cpu-prof); it is then stopped gracefully so the profile is written.
     const prof = process.env.BENCH_PROFILE_DIR
       ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
@@ -68,7 +72,8 @@ export class BenchDaemon {
         : [];
     const extra = process.env.BENCH_DAEMON_FLAGS ? process.env.BENCH_DAEMON_FLAGS.split(' ') : [];
     // The daemon's own heap settings first (as `daemon start` runs it); BENCH_DAEMON_FLAGS after them overrides.
-    this.child = spawn(process.execPath, daemonArgv(join(ROOT, 'dist'), [], [...extra, ...prof]), {
+    this.spawnedAt = Date.now();
+    this.child = spawn(process.execPath, daemonArgv(join(ROOT, 'dist'), [], [...extra, ...flags, ...prof]), {
       env: daemonEnv(this.env, await capLowersHeapLimit()),
       stdio: 'ignore',
     });
@@ -100,13 +105,19 @@ export class BenchDaemon {
     }
   }
 
-  /** SIGKILL: the benchmarks need no graceful drain (SIGTERM when profiling, so the profile is written). */
+  /**
+   * SIGTERM rather than SIGKILL at `stop`, so what the process writes at its exit is complete: a CPU profile
+   * (BENCH_PROFILE_DIR), V8's buffered log (diag-pg's DIAG_V8_LOG).
+   */
+  stopGracefully = Boolean(process.env.BENCH_PROFILE_DIR);
+
+  /** SIGKILL: the benchmarks need no graceful drain (SIGTERM with `stopGracefully`). */
   async stop(): Promise<void> {
     const child = this.child;
     this.child = null;
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
-    child.kill(process.env.BENCH_PROFILE_DIR ? 'SIGTERM' : 'SIGKILL');
+    child.kill(this.stopGracefully ? 'SIGTERM' : 'SIGKILL');
     await exited;
   }
 

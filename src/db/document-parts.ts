@@ -74,7 +74,9 @@ export async function readStoredDocument(sql: Sql, id: string, since = -1): Prom
   const { version, updated_at, head } = first;
   const layout = storedLayout(first);
   if (layout === null) return { version, updated_at, head, layout, parts: [] };
-  const parts = rows.flatMap((r) => (r.part_key === null ? [] : [{ key: r.part_key, text: r.part }]));
+  // A loop: docs/design-notes.md "Closures made per call".
+  const parts: { key: string; text: string | null }[] = [];
+  for (const r of rows) if (r.part_key !== null) parts.push({ key: r.part_key, text: r.part });
   return { version, updated_at, head, layout, parts };
 }
 

@@ -123,7 +123,10 @@ export interface DocumentTarget {
 export async function lockDocumentHeads(sql: Sql, targets: readonly DocumentTarget[]): Promise<void> {
   const held = new Map<string, HeldHead>();
   heldHeads.set(sql, held);
-  const keys = [...new Set(targets.map((t) => `document:${JSON.stringify([t.project_id, t.doc_type, t.doc_key])}`))].sort();
+  // A loop: docs/design-notes.md "Closures made per call".
+  const keySet = new Set<string>();
+  for (const t of targets) keySet.add(`document:${JSON.stringify([t.project_id, t.doc_type, t.doc_key])}`);
+  const keys = [...keySet].sort();
   // The keys in this order: the outer query calls the lock function row by row over the sorted subquery.
   await sql.all(
     `SELECT pg_advisory_xact_lock(hashtextextended(s.k, 0)) AS locked

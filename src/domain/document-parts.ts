@@ -81,6 +81,24 @@ export function rewritePlan(next: Split, layout: PartsLayout): (PartsPlan & { ki
   return { kind: 'rewrite', head: JSON.stringify(next.head), parts, chars, count: parts.length };
 }
 
+/** Element `i`'s value at `key`: undefined unless the element is a plain object (module functions: docs/design-notes.md "Closures made per call"). */
+export function elementKey(elements: readonly unknown[], key: string, i: number): unknown {
+  const element = elements[i];
+  return isPlainObject(element) ? element[key] : undefined;
+}
+
+/** Each element's index by its value at `key` (`elementKey`). */
+export function keyIndex(elements: readonly unknown[], key: string): Map<unknown, number> {
+  const index = new Map<unknown, number>();
+  for (let p = 0; p < elements.length; p++) index.set(elementKey(elements, key, p), p);
+  return index;
+}
+
+/** A stored element's key: stored elements are objects with unique string keys. */
+function storedKey(elements: readonly unknown[], key: string, i: number): string {
+  return elementKey(elements, key, i) as string;
+}
+
 /**
  * The writes that take `previous` (the stored content, stored in parts by `layout`; its elements have
  * unique keys) to `next`, or null when `next` cannot be stored in parts. One walk over both arrays,
@@ -90,8 +108,7 @@ export function rewritePlan(next: Split, layout: PartsLayout): (PartsPlan & { ki
 export function planParts(previous: Split | null, next: Split, layout: PartsLayout): PartsPlan | null {
   if (!previous) return rewritePlan(next, layout);
   const prev = previous.elements;
-  const prevKey = (i: number) => (prev[i] as Record<string, string>)[layout.key]!;
-  let prevIndex: Map<string, number> | null = null;
+  let prevIndex: Map<unknown, number> | null = null;
   const changed: { key: string; text: string }[] = [];
   const inserted: InsertedRun[] = [];
   const removed: string[] = [];
@@ -101,7 +118,7 @@ export function planParts(previous: Split | null, next: Split, layout: PartsLayo
   let run: InsertedRun | null = null;
   const remove = (from: number, to: number) => {
     for (let r = from; r < to; r++) {
-      removed.push(prevKey(r));
+      removed.push(storedKey(prev, layout.key, r));
       charsDelta -= JSON.stringify(prev[r]).length;
     }
   };
@@ -109,16 +126,16 @@ export function planParts(previous: Split | null, next: Split, layout: PartsLayo
   for (const value of next.elements) {
     if (i < prev.length && value === prev[i]) {
       // Kept as it was: the commonest case, decided without reading the element.
-      if (run) run.before = prevKey(i);
+      if (run) run.before = storedKey(prev, layout.key, i);
       run = null;
-      lastKey = prevKey(i++);
+      lastKey = storedKey(prev, layout.key, i++);
       continue;
     }
     const key = keyOf(value, layout);
     if (key === undefined) return null;
-    let at = i < prev.length && prevKey(i) === key ? i : undefined;
+    let at = i < prev.length && storedKey(prev, layout.key, i) === key ? i : undefined;
     if (at === undefined) {
-      prevIndex ??= new Map(prev.map((_, p) => [prevKey(p), p]));
+      prevIndex ??= keyIndex(prev, layout.key);
       at = prevIndex.get(key);
     }
     if (at === undefined) {

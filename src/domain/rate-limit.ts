@@ -157,16 +157,17 @@ export function parseResetDuration(value: string | null | undefined): number | n
   return consumed === v.length && consumed > 0 ? Math.round(total) : null;
 }
 
+/** A header's non-negative number, or null (absent or not one). */
+function headerCount(raw: string | undefined): number | null {
+  const n = raw === undefined ? NaN : Number(raw);
+  return Number.isFinite(n) && n >= 0 ? n : null;
+}
+
 /** Picks the `x-ratelimit-*` headers out of a header map (names lower-case). */
 export function readRateLimitHeaders(headers: Readonly<Record<string, string>>): RateLimitHeaders {
-  const num = (name: string) => {
-    const raw = headers[name];
-    const n = raw === undefined ? NaN : Number(raw);
-    return Number.isFinite(n) && n >= 0 ? n : null;
-  };
   return {
-    remainingRequests: num('x-ratelimit-remaining-requests'),
-    remainingTokens: num('x-ratelimit-remaining-tokens'),
+    remainingRequests: headerCount(headers['x-ratelimit-remaining-requests']),
+    remainingTokens: headerCount(headers['x-ratelimit-remaining-tokens']),
     resetRequestsMs: parseResetDuration(headers['x-ratelimit-reset-requests']),
     resetTokensMs: parseResetDuration(headers['x-ratelimit-reset-tokens']),
   };

@@ -148,10 +148,14 @@ const APPEND_AT_HEAD = `SELECT entry_seq AS seq, entry_prev_hash AS prev_hash, e
 
 type Link = { seq: number; prev_hash: string; hash: string };
 
-/** One call of llm_ledger_append (migrations/pg/0009): its parameters, and the rows once linked. */
+/** An entry whose payload is its canonical JSON text. */
+type CanonicalEntry = Omit<NewLedgerEntry, 'payload'> & { payload: string };
+
+/** One call of llm_ledger_append (migrations/pg/0009): its parameters, and its entries (linked: `linkedRows`). */
 interface AppendCall {
   params: Record<string, unknown[]>;
-  rows(links: readonly Link[]): LedgerRow[];
+  /** The call's entries, their payloads in canonical JSON. */
+  run: CanonicalEntry[];
 }
 
 /**
@@ -162,25 +166,47 @@ interface AppendCall {
  */
 function appendCalls(entries: readonly NewLedgerEntry[]): AppendCall[] {
   const calls: AppendCall[] = [];
+  // Loops: docs/design-notes.md "Closures made per call".
   for (let i = 0; i < entries.length; i += MAX_ROWS_PER_CALL) {
-    const run = entries.slice(i, i + MAX_ROWS_PER_CALL).map((e) => ({ ...e, payload: canonicalJson(e.payload) }));
-    const around = run.map((e) => canonicalMetadataAroundSeq(e));
-    calls.push({
-      params: {
-        thread_ids: run.map((e) => e.thread_id),
-        work_item_ids: run.map((e) => e.work_item_id),
-        entry_types: run.map((e) => e.entry_type),
-        attempts: run.map((e) => e.attempt),
-        payloads: run.map((e) => e.payload),
-        created_ats: run.map((e) => e.created_at),
-        meta_heads: around.map((a) => a[0]),
-        meta_tails: around.map((a) => a[1]),
-        content_digests: run.map((e, j) => linkedBytesDigest(e.payload, around[j]!)),
-      },
-      rows: (links) => run.map((e, j) => ({ ...e, seq: links[j]!.seq, prev_hash: links[j]!.prev_hash, hash: links[j]!.hash })),
-    });
+    const run: CanonicalEntry[] = [];
+    const params = {
+      thread_ids: [] as unknown[],
+      work_item_ids: [] as unknown[],
+      entry_types: [] as unknown[],
+      attempts: [] as unknown[],
+      payloads: [] as unknown[],
+      created_ats: [] as unknown[],
+      meta_heads: [] as unknown[],
+      meta_tails: [] as unknown[],
+      content_digests: [] as unknown[],
+    };
+    for (const entry of entries.slice(i, i + MAX_ROWS_PER_CALL)) {
+      const e = { ...entry, payload: canonicalJson(entry.payload) };
+      const around = canonicalMetadataAroundSeq(e);
+      run.push(e);
+      params.thread_ids.push(e.thread_id);
+      params.work_item_ids.push(e.work_item_id);
+      params.entry_types.push(e.entry_type);
+      params.attempts.push(e.attempt);
+      params.payloads.push(e.payload);
+      params.created_ats.push(e.created_at);
+      params.meta_heads.push(around[0]);
+      params.meta_tails.push(around[1]);
+      params.content_digests.push(linkedBytesDigest(e.payload, around));
+    }
+    calls.push({ params, run });
   }
   return calls;
+}
+
+/** A call's entries as the rows the database linked them into (`links`: its result, in the entries' order). */
+function linkedRows(call: AppendCall, links: readonly Link[]): LedgerRow[] {
+  const rows: LedgerRow[] = [];
+  for (let j = 0; j < call.run.length; j++) {
+    const link = links[j]!;
+    rows.push({ ...call.run[j]!, seq: link.seq, prev_hash: link.prev_hash, hash: link.hash });
+  }
+  return rows;
 }
 
 /** sha256(payload ‖ "\n" ‖ meta_head ‖ "\n" ‖ meta_tail): what llm_ledger_append checks it received. */
@@ -191,7 +217,7 @@ function linkedBytesDigest(payload: string, [head, tail]: [string, string]): str
 /** Postgres, now: each call locks the head (until the transaction ends), links and inserts its entries. */
 async function appendAtPostgresHead(sql: Sql, entries: readonly NewLedgerEntry[]): Promise<LedgerRow[]> {
   const rows: LedgerRow[] = [];
-  for (const call of appendCalls(entries)) rows.push(...call.rows(await sql.all<Link>(APPEND_AT_HEAD, call.params)));
+  for (const call of appendCalls(entries)) rows.push(...linkedRows(call, await sql.all<Link>(APPEND_AT_HEAD, call.params)));
   return rows;
 }
 
@@ -199,21 +225,26 @@ async function appendAtPostgresHead(sql: Sql, entries: readonly NewLedgerEntry[]
  * Appends `entries`, in order, as the last statements of the caller's transaction. On a handle that runs
  * statements in its COMMIT's query (the Postgres writer's: `Sql.atCommit`), they go there, so the chain
  * head — the one row every appending transaction waits for — is held only for the server's statements and
- * the fsync, with no round trip to this process in between; `linked` gets the rows after the COMMIT,
- * before the write's events are published. Elsewhere they are appended now and `linked` gets them at once.
+ * the fsync, with no round trip to this process in between; `linked` gets the rows (and `context`) after the
+ * COMMIT, before the write's events are published. Elsewhere they are appended now and `linked` gets them at once.
  */
-export async function appendLedgerEntriesAtCommit(sql: Sql, entries: readonly NewLedgerEntry[], linked: (rows: LedgerRow[]) => void): Promise<void> {
+export async function appendLedgerEntriesAtCommit<C>(
+  sql: Sql,
+  entries: readonly NewLedgerEntry[],
+  linked: (rows: LedgerRow[], context: C) => void,
+  context: C,
+): Promise<void> {
   const atCommit = sql.atCommit;
   if (entries.length === 0 || !atCommit) {
-    linked(await appendLedgerEntries(sql, entries));
+    linked(await appendLedgerEntries(sql, entries), context);
     return;
   }
   const calls = appendCalls(entries);
   const rows: LedgerRow[] = [];
   for (const call of calls) {
     atCommit(APPEND_AT_HEAD, call.params, (links) => {
-      rows.push(...call.rows(links as Link[]));
-      if (call === calls.at(-1)) linked(rows);
+      rows.push(...linkedRows(call, links as Link[]));
+      if (call === calls.at(-1)) linked(rows, context);
     });
   }
 }

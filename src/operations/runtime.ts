@@ -5,7 +5,7 @@
  */
 import type { ChatMessage, SchemaChatRequest } from '../domain/prompts.js';
 import type { DocumentParts, DocumentTarget, Documents, Identity, PromptContext, Provenance } from './api.js';
-import { splitDocument, type PartsLayout, type Split } from '../domain/document-parts.js';
+import { elementKey, keyIndex, splitDocument, type PartsLayout, type Split } from '../domain/document-parts.js';
 import { storableMessage, findUnstorableText, mayHoldUnstorableText, textProblem, type UnstorableText } from '../domain/storable-text.js';
 import type { Operation } from './registry.js';
 import { NOT_LOADED_YET, OperationCallError } from '../core/errors.js';
@@ -225,7 +225,6 @@ function unstorableInNewParts(split: Split, current: unknown, layout: PartsLayou
   const inHead = findUnstorableText(split.head);
   if (inHead !== null) return inHead;
   const before = splitDocument(current, layout)?.elements ?? [];
-  const keyOf = (element: unknown): unknown => (isPlainObject(element) ? element[layout.key] : undefined);
   let index: Map<unknown, number> | null = null;
   for (let j = 0, i = 0; j < split.elements.length; j++) {
     const element = split.elements[j];
@@ -233,10 +232,10 @@ function unstorableInNewParts(split: Split, current: unknown, layout: PartsLayou
       i++;
       continue;
     }
-    const key = keyOf(element);
-    let at = i < before.length && keyOf(before[i]) === key ? i : undefined;
+    const key = elementKey(split.elements, layout.key, j);
+    let at = i < before.length && elementKey(before, layout.key, i) === key ? i : undefined;
     if (at === undefined && key !== undefined && (index !== null || i < before.length)) {
-      index ??= new Map(before.map((e, p) => [keyOf(e), p]));
+      index ??= keyIndex(before, layout.key);
       at = index.get(key);
     }
     if (at !== undefined && at >= i) i = at + 1;

@@ -62,9 +62,14 @@ describe('Postgres ledger append at COMMIT', () => {
     const resume = gate();
     let linked: LedgerRow[] = [];
     const first = writer.write(async (sql) => {
-      await appendLedgerEntriesAtCommit(sql, [entry('t-a', { n: 'é ✓ "q" \\ \u2028' }), entry('t-a', { n: "it's" })], (rows) => {
-        linked = rows;
-      });
+      await appendLedgerEntriesAtCommit(
+        sql,
+        [entry('t-a', { n: 'é ✓ "q" \\ \u2028' }), entry('t-a', { n: "it's" })],
+        (rows) => {
+          linked = rows;
+        },
+        undefined,
+      );
       expect(linked).toEqual([]); // not appended yet: the COMMIT query appends
       queued.open();
       await resume.opened;
@@ -114,7 +119,7 @@ describe('Postgres ledger append at COMMIT', () => {
     let runs = 0;
     const stale = writer.write(async (sql) => {
       runs++;
-      await appendLedgerEntriesAtCommit(sql, [entry('t-a', { n: 'stale' })], () => {});
+      await appendLedgerEntriesAtCommit(sql, [entry('t-a', { n: 'stale' })], () => {}, undefined);
       await close(sql, 'gone');
     });
     // The database's refusal reaches the caller as the client's own, after the writer's bounded re-runs.
@@ -124,9 +129,14 @@ describe('Postgres ledger append at COMMIT', () => {
     expect(await stored()).toEqual(before);
     let linked: LedgerRow[] = [];
     await writer.write(async (sql) => {
-      await appendLedgerEntriesAtCommit(sql, [entry('t-a', { n: 'closes' })], (rows) => {
-        linked = rows;
-      });
+      await appendLedgerEntriesAtCommit(
+        sql,
+        [entry('t-a', { n: 'closes' })],
+        (rows) => {
+          linked = rows;
+        },
+        undefined,
+      );
       await close(sql, 'open');
     });
     expect(await reader.get('SELECT state, seq FROM guarded')).toEqual({ state: 'closed', seq: linked[0]!.seq });

@@ -176,6 +176,12 @@ describe('PgSql on a real Postgres', () => {
     expect(rows[0]!.v).toEqual(elements);
   });
 
+  it("inlines an array's null elements as NULL, apart from the text 'NULL' and the empty text", async () => {
+    const elements = ['a', null, 'NULL', '', null];
+    const { rows } = await pool.query<{ v: (string | null)[] }>(`SELECT (${inlineList([elements])})::text[] AS v`);
+    expect(rows[0]!.v).toEqual(elements);
+  });
+
   it('reads a statement run again on its connection as its first run, without the server describing its rows again', async () => {
     const client = await pool.connect();
     const described: string[] = [];

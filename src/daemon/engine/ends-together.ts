@@ -33,6 +33,9 @@ interface LaterEnd {
 /** The ends a closure's steps left for `endThreadsTogether`, by the closure run's statement handle (a run again starts with none). */
 const later = new WeakMap<Sql, LaterEnd[]>();
 
+/** Ends in their threads' id order (a module function: docs/design-notes.md "Closures made per call"). */
+const byThreadId = (a: LaterEnd, b: LaterEnd): number => compareIds(a.thread.id, b.thread.id);
+
 /** This closure's item ends wait for `endThreadsTogether` (`endThreadLater`). */
 export function endThreadsLater(tx: Tx): void {
   later.set(tx.sql, []);
@@ -55,9 +58,12 @@ export async function endThreadsTogether(tx: Tx): Promise<void> {
   const ends = later.get(tx.sql);
   later.delete(tx.sql);
   if (!ends || ends.length === 0) return;
-  ends.sort((a, b) => compareIds(a.thread.id, b.thread.id));
+  ends.sort(byThreadId);
   const moving = ends.filter((e) => !isTerminalThread(e.thread.status));
-  const parentIds = [...new Set(moving.flatMap((e) => (e.thread.parent_thread_id === null ? [] : [e.thread.parent_thread_id])))].sort(compareIds);
+  // A loop: docs/design-notes.md "Closures made per call".
+  const parentSet = new Set<string>();
+  for (const e of moving) if (e.thread.parent_thread_id !== null) parentSet.add(e.thread.parent_thread_id);
+  const parentIds = [...parentSet].sort(compareIds);
   const rows: ChildEnd[] = ends.map((e) => ({
     release: e.release,
     move: isTerminalThread(e.thread.status) ? undefined : { thread: e.thread, from: e.thread.status as ThreadStatus, to: e.to },

@@ -72,13 +72,17 @@ function bufferOf(tx: Tx): LedgerBuffer {
  */
 function flushLedger(tx: Tx, buffer: LedgerBuffer): Promise<void> {
   buffers.delete(tx.sql);
-  const linked = (rows: LedgerRow[]) =>
-    rows.forEach((row, i) => {
-      buffer.pending[i]!.written = row;
-      buffer.events[i]!.seq = row.seq;
-      if (row.entry_type === 'response') appendedPayloads.set(row, buffer.entries[i]!.payload);
-    });
-  return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linked);
+  return appendLedgerEntriesAtCommit(tx.sql, buffer.entries, linkFlushed, buffer);
+}
+
+/** Fills in the buffer's pending rows and events' seqs from the rows written, in the entries' order (a module function: docs/design-notes.md "Closures made per call"). */
+function linkFlushed(rows: LedgerRow[], buffer: LedgerBuffer): void {
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    buffer.pending[i]!.written = row;
+    buffer.events[i]!.seq = row.seq;
+    if (row.entry_type === 'response') appendedPayloads.set(row, buffer.entries[i]!.payload);
+  }
 }
 
 /**

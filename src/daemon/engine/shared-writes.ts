@@ -69,6 +69,14 @@ export function eachStep<A, R, S>(one: (tx: Tx, arg: A, shared: S | undefined) =
 
 const argOf = <A, R>(w: Waiting<A, R>): A => w.arg;
 
+/** A step's index in its batch, with the key it runs in order of. */
+interface KeyedIndex {
+  readonly key: string;
+  readonly index: number;
+}
+
+const byKey = (a: KeyedIndex, b: KeyedIndex): number => compareIds(a.key, b.key);
+
 interface Waiting<A, R> {
   arg: A;
   resolve: (result: R) => void;
@@ -119,11 +127,9 @@ export class SharedWrites<A, R, S = undefined> {
       if (this.open === batch) this.open = null;
       const shared = this.before && batch.length > 1 ? await this.before(tx, batch.map(argOf)) : undefined;
       const order = this.runOrder(batch, shared);
-      const inOrder = await this.steps(
-        tx,
-        order.map((i) => batch[i]!.arg),
-        shared,
-      ).catch((err: unknown) => {
+      const args: A[] = [];
+      for (const i of order) args.push(batch[i]!.arg);
+      const inOrder = await this.steps(tx, args, shared).catch((err: unknown) => {
         // The writer would run a closure that met a stale guard again as a whole, up to its race attempts,
         // and each run would wait for the same step (a lost lease) to fail again: its steps run alone at once.
         throw batch.length > 1 && err instanceof StaleStateError ? new SharedStepStaleError(err) : err;
@@ -159,10 +165,15 @@ export class SharedWrites<A, R, S = undefined> {
 
   /** The indexes of `batch` in the order its steps run. */
   private runOrder(batch: readonly Waiting<A, R>[], shared: S | undefined): number[] {
-    const order = batch.map((_, i) => i);
+    // Loops: docs/design-notes.md "Closures made per call".
+    const order: number[] = [];
+    for (let i = 0; i < batch.length; i++) order.push(i);
     const orderBy = this.opts.orderBy;
     if (shared === undefined || !orderBy) return order;
-    const keys = batch.map((w) => orderBy(shared, w.arg));
-    return order.sort((a, b) => compareIds(keys[a]!, keys[b]!));
+    const keyed: KeyedIndex[] = [];
+    for (let i = 0; i < batch.length; i++) keyed.push({ key: orderBy(shared, batch[i]!.arg), index: i });
+    keyed.sort(byKey);
+    for (let i = 0; i < keyed.length; i++) order[i] = keyed[i]!.index;
+    return order;
   }
 }

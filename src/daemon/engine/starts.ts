@@ -140,6 +140,13 @@ async function outcomeOf(tx: Tx, ctx: EngineContext, plan: StartPlan): Promise<S
   return { kind: 'call', request: built.request, route, prompt, requestHash };
 }
 
+/** The threads' orchestrations' ids, each once (a module function: docs/design-notes.md "Closures made per call"). */
+function parentIdsOf(threads: readonly ThreadRow[]): string[] {
+  const ids = new Set<string>();
+  for (const t of threads) if (t.parent_thread_id) ids.add(t.parent_thread_id);
+  return [...ids];
+}
+
 /**
  * open → running for the threads of the items a start sends (`started`, as read: those already running
  * stay), each orchestration with its first child (while it is still open: of two children starting at
@@ -155,14 +162,14 @@ export async function startThreads(tx: Tx, started: readonly ThreadRow[], ending
   const opening = started.filter((t) => t.status === 'open');
   const children = [...new Set([...opening, ...ending].map((t) => t.id))];
   if (opening.length === 0 && children.length <= 1) return;
-  const parentsOf = (threads: readonly ThreadRow[]) => [...new Set(threads.flatMap((t) => (t.parent_thread_id ? [t.parent_thread_id] : [])))];
   const moved = await startThreadsInLockOrder(tx.sql, {
     children,
     start: opening.map((t) => t.id),
-    startParents: parentsOf(opening),
-    closeParents: parentsOf(ending),
+    startParents: parentIdsOf(opening),
+    closeParents: parentIdsOf(ending),
   });
-  const byId = new Map(moved.map((row) => [row.id, row]));
+  const byId = new Map<string, ThreadRow>();
+  for (const row of moved) byId.set(row.id, row);
   for (const t of opening) {
     const row = byId.get(t.id);
     if (!row || row.parent_thread_id !== t.parent_thread_id) throw new StaleStateError(`thread ${t.id} is not open under the parent it was read with`);

@@ -172,12 +172,16 @@ export function quoteLiteral(value: string): string {
 
 /** A one-dimensional array in Postgres's array text form: every element quoted, NULL for null. */
 function arrayText(values: readonly unknown[]): string {
-  const items = values.map((v) => {
-    if (v === null || v === undefined) return 'NULL';
-    if (typeof v === 'object') throw new TypeError('only flat arrays of scalars can be inlined into a statement');
-    return quotedElement(String(v));
-  });
+  const items: string[] = [];
+  for (const v of values) items.push(elementText(v));
   return `{${items.join(',')}}`;
+}
+
+/** An array element's text (a module function: docs/design-notes.md "Closures made per call"). */
+function elementText(v: unknown): string {
+  if (v === null || v === undefined) return 'NULL';
+  if (typeof v === 'object') throw new TypeError('only flat arrays of scalars can be inlined into a statement');
+  return quotedElement(String(v));
 }
 
 /**
