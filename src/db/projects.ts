@@ -2,9 +2,9 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { withWholeContent } from './document-parts.js';
+import { withWholeContent, type PartInsert } from './document-parts.js';
 import { queueHeadUpdate, writesDocumentsAgain } from './document-parts-queued.js';
-import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
+import { expectOneChange, runGuarded, runGuardedAtCommit, runGuardedAtCommitAlong } from './statements.js';
 import { forgetReadInTransaction } from './transaction-reads.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
@@ -168,18 +168,30 @@ function headOf(h: WriteHead): WriteHead {
 
 /**
  * A document's next version as a guarded UPDATE: one of the transaction's last statements
- * (`runGuardedAtCommit`). On a handle that writes documents again (document-parts-queued.ts
- * `writeDocumentsAgain`: a later write of the same document in the transaction plans from this version) a
- * held head carries the version until the COMMIT writes it (`heldHeads`, document-parts-queued.ts
- * `queueHeadUpdate`); the updates of one document run there in the order queued, each guarded by the
- * version the one before it left. A head not held there is updated at once: a later read finds it in the row.
+ * (`runGuardedAtCommit`), with `along` (a new part's INSERT: db/document-parts.ts `writeDocumentParts`) as one
+ * statement with it there (`runGuardedAtCommitAlong`: both counts checked). On a handle that writes documents
+ * again (document-parts-queued.ts `writeDocumentsAgain`: a later write of the same document in the transaction
+ * plans from this version) a held head carries the version until the COMMIT writes it (`heldHeads`,
+ * document-parts-queued.ts `queueHeadUpdate`); the updates of one document run there in the order queued, each
+ * guarded by the version the one before it left. A head not held there is updated at once: a later read finds
+ * it in the row. `writeDocumentParts` gives no `along` to such a handle: its parts' inserts are read by its
+ * later writes of the document.
  */
-function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, next: WriteHead, what: string): Promise<void> {
+function runDocumentUpdate(
+  sql: Sql,
+  text: string,
+  params: Readonly<Record<string, unknown>>,
+  next: WriteHead,
+  what: string,
+  along?: PartInsert,
+): Promise<void> {
   forgetReadInTransaction(sql, next);
   if (!writesDocumentsAgain(sql)) {
     forgetHeldHead(sql, next.id);
+    if (along) return runGuardedAtCommitAlong(sql, text, along.text, { ...params, ...along.params }, what, along.what);
     return runGuardedAtCommit(sql, text, params, what);
   }
+  if (along) throw new Error(`document ${next.id}: a part's insert joins its head's update only on a handle that writes each document once`);
   if (!carryHeldHead(sql, next)) return runGuarded(sql, text, params, what);
   queueHeadUpdate(sql, next.id);
   return runGuardedAtCommit(sql, text, params, what);
@@ -224,12 +236,14 @@ export function updateDocumentContent(sql: Sql, p: { id: string; from_version: n
 
 /**
  * Writes the next version of a document stored in parts: its head (`content`) and how its parts are
- * stored; the parts themselves are written by db/document-parts.ts in the same transaction. Guarded,
+ * stored; the parts themselves are written by db/document-parts.ts in the same transaction, the last new
+ * one's INSERT (`along`) with this UPDATE where it can be one statement (`runDocumentUpdate`). Guarded,
  * and run at the end, like updateDocumentContent.
  */
 export function updateDocumentHead(
   sql: Sql,
   p: { id: string; from_version: number; content: string; updated_at: number; parts_field: string; parts_key: string; parts_chars: number },
+  along?: PartInsert,
 ): Promise<void> {
   return runDocumentUpdate(
     sql,
@@ -239,5 +253,6 @@ export function updateDocumentHead(
     p,
     { id: p.id, version: p.from_version + 1, updated_at: p.updated_at, parts_field: p.parts_field, parts_key: p.parts_key, parts_chars: p.parts_chars },
     `document ${p.id} is no longer at version ${p.from_version}`,
+    along,
   );
 }

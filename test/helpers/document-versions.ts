@@ -19,10 +19,10 @@ export async function writeNextVersion(sql: Sql, version: number, before: unknow
   if (first && plan.kind === 'rewrite')
     await insertDocument(sql, { id: 'd', project_id: 'p', doc_type: 'backlog', version: 1, ...columns, parts_chars: plan.chars });
   const head = (await sql.get<{ parts_chars: number }>("SELECT parts_chars FROM documents WHERE id = 'd'"))!;
-  const chars = await writeDocumentParts(sql, 'd', plan, {
+  await writeDocumentParts(sql, 'd', plan, {
     version: version + 1,
     partsChars: head.parts_chars,
     rewrite: () => rewritePlan(split(after), BACKLOG_LAYOUT)!,
+    writeHead: first ? undefined : (chars, along) => updateDocumentHead(sql, { id: 'd', from_version: version, ...columns, parts_chars: chars }, along),
   });
-  if (!first) await updateDocumentHead(sql, { id: 'd', from_version: version, ...columns, parts_chars: chars });
 }
