@@ -152,7 +152,7 @@ function partInsert(sql: Sql, documentId: string, p: PlacedPart, version: number
 }
 
 /** Runs a new part's INSERT (`partInsert`) where it runs: in the COMMIT's query on a handle that has one, now elsewhere. */
-function runPartInsert(sql: Sql, insert: PartInsert): Promise<void> {
+export function runPartInsert(sql: Sql, insert: PartInsert): Promise<void> {
   return insert.what === undefined ? runAtCommit(sql, insert.text, insert.params) : runGuardedAtCommit(sql, insert.text, insert.params, insert.what);
 }
 
@@ -213,13 +213,14 @@ type PartsHeadWrite = (partsChars: number, along: PartInsert | undefined) => Pro
  * head was inserted before its parts). `rewrite` builds the plan that writes every part, for when new
  * elements find no order between their neighbours'.
  *
- * On a handle that runs statements in its COMMIT's query and writes each document once (not
- * `writeDocumentsAgain`), the plan's last new part's INSERT is given to `writeHead`: the head's guarded UPDATE
- * and that INSERT are then one statement there (a data-modifying CTE each: db/statements.ts
- * `runGuardedAtCommitAlong`), both counts checked, one snapshot for both — sound, as neither reads what the
- * other writes (the INSERT reads its neighbour's part, never the head). A handle that writes a document
- * again keeps them two statements: its head's update is queued in its own place (db/projects.ts
- * `runDocumentUpdate`), and a later write of the document in the same COMMIT's query reads the parts it inserts.
+ * On a handle that runs statements in its COMMIT's query, the plan's last new part's INSERT is given to
+ * `writeHead`: the head's guarded UPDATE and that INSERT are then one statement there (a data-modifying CTE
+ * each: db/statements.ts `runGuardedAtCommitAlong`), both counts checked, one snapshot for both — sound, as
+ * neither reads what the other writes (the INSERT reads its neighbour's part, never the head, and its
+ * neighbour is never a part of the same write: `partInsert`), and the statement takes the head's place in the
+ * COMMIT's query, right behind the write's other parts. A closure that writes the document again
+ * (`writeDocumentsAgain`) queues one such statement per write, in the order written: a later write's INSERT,
+ * placed from a part an earlier write inserted, reads it in a statement after that one.
  */
 export async function writeDocumentParts(
   sql: Sql,
@@ -229,7 +230,7 @@ export async function writeDocumentParts(
 ): Promise<void> {
   assertNoQueuedParts(sql, documentId);
   const { inserts, partsChars } = await writePlan(sql, documentId, plan, o);
-  const along = o.writeHead && sql.atCommit && !writesDocumentsAgain(sql) ? inserts.pop() : undefined;
+  const along = o.writeHead && sql.atCommit ? inserts.pop() : undefined;
   for (const insert of inserts) await runPartInsert(sql, insert);
   await o.writeHead?.(partsChars, along);
 }

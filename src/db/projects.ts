@@ -2,9 +2,9 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { withWholeContent, type PartInsert } from './document-parts.js';
+import { runPartInsert, withWholeContent, type PartInsert } from './document-parts.js';
 import { queueHeadUpdate, writesDocumentsAgain } from './document-parts-queued.js';
-import { expectOneChange, runGuarded, runGuardedAtCommit, runGuardedAtCommitAlong } from './statements.js';
+import { DONE, expectOneChange, runGuarded, runGuardedAtCommit, runGuardedAtCommitAlong } from './statements.js';
 import { forgetReadInTransaction } from './transaction-reads.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
@@ -173,9 +173,9 @@ function headOf(h: WriteHead): WriteHead {
  * again (document-parts-queued.ts `writeDocumentsAgain`: a later write of the same document in the transaction
  * plans from this version) a held head carries the version until the COMMIT writes it (`heldHeads`,
  * document-parts-queued.ts `queueHeadUpdate`); the updates of one document run there in the order queued, each
- * guarded by the version the one before it left. A head not held there is updated at once: a later read finds
- * it in the row. `writeDocumentParts` gives no `along` to such a handle: its parts' inserts are read by its
- * later writes of the document.
+ * guarded by the version the one before it left, each with its own write's INSERT: a later write's parts are
+ * placed from this one's, which an earlier statement of the COMMIT's query inserted. A head not held there is
+ * updated at once (`along` queued before it, as the write's other parts): a later read finds it in the row.
  */
 function runDocumentUpdate(
   sql: Sql,
@@ -186,14 +186,12 @@ function runDocumentUpdate(
   along?: PartInsert,
 ): Promise<void> {
   forgetReadInTransaction(sql, next);
-  if (!writesDocumentsAgain(sql)) {
-    forgetHeldHead(sql, next.id);
-    if (along) return runGuardedAtCommitAlong(sql, text, along.text, { ...params, ...along.params }, what, along.what);
-    return runGuardedAtCommit(sql, text, params, what);
+  if (writesDocumentsAgain(sql) && !carryHeldHead(sql, next)) {
+    return (along ? runPartInsert(sql, along) : DONE).then(() => runGuarded(sql, text, params, what));
   }
-  if (along) throw new Error(`document ${next.id}: a part's insert joins its head's update only on a handle that writes each document once`);
-  if (!carryHeldHead(sql, next)) return runGuarded(sql, text, params, what);
-  queueHeadUpdate(sql, next.id);
+  if (writesDocumentsAgain(sql)) queueHeadUpdate(sql, next.id);
+  else forgetHeldHead(sql, next.id);
+  if (along) return runGuardedAtCommitAlong(sql, text, along.text, { ...params, ...along.params }, what, along.what);
   return runGuardedAtCommit(sql, text, params, what);
 }
 
