@@ -121,7 +121,7 @@ export function addProjectSpendAtCommit(sql: Sql, p: ProjectSpendChange): Promis
 }
 
 /** A project's spend on one day moved by a delta (`addProjectSpendAtCommit`). */
-export type ProjectSpendChange = { project_id: string; day: string; tokens: number; cost_usd: number };
+type ProjectSpendChange = { project_id: string; day: string; tokens: number; cost_usd: number };
 
 const projectSpendUpsert = (
   tokens: string,
