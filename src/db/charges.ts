@@ -43,9 +43,12 @@ export function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow |
  * one of its last statements (`runGuardedAtCommit`: on Postgres in the COMMIT's query, behind the append,
  * with no round trip while the chain head is held): `response_seq` is the item's latest `response` entry,
  * that one, found by the statement itself since on Postgres its seq is known only inside that query.
- * With `spend`, the project's spend moves in the same statement (`runGuardedAtCommitAlong`: the upsert a CTE
- * beside the guarded UPDATE, which runs first — the charge row is locked before the spend row, as a release's
- * is — the settle's count checked as alone); elsewhere the upsert runs first, then the settle.
+ * With `spend` (given only on a handle that runs statements in its COMMIT's query: engine/charges.ts
+ * `settleAtEnd`), the project's spend moves in the same statement (`runGuardedAtCommitAlong`: the upsert a
+ * CTE beside the guarded UPDATE, the settle's count checked as alone). It does not rely on which of the two
+ * runs first (Postgres leaves the order of data-modifying CTEs unspecified): the charge row is the item's
+ * own, changed only under the item's lock, which this transaction holds (engine/tx.ts LOCK ORDER 3 and 5),
+ * so no transaction holding a spend row waits for it.
  */
 export function settleChargeFromResponse(
   sql: Sql,

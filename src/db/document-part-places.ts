@@ -51,20 +51,27 @@ function getDocumentPartOrdsOf(sql: Sql, documentId: string, keys: readonly stri
   return sql.all<PartOrd>(text, { document_id: documentId, keys: JSON.stringify(keys) });
 }
 
-/** `getDocumentPartOrdsOf` of one or two keys (a run's two neighbours, the common read). */
 const DOCUMENT_PART_ORDS_OF_TWO = 'SELECT part_key AS key, ord FROM document_parts WHERE document_id = ? AND part_key IN (?, ?)';
 
 /**
+ * `getDocumentPartOrdsOf` of key `a` and key `b` (a run's two neighbours, the common read; the same key twice
+ * for one), a statement of two key parameters: on Postgres its generic plan is kept, where the array's form is
+ * planned again at every call (its custom plan knows the array's length and is costed below the generic one:
+ * 1.01–1.02 plans per call, ~0.1 ms each, in bench/README's 2026-11-26 15:24 section, runs b1 and b2).
+ */
+function getDocumentPartOrdsOfTwo(sql: Sql, documentId: string, a: string, b: string): Promise<PartOrd[]> {
+  return sql.all<PartOrd>(DOCUMENT_PART_ORDS_OF_TWO, [documentId, a, b]);
+}
+
+/**
  * The orders of a document's parts `keys` (each must exist), read in one statement; none when `keys` is
- * empty. One or two keys (a plan of one run) take a statement of two parameters: on Postgres its generic
- * plan is kept, where the array's form is planned again at every call (its custom plan knows the array's
- * length and is costed below the generic one: measured 1.01 plans per call, ~0.1 ms each).
+ * empty. One or two keys (a plan of one run) take `getDocumentPartOrdsOfTwo`, whose plan Postgres keeps.
  */
 async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly string[]): Promise<Map<string, number>> {
   const unique = [...new Set(keys)];
   let rows: PartOrd[] = [];
   if (unique.length > 2) rows = await getDocumentPartOrdsOf(sql, documentId, unique);
-  else if (unique.length > 0) rows = await sql.all<PartOrd>(DOCUMENT_PART_ORDS_OF_TWO, [documentId, unique[0]!, unique[1] ?? unique[0]!]);
+  else if (unique.length > 0) rows = await getDocumentPartOrdsOfTwo(sql, documentId, unique[0]!, unique[1] ?? unique[0]!);
   const ords = new Map(rows.map((r) => [r.key, r.ord]));
   for (const key of unique) if (!ords.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
   return ords;
@@ -172,7 +179,7 @@ export async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & 
       if (after === null || before === null) {
         // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
         // neighbour's as 0 are each part's offset — so each insert takes its neighbour's ord itself
-        // (db/document-parts.ts `insertDocumentPartNextTo`, after any move of it): no read of the ords, and on a handle that runs
+        // (db/document-parts.ts `partInsert`, after any move of it): no read of the ords, and on a handle that runs
         // statements in its COMMIT's query none of the run's statements is a round trip of its own.
         const neighbour = after ?? before;
         const offsets = ordsBetween(after === null ? null : 0, before === null ? null : 0, run.parts.length)!;

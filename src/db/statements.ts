@@ -152,8 +152,10 @@ function expectChanges(result: RunResult, expected: number, what: string): void 
  * runs exactly once, to completion, though nothing reads it — and the database checks the guarded one's
  * count the same way; with `alongWhat`, `along`'s too (one row changed, or it raises naming `alongWhat`).
  * Both see the database as it was before the statement (one snapshot): `along` must not read what `text`
- * writes, nor `text` what `along` writes. Elsewhere `along` runs now (its count checked with `alongWhat`),
- * then the guarded statement.
+ * writes, nor `text` what `along` writes; nor may the two rely on which of them runs first (Postgres leaves
+ * that order unspecified). Elsewhere `along` runs now, then the guarded statement, and `alongWhat` is not
+ * checked: it is given only on a handle that runs statements in its COMMIT's query (db/document-parts.ts
+ * `writeDocumentParts` joins only there).
  */
 export function runGuardedAtCommitAlong(
   sql: Sql,
@@ -163,10 +165,7 @@ export function runGuardedAtCommitAlong(
   what: string,
   alongWhat?: string,
 ): Promise<void> {
-  if (!sql.atCommit) {
-    const first = sql.run(along, params);
-    return (alongWhat === undefined ? first : first.then((result) => expectOneChange(result, alongWhat))).then(() => runGuarded(sql, text, params, what));
-  }
+  if (!sql.atCommit) return sql.run(along, params).then(() => runGuarded(sql, text, params, what));
   const guards = alongWhat === undefined ? { guard_what: what } : { guard_what: what, guard_along_what: alongWhat };
   sql.atCommit(guardedAtCommitText(text, false, along, alongWhat !== undefined), { ...params, ...guards }, ignore);
   return DONE;

@@ -53,8 +53,9 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
 /**
  * The item's response was recorded (its `response` entry, queued by this transaction for its end):
  * settle at its usage. A response without usage was paid for an unknown amount, so it stays counted at
- * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs right
- * after the append, at the transaction's end (on Postgres in its COMMIT's query); the spend moves now.
+ * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs at the
+ * transaction's end, after the append (on Postgres in its COMMIT's query, where it may ride with a spend
+ * row: `settleAtEnd`); the spend's move is noted now and written at the end too (`moveSpend`).
  * `call`: the telemetry written with it. `openCharge`: the item's open reservation as read with the item
  * (null: none), undefined to read it here.
  */
@@ -214,8 +215,9 @@ function settleAtEnd(tx: Tx, settle: Settle): Promise<void> {
  * Writes the spend rows in sorted (project, day) order: a transaction without a ledger entry (a claim
  * round, a recovery batch of claimed items) is not serialized by the chain head, so two touching two
  * projects' rows in opposite orders could deadlock at their COMMITs (LOCK ORDER 5 in engine/tx.ts).
- * A settle left to it (`settleAtEnd`) rides with the first row written (its charge row locked first,
- * before any spend row), or runs alone when no row moves.
+ * A settle left to it (`settleAtEnd`) rides with the first row that moves (one statement: which of the two
+ * rows it locks first is Postgres's choice, and the charge row, the item's own, holds up no other
+ * transaction: db/charges.ts `settleChargeFromResponse`), or runs alone when no row moves.
  */
 async function addPendingSpend(tx: Tx, pending: Map<string, SpendChange>): Promise<void> {
   pendingSpend.delete(tx.sql);
