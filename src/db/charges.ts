@@ -7,7 +7,7 @@
 import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { assertChargeTransition } from '../domain/states.js';
-import { runAtCommit, runGuarded, runGuardedAtCommit } from './statements.js';
+import { runAtCommit, runGuarded, runGuardedAtCommit, runGuardedAtCommitAlong } from './statements.js';
 
 /** A charge as its reservation inserts it: the call's telemetry comes with the change that ends the call. */
 export type ReservedCharge = Omit<ChargeRow, 'outcome' | 'http_status' | 'latency_ms' | 'provider_request_id'>;
@@ -43,6 +43,12 @@ export function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow |
  * one of its last statements (`runGuardedAtCommit`: on Postgres in the COMMIT's query, behind the append,
  * with no round trip while the chain head is held): `response_seq` is the item's latest `response` entry,
  * that one, found by the statement itself since on Postgres its seq is known only inside that query.
+ * With `spend` (given only on a handle that runs statements in its COMMIT's query: engine/charges.ts
+ * `settleAtEnd`), the project's spend moves in the same statement (`runGuardedAtCommitAlong`: the upsert a
+ * CTE beside the guarded UPDATE, the settle's count checked as alone). It does not rely on which of the two
+ * runs first (Postgres leaves the order of data-modifying CTEs unspecified): the charge row is the item's
+ * own, changed only under the item's lock, which this transaction holds (engine/tx.ts LOCK ORDER 3 and 5),
+ * so no transaction holding a spend row waits for it.
  */
 export function settleChargeFromResponse(
   sql: Sql,
@@ -59,20 +65,21 @@ export function settleChargeFromResponse(
     provider_request_id: string | null;
     now: number;
   },
+  spend?: ProjectSpendChange,
 ): Promise<void> {
   assertChargeTransition('reserved', p.status);
-  return runGuardedAtCommit(
-    sql,
-    `UPDATE llm_charges
+  const what = `charge ${p.id} is not reserved`;
+  if (!spend) return runGuardedAtCommit(sql, SETTLE_FROM_RESPONSE, p, what);
+  const params = { ...p, project_id: spend.project_id, day: spend.day, spend_tokens: spend.tokens, spend_cost_usd: spend.cost_usd };
+  return runGuardedAtCommitAlong(sql, SETTLE_FROM_RESPONSE, ADD_PROJECT_SPEND_WITH_SETTLE, params, what);
+}
+
+const SETTLE_FROM_RESPONSE = `UPDATE llm_charges
      SET status = @status, prompt_tokens = @prompt_tokens, completion_tokens = @completion_tokens, total_tokens = @total_tokens,
          cost_usd = @cost_usd, settled_at = @now, outcome = 'ok', http_status = @http_status, latency_ms = @latency_ms,
          provider_request_id = @provider_request_id,
          response_seq = (SELECT e.seq FROM llm_ledger_entries e WHERE e.work_item_id = @work_item_id AND e.entry_type = 'response' ORDER BY e.seq DESC LIMIT 1)
-     WHERE id = @id AND status = 'reserved'`,
-    p,
-    `charge ${p.id} is not reserved`,
-  );
-}
+     WHERE id = @id AND status = 'reserved'`;
 
 /** What is known of a call that ended without a recorded response. */
 export interface FailedCall {
@@ -112,13 +119,24 @@ export function closeChargeWithoutResponse(sql: Sql, p: { id: string; status: 'r
  * `Sql.atCommit`) it goes there, so the spend row is locked only inside that query; elsewhere it runs
  * now. It needs no answer: an upsert changes its row whatever it held.
  */
-export function addProjectSpendAtCommit(sql: Sql, p: { project_id: string; day: string; tokens: number; cost_usd: number }): Promise<void> {
+export function addProjectSpendAtCommit(sql: Sql, p: ProjectSpendChange): Promise<void> {
   return runAtCommit(sql, ADD_PROJECT_SPEND, p);
 }
 
-const ADD_PROJECT_SPEND = `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, @tokens, @cost_usd)
+/** A project's spend on one day moved by a delta (`addProjectSpendAtCommit`). */
+type ProjectSpendChange = { project_id: string; day: string; tokens: number; cost_usd: number };
+
+const projectSpendUpsert = (
+  tokens: string,
+  cost: string,
+) => `INSERT INTO llm_project_spend (project_id, day, tokens, cost_usd) VALUES (@project_id, @day, ${tokens}, ${cost})
      ON CONFLICT (project_id, day) DO UPDATE
        SET tokens = llm_project_spend.tokens + excluded.tokens, cost_usd = llm_project_spend.cost_usd + excluded.cost_usd`;
+
+const ADD_PROJECT_SPEND = projectSpendUpsert('@tokens', '@cost_usd');
+
+/** `ADD_PROJECT_SPEND` beside a settle (`settleChargeFromResponse`), whose `@cost_usd` is the call's cost, not the delta. */
+const ADD_PROJECT_SPEND_WITH_SETTLE = projectSpendUpsert('@spend_tokens', '@spend_cost_usd');
 
 /**
  * What a project has spent or may have spent: settled calls at their usage, reserved and in-doubt calls

@@ -10,30 +10,6 @@ import { noSpreadAgain, queuedPartsOf, queuedPlacesOf, queuedRemovalsOf, queuePa
 import { inJsonArray } from './dialect.js';
 import { runGuardedAtCommit } from './statements.js';
 
-/** The order keys of two of a document's parts (each must exist), read in one statement. */
-async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly [string, string]): Promise<Map<string, number>> {
-  const rows = await sql.all<{ part_key: string; ord: number }>('SELECT part_key, ord FROM document_parts WHERE document_id = ? AND part_key IN (?, ?)', [
-    documentId,
-    keys[0],
-    keys[1],
-  ]);
-  const ords = new Map(rows.map((r) => [r.part_key, r.ord]));
-  for (const key of keys) if (!ords.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
-  return ords;
-}
-
-/**
- * `getDocumentPartOrds` as this transaction's queued writes leave the document (`QueuedPlace`): a queued
- * part's ord from its `from` part's as the table has it (one statement for both; none when neither has one).
- */
-async function getPlannedPartOrds(sql: Sql, documentId: string, keys: readonly [string, string]): Promise<Map<string, number>> {
-  const places = queuedPlacesOf(sql, documentId);
-  const placed = keys.map((key) => places.get(key) ?? { from: key, by: 0 });
-  const from = placed.map((p) => p.from).filter((k): k is string => k !== null);
-  const read = from.length === 0 ? new Map<string, number>() : await getDocumentPartOrds(sql, documentId, [from[0]!, from[1] ?? from[0]!]);
-  return new Map(keys.map((key, i) => [key, (placed[i]!.from === null ? 0 : read.get(placed[i]!.from!)!) + placed[i]!.by]));
-}
-
 /** A new part to insert: at its ord, or next to a neighbour, `by` from the neighbour's ord. */
 export type PlacedPart = { key: string; text: string } & ({ ord: number } | { next: { to: string; by: number } });
 
@@ -75,14 +51,52 @@ function getDocumentPartOrdsOf(sql: Sql, documentId: string, keys: readonly stri
   return sql.all<PartOrd>(text, { document_id: documentId, keys: JSON.stringify(keys) });
 }
 
+const DOCUMENT_PART_ORDS_OF_TWO = 'SELECT part_key AS key, ord FROM document_parts WHERE document_id = ? AND part_key IN (?, ?)';
+
+/**
+ * `getDocumentPartOrdsOf` of key `a` and key `b` (a run's two neighbours, the common read; the same key twice
+ * for one), a statement of two key parameters: on Postgres its generic plan is kept, where the array's form is
+ * planned again at every call (its custom plan knows the array's length and is costed below the generic one:
+ * 1.01–1.02 plans per call, ~0.1 ms each, in bench/README's 2026-11-26 15:24 section, runs b1 and b2).
+ */
+function getDocumentPartOrdsOfTwo(sql: Sql, documentId: string, a: string, b: string): Promise<PartOrd[]> {
+  return sql.all<PartOrd>(DOCUMENT_PART_ORDS_OF_TWO, [documentId, a, b]);
+}
+
+/**
+ * The orders of a document's parts `keys` (each must exist), read in one statement; none when `keys` is
+ * empty. One or two keys (a plan of one run) take `getDocumentPartOrdsOfTwo`, whose plan Postgres keeps.
+ */
+async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly string[]): Promise<Map<string, number>> {
+  const unique = [...new Set(keys)];
+  let rows: PartOrd[] = [];
+  if (unique.length > 2) rows = await getDocumentPartOrdsOf(sql, documentId, unique);
+  else if (unique.length > 0) rows = await getDocumentPartOrdsOfTwo(sql, documentId, unique[0]!, unique[1] ?? unique[0]!);
+  const ords = new Map(rows.map((r) => [r.key, r.ord]));
+  for (const key of unique) if (!ords.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
+  return ords;
+}
+
+/**
+ * `getDocumentPartOrds` as this transaction's queued writes leave the document (`QueuedPlace`): a queued
+ * part's ord from its `from` part's as the table has it (one statement for all; none when none has one).
+ */
+async function getPlannedPartOrds(sql: Sql, documentId: string, keys: readonly string[]): Promise<Map<string, number>> {
+  const places = queuedPlacesOf(sql, documentId);
+  const placed = keys.map((key) => places.get(key) ?? { from: key, by: 0 });
+  const read = await getDocumentPartOrds(
+    sql,
+    documentId,
+    placed.flatMap((p) => (p.from === null ? [] : [p.from])),
+  );
+  return new Map(keys.map((key, i) => [key, (placed[i]!.from === null ? 0 : read.get(placed[i]!.from!)!) + placed[i]!.by]));
+}
+
 /** The parts a handle that writes documents again queued for document `documentId`, at their planned orders (`QueuedPlace`). */
 async function queuedPartOrds(sql: Sql, documentId: string): Promise<PartOrd[]> {
-  const places = [...queuedPlacesOf(sql, documentId).entries()];
-  const from = [...new Set(places.flatMap(([, p]) => (p.from === null ? [] : [p.from])))];
-  const rows = from.length === 0 ? [] : await getDocumentPartOrdsOf(sql, documentId, from);
-  const read = new Map(rows.map((r) => [r.key, r.ord]));
-  for (const key of from) if (!read.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
-  return places.map(([key, p]) => ({ key, ord: (p.from === null ? 0 : read.get(p.from)!) + p.by }));
+  const places = [...queuedPlacesOf(sql, documentId).keys()];
+  const ords = await getPlannedPartOrds(sql, documentId, places);
+  return places.map((key) => ({ key, ord: ords.get(key)! }));
 }
 
 /** Windows of neighbours a spread tries on each side of a run, until their orders leave room (the last: all of them). */
@@ -139,21 +153,18 @@ async function spreadNeighbours(
  * among other neighbours.
  */
 export async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & { kind: 'incremental' }): Promise<PlacedPart[] | null> {
-  // The orders of each run's two neighbours, read once: a move below changes only the parts it moved (`moved`).
-  // The run's neighbours exist before this plan's writes (a run never borders another run's parts): in the
-  // table, or queued by an earlier write of this transaction on a handle that writes documents again.
+  // The orders of the runs' neighbours, read once, for all runs in one statement: a move below changes only the
+  // parts it moved (`moved`). A run's neighbours exist before this plan's writes (a run never borders another
+  // run's parts): in the table, or queued by an earlier write of this transaction on a handle that writes documents again.
   const read = writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds;
-  const neighbours = new Map<number, Map<string, number>>();
-  for (const [r, { after, before }] of plan.inserted.entries()) {
-    if (after !== null && before !== null) neighbours.set(r, await read(sql, documentId, [after, before]));
-  }
+  const between = plan.inserted.flatMap(({ after, before }) => (after !== null && before !== null ? [after, before] : []));
+  const found = await read(sql, documentId, between);
   // One move per write, and only when one run is short of room: with two, the second would take the midpoints and,
   // finding none, write every part again — which a handle that queues the move for its COMMIT cannot do after it
   // (`assertNoQueuedParts`). So two runs short of room move nothing, as before moves existed.
   let short = 0;
-  for (const [r, found] of neighbours) {
-    const { after, before, parts } = plan.inserted[r]!;
-    if (!ordsBetweenWithRoom(found.get(after!)!, found.get(before!)!, parts.length)) short++;
+  for (const { after, before, parts } of plan.inserted) {
+    if (after !== null && before !== null && !ordsBetweenWithRoom(found.get(after)!, found.get(before)!, parts.length)) short++;
   }
   const mayMove = short < 2;
   /** Parts this plan moved apart to make room (`spreadNeighbours`), with their new orders. */
@@ -168,7 +179,7 @@ export async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & 
       if (after === null || before === null) {
         // One neighbour (or none): `ordsBetween` always places the run from it — its ords counted from the
         // neighbour's as 0 are each part's offset — so each insert takes its neighbour's ord itself
-        // (db/document-parts.ts `insertDocumentPartNextTo`, after any move of it): no read of the ords, and on a handle that runs
+        // (db/document-parts.ts `partInsert`, after any move of it): no read of the ords, and on a handle that runs
         // statements in its COMMIT's query none of the run's statements is a round trip of its own.
         const neighbour = after ?? before;
         const offsets = ordsBetween(after === null ? null : 0, before === null ? null : 0, run.parts.length)!;
@@ -177,7 +188,6 @@ export async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & 
         }
         continue;
       }
-      const found = neighbours.get(r)!;
       const lo = moved.get(after) ?? found.get(after)!;
       const hi = moved.get(before) ?? found.get(before)!;
       let ords = spread?.run === r ? spread.ords : ordsBetweenWithRoom(lo, hi, run.parts.length);

@@ -5,7 +5,7 @@
  */
 import type { Sql } from '../core/sql.js';
 import { assembleDocumentText, type PartsLayout, type PartsPlan } from '../domain/document-parts.js';
-import type { DocumentPartRow, DocumentRow } from './schema.js';
+import type { DocumentRow } from './schema.js';
 import {
   assertNoQueuedParts,
   headUpdateQueued,
@@ -16,7 +16,7 @@ import {
   queuePart,
   writesDocumentsAgain,
 } from './document-parts-queued.js';
-import { placeRuns } from './document-part-places.js';
+import { placeRuns, type PlacedPart } from './document-part-places.js';
 import { expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
@@ -105,40 +105,57 @@ export async function withWholeContent<T extends DocumentRow>(sql: Sql, row: T |
 }
 
 const INSERT_DOCUMENT_PART =
-  'INSERT INTO document_parts (document_id, part_key, ord, content, version) VALUES (@document_id, @part_key, @ord, @content, @version)';
-
-/**
- * On a handle that runs statements in its COMMIT's query (the Postgres writer's `Sql.atCommit`) the
- * insert goes there: a round trip less while the document's row is locked (every write to it waits for
- * that lock), and an insert needs no answer (a key already taken fails the COMMIT's query, which rolls the whole transaction back).
- * The transaction's own later statements do not see such a part: see `assertNoQueuedParts`, and
- * `writeDocumentsAgain` for a transaction that plans from it.
- */
-function insertDocumentPart(sql: Sql, row: DocumentPartRow): Promise<void> {
-  if (writesDocumentsAgain(sql)) queuePart(sql, row.document_id, row.part_key, { from: null, by: row.ord });
-  else if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
-  return runAtCommit(sql, INSERT_DOCUMENT_PART, row);
-}
+  'INSERT INTO document_parts (document_id, part_key, ord, content, version) VALUES (@document_id, @part_key, @ord, @part_text, @version)';
 
 const INSERT_DOCUMENT_PART_NEXT_TO = `INSERT INTO document_parts (document_id, part_key, ord, content, version)
-  SELECT @document_id, @part_key, n.ord + @by, @content, @version FROM document_parts n WHERE n.document_id = @document_id AND n.part_key = @to`;
+  SELECT @document_id, @part_key, n.ord + @by, @part_text, @version FROM document_parts n WHERE n.document_id = @document_id AND n.part_key = @to`;
 
 /**
- * `insertDocumentPart` of a part whose ord is its neighbour's (`next.to`) plus `next.by`, taken by the insert
- * itself from the neighbour's row: guarded (one row inserted: the neighbour is there), and where
- * `insertDocumentPart` runs it. Queued for the COMMIT, the neighbour is read there: it was there before the
- * plan's writes (in the table, or inserted by a statement queued before this one: the COMMIT runs them in
- * the order queued), and none of them removes it (each part of a run is placed from the run's neighbour, not
- * from another part of the run).
+ * A new part's INSERT, not run yet: its text and named parameters (the part's content is `@part_text`, so that
+ * they do not clash with the head's UPDATE's, which may run it: `PartsHeadWrite`), and `what` when it is guarded
+ * (one row inserted, or it fails naming `what`).
  */
-function insertDocumentPartNextTo(sql: Sql, row: Omit<DocumentPartRow, 'ord'>, next: { to: string; by: number }): Promise<void> {
-  const params = { ...row, ...next };
-  const what = `document ${row.document_id} has no part "${next.to}"`;
-  if (writesDocumentsAgain(sql)) {
-    const neighbour = queuedPlacesOf(sql, row.document_id).get(next.to);
-    queuePart(sql, row.document_id, row.part_key, neighbour ? { from: neighbour.from, by: neighbour.by + next.by } : { from: next.to, by: next.by });
-  } else if (sql.atCommit) queuedPartsOf(sql).add(row.document_id);
-  return runGuardedAtCommit(sql, INSERT_DOCUMENT_PART_NEXT_TO, params, what);
+export interface PartInsert {
+  text: string;
+  params: Record<string, unknown>;
+  what?: string;
+}
+
+/**
+ * The INSERT of new part `p` of document `documentId` as written by version `version`: at its ord
+ * (`INSERT_DOCUMENT_PART`), or next to a neighbour (`INSERT_DOCUMENT_PART_NEXT_TO`: its ord is the neighbour's
+ * (`next.to`) plus `next.by`, taken by the insert itself from the neighbour's row, guarded: one row inserted,
+ * the neighbour is there). Notes the part where the transaction's later plans look for it (`queuePart` on a
+ * handle that writes documents again, `queuedPartsOf` elsewhere on one that runs statements at COMMIT).
+ *
+ * Run in the COMMIT's query on a handle that has one (`runPartInsert`, or with the head's update:
+ * `PartsHeadWrite`): a round trip less while the document's row is locked (every write to it waits for that
+ * lock), and an insert needs no answer (a key already taken fails the COMMIT's query, which rolls the whole
+ * transaction back). The neighbour is read there: it was there before the plan's writes (in the table, or
+ * inserted by a statement queued before this one: the COMMIT runs them in the order queued), and none of them
+ * removes it (each part of a run is placed from the run's neighbour, not from another part of the run). The
+ * transaction's own later statements do not see such a part: see `assertNoQueuedParts`, and
+ * `writeDocumentsAgain` for a transaction that plans from it.
+ */
+function partInsert(sql: Sql, documentId: string, p: PlacedPart, version: number): PartInsert {
+  const row = { document_id: documentId, part_key: p.key, part_text: p.text, version };
+  const again = writesDocumentsAgain(sql);
+  if ('ord' in p) {
+    if (again) queuePart(sql, documentId, p.key, { from: null, by: p.ord });
+    else if (sql.atCommit) queuedPartsOf(sql).add(documentId);
+    return { text: INSERT_DOCUMENT_PART, params: { ...row, ord: p.ord } };
+  }
+  const { to, by } = p.next;
+  if (again) {
+    const neighbour = queuedPlacesOf(sql, documentId).get(to);
+    queuePart(sql, documentId, p.key, neighbour ? { from: neighbour.from, by: neighbour.by + by } : { from: to, by });
+  } else if (sql.atCommit) queuedPartsOf(sql).add(documentId);
+  return { text: INSERT_DOCUMENT_PART_NEXT_TO, params: { ...row, to, by }, what: `document ${documentId} has no part "${to}"` };
+}
+
+/** Runs a new part's INSERT (`partInsert`) where it runs: in the COMMIT's query on a handle that has one, now elsewhere. */
+export function runPartInsert(sql: Sql, insert: PartInsert): Promise<void> {
+  return insert.what === undefined ? runAtCommit(sql, insert.text, insert.params) : runGuardedAtCommit(sql, insert.text, insert.params, insert.what);
 }
 
 const UPDATE_DOCUMENT_PART = 'UPDATE document_parts SET content = @content, version = @version WHERE document_id = @document_id AND part_key = @part_key';
@@ -179,36 +196,63 @@ export async function deleteDocumentParts(sql: Sql, documentId: string): Promise
   await sql.run(DELETE_DOCUMENT_PARTS, { document_id: documentId });
 }
 
-/** Every part written again; parts left from before go first (also those of a document since written whole). */
-async function rewriteParts(sql: Sql, documentId: string, version: number, plan: PartsPlan & { kind: 'rewrite' }): Promise<number> {
+/** Every part written again, their INSERTs not run yet; parts left from before go first (also those of a document since written whole). */
+async function rewriteParts(sql: Sql, documentId: string, version: number, plan: PartsPlan & { kind: 'rewrite' }): Promise<PartInsert[]> {
   await deleteDocumentParts(sql, documentId);
-  for (const [i, p] of plan.parts.entries()) await insertDocumentPart(sql, { document_id: documentId, part_key: p.key, ord: i, content: p.text, version });
-  return plan.chars;
+  return plan.parts.map((p, ord) => partInsert(sql, documentId, { ...p, ord }, version));
 }
 
 /**
- * Writes a plan's parts for document `documentId`, as written by its version `o.version`, and returns
- * the parts' characters after it (`partsChars`: before it). The head row is the caller's.
- * `rewrite` builds the plan that writes every part, for when new elements find no order between
- * their neighbours'.
+ * The head row's next version (db/projects.ts `updateDocumentHead`) with the parts' characters after the
+ * plan, given `along`: the plan's last new part's INSERT, for the head's guarded UPDATE to run with it as one
+ * statement, or undefined when the parts' writes ran (or were queued) without it.
+ */
+type PartsHeadWrite = (partsChars: number, along: PartInsert | undefined) => Promise<void>;
+
+/**
+ * Writes a plan's parts for document `documentId`, as written by its version `o.version` (`partsChars`:
+ * the parts' characters before it), then its head's next version (`o.writeHead`, if given: a new document's
+ * head was inserted before its parts). `rewrite` builds the plan that writes every part, for when new
+ * elements find no order between their neighbours'.
+ *
+ * On a handle that runs statements in its COMMIT's query, the plan's last new part's INSERT is given to
+ * `writeHead`: the head's guarded UPDATE and that INSERT are then one statement there (a data-modifying CTE
+ * each: db/statements.ts `runGuardedAtCommitAlong`), both counts checked, one snapshot for both — sound, as
+ * neither reads what the other writes (the INSERT reads its neighbour's part, never the head, and its
+ * neighbour is never a part of the same write: `partInsert`), and the statement takes the head's place in the
+ * COMMIT's query, right behind the write's other parts. A closure that writes the document again
+ * (`writeDocumentsAgain`) queues one such statement per write, in the order written: a later write's INSERT,
+ * placed from a part an earlier write inserted, reads it in a statement after that one.
  */
 export async function writeDocumentParts(
   sql: Sql,
   documentId: string,
   plan: PartsPlan,
-  o: { version: number; partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' } },
-): Promise<number> {
+  o: { version: number; partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' }; writeHead?: PartsHeadWrite },
+): Promise<void> {
   assertNoQueuedParts(sql, documentId);
-  if (plan.kind === 'rewrite') return rewriteParts(sql, documentId, o.version, plan);
+  const { inserts, partsChars } = await writePlan(sql, documentId, plan, o);
+  const along = o.writeHead && sql.atCommit ? inserts.pop() : undefined;
+  for (const insert of inserts) await runPartInsert(sql, insert);
+  await o.writeHead?.(partsChars, along);
+}
+
+/** A plan's removals and changes written, its new parts' INSERTs to run (`partInsert`), and the parts' characters after it. */
+async function writePlan(
+  sql: Sql,
+  documentId: string,
+  plan: PartsPlan,
+  o: { version: number; partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' } },
+): Promise<{ inserts: PartInsert[]; partsChars: number }> {
+  if (plan.kind === 'rewrite') return { inserts: await rewriteParts(sql, documentId, o.version, plan), partsChars: plan.chars };
   const placed = await placeRuns(sql, documentId, plan);
-  if (!placed) return rewriteParts(sql, documentId, o.version, o.rewrite());
+  if (!placed) {
+    const rewrite = o.rewrite();
+    return { inserts: await rewriteParts(sql, documentId, o.version, rewrite), partsChars: rewrite.chars };
+  }
   for (const key of plan.removed) await deleteDocumentPart(sql, documentId, key);
   for (const p of plan.changed) await updateDocumentPart(sql, documentId, p.key, p.text, o.version);
-  for (const p of placed) {
-    const row = { document_id: documentId, part_key: p.key, content: p.text, version: o.version };
-    await ('ord' in p ? insertDocumentPart(sql, { ...row, ord: p.ord }) : insertDocumentPartNextTo(sql, row, p.next));
-  }
-  return o.partsChars + plan.charsDelta;
+  return { inserts: placed.map((p) => partInsert(sql, documentId, p, o.version)), partsChars: o.partsChars + plan.charsDelta };
 }
 
 /** The layout a document is stored by, or null when it is stored whole. */

@@ -2,9 +2,9 @@
 import type { Sql } from '../core/sql.js';
 import { SYSTEM_PROJECT_ID } from '../domain/project.js';
 import type { DocumentRow, ProjectRow } from './schema.js';
-import { withWholeContent } from './document-parts.js';
+import { runPartInsert, withWholeContent, type PartInsert } from './document-parts.js';
 import { queueHeadUpdate, writesDocumentsAgain } from './document-parts-queued.js';
-import { expectOneChange, runGuarded, runGuardedAtCommit } from './statements.js';
+import { DONE, expectOneChange, runGuarded, runGuardedAtCommit, runGuardedAtCommitAlong } from './statements.js';
 import { forgetReadInTransaction } from './transaction-reads.js';
 
 export async function insertProject(sql: Sql, row: ProjectRow): Promise<void> {
@@ -171,21 +171,42 @@ function headOf(h: WriteHead): WriteHead {
 
 /**
  * A document's next version as a guarded UPDATE: one of the transaction's last statements
- * (`runGuardedAtCommit`). On a handle that writes documents again (document-parts-queued.ts
- * `writeDocumentsAgain`: a later write of the same document in the transaction plans from this version) a
- * held head carries the version until the COMMIT writes it (`heldHeads`, document-parts-queued.ts
- * `queueHeadUpdate`); the updates of one document run there in the order queued, each guarded by the
- * version the one before it left. A head not held there is updated at once: a later read finds it in the row.
+ * (`runGuardedAtCommit`), with `along` (a new part's INSERT: db/document-parts.ts `writeDocumentParts`) as one
+ * statement with it there (`runGuardedAtCommitAlong`: both counts checked). On a handle that writes documents
+ * again (document-parts-queued.ts `writeDocumentsAgain`: a later write of the same document in the transaction
+ * plans from this version) a held head carries the version until the COMMIT writes it (`heldHeads`,
+ * document-parts-queued.ts `queueHeadUpdate`); the updates of one document run there in the order queued, each
+ * guarded by the version the one before it left, each with its own write's INSERT: a later write's parts are
+ * placed from this one's, which an earlier statement of the COMMIT's query inserted. A head not held there is
+ * updated at once (`along` queued before it, as the write's other parts): a later read finds it in the row.
  */
-function runDocumentUpdate(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, next: WriteHead, what: string): Promise<void> {
+function runDocumentUpdate(
+  sql: Sql,
+  text: string,
+  params: Readonly<Record<string, unknown>>,
+  next: WriteHead,
+  what: string,
+  along?: PartInsert,
+): Promise<void> {
   forgetReadInTransaction(sql, next);
-  if (!writesDocumentsAgain(sql)) {
-    forgetHeldHead(sql, next.id);
-    return runGuardedAtCommit(sql, text, params, what);
+  if (writesDocumentsAgain(sql) && !carryHeldHead(sql, next)) {
+    return (along ? runPartInsert(sql, along) : DONE).then(() => runGuarded(sql, text, params, what));
   }
-  if (!carryHeldHead(sql, next)) return runGuarded(sql, text, params, what);
-  queueHeadUpdate(sql, next.id);
+  if (writesDocumentsAgain(sql)) queueHeadUpdate(sql, next.id);
+  else forgetHeldHead(sql, next.id);
+  if (along) return runGuardedAtCommitAlong(sql, text, along.text, headWithPartParams(params, along), what, along.what);
   return runGuardedAtCommit(sql, text, params, what);
+}
+
+/**
+ * The head UPDATE's named parameters with its part INSERT's (`along`), for the one statement they make: a name in
+ * both would give one of them the other's value, so it throws instead (the part's content is `@part_text` for that).
+ */
+function headWithPartParams(params: Readonly<Record<string, unknown>>, along: PartInsert): Record<string, unknown> {
+  for (const key of Object.keys(along.params)) {
+    if (key in params) throw new Error(`a document head's UPDATE and its part's INSERT both name parameter @${key}`);
+  }
+  return { ...params, ...along.params };
 }
 
 /** A held head written with its update queued, but not carried (`heldHeads`): no longer known, a later read reads it. */
@@ -227,12 +248,14 @@ export function updateDocumentContent(sql: Sql, p: { id: string; from_version: n
 
 /**
  * Writes the next version of a document stored in parts: its head (`content`) and how its parts are
- * stored; the parts themselves are written by db/document-parts.ts in the same transaction. Guarded,
+ * stored; the parts themselves are written by db/document-parts.ts in the same transaction, the last new
+ * one's INSERT (`along`) with this UPDATE where it can be one statement (`runDocumentUpdate`). Guarded,
  * and run at the end, like updateDocumentContent.
  */
 export function updateDocumentHead(
   sql: Sql,
   p: { id: string; from_version: number; content: string; updated_at: number; parts_field: string; parts_key: string; parts_chars: number },
+  along?: PartInsert,
 ): Promise<void> {
   return runDocumentUpdate(
     sql,
@@ -242,5 +265,6 @@ export function updateDocumentHead(
     p,
     { id: p.id, version: p.from_version + 1, updated_at: p.updated_at, parts_field: p.parts_field, parts_key: p.parts_key, parts_chars: p.parts_chars },
     `document ${p.id} is no longer at version ${p.from_version}`,
+    along,
   );
 }

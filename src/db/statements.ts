@@ -150,11 +150,24 @@ function expectChanges(result: RunResult, expected: number, what: string): void 
  * DELETE without RETURNING, of the same named parameters): on a handle that runs statements in its COMMIT's
  * query both are one statement there — `along` a data-modifying CTE beside the guarded one, which Postgres
  * runs exactly once, to completion, though nothing reads it — and the database checks the guarded one's
- * count the same way. Elsewhere `along` runs now, then the guarded statement.
+ * count the same way; with `alongWhat`, `along`'s too (one row changed, or it raises naming `alongWhat`).
+ * Both see the database as it was before the statement (one snapshot): `along` must not read what `text`
+ * writes, nor `text` what `along` writes; nor may the two rely on which of them runs first (Postgres leaves
+ * that order unspecified). Elsewhere `along` runs now, then the guarded statement, and `alongWhat` is not
+ * checked: it is given only on a handle that runs statements in its COMMIT's query (db/document-parts.ts
+ * `writeDocumentParts` joins only there).
  */
-export function runGuardedAtCommitAlong(sql: Sql, text: string, along: string, params: Readonly<Record<string, unknown>>, what: string): Promise<void> {
+export function runGuardedAtCommitAlong(
+  sql: Sql,
+  text: string,
+  along: string,
+  params: Readonly<Record<string, unknown>>,
+  what: string,
+  alongWhat?: string,
+): Promise<void> {
   if (!sql.atCommit) return sql.run(along, params).then(() => runGuarded(sql, text, params, what));
-  sql.atCommit(guardedAtCommitText(text, false, along), { ...params, guard_what: what }, ignore);
+  const guards = alongWhat === undefined ? { guard_what: what } : { guard_what: what, guard_along_what: alongWhat };
+  sql.atCommit(guardedAtCommitText(text, false, along, alongWhat !== undefined), { ...params, ...guards }, ignore);
   return DONE;
 }
 
@@ -163,16 +176,18 @@ const guardedTexts = new Map<string, string>();
 /**
  * The statement that checks its own count (one text per statement: each is prepared once per connection):
  * one row changed, or with `all`, as many as `@guard_expected` (combine_expect_one_change is given 1 then);
- * `along`, if given, written by a CTE of its own in the same statement.
+ * `along`, if given, written by a CTE of its own in the same statement, its count checked too with
+ * `alongGuarded` (one row, or it raises naming `@guard_along_what`; the guarded statement's is checked first).
  */
-function guardedAtCommitText(text: string, all = false, along?: string): string {
-  const key = `${all ? 'all' : 'one'}\0${along ?? ''}\0${text}`;
+function guardedAtCommitText(text: string, all = false, along?: string, alongGuarded = false): string {
+  const key = `${all ? 'all' : 'one'}\0${alongGuarded ? 'guarded' : ''}\0${along ?? ''}\0${text}`;
   let guarded = guardedTexts.get(key);
   if (guarded === undefined) {
     const changed = '(SELECT count(*) FROM changed)';
     const count = all ? `CASE WHEN ${changed} = CAST(@guard_expected AS bigint) THEN 1 ELSE 0 END` : changed;
-    const alongside = along === undefined ? '' : `, written_along AS (${along})`;
-    guarded = `WITH changed AS (${text} RETURNING 1)${alongside} SELECT combine_expect_one_change(${count}, @guard_what)`;
+    const alongside = along === undefined ? '' : alongGuarded ? `, written_along AS (${along} RETURNING 1)` : `, written_along AS (${along})`;
+    const alongCheck = alongGuarded ? ', combine_expect_one_change((SELECT count(*) FROM written_along), @guard_along_what)' : '';
+    guarded = `WITH changed AS (${text} RETURNING 1)${alongside} SELECT combine_expect_one_change(${count}, @guard_what)${alongCheck}`;
     guardedTexts.set(key, guarded);
   }
   return guarded;

@@ -4,8 +4,9 @@
  * real Postgres with the real shared closure (`itemWrites`), the real writer and the built-in
  * `story_generate_epic` (its backlog stored in parts), two children of one orchestration:
  * - the second answer's epic goes after the first's: its part takes its neighbour's ord in its own
- *   INSERT … SELECT, with no read of the ords (`SELECT part_key, ord …`);
- * - the backlog's parts and next versions ride in the COMMIT's query, though the closure writes the
+ *   INSERT … SELECT, with no read of the ords (`SELECT part_key … FROM document_parts`);
+ * - the backlog's parts and next versions ride in the COMMIT's query, each version's UPDATE and its new part's
+ *   INSERT as one statement there, though the closure writes the
  *   document twice (two answers of one project: db/document-parts-queued.ts `writeDocumentsAgain`): the second
  *   apply plans from the head the closure holds and the parts it queued, no part's INSERT a round trip of its own;
  * - each item's scope lock row is released, then its thread ended, both items', and then the orchestration
@@ -50,7 +51,7 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
   });
 
   it('reads no ords: the second epic goes after the first, its part placed by its own insert', () => {
-    expect(c.count(/^SELECT part_key, ord FROM document_parts/)).toBe(0);
+    expect(c.count(/^SELECT part_key\b.* FROM document_parts/s)).toBe(0);
     // Both parts' inserts in the COMMIT's query (the second one's prepared there: it is guarded), none on its own.
     expect(c.count(/^INSERT INTO document_parts/)).toBe(0);
     expect(c.sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/INSERT INTO document_parts .* SELECT .* n\.ord \+ /s);
@@ -60,6 +61,10 @@ describe('a shared closure of two answers to one document, on Postgres', () => {
     expect(c.count(/^UPDATE documents/)).toBe(0);
     // Prepared there on first use, then executed once per version (version 3 below: both ran).
     expect(c.sent.find((text) => /\bCOMMIT\b/.test(text))).toMatch(/UPDATE documents SET content/);
+    // Each answer's new part's INSERT in one statement with its version's UPDATE (two before), in the order written.
+    const commit = c.sent.find((text) => /\bCOMMIT\b/.test(text))!;
+    expect(executionsOf(commit, /^WITH changed AS \(UPDATE documents [\s\S]*INSERT INTO document_parts/)).toBe(2);
+    expect(executionsOf(commit, /^(?:WITH changed AS \()?INSERT INTO document_parts/)).toBe(0);
   });
 
   it("releases both items' lock rows and ends their threads in one statement", () => {

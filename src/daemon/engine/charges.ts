@@ -53,8 +53,9 @@ export async function reserveCharge(tx: Tx, item: WorkItemRow, model: string, es
 /**
  * The item's response was recorded (its `response` entry, queued by this transaction for its end):
  * settle at its usage. A response without usage was paid for an unknown amount, so it stays counted at
- * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs right
- * after the append, at the transaction's end (on Postgres in its COMMIT's query); the spend moves now.
+ * its maximum (in doubt). The charge row's one guarded change names the entry's seq, so it runs at the
+ * transaction's end, after the append (on Postgres in its COMMIT's query, where it may ride with a spend
+ * row: `settleAtEnd`); the spend's move is noted now and written at the end too (`moveSpend`).
  * `call`: the telemetry written with it. `openCharge`: the item's open reservation as read with the item
  * (null: none), undefined to read it here.
  */
@@ -75,7 +76,7 @@ export async function settleFromResponse(
   const price = priceOf(charge.model);
   const cost = usage && price ? costUsd(price, usage.prompt_tokens, usage.completion_tokens) : null;
   atEndAfterAppend(tx, () =>
-    settleChargeFromResponse(tx.sql, {
+    settleAtEnd(tx, {
       id: charge.id,
       work_item_id: item.id,
       status: usage ? 'settled' : 'in_doubt',
@@ -190,18 +191,47 @@ export function pendingProjectSpend(tx: Tx, projectId: string, day: string | nul
   return spend;
 }
 
+type Settle = Parameters<typeof settleChargeFromResponse>[1];
+
+/** Per transaction: a response's settle left for its spend statement to run with it (`settleAtEnd`). */
+const settleWithSpend = new WeakMap<object, Settle>();
+
+/**
+ * A response's settle, at the transaction's end after its append. On a handle that runs statements in its
+ * COMMIT's query, while the transaction's spend is still to be written (`addPendingSpend` runs later: it
+ * was registered after this step), the first such settle is left to it: the settle and a spend row are
+ * then one statement of the COMMIT's query (`settleChargeFromResponse` with `spend`), a statement fewer per
+ * item. Its place moves from the append's back to the spend's, still in the COMMIT's query, behind the append.
+ */
+function settleAtEnd(tx: Tx, settle: Settle): Promise<void> {
+  if (tx.sql.atCommit && pendingSpend.has(tx.sql) && !settleWithSpend.has(tx.sql)) {
+    settleWithSpend.set(tx.sql, settle);
+    return DONE;
+  }
+  return settleChargeFromResponse(tx.sql, settle);
+}
+
 /**
  * Writes the spend rows in sorted (project, day) order: a transaction without a ledger entry (a claim
  * round, a recovery batch of claimed items) is not serialized by the chain head, so two touching two
  * projects' rows in opposite orders could deadlock at their COMMITs (LOCK ORDER 5 in engine/tx.ts).
+ * A settle left to it (`settleAtEnd`) rides with the first row that moves (one statement: which of the two
+ * rows it locks first is Postgres's choice, and the charge row, the item's own, holds up no other
+ * transaction: db/charges.ts `settleChargeFromResponse`), or runs alone when no row moves.
  */
 async function addPendingSpend(tx: Tx, pending: Map<string, SpendChange>): Promise<void> {
   pendingSpend.delete(tx.sql);
+  let settle = settleWithSpend.get(tx.sql);
+  settleWithSpend.delete(tx.sql);
   // `project\0day`: the separator sorts first, so key order is (project, day) order.
   for (const key of [...pending.keys()].sort()) {
     const change = pending.get(key)!;
-    if (change.tokens !== 0 || change.cost_usd !== 0) await addProjectSpendAtCommit(tx.sql, change);
+    if (change.tokens === 0 && change.cost_usd === 0) continue;
+    if (settle) await settleChargeFromResponse(tx.sql, settle, change);
+    else await addProjectSpendAtCommit(tx.sql, change);
+    settle = undefined;
   }
+  if (settle) await settleChargeFromResponse(tx.sql, settle);
 }
 
 /**

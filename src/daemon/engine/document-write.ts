@@ -62,9 +62,12 @@ export async function writeDocument(sql: Sql, w: DocumentWrite): Promise<void> {
   if (!head) {
     // A new document's plan writes every part: its characters are known before.
     await insertDocument(sql, { ...w.create, version: 1, ...columns, parts_chars: chars });
-    await writeDocumentParts(sql, w.create.id, plan, { version: 1, partsChars: 0, rewrite });
-    return;
+    return writeDocumentParts(sql, w.create.id, plan, { version: 1, partsChars: 0, rewrite });
   }
-  const partsChars = await writeDocumentParts(sql, head.id, plan, { version: head.version + 1, partsChars: head.parts_chars, rewrite });
-  await updateDocumentHead(sql, { id: head.id, from_version: head.version, ...columns, parts_chars: partsChars });
+  return writeDocumentParts(sql, head.id, plan, {
+    version: head.version + 1,
+    partsChars: head.parts_chars,
+    rewrite,
+    writeHead: (partsChars, along) => updateDocumentHead(sql, { id: head.id, from_version: head.version, ...columns, parts_chars: partsChars }, along),
+  });
 }
