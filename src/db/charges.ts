@@ -47,7 +47,7 @@ export function getOpenCharge(sql: Sql, workItemId: string): Promise<ChargeRow |
  * `settleAtEnd`), the project's spend moves in the same statement (`runGuardedAtCommitAlong`: the upsert a
  * CTE beside the guarded UPDATE, the settle's count checked as alone). It does not rely on which of the two
  * runs first (Postgres leaves the order of data-modifying CTEs unspecified): the charge row is the item's
- * own, changed only under the item's lock, which this transaction holds (engine/tx.ts LOCK ORDER 3 and 5),
+ * own, changed only under the item's lock, which this transaction holds (engine/tx.ts LOCK ORDER 1 and 5),
  * so no transaction holding a spend row waits for it.
  */
 export function settleChargeFromResponse(
@@ -70,8 +70,8 @@ export function settleChargeFromResponse(
   assertChargeTransition('reserved', p.status);
   const what = `charge ${p.id} is not reserved`;
   if (!spend) return runGuardedAtCommit(sql, SETTLE_FROM_RESPONSE, p, what);
-  const params = { ...p, project_id: spend.project_id, day: spend.day, spend_tokens: spend.tokens, spend_cost_usd: spend.cost_usd };
-  return runGuardedAtCommitAlong(sql, SETTLE_FROM_RESPONSE, ADD_PROJECT_SPEND_WITH_SETTLE, params, what);
+  const spendParams = { project_id: spend.project_id, day: spend.day, spend_tokens: spend.tokens, spend_cost_usd: spend.cost_usd };
+  return runGuardedAtCommitAlong(sql, SETTLE_FROM_RESPONSE, p, what, { text: ADD_PROJECT_SPEND_WITH_SETTLE, params: spendParams });
 }
 
 const SETTLE_FROM_RESPONSE = `UPDATE llm_charges

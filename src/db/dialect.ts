@@ -51,7 +51,8 @@ export function jsonNumber(dialect: Dialect, column: string, path: string): stri
 /**
  * `column` is one of the strings of a JSON array bound as text (`param`: `?` or `@name`) — a few kinds,
  * or a set of ids of any length (a bulk cancel's 10,000). On Postgres a constant array the planner can count (pg migration 0006), so the ids
- * are looked up by index however stale the table's statistics are.
+ * are looked up by index however stale the table's statistics are. A prepared statement run over and over with a
+ * few ids is planned again at every call this way: `inJsonArrayInitPlanPg` is for those.
  */
 export function inJsonArray(dialect: Dialect, column: string, param: string): string {
   return dialect === 'postgres' ? `${column} = ANY(combine_text_array(CAST(${param} AS jsonb)))` : `${column} IN (SELECT value FROM json_each(${param}))`;

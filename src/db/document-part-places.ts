@@ -7,7 +7,7 @@
 import type { Sql } from '../core/sql.js';
 import { ordsBetween, ordsBetweenWithRoom, spreadOrds, type PartsPlan } from '../domain/document-parts.js';
 import { noSpreadAgain, queuedPartsOf, queuedPlacesOf, queuedRemovalsOf, queuePart, spreadRefused, writesDocumentsAgain } from './document-parts-queued.js';
-import { inJsonArray } from './dialect.js';
+import { inJsonArray, inJsonArrayInitPlanPg } from './dialect.js';
 import { runGuardedAtCommit } from './statements.js';
 
 /** A new part to insert: at its ord, or next to a neighbour, `by` from the neighbour's ord. */
@@ -40,10 +40,11 @@ function updateDocumentPartOrd(sql: Sql, documentId: string, key: string, ord: n
   return runGuardedAtCommit(sql, UPDATE_DOCUMENT_PART_ORD, { ord, document_id: documentId, part_key: key }, `document ${documentId} has no part "${key}"`);
 }
 
-const documentPartOrdsOfText = (dialect: 'sqlite' | 'postgres') =>
-  `SELECT part_key AS key, ord FROM document_parts WHERE document_id = @document_id AND ${inJsonArray(dialect, 'part_key', '@keys')}`;
-const DOCUMENT_PART_ORDS_OF_SQLITE = documentPartOrdsOfText('sqlite');
-const DOCUMENT_PART_ORDS_OF_PG = documentPartOrdsOfText('postgres');
+// Postgres: the keys as an InitPlan's array (dialect.ts `inJsonArrayInitPlanPg`), so the connection keeps one generic
+// plan; a constant array made its custom plan cheaper and it was planned again at every call (1.01–1.02 plans per call,
+// bench/README's 2026-11-26 15:24 section, runs b1 and b2).
+const DOCUMENT_PART_ORDS_OF_SQLITE = `SELECT part_key AS key, ord FROM document_parts WHERE document_id = @document_id AND ${inJsonArray('sqlite', 'part_key', '@keys')}`;
+const DOCUMENT_PART_ORDS_OF_PG = `SELECT part_key AS key, ord FROM document_parts WHERE document_id = @document_id AND ${inJsonArrayInitPlanPg('part_key', '@keys')}`;
 
 /** The orders of those of a document's parts `keys` names that the table has, read in one statement. */
 function getDocumentPartOrdsOf(sql: Sql, documentId: string, keys: readonly string[]): Promise<PartOrd[]> {
@@ -51,40 +52,24 @@ function getDocumentPartOrdsOf(sql: Sql, documentId: string, keys: readonly stri
   return sql.all<PartOrd>(text, { document_id: documentId, keys: JSON.stringify(keys) });
 }
 
-const DOCUMENT_PART_ORDS_OF_TWO = 'SELECT part_key AS key, ord FROM document_parts WHERE document_id = ? AND part_key IN (?, ?)';
-
-/**
- * `getDocumentPartOrdsOf` of key `a` and key `b` (a run's two neighbours, the common read; the same key twice
- * for one), a statement of two key parameters: on Postgres its generic plan is kept, where the array's form is
- * planned again at every call (its custom plan knows the array's length and is costed below the generic one:
- * 1.01–1.02 plans per call, ~0.1 ms each, in bench/README's 2026-11-26 15:24 section, runs b1 and b2).
- */
-function getDocumentPartOrdsOfTwo(sql: Sql, documentId: string, a: string, b: string): Promise<PartOrd[]> {
-  return sql.all<PartOrd>(DOCUMENT_PART_ORDS_OF_TWO, [documentId, a, b]);
-}
-
-/**
- * The orders of a document's parts `keys` (each must exist), read in one statement; none when `keys` is
- * empty. One or two keys (a plan of one run) take `getDocumentPartOrdsOfTwo`, whose plan Postgres keeps.
- */
-async function getDocumentPartOrds(sql: Sql, documentId: string, keys: readonly string[]): Promise<Map<string, number>> {
+/** The orders of a document's parts `keys` (each must exist), read in one statement; none when `keys` is empty. */
+async function requireDocumentPartOrds(sql: Sql, documentId: string, keys: readonly string[]): Promise<Map<string, number>> {
   const unique = [...new Set(keys)];
-  let rows: PartOrd[] = [];
-  if (unique.length > 2) rows = await getDocumentPartOrdsOf(sql, documentId, unique);
-  else if (unique.length > 0) rows = await getDocumentPartOrdsOfTwo(sql, documentId, unique[0]!, unique[1] ?? unique[0]!);
-  const ords = new Map(rows.map((r) => [r.key, r.ord]));
+  const rows = unique.length === 0 ? [] : await getDocumentPartOrdsOf(sql, documentId, unique);
+  const ords = new Map<string, number>();
+  for (const r of rows) ords.set(r.key, r.ord);
   for (const key of unique) if (!ords.has(key)) throw new Error(`document ${documentId} has no part "${key}"`);
   return ords;
 }
 
 /**
- * `getDocumentPartOrds` as this transaction's queued writes leave the document (`QueuedPlace`): a queued
+ * `requireDocumentPartOrds` as this transaction's queued writes leave the document (`QueuedPlace`): a queued
  * part's ord from its `from` part's as the table has it (one statement for all; none when none has one).
  */
 async function getPlannedPartOrds(sql: Sql, documentId: string, keys: readonly string[]): Promise<Map<string, number>> {
   const places = queuedPlacesOf(sql, documentId);
   const placed = keys.map((key) => places.get(key) ?? { from: key, by: 0 });
-  const read = await getDocumentPartOrds(
+  const read = await requireDocumentPartOrds(
     sql,
     documentId,
     placed.flatMap((p) => (p.from === null ? [] : [p.from])),
@@ -156,7 +141,7 @@ export async function placeRuns(sql: Sql, documentId: string, plan: PartsPlan & 
   // The orders of the runs' neighbours, read once, for all runs in one statement: a move below changes only the
   // parts it moved (`moved`). A run's neighbours exist before this plan's writes (a run never borders another
   // run's parts): in the table, or queued by an earlier write of this transaction on a handle that writes documents again.
-  const read = writesDocumentsAgain(sql) ? getPlannedPartOrds : getDocumentPartOrds;
+  const read = writesDocumentsAgain(sql) ? getPlannedPartOrds : requireDocumentPartOrds;
   const between = plan.inserted.flatMap(({ after, before }) => (after !== null && before !== null ? [after, before] : []));
   const found = await read(sql, documentId, between);
   // One move per write, and only when one run is short of room: with two, the second would take the midpoints and,

@@ -194,19 +194,8 @@ function runDocumentUpdate(
   }
   if (writesDocumentsAgain(sql)) queueHeadUpdate(sql, next.id);
   else forgetHeldHead(sql, next.id);
-  if (along) return runGuardedAtCommitAlong(sql, text, along.text, headWithPartParams(params, along), what, along.what);
+  if (along) return runGuardedAtCommitAlong(sql, text, params, what, along);
   return runGuardedAtCommit(sql, text, params, what);
-}
-
-/**
- * The head UPDATE's named parameters with its part INSERT's (`along`), for the one statement they make: a name in
- * both would give one of them the other's value, so it throws instead (the part's content is `@part_text` for that).
- */
-function headWithPartParams(params: Readonly<Record<string, unknown>>, along: PartInsert): Record<string, unknown> {
-  for (const key of Object.keys(along.params)) {
-    if (key in params) throw new Error(`a document head's UPDATE and its part's INSERT both name parameter @${key}`);
-  }
-  return { ...params, ...along.params };
 }
 
 /** A held head written with its update queued, but not carried (`heldHeads`): no longer known, a later read reads it. */

@@ -145,30 +145,41 @@ function expectChanges(result: RunResult, expected: number, what: string): void 
   if (result.changes !== expected) throw new StaleStateError(what);
 }
 
+/** A statement written alongside a guarded one (`runGuardedAtCommitAlong`). */
+export interface AlongStatement {
+  /** An INSERT, UPDATE or DELETE without RETURNING, of the guarded statement's named parameters and its own. */
+  text: string;
+  /** Its own parameters, beside the guarded statement's (a name in both throws: one would take the other's value). */
+  params?: Readonly<Record<string, unknown>>;
+  /** Checked too when given: one row changed, or it raises naming this (only on a handle with a COMMIT's query). */
+  what?: string;
+}
+
 /**
- * `runGuardedAtCommit` with another statement that writes alongside it (`along`: an INSERT, UPDATE or
- * DELETE without RETURNING, of the same named parameters): on a handle that runs statements in its COMMIT's
- * query both are one statement there — `along` a data-modifying CTE beside the guarded one, which Postgres
- * runs exactly once, to completion, though nothing reads it — and the database checks the guarded one's
- * count the same way; with `alongWhat`, `along`'s too (one row changed, or it raises naming `alongWhat`).
- * Both see the database as it was before the statement (one snapshot): `along` must not read what `text`
- * writes, nor `text` what `along` writes; nor may the two rely on which of them runs first (Postgres leaves
- * that order unspecified). Elsewhere `along` runs now, then the guarded statement, and `alongWhat` is not
- * checked: it is given only on a handle that runs statements in its COMMIT's query (db/document-parts.ts
- * `writeDocumentParts` joins only there).
+ * `runGuardedAtCommit` with another statement that writes alongside it (`along`): on a handle that runs
+ * statements in its COMMIT's query both are one statement there — `along` a data-modifying CTE beside the
+ * guarded one, which Postgres runs exactly once, to completion, though nothing reads it — and the database
+ * checks the guarded one's count the same way, and `along.what`'s too when given. Both see the database as
+ * it was before the statement (one snapshot): `along` must not read what `text` writes, nor `text` what
+ * `along` writes; nor may the two rely on which of them runs first (Postgres leaves that order unspecified).
+ * Elsewhere `along` runs now, then the guarded statement; a checked `along` is refused there (its callers
+ * join only on a handle with a COMMIT's query: db/projects.ts `runDocumentUpdate`).
  */
-export function runGuardedAtCommitAlong(
-  sql: Sql,
-  text: string,
-  along: string,
-  params: Readonly<Record<string, unknown>>,
-  what: string,
-  alongWhat?: string,
-): Promise<void> {
-  if (!sql.atCommit) return sql.run(along, params).then(() => runGuarded(sql, text, params, what));
-  const guards = alongWhat === undefined ? { guard_what: what } : { guard_what: what, guard_along_what: alongWhat };
-  sql.atCommit(guardedAtCommitText(text, false, along, alongWhat !== undefined), { ...params, ...guards }, ignore);
+export function runGuardedAtCommitAlong(sql: Sql, text: string, params: Readonly<Record<string, unknown>>, what: string, along: AlongStatement): Promise<void> {
+  const all = along.params ? withAlongParams(params, along.params) : params;
+  if (!sql.atCommit) {
+    if (along.what !== undefined) throw new Error(`a checked statement alongside "${what}" needs a handle that runs statements in its COMMIT's query`);
+    return sql.run(along.text, all).then(() => runGuarded(sql, text, all, what));
+  }
+  const guards = along.what === undefined ? { guard_what: what } : { guard_what: what, guard_along_what: along.what };
+  sql.atCommit(guardedAtCommitText(text, false, along.text, along.what !== undefined), { ...all, ...guards }, ignore);
   return DONE;
+}
+
+/** A guarded statement's parameters with those of the statement alongside it; a name in both throws. */
+function withAlongParams(params: Readonly<Record<string, unknown>>, along: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  for (const key of Object.keys(along)) if (key in params) throw new Error(`a guarded statement and the one alongside it both name parameter @${key}`);
+  return { ...params, ...along };
 }
 
 const guardedTexts = new Map<string, string>();

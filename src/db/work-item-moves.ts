@@ -43,12 +43,15 @@ export function markWorkItemApplied(sql: Sql, p: { owner: string; now: number },
   assertWorkItemTransition('running', 'applied');
   // SQLite runs the INSERT, then the UPDATE: two statements, as it has no data-modifying CTE (a WITH
   // there holds only SELECTs), and each is a call in the process there, not a round trip.
+  // The INSERT shares the UPDATE's parameters (the item's id, `now`): one set of them.
   return runGuardedAtCommitAlong(
     sql,
     MARK_APPLIED,
-    INSERT_MUTATION,
     { ...mutation, owner: p.owner, now: p.now },
     `work item ${mutation.work_item_id} is not running under ${p.owner}`,
+    {
+      text: INSERT_MUTATION,
+    },
   );
 }
 

@@ -1,7 +1,8 @@
 /**
  * A half-open breaker's probe and the rate limiter's request and tokens are taken in memory by the claim
  * round that admits a call (engine/claim-admissions.ts). A run of the round that does not commit gives them
- * back: when the writer runs the round again (a guard that raced another daemon), and when the write fails.
+ * back: when the writer runs the round again (a guard that raced another daemon), and when the write fails;
+ * so does a claim lost after its admission, in a round that commits.
  * A probe kept would hold the endpoint half-open with no call to free it: nothing through that endpoint
  * would start again until a restart; tokens kept would hold the next calls back for up to a minute.
  * Real Postgres, the real writer (which runs a closure again after a concurrent change).

@@ -9,7 +9,8 @@
  * (their leases lapse, and the recovery scan's claims admit their calls anew).
  * Sharing the database, the shared buckets' share is a row of the round's transaction: it rolls back with
  * a run that does not commit, and a lost claim gives it back by a statement (route-admission.ts
- * `releaseAdmission`).
+ * `releaseAdmission`); a committed claim whose start makes no call does not give it back (not done yet: it
+ * needs a statement in the start's transaction).
  */
 import type { Clock } from '../../core/clock.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
@@ -17,7 +18,7 @@ import type { CircuitBreaker } from './breaker.js';
 import type { Tx, Write } from './tx.js';
 
 /** One admitted call: where it goes and what it took. */
-export interface CallAdmission {
+interface CallAdmission {
   breaker: CircuitBreaker;
   limiter: RateLimiter;
   /** The route's key: the limiter's model. */

@@ -52,7 +52,10 @@ export interface LeasedItem {
   resumeFrom: LedgerRow | null;
   /** The item's logger (made on first use: most items never log). */
   log: () => Logger;
-  /** What the claim's admission took (its route's limiter share, a half-open probe), until the start: given back when no call follows. */
+  /**
+   * What the claim's admission took from this daemon (its route's limiter share, a half-open probe), until the
+   * start: given back when no call follows (not the shared buckets' share: claim-admissions.ts).
+   */
   claimAdmission: Admitted | null;
   traceparent: string | null;
   /** The request the claim built (and reserved for), until the start takes it; null: built at the start. */

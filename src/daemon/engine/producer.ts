@@ -30,7 +30,7 @@ import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
 import { reserveCharge } from './charges.js';
 import type { Admitted, RoundAdmissions } from './claim-admissions.js';
-import { admitted, releaseAdmission } from './route-admission.js';
+import { admissionOf, releaseAdmission } from './route-admission.js';
 import { fitsBudget } from './claim-budget.js';
 import type { SharedRateLimits } from './shared-rate-limits.js';
 import { failAttempt } from './failures.js';
@@ -225,7 +225,7 @@ async function admitThenClaim(
   // Parked (or, sharing the database, taken by another daemon meanwhile; or its budget lock busy).
   if (!route.free && tx.hooks.budgeted(item.project_id) && !(await fitsBudget(tx, flow.budgetFor, item, estimate, round, budgetLocks)))
     return { outcome: 'held', item };
-  const admission = await admitted(tx, flow, route, estimate, round, context.admissions);
+  const admission = await admissionOf(tx, flow, route, estimate, round, context.admissions);
   if (!admission) return { outcome: 'held', item };
   const claim = await claimWorkItemWithScope(tx.sql, { id: item.id, owner: context.owner, now: tx.now, lease_until: context.leaseUntil });
   // Alone on the database the heads query read this transaction's own state, so this cannot miss;
@@ -281,7 +281,7 @@ async function claimThenAdmit(
     return { outcome: 'lost', item: read.item };
   }
   const { route, estimate, request } = await estimateFor(tx, flow, read);
-  const admission = await admitted(tx, flow, route, estimate, round, context.admissions);
+  const admission = await admissionOf(tx, flow, route, estimate, round, context.admissions);
   if (!admission) {
     await releaseHeldLock(tx.sql, {
       scope: claim.item.lock_scope,

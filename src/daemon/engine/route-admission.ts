@@ -20,7 +20,7 @@ type RoundHolds = { limitedUntil: number | null; breakerHeld: boolean };
  * What the route's admission of the call took (`routeWait`), or null when it does not take the call now:
  * then when the round looks again is noted in `round`.
  */
-export async function admitted(
+export async function admissionOf(
   tx: Tx,
   flow: Limits,
   route: ModelRoute,
@@ -38,7 +38,7 @@ export async function admitted(
 }
 
 /**
- * The call `admitted` let through will not start (its claim was lost): what it took is free again —
+ * The call `admissionOf` let through will not start (its claim was lost): what it took is free again —
  * this daemon's limiter and breaker now, and, sharing the database, the shared buckets' share, which
  * would otherwise commit with the round.
  */

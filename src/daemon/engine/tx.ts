@@ -236,7 +236,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      head, then the answer's charge settle (the
  *      item's own charge: item 1 already serializes it) and the projects' spend rows in sorted (project,
  *      day) order (always after the append, whatever a daemon's `budgets` say: `moveSpend`; sorted for
- *      the transactions without an append).
+ *      the transactions without an append). On Postgres a transaction's first settle is one statement with
+ *      its first spend row (db/charges.ts `settleChargeFromResponse`): the charge row needs no order of its
+ *      own, being the item's (1).
  * Not strictly in the order: a route's shared rate-limit row (several daemons with a configured bucket:
  * engine/shared-rate-limits.ts `admit`, db/rate-limits.ts). A claim round takes it at each claim's
  * admission: after that claim's budget lock (2), and on Postgres for a project without a budget after the
