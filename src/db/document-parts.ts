@@ -17,7 +17,7 @@ import {
   writesDocumentsAgain,
 } from './document-parts-queued.js';
 import { placeRuns, type PlacedPart } from './document-part-places.js';
-import { expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
+import { type AlongStatement, expectOneChange, runAtCommit, runGuardedAtCommit } from './statements.js';
 
 /** A document's version and time with its content, whole: the head filled in with its parts when it has some. */
 export interface WholeDocument {
@@ -112,14 +112,10 @@ const INSERT_DOCUMENT_PART_NEXT_TO = `INSERT INTO document_parts (document_id, p
 
 /**
  * A new part's INSERT, not run yet: its text and named parameters (the part's content is `@part_text`, so that
- * they do not clash with the head's UPDATE's, which may run it: `PartsHeadWrite`), and `what` when it is guarded
+ * they do not clash with the head's UPDATE's, which may run it: `writeDocumentParts`), and `what` when it is guarded
  * (one row inserted, or it fails naming `what`).
  */
-export interface PartInsert {
-  text: string;
-  params: Record<string, unknown>;
-  what?: string;
-}
+export type PartInsert = AlongStatement & { params: Record<string, unknown> };
 
 /**
  * The INSERT of new part `p` of document `documentId` as written by version `version`: at its ord
@@ -129,7 +125,7 @@ export interface PartInsert {
  * handle that writes documents again, `queuedPartsOf` elsewhere on one that runs statements at COMMIT).
  *
  * Run in the COMMIT's query on a handle that has one (`runPartInsert`, or with the head's update:
- * `PartsHeadWrite`): a round trip less while the document's row is locked (every write to it waits for that
+ * `writeDocumentParts`): a round trip less while the document's row is locked (every write to it waits for that
  * lock), and an insert needs no answer (a key already taken fails the COMMIT's query, which rolls the whole
  * transaction back). The neighbour is read there: it was there before the plan's writes (in the table, or
  * inserted by a statement queued before this one: the COMMIT runs them in the order queued), and none of them
@@ -203,38 +199,31 @@ async function rewriteParts(sql: Sql, documentId: string, version: number, plan:
 }
 
 /**
- * The head row's next version (db/projects.ts `updateDocumentHead`) with the parts' characters after the
- * plan, given `along`: the plan's last new part's INSERT, for the head's guarded UPDATE to run with it as one
- * statement, or undefined when the parts' writes ran (or were queued) without it.
- */
-type PartsHeadWrite = (partsChars: number, along: PartInsert | undefined) => Promise<void>;
-
-/**
  * Writes a plan's parts for document `documentId`, as written by its version `o.version` (`partsChars`:
- * the parts' characters before it), then its head's next version (`o.writeHead`, if given: a new document's
- * head was inserted before its parts). `rewrite` builds the plan that writes every part, for when new
- * elements find no order between their neighbours'.
+ * the parts' characters before it), and returns the parts' characters after it. `rewrite` builds the plan
+ * that writes every part, for when new elements find no order between their neighbours'.
  *
- * On a handle that runs statements in its COMMIT's query, the plan's last new part's INSERT is given to
- * `writeHead`: the head's guarded UPDATE and that INSERT are then one statement there (a data-modifying CTE
- * each: db/statements.ts `runGuardedAtCommitAlong`), both counts checked, one snapshot for both — sound, as
- * neither reads what the other writes (the INSERT reads its neighbour's part, never the head, and its
- * neighbour is never a part of the same write: `partInsert`), and the statement takes the head's place in the
- * COMMIT's query, right behind the write's other parts. A closure that writes the document again
- * (`writeDocumentsAgain`) queues one such statement per write, in the order written: a later write's INSERT,
- * placed from a part an earlier write inserted, reads it in a statement after that one.
+ * `o.headFollows`: the caller writes the head's next version next (db/projects.ts `updateDocumentHead`; a new
+ * document's head was inserted before its parts). Then, on a handle that runs statements in its COMMIT's query,
+ * the plan's last new part's INSERT is not run but returned (`along`), for the head's guarded UPDATE to run it
+ * as one statement there (a data-modifying CTE each: db/statements.ts `runGuardedAtCommitAlong`), both counts
+ * checked, one snapshot for both — sound, as neither reads what the other writes (the INSERT reads its
+ * neighbour's part, never the head, and its neighbour is never a part of the same write: `partInsert`), and the
+ * statement takes the head's place in the COMMIT's query, right behind the write's other parts. A closure that
+ * writes the document again (`writeDocumentsAgain`) queues one such statement per write, in the order written:
+ * a later write's INSERT, placed from a part an earlier write inserted, reads it in a statement after that one.
  */
 export async function writeDocumentParts(
   sql: Sql,
   documentId: string,
   plan: PartsPlan,
-  o: { version: number; partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' }; writeHead?: PartsHeadWrite },
-): Promise<void> {
+  o: { version: number; partsChars: number; rewrite: () => PartsPlan & { kind: 'rewrite' }; headFollows: boolean },
+): Promise<{ partsChars: number; along: PartInsert | undefined }> {
   assertNoQueuedParts(sql, documentId);
   const { inserts, partsChars } = await writePlan(sql, documentId, plan, o);
-  const along = o.writeHead && sql.atCommit ? inserts.pop() : undefined;
+  const along = o.headFollows && sql.atCommit ? inserts.pop() : undefined;
   for (const insert of inserts) await runPartInsert(sql, insert);
-  await o.writeHead?.(partsChars, along);
+  return { partsChars, along };
 }
 
 /** A plan's removals and changes written, its new parts' INSERTs to run (`partInsert`), and the parts' characters after it. */

@@ -31,10 +31,11 @@ export async function writeNextVersion(
   if (first && plan.kind === 'rewrite')
     await insertDocument(sql, { id: doc.id, project_id: doc.project_id, doc_type: 'backlog', version: 1, ...columns, parts_chars: plan.chars });
   const head = (await sql.get<{ parts_chars: number }>('SELECT parts_chars FROM documents WHERE id = ?', [doc.id]))!;
-  await writeDocumentParts(sql, doc.id, plan, {
+  const written = await writeDocumentParts(sql, doc.id, plan, {
     version: version + 1,
     partsChars: head.parts_chars,
     rewrite: () => rewritePlan(split(after), BACKLOG_LAYOUT)!,
-    writeHead: first ? undefined : (chars, along) => updateDocumentHead(sql, { id: doc.id, from_version: version, ...columns, parts_chars: chars }, along),
+    headFollows: !first,
   });
+  if (!first) await updateDocumentHead(sql, { id: doc.id, from_version: version, ...columns, parts_chars: written.partsChars }, written.along);
 }

@@ -62,12 +62,15 @@ export async function writeDocument(sql: Sql, w: DocumentWrite): Promise<void> {
   if (!head) {
     // A new document's plan writes every part: its characters are known before.
     await insertDocument(sql, { ...w.create, version: 1, ...columns, parts_chars: chars });
-    return writeDocumentParts(sql, w.create.id, plan, { version: 1, partsChars: 0, rewrite });
+    await writeDocumentParts(sql, w.create.id, plan, { version: 1, partsChars: 0, rewrite, headFollows: false });
+    return;
   }
-  return writeDocumentParts(sql, head.id, plan, {
+  const { partsChars, along } = await writeDocumentParts(sql, head.id, plan, {
     version: head.version + 1,
     partsChars: head.parts_chars,
     rewrite,
-    writeHead: (partsChars, along) => updateDocumentHead(sql, { id: head.id, from_version: head.version, ...columns, parts_chars: partsChars }, along),
+    headFollows: true,
   });
+  // The plan's last new part's INSERT, if returned, runs with the head's UPDATE (one statement on Postgres).
+  await updateDocumentHead(sql, { id: head.id, from_version: head.version, ...columns, parts_chars: partsChars }, along);
 }
