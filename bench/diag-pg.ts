@@ -37,6 +37,7 @@ import { printPerItemGrowth, printPerItemTotals, readPerItemCounts, type PerItem
 import { startPerf, stopPerf } from './lib/perf-record.js';
 import { explainBenchPoll, perItem, printItemPhases, report, resetStats, startWaitSampler } from './lib/pg-report.js';
 import { postmasterPid, processCpuMicros, serverCpuMicros, threadCpuDelta, threadCpuMicros } from './lib/proc.js';
+import { printSlotOccupancy, recordClaimOwners } from './lib/slot-occupancy.js';
 import { sleep } from './lib/stats.js';
 import { reportDaemonJit, v8LogFlags, type LoggedDaemon, type RunMarks } from './lib/v8-log.js';
 
@@ -192,6 +193,8 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         }
         // DIAG_SETUP_SQL=<file>: run once the daemons have migrated the database (to try a variant of a function).
         if (process.env.DIAG_SETUP_SQL) await client.query(readFileSync(process.env.DIAG_SETUP_SQL, 'utf8'));
+        // Each claim's daemon, which the item's row forgets at its end: for the slot occupancy (slot-occupancy.ts).
+        await recordClaimOwners(client);
         const warmUpItems = WARMUP_EPICS > 0 ? await warmUp(daemons, client) : 0;
         const warmedWall = Date.now();
         calls = 0;
@@ -307,6 +310,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
             .join(', ')}`,
         );
         await printItemPhases(client);
+        await printSlotOccupancy(client, projects, startedWall, config.engine.max_in_flight);
         marks = { warmed: warmedWall, started: startedWall, queued: queuedWall, ended: endedWall };
         if (HOLDS) {
           await stopHoldsLog(admin);

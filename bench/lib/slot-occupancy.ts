@@ -1,0 +1,104 @@
+/**
+ * bench/diag-pg.ts's call-slot occupancy: how many items each daemon held (claimed, not yet finished) over a measured run,
+ * time-weighted, and how long a freed slot stayed empty — from the times the items' writes stamped (`started_at`: the
+ * claim round's clock, `finished_at`: the finish's) and the claiming daemon, which the item's row forgets at its end
+ * (`lease_owner` is cleared): a trigger the diag installs notes each claim's owner in a side table (`recordClaimOwners`).
+ */
+import type pg from 'pg';
+
+/**
+ * Notes each claim's owner (the `lease_owner` a claim sets) in an unlogged side table, one row per claim: one trigger
+ * call and one insert per claim on the server (its CPU per item counts them). Run once the daemons have migrated.
+ */
+export async function recordClaimOwners(client: pg.Client): Promise<void> {
+  await client.query(`
+    CREATE UNLOGGED TABLE diag_claims (item_id text NOT NULL, owner text NOT NULL, claimed_at bigint);
+    CREATE FUNCTION diag_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO diag_claims VALUES (NEW.id, NEW.lease_owner, NEW.started_at);
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER diag_note_claim AFTER UPDATE OF lease_owner ON llm_work_items FOR EACH ROW
+      WHEN (NEW.status = 'claimed' AND NEW.lease_owner IS NOT NULL AND NEW.lease_owner IS DISTINCT FROM OLD.lease_owner)
+      EXECUTE FUNCTION diag_note_claim();`);
+}
+
+interface Held {
+  owner: string;
+  claimed: number;
+  finished: number;
+}
+
+/**
+ * Per daemon count, over the applied items of `projects`: the mean number of items each daemon held in the ramp-up (the
+ * first submit to 10 % applied), the steady middle (10 % to 90 %) and the ramp-down (90 % to the last), of `slots`; the gap
+ * from an item's finish to its daemon's next claim round (median, p90), the gap from a freed slot to the claim that filled
+ * it (the daemon's finishes and claims matched in order: the slot's empty time), and the claim rounds' sizes.
+ */
+export async function printSlotOccupancy(client: pg.Client, projects: readonly string[], startedWall: number, slots: number): Promise<void> {
+  const { rows } = await client.query<{ owner: string; claimed: string; finished: string }>(
+    `SELECT DISTINCT ON (w.id) c.owner, w.started_at AS claimed, w.finished_at AS finished
+       FROM llm_work_items w JOIN diag_claims c ON c.item_id = w.id
+      WHERE w.status = 'applied' AND w.project_id = ANY($1::text[])
+      ORDER BY w.id`,
+    [projects],
+  );
+  const held: Held[] = rows.map((r) => ({ owner: r.owner, claimed: Number(r.claimed), finished: Number(r.finished) }));
+  if (held.length === 0) return;
+  const ends = held.map((h) => h.finished).sort((a, b) => a - b);
+  const at = (share: number) => ends[Math.ceil(share * ends.length) - 1]!;
+  const windows: [string, number, number][] = [
+    ['ramp-up', startedWall, at(0.1)],
+    ['steady 10–90 %', at(0.1), at(0.9)],
+    ['ramp-down', at(0.9), ends[ends.length - 1]!],
+  ];
+  const owners = [...new Set(held.map((h) => h.owner))].sort();
+  const byOwner = owners.map((o) => held.filter((h) => h.owner === o));
+  const occupancy = windows.map(([name, from, to]) => {
+    const each = byOwner.map((items) => heldTime(items, from, to) / Math.max(to - from, 1));
+    return `${name} (${((to - from) / 1000).toFixed(1)} s) ${each.map((v) => v.toFixed(1)).join(' + ')} (${((100 * mean(each)) / slots).toFixed(0)} %)`;
+  });
+  console.log(`slot occupancy, mean items held per daemon of ${slots}: ${occupancy.join('; ')}`);
+  const [from, to] = [windows[1]![1], windows[1]![2]];
+  const nextRound: number[] = [];
+  const refill: number[] = [];
+  const roundSizes: number[] = [];
+  for (const items of byOwner) {
+    const claims = items.map((h) => h.claimed).sort((a, b) => a - b);
+    const finishes = items.map((h) => h.finished).sort((a, b) => a - b);
+    const rounds = [...new Set(claims)];
+    for (const r of rounds) if (r >= from && r < to) roundSizes.push(claims.filter((c) => c === r).length);
+    let k = 0;
+    for (const f of finishes) {
+      if (f < from || f >= to) continue;
+      while (k < rounds.length && rounds[k]! < f) k++;
+      if (k < rounds.length) nextRound.push(rounds[k]! - f);
+    }
+    // The daemon's slots: its first `slots` claims filled empty slots; each later claim fills the slot the
+    // earliest unmatched finish freed.
+    for (let i = slots; i < claims.length; i++) {
+      const freed = finishes[i - slots]!;
+      if (freed >= from && freed < to) refill.push(Math.max(0, claims[i]! - freed));
+    }
+  }
+  console.log(
+    `steady 10–90 %: finish → the daemon's next claim round, ms: median ${quantile(nextRound, 0.5)}, p90 ${quantile(nextRound, 0.9)}; freed slot → its refill, ms: median ${quantile(refill, 0.5)}, p90 ${quantile(refill, 0.9)}, mean ${mean(refill).toFixed(1)}; claim rounds ${roundSizes.length}, items per round: median ${quantile(roundSizes, 0.5)}, mean ${mean(roundSizes).toFixed(1)}, p90 ${quantile(roundSizes, 0.9)}`,
+  );
+}
+
+/** Item-ms held between `from` and `to`. */
+function heldTime(items: readonly Held[], from: number, to: number): number {
+  let sum = 0;
+  for (const h of items) sum += Math.max(0, Math.min(h.finished, to) - Math.max(h.claimed, from));
+  return sum;
+}
+
+function mean(values: readonly number[]): number {
+  return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
