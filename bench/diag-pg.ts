@@ -344,6 +344,8 @@ async function main(): Promise<void> {
     extraFlags: [
       ...['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=5000'],
       ...['-c', 'pg_stat_statements.track_planning=on', '-c', 'track_functions=all', '-c', 'track_wal_io_timing=on'],
+      // The finishes' commit times, for the slot occupancy (slot-occupancy.ts).
+      ...['-c', 'track_commit_timestamp=on'],
       // DIAG_TRACK_ALL=1: the statements inside functions and triggers too (foreign-key checks, plpgsql), each on its own row.
       ...(process.env.DIAG_TRACK_ALL ? ['-c', 'pg_stat_statements.track=all'] : []),
       ...(HOLDS ? HOLDS_LOG_FLAGS : []),

@@ -26,7 +26,10 @@ export async function recordClaimOwners(client: pg.Client): Promise<void> {
 interface Held {
   owner: string;
   claimed: number;
+  /** The finish's clock reading when its closure ran (`finished_at`). */
   finished: number;
+  /** When the finish committed (the server's commit timestamp of the row's last change), when the server tracks them. */
+  committed: number | null;
 }
 
 /**
@@ -36,14 +39,20 @@ interface Held {
  * it (the daemon's finishes and claims matched in order: the slot's empty time), and the claim rounds' sizes.
  */
 export async function printSlotOccupancy(client: pg.Client, projects: readonly string[], startedWall: number, slots: number): Promise<void> {
-  const { rows } = await client.query<{ owner: string; claimed: string; finished: string }>(
-    `SELECT DISTINCT ON (w.id) c.owner, w.started_at AS claimed, w.finished_at AS finished
+  const { rows } = await client.query<{ owner: string; claimed: string; finished: string; committed: string | null }>(
+    `SELECT DISTINCT ON (w.id) c.owner, w.started_at AS claimed, w.finished_at AS finished,
+            (extract(epoch FROM pg_xact_commit_timestamp(w.xmin)) * 1000)::bigint AS committed
        FROM llm_work_items w JOIN diag_claims c ON c.item_id = w.id
       WHERE w.status = 'applied' AND w.project_id = ANY($1::text[])
       ORDER BY w.id`,
     [projects],
   );
-  const held: Held[] = rows.map((r) => ({ owner: r.owner, claimed: Number(r.claimed), finished: Number(r.finished) }));
+  const held: Held[] = rows.map((r) => ({
+    owner: r.owner,
+    claimed: Number(r.claimed),
+    finished: Number(r.finished),
+    committed: r.committed === null ? null : Number(r.committed),
+  }));
   if (held.length === 0) return;
   const ends = held.map((h) => h.finished).sort((a, b) => a - b);
   const at = (share: number) => ends[Math.ceil(share * ends.length) - 1]!;
@@ -62,6 +71,8 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
   const [from, to] = [windows[1]![1], windows[1]![2]];
   const nextRound: number[] = [];
   const refill: number[] = [];
+  const finishRun: number[] = [];
+  const freedToClaim: number[] = [];
   const roundSizes: number[] = [];
   for (const items of byOwner) {
     const claims = items.map((h) => h.claimed).sort((a, b) => a - b);
@@ -80,7 +91,21 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
       const freed = finishes[i - slots]!;
       if (freed >= from && freed < to) refill.push(Math.max(0, claims[i]! - freed));
     }
+    // The same from the finish's commit (its slot is freed after it): the finish's own run apart from the empty slot's wait.
+    const commits = items
+      .map((h) => h.committed)
+      .filter((c): c is number => c !== null)
+      .sort((a, b) => a - b);
+    if (commits.length !== items.length) continue;
+    for (let i = slots; i < claims.length; i++) {
+      const freed = commits[i - slots]!;
+      if (freed >= from && freed < to) freedToClaim.push(claims[i]! - freed);
+    }
+    for (const h of items) if (h.finished >= from && h.finished < to) finishRun.push(h.committed! - h.finished);
   }
+  console.log(
+    `steady 10–90 %: finish stamp → its commit, ms: median ${quantile(finishRun, 0.5)}, p90 ${quantile(finishRun, 0.9)}; finish's commit → the claim that refilled its slot (negative: claimed before the commit, clocks apart), ms: median ${quantile(freedToClaim, 0.5)}, p90 ${quantile(freedToClaim, 0.9)}, mean ${mean(freedToClaim).toFixed(1)}`,
+  );
   console.log(
     `steady 10–90 %: finish → the daemon's next claim round, ms: median ${quantile(nextRound, 0.5)}, p90 ${quantile(nextRound, 0.9)}; freed slot → its refill, ms: median ${quantile(refill, 0.5)}, p90 ${quantile(refill, 0.9)}, mean ${mean(refill).toFixed(1)}; claim rounds ${roundSizes.length}, items per round: median ${quantile(roundSizes, 0.5)}, mean ${mean(roundSizes).toFixed(1)}, p90 ${quantile(roundSizes, 0.9)}`,
   );
