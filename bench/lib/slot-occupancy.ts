@@ -30,6 +30,8 @@ interface Held {
   finished: number;
   /** When the finish committed (the server's commit timestamp of the row's last change), when the server tracks them. */
   committed: number | null;
+  /** When its claim round committed (its side-table row's commit timestamp). */
+  claimCommitted: number | null;
 }
 
 /**
@@ -39,12 +41,13 @@ interface Held {
  * it (the daemon's finishes and claims matched in order: the slot's empty time), and the claim rounds' sizes.
  */
 export async function printSlotOccupancy(client: pg.Client, projects: readonly string[], startedWall: number, slots: number): Promise<void> {
-  const { rows } = await client.query<{ owner: string; claimed: string; finished: string; committed: string | null }>(
+  const { rows } = await client.query<{ owner: string; claimed: string; finished: string; committed: string | null; claim_committed: string | null }>(
     `SELECT DISTINCT ON (w.id) c.owner, w.started_at AS claimed, w.finished_at AS finished,
-            (extract(epoch FROM pg_xact_commit_timestamp(w.xmin)) * 1000)::bigint AS committed
+            (extract(epoch FROM pg_xact_commit_timestamp(w.xmin)) * 1000)::bigint AS committed,
+            (extract(epoch FROM pg_xact_commit_timestamp(c.xmin)) * 1000)::bigint AS claim_committed
        FROM llm_work_items w JOIN diag_claims c ON c.item_id = w.id
       WHERE w.status = 'applied' AND w.project_id = ANY($1::text[])
-      ORDER BY w.id`,
+      ORDER BY w.id, c.claimed_at DESC`,
     [projects],
   );
   const held: Held[] = rows.map((r) => ({
@@ -52,6 +55,7 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
     claimed: Number(r.claimed),
     finished: Number(r.finished),
     committed: r.committed === null ? null : Number(r.committed),
+    claimCommitted: r.claim_committed === null ? null : Number(r.claim_committed),
   }));
   if (held.length === 0) return;
   const ends = held.map((h) => h.finished).sort((a, b) => a - b);
@@ -68,11 +72,29 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
     return `${name} (${((to - from) / 1000).toFixed(1)} s) ${each.map((v) => v.toFixed(1)).join(' + ')} (${((100 * mean(each)) / slots).toFixed(0)} %)`;
   });
   console.log(`slot occupancy, mean items held per daemon of ${slots}: ${occupancy.join('; ')}`);
+  // The run's start: its items queued (generate-all's transactions commit them per project) and the first claims.
+  // When each project's generate-all committed: the commit timestamp of its first child's first ledger entry (never updated).
+  const queued = await client.query<{ first: string; last: string; committed: string | null }>(
+    `WITH p AS (SELECT project_id, min(created_at) AS first, max(created_at) AS last, min(thread_id) AS thread_id
+                  FROM llm_work_items WHERE project_id = ANY($1::text[]) GROUP BY project_id)
+     SELECT p.first, p.last,
+            (SELECT (extract(epoch FROM pg_xact_commit_timestamp(e.xmin)) * 1000)::bigint FROM llm_ledger_entries e
+              WHERE e.thread_id = p.thread_id ORDER BY e.seq LIMIT 1) AS committed
+       FROM p ORDER BY p.first`,
+    [projects],
+  );
+  const s = (t: number) => ((t - startedWall) / 1000).toFixed(2);
+  const firstClaims = byOwner.map((items) => Math.min(...items.map((h) => h.claimed)));
+  const lastEnds = byOwner.map((items) => Math.max(...items.map((h) => h.finished)));
+  console.log(
+    `run's start and end (s from the first submit): each project's items stamped ${queued.rows.map((r) => `${s(Number(r.first))}–${s(Number(r.last))} (committed ${r.committed === null ? '?' : s(Number(r.committed))})`).join(', ')}; each daemon's first claim ${firstClaims.map(s).join(', ')}, last finish ${lastEnds.map(s).join(', ')}`,
+  );
   const [from, to] = [windows[1]![1], windows[1]![2]];
   const nextRound: number[] = [];
   const refill: number[] = [];
   const finishRun: number[] = [];
   const freedToClaim: number[] = [];
+  const roundRun: number[] = [];
   const roundSizes: number[] = [];
   for (const items of byOwner) {
     const claims = items.map((h) => h.claimed).sort((a, b) => a - b);
@@ -102,9 +124,10 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
       if (freed >= from && freed < to) freedToClaim.push(claims[i]! - freed);
     }
     for (const h of items) if (h.finished >= from && h.finished < to) finishRun.push(h.committed! - h.finished);
+    for (const h of items) if (h.claimed >= from && h.claimed < to && h.claimCommitted !== null) roundRun.push(h.claimCommitted - h.claimed);
   }
   console.log(
-    `steady 10–90 %: finish stamp → its commit, ms: median ${quantile(finishRun, 0.5)}, p90 ${quantile(finishRun, 0.9)}; finish's commit → the claim that refilled its slot (negative: claimed before the commit, clocks apart), ms: median ${quantile(freedToClaim, 0.5)}, p90 ${quantile(freedToClaim, 0.9)}, mean ${mean(freedToClaim).toFixed(1)}`,
+    `steady 10–90 %: finish stamp → its commit, ms: median ${quantile(finishRun, 0.5)}, p90 ${quantile(finishRun, 0.9)}; finish's commit → the claim that refilled its slot (negative: claimed before the commit, clocks apart), ms: median ${quantile(freedToClaim, 0.5)}, p90 ${quantile(freedToClaim, 0.9)}, mean ${mean(freedToClaim).toFixed(1)}; claim round stamp → its commit (per item), ms: median ${quantile(roundRun, 0.5)}, p90 ${quantile(roundRun, 0.9)}`,
   );
   console.log(
     `steady 10–90 %: finish → the daemon's next claim round, ms: median ${quantile(nextRound, 0.5)}, p90 ${quantile(nextRound, 0.9)}; freed slot → its refill, ms: median ${quantile(refill, 0.5)}, p90 ${quantile(refill, 0.9)}, mean ${mean(refill).toFixed(1)}; claim rounds ${roundSizes.length}, items per round: median ${quantile(roundSizes, 0.5)}, mean ${mean(roundSizes).toFixed(1)}, p90 ${quantile(roundSizes, 0.9)}`,
