@@ -72,22 +72,16 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
     return `${name} (${((to - from) / 1000).toFixed(1)} s) ${each.map((v) => v.toFixed(1)).join(' + ')} (${((100 * mean(each)) / slots).toFixed(0)} %)`;
   });
   console.log(`slot occupancy, mean items held per daemon of ${slots}: ${occupancy.join('; ')}`);
-  // The run's start: its items queued (generate-all's transactions commit them per project) and the first claims.
-  // When each project's generate-all committed: the commit timestamp of its first child's first ledger entry (never updated).
-  const queued = await client.query<{ first: string; last: string; committed: string | null }>(
-    `WITH p AS (SELECT project_id, min(created_at) AS first, max(created_at) AS last, min(thread_id) AS thread_id
-                  FROM llm_work_items WHERE project_id = ANY($1::text[]) GROUP BY project_id)
-     SELECT p.first, p.last,
-            (SELECT (extract(epoch FROM pg_xact_commit_timestamp(e.xmin)) * 1000)::bigint FROM llm_ledger_entries e
-              WHERE e.thread_id = p.thread_id ORDER BY e.seq LIMIT 1) AS committed
-       FROM p ORDER BY p.first`,
+  // The run's start: each project's items stamped by its generate-all (its closure's clock; they are claimable at its commit).
+  const queued = await client.query<{ first: string; last: string }>(
+    'SELECT min(created_at) AS first, max(created_at) AS last FROM llm_work_items WHERE project_id = ANY($1::text[]) GROUP BY project_id ORDER BY 1',
     [projects],
   );
   const s = (t: number) => ((t - startedWall) / 1000).toFixed(2);
   const firstClaims = byOwner.map((items) => Math.min(...items.map((h) => h.claimed)));
   const lastEnds = byOwner.map((items) => Math.max(...items.map((h) => h.finished)));
   console.log(
-    `run's start and end (s from the first submit): each project's items stamped ${queued.rows.map((r) => `${s(Number(r.first))}–${s(Number(r.last))} (committed ${r.committed === null ? '?' : s(Number(r.committed))})`).join(', ')}; each daemon's first claim ${firstClaims.map(s).join(', ')}, last finish ${lastEnds.map(s).join(', ')}`,
+    `run's start and end (s from the first submit): each project's items stamped ${queued.rows.map((r) => `${s(Number(r.first))}–${s(Number(r.last))}`).join(', ')}; each daemon's first claim ${firstClaims.map(s).join(', ')}, last finish ${lastEnds.map(s).join(', ')}`,
   );
   const [from, to] = [windows[1]![1], windows[1]![2]];
   const nextRound: number[] = [];
