@@ -21,7 +21,6 @@ import { itemWrites, runLeasedItem, type PipelineDeps } from './item-pipeline.js
 import { LeaseUpkeep, type LeaseHeld, type RecoveryCounts } from './lease-upkeep.js';
 import { ProviderHolds } from './provider-feedback.js';
 import { claimInOwnWrite } from './claim-admissions.js';
-import { claimRoundLimit } from './claim-rounds.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { ANSWER_SLOTS, START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
@@ -298,7 +297,7 @@ export class Engine {
     this.ticking = true;
     let started = 0;
     try {
-      const wanted = claimRoundLimit(this.o.maxInFlight - this.inFlight.size, this.o.maxInFlight, this.o.reader.dialect);
+      const wanted = this.o.maxInFlight - this.inFlight.size;
       if (wanted === 0) {
         await this.write((tx) => skipItemsPastDeadline(tx, this.ctx));
         await this.noteLimiterWait('slots_full');
