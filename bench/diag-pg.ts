@@ -21,6 +21,9 @@
  * bench/perf-summary.mjs; DIAG_PERF_CALLGRAPH=fp: frame pointers, which V8's JIT code keeps: with
  * BENCH_DAEMON_FLAGS='--perf-basic-prof-only-functions --interpreted-frames-native-stack', bench/perf-daemons.mjs
  * splits the daemons' CPU by owner: pg driver, provider call, the engine's JavaScript, GC, event loop, TurboFan).
+ * scale's run prints each daemon's call-slot occupancy (its ramp-up, steady middle and ramp-down) and where a freed slot's
+ * time goes (bench/lib/slot-occupancy.ts: a trigger notes each claim's daemon in an unlogged side table, one more INSERT
+ * per claim; the server tracks commit timestamps).
  * `scale 1 3` ends with the per-item counts (transactions, rows written per table, calls and rows per statement) that differ
  * between the first run and the last (bench/lib/per-item-counts.ts): what grows with the number of daemons.
  */

@@ -5,6 +5,7 @@
  * (`lease_owner` is cleared): a trigger the diag installs notes each claim's owner in a side table (`recordClaimOwners`).
  */
 import type pg from 'pg';
+import { quantile } from './stats.js';
 
 /**
  * Notes each claim's owner (the `lease_owner` a claim sets) in an unlogged side table, one row per claim: one trigger
@@ -35,10 +36,9 @@ interface Held {
 }
 
 /**
- * Per daemon count, over the applied items of `projects`: the mean number of items each daemon held in the ramp-up (the
- * first submit to 10 % applied), the steady middle (10 % to 90 %) and the ramp-down (90 % to the last), of `slots`; the gap
- * from an item's finish to its daemon's next claim round (median, p90), the gap from a freed slot to the claim that filled
- * it (the daemon's finishes and claims matched in order: the slot's empty time), and the claim rounds' sizes.
+ * Over the applied items of `projects`: the mean number of items each daemon held in the ramp-up (the first submit to 10 %
+ * applied), the steady middle (10 % to 90 %) and the ramp-down (90 % to the last), of `slots`; each project's queueing and
+ * each daemon's first claim and last finish; and the steady middle's gaps (`printSlotGaps`).
  */
 export async function printSlotOccupancy(client: pg.Client, projects: readonly string[], startedWall: number, slots: number): Promise<void> {
   const { rows } = await client.query<{ owner: string; claimed: string; finished: string; committed: string | null; claim_committed: string | null }>(
@@ -83,7 +83,16 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
   console.log(
     `run's start and end (s from the first submit): each project's items stamped ${queued.rows.map((r) => `${s(Number(r.first))}–${s(Number(r.last))}`).join(', ')}; each daemon's first claim ${firstClaims.map(s).join(', ')}, last finish ${lastEnds.map(s).join(', ')}`,
   );
-  const [from, to] = [windows[1]![1], windows[1]![2]];
+  printSlotGaps(byOwner, windows[1]![1], windows[1]![2], slots);
+}
+
+/**
+ * Between `from` and `to`, over each daemon's items (`byOwner`): the finish's own run (its stamp → its COMMIT, the engine
+ * holding the slot), the producer's delay (a finish's COMMIT → the claim that refilled that slot: the daemon's finishes
+ * and claims matched in order), the claim round's run (its stamp → its COMMIT, per item), a finish → the daemon's next
+ * round, a finish's stamp → the refilling claim, and the rounds' sizes (a round's items share its `started_at`).
+ */
+function printSlotGaps(byOwner: readonly Held[][], from: number, to: number, slots: number): void {
   const nextRound: number[] = [];
   const refill: number[] = [];
   const finishRun: number[] = [];
@@ -137,10 +146,4 @@ function heldTime(items: readonly Held[], from: number, to: number): number {
 
 function mean(values: readonly number[]): number {
   return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length;
-}
-
-function quantile(values: readonly number[], q: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
