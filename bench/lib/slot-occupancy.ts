@@ -1,8 +1,10 @@
 /**
  * bench/diag-pg.ts's call-slot occupancy: how many items each daemon held (claimed, not yet finished) over a measured run,
  * time-weighted, and how long a freed slot stayed empty — from the times the items' writes stamped (`started_at`: the
- * claim round's clock, `finished_at`: the finish's) and the claiming daemon, which the item's row forgets at its end
+ * FIRST claim round's clock, which a requeued item keeps, so the figures hold for items run once: the count of items run
+ * more than once is printed; `finished_at`: the finish's) and the claiming daemon, which the item's row forgets at its end
  * (`lease_owner` is cleared): a trigger the diag installs notes each claim's owner in a side table (`recordClaimOwners`).
+ * Only with DIAG_SLOTS=1 (bench/diag-pg.ts): the trigger and the commit timestamps add to the server's work per item.
  */
 import type pg from 'pg';
 import { quantile } from './stats.js';
@@ -13,10 +15,10 @@ import { quantile } from './stats.js';
  */
 export async function recordClaimOwners(client: pg.Client): Promise<void> {
   await client.query(`
-    CREATE UNLOGGED TABLE diag_claims (item_id text NOT NULL, owner text NOT NULL, claimed_at bigint);
+    CREATE UNLOGGED TABLE diag_claims (seq bigint GENERATED ALWAYS AS IDENTITY, item_id text NOT NULL, owner text NOT NULL);
     CREATE FUNCTION diag_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      INSERT INTO diag_claims VALUES (NEW.id, NEW.lease_owner, NEW.started_at);
+      INSERT INTO diag_claims (item_id, owner) VALUES (NEW.id, NEW.lease_owner);
       RETURN NULL;
     END $$;
     CREATE TRIGGER diag_note_claim AFTER UPDATE OF lease_owner ON llm_work_items FOR EACH ROW
@@ -41,13 +43,21 @@ interface Held {
  * each daemon's first claim and last finish; and the steady middle's gaps (`printSlotGaps`).
  */
 export async function printSlotOccupancy(client: pg.Client, projects: readonly string[], startedWall: number, slots: number): Promise<void> {
-  const { rows } = await client.query<{ owner: string; claimed: string; finished: string; committed: string | null; claim_committed: string | null }>(
-    `SELECT DISTINCT ON (w.id) c.owner, w.started_at AS claimed, w.finished_at AS finished,
+  // An item's last claim is its side table's last row (`seq`): every claim of a requeued item has the same `started_at`.
+  const { rows } = await client.query<{
+    owner: string;
+    attempt: number;
+    claimed: string;
+    finished: string;
+    committed: string | null;
+    claim_committed: string | null;
+  }>(
+    `SELECT DISTINCT ON (w.id) c.owner, w.attempt, w.started_at AS claimed, w.finished_at AS finished,
             (extract(epoch FROM pg_xact_commit_timestamp(w.xmin)) * 1000)::bigint AS committed,
             (extract(epoch FROM pg_xact_commit_timestamp(c.xmin)) * 1000)::bigint AS claim_committed
        FROM llm_work_items w JOIN diag_claims c ON c.item_id = w.id
       WHERE w.status = 'applied' AND w.project_id = ANY($1::text[])
-      ORDER BY w.id, c.claimed_at DESC`,
+      ORDER BY w.id, c.seq DESC`,
     [projects],
   );
   const held: Held[] = rows.map((r) => ({
@@ -58,6 +68,11 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
     claimCommitted: r.claim_committed === null ? null : Number(r.claim_committed),
   }));
   if (held.length === 0) return;
+  const rerun = rows.filter((r) => r.attempt > 1).length;
+  if (rerun > 0)
+    console.log(
+      `slot occupancy: ${rerun} of ${rows.length} items ran more than once (attempt > 1): their started_at is their first claim's, so their held time includes the backoff and the figures below are off`,
+    );
   const ends = held.map((h) => h.finished).sort((a, b) => a - b);
   const at = (share: number) => ends[Math.ceil(share * ends.length) - 1]!;
   const windows: [string, number, number][] = [
@@ -87,53 +102,58 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
 }
 
 /**
- * Between `from` and `to`, over each daemon's items (`byOwner`): the finish's own run (its stamp → its COMMIT, the engine
- * holding the slot), the producer's delay (a finish's COMMIT → the claim that refilled that slot: the daemon's finishes
- * and claims matched in order), the claim round's run (its stamp → its COMMIT, per item), a finish → the daemon's next
- * round, a finish's stamp → the refilling claim, and the rounds' sizes (a round's items share its `started_at`).
+ * Between `from` and `to`, over each daemon's items (`byOwner`), a slot's cycle in four parts, the means added up: the
+ * refill gap (a finish's COMMIT → the claim that refilled that slot, the daemon's finish commits and claims matched in
+ * order: its first `slots` claims filled empty slots), the claim round's run (the item's claim stamp → its round's
+ * COMMIT, per item: it starts after that), the item's work (its round's COMMIT → its finish's stamp) and the finish's
+ * own run (its stamp → its COMMIT: the engine holds the slot until then). The refill gap and the round's run are the
+ * producer's. Also a finish's COMMIT → the daemon's next claim round, and the rounds' sizes (a round's items share
+ * `started_at`). Gaps are kept signed (negative: the two stamps' clocks apart). A daemon with an item lacking a commit
+ * time (not tracked) is left out of all but the round sizes, and the line says so.
  */
 function printSlotGaps(byOwner: readonly Held[][], from: number, to: number, slots: number): void {
-  const nextRound: number[] = [];
   const refill: number[] = [];
-  const finishRun: number[] = [];
-  const freedToClaim: number[] = [];
   const roundRun: number[] = [];
+  const work: number[] = [];
+  const finishRun: number[] = [];
+  const nextRound: number[] = [];
   const roundSizes: number[] = [];
-  for (const items of byOwner) {
+  const dropped: string[] = [];
+  byOwner.forEach((items, d) => {
     const claims = items.map((h) => h.claimed).sort((a, b) => a - b);
-    const finishes = items.map((h) => h.finished).sort((a, b) => a - b);
     const rounds = [...new Set(claims)];
     for (const r of rounds) if (r >= from && r < to) roundSizes.push(claims.filter((c) => c === r).length);
-    let k = 0;
-    for (const f of finishes) {
-      if (f < from || f >= to) continue;
-      while (k < rounds.length && rounds[k]! < f) k++;
-      if (k < rounds.length) nextRound.push(rounds[k]! - f);
+    const untracked = items.filter((h) => h.committed === null || h.claimCommitted === null).length;
+    if (untracked > 0) {
+      dropped.push(`daemon ${d + 1}'s (${untracked} of ${items.length} items without a commit time)`);
+      return;
     }
-    // The daemon's slots: its first `slots` claims filled empty slots; each later claim fills the slot the
-    // earliest unmatched finish freed.
-    for (let i = slots; i < claims.length; i++) {
-      const freed = finishes[i - slots]!;
-      if (freed >= from && freed < to) refill.push(Math.max(0, claims[i]! - freed));
-    }
-    // The same from the finish's commit (its slot is freed after it): the finish's own run apart from the empty slot's wait.
-    const commits = items
-      .map((h) => h.committed)
-      .filter((c): c is number => c !== null)
-      .sort((a, b) => a - b);
-    if (commits.length !== items.length) continue;
+    const commits = items.map((h) => h.committed!).sort((a, b) => a - b);
     for (let i = slots; i < claims.length; i++) {
       const freed = commits[i - slots]!;
-      if (freed >= from && freed < to) freedToClaim.push(claims[i]! - freed);
+      if (freed >= from && freed < to) refill.push(claims[i]! - freed);
     }
-    for (const h of items) if (h.finished >= from && h.finished < to) finishRun.push(h.committed! - h.finished);
-    for (const h of items) if (h.claimed >= from && h.claimed < to && h.claimCommitted !== null) roundRun.push(h.claimCommitted - h.claimed);
-  }
+    let k = 0;
+    for (const c of commits) {
+      if (c < from || c >= to) continue;
+      while (k < rounds.length && rounds[k]! < c) k++;
+      if (k < rounds.length) nextRound.push(rounds[k]! - c);
+    }
+    for (const h of items) {
+      if (h.finished < from || h.finished >= to) continue;
+      roundRun.push(h.claimCommitted! - h.claimed);
+      work.push(h.finished - h.claimCommitted!);
+      finishRun.push(h.committed! - h.finished);
+    }
+  });
+  const parts = [refill, roundRun, work, finishRun].map(mean);
+  const cycle = parts.reduce((a, b) => a + b, 0);
+  const ms = (v: readonly number[]) => `median ${quantile(v, 0.5)}, p90 ${quantile(v, 0.9)}, mean ${mean(v).toFixed(1)}`;
   console.log(
-    `steady 10–90 %: finish stamp → its commit, ms: median ${quantile(finishRun, 0.5)}, p90 ${quantile(finishRun, 0.9)}; finish's commit → the claim that refilled its slot (negative: claimed before the commit, clocks apart), ms: median ${quantile(freedToClaim, 0.5)}, p90 ${quantile(freedToClaim, 0.9)}, mean ${mean(freedToClaim).toFixed(1)}; claim round stamp → its commit (per item), ms: median ${quantile(roundRun, 0.5)}, p90 ${quantile(roundRun, 0.9)}`,
+    `steady 10–90 %, ms: finish COMMIT → the claim that refilled its slot ${ms(refill)}; claim stamp → its round's COMMIT ${ms(roundRun)}; round's COMMIT → finish stamp ${ms(work)}; finish stamp → its COMMIT ${ms(finishRun)}; finish COMMIT → the daemon's next claim round ${ms(nextRound)}${dropped.length > 0 ? `; left out: ${dropped.join(', ')}` : ''}`,
   );
   console.log(
-    `steady 10–90 %: finish → the daemon's next claim round, ms: median ${quantile(nextRound, 0.5)}, p90 ${quantile(nextRound, 0.9)}; freed slot → its refill, ms: median ${quantile(refill, 0.5)}, p90 ${quantile(refill, 0.9)}, mean ${mean(refill).toFixed(1)}; claim rounds ${roundSizes.length}, items per round: median ${quantile(roundSizes, 0.5)}, mean ${mean(roundSizes).toFixed(1)}, p90 ${quantile(roundSizes, 0.9)}`,
+    `steady 10–90 %: a slot's cycle, means, ms: refill ${parts[0]!.toFixed(1)} + round's run ${parts[1]!.toFixed(1)} + work ${parts[2]!.toFixed(1)} + finish's run ${parts[3]!.toFixed(1)} = ${cycle.toFixed(1)}; the producer's (refill + round's run) ${((100 * (parts[0]! + parts[1]!)) / Math.max(cycle, 1)).toFixed(1)} %; claim rounds ${roundSizes.length}, items per round: median ${quantile(roundSizes, 0.5)}, mean ${mean(roundSizes).toFixed(1)}, p90 ${quantile(roundSizes, 0.9)}`,
   );
 }
 
