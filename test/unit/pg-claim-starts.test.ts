@@ -9,12 +9,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { loadConfig, operationSettingsOf } from '../../src/daemon/config/config.js';
 import { flowControlOf } from '../../src/daemon/config/flow.js';
 import { claimRoundInOwnWrite } from '../../src/daemon/engine/claim-starts.js';
-import { itemWrites } from '../../src/daemon/engine/item-pipeline.js';
+import { itemWrites, runLeasedItem, type PipelineDeps } from '../../src/daemon/engine/item-pipeline.js';
+import { ANSWER_SLOTS, START_SLICE, StartSlots } from '../../src/daemon/engine/start-slots.js';
+import { EngineSpans } from '../../src/daemon/tracing/engine-spans.js';
+import { noTracer } from '../../src/daemon/tracing/tracer.js';
 import { claimWorkItems, type FlowControl } from '../../src/daemon/engine/producer.js';
 import type { Write } from '../../src/daemon/engine/tx.js';
 import { importProject } from '../../src/daemon/services/commands.js';
@@ -33,7 +37,9 @@ let flow: FlowControl;
 beforeEach(async () => {
   db = await openRaceDatabase();
   home = mkdtempSync(join(tmpdir(), 'cmb-claim-starts-'));
-  const config = loadConfig(home, { OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model' });
+  // Two requests a minute: a round of two items takes both.
+  const env = { OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'k', COMBINE_MODEL: 'test-model', COMBINE_REQUESTS_PER_MINUTE: '2' };
+  const config = loadConfig(home, env);
   flow = flowControlOf(config.flow, await loadOperations(home, [], operationSettingsOf(config)), createModelRouter(config, undefined));
 });
 afterEach(async () => {
@@ -63,6 +69,21 @@ async function round() {
   return { ...started, writes };
 }
 
+/** What the engine's item pipeline runs on (engine.ts), for d1: no call of these tests' reaches a provider. */
+const pipeline = (): PipelineDeps => ({
+  ctx: ctx(),
+  router: flow.router,
+  clock: systemClock,
+  spans: new EngineSpans(noTracer),
+  write: (fn) => db.write(fn),
+  call: { timeoutMs: 1_000, secrets: [], maxProviderWaitMs: undefined },
+  stopped: () => false,
+  startSlots: new StartSlots(START_SLICE),
+  writes: itemWrites(db.write, ctx(), 'postgres'),
+  answerSlots: new StartSlots(ANSWER_SLOTS),
+  onOutcome: () => {},
+});
+
 /** The item's status, its thread's, its ledger entries' types and its charges' statuses. */
 async function stateOf(itemId: string) {
   const row = await db.reader.get<{ status: string; thread_status: string; parent_status: string | null }>(
@@ -77,11 +98,11 @@ async function stateOf(itemId: string) {
 
 describe('a claim round starts its items that send a call, in its own transaction (Postgres)', () => {
   it("one write: the items are running with their prompts and reservations when it returns, each call's request the one recorded", async () => {
-    await generateAll(3);
+    await generateAll(2);
     const r = await round();
     expect(r.writes).toBe(1);
-    expect(r.round.claimed).toHaveLength(3);
-    expect(r.calls.size).toBe(3);
+    expect(r.round.claimed).toHaveLength(2);
+    expect(r.calls.size).toBe(2);
     for (const c of r.round.claimed) {
       expect(await stateOf(c.item.id)).toEqual({
         status: 'running',
@@ -96,7 +117,7 @@ describe('a claim round starts its items that send a call, in its own transactio
     }
   });
 
-  it('an item whose start makes no call is left claimed with its reservation; its own start then gives the reservation back', async () => {
+  it('an item whose start makes no call is left claimed with its reservation and admission; its own start then gives both back', async () => {
     await generateAll(1);
     // Kind `k`: no operation builds its request, so its start fails it without a call.
     await insertThread(db.reader, testThreadRow('x'));
@@ -111,8 +132,21 @@ describe('a claim round starts its items that send a call, in its own transactio
     expect(r.calls.has('x')).toBe(false);
     expect(await stateOf('x')).toMatchObject({ status: 'claimed', entries: [], charges: ['reserved'] });
     expect(r.round.claimed.find((c) => c.item.id === 'x')!.admission).toBeDefined();
-    // Its own start (as the pipeline runs it) makes no call and releases what the claim reserved.
-    expect(await itemWrites(db.write, ctx(), 'postgres').start({ itemId: 'x', claimed: null })).toBeNull();
-    expect((await stateOf('x')).charges).toEqual(['released']);
+    // The round took both of the minute's requests.
+    const route = flow.router.defaultRoute.key;
+    expect(flow.limiter.admit(route, 1, Date.now()).ok).toBe(false);
+    // Its own start, as the engine runs it, makes no call: what the claim reserved and admitted is free again.
+    await runLeasedItem(pipeline(), {
+      item: { id: 'x', thread_id: 't-x' },
+      cancel: { controller: new AbortController(), canceledByUser: false },
+      resumeFrom: null,
+      log: () => pino({ level: 'silent' }),
+      claimAdmission: r.round.claimed.find((c) => c.item.id === 'x')!.admission,
+      traceparent: null,
+      claimedRequest: null,
+      startedWithClaim: null,
+    });
+    expect(await stateOf('x')).toMatchObject({ status: 'dead_letter', charges: ['released'] });
+    expect(flow.limiter.admit(route, 1, Date.now()).ok).toBe(true);
   });
 });
