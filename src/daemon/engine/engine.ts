@@ -20,8 +20,7 @@ import { cancelCall, type CallOutcome, type ItemAbort } from './executor.js';
 import { itemWrites, runLeasedItem, type PipelineDeps } from './item-pipeline.js';
 import { LeaseUpkeep, type LeaseHeld, type RecoveryCounts } from './lease-upkeep.js';
 import { ProviderHolds } from './provider-feedback.js';
-import { claimRoundInOwnWrite } from './claim-starts.js';
-import type { CallStart } from './starts.js';
+import { claimInOwnWrite } from './claim-admissions.js';
 import { claimWorkItems, skipItemsPastDeadline, type ClaimedItem, type ClaimLimits, type FlowControl } from './producer.js';
 import { ANSWER_SLOTS, START_SLICE, StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
@@ -308,8 +307,7 @@ export class Engine {
         // passes over them anyway. An endpoint whose breaker is open admits nothing: its items stay
         // queued and no attempt is burned.
         // What a run of the round that did not commit took from the limiter and the breakers is given back.
-        // Postgres: the round's items that send a call start in its transaction (claim-starts.ts).
-        const { round, calls } = await claimRoundInOwnWrite(this.o.write, this.o.clock, this.ctx, this.o.reader.dialect, async (tx, admissions) => {
+        const round = await claimInOwnWrite(this.o.write, this.o.clock, async (tx, admissions) => {
           await skipItemsPastDeadline(tx, this.ctx);
           return claimWorkItems(tx, this.o.flow, this.ctx.owner, wanted, this.leaseMs, admissions, limits);
         });
@@ -317,7 +315,7 @@ export class Engine {
         if (round.breakerHeld) await this.noteLimiterWait('breaker_open');
         if (claimed.length > 0) this.ctx.crashAt('after_claim');
         this.spans.claimed(claimed, this.lastClaimAt, this.o.clock.now());
-        for (const c of claimed) this.launch(c.item, null, c, c.traceparent, calls.get(c.item.id));
+        for (const c of claimed) this.launch(c.item, null, c);
         started = claimed.length;
         // A full batch means more may be waiting; otherwise sleep until the next item is due, or until
         // a rate limiter or a breaker lets the next call through.
@@ -367,7 +365,6 @@ export class Engine {
     resumeFrom: LedgerRow | null,
     claim: ClaimedItem | null,
     traceparent = claim?.traceparent ?? null,
-    startedWithClaim?: CallStart,
   ): void {
     const itemId = item.id;
     // Its ids alone, not the row: kept by the item's closures while its call waits (2,000 rows at target 6).
@@ -387,7 +384,6 @@ export class Engine {
       claimAdmission: claim?.admission ?? null,
       traceparent,
       claimedRequest: claim?.request ?? null,
-      startedWithClaim: startedWithClaim ?? null,
     })
       .catch((err) => log().error({ err }, 'work item step failed; recovery will resume it'))
       .finally(() => {

@@ -19,7 +19,7 @@ import { executeCall, type CallOutcome, type ItemAbort } from './executor.js';
 import type { SentPrompt } from './response-cache.js';
 import type { BuiltRequest } from './request.js';
 import { eachStep, itemWrite, type Steps } from './shared-writes.js';
-import { startWorkItems, type CallStart, type StartResult } from './starts.js';
+import { startWorkItems, type StartResult } from './starts.js';
 import type { StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import type { PendingEntry } from './ledger-append.js';
@@ -60,8 +60,6 @@ export interface LeasedItem {
   traceparent: string | null;
   /** The request the claim built (and reserved for), until the start takes it; null: built at the start. */
   claimedRequest: BuiltRequest | null;
-  /** Started in its claim's transaction (claim-starts.ts): its call, to send now; null: its start is a write of its own. */
-  startedWithClaim: CallStart | null;
 }
 
 type PaidAnswer = Extract<CallOutcome, { kind: 'response' }>;
@@ -212,18 +210,9 @@ type Started =
  * committed, then the call sent — its outcome is awaited outside the slot. Null: the item ended instead.
  */
 async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null> {
-  const withClaim = l.startedWithClaim;
-  // Crash tests die here: earlier slices' calls sent, this one's items claimed but not started. An item
-  // started with its claim (claim-starts.ts) takes a slot too: a round's items beyond it wait for the next slice.
-  if ((await d.startSlots.take()) && !withClaim) d.ctx.crashAt('between_start_slices');
+  // Crash tests die here: earlier slices' calls sent, this one's items claimed but not started.
+  if (await d.startSlots.take()) d.ctx.crashAt('between_start_slices');
   try {
-    if (withClaim) {
-      // Committed with the claim: its admission is its call's, its request the one recorded.
-      l.startedWithClaim = null;
-      l.claimAdmission = null;
-      l.claimedRequest = null;
-      return sendCall(d, l, withClaim);
-    }
     const claimed = l.claimedRequest;
     // Not kept by the item while its call waits (the prompt entry and the call have their own).
     l.claimedRequest = null;
@@ -236,28 +225,23 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
     // No call after all: what its admission took is free again.
     if ((!started || started.kind === 'recorded') && admission) giveBackAdmission(admission, d.clock.now());
     if (!started || started.kind === 'recorded') return started;
-    return sendCall(d, l, started);
+    const { request, route } = started;
+    // The prompt as recorded (committed with the start): the answer is indexed under it without reading it back.
+    const sent: SentPrompt = { seq: started.prompt.row.seq, requestHash: started.requestHash };
+    d.ctx.crashAt('during_call');
+    const span = d.spans.call(l.traceparent, l.item, route, d.clock.now());
+    const outcome = executeCall(d.router.provider(route), request, {
+      cancel: l.cancel,
+      timeoutMs: d.call.timeoutMs,
+      now: () => d.clock.now(),
+      secrets: d.call.secrets,
+      maxProviderWaitMs: d.call.maxProviderWaitMs,
+      headers: { traceparent: span.header },
+    });
+    return { kind: 'call', route, span, outcome, sent };
   } finally {
     d.startSlots.giveBack();
   }
-}
-
-/** The call of a started item (its prompt committed), sent now. */
-function sendCall(d: PipelineDeps, l: LeasedItem, started: CallStart): Started {
-  const { request, route } = started;
-  // The prompt as recorded (committed with the start): the answer is indexed under it without reading it back.
-  const sent: SentPrompt = { seq: started.prompt.row.seq, requestHash: started.requestHash };
-  d.ctx.crashAt('during_call');
-  const span = d.spans.call(l.traceparent, l.item, route, d.clock.now());
-  const outcome = executeCall(d.router.provider(route), request, {
-    cancel: l.cancel,
-    timeoutMs: d.call.timeoutMs,
-    now: () => d.clock.now(),
-    secrets: d.call.secrets,
-    maxProviderWaitMs: d.call.maxProviderWaitMs,
-    headers: { traceparent: span.header },
-  });
-  return { kind: 'call', route, span, outcome, sent };
 }
 
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */

@@ -44,7 +44,7 @@ export interface StartAsk {
 }
 
 /** What `planStart` decided for an item, before any thread moves. */
-export type StartPlan = { item: WorkItemRow; thread: ThreadRow } & (
+type StartPlan = { item: WorkItemRow; thread: ThreadRow } & (
   | { kind: 'fail'; error: ClassifiedError }
   /** A replay queued the item with its answer: nothing is sent. */
   | { kind: 'replayed'; response: LedgerRow }
@@ -62,17 +62,6 @@ export type StartPlan = { item: WorkItemRow; thread: ThreadRow } & (
 export async function startWorkItems(tx: Tx, ctx: EngineContext, asks: readonly StartAsk[], reads?: ItemReads): Promise<(StartResult | null)[]> {
   const plans: StartPlan[] = [];
   for (const ask of asks) plans.push(await planStart(tx, ctx, ask, reads?.take(ask.itemId)));
-  return startPlanned(tx, ctx, plans);
-}
-
-/** A started item whose call is to be sent. */
-export type CallStart = Extract<StartResult, { kind: 'call' }>;
-
-/**
- * Passes 2 and 3 of `startWorkItems` for the items planned in pass 1 (`planStart`, or claim-starts.ts),
- * each result at its plan's index.
- */
-export async function startPlanned(tx: Tx, ctx: EngineContext, plans: readonly StartPlan[]): Promise<(StartResult | null)[]> {
   const sent = plans.filter((p) => p.kind !== 'fail');
   await startThreads(
     tx,
@@ -99,29 +88,28 @@ export async function startPlanned(tx: Tx, ctx: EngineContext, plans: readonly S
  * a project gone fails the item unsent). No call follows: the claim's reservation goes back to the budget.
  */
 async function planStart(tx: Tx, ctx: EngineContext, ask: StartAsk, known: ItemWithThread | undefined): Promise<StartPlan> {
-  const plan = await decideStart(tx, ctx, ask, known);
-  if (plan.kind !== 'send' || plan.cached) await releaseUnsent(tx, plan.item);
-  return plan;
-}
-
-/**
- * What `planStart` decides, without giving back the reservation of an item that makes no call (the
- * caller does, or leaves the item to a start of its own: claim-starts.ts).
- */
-export async function decideStart(tx: Tx, ctx: EngineContext, ask: StartAsk, known: ItemWithThread | undefined): Promise<StartPlan> {
   const read = await leasedItemAndThread(tx, ctx, ask.itemId, 'claimed', known, 'start');
   const { item, thread } = read;
-  if (thread.status === 'canceled')
+  if (thread.status === 'canceled') {
+    await releaseUnsent(tx, item);
     return { item, thread, kind: 'fail', error: { code: 'CANCELED', class: 'canceled', message: 'canceled before the call started' } };
+  }
   // Read with the item (its last entry's type): only a `response` needs its row.
   const pending = read.lastEntryType === undefined || read.lastEntryType === 'response' ? await getLastLedgerEntryForWorkItem(tx.sql, item.id) : null;
-  if (pending?.entry_type === 'response') return { item, thread, kind: 'replayed', response: pending };
+  if (pending?.entry_type === 'response') {
+    await releaseUnsent(tx, item);
+    return { item, thread, kind: 'replayed', response: pending };
+  }
   const built = ask.claimed && read.project ? ask.claimed : await buildItemRequest(tx.sql, ctx.operations, read);
-  if (!built.ok) return { item, thread, kind: 'fail', error: built.error };
+  if (!built.ok) {
+    await releaseUnsent(tx, item);
+    return { item, thread, kind: 'fail', error: built.error };
+  }
   const route = ctx.routeOf(built.model);
   // Once per start: the cache look-up's key is also the one the answer is indexed under (`SentPrompt`).
   const requestHash = cacheKeyOf(route.endpoint.label, built.request);
   const cached = ctx.cache && requestHash !== null ? ((await findCachedAnswer(tx.sql, requestHash)) ?? null) : null;
+  if (cached) await releaseUnsent(tx, item);
   return { item, thread, kind: 'send', built, route, requestHash, cached };
 }
 

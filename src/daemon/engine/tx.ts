@@ -219,8 +219,7 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  *      children: every child before any orchestration, the children in id order, then the
  *      orchestrations in id order — a cancel's `cancelActiveThreads`; a start's `startThreads`
  *      (engine/starts.ts: one statement for one item's start or a shared closure's several, before any
- *      of its failures ends a thread or closes an orchestration; on Postgres a claim round's, after its last
- *      claim, for the items it starts: engine/claim-starts.ts); an orchestration adopting runs in
+ *      of its failures ends a thread or closes an orchestration); an orchestration adopting runs in
  *      progress (db/threads.ts `adoptThreads`). A start locks an orchestration it starts only while it
  *      is open (with its first child), and that of a child it fails whatever its status. A shared
  *      closure of answers on Postgres ends its children after its last step, together, in one statement
