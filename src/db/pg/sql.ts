@@ -152,16 +152,40 @@ export class PgSql implements Sql {
     return this.target;
   }
 
+  // get, all and run catch a failure in a try around their await rather than with `.catch(…)`: a promise
+  // and a closure fewer per statement. `query` is called outside the try, so what it throws at once (a
+  // missing parameter) is thrown as before, not taken for a failed statement.
   async get<T>(text: string, params?: SqlParams): Promise<T | undefined> {
-    return (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rows[0] as T | undefined;
+    const pending = this.query(text, params);
+    let result: pg.QueryResult;
+    try {
+      result = await pending;
+    } catch (err) {
+      result = await this.rerunAfterStalePlan(err, text, params, 1);
+    }
+    return result.rows[0] as T | undefined;
   }
 
   async all<T>(text: string, params?: SqlParams): Promise<T[]> {
-    return (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rows as T[];
+    const pending = this.query(text, params);
+    let result: pg.QueryResult;
+    try {
+      result = await pending;
+    } catch (err) {
+      result = await this.rerunAfterStalePlan(err, text, params, 1);
+    }
+    return result.rows as T[];
   }
 
   async run(text: string, params?: SqlParams): Promise<RunResult> {
-    return { changes: (await this.query(text, params).catch((err) => this.rerunAfterStalePlan(err, text, params, 1))).rowCount ?? 0 };
+    const pending = this.query(text, params);
+    let result: pg.QueryResult;
+    try {
+      result = await pending;
+    } catch (err) {
+      result = await this.rerunAfterStalePlan(err, text, params, 1);
+    }
+    return { changes: result.rowCount ?? 0 };
   }
 
   /**
