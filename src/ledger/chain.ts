@@ -48,17 +48,25 @@ export function ledgerEntryHash(f: HashedFields): string {
  * allocation profile. test/unit/ledger-hash.test.ts checks it against `canonicalJson`.
  */
 export function canonicalMetadata(f: Omit<HashedFields, 'payload' | 'prev_hash'>): string {
-  return `{"attempt":${JSON.stringify(f.attempt)},"created_at":${JSON.stringify(f.created_at)},"entry_type":${JSON.stringify(f.entry_type)},"seq":${JSON.stringify(f.seq)},"thread_id":${JSON.stringify(f.thread_id)},"work_item_id":${JSON.stringify(f.work_item_id)}}`;
+  return `${metadataBeforeSeq(f)}${JSON.stringify(f.seq)}${metadataAfterSeq(f)}`;
 }
 
 /**
  * The canonical metadata of an entry whose seq is not known yet, as the text before and after the seq's
- * digits (the database links it at the head: migrations/pg/0008). Keys are sorted, so `"seq":` is there once.
+ * digits (the database links it at the head: migrations/pg/0008). Keys are sorted: `seq` is the fourth.
  */
 export function canonicalMetadataAroundSeq(f: Omit<HashedFields, 'payload' | 'prev_hash' | 'seq'>): [string, string] {
-  const text = canonicalMetadata({ ...f, seq: 0 });
-  const at = text.indexOf('"seq":0') + '"seq":'.length;
-  return [text.slice(0, at), text.slice(at + 1)];
+  return [metadataBeforeSeq(f), metadataAfterSeq(f)];
+}
+
+/** The canonical metadata's text up to the seq's digits: the keys that sort before `seq`, then `"seq":`. */
+function metadataBeforeSeq(f: Omit<HashedFields, 'payload' | 'prev_hash' | 'seq'>): string {
+  return `{"attempt":${JSON.stringify(f.attempt)},"created_at":${JSON.stringify(f.created_at)},"entry_type":${JSON.stringify(f.entry_type)},"seq":`;
+}
+
+/** The canonical metadata's text after the seq's digits: the keys that sort after `seq`. */
+function metadataAfterSeq(f: Omit<HashedFields, 'payload' | 'prev_hash' | 'seq'>): string {
+  return `,"thread_id":${JSON.stringify(f.thread_id)},"work_item_id":${JSON.stringify(f.work_item_id)}}`;
 }
 
 export interface ChainBreak {

@@ -74,7 +74,7 @@ function heldLockOf(item: WorkItemRow): HeldLock | undefined {
  * `known`: the row read earlier in this transaction by `ItemReads` with the same `ahead` (no read then;
  * on Postgres `ItemReads` locked it).
  */
-export function leasedItemAndThread(
+export async function leasedItemAndThread(
   tx: Tx,
   ctx: EngineContext,
   id: string,
@@ -82,11 +82,12 @@ export function leasedItemAndThread(
   known?: ItemWithThread,
   ahead: ReadAhead = 'rows',
 ): Promise<ItemWithThread> {
-  return (known ? Promise.resolve(known) : lockWorkItemWithThread(tx.sql, id, ahead)).then((read) => {
-    if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
-      throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
-    return read;
-  });
+  // An async function, not `.then` on the read: with the rows `known` (a shared closure's, read ahead) it
+  // makes one promise, and no closure per call.
+  const read = known ?? (await lockWorkItemWithThread(tx.sql, id, ahead));
+  if (!read || read.item.status !== status || read.item.lease_owner !== ctx.owner)
+    throw new StaleStateError(`work item ${id} is not ${status} under ${ctx.owner}`);
+  return read;
 }
 
 /**
