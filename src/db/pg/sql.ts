@@ -125,7 +125,6 @@ export function bindValues(s: CompiledStatement, text: string, params: SqlParams
   return values;
 }
 
-/** A pool or a client as an `Sql` handle. */
 /**
  * Rethrows a statement's error with the stack of the code that awaited it: an error the driver raises on a
  * checked-out connection carries only the protocol parser's frames (statement-query.ts submits without the
@@ -136,19 +135,22 @@ export function withCallerStack(err: unknown): never {
   throw err;
 }
 
-/** What `get`, `all` and `run` answer from a statement's result (module functions, not closures per call). */
+/** What `get` answers from a statement's result: its first row (module functions, not closures per call). */
 function firstRow(result: pg.QueryResult): unknown {
   return result.rows[0];
 }
 
+/** What `all` answers: every row. */
 function allRows(result: pg.QueryResult): unknown[] {
   return result.rows;
 }
 
+/** What `run` answers: the rows the statement changed. */
 function changesOf(result: pg.QueryResult): RunResult {
   return { changes: result.rowCount ?? 0 };
 }
 
+/** A pool or a client as an `Sql` handle. */
 export class PgSql implements Sql {
   readonly dialect = 'postgres' as const;
   /**
