@@ -64,9 +64,10 @@ export async function takeSharedRate(sql: Sql, p: SharedRateTake): Promise<boole
 }
 
 /**
- * Puts back the request and `tokens` an admission took for a call that will not start (its claim was lost
- * later in the same transaction, which commits), up to the capacities. Guarded: the row the admission took
- * from is there (this transaction holds its lock since).
+ * Puts back the request and `tokens` an admission took for a call that will not start, up to the
+ * capacities: its claim was lost later in the same transaction, which commits, or its committed claim's
+ * start made no call (then in a write of its own, which takes only this row: engine/claim-admissions.ts).
+ * Guarded: the row the admission took from is there (no statement deletes a route's row).
  */
 export async function giveBackSharedRate(sql: Sql, p: SharedRateTake): Promise<void> {
   const result = await sql.run(

@@ -2,6 +2,7 @@
  * The rate limiter shared by daemons on one Postgres (issue 18): the requests/min bucket and the 429
  * park are rows every daemon's claim goes through, so three daemons together make no more calls than
  * one route's limit allows, and a 429 one daemon gets holds back the other daemons' calls until its reset.
+ * A claim whose start makes no call gives its share of the buckets back, for every daemon's next call.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { type CommandJson, Harness, project, waitUntil } from '../helpers/harness.js';
@@ -60,5 +61,25 @@ describe('three daemons on one Postgres share one rate limit', () => {
     expect(h.sim.calls.filter((c) => c.status === 200)).toHaveLength(6);
     // The items the park put back in the queue and their claims after it reached the queue depth.
     expect(await h.queueDepth()).toEqual({ kept: 0, queued: 0 });
+  });
+});
+
+describe("the shared bucket's share of a claim whose start makes no call", () => {
+  it('a claim whose start makes no call (its answer cached) gives its request back: the next call goes at once', async () => {
+    h = await Harness.start();
+    // 2/min refills one request every 30 s: far more than this test takes. The cache answers a request seen before.
+    h.writeConfig({ cache: true, provider: { temperature: 0 }, rate_limits: { 'test-model': { requests_per_minute: 2 } } });
+    await h.importProject(project('shop', 2));
+    const run = async (args: string[]) => (await h.waitForEnd((await h.json<CommandJson>(args)).thread_id)).status;
+    expect(await run(['generate-epic', '--project', 'shop', '--epic', 'E1'])).toBe('complete');
+    // The same request again: its claim takes the bucket's second request, and its start answers it from the cache.
+    expect(await run(['generate-epic', '--project', 'shop', '--epic', 'E1', '--force'])).toBe('complete');
+    expect(h.sim.calls).toHaveLength(1);
+    // Given back before the item ended: a request is there now, not the few seconds' refill (a tenth of one).
+    const rows = await h.query<{ requests_level: number }>("SELECT requests_level FROM llm_rate_limits WHERE model = 'test-model'");
+    expect(rows[0]!.requests_level).toBeGreaterThanOrEqual(1);
+    // So another item's call is admitted now, not when the bucket has refilled.
+    expect(await run(['generate-epic', '--project', 'shop', '--epic', 'E2'])).toBe('complete');
+    expect(h.sim.calls.filter((c) => c.status === 200)).toHaveLength(2);
   });
 });

@@ -9,12 +9,16 @@
  * (their leases lapse, and the recovery scan's claims admit their calls anew).
  * Sharing the database, the shared buckets' share is a row of the round's transaction: it rolls back with
  * a run that does not commit, and a lost claim gives it back by a statement (route-admission.ts
- * `releaseAdmission`); a committed claim whose start makes no call does not give it back (not done yet: it
- * needs a statement in the start's transaction).
+ * `releaseAdmission`). A committed claim whose start makes no call gives it back in a write of its own,
+ * after the start's (`giveBackShared`): not in the start's transaction, which holds item and thread rows
+ * and may take a budget lock, while a claim round holds the rate row as it waits for a budget lock (LOCK
+ * ORDER, engine/tx.ts). Best-effort, as the buckets are: a crash between the two loses the share until
+ * the bucket refills.
  */
 import type { Clock } from '../../core/clock.js';
-import type { RateLimiter } from '../../domain/rate-limit.js';
+import type { ModelRateLimits, RateLimiter } from '../../domain/rate-limit.js';
 import type { CircuitBreaker } from './breaker.js';
+import type { SharedRateLimits } from './shared-rate-limits.js';
 import type { Tx, Write } from './tx.js';
 
 /** One admitted call: where it goes and what it took. */
@@ -25,6 +29,11 @@ interface CallAdmission {
   route: string;
   /** The tokens its estimate took from the limiter (with one request). */
   tokens: number;
+  /**
+   * Sharing the database with a bucket configured for the route: the shared buckets and the route's
+   * capacities, from which the round's transaction took the call's request and tokens. Null: it took none.
+   */
+  shared: { limits: SharedRateLimits; capacities: ModelRateLimits } | null;
 }
 
 /** What one admission took: the call's request and tokens, and the half-open breaker's probe if it took it. */
@@ -66,6 +75,14 @@ export class RoundAdmissions {
 export function giveBackAdmission(a: Admitted, now: number): void {
   a.limiter.giveBack(a.route, a.tokens, now);
   if (a.probe) a.breaker.onInconclusive();
+}
+
+/**
+ * In a write of its own, after the start of `a`'s committed claim made no call: the shared buckets' share
+ * `a` took is free again for every daemon (nothing when it took none). Takes only the route's rate row.
+ */
+export async function giveBackShared(tx: Tx, a: Admitted): Promise<void> {
+  if (a.shared) await a.shared.limits.giveBack(tx.sql, a.route, a.shared.capacities, a.tokens, tx.now);
 }
 
 /**

@@ -24,7 +24,7 @@ import type { StartSlots } from './start-slots.js';
 import type { Tx, Write } from './tx.js';
 import type { PendingEntry } from './ledger-append.js';
 import { untilStored } from './until-stored.js';
-import { giveBackAdmission, type Admitted } from './claim-admissions.js';
+import { giveBackAdmission, giveBackShared, type Admitted } from './claim-admissions.js';
 
 export interface PipelineDeps {
   ctx: EngineContext;
@@ -53,8 +53,8 @@ export interface LeasedItem {
   /** The item's logger (made on first use: most items never log). */
   log: () => Logger;
   /**
-   * What the claim's admission took from this daemon (its route's limiter share, a half-open probe), until the
-   * start: given back when no call follows (not the shared buckets' share: claim-admissions.ts).
+   * What the claim's admission took (its route's limiter share, a half-open probe and, sharing the database,
+   * the shared buckets' share), until the start: given back when no call follows (`noCallFollows`).
    */
   claimAdmission: Admitted | null;
   traceparent: string | null;
@@ -218,12 +218,12 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
     l.claimedRequest = null;
     const admission = l.claimAdmission;
     l.claimAdmission = null;
-    const started = await d.writes.start({ itemId: l.item.id, claimed }).catch((err: unknown) => {
-      if (admission) giveBackAdmission(admission, d.clock.now());
+    const started = await d.writes.start({ itemId: l.item.id, claimed }).catch(async (err: unknown) => {
+      if (admission) await noCallFollows(d, l, admission);
       throw err;
     });
     // No call after all: what its admission took is free again.
-    if ((!started || started.kind === 'recorded') && admission) giveBackAdmission(admission, d.clock.now());
+    if ((!started || started.kind === 'recorded') && admission) await noCallFollows(d, l, admission);
     if (!started || started.kind === 'recorded') return started;
     const { request, route } = started;
     // The prompt as recorded (committed with the start): the answer is indexed under it without reading it back.
@@ -242,6 +242,21 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
   } finally {
     d.startSlots.giveBack();
   }
+}
+
+/**
+ * The claim's admission is followed by no call (its start ended the item, found its answer recorded, or
+ * failed): what it took is free again — this daemon's limiter share and probe at once and, sharing the
+ * database with a bucket configured, the shared buckets' share in a write of its own after the start's
+ * (claim-admissions.ts `giveBackShared`), before the item ends and wakes the engine for its next round.
+ * Best-effort like the buckets: a failed write is logged, and the share comes back as the bucket refills.
+ */
+async function noCallFollows(d: PipelineDeps, l: LeasedItem, admission: Admitted): Promise<void> {
+  giveBackAdmission(admission, d.clock.now());
+  if (!admission.shared) return;
+  await d
+    .write((tx) => giveBackShared(tx, admission))
+    .catch((err: unknown) => l.log().warn({ err }, 'could not give the shared rate limit back the share of a claim whose start made no call; it refills'));
 }
 
 /** Validation and the mutation (or a repair, escalation, retry, dead_letter) of a recorded answer. */

@@ -7,7 +7,7 @@ import type { CallEstimate } from '../../domain/budget.js';
 import type { Admitted, RoundAdmissions } from './claim-admissions.js';
 import type { RateLimiter } from '../../domain/rate-limit.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
-import type { SharedRateLimits } from './shared-rate-limits.js';
+import { hasBuckets, type SharedRateLimits } from './shared-rate-limits.js';
 import type { Tx } from './tx.js';
 
 /** What admission reads of the engine's flow control (producer.ts `FlowControl`). */
@@ -30,7 +30,7 @@ export async function admissionOf(
 ): Promise<Admitted | null> {
   // Each endpoint's breaker and each route's rate limit hold back only their own calls.
   const wait = flow.sharedLimits
-    ? await routeWait(tx, flow, route, estimate.tokens, round, admissions)
+    ? await routeWait(tx, flow, flow.sharedLimits, route, estimate.tokens, round, admissions)
     : routeWaitHere(tx, flow, route, estimate.tokens, round, admissions);
   if (typeof wait === 'object' && wait !== null) return wait;
   if (wait !== null) round.limitedUntil = Math.min(round.limitedUntil ?? wait, wait);
@@ -55,6 +55,7 @@ export async function releaseAdmission(tx: Tx, flow: Limits, route: ModelRoute, 
 async function routeWait(
   tx: Tx,
   flow: Limits,
+  sharedLimits: SharedRateLimits,
   route: ModelRoute,
   tokens: number,
   round: RoundHolds,
@@ -64,21 +65,23 @@ async function routeWait(
   if (held !== undefined) return held;
   // Sharing the database, this daemon's limiter has no buckets (config/flow.ts), only the provider's
   // windows, which nothing gives back (domain/rate-limit.ts): a refusal here leaves nothing to return.
-  const shared = await flow.sharedLimits?.admit(tx.sql, route.key, flow.router.rateLimitsOf(route.key), tokens, tx.now);
-  if (shared && !shared.ok) return shared.retryAt;
-  return admitCall(tx, flow, route, tokens, admissions);
+  const capacities = flow.router.rateLimitsOf(route.key);
+  const shared = await sharedLimits.admit(tx.sql, route.key, capacities, tokens, tx.now);
+  if (!shared.ok) return shared.retryAt;
+  // What a start that makes no call gives back (item-pipeline.ts): only a configured bucket was taken from.
+  return admitCall(tx, flow, route, tokens, admissions, hasBuckets(capacities) ? { limits: sharedLimits, capacities } : null);
 }
 
 /** `routeWait` of a daemon alone on its database (no shared rate limits): decided in memory, no await. */
 function routeWaitHere(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, round: RoundHolds, admissions: RoundAdmissions): Admitted | number | null {
   const held = localHold(tx, flow, route, tokens, round);
   if (held !== undefined) return held;
-  return admitCall(tx, flow, route, tokens, admissions);
+  return admitCall(tx, flow, route, tokens, admissions, null);
 }
 
 /** The breaker's admission of a call the limiter admitted, both noted for the round (given back if no call follows). */
-function admitCall(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, admissions: RoundAdmissions): Admitted {
-  return admissions.admit({ breaker: flow.router.breaker(route), limiter: flow.limiter, route: route.key, tokens }, tx.now);
+function admitCall(tx: Tx, flow: Limits, route: ModelRoute, tokens: number, admissions: RoundAdmissions, shared: Admitted['shared']): Admitted {
+  return admissions.admit({ breaker: flow.router.breaker(route), limiter: flow.limiter, route: route.key, tokens, shared }, tx.now);
 }
 
 /** The route's breaker and this daemon's rate limiter: when to look again if either holds the call back, else undefined. */

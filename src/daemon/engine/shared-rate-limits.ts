@@ -12,7 +12,10 @@ import { TokenBucket, type Admission, type ModelRateLimits } from '../../domain/
 export interface SharedRateLimits {
   /** In the claim's transaction: takes a request and `tokens` for the route, or says until when not. */
   admit(sql: Sql, key: string, limits: ModelRateLimits, tokens: number, now: number): Promise<Admission>;
-  /** In the claim's transaction: puts back what `admit` took for a call that will not start (its claim was lost). */
+  /**
+   * Puts back what `admit` took for a call that will not start: in the claim's transaction when its claim
+   * was lost, or in a write of its own when the committed claim's start made no call (claim-admissions.ts).
+   */
   giveBack(sql: Sql, key: string, limits: ModelRateLimits, tokens: number, now: number): Promise<void>;
   /** A 429: parks the route for every daemon until `until`. */
   park(sql: Sql, key: string, until: number, now: number): Promise<void>;
@@ -24,7 +27,7 @@ export const sharedRateLimits: SharedRateLimits = {
   async admit(sql, key, limits, tokens, now) {
     // No bucket configured (the default): only another daemon's 429 park can hold the call, and reading it
     // takes no row lock — taking one would make every daemon's claim rounds of this route queue on it.
-    if (limits.requestsPerMinute === null && limits.tokensPerMinute === null) {
+    if (!hasBuckets(limits)) {
       const parkedUntil = await parkedUntilIn(sql, key, now);
       return parkedUntil > now ? { ok: false, retryAt: parkedUntil, reason: 'rate limited by the provider (429)' } : { ok: true };
     }
@@ -38,7 +41,7 @@ export const sharedRateLimits: SharedRateLimits = {
   },
   async giveBack(sql, key, limits, tokens, now) {
     // No bucket configured: the admission took nothing.
-    if (limits.requestsPerMinute === null && limits.tokensPerMinute === null) return;
+    if (!hasBuckets(limits)) return;
     await giveBackSharedRate(sql, { model: key, now, rpm: limits.requestsPerMinute, tpm: limits.tokensPerMinute, tokens });
   },
   // A park's change made through this handle is read again by its next admission.
@@ -51,6 +54,11 @@ export const sharedRateLimits: SharedRateLimits = {
     return unparkSharedRate(sql, key);
   },
 };
+
+/** Whether the route has a bucket configured (requests or tokens per minute): admission takes from the row then. */
+export function hasBuckets(limits: ModelRateLimits): boolean {
+  return limits.requestsPerMinute !== null || limits.tokensPerMinute !== null;
+}
 
 /**
  * The route's park, read once per claim round: the round's handle (`sql`) and time (`now`, the
