@@ -7,13 +7,42 @@ import pg from 'pg';
 import { processCpuMicros } from './proc.js';
 import { sleep } from './stats.js';
 
-/** Resets the server's statistics (pg_stat_statements, the databases', WAL's, I/O's and the checkpointer's) before a measured run. */
-export async function resetStats(admin: pg.Client): Promise<void> {
+/**
+ * Resets the server's statistics (pg_stat_statements, the databases', WAL's, I/O's and the checkpointer's) before a measured
+ * run; returns the WAL position then, where `printWalByRelation` starts reading.
+ */
+export async function resetStats(admin: pg.Client): Promise<string> {
   await admin.query('SELECT pg_stat_statements_reset()');
   await admin.query('SELECT pg_stat_reset()');
   await admin.query("SELECT pg_stat_reset_shared('wal')");
   await admin.query("SELECT pg_stat_reset_shared('io')");
   await admin.query("SELECT pg_stat_reset_shared('checkpointer')");
+  return String((await admin.query('SELECT pg_current_wal_lsn() AS lsn')).rows[0].lsn);
+}
+
+/**
+ * The measured run's WAL by relation and record kind, per item (pg_walinspect): a btree INSERT_LEAF is one index entry
+ * written (an insert's or a non-HOT update's), so the index lines count the entries each index costs an item. Read
+ * through a connection to the measured database (its relations' relfilenodes).
+ */
+export async function printWalByRelation(dbClient: pg.Client, fromLsn: string, items: number): Promise<void> {
+  await dbClient.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const { rows } = await dbClient.query(
+    `SELECT coalesce(c.relname, b.relfilenode::text) AS rel, b.resource_manager AS rm, split_part(b.record_type, ' ', 1) AS kind,
+            count(*) AS n, sum(b.record_length) AS bytes
+       FROM pg_get_wal_block_info($1::pg_lsn, pg_current_wal_lsn()) b
+       LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+      WHERE b.resource_manager IN ('Heap', 'Heap2', 'Btree') AND b.block_id = 0
+      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+    [fromLsn],
+  );
+  let entries = 0;
+  console.log('WAL by relation (per item: records, bytes; Btree INSERT_LEAF = index entries written):');
+  for (const r of rows) {
+    if (r.rm === 'Btree' && r.kind === 'INSERT_LEAF') entries += Number(r.n);
+    console.log(`  ${String(r.rel).padEnd(36)} ${String(r.rm).padEnd(6)} ${String(r.kind).padEnd(14)} ${perItem(r.n, items)} ${perItem(r.bytes, items, 0)}`);
+  }
+  console.log(`index entries written per item: ${perItem(entries, items)}`);
 }
 
 /** `v` per item, to `digits` decimals. */
