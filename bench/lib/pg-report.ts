@@ -21,26 +21,29 @@ export async function resetStats(admin: pg.Client): Promise<string> {
 }
 
 /**
- * The measured run's WAL by relation and record kind, per item (pg_walinspect): a btree INSERT_LEAF is one index entry
- * written (an insert's or a non-HOT update's), so the index lines count the entries each index costs an item. Read
- * through a connection to the measured database (its relations' relfilenodes).
+ * The measured run's WAL by relation, per item (pg_walinspect): its records and bytes and, of an index, the entries
+ * written (a btree leaf insert, into a posting list or not, or the split that took the new entry): an insert's and a
+ * non-HOT update's cost per index. Read through a connection to the measured database (its relations' relfilenodes).
  */
 export async function printWalByRelation(dbClient: pg.Client, fromLsn: string, items: number): Promise<void> {
   await dbClient.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
   const { rows } = await dbClient.query(
-    `SELECT coalesce(c.relname, b.relfilenode::text) AS rel, b.resource_manager AS rm, split_part(b.record_type, ' ', 1) AS kind,
-            count(*) AS n, sum(b.record_length) AS bytes
+    `SELECT c.relname AS rel, count(*) AS n, sum(b.record_length) AS bytes,
+            count(*) FILTER (WHERE b.resource_manager = 'Btree' AND split_part(b.record_type, ' ', 1) IN ('INSERT_LEAF', 'INSERT_POST', 'SPLIT_L', 'SPLIT_R')) AS entries
        FROM pg_get_wal_block_info($1::pg_lsn, pg_current_wal_lsn()) b
-       LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
-      WHERE b.resource_manager IN ('Heap', 'Heap2', 'Btree') AND b.block_id = 0
-      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+       JOIN pg_class c ON c.relfilenode = b.relfilenode AND c.relnamespace = 'public'::regnamespace
+      WHERE b.block_id = 0 AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+      GROUP BY 1 ORDER BY sum(b.record_length) DESC`,
     [fromLsn],
   );
+  console.log('WAL by relation (per item: records, bytes, index entries written):');
   let entries = 0;
-  console.log('WAL by relation (per item: records, bytes; Btree INSERT_LEAF = index entries written):');
   for (const r of rows) {
-    if (r.rm === 'Btree' && r.kind === 'INSERT_LEAF') entries += Number(r.n);
-    console.log(`  ${String(r.rel).padEnd(36)} ${String(r.rm).padEnd(6)} ${String(r.kind).padEnd(14)} ${perItem(r.n, items)} ${perItem(r.bytes, items, 0)}`);
+    entries += Number(r.entries);
+    if (Number(r.n) / items < 0.01) continue;
+    console.log(
+      `  ${String(r.rel).padEnd(36)} ${perItem(r.n, items).padStart(6)} ${perItem(r.bytes, items, 0).padStart(6)} ${perItem(r.entries, items).padStart(6)}`,
+    );
   }
   console.log(`index entries written per item: ${perItem(entries, items)}`);
 }
