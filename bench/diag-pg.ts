@@ -21,6 +21,10 @@
  * bench/perf-summary.mjs; DIAG_PERF_CALLGRAPH=fp: frame pointers, which V8's JIT code keeps: with
  * BENCH_DAEMON_FLAGS='--perf-basic-prof-only-functions --interpreted-frames-native-stack', bench/perf-daemons.mjs
  * splits the daemons' CPU by owner: pg driver, provider call, the engine's JavaScript, GC, event loop, TurboFan).
+ * DIAG_SLOTS=1: scale's run prints each daemon's call-slot occupancy (its ramp-up, steady middle and ramp-down) and
+ * where a slot's cycle goes (bench/lib/slot-occupancy.ts). It installs a trigger that notes each claim's daemon in an
+ * unlogged side table (one more trigger call and INSERT per claim) and starts the server with track_commit_timestamp:
+ * the server's CPU, rows written and transactions' work per item then do not compare with runs without it.
  * `scale 1 3` ends with the per-item counts (transactions, rows written per table, calls and rows per statement) that differ
  * between the first run and the last (bench/lib/per-item-counts.ts): what grows with the number of daemons.
  */
@@ -37,6 +41,7 @@ import { printPerItemGrowth, printPerItemTotals, readPerItemCounts, type PerItem
 import { startPerf, stopPerf } from './lib/perf-record.js';
 import { explainBenchPoll, perItem, printItemPhases, printWalByRelation, report, resetStats, startWaitSampler } from './lib/pg-report.js';
 import { postmasterPid, processCpuMicros, serverCpuMicros, threadCpuDelta, threadCpuMicros } from './lib/proc.js';
+import { printSlotOccupancy, recordClaimOwners } from './lib/slot-occupancy.js';
 import { sleep } from './lib/stats.js';
 import { reportDaemonJit, v8LogFlags, type LoggedDaemon, type RunMarks } from './lib/v8-log.js';
 
@@ -55,6 +60,8 @@ const WARMUP_EPICS = Number(process.env.DIAG_WARMUP_EPICS ?? 3000);
  */
 const HOLDS = process.env.DIAG_HOLDS === '1';
 const HOLDS_LOG = `/tmp/diag-pg-holds-${process.pid}.log`;
+/** DIAG_SLOTS=1: the call slots' occupancy and cycle (bench/lib/slot-occupancy.ts), with its trigger and commit timestamps. */
+const SLOTS = process.env.DIAG_SLOTS === '1';
 /** DIAG_V8_LOG=<dir>: each daemon's V8 log of its JIT, read for TurboFan's compiles and deopts (see the file's comment). */
 const V8_LOG = process.env.DIAG_V8_LOG;
 
@@ -192,6 +199,8 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         }
         // DIAG_SETUP_SQL=<file>: run once the daemons have migrated the database (to try a variant of a function).
         if (process.env.DIAG_SETUP_SQL) await client.query(readFileSync(process.env.DIAG_SETUP_SQL, 'utf8'));
+        // Each claim's daemon, which the item's row forgets at its end: for the slot occupancy (slot-occupancy.ts).
+        if (SLOTS) await recordClaimOwners(client);
         const warmUpItems = WARMUP_EPICS > 0 ? await warmUp(daemons, client) : 0;
         const warmedWall = Date.now();
         calls = 0;
@@ -306,7 +315,8 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
             .map(([k, v]) => `${k} ${((100 * v) / Math.max(blocked, 1)).toFixed(0)} %`)
             .join(', ')}`,
         );
-        await printItemPhases(client);
+        await printItemPhases(client, projects);
+        if (SLOTS) await printSlotOccupancy(client, projects, startedWall, config.engine.max_in_flight);
         marks = { warmed: warmedWall, started: startedWall, queued: queuedWall, ended: endedWall };
         if (HOLDS) {
           await stopHoldsLog(admin);
@@ -341,6 +351,8 @@ async function main(): Promise<void> {
     extraFlags: [
       ...['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=5000'],
       ...['-c', 'pg_stat_statements.track_planning=on', '-c', 'track_functions=all', '-c', 'track_wal_io_timing=on'],
+      // The finishes' commit times, for the slot occupancy (slot-occupancy.ts).
+      ...(SLOTS ? ['-c', 'track_commit_timestamp=on'] : []),
       // DIAG_TRACK_ALL=1: the statements inside functions and triggers too (foreign-key checks, plpgsql), each on its own row.
       ...(process.env.DIAG_TRACK_ALL ? ['-c', 'pg_stat_statements.track=all'] : []),
       ...(HOLDS ? HOLDS_LOG_FLAGS : []),

@@ -54,9 +54,10 @@ export const perItem = (v: unknown, items: number, digits = 2): string => (Numbe
 /**
  * Where an item's slot goes, median ms per applied item, from the times its writes stamped (each write's
  * clock reading when its closure ran, not its commit): its claim (`started_at`), its `prompt` entry (the
- * start), its `response` entry (the call, then the record), its `mutation_report` entry (the finish), its end.
+ * start), its `response` entry (the call, then the record), its `mutation_report` entry (the finish), its end; over
+ * `projects`' items (the measured run's, not the warm-up's).
  */
-export async function printItemPhases(client: pg.Client): Promise<void> {
+export async function printItemPhases(client: pg.Client, projects: readonly string[]): Promise<void> {
   const entry = (type: string) =>
     `(SELECT e.created_at FROM llm_ledger_entries e WHERE e.work_item_id = w.id AND e.entry_type = '${type}' ORDER BY e.seq LIMIT 1)`;
   const median = (expr: string) => `percentile_cont(0.5) WITHIN GROUP (ORDER BY ${expr})`;
@@ -64,7 +65,8 @@ export async function printItemPhases(client: pg.Client): Promise<void> {
     `SELECT ${median('prompt - w.started_at')} AS claim_start, ${median('response - prompt')} AS start_record,
             ${median('report - response')} AS record_finish, ${median('w.finished_at - w.started_at')} AS held
        FROM (SELECT w.*, ${entry('prompt')} AS prompt, ${entry('response')} AS response, ${entry('mutation_report')} AS report
-               FROM llm_work_items w WHERE w.status = 'applied') w`,
+               FROM llm_work_items w WHERE w.status = 'applied' AND w.project_id = ANY($1::text[])) w`,
+    [projects],
   );
   const r = rows[0] as Record<string, number>;
   console.log(

@@ -59,6 +59,23 @@ export class IllegalTransitionError extends Error {
   }
 }
 
+/**
+ * The database's ledger append (migrations/pg/0009 `llm_ledger_append`) answered with a different number of
+ * linked rows than the entries it was given: the function and this process disagree, a bug, never a result
+ * to guess from. On the COMMIT's query the entries are already committed when this is found (the writer
+ * then passes it to the caller as is, never running the closure again), so `ledger verify` is what tells
+ * what the chain holds.
+ */
+export class LedgerLinkMismatchError extends Error {
+  constructor(
+    readonly entries: number,
+    readonly linked: number,
+  ) {
+    super(`the ledger append linked ${linked} rows for ${entries} entries`);
+    this.name = 'LedgerLinkMismatchError';
+  }
+}
+
 /** A write that could not be committed because storage failed, after the writer's bounded retries. */
 export class InfraError extends Error {
   constructor(override readonly cause: unknown) {

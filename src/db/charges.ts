@@ -207,11 +207,15 @@ const TOTALS_COLUMNS = `
   count(*) FILTER (WHERE status = 'settled' AND applied = 0 AND cost_usd IS NULL) AS unpriced_wasted_calls,
   count(*) FILTER (WHERE status = 'in_doubt' AND reserved_cost_usd = 0) AS unpriced_in_doubt_calls`;
 
-/** A thread's usage; for an orchestration, its children's too (children are one level deep). */
+/**
+ * A thread's usage; for an orchestration, its children's too (children are one level deep). The threads
+ * are one `IN` list (the thread, then its children), never `thread_id = @id OR thread_id IN (children)`:
+ * Postgres reads the whole charges table for that OR at any size; the list is looked up by index.
+ */
 export async function sumThreadUsage(sql: Sql, threadId: string): Promise<UsageTotals> {
   return (await sql.get(
     `SELECT ${TOTALS_COLUMNS}
-     FROM ${chargesWithApplied('WHERE c.thread_id = @id OR c.thread_id IN (SELECT id FROM llm_threads WHERE parent_thread_id = @id)')}`,
+     FROM ${chargesWithApplied('WHERE c.thread_id IN (SELECT @id UNION ALL SELECT id FROM llm_threads WHERE parent_thread_id = @id)')}`,
     { id: threadId },
   )) as UsageTotals;
 }

@@ -3,6 +3,7 @@
  * way entries are written; triggers refuse UPDATE and DELETE in the database itself.
  */
 import { createHash } from 'node:crypto';
+import { LedgerLinkMismatchError } from '../core/errors.js';
 import type { Sql } from '../core/sql.js';
 import { canonicalMetadataAroundSeq, GENESIS_HASH, ledgerEntryHash } from './chain.js';
 import type { LedgerRow } from '../db/schema.js';
@@ -201,6 +202,7 @@ function appendCalls(entries: readonly NewLedgerEntry[]): AppendCall[] {
 
 /** A call's entries as the rows the database linked them into (`links`: its result, in the entries' order). */
 function linkedRows(call: AppendCall, links: readonly Link[]): LedgerRow[] {
+  if (links.length !== call.run.length) throw new LedgerLinkMismatchError(call.run.length, links.length);
   const rows: LedgerRow[] = [];
   for (let j = 0; j < call.run.length; j++) {
     const link = links[j]!;

@@ -1,0 +1,56 @@
+/**
+ * A thread's usage and a scheduled run's usage on Postgres are read through the threads' index, at any
+ * table size: `sumThreadUsage` (the thread view: `combine threads show`, `GET /threads/{id}`) over
+ * llm_charges, and the finalizing statement's `runUsage` over llm_ledger_entries (every ending thread that
+ * belongs to a run). Each names the thread and its children as one `IN` list; the earlier
+ * `thread_id = @id OR thread_id IN (children)` had no index path, so Postgres read the whole table for it —
+ * at 1,000,000 closed threads, every read. On a connection with sequential scans disabled, the statements'
+ * plans must still reach those tables by index (a plan with no other path falls back to a disabled Seq Scan).
+ */
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sumThreadUsage } from '../../src/db/charges.js';
+import { PgSql } from '../../src/db/pg/sql.js';
+import { finalizeScheduleRunOfThread } from '../../src/db/schedules.js';
+import { createTestDatabase, openTestPool, type TestDatabase } from '../helpers/postgres.js';
+
+let database: TestDatabase;
+/** One connection, sequential scans off: the statements' prepared plans are read back on it. */
+let onePool: pg.Pool;
+let sql: PgSql;
+
+beforeAll(async () => {
+  database = await createTestDatabase({ migrated: true });
+  onePool = openTestPool(database.url, 1);
+  sql = new PgSql(onePool);
+  await sql.run('SET enable_seqscan = off');
+});
+afterAll(async () => {
+  await onePool?.end();
+  await database?.drop();
+});
+
+/** The plan of this connection's prepared statement whose text has `marker`, for `args`. */
+async function planOf(marker: string, args: string): Promise<string> {
+  const row = await sql.get<{ name: string }>('SELECT name FROM pg_prepared_statements WHERE strpos(statement, ?) > 0', [marker]);
+  if (!row) throw new Error(`no prepared statement has ${marker}`);
+  const plan = await sql.all<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) EXECUTE ${row.name}(${args})`);
+  return plan.map((r) => r['QUERY PLAN']).join('\n');
+}
+
+describe('usage reads on Postgres go through the index at any size', () => {
+  it("a thread's usage (the thread view) reads llm_charges by thread, not the whole table", async () => {
+    expect((await sumThreadUsage(sql, 't-none')).calls).toBe(0);
+    const plan = await planOf('unpriced_in_doubt_calls', "'t-none'");
+    expect(plan).toContain('idx_charges_thread');
+    expect(plan).not.toMatch(/Seq Scan on llm_charges/);
+  });
+
+  it("a scheduled run's usage, set as its thread ends, reads llm_ledger_entries by thread, not the whole table", async () => {
+    expect(await finalizeScheduleRunOfThread(sql, { thread_id: 't-none', to: 'complete', now: 1, error_message: null })).toEqual([]);
+    // Its parameters in the order the text names them: to, now, error_message, thread_id.
+    const plan = await planOf('UPDATE schedule_runs', "'complete', 1, NULL, 't-none'");
+    expect(plan).toContain('idx_ledger_thread');
+    expect(plan).not.toMatch(/Seq Scan on llm_ledger_entries/);
+  });
+});
