@@ -11,8 +11,8 @@ import {
   getLastLedgerEntryForWorkItem,
   getLatestLedgerEntrySeqForThread,
   listAppliedWithoutMutationReport,
-  listCompleteThreadsWithoutAppliedItem,
 } from './store.js';
+import { listCompleteThreadsWithoutAppliedItem } from '../db/threads.js';
 import { getWorkItem } from '../db/work-items.js';
 import { CompletenessTracker, type CompletenessEntry, type IncompleteRecord } from './completeness.js';
 
