@@ -9,7 +9,8 @@
  * llm_threads while every other test still passed. The ledger check must scan llm_threads without an
  * index: most threads are complete, and a walk of the partial index with a row read per entry was
  * 1.4–1.7× slower at 1,000,000 threads. The statements are taken as the connection's statement cache
- * holds them after each db/ function has run. */
+ * holds them after each db/ function has run.
+ */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
