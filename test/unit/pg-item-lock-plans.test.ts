@@ -3,8 +3,8 @@
  * Postgres under the plan a connection keeps for it: prepared once per connection, it keeps one generic plan
  * after its first five executions (db/dialect.ts `inJsonArrayInitPlanPg`), whatever the number of ids (a
  * record's few items made a custom plan cheaper with a constant array, and the join of four tables was planned
- * again at every call). One connection runs it on a table of ~1,000 ended items, and it still locks and reads
- * exactly the items it names.
+ * again at every call). One connection runs it on a table of ~1,000 ended items: it still locks and reads
+ * exactly the items it names, and the generic plan looks them up by llm_work_items' primary key.
  */
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -12,6 +12,7 @@ import { lockWorkItemsWithThreads, type ReadAhead } from '../../src/db/item-with
 import { PgSql } from '../../src/db/pg/sql.js';
 import { insertThread } from '../../src/db/threads.js';
 import { insertWorkItem } from '../../src/db/work-items.js';
+import { preparedPlansOf } from '../helpers/pg-prepared-plans.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from '../helpers/postgres.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
 
@@ -35,16 +36,6 @@ afterEach(async () => {
   await database?.drop();
 });
 
-/** The connection's plans of its prepared statement whose text has `marker`. */
-async function plansOf(marker: string): Promise<{ generic: number; custom: number }> {
-  const row = await locker.get<{ generic_plans: number; custom_plans: number }>(
-    'SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE strpos(statement, ?) > 0',
-    [marker],
-  );
-  if (!row) throw new Error(`no prepared statement with ${marker}`);
-  return { generic: Number(row.generic_plans), custom: Number(row.custom_plans) };
-}
-
 describe('locking a few items with their threads, over and over on one connection', () => {
   it.each<ReadAhead>(['rows', 'record'])('keeps the generic plan (read-ahead %s) and reads exactly the items named', async (ahead) => {
     for (let i = 0; i < 1000; i++) {
@@ -59,15 +50,17 @@ describe('locking a few items with their threads, over and over on one connectio
     await reader.run('ANALYZE llm_threads');
     await reader.run('ANALYZE llm_work_items');
     const lists = [['a'], ['b', 'c'], ['c'], ['a', 'b'], ['b'], ['a', 'c'], ['c', 'x'], ['a']];
-    for (const [i, ids] of lists.entries()) {
+    for (const ids of lists) {
       // Autocommit: each statement its own transaction, its locks released at its end.
       const reads = await lockWorkItemsWithThreads(locker, ids, ahead);
       expect([...reads.keys()].sort()).toEqual(ids.filter((id) => id !== 'x'));
       for (const [id, read] of reads) expect(read.thread.id).toBe(`t-${id}`);
-      // The first five executions are custom plans, then the connection keeps the generic one.
-      if (i === 5) expect(await plansOf('FOR NO KEY UPDATE OF w')).toEqual({ generic: 1, custom: 5 });
     }
-    // No custom plan since: every later execution ran the generic one.
-    expect(await plansOf('FOR NO KEY UPDATE OF w')).toEqual({ generic: lists.length - 5, custom: 5 });
+    // The first five executions were custom plans; every later one ran the generic plan the connection kept.
+    const plans = await preparedPlansOf(locker, 'FOR NO KEY UPDATE OF w');
+    expect({ generic: plans.generic, custom: plans.custom }).toEqual({ generic: lists.length - 5, custom: 5 });
+    // And that generic plan looks each item up by its primary key, not by a scan of llm_work_items.
+    expect(plans.plan).toMatch(/Index Scan using llm_work_items_pkey on llm_work_items w/);
+    expect(plans.plan).not.toMatch(/Seq Scan on llm_work_items/);
   });
 });
