@@ -81,7 +81,8 @@ export async function listActiveThreadsByKeys(sql: Sql, keys: readonly string[])
 
 /**
  * The most recent complete thread of each of these keys (keys with none are absent). `status = 'complete'` is
- * written literally: it is idx_threads_key_complete's predicate, which a bound status would not match.
+ * written literally: it is idx_threads_key_complete's predicate, which a bound status would not match in
+ * Postgres's generic plan (SQLite compares a bound value, re-preparing).
  */
 export async function latestCompleteThreadsByKeys(sql: Sql, keys: readonly string[]): Promise<Map<string, ThreadRow>> {
   const latest = new Map<string, ThreadRow>();
