@@ -39,7 +39,7 @@ import { HOLDS_LOG_FLAGS, holdsLogSink, printHeadHolds, startHoldsLog, stopHolds
 import { runEngineOnce } from './lib/engine-run.js';
 import { printPerItemGrowth, printPerItemTotals, readPerItemCounts, type PerItemCounts } from './lib/per-item-counts.js';
 import { startPerf, stopPerf } from './lib/perf-record.js';
-import { explainBenchPoll, perItem, printItemPhases, report, resetStats, startWaitSampler } from './lib/pg-report.js';
+import { explainBenchPoll, perItem, printItemPhases, printWalByRelation, report, resetStats, startWaitSampler } from './lib/pg-report.js';
 import { postmasterPid, processCpuMicros, serverCpuMicros, threadCpuDelta, threadCpuMicros } from './lib/proc.js';
 import { printSlotOccupancy, recordClaimOwners } from './lib/slot-occupancy.js';
 import { sleep } from './lib/stats.js';
@@ -206,7 +206,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         calls = 0;
         const projects = Array.from({ length: PROJECTS }, (_, p) => `p${p}`);
         for (const [i, p] of projects.entries()) await daemons[i % count]!.importProject(projectFile(p, EPICS));
-        await resetStats(admin);
+        const walFrom = await resetStats(admin);
         // pg_stat_reset() resets the counters of the database it runs in: the measured one's tables and functions too.
         await client.query('SELECT pg_stat_reset()');
         if (HOLDS) await startHoldsLog(admin, HOLDS_LOG);
@@ -325,6 +325,7 @@ async function scale(server: PostgresServer, port: number, admin: pg.Client, cou
         console.log(`wait-event samples (${samples} samples; average active backends per state):`);
         for (const [k, v] of [...waits.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${(v / samples).toFixed(2).padStart(6)}  ${k}`);
         await report(admin, dbName, items, client);
+        await printWalByRelation(client, walFrom, items);
         // Read before the bench poll's EXPLAIN, whose statements are not the daemons' work.
         const counts = await readPerItemCounts(admin, dbName, client, items, count);
         printPerItemTotals(counts);

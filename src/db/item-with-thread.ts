@@ -5,7 +5,7 @@
  */
 import type { Sql } from '../core/sql.js';
 import type { ChargeRow, ProjectRow, ThreadRow, WorkItemRow } from './schema.js';
-import { inJsonArray } from './dialect.js';
+import { inJsonArray, inJsonArrayInitPlanPg } from './dialect.js';
 import { objectLiteralOf } from './statements.js';
 import type { ClaimHead } from './work-item-claims.js';
 
@@ -122,10 +122,17 @@ const ITEM_WITH_THREAD_TEXT = byAhead((ahead) => selectItemsWithThreads(ahead, '
 // `NO KEY UPDATE`: see db/dialect.ts `skipLockedRows`; `OF w`: the item's row only, not its thread's, project's or charge's.
 const LOCK_ITEM_WITH_THREAD_PG = byAhead((ahead) => `${ITEM_WITH_THREAD_TEXT[ahead]} FOR NO KEY UPDATE OF w`);
 
-/** The items of a JSON array of ids (`?`), each looked up by its primary key. */
+/**
+ * The items of a JSON array of ids (`?`), each looked up by its primary key. On Postgres the list is an
+ * InitPlan's (dialect.ts `inJsonArrayInitPlanPg`): with `inJsonArray`'s constant array a list of one or two
+ * ids made a custom plan cheaper than the generic one, so a connection planned this join of four tables again
+ * at every call (test/unit/pg-item-lock-plans: 6 custom plans of 6); with the InitPlan it keeps the generic
+ * plan after its first five. In the diag's runs the lists held ~9–10 ids and were kept generic either way
+ * (0.06–0.08 plans a call on both): the InitPlan matters for a slower trickle of short lists.
+ */
 const ITEMS_WITH_THREADS_TEXT = byAhead((ahead) => ({
   sqlite: selectItemsWithThreads(ahead, inJsonArray('sqlite', 'w.id', '?')),
-  postgres: selectItemsWithThreads(ahead, inJsonArray('postgres', 'w.id', '?')),
+  postgres: selectItemsWithThreads(ahead, inJsonArrayInitPlanPg('w.id', '?')),
 }));
 
 /**

@@ -90,7 +90,10 @@ export const threads = sqliteTable(
   (t) => [
     // At most one active thread per semantic request: the database settles double submits.
     uniqueIndex('uq_threads_idempotency_active').on(t.idempotency_key).where(sql`status IN ('open', 'running')`),
-    index('idx_threads_key_created').on(t.idempotency_key, t.created_at),
+    // A request's newest completion (a repeated request is answered by it; retention keeps it): complete threads
+    // only. An index of every thread by key took an entry at each of a thread's insert and status moves (three per
+    // item on Postgres, where a status move is never a HOT update); this one takes one, at its completion.
+    index('idx_threads_key_complete').on(t.idempotency_key, t.created_at).where(sql`status = 'complete'`),
     // A parent's children by status: whether one is still active (every child's end asks, `lockThreadForClose`) reads
     // only its active children's entries, not every child's, nor every active thread's (Postgres ANDed the parent
     // index with idx_threads_active: ~200 + ~1,200 entries per child's end at 160 children).

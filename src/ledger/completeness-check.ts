@@ -7,12 +7,8 @@
  *   - every complete thread with work items has an applied one.
  */
 import type { Sql } from '../core/sql.js';
-import {
-  getLastLedgerEntryForWorkItem,
-  getLatestLedgerEntrySeqForThread,
-  listAppliedWithoutMutationReport,
-  listCompleteThreadsWithoutAppliedItem,
-} from './store.js';
+import { getLastLedgerEntryForWorkItem, getLatestLedgerEntrySeqForThread, listAppliedWithoutMutationReport } from './store.js';
+import { listCompleteThreadsWithoutAppliedItem } from '../db/threads.js';
 import { getWorkItem } from '../db/work-items.js';
 import { CompletenessTracker, type CompletenessEntry, type IncompleteRecord } from './completeness.js';
 

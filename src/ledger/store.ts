@@ -350,16 +350,6 @@ export async function listAppliedWithoutMutationReport(sql: Sql): Promise<string
   ).map((r) => r.id);
 }
 
-/** Complete threads that have work items but no applied one: a completion the ledger cannot explain. */
-export async function listCompleteThreadsWithoutAppliedItem(sql: Sql): Promise<string[]> {
-  return (
-    (await sql.all(`SELECT t.id FROM llm_threads t
-       WHERE t.status = 'complete'
-         AND EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id)
-         AND NOT EXISTS (SELECT 1 FROM llm_work_items w WHERE w.thread_id = t.id AND w.status = 'applied')`)) as { id: string }[]
-  ).map((r) => r.id);
-}
-
 export async function getLatestLedgerEntrySeqForThread(sql: Sql, threadId: string): Promise<number | null> {
   const row = (await sql.get('SELECT max(seq) AS seq FROM llm_ledger_entries WHERE thread_id = ?', [threadId])) as { seq: number | null };
   return row.seq;

@@ -40,8 +40,8 @@ CREATE INDEX `idx_threads_ended_badly` ON `llm_threads` (`created_at`) WHERE sta
 -- index idx_threads_id_tail
 CREATE INDEX `idx_threads_id_tail` ON `llm_threads` (substr("id", 25));
 
--- index idx_threads_key_created
-CREATE INDEX `idx_threads_key_created` ON `llm_threads` (`idempotency_key`,`created_at`);
+-- index idx_threads_key_complete
+CREATE INDEX `idx_threads_key_complete` ON `llm_threads` (`idempotency_key`,`created_at`) WHERE status = 'complete';
 
 -- index idx_threads_kind_created
 CREATE INDEX `idx_threads_kind_created` ON `llm_threads` (`kind`,`created_at`);

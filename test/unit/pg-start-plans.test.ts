@@ -17,6 +17,7 @@ import { getThread, insertThread, startThreadsInLockOrder } from '../../src/db/t
 import { getWorkItem, insertWorkItem } from '../../src/db/work-items.js';
 import { markWorkItemsRunning } from '../../src/db/work-item-moves.js';
 import { waitUntil } from '../helpers/harness.js';
+import { preparedPlansOf } from '../helpers/pg-prepared-plans.js';
 import { aWriteWaitsForALock } from '../helpers/pg-race.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from '../helpers/postgres.js';
 import { testThreadRow, testWorkItemRow } from '../helpers/rows.js';
@@ -66,17 +67,8 @@ async function unlocked(ids: readonly string[]): Promise<string[]> {
   return rows.map((r) => r.id);
 }
 
-/** The plans of the connection's prepared statement whose text has `marker`, and its plan for every call (EXPLAIN of its generic plan). */
-async function planOf(marker: string): Promise<{ generic: number; custom: number; plan: string }> {
-  const row = await starter.get<{ name: string; generic_plans: number; custom_plans: number; params: number }>(
-    'SELECT name, generic_plans, custom_plans, cardinality(parameter_types) AS params FROM pg_prepared_statements WHERE strpos(statement, ?) > 0',
-    [marker],
-  );
-  if (!row) throw new Error(`no prepared statement with ${marker}`);
-  const args = Array.from({ length: row.params }, () => 'NULL').join(', ');
-  const plan = await starter.all<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) EXECUTE ${row.name}(${args})`);
-  return { generic: Number(row.generic_plans), custom: Number(row.custom_plans), plan: plan.map((r) => r['QUERY PLAN']).join('\n') };
-}
+/** The plans of the starter connection's prepared statement whose text has `marker`, and its generic plan. */
+const planOf = (marker: string) => preparedPlansOf(starter, marker);
 
 const PARTIAL_INDEXES =
   /idx_threads_active|uq_threads_idempotency_active|idx_threads_ended_badly|idx_work_items_leased|idx_work_items_claimable|idx_work_items_fair/;

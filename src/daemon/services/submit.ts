@@ -14,9 +14,9 @@ import type { ThreadRow } from '../../db/schema.js';
 import {
   adoptThreads,
   findActiveThreadByKey,
-  findLatestThreadByKeyAndStatus,
+  findLatestCompleteThreadByKey,
   insertThreadUnlessActive,
-  latestThreadsByKeysAndStatus,
+  latestCompleteThreadsByKeys,
   listActiveThreadsByKeys,
 } from '../../db/threads.js';
 import { PRIORITY_OF } from '../../domain/operations.js';
@@ -122,7 +122,7 @@ interface ChildLookups {
 
 async function lookUpChildren(tx: Tx, keys: readonly string[], force: boolean): Promise<ChildLookups> {
   const active = new Map((await listActiveThreadsByKeys(tx.sql, keys)).map((t) => [t.idempotency_key, t]));
-  const complete = force ? null : await latestThreadsByKeysAndStatus(tx.sql, keys, 'complete');
+  const complete = force ? null : await latestCompleteThreadsByKeys(tx.sql, keys);
   return { active, complete, projects: new Map(), adopted: new Set() };
 }
 
@@ -148,7 +148,7 @@ async function submit(tx: Tx, ops: OperationRegistry, op: Operation, input: unkn
       superseded = active.id;
     } else return { thread: active, deduplicated: true };
   }
-  const complete = o.force ? undefined : await findLatestThreadByKeyAndStatus(tx.sql, p.key, 'complete');
+  const complete = o.force ? undefined : await findLatestCompleteThreadByKey(tx.sql, p.key);
   if (complete) return { thread: complete, deduplicated: true };
   const project = await projectInfo(tx.sql, p.target.project_id);
   if (!project) throw new CommandError('NOT_FOUND', `no project "${p.target.project_id}" (see \`combine project list\`)`);
