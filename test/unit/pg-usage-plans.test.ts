@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sumThreadUsage } from '../../src/db/charges.js';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { finalizeScheduleRunOfThread } from '../../src/db/schedules.js';
+import { preparedPlansOf } from '../helpers/pg-prepared-plans.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from '../helpers/postgres.js';
 
 let database: TestDatabase;
@@ -31,12 +32,7 @@ afterAll(async () => {
 });
 
 /** The plan of this connection's prepared statement whose text has `marker`, for `args`. */
-async function planOf(marker: string, args: string): Promise<string> {
-  const row = await sql.get<{ name: string }>('SELECT name FROM pg_prepared_statements WHERE strpos(statement, ?) > 0', [marker]);
-  if (!row) throw new Error(`no prepared statement has ${marker}`);
-  const plan = await sql.all<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) EXECUTE ${row.name}(${args})`);
-  return plan.map((r) => r['QUERY PLAN']).join('\n');
-}
+const planOf = async (marker: string, args: string) => (await preparedPlansOf(sql, marker, args)).plan;
 
 describe('usage reads on Postgres go through the index at any size', () => {
   it("a thread's usage (the thread view) reads llm_charges by thread, not the whole table", async () => {
