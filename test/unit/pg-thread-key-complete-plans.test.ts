@@ -56,7 +56,7 @@ describe('plans of the complete threads of a request key (Postgres)', () => {
     expect(plans.plan).not.toMatch(/Seq Scan on llm_threads/);
   });
 
-  it("the newest complete thread of many keys at once: its generic plan reads idx_threads_key_complete", async () => {
+  it('the newest complete thread of many keys at once: its generic plan reads idx_threads_key_complete', async () => {
     const latest = await latestCompleteThreadsByKeys(forcedGeneric, ['k1', 'k2', 'open0']);
     expect([...latest.entries()].map(([key, row]) => [key, row.id])).toEqual([
       ['k1', 't-301'],
