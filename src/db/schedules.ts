@@ -195,8 +195,8 @@ const RUN_USAGE_COLUMNS = '(responses, prompt_tokens, completion_tokens, total_t
 /**
  * A run's usage, one row in `RUN_USAGE_COLUMNS`' order: its response count and token sums over the
  * `response` entries of its thread (`threadId`: a parameter, or the updated row's column) and of that
- * thread's children (one `IN` list: thread-and-children.ts). The one text of both finalizing statements, so the two cannot sum differently; set
- * as one row, the entries are read once per run, not once per column.
+ * thread's children (one `IN` list: thread-and-children.ts). The one text of both finalizing statements, so
+ * the two cannot sum differently; set as one row, the entries are read once per run, not once per column.
  */
 function runUsage(dialect: Sql['dialect'], threadId: string): string {
   const sum = (path: string) => `coalesce(sum(${jsonNumber(dialect, 'e.payload', path)}), 0)`;
