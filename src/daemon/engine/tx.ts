@@ -247,8 +247,9 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  * transaction of its own, and so does a committed claim's give-back when its start makes no call
  * (engine/claim-admissions.ts `giveBackShared`: after the start's write, never in it). So the only waits
  * while holding it are a later claim's first budget lock: a round holding the bucket and waiting for
- * `budget:<p>` while another round holds `budget:<p>` and waits for the bucket is a cycle (rare; as for any claim of a round after its first), which Postgres breaks after
- * `deadlock_timeout` and the writer runs the aborted round again.
+ * `budget:<p>` while another round holds `budget:<p>` and waits for the bucket is a cycle (rare; as for any
+ * claim of a round after its first), which Postgres breaks after `deadlock_timeout` and the writer runs the
+ * aborted round again.
  * A schedule run's start that joins a thread already running (scheduler/start-run.ts) takes the thread's
  * row FOR SHARE (4: a move of it waits, as it waits for any thread lock), then links the run's row; an
  * end takes the thread, then the run's row in its COMMIT's query (5): the same order.
