@@ -12,6 +12,7 @@
  */
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import type pg from 'pg';
+import { sum } from './stats.js';
 
 /**
  * The server flags for the statement log: each line prefixed with its time, backend and application (nothing is logged
@@ -174,7 +175,6 @@ const pct = (xs: readonly number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(p * s.length))]!;
 };
-const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
 const f1 = (n: number): string => n.toFixed(1);
 
 /** Time-averaged and peak count of intervals open at once. */

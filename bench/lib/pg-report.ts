@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { processCpuMicros } from './proc.js';
 import { sleep } from './stats.js';
+import { walByRelation } from '../../test/helpers/pg-wal.js';
 
 /**
  * Resets the server's statistics (pg_stat_statements, the databases', WAL's, I/O's and the checkpointer's) before a measured
@@ -20,41 +21,18 @@ export async function resetStats(admin: pg.Client): Promise<string> {
   return String((await admin.query('SELECT pg_current_wal_lsn() AS lsn')).rows[0].lsn);
 }
 
-/** What the WAL holds for one relation of the database: records, their bytes, and of an index its entries written. */
-export interface RelationWal {
-  rel: string;
-  records: number;
-  bytes: number;
-  /** Btree leaf inserts, into a posting list or not, and the splits that took the new entry: one per index entry. */
-  entries: number;
-}
-
-/**
- * The WAL from `fromLsn` to now by relation of the connected database (pg_walinspect, which the caller has
- * created; flushed WAL only), most bytes first: an insert's and a non-HOT update's cost per index. Shared by
- * diag-pg's report and test/unit/pg-thread-index-entries.
- */
-export async function walByRelation(db: Pick<pg.Pool, 'query'> | Pick<pg.Client, 'query'>, fromLsn: string): Promise<RelationWal[]> {
-  const { rows } = await db.query(
-    `SELECT c.relname AS rel, count(*)::int AS records, sum(b.record_length)::bigint AS bytes,
-            (count(*) FILTER (WHERE b.resource_manager = 'Btree'
-                                AND split_part(b.record_type, ' ', 1) IN ('INSERT_LEAF', 'INSERT_POST', 'SPLIT_L', 'SPLIT_R')))::int AS entries
-       FROM pg_get_wal_block_info($1::pg_lsn, pg_current_wal_lsn()) b
-       JOIN pg_class c ON c.relfilenode = b.relfilenode AND c.relnamespace = 'public'::regnamespace
-      WHERE b.block_id = 0 AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
-      GROUP BY 1 ORDER BY sum(b.record_length) DESC`,
-    [fromLsn],
-  );
-  return rows.map((r) => ({ rel: String(r.rel), records: Number(r.records), bytes: Number(r.bytes), entries: Number(r.entries) }));
-}
-
 /**
  * The measured run's WAL by relation, per item: records, bytes and, of an index, the entries written. Read
  * through a connection to the measured database (its relations' relfilenodes).
  */
 export async function printWalByRelation(dbClient: pg.Client, fromLsn: string, items: number): Promise<void> {
   await dbClient.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
-  const rows = await walByRelation(dbClient, fromLsn);
+  // Nothing keeps the run's WAL: a checkpoint during a long run may recycle its first segments. The report goes on without it.
+  const rows = await walByRelation(dbClient, fromLsn).catch((err: unknown) => {
+    console.log(`WAL by relation: not read, the WAL from the run's start is no longer there (${(err as Error).message})`);
+    return null;
+  });
+  if (rows === null) return;
   console.log('WAL by relation (per item: records, bytes, index entries written):');
   let entries = 0;
   for (const r of rows) {

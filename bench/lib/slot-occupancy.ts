@@ -7,7 +7,7 @@
  * Only with DIAG_SLOTS=1 (bench/diag-pg.ts): the trigger and the commit timestamps add to the server's work per item.
  */
 import type pg from 'pg';
-import { quantile } from './stats.js';
+import { mean, quantile } from './stats.js';
 
 /**
  * Notes each claim's owner (the `lease_owner` a claim sets) in an unlogged side table, one row per claim: one trigger
@@ -74,11 +74,10 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
       `slot occupancy: ${rerun} of ${rows.length} items ran more than once (attempt > 1): their started_at is their first claim's, so their held time includes the backoff and the figures below are off`,
     );
   const ends = held.map((h) => h.finished).sort((a, b) => a - b);
-  const at = (share: number) => ends[Math.ceil(share * ends.length) - 1]!;
   const windows: [string, number, number][] = [
-    ['ramp-up', startedWall, at(0.1)],
-    ['steady 10–90 %', at(0.1), at(0.9)],
-    ['ramp-down', at(0.9), ends[ends.length - 1]!],
+    ['ramp-up', startedWall, quantile(ends, 0.1)],
+    ['steady 10–90 %', quantile(ends, 0.1), quantile(ends, 0.9)],
+    ['ramp-down', quantile(ends, 0.9), ends[ends.length - 1]!],
   ];
   const owners = [...new Set(held.map((h) => h.owner))].sort();
   const byOwner = owners.map((o) => held.filter((h) => h.owner === o));
@@ -98,7 +97,7 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
   console.log(
     `run's start and end (s from the first submit): each project's items stamped ${queued.rows.map((r) => `${s(Number(r.first))}–${s(Number(r.last))}`).join(', ')}; each daemon's first claim ${firstClaims.map(s).join(', ')}, last finish ${lastEnds.map(s).join(', ')}`,
   );
-  printSlotGaps(byOwner, windows[1]![1], windows[1]![2], slots);
+  printSlotGaps(owners, byOwner, windows[1]![1], windows[1]![2], slots);
 }
 
 /**
@@ -108,10 +107,11 @@ export async function printSlotOccupancy(client: pg.Client, projects: readonly s
  * COMMIT, per item: it starts after that), the item's work (its round's COMMIT → its finish's stamp) and the finish's
  * own run (its stamp → its COMMIT: the engine holds the slot until then). The refill gap and the round's run are the
  * producer's. Also a finish's COMMIT → the daemon's next claim round, and the rounds' sizes (a round's items share
- * `started_at`). Gaps are kept signed (negative: the two stamps' clocks apart). A daemon with an item lacking a commit
- * time (not tracked) is left out of all but the round sizes, and the line says so.
+ * `started_at`). Gaps are kept signed (negative: the two stamps' clocks apart). A daemon (`owners`, in `byOwner`'s order)
+ * with an item lacking a commit time (not tracked) is left out of all but the round sizes, and the line names it. The
+ * p50s and p90s are by nearest rank (stats.ts `quantile`: of an even count, the lower middle).
  */
-function printSlotGaps(byOwner: readonly Held[][], from: number, to: number, slots: number): void {
+function printSlotGaps(owners: readonly string[], byOwner: readonly Held[][], from: number, to: number, slots: number): void {
   const refill: number[] = [];
   const roundRun: number[] = [];
   const work: number[] = [];
@@ -125,7 +125,7 @@ function printSlotGaps(byOwner: readonly Held[][], from: number, to: number, slo
     for (const r of rounds) if (r >= from && r < to) roundSizes.push(claims.filter((c) => c === r).length);
     const untracked = items.filter((h) => h.committed === null || h.claimCommitted === null).length;
     if (untracked > 0) {
-      dropped.push(`daemon ${d + 1}'s (${untracked} of ${items.length} items without a commit time)`);
+      dropped.push(`${owners[d]}'s (${untracked} of ${items.length} items without a commit time)`);
       return;
     }
     const commits = items.map((h) => h.committed!).sort((a, b) => a - b);
@@ -148,12 +148,12 @@ function printSlotGaps(byOwner: readonly Held[][], from: number, to: number, slo
   });
   const parts = [refill, roundRun, work, finishRun].map(mean);
   const cycle = parts.reduce((a, b) => a + b, 0);
-  const ms = (v: readonly number[]) => `median ${quantile(v, 0.5)}, p90 ${quantile(v, 0.9)}, mean ${mean(v).toFixed(1)}`;
+  const ms = (v: readonly number[]) => `p50 ${quantile(v, 0.5)}, p90 ${quantile(v, 0.9)}, mean ${mean(v).toFixed(1)}`;
   console.log(
     `steady 10–90 %, ms: finish COMMIT → the claim that refilled its slot ${ms(refill)}; claim stamp → its round's COMMIT ${ms(roundRun)}; round's COMMIT → finish stamp ${ms(work)}; finish stamp → its COMMIT ${ms(finishRun)}; finish COMMIT → the daemon's next claim round ${ms(nextRound)}${dropped.length > 0 ? `; left out: ${dropped.join(', ')}` : ''}`,
   );
   console.log(
-    `steady 10–90 %: a slot's cycle, means, ms: refill ${parts[0]!.toFixed(1)} + round's run ${parts[1]!.toFixed(1)} + work ${parts[2]!.toFixed(1)} + finish's run ${parts[3]!.toFixed(1)} = ${cycle.toFixed(1)}; the producer's (refill + round's run) ${((100 * (parts[0]! + parts[1]!)) / Math.max(cycle, 1)).toFixed(1)} %; claim rounds ${roundSizes.length}, items per round: median ${quantile(roundSizes, 0.5)}, mean ${mean(roundSizes).toFixed(1)}, p90 ${quantile(roundSizes, 0.9)}`,
+    `steady 10–90 %: a slot's cycle, means, ms: refill ${parts[0]!.toFixed(1)} + round's run ${parts[1]!.toFixed(1)} + work ${parts[2]!.toFixed(1)} + finish's run ${parts[3]!.toFixed(1)} = ${cycle.toFixed(1)}; the producer's (refill + round's run) ${((100 * (parts[0]! + parts[1]!)) / Math.max(cycle, 1)).toFixed(1)} %; claim rounds ${roundSizes.length}, items per round: p50 ${quantile(roundSizes, 0.5)}, mean ${mean(roundSizes).toFixed(1)}, p90 ${quantile(roundSizes, 0.9)}`,
   );
 }
 
@@ -162,8 +162,4 @@ function heldTime(items: readonly Held[], from: number, to: number): number {
   let sum = 0;
   for (const h of items) sum += Math.max(0, Math.min(h.finished, to) - Math.max(h.claimed, from));
   return sum;
-}
-
-function mean(values: readonly number[]): number {
-  return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length;
 }

@@ -7,6 +7,15 @@ export function median(xs: readonly number[]): number {
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
+/** The arithmetic mean; NaN of no values. */
+export function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? NaN : sum(xs) / xs.length;
+}
+
+export function sum(xs: readonly number[]): number {
+  return xs.reduce((a, b) => a + b, 0);
+}
+
 /** The q-quantile (0–1) by nearest rank: the value that `q` of the samples do not exceed. */
 export function quantile(xs: readonly number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -64,7 +64,9 @@ export class IllegalTransitionError extends Error {
  * linked rows than the entries it was given: the function and this process disagree, a bug, never a result
  * to guess from. On the COMMIT's query the entries are already committed when this is found (the writer
  * then passes it to the caller as is, never running the closure again), so `ledger verify` is what tells
- * what the chain holds.
+ * what the chain holds. Thrown there before the writer publishes the write's events (db/pg/writer.ts), so
+ * none of that committed write's events reaches a follow stream or another daemon; they see its rows
+ * only when they next read them.
  */
 export class LedgerLinkMismatchError extends Error {
   constructor(

@@ -7,6 +7,7 @@
 import type { Sql } from '../core/sql.js';
 import type { ChargeRow } from './schema.js';
 import { assertChargeTransition } from '../domain/states.js';
+import { inThreadAndChildren } from './thread-and-children.js';
 import { runAtCommit, runGuarded, runGuardedAtCommit, runGuardedAtCommitAlong } from './statements.js';
 
 /** A charge as its reservation inserts it: the call's telemetry comes with the change that ends the call. */
@@ -207,15 +208,11 @@ const TOTALS_COLUMNS = `
   count(*) FILTER (WHERE status = 'settled' AND applied = 0 AND cost_usd IS NULL) AS unpriced_wasted_calls,
   count(*) FILTER (WHERE status = 'in_doubt' AND reserved_cost_usd = 0) AS unpriced_in_doubt_calls`;
 
-/**
- * A thread's usage; for an orchestration, its children's too (children are one level deep). The threads
- * are one `IN` list (the thread, then its children), never `thread_id = @id OR thread_id IN (children)`:
- * Postgres reads the whole charges table for that OR at any size; the list is looked up by index.
- */
+/** A thread's usage; for an orchestration, its children's too (one `IN` list: thread-and-children.ts). */
 export async function sumThreadUsage(sql: Sql, threadId: string): Promise<UsageTotals> {
   return (await sql.get(
     `SELECT ${TOTALS_COLUMNS}
-     FROM ${chargesWithApplied('WHERE c.thread_id IN (SELECT @id UNION ALL SELECT id FROM llm_threads WHERE parent_thread_id = @id)')}`,
+     FROM ${chargesWithApplied(`WHERE c.thread_id ${inThreadAndChildren('@id')}`)}`,
     { id: threadId },
   )) as UsageTotals;
 }

@@ -126,7 +126,7 @@ const LOCK_ITEM_WITH_THREAD_PG = byAhead((ahead) => `${ITEM_WITH_THREAD_TEXT[ahe
  * The items of a JSON array of ids (`?`), each looked up by its primary key. On Postgres the list is an
  * InitPlan's (dialect.ts `inJsonArrayInitPlanPg`): with `inJsonArray`'s constant array a list of one or two
  * ids made a custom plan cheaper than the generic one, so a connection planned this join of four tables again
- * at every call (test/unit/pg-item-lock-plans: 6 custom plans of 6); with the InitPlan it keeps the generic
+ * at every call (test/unit/pg-item-lock-plans: every call a custom plan); with the InitPlan it keeps the generic
  * plan after its first five. In the diag's runs the lists held ~9–10 ids and were kept generic either way
  * (0.06–0.08 plans a call on both): the InitPlan matters for a slower trickle of short lists.
  */

@@ -7,6 +7,7 @@ import type { Sql } from '../core/sql.js';
 import { runStatusesLeadingTo, SCHEDULE_TRANSITIONS, type RunStatus, type ScheduleStatus } from '../domain/schedule.js';
 import { inJsonArray, jsonNumber } from './dialect.js';
 import type { ScheduleRow, ScheduleRunRow } from './schema-schedules.js';
+import { inThreadAndChildren } from './thread-and-children.js';
 import { DONE, expectOneChange } from './statements.js';
 import { IllegalTransitionError, StaleStateError } from '../core/errors.js';
 
@@ -194,16 +195,15 @@ const RUN_USAGE_COLUMNS = '(responses, prompt_tokens, completion_tokens, total_t
 /**
  * A run's usage, one row in `RUN_USAGE_COLUMNS`' order: its response count and token sums over the
  * `response` entries of its thread (`threadId`: a parameter, or the updated row's column) and of that
- * thread's children (one `IN` list, as db/charges.ts `sumThreadUsage` has it: an `= … OR IN (…)` made Postgres read
- * every ledger entry for each run). The one text of both finalizing statements, so the two cannot sum differently; set
- * as one row, the entries are read once per run, not once per column.
+ * thread's children (one `IN` list: thread-and-children.ts). The one text of both finalizing statements, so
+ * the two cannot sum differently; set as one row, the entries are read once per run, not once per column.
  */
 function runUsage(dialect: Sql['dialect'], threadId: string): string {
   const sum = (path: string) => `coalesce(sum(${jsonNumber(dialect, 'e.payload', path)}), 0)`;
   return `SELECT count(*), ${sum('usage.prompt_tokens')}, ${sum('usage.completion_tokens')}, ${sum('usage.total_tokens')}
       FROM llm_ledger_entries e
       WHERE e.entry_type = 'response'
-        AND e.thread_id IN (SELECT ${threadId} UNION ALL SELECT c.id FROM llm_threads c WHERE c.parent_thread_id = ${threadId})`;
+        AND e.thread_id ${inThreadAndChildren(threadId)}`;
 }
 
 const FINALIZE_COMPLETED_PG = `

@@ -7,6 +7,7 @@ import { LedgerLinkMismatchError } from '../core/errors.js';
 import type { Sql } from '../core/sql.js';
 import { canonicalMetadataAroundSeq, GENESIS_HASH, ledgerEntryHash } from './chain.js';
 import type { LedgerRow } from '../db/schema.js';
+import { inThreadAndChildren } from '../db/thread-and-children.js';
 import { canonicalJson } from '../domain/canonical-json.js';
 
 export const LEDGER_ENTRY_TYPES = ['prompt', 'response', 'parse_report', 'mutation_report', 'error'] as const;
@@ -285,7 +286,7 @@ export async function listLedgerForThread(sql: Sql, threadId: string): Promise<L
 export async function listLedgerForThreadFamily(sql: Sql, threadId: string, limit = -1): Promise<LedgerRow[]> {
   return (await sql.all(
     `SELECT * FROM llm_ledger_entries
-     WHERE thread_id IN (SELECT @id UNION ALL SELECT id FROM llm_threads WHERE parent_thread_id = @id)
+     WHERE thread_id ${inThreadAndChildren('@id')}
      ORDER BY seq LIMIT @limit`,
     // SQLite reads a negative LIMIT as none; Postgres refuses it and reads NULL as none.
     { id: threadId, limit: limit < 0 && sql.dialect === 'postgres' ? null : limit },
@@ -296,7 +297,7 @@ export async function listLedgerForThreadFamily(sql: Sql, threadId: string, limi
 export async function listLedgerForThreadFamilyAfter(sql: Sql, threadId: string, afterSeq: number): Promise<LedgerRow[]> {
   return (await sql.all(
     `SELECT * FROM llm_ledger_entries
-     WHERE thread_id IN (SELECT @id UNION ALL SELECT id FROM llm_threads WHERE parent_thread_id = @id) AND seq > @after
+     WHERE thread_id ${inThreadAndChildren('@id')} AND seq > @after
      ORDER BY seq`,
     { id: threadId, after: afterSeq },
   )) as LedgerRow[];

@@ -3,8 +3,8 @@
  * Postgres under the plan a connection keeps for it: prepared once per connection, it keeps one generic plan
  * after its first five executions (db/dialect.ts `inJsonArrayInitPlanPg`), whatever the number of ids (a
  * record's few items made a custom plan cheaper with a constant array, and the join of four tables was planned
- * again at every call). One connection runs it on a table of ~1,000 ended items: it still locks and reads
- * exactly the items it names, and the generic plan looks them up by llm_work_items' primary key.
+ * again at every call). One connection runs it on a table of ~1,000 ended items: it still reads exactly the
+ * items it names, and the generic plan looks them up by llm_work_items' primary key.
  */
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';

@@ -12,8 +12,8 @@ import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PgSql } from '../../src/db/pg/sql.js';
 import { findLatestCompleteThreadByKey, insertThread, latestCompleteThreadsByKeys, transitionThread } from '../../src/db/threads.js';
-import { walByRelation } from '../../bench/lib/pg-report.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from '../helpers/postgres.js';
+import { walByRelation } from '../helpers/pg-wal.js';
 import { testThreadRow } from '../helpers/rows.js';
 
 let database: TestDatabase;

@@ -6,12 +6,14 @@
  * `thread_id = @id OR thread_id IN (children)` had no index path, so Postgres read the whole table for it —
  * at 1,000,000 closed threads, every read. On a connection with sequential scans disabled, the statements'
  * plans must still reach those tables by index (a plan with no other path falls back to a disabled Seq Scan).
+ * The finalizing statements are checked in both forms: one run's thread (a parameter) and the runs of the
+ * threads a closure of answers ends together (`schedule_runs.thread_id`, the updated row's column).
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sumThreadUsage } from '../../src/db/charges.js';
 import { PgSql } from '../../src/db/pg/sql.js';
-import { finalizeScheduleRunOfThread } from '../../src/db/schedules.js';
+import { finalizeCompletedScheduleRunsAtCommit, finalizeScheduleRunOfThread } from '../../src/db/schedules.js';
 import { preparedPlansOf } from '../helpers/pg-prepared-plans.js';
 import { createTestDatabase, openTestPool, type TestDatabase } from '../helpers/postgres.js';
 
@@ -45,7 +47,16 @@ describe('usage reads on Postgres go through the index at any size', () => {
   it("a scheduled run's usage, set as its thread ends, reads llm_ledger_entries by thread, not the whole table", async () => {
     expect(await finalizeScheduleRunOfThread(sql, { thread_id: 't-none', to: 'complete', now: 1, error_message: null })).toEqual([]);
     // Its parameters in the order the text names them: to, now, error_message, thread_id.
-    const plan = await planOf('UPDATE schedule_runs', "'complete', 1, NULL, 't-none'");
+    const plan = await planOf('RETURNING *', "'complete', 1, NULL, 't-none'");
+    expect(plan).toContain('idx_ledger_thread');
+    expect(plan).not.toMatch(/Seq Scan on llm_ledger_entries/);
+  });
+
+  it('the runs of threads that completed together, finalized in one statement, read llm_ledger_entries by thread', async () => {
+    // A plain handle (no COMMIT's query): the statement runs now.
+    await finalizeCompletedScheduleRunsAtCommit(sql, { thread_ids: ['t-none'], now: 1 });
+    // Its parameters in the order the text names them: now, ids.
+    const plan = await planOf('schedule_runs.thread_id', `1, '["t-none"]'`);
     expect(plan).toContain('idx_ledger_thread');
     expect(plan).not.toMatch(/Seq Scan on llm_ledger_entries/);
   });

@@ -10,7 +10,8 @@
  * Sharing the database, the shared buckets' share is a row of the round's transaction: it rolls back with
  * a run that does not commit, and a lost claim gives it back by a statement (route-admission.ts
  * `releaseAdmission`). A committed claim whose start makes no call gives it back in a write of its own,
- * after the start's (`giveBackShared`): not in the start's transaction, which holds item and thread rows
+ * after the start's and outside its start slot (`giveBackShared`; none after a start that failed on storage,
+ * whose share refills): not in the start's transaction, which holds item and thread rows
  * and may take a budget lock, while a claim round holds the rate row as it waits for a budget lock (LOCK
  * ORDER, engine/tx.ts). Best-effort, as the buckets are: a crash between the two loses the share until
  * the bucket refills.

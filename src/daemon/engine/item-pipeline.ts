@@ -7,6 +7,7 @@
 import type { ItemWithThread, ReadAhead } from '../../db/item-with-thread.js';
 import type { LedgerRow } from '../../db/schema.js';
 import { refusedValueOf } from '../../db/errors.js';
+import { InfraError } from '../../core/errors.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
 import type { ModelRoute, ModelRouter } from '../routing/router.js';
@@ -54,7 +55,7 @@ export interface LeasedItem {
   log: () => Logger;
   /**
    * What the claim's admission took (its route's limiter share, a half-open probe and, sharing the database,
-   * the shared buckets' share), until the start: given back when no call follows (`noCallFollows`).
+   * the shared buckets' share), until the start: given back when no call follows (`giveBackUnusedAdmission`).
    */
   claimAdmission: Admitted | null;
   traceparent: string | null;
@@ -208,22 +209,35 @@ type Started =
 /**
  * The item's start, in one of the start slots (start-slots.ts): the `prompt` entry and `running`
  * committed, then the call sent — its outcome is awaited outside the slot. Null: the item ended instead.
+ * A start that makes no call gives its claim's admission back after the slot is free again
+ * (`giveBackUnusedAdmission`): the shared buckets' write is not the start's, and holds no start slot.
  */
 async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null> {
+  const admission = l.claimAdmission;
+  l.claimAdmission = null;
+  let started: Started | null;
+  try {
+    started = await startInSlot(d, l);
+  } catch (err) {
+    // Failed on storage: the shared write would wait out the same trouble's retries before the item's
+    // recovery; the shared share refills instead (best-effort, as the buckets are).
+    if (admission) await giveBackUnusedAdmission(d, l, admission, { shared: !(err instanceof InfraError) });
+    throw err;
+  }
+  // No call after all (the start ended the item, or found its answer recorded): what its admission took is free again.
+  if (started?.kind !== 'call' && admission) await giveBackUnusedAdmission(d, l, admission, { shared: true });
+  return started;
+}
+
+/** `startCall`'s part in a start slot: the start's write and, when it starts the call, the call sent. */
+async function startInSlot(d: PipelineDeps, l: LeasedItem): Promise<Started | null> {
   // Crash tests die here: earlier slices' calls sent, this one's items claimed but not started.
   if (await d.startSlots.take()) d.ctx.crashAt('between_start_slices');
   try {
     const claimed = l.claimedRequest;
     // Not kept by the item while its call waits (the prompt entry and the call have their own).
     l.claimedRequest = null;
-    const admission = l.claimAdmission;
-    l.claimAdmission = null;
-    const started = await d.writes.start({ itemId: l.item.id, claimed }).catch(async (err: unknown) => {
-      if (admission) await noCallFollows(d, l, admission);
-      throw err;
-    });
-    // No call after all: what its admission took is free again.
-    if ((!started || started.kind === 'recorded') && admission) await noCallFollows(d, l, admission);
+    const started = await d.writes.start({ itemId: l.item.id, claimed });
     if (!started || started.kind === 'recorded') return started;
     const { request, route } = started;
     // The prompt as recorded (committed with the start): the answer is indexed under it without reading it back.
@@ -247,13 +261,13 @@ async function startCall(d: PipelineDeps, l: LeasedItem): Promise<Started | null
 /**
  * The claim's admission is followed by no call (its start ended the item, found its answer recorded, or
  * failed): what it took is free again — this daemon's limiter share and probe at once and, sharing the
- * database with a bucket configured, the shared buckets' share in a write of its own after the start's
- * (claim-admissions.ts `giveBackShared`), before the item ends and wakes the engine for its next round.
- * Best-effort like the buckets: a failed write is logged, and the share comes back as the bucket refills.
+ * database with a bucket configured and `o.shared`, the shared buckets' share in a write of its own after
+ * the start's (claim-admissions.ts `giveBackShared`), before the item ends and wakes the engine for its
+ * next round. Best-effort like the buckets: a failed or skipped write's share comes back as the bucket refills.
  */
-async function noCallFollows(d: PipelineDeps, l: LeasedItem, admission: Admitted): Promise<void> {
+async function giveBackUnusedAdmission(d: PipelineDeps, l: LeasedItem, admission: Admitted, o: { shared: boolean }): Promise<void> {
   giveBackAdmission(admission, d.clock.now());
-  if (!admission.shared) return;
+  if (!admission.shared || !o.shared) return;
   await d
     .write((tx) => giveBackShared(tx, admission))
     .catch((err: unknown) => l.log().warn({ err }, 'could not give the shared rate limit back the share of a claim whose start made no call; it refills'));

@@ -244,10 +244,12 @@ export async function endThread(tx: Tx, thread: ThreadRow, to: EndedStatus, rele
  * admission: after that claim's budget lock (2), and on Postgres for a project without a budget after the
  * claim's item row and scope row (1, 2: engine/producer.ts `claimThenAdmit`); its later claims then take
  * items (SKIP LOCKED), scopes (only tried) and budget locks after it. A park or unpark takes it alone, in a
- * transaction of its own. So the only waits while holding it are a later claim's first budget lock: a
- * round holding the bucket and waiting for `budget:<p>` while another round holds `budget:<p>` and waits
- * for the bucket is a cycle (rare; as for any claim of a round after its first), which Postgres breaks after
- * `deadlock_timeout` and the writer runs the aborted round again.
+ * transaction of its own, and so does a committed claim's give-back when its start makes no call
+ * (engine/claim-admissions.ts `giveBackShared`: after the start's write, never in it). So the only waits
+ * while holding it are a later claim's first budget lock: a round holding the bucket and waiting for
+ * `budget:<p>` while another round holds `budget:<p>` and waits for the bucket is a cycle (rare; as for any
+ * claim of a round after its first), which Postgres breaks after `deadlock_timeout` and the writer runs the
+ * aborted round again.
  * A schedule run's start that joins a thread already running (scheduler/start-run.ts) takes the thread's
  * row FOR SHARE (4: a move of it waits, as it waits for any thread lock), then links the run's row; an
  * end takes the thread, then the run's row in its COMMIT's query (5): the same order.
