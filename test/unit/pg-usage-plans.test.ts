@@ -9,43 +9,29 @@
  * The finalizing statements are checked in both forms: one run's thread (a parameter) and the runs of the
  * threads a closure of answers ends together (`schedule_runs.thread_id`, the updated row's column).
  */
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { sumThreadUsage } from '../../src/db/charges.js';
-import { PgSql } from '../../src/db/pg/sql.js';
 import { finalizeCompletedScheduleRunsAtCommit, finalizeScheduleRunOfThread } from '../../src/db/schedules.js';
 import { preparedPlansOf } from '../helpers/pg-prepared-plans.js';
-import { createTestDatabase, openTestPool, type TestDatabase } from '../helpers/postgres.js';
+import { useTestWriter } from '../helpers/postgres.js';
 
-let database: TestDatabase;
 /** One connection, sequential scans off: the statements' prepared plans are read back on it. */
-let onePool: pg.Pool;
-let sql: PgSql;
-
-beforeAll(async () => {
-  database = await createTestDatabase({ migrated: true });
-  onePool = openTestPool(database.url, 1);
-  sql = new PgSql(onePool);
-  await sql.run('SET enable_seqscan = off');
-});
-afterAll(async () => {
-  await onePool?.end();
-  await database?.drop();
-});
+const db = useTestWriter(1);
+beforeAll(() => db.reader.run('SET enable_seqscan = off'));
 
 /** The plan of this connection's prepared statement whose text has `marker`, for `args`. */
-const planOf = async (marker: string, args: string) => (await preparedPlansOf(sql, marker, args)).plan;
+const planOf = async (marker: string, args: string) => (await preparedPlansOf(db.reader, marker, args)).plan;
 
 describe('usage reads on Postgres go through the index at any size', () => {
   it("a thread's usage (the thread view) reads llm_charges by thread, not the whole table", async () => {
-    expect((await sumThreadUsage(sql, 't-none')).calls).toBe(0);
+    expect((await sumThreadUsage(db.reader, 't-none')).calls).toBe(0);
     const plan = await planOf('unpriced_in_doubt_calls', "'t-none'");
     expect(plan).toContain('idx_charges_thread');
     expect(plan).not.toMatch(/Seq Scan on llm_charges/);
   });
 
   it("a scheduled run's usage, set as its thread ends, reads llm_ledger_entries by thread, not the whole table", async () => {
-    expect(await finalizeScheduleRunOfThread(sql, { thread_id: 't-none', to: 'complete', now: 1, error_message: null })).toEqual([]);
+    expect(await finalizeScheduleRunOfThread(db.reader, { thread_id: 't-none', to: 'complete', now: 1, error_message: null })).toEqual([]);
     // Its parameters in the order the text names them: to, now, error_message, thread_id.
     const plan = await planOf('RETURNING *', "'complete', 1, NULL, 't-none'");
     expect(plan).toContain('idx_ledger_thread');
@@ -54,7 +40,7 @@ describe('usage reads on Postgres go through the index at any size', () => {
 
   it('the runs of threads that completed together, finalized in one statement, read llm_ledger_entries by thread', async () => {
     // A plain handle (no COMMIT's query): the statement runs now.
-    await finalizeCompletedScheduleRunsAtCommit(sql, { thread_ids: ['t-none'], now: 1 });
+    await finalizeCompletedScheduleRunsAtCommit(db.reader, { thread_ids: ['t-none'], now: 1 });
     // Its parameters in the order the text names them: now, ids.
     const plan = await planOf('schedule_runs.thread_id', `1, '["t-none"]'`);
     expect(plan).toContain('idx_ledger_thread');
